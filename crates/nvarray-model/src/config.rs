@@ -1,0 +1,394 @@
+//! The device description: every parameter of the timing model, read from TOML.
+//!
+//! One struct per hardware part, with the unit of every field in its name. `validate` checks
+//! each field against the range the model supports and names the field in its error, so a
+//! user who mistypes a preset override learns which key and which range at once.
+
+use serde::{Deserialize, Serialize};
+
+use crate::error::ConfigError;
+
+/// The whole array: host link, command interface, controller, ring, memory, wear levelling,
+/// and the host-side software cost the engines charge per request.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct DeviceConfig {
+    /// Short name, e.g. the preset's name.
+    pub name: String,
+    /// One line saying what this device is.
+    #[serde(default)]
+    pub description: String,
+    pub link: LinkConfig,
+    pub interface: InterfaceConfig,
+    pub controller: ControllerConfig,
+    pub ring: RingConfig,
+    pub memory: MemoryConfig,
+    pub wear: WearConfig,
+    #[serde(default)]
+    pub host: HostConfig,
+}
+
+/// The PCIe host link. Both directions have the full bandwidth (full duplex).
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct LinkConfig {
+    /// PCIe generation, 1 to 5 (2.5, 5, 8, 16, 32 GT/s per lane).
+    pub generation: u8,
+    /// Lane count, 1 to 16.
+    pub lanes: u8,
+    /// Largest data payload of one TLP (Max_Payload_Size), a power of two from 64 to 4096.
+    pub max_payload_bytes: u32,
+    /// Bytes each TLP costs on the wire beyond its payload: framing, sequence number, header,
+    /// LCRC, and the share of ACK/flow-control DLLPs.
+    pub tlp_overhead_bytes: u32,
+    /// Largest read a device may request from host memory in one TLP (Max_Read_Request_Size).
+    pub max_read_request_bytes: u32,
+    /// One-way latency through the link and root complex.
+    pub propagation_ns: u64,
+    /// Time host memory takes to answer a device's DMA read request, excluding the link.
+    pub host_read_latency_ns: u64,
+}
+
+/// How commands and completions cross the link.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum Protocol {
+    /// Moneta: one 64-bit programmed-I/O write issues a command; completion is a status
+    /// register plus an interrupt, and the host reads the status back over the link.
+    Moneta,
+    /// NVMe: doorbell write, the device fetches a 64-byte SQ entry (and a PRP list for
+    /// transfers over two pages), then writes a 16-byte CQ entry and an MSI.
+    Nvme,
+}
+
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct InterfaceConfig {
+    pub protocol: Protocol,
+    /// Moneta: time the device takes to answer the host's status-register read.
+    #[serde(default)]
+    pub status_read_ns: u64,
+    /// NVMe: memory page size that PRP entries describe.
+    #[serde(default = "default_page_bytes")]
+    pub page_bytes: u32,
+}
+
+fn default_page_bytes() -> u32 {
+    4096
+}
+
+/// Who does the per-command work inside the controller.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum ControllerMode {
+    /// Embedded cores run firmware for each stage (OpenExpress's baseline).
+    Firmware,
+    /// Automated hardware pipeline (Moneta's FPGA, OpenExpress's design).
+    Hardware,
+}
+
+/// Order in which the controller hands transfer buffers to waiting requests.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum Policy {
+    /// Oldest request first; a large request takes every buffer until it is fully scheduled.
+    Fifo,
+    /// Separate read and write queues, served alternately on each buffer allocation, so both
+    /// link directions stay busy (Moneta's full-duplex fix).
+    SplitRw,
+    /// A request gets one buffer and goes to the back of the queue (Moneta's fairness fix).
+    RoundRobin,
+}
+
+impl Policy {
+    pub const ALL: [Policy; 3] = [Policy::Fifo, Policy::SplitRw, Policy::RoundRobin];
+
+    pub fn name(self) -> &'static str {
+        match self {
+            Policy::Fifo => "fifo",
+            Policy::SplitRw => "split-rw",
+            Policy::RoundRobin => "round-robin",
+        }
+    }
+}
+
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ControllerConfig {
+    pub mode: ControllerMode,
+    pub policy: Policy,
+    /// Scoreboard size: commands the controller tracks at once. More wait in the request queue.
+    pub tags: u32,
+    /// Transfer buffers: how many request pieces can move at once.
+    pub buffer_count: u32,
+    /// Size of one transfer buffer; requests are moved in pieces of this size.
+    pub buffer_bytes: u32,
+    /// Logical block size: offsets and lengths must be multiples of it.
+    pub block_bytes: u32,
+    /// Largest request the controller accepts.
+    pub max_transfer_bytes: u32,
+    /// Latency from granting a buffer to the start of its memory or DMA transfer.
+    pub dma_setup_ns: u64,
+    /// Hardware mode: time the command pipeline is occupied per command (it handles one
+    /// command at a time, so this also bounds IOPS).
+    #[serde(default)]
+    pub hardware_command_ns: u64,
+    /// Hardware mode: time the pipeline is occupied to post a completion.
+    #[serde(default)]
+    pub hardware_completion_ns: u64,
+    /// Firmware mode: embedded cores sharing the per-command work.
+    #[serde(default = "one")]
+    pub firmware_cores: u32,
+    /// Firmware mode: per-command cost of fetching and decoding the command.
+    #[serde(default)]
+    pub firmware_fetch_ns: u64,
+    /// Firmware mode: per-command cost of walking PRP entries and setting up DMA.
+    #[serde(default)]
+    pub firmware_prp_ns: u64,
+    /// Firmware mode: per-command cost of address translation (FTL or wear-levelling map).
+    #[serde(default)]
+    pub firmware_translation_ns: u64,
+    /// Firmware mode: per-command cost of building the completion and raising the interrupt.
+    #[serde(default)]
+    pub firmware_completion_ns: u64,
+}
+
+fn one() -> u32 {
+    1
+}
+
+/// The internal network between the controller and the memory controllers.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RingConfig {
+    /// Raw ring bandwidth, shared by reads and writes.
+    pub bandwidth_bytes_per_s: u64,
+    /// Payload carried by one ring packet.
+    pub packet_payload_bytes: u32,
+    /// Header bytes each ring packet adds.
+    pub packet_header_bytes: u32,
+    /// Latency of one traversal, controller to memory controller.
+    pub latency_ns: u64,
+}
+
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct MemoryConfig {
+    /// Label of the memory technology (pcm, stt-mram, dram, xpoint, z-nand, slc, mlc, tlc, ...).
+    pub technology: String,
+    /// Usable capacity of the array.
+    pub capacity_bytes: u64,
+    /// Independent memory controllers on the ring.
+    pub controllers: u32,
+    /// Banks (or dies) per memory controller that work in parallel.
+    pub banks_per_controller: u32,
+    /// Consecutive bytes on one controller before the address moves to the next.
+    pub stripe_bytes: u32,
+    /// Unit of one media access (a row, or a flash page); the access latency is paid per row.
+    pub row_bytes: u32,
+    /// Media read latency per row access.
+    pub read_latency_ns: u64,
+    /// Media write latency per row access (the write is complete only when it is in the media).
+    pub write_latency_ns: u64,
+    /// Data rate of one bank once a row is open.
+    pub bank_bandwidth_bytes_per_s: u64,
+    /// Erase latency (flash); 0 for media written in place.
+    #[serde(default)]
+    pub erase_latency_ns: u64,
+    /// Bytes written to a bank between two erases (flash erase block); used when erase_latency_ns > 0.
+    #[serde(default)]
+    pub erase_block_bytes: u64,
+}
+
+/// Start-gap wear levelling (Qureshi et al., MICRO'09), one instance per memory controller.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct WearConfig {
+    pub enabled: bool,
+    /// Remapping granularity (a line).
+    pub line_bytes: u32,
+    /// Writes between two gap moves (the paper's psi; 100 costs 1 % extra writes).
+    pub gap_interval_writes: u32,
+}
+
+/// Costs on the host side of the interface, charged by the engines, not by the device.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct HostConfig {
+    /// Host software time per request before it is issued (driver, OS, library). 0 by default,
+    /// so results show the device alone.
+    #[serde(default)]
+    pub software_ns: u64,
+}
+
+/// Bounds the model supports; kept in one place so errors and docs quote the same numbers.
+pub mod limits {
+    pub const LANES_MAX: u8 = 16;
+    pub const GENERATION_MAX: u8 = 5;
+    pub const TAGS_MAX: u32 = 65_536;
+    pub const BUFFERS_MAX: u32 = 4_096;
+    pub const CONTROLLERS_MAX: u32 = 256;
+    pub const BANKS_MAX: u32 = 256;
+    pub const FIRMWARE_CORES_MAX: u32 = 64;
+    pub const MAX_TRANSFER_BYTES_MAX: u32 = 64 << 20;
+    /// One hour: any latency beyond this is a typo, not a device.
+    pub const LATENCY_NS_MAX: u64 = 3_600_000_000_000;
+}
+
+fn check(ok: bool, field: &'static str, range: &str, value: impl ToString) -> Result<(), ConfigError> {
+    if ok {
+        Ok(())
+    } else {
+        Err(ConfigError::OutOfRange { field, range: range.to_string(), value: value.to_string() })
+    }
+}
+
+fn check_latency(field: &'static str, value: u64) -> Result<(), ConfigError> {
+    check(value <= limits::LATENCY_NS_MAX, field, "0 to 3600000000000 (one hour)", value)
+}
+
+fn check_pow2(field: &'static str, value: u32, min: u32, max: u32) -> Result<(), ConfigError> {
+    check(
+        value.is_power_of_two() && (min..=max).contains(&value),
+        field,
+        &format!("a power of two from {min} to {max}"),
+        value,
+    )
+}
+
+impl DeviceConfig {
+    /// Checks every field against the range the model supports.
+    pub fn validate(&self) -> Result<(), ConfigError> {
+        use limits::*;
+        let l = &self.link;
+        check((1..=GENERATION_MAX).contains(&l.generation), "link.generation", "1 to 5", l.generation)?;
+        check((1..=LANES_MAX).contains(&l.lanes), "link.lanes", "1 to 16", l.lanes)?;
+        check_pow2("link.max_payload_bytes", l.max_payload_bytes, 64, 4096)?;
+        check(l.tlp_overhead_bytes <= 128, "link.tlp_overhead_bytes", "0 to 128", l.tlp_overhead_bytes)?;
+        check_pow2("link.max_read_request_bytes", l.max_read_request_bytes, 64, 4096)?;
+        check_latency("link.propagation_ns", l.propagation_ns)?;
+        check_latency("link.host_read_latency_ns", l.host_read_latency_ns)?;
+
+        let i = &self.interface;
+        check_latency("interface.status_read_ns", i.status_read_ns)?;
+        check_pow2("interface.page_bytes", i.page_bytes, 512, 65_536)?;
+
+        let c = &self.controller;
+        check((1..=TAGS_MAX).contains(&c.tags), "controller.tags", "1 to 65536", c.tags)?;
+        check((1..=BUFFERS_MAX).contains(&c.buffer_count), "controller.buffer_count", "1 to 4096", c.buffer_count)?;
+        check_pow2("controller.block_bytes", c.block_bytes, 1, 65_536)?;
+        check(
+            c.buffer_bytes >= c.block_bytes && c.buffer_bytes % c.block_bytes == 0,
+            "controller.buffer_bytes",
+            &format!("a multiple of controller.block_bytes ({})", c.block_bytes),
+            c.buffer_bytes,
+        )?;
+        check(
+            u64::from(c.buffer_bytes) <= self.memory.capacity_bytes,
+            "controller.buffer_bytes",
+            &format!("at most memory.capacity_bytes ({})", self.memory.capacity_bytes),
+            c.buffer_bytes,
+        )?;
+        check(
+            c.max_transfer_bytes >= c.block_bytes
+                && c.max_transfer_bytes % c.block_bytes == 0
+                && c.max_transfer_bytes <= MAX_TRANSFER_BYTES_MAX,
+            "controller.max_transfer_bytes",
+            &format!("a multiple of controller.block_bytes ({}) up to {MAX_TRANSFER_BYTES_MAX}", c.block_bytes),
+            c.max_transfer_bytes,
+        )?;
+        for (field, v) in [
+            ("controller.dma_setup_ns", c.dma_setup_ns),
+            ("controller.hardware_command_ns", c.hardware_command_ns),
+            ("controller.hardware_completion_ns", c.hardware_completion_ns),
+            ("controller.firmware_fetch_ns", c.firmware_fetch_ns),
+            ("controller.firmware_prp_ns", c.firmware_prp_ns),
+            ("controller.firmware_translation_ns", c.firmware_translation_ns),
+            ("controller.firmware_completion_ns", c.firmware_completion_ns),
+        ] {
+            check_latency(field, v)?;
+        }
+        check(
+            (1..=FIRMWARE_CORES_MAX).contains(&c.firmware_cores),
+            "controller.firmware_cores",
+            "1 to 64",
+            c.firmware_cores,
+        )?;
+
+        let r = &self.ring;
+        check(r.bandwidth_bytes_per_s >= 1_000_000, "ring.bandwidth_bytes_per_s", "at least 1000000", r.bandwidth_bytes_per_s)?;
+        check(r.packet_payload_bytes >= 1, "ring.packet_payload_bytes", "at least 1", r.packet_payload_bytes)?;
+        check(r.packet_header_bytes <= 4096, "ring.packet_header_bytes", "0 to 4096", r.packet_header_bytes)?;
+        check_latency("ring.latency_ns", r.latency_ns)?;
+
+        let m = &self.memory;
+        check((1..=CONTROLLERS_MAX).contains(&m.controllers), "memory.controllers", "1 to 256", m.controllers)?;
+        check(
+            (1..=BANKS_MAX).contains(&m.banks_per_controller),
+            "memory.banks_per_controller",
+            "1 to 256",
+            m.banks_per_controller,
+        )?;
+        check_pow2("memory.row_bytes", m.row_bytes, 1, 1 << 20)?;
+        check_pow2("memory.stripe_bytes", m.stripe_bytes, m.row_bytes.min(512), 1 << 30)?;
+        check(
+            m.stripe_bytes >= m.row_bytes,
+            "memory.stripe_bytes",
+            &format!("at least memory.row_bytes ({})", m.row_bytes),
+            m.stripe_bytes,
+        )?;
+        let stride = u64::from(m.controllers) * u64::from(m.stripe_bytes.max(self.wear.line_bytes));
+        check(
+            m.capacity_bytes >= stride && m.capacity_bytes % stride == 0,
+            "memory.capacity_bytes",
+            &format!("a non-zero multiple of controllers x max(stripe_bytes, wear.line_bytes) ({stride})"),
+            m.capacity_bytes,
+        )?;
+        check_latency("memory.read_latency_ns", m.read_latency_ns)?;
+        check_latency("memory.write_latency_ns", m.write_latency_ns)?;
+        check_latency("memory.erase_latency_ns", m.erase_latency_ns)?;
+        check(
+            m.bank_bandwidth_bytes_per_s >= 1_000_000,
+            "memory.bank_bandwidth_bytes_per_s",
+            "at least 1000000",
+            m.bank_bandwidth_bytes_per_s,
+        )?;
+        check(
+            m.erase_latency_ns == 0 || m.erase_block_bytes >= u64::from(m.row_bytes),
+            "memory.erase_block_bytes",
+            &format!("at least memory.row_bytes ({}) when erase_latency_ns > 0", m.row_bytes),
+            m.erase_block_bytes,
+        )?;
+
+        let w = &self.wear;
+        check_pow2("wear.line_bytes", w.line_bytes, m.row_bytes.max(64), 1 << 24)?;
+        check(w.gap_interval_writes >= 1, "wear.gap_interval_writes", "at least 1", w.gap_interval_writes)?;
+        let lines = m.capacity_bytes / u64::from(m.controllers) / u64::from(w.line_bytes);
+        check(
+            !w.enabled || lines <= u64::from(u32::MAX - 1),
+            "wear.line_bytes",
+            "large enough that each controller has fewer than 2^32 lines",
+            w.line_bytes,
+        )?;
+
+        check_latency("host.software_ns", self.host.software_ns)?;
+        Ok(())
+    }
+
+    /// Parses a TOML device description and validates it.
+    pub fn from_toml(text: &str) -> Result<Self, ConfigError> {
+        let cfg: DeviceConfig = toml::from_str(text).map_err(|e| ConfigError::Toml(one_line(&e.to_string())))?;
+        cfg.validate()?;
+        Ok(cfg)
+    }
+
+    /// Serialises to TOML (without the preset files' comments).
+    pub fn to_toml(&self) -> String {
+        toml::to_string(self).expect("a DeviceConfig always serialises")
+    }
+}
+
+/// Folds toml's multi-line error report into one line.
+pub(crate) fn one_line(message: &str) -> String {
+    message.split_whitespace().collect::<Vec<_>>().join(" ")
+}

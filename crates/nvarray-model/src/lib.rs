@@ -1,0 +1,27 @@
+//! `nvarray-model`: the timing model of an NVM storage array.
+//!
+//! It owns the device description (`DeviceConfig`, TOML files, named presets), the timing of
+//! every resource (PCIe link per direction, command protocol, controller engines, transfer
+//! buffers, ring, banks), the scheduling policies and start-gap wear levelling.
+//!
+//! It is pure: no clock, no threads, no I/O. Time is a `u64` of nanoseconds passed in by the
+//! caller, so the discrete-event simulator and the real-time emulator drive the same code and
+//! must agree. Do not add a call to `Instant::now` or a file read here.
+
+pub mod breakdown;
+pub mod config;
+pub mod device;
+pub mod error;
+pub mod link;
+pub mod memory;
+pub mod overrides;
+pub mod presets;
+pub mod timeline;
+pub mod wear;
+
+pub use breakdown::{Breakdown, Component};
+pub use config::{ControllerMode, DeviceConfig, Policy, Protocol};
+pub use device::{Command, Completion, Device, Op, ResourceBusy};
+pub use error::{CommandError, ConfigError};
+pub use memory::WearStats;
+pub use overrides::{apply_overrides, parse_assignment};

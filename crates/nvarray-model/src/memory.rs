@@ -1,0 +1,249 @@
+//! The memory array: controllers on the ring, banks per controller, media timing, erase, and
+//! the start-gap remapping of each controller.
+//!
+//! Address layout: the device address space is striped over the controllers in
+//! `stripe_bytes` pieces; inside a controller, addresses are grouped in wear-levelling lines
+//! that start-gap remaps; rows (the media's access unit) of a physical line are interleaved
+//! over the controller's banks, so one request keeps several banks busy at once. A bank
+//! serves one row access at a time: `latency + row / bank bandwidth`.
+
+use crate::config::MemoryConfig;
+use crate::config::WearConfig;
+use crate::link::{bytes_to_ns, fs_per_byte};
+use crate::timeline::Timeline;
+use crate::wear::StartGap;
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Access {
+    Read,
+    Write,
+}
+
+/// Wear statistics across all controllers.
+#[derive(Clone, Copy, Debug, Default, PartialEq)]
+pub struct WearStats {
+    /// Most writes any physical line received.
+    pub line_writes_max: u64,
+    /// Mean writes per physical line.
+    pub line_writes_mean: f64,
+    /// Line copies made by gap moves (the levelling's own write overhead).
+    pub gap_moves: u64,
+}
+
+#[derive(Clone, Debug)]
+pub struct Memory {
+    controllers: u32,
+    banks_per_controller: u32,
+    stripe_bytes: u64,
+    row_bytes: u64,
+    line_bytes: u64,
+    rows_per_line: u64,
+    read_latency_ns: u64,
+    write_latency_ns: u64,
+    erase_latency_ns: u64,
+    erase_block_bytes: u64,
+    bank_fs_per_byte: u64,
+    banks: Vec<Timeline>,
+    bank_bytes_since_erase: Vec<u64>,
+    wear: Option<Vec<StartGap>>,
+    /// Time each bank is asked for by the piece being booked; reused, so no allocation per piece.
+    scratch_ns: Vec<u64>,
+    /// Banks with a non-zero `scratch_ns` entry, so booking touches only those.
+    touched: Vec<u32>,
+    erases: u64,
+}
+
+impl Memory {
+    pub fn new(cfg: &MemoryConfig, wear: &WearConfig) -> Self {
+        let banks = (cfg.controllers * cfg.banks_per_controller) as usize;
+        let line_bytes = u64::from(wear.line_bytes);
+        let lines_per_controller = cfg.capacity_bytes / u64::from(cfg.controllers) / line_bytes;
+        Memory {
+            controllers: cfg.controllers,
+            banks_per_controller: cfg.banks_per_controller,
+            stripe_bytes: u64::from(cfg.stripe_bytes),
+            row_bytes: u64::from(cfg.row_bytes),
+            line_bytes,
+            rows_per_line: (line_bytes / u64::from(cfg.row_bytes)).max(1),
+            read_latency_ns: cfg.read_latency_ns,
+            write_latency_ns: cfg.write_latency_ns,
+            erase_latency_ns: cfg.erase_latency_ns,
+            erase_block_bytes: cfg.erase_block_bytes,
+            bank_fs_per_byte: fs_per_byte(cfg.bank_bandwidth_bytes_per_s as f64),
+            banks: vec![Timeline::new(); banks],
+            bank_bytes_since_erase: vec![0; banks],
+            wear: wear.enabled.then(|| {
+                (0..cfg.controllers)
+                    .map(|_| StartGap::new(lines_per_controller as u32, wear.gap_interval_writes))
+                    .collect()
+            }),
+            scratch_ns: vec![0; banks],
+            touched: Vec::with_capacity(banks),
+            erases: 0,
+        }
+    }
+
+    /// Books the media for `access` of `[offset, offset + len)` once `ready_ns`; returns
+    /// `(first bank start, last bank end)`.
+    pub fn access(&mut self, now_ns: u64, ready_ns: u64, access: Access, offset_bytes: u64, len_bytes: u64) -> (u64, u64) {
+        let mut pos = offset_bytes;
+        let end = offset_bytes + len_bytes;
+        while pos < end {
+            let stripe = pos / self.stripe_bytes;
+            let in_stripe = pos % self.stripe_bytes;
+            let controller = (stripe % u64::from(self.controllers)) as u32;
+            let local = (stripe / u64::from(self.controllers)) * self.stripe_bytes + in_stripe;
+            // A piece ends at the stripe's end and, because lines are remapped one by one,
+            // at the line's end.
+            let line_left = self.line_bytes - local % self.line_bytes;
+            let piece = (end - pos).min(self.stripe_bytes - in_stripe).min(line_left);
+            self.add_piece(controller, local, piece, access);
+            pos += piece;
+        }
+        self.book(now_ns, ready_ns)
+    }
+
+    fn add_piece(&mut self, controller: u32, local_bytes: u64, len_bytes: u64, access: Access) {
+        let logical_line = local_bytes / self.line_bytes;
+        let mut gap_move = None;
+        let physical_line = match &mut self.wear {
+            Some(wear) => {
+                let sg = &mut wear[controller as usize];
+                let p = sg.physical(logical_line as u32);
+                if access == Access::Write {
+                    gap_move = sg.record_write(logical_line as u32);
+                }
+                u64::from(p)
+            }
+            None => logical_line,
+        };
+        let first_row = physical_line * self.rows_per_line + (local_bytes % self.line_bytes) / self.row_bytes;
+        let last_row = physical_line * self.rows_per_line + (local_bytes % self.line_bytes + len_bytes - 1) / self.row_bytes;
+        self.add_rows(controller, first_row, last_row - first_row + 1, len_bytes, access);
+        if let Some(mv) = gap_move {
+            // The copy reads the source line and writes it into the gap.
+            let rows = self.rows_per_line;
+            self.add_rows(controller, u64::from(mv.from) * rows, rows, self.line_bytes, Access::Read);
+            self.add_rows(controller, u64::from(mv.to) * rows, rows, self.line_bytes, Access::Write);
+        }
+    }
+
+    /// Spreads `rows` consecutive rows over the controller's banks (row r on bank r mod banks).
+    fn add_rows(&mut self, controller: u32, first_row: u64, rows: u64, bytes: u64, access: Access) {
+        let banks = u64::from(self.banks_per_controller);
+        let latency = match access {
+            Access::Read => self.read_latency_ns,
+            Access::Write => self.write_latency_ns,
+        };
+        let base = (controller * self.banks_per_controller) as usize;
+        let per_bank = rows / banks;
+        let extra = rows % banks;
+        let bytes_per_row = bytes.div_ceil(rows);
+        for i in 0..banks.min(rows) {
+            let bank = ((first_row + i) % banks) as usize;
+            let n = per_bank + u64::from(i < extra);
+            let bank_bytes = (n * bytes_per_row).min(bytes);
+            let mut ns = n * latency + bytes_to_ns(bank_bytes, self.bank_fs_per_byte);
+            if access == Access::Write && self.erase_latency_ns > 0 {
+                let written = &mut self.bank_bytes_since_erase[base + bank];
+                *written += bank_bytes;
+                while *written >= self.erase_block_bytes {
+                    *written -= self.erase_block_bytes;
+                    ns += self.erase_latency_ns;
+                    self.erases += 1;
+                }
+            }
+            let slot = &mut self.scratch_ns[base + bank];
+            if *slot == 0 && ns > 0 {
+                self.touched.push((base + bank) as u32);
+            }
+            *slot += ns;
+        }
+    }
+
+    fn book(&mut self, now_ns: u64, ready_ns: u64) -> (u64, u64) {
+        let mut first = u64::MAX;
+        let mut last = ready_ns;
+        for &bank in &self.touched {
+            let ns = std::mem::take(&mut self.scratch_ns[bank as usize]);
+            let start = self.banks[bank as usize].reserve(now_ns, ready_ns, ns);
+            first = first.min(start);
+            last = last.max(start + ns);
+        }
+        self.touched.clear();
+        (first.min(last), last)
+    }
+
+    pub fn wear_stats(&self) -> Option<WearStats> {
+        let wear = self.wear.as_ref()?;
+        let total: u64 = wear.iter().map(StartGap::writes_total).sum();
+        let lines: u64 = wear.iter().map(StartGap::physical_lines).sum();
+        Some(WearStats {
+            line_writes_max: wear.iter().map(|w| u64::from(w.write_count_max())).max().unwrap_or(0),
+            line_writes_mean: total as f64 / lines as f64,
+            gap_moves: wear.iter().map(StartGap::gap_moves).sum(),
+        })
+    }
+
+    /// Busy time summed over all banks, and the bank count (for utilisation).
+    pub fn bank_busy_ns_total(&self) -> (u64, usize) {
+        (self.banks.iter().map(Timeline::busy_ns_total).sum(), self.banks.len())
+    }
+
+    pub fn erases(&self) -> u64 {
+        self.erases
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn memory(controllers: u32, banks: u32, wear: bool) -> Memory {
+        let cfg = MemoryConfig {
+            technology: "test".into(),
+            capacity_bytes: 1 << 24,
+            controllers,
+            banks_per_controller: banks,
+            stripe_bytes: 1024,
+            row_bytes: 64,
+            read_latency_ns: 100,
+            write_latency_ns: 300,
+            bank_bandwidth_bytes_per_s: 1_000_000_000,
+            erase_latency_ns: 0,
+            erase_block_bytes: 0,
+        };
+        Memory::new(&cfg, &WearConfig { enabled: wear, line_bytes: 4096, gap_interval_writes: 100 })
+    }
+
+    #[test]
+    fn a_read_spreads_over_controllers_and_banks() {
+        // 4 KiB over 4 controllers of 4 banks: 1 KiB = 16 rows per controller, 4 per bank,
+        // each 100 ns + 64 ns of transfer.
+        let mut m = memory(4, 4, false);
+        assert_eq!(m.access(0, 0, Access::Read, 0, 4096), (0, 4 * 164));
+        // One controller with one bank does all 64 rows in sequence.
+        let mut m = memory(1, 1, false);
+        assert_eq!(m.access(0, 0, Access::Read, 0, 4096), (0, 64 * 164));
+    }
+
+    #[test]
+    fn accesses_to_the_same_bank_queue() {
+        let mut m = memory(1, 1, false);
+        let (_, end1) = m.access(0, 0, Access::Write, 0, 64);
+        let (start2, _) = m.access(0, 0, Access::Write, 64, 64);
+        assert_eq!(end1, 300 + 64);
+        assert_eq!(start2, end1);
+    }
+
+    #[test]
+    fn wear_levelling_counts_writes_and_moves_the_gap() {
+        let mut m = memory(1, 4, true);
+        for _ in 0..1000 {
+            m.access(0, 0, Access::Write, 0, 512);
+        }
+        let w = m.wear_stats().unwrap();
+        assert_eq!(w.gap_moves, 10, "one move per 100 writes");
+        assert!(w.line_writes_max <= 1000);
+    }
+}

@@ -1,0 +1,65 @@
+//! Named device presets. Each is a commented TOML file in `presets/`, compiled in, that says
+//! where every figure comes from and which parameters were calibrated against which result.
+
+use crate::config::DeviceConfig;
+use crate::error::ConfigError;
+use crate::overrides::apply_overrides;
+
+/// A preset: its name, a one-line summary and its TOML text (comments included).
+#[derive(Clone, Copy, Debug)]
+pub struct Preset {
+    pub name: &'static str,
+    pub toml: &'static str,
+}
+
+pub const PRESETS: &[Preset] = &[
+    Preset { name: "moneta", toml: include_str!("presets/moneta.toml") },
+    Preset { name: "pcm", toml: include_str!("presets/pcm.toml") },
+    Preset { name: "stt-mram", toml: include_str!("presets/stt-mram.toml") },
+    Preset { name: "dram", toml: include_str!("presets/dram.toml") },
+    Preset { name: "optane", toml: include_str!("presets/optane.toml") },
+    Preset { name: "z-nand", toml: include_str!("presets/z-nand.toml") },
+    Preset { name: "slc", toml: include_str!("presets/slc.toml") },
+    Preset { name: "mlc", toml: include_str!("presets/mlc.toml") },
+    Preset { name: "tlc", toml: include_str!("presets/tlc.toml") },
+];
+
+/// The preset called `name`, or an error listing the choices.
+pub fn preset(name: &str) -> Result<&'static Preset, ConfigError> {
+    PRESETS.iter().find(|p| p.name == name).ok_or_else(|| ConfigError::UnknownPreset {
+        name: name.to_string(),
+        choices: PRESETS.iter().map(|p| p.name).collect::<Vec<_>>().join(", "),
+    })
+}
+
+impl Preset {
+    /// The preset's config with `--set` overrides applied.
+    pub fn load(&self, overrides: &[(String, String)]) -> Result<DeviceConfig, ConfigError> {
+        apply_overrides(self.toml, overrides)
+    }
+
+    /// The preset's `description` line.
+    pub fn description(&self) -> String {
+        self.load(&[]).map(|c| c.description).unwrap_or_default()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn every_preset_is_valid_and_named_after_its_file() {
+        for p in PRESETS {
+            let cfg = p.load(&[]).unwrap_or_else(|e| panic!("preset {}: {e}", p.name));
+            assert_eq!(cfg.name, p.name);
+            assert!(!cfg.description.is_empty(), "{} has no description", p.name);
+        }
+    }
+
+    #[test]
+    fn unknown_preset_lists_the_choices() {
+        let e = preset("nope").unwrap_err().to_string();
+        assert!(e.contains("moneta"), "{e}");
+    }
+}

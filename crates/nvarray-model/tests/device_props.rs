@@ -1,0 +1,105 @@
+//! Properties of the device state machine over random valid configurations and command
+//! streams: every command completes exactly once, never before it was issued or before the
+//! moment the model reported it, the breakdown adds up, and events never go back in time.
+
+use std::collections::BTreeMap;
+
+use nvarray_model::presets::PRESETS;
+use nvarray_model::{Command, Device, Op};
+use proptest::prelude::*;
+
+fn config(preset: usize, overrides: Vec<(String, String)>) -> nvarray_model::DeviceConfig {
+    PRESETS[preset % PRESETS.len()].load(&overrides).expect("valid overrides")
+}
+
+fn overrides() -> impl Strategy<Value = Vec<(String, String)>> {
+    (
+        prop_oneof![Just("fifo"), Just("split-rw"), Just("round-robin")],
+        1u32..6,
+        1u32..5,
+        1u32..9,
+        prop_oneof![Just("4096"), Just("8192"), Just("65536")],
+        0u64..5000,
+        any::<bool>(),
+    )
+        .prop_map(|(policy, buffers, banks, controllers, buffer_bytes, latency, wear)| {
+            vec![
+                ("controller.policy".into(), policy.into()),
+                ("controller.buffer_count".into(), buffers.to_string()),
+                ("controller.buffer_bytes".into(), buffer_bytes.into()),
+                ("controller.tags".into(), "8".into()),
+                ("memory.banks_per_controller".into(), banks.to_string()),
+                ("memory.controllers".into(), controllers.to_string()),
+                ("memory.capacity_bytes".into(), (u64::from(controllers) << 24).to_string()),
+                ("memory.read_latency_ns".into(), latency.to_string()),
+                ("memory.write_latency_ns".into(), (latency * 3).to_string()),
+                ("wear.enabled".into(), wear.to_string()),
+                ("wear.gap_interval_writes".into(), "3".into()),
+            ]
+        })
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig { cases: 64, ..ProptestConfig::default() })]
+
+    #[test]
+    fn every_command_completes_once_and_in_order_of_time(
+        preset in 0usize..16,
+        ov in overrides(),
+        cmds in proptest::collection::vec((0u64..20_000, any::<bool>(), 0u64..4096, 1u32..40), 1..120),
+    ) {
+        let cfg = config(preset, ov);
+        let mut dev = Device::new(&cfg);
+        let block = u64::from(cfg.controller.block_bytes);
+        let blocks = cfg.memory.capacity_bytes / block;
+        let mut now = 0u64;
+        let mut issued: BTreeMap<u64, (u64, u32)> = BTreeMap::new();
+        let mut done: BTreeMap<u64, u64> = BTreeMap::new();
+        let check = |c: nvarray_model::Completion, reported_at: u64, issued: &BTreeMap<u64, (u64, u32)>, done: &mut BTreeMap<u64, u64>| {
+            let (submit, len) = issued[&c.id];
+            assert_eq!(c.submit_ns, submit);
+            assert_eq!(c.len_bytes, len);
+            assert!(c.visible_ns >= reported_at, "completion visible at {} reported at {reported_at}", c.visible_ns);
+            assert!(c.visible_ns > submit);
+            assert_eq!(c.breakdown.total_ns(), c.visible_ns - c.submit_ns, "breakdown {:?}", c.breakdown);
+            assert!(done.insert(c.id, c.visible_ns).is_none(), "command {} completed twice", c.id);
+        };
+        for (i, (gap, read, block_index, len_blocks)) in cmds.iter().enumerate() {
+            let target = now + gap;
+            // Drive the device to `target` one event at a time, as an engine would.
+            while let Some(t) = dev.next_event_ns() {
+                if t > target { break; }
+                assert!(t >= now, "event at {t} before now {now}");
+                now = t;
+                dev.advance(t, |c| check(c, t, &issued, &mut done));
+            }
+            now = target;
+            let len = (u64::from(*len_blocks) * block).min(u64::from(cfg.controller.max_transfer_bytes)) as u32;
+            let offset = (block_index % (blocks - u64::from(len) / block)) * block;
+            let cmd = Command { id: i as u64, op: if *read { Op::Read } else { Op::Write }, offset_bytes: offset, len_bytes: len };
+            dev.submit(cmd, now).expect("valid command");
+            issued.insert(i as u64, (now, len));
+        }
+        while let Some(t) = dev.next_event_ns() {
+            assert!(t >= now);
+            now = t;
+            dev.advance(t, |c| check(c, t, &issued, &mut done));
+        }
+        prop_assert_eq!(done.len(), issued.len(), "every command completes");
+        prop_assert_eq!(dev.in_flight(), 0);
+    }
+}
+
+#[test]
+fn bad_commands_are_refused_and_change_nothing() {
+    let cfg = PRESETS[0].load(&[]).unwrap();
+    let mut dev = Device::new(&cfg);
+    let size = cfg.memory.capacity_bytes;
+    let max = cfg.controller.max_transfer_bytes;
+    for (offset, len) in [(size, 512), (size - 512, 1024), (u64::MAX - 100, 512), (1, 512), (0, 100), (0, 0), (0, max + 512)] {
+        let cmd = Command { id: 1, op: Op::Write, offset_bytes: offset, len_bytes: len };
+        assert!(dev.submit(cmd, 0).is_err(), "offset {offset} len {len} accepted");
+    }
+    assert_eq!(dev.in_flight(), 0);
+    assert_eq!(dev.next_event_ns(), None);
+}

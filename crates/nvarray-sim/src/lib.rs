@@ -1,0 +1,14 @@
+//! `nvarray-sim`: the discrete-event engine over `nvarray-model`.
+//!
+//! It owns the virtual clock, the simulated host threads (one per fio job thread, each with
+//! its queue depth and per-request software cost) and the statistics of a run. Runs are
+//! deterministic for a given device, workload and seed. It never sleeps, never reads the wall
+//! clock and never touches data: the emulator does that, over the same model.
+
+pub mod engine;
+pub mod error;
+pub mod report;
+
+pub use engine::{run, DEFAULT_RUNTIME_NS};
+pub use error::SimError;
+pub use report::{LatencySummary, RunReport, StreamReport, Totals};

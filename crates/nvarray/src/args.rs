@@ -1,0 +1,146 @@
+//! Flags shared by every command that builds a device or a workload.
+
+use std::path::PathBuf;
+
+use anyhow::{Context, Result};
+use clap::Args;
+use nvarray_model::{apply_overrides, parse_assignment, presets, DeviceConfig};
+use nvarray_workload::{parse_job_file, JobSpec, Workload};
+
+use crate::input_error;
+
+/// Which device to model.
+#[derive(Args, Clone, Debug)]
+pub struct DeviceArgs {
+    /// Built-in device preset (see `nvarray presets`).
+    #[arg(long, default_value = "moneta", conflicts_with = "device")]
+    pub preset: String,
+    /// Device description as a TOML file (start from `nvarray presets show NAME`).
+    #[arg(long, value_name = "FILE")]
+    pub device: Option<PathBuf>,
+    /// Override one device parameter by its dotted TOML path, e.g. `controller.policy=round-robin`,
+    /// `memory.controllers=8`, `memory.read_latency_ns=1us`. Sizes take k/m/g (binary), times
+    /// take ns/us/ms/s. Repeatable.
+    #[arg(long = "set", value_name = "KEY=VALUE")]
+    pub set: Vec<String>,
+}
+
+impl DeviceArgs {
+    /// The base TOML text and the parsed `--set` overrides.
+    pub fn base(&self) -> Result<(String, Vec<(String, String)>)> {
+        let text = match &self.device {
+            Some(path) => std::fs::read_to_string(path)
+                .with_context(|| format!("cannot read device file {}", path.display()))
+                .map_err(|e| input_error(format!("{e:#}")))?,
+            None => presets::preset(&self.preset).map_err(input_error)?.toml.to_string(),
+        };
+        let overrides = self.set.iter().map(|s| parse_assignment(s).map_err(input_error)).collect::<Result<Vec<_>>>()?;
+        Ok((text, overrides))
+    }
+
+    pub fn load(&self) -> Result<DeviceConfig> {
+        let (text, overrides) = self.base()?;
+        let source = match &self.device {
+            Some(p) => p.display().to_string(),
+            None => format!("preset {}", self.preset),
+        };
+        apply_overrides(&text, &overrides).map_err(|e| input_error(format!("{source}: {e}")))
+    }
+}
+
+/// The workload, in fio's vocabulary. Each flag given applies to every job of a job file too.
+#[derive(Args, Clone, Debug, Default)]
+pub struct FioArgs {
+    /// fio job file: a `[global]` section and one section per concurrent stream, same keys as
+    /// these flags.
+    #[arg(value_name = "JOBFILE")]
+    pub jobfile: Option<PathBuf>,
+    /// Job name (for the command-line job).
+    #[arg(long)]
+    pub name: Option<String>,
+    /// Access pattern: read | write | randread | randwrite | rw | randrw.
+    #[arg(long)]
+    pub rw: Option<String>,
+    /// Request size in bytes (fio units: 512, 4k, 1m; k = 1024).
+    #[arg(long)]
+    pub bs: Option<String>,
+    /// Request size mix, e.g. `4k/50:64k/50` (size/percent pairs summing to 100).
+    #[arg(long)]
+    pub bssplit: Option<String>,
+    /// Percent of reads in rw/randrw workloads (0-100).
+    #[arg(long)]
+    pub rwmixread: Option<String>,
+    /// Requests each thread keeps outstanding.
+    #[arg(long)]
+    pub iodepth: Option<String>,
+    /// Threads per job, each with its own queue.
+    #[arg(long)]
+    pub numjobs: Option<String>,
+    /// Simulated run time (seconds by default; 100ms, 2s, 500us also accepted).
+    #[arg(long)]
+    pub runtime: Option<String>,
+    /// Requests per thread (instead of, or as well as, --runtime).
+    #[arg(long = "number_ios")]
+    pub number_ios: Option<String>,
+    /// Offset distribution for random workloads: random | zipf:THETA.
+    #[arg(long = "random_distribution")]
+    pub random_distribution: Option<String>,
+    /// Seed of the request generators; same seed, same run.
+    #[arg(long)]
+    pub randseed: Option<String>,
+    /// Start of the region the job touches (bytes, fio units).
+    #[arg(long)]
+    pub offset: Option<String>,
+    /// Length of the region the job touches (default: the whole device).
+    #[arg(long)]
+    pub size: Option<String>,
+    /// Host time between a completion and the thread's next request (microseconds by default, as in fio).
+    #[arg(long)]
+    pub thinktime: Option<String>,
+}
+
+impl FioArgs {
+    /// The flags given, as fio key/value pairs in a fixed order.
+    pub fn pairs(&self) -> Vec<(&'static str, String)> {
+        let fields: [(&'static str, &Option<String>); 14] = [
+            ("name", &self.name),
+            ("rw", &self.rw),
+            ("bs", &self.bs),
+            ("bssplit", &self.bssplit),
+            ("rwmixread", &self.rwmixread),
+            ("iodepth", &self.iodepth),
+            ("numjobs", &self.numjobs),
+            ("runtime", &self.runtime),
+            ("number_ios", &self.number_ios),
+            ("random_distribution", &self.random_distribution),
+            ("randseed", &self.randseed),
+            ("offset", &self.offset),
+            ("size", &self.size),
+            ("thinktime", &self.thinktime),
+        ];
+        fields.into_iter().filter_map(|(k, v)| v.clone().map(|v| (k, v))).collect()
+    }
+
+    /// The workload: the job file's jobs (or one default job), with the flags applied to each.
+    pub fn workload(&self, extra: &[(String, String)]) -> Result<Workload> {
+        let mut workload = match &self.jobfile {
+            Some(path) => {
+                let text = std::fs::read_to_string(path)
+                    .with_context(|| format!("cannot read job file {}", path.display()))
+                    .map_err(|e| input_error(format!("{e:#}")))?;
+                parse_job_file(&text).map_err(|e| input_error(format!("{}: {e}", path.display())))?
+            }
+            None => Workload { jobs: vec![JobSpec::default()] },
+        };
+        let pairs = self.pairs();
+        for job in &mut workload.jobs {
+            for (k, v) in pairs.iter().map(|(k, v)| (*k, v.as_str())).chain(extra.iter().map(|(k, v)| (k.as_str(), v.as_str()))) {
+                if k == "name" && self.jobfile.is_some() {
+                    continue;
+                }
+                job.set(k, v).map_err(|e| input_error(format!("--{k}: {e}")))?;
+            }
+        }
+        Ok(workload)
+    }
+}

@@ -1,0 +1,288 @@
+//! `nvarray sim sweep`: one parameter over a list of values, optionally a second one as
+//! separate curves (e.g. memory latency x controller count, Moneta's sensitivity figure).
+
+use std::fmt::Write as _;
+use std::path::PathBuf;
+
+use anyhow::{Context, Result};
+use clap::{Args, ValueEnum};
+use indicatif::{ProgressBar, ProgressStyle};
+use nvarray_model::apply_overrides;
+use nvarray_model::overrides::parse_value;
+use nvarray_sim::RunReport;
+use serde::Serialize;
+
+use crate::cmd_sim::{simulate, RunArgs};
+use crate::input_error;
+use crate::plot::{write_chart, Chart, Series};
+
+#[derive(Args, Debug)]
+pub struct SweepArgs {
+    #[command(flatten)]
+    pub run: RunArgs,
+    /// Parameter to vary: a fio key (bs, iodepth, numjobs, rwmixread, rw, ...) or a dotted device
+    /// key (memory.controllers, controller.policy, ...). `memory.latency_ns` sets both the read
+    /// and the write latency.
+    #[arg(long, value_name = "KEY")]
+    pub param: String,
+    /// Values of --param, comma-separated (e.g. `4ns,16ns,64ns,256ns,1us,4us` or `512,4k,64k`).
+    #[arg(long, value_name = "LIST", value_delimiter = ',', required = true)]
+    pub values: Vec<String>,
+    /// A second parameter drawn as one curve per value (e.g. memory.controllers).
+    #[arg(long, value_name = "KEY", requires = "series_values")]
+    pub series: Option<String>,
+    /// Values of --series, comma-separated.
+    #[arg(long, value_name = "LIST", value_delimiter = ',', requires = "series")]
+    pub series_values: Vec<String>,
+    /// What the table's sweep columns and the plot show.
+    #[arg(long, value_enum, default_value_t = Metric::Bandwidth)]
+    pub metric: Metric,
+    /// Output path without extension: writes PATH.json and PATH.svg (or .png).
+    #[arg(long, value_name = "PATH")]
+    pub out: Option<PathBuf>,
+    /// Plot format.
+    #[arg(long, value_enum, default_value_t = PlotFormat::Svg)]
+    pub plot: PlotFormat,
+}
+
+#[derive(Clone, Copy, Debug, ValueEnum, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Metric {
+    /// Read + write bandwidth, GB/s.
+    Bandwidth,
+    /// Requests per second.
+    Iops,
+    /// Mean latency, µs.
+    Mean,
+    /// Median latency, µs.
+    P50,
+    /// 99th percentile latency, µs.
+    P99,
+    /// 99.9th percentile latency, µs.
+    P999,
+}
+
+impl Metric {
+    fn of(self, r: &RunReport) -> f64 {
+        let t = &r.totals;
+        match self {
+            Metric::Bandwidth => (t.read_bandwidth_bytes_per_s + t.write_bandwidth_bytes_per_s) / 1e9,
+            Metric::Iops => t.iops,
+            Metric::Mean => t.latency_ns.mean / 1e3,
+            Metric::P50 => t.latency_ns.p50 as f64 / 1e3,
+            Metric::P99 => t.latency_ns.p99 as f64 / 1e3,
+            Metric::P999 => t.latency_ns.p999 as f64 / 1e3,
+        }
+    }
+
+    fn label(self) -> &'static str {
+        match self {
+            Metric::Bandwidth => "bandwidth (GB/s)",
+            Metric::Iops => "IOPS",
+            Metric::Mean => "mean latency (µs)",
+            Metric::P50 => "p50 latency (µs)",
+            Metric::P99 => "p99 latency (µs)",
+            Metric::P999 => "p99.9 latency (µs)",
+        }
+    }
+}
+
+#[derive(Clone, Copy, Debug, ValueEnum)]
+pub enum PlotFormat {
+    Svg,
+    Png,
+}
+
+#[derive(Serialize)]
+struct SweepPoint {
+    value: String,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    series: Option<String>,
+    report: RunReport,
+}
+
+#[derive(Serialize)]
+struct SweepReport {
+    param: String,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    series_param: Option<String>,
+    metric: Metric,
+    points: Vec<SweepPoint>,
+}
+
+/// Expands a sweep key into the assignments it stands for.
+fn assignments(key: &str, value: &str) -> Vec<(String, String)> {
+    match key {
+        "memory.latency_ns" => vec![
+            ("memory.read_latency_ns".to_string(), value.to_string()),
+            ("memory.write_latency_ns".to_string(), value.to_string()),
+        ],
+        _ => vec![(key.to_string(), value.to_string())],
+    }
+}
+
+/// Runs one point: device keys (dotted) become overrides, others are fio keys.
+fn run_point(args: &RunArgs, settings: &[(&str, &str)]) -> Result<RunReport> {
+    let (text, mut overrides) = args.device.base()?;
+    let mut fio = Vec::new();
+    for (key, value) in settings {
+        for (k, v) in assignments(key, value) {
+            if k.contains('.') {
+                overrides.push((k, v));
+            } else {
+                fio.push((k, v));
+            }
+        }
+    }
+    let device = apply_overrides(&text, &overrides).map_err(input_error)?;
+    let workload = args.fio.workload(&fio)?;
+    simulate(&device, &workload)
+}
+
+/// A value as a number for the x axis, if it reads as one.
+fn numeric(value: &str) -> Option<f64> {
+    match parse_value(value) {
+        toml::Value::Integer(i) => Some(i as f64),
+        toml::Value::Float(f) => Some(f),
+        _ => None,
+    }
+}
+
+pub fn run(args: SweepArgs) -> Result<()> {
+    let series_values: Vec<Option<String>> = if args.series.is_some() {
+        args.series_values.iter().cloned().map(Some).collect()
+    } else {
+        vec![None]
+    };
+    let total = (args.values.len() * series_values.len()) as u64;
+    let bar = ProgressBar::new(total).with_style(
+        ProgressStyle::with_template("{spinner} sweeping {msg} [{bar:30}] {pos}/{len} points, {elapsed} elapsed, ~{eta} left")
+            .expect("valid template")
+            .progress_chars("=> "),
+    );
+    let mut points = Vec::with_capacity(total as usize);
+    for s in &series_values {
+        for v in &args.values {
+            bar.set_message(match s {
+                Some(s) => format!("{}={v} {}={s}", args.param, args.series.as_deref().unwrap_or("")),
+                None => format!("{}={v}", args.param),
+            });
+            let mut settings = vec![(args.param.as_str(), v.as_str())];
+            if let (Some(key), Some(sv)) = (&args.series, s) {
+                settings.push((key.as_str(), sv.as_str()));
+            }
+            let report = run_point(&args.run, &settings).with_context(|| format!("sweep point {}={v}", args.param))?;
+            points.push(SweepPoint { value: v.clone(), series: s.clone(), report });
+            bar.inc(1);
+        }
+    }
+    bar.finish_and_clear();
+
+    let sweep = SweepReport { param: args.param.clone(), series_param: args.series.clone(), metric: args.metric, points };
+    let out = args.out.clone().unwrap_or_else(|| PathBuf::from(format!("sweep-{}", args.param.replace('.', "-"))));
+    let json_path = out.with_extension("json");
+    std::fs::write(&json_path, serde_json::to_string_pretty(&sweep)?).with_context(|| format!("cannot write {}", json_path.display()))?;
+    let plot_path = out.with_extension(match args.plot {
+        PlotFormat::Svg => "svg",
+        PlotFormat::Png => "png",
+    });
+    plot(&args, &sweep, &plot_path)?;
+
+    if args.run.json {
+        println!("{}", serde_json::to_string_pretty(&sweep)?);
+    } else {
+        print!("{}", table(&args, &sweep));
+        println!("\nwrote {} and {}", json_path.display(), plot_path.display());
+    }
+    Ok(())
+}
+
+fn table(args: &SweepArgs, sweep: &SweepReport) -> String {
+    let mut s = String::new();
+    match &args.series {
+        None => {
+            let _ = writeln!(
+                s,
+                "{:>14} {:>11} {:>10} {:>10} {:>9} {:>9} {:>9}",
+                args.param, "IOPS", "read MB/s", "write MB/s", "mean µs", "p50 µs", "p99 µs"
+            );
+            for p in &sweep.points {
+                let t = &p.report.totals;
+                let _ = writeln!(
+                    s,
+                    "{:>14} {:>11.0} {:>10.1} {:>10.1} {:>9.2} {:>9.2} {:>9.2}",
+                    p.value,
+                    t.iops,
+                    t.read_bandwidth_bytes_per_s / 1e6,
+                    t.write_bandwidth_bytes_per_s / 1e6,
+                    t.latency_ns.mean / 1e3,
+                    t.latency_ns.p50 as f64 / 1e3,
+                    t.latency_ns.p99 as f64 / 1e3,
+                );
+            }
+        }
+        Some(series) => {
+            let _ = writeln!(s, "{} by {} (rows) and {} (columns)", args.metric.label(), args.param, series);
+            let _ = write!(s, "{:>14}", args.param);
+            for sv in &args.series_values {
+                let _ = write!(s, " {:>12}", format!("{series}={sv}"));
+            }
+            s.push('\n');
+            for v in &args.values {
+                let _ = write!(s, "{v:>14}");
+                for sv in &args.series_values {
+                    let p = sweep.points.iter().find(|p| &p.value == v && p.series.as_deref() == Some(sv.as_str()));
+                    let _ = write!(s, " {:>12.3}", p.map_or(f64::NAN, |p| args.metric.of(&p.report)));
+                }
+                s.push('\n');
+            }
+        }
+    }
+    s
+}
+
+fn plot(args: &SweepArgs, sweep: &SweepReport, path: &std::path::Path) -> Result<()> {
+    let xs: Vec<Option<f64>> = args.values.iter().map(|v| numeric(v)).collect();
+    let categorical = xs.iter().any(Option::is_none);
+    let x_of = |i: usize| if categorical { i as f64 } else { xs[i].expect("numeric") };
+    let positive: Vec<f64> = xs.iter().flatten().copied().filter(|x| *x > 0.0).collect();
+    let log_x = !categorical
+        && positive.len() == xs.len()
+        && positive.iter().cloned().fold(f64::MIN, f64::max) / positive.iter().cloned().fold(f64::MAX, f64::min) >= 100.0;
+    let series_keys: Vec<Option<String>> = if args.series.is_some() {
+        args.series_values.iter().cloned().map(Some).collect()
+    } else {
+        vec![None]
+    };
+    let series: Vec<Series> = series_keys
+        .iter()
+        .map(|sk| Series {
+            label: match sk {
+                Some(v) => format!("{}={v}", args.series.as_deref().unwrap_or("")),
+                None => sweep.points.first().map_or_else(String::new, |p| p.report.device.clone()),
+            },
+            points: args
+                .values
+                .iter()
+                .enumerate()
+                .filter_map(|(i, v)| {
+                    sweep.points.iter().find(|p| &p.value == v && &p.series == sk).map(|p| (x_of(i), args.metric.of(&p.report)))
+                })
+                .collect(),
+        })
+        .collect();
+    let x_label = if categorical {
+        format!(
+            "{} ({})",
+            args.param,
+            args.values.iter().enumerate().map(|(i, v)| format!("{i}={v}")).collect::<Vec<_>>().join(", ")
+        )
+    } else {
+        args.param.clone()
+    };
+    let title = format!("{} vs {}", args.metric.label(), args.param);
+    write_chart(
+        path,
+        &Chart { title: &title, x_label: &x_label, y_label: args.metric.label(), log_x, log_y: false, series: &series, reference: None },
+    )
+}

@@ -1,0 +1,73 @@
+//! `nvarray`: the command-line tool.
+//!
+//! It owns argument parsing, reports (tables, JSON) and plots; every number it prints comes
+//! from the engine crates. Errors in user input exit with status 2 and one line naming the
+//! field and the accepted range.
+
+mod args;
+mod cmd_presets;
+mod cmd_sim;
+mod cmd_sweep;
+mod plot;
+mod table;
+
+use std::process::ExitCode;
+
+use clap::{Parser, Subcommand};
+
+/// Simulate, emulate and benchmark storage arrays built from fast non-volatile memories
+/// (PCM, STT-MRAM, 3D XPoint, Z-NAND, flash), after Moneta, OpenExpress and DC Express.
+#[derive(Parser)]
+#[command(name = "nvarray", version, about, long_about = None)]
+struct Cli {
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Subcommand)]
+enum Command {
+    /// Run a workload through the discrete-event simulator (virtual time, deterministic).
+    ///
+    /// Workload flags use fio's names and meanings; `nvarray sim JOBFILE` reads a fio job file
+    /// with one section per concurrent stream. Latencies are the device's unless
+    /// `--set host.software_ns=N` adds a host cost per request.
+    Sim(cmd_sim::SimArgs),
+    /// List the built-in device presets, or print one as TOML.
+    Presets(cmd_presets::PresetsArgs),
+}
+
+/// An error in what the user gave us (flags, files, values): exit status 2.
+#[derive(Debug)]
+pub struct InputError(pub String);
+
+impl std::fmt::Display for InputError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(&self.0)
+    }
+}
+
+impl std::error::Error for InputError {}
+
+/// Wraps anything displayable as an input error.
+pub fn input_error(e: impl std::fmt::Display) -> anyhow::Error {
+    anyhow::Error::new(InputError(e.to_string()))
+}
+
+fn main() -> ExitCode {
+    let cli = Cli::parse();
+    let result = match cli.command {
+        Command::Sim(a) => cmd_sim::run(a),
+        Command::Presets(a) => cmd_presets::run(a),
+    };
+    match result {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e) => {
+            eprintln!("error: {e:#}");
+            if e.chain().any(|c| c.downcast_ref::<InputError>().is_some()) {
+                ExitCode::from(2)
+            } else {
+                ExitCode::FAILURE
+            }
+        }
+    }
+}

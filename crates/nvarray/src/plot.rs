@@ -1,0 +1,610 @@
+//! Charts of simulation results, written as SVG or PNG files.
+//!
+//! This module owns turning already-computed series into an image file; it never runs a
+//! simulation and never decides what to plot. Input comes from result files and the command
+//! line, so odd data (a single point, all-equal values, NaN, zero on a log axis) must produce a
+//! readable chart or an error, never a panic.
+
+use std::path::Path;
+
+use anyhow::Context as _;
+use plotters::coord::ranged1d::{AsRangedCoord, ValueFormatter};
+use plotters::coord::Shift;
+use plotters::prelude::*;
+
+/// One line on a chart.
+pub struct Series {
+    /// Legend text for this line.
+    pub label: String,
+    /// Points as (x, y), joined in the order given; non-finite points are skipped.
+    pub points: Vec<(f64, f64)>,
+}
+
+/// Chart description.
+pub struct Chart<'a> {
+    pub title: &'a str,
+    pub x_label: &'a str,
+    pub y_label: &'a str,
+    /// Log-scale x axis; ignored (with a note in the title) when some x value is <= 0.
+    pub log_x: bool,
+    /// Log-scale y axis; ignored (with a note in the title) when some y value is <= 0.
+    pub log_y: bool,
+    pub series: &'a [Series],
+    /// Optional reference points drawn as distinct markers (e.g. published figures from a
+    /// paper), with their own legend label.
+    pub reference: Option<&'a Series>,
+}
+
+/// Image size for both formats; PNG is 1024x640 so it reads well in a terminal image viewer
+/// and in a README, and SVG uses the same size so the two layouts match.
+const IMAGE_SIZE_PX: (u32, u32) = (1024, 640);
+
+/// A dense series gets at most this many markers; its line still passes through every point.
+/// Without the bound a series of thousands of points draws a solid smear of circles that hides
+/// the line and the other series.
+const MARKERS_PER_SERIES_MAX: usize = 100;
+
+/// The Tableau 10 palette: ten colours that stay distinct for most colour-blind readers.
+/// Black is left out on purpose because reference points are drawn in black.
+const PALETTE: [RGBColor; 10] = [
+    RGBColor(31, 119, 180),
+    RGBColor(255, 127, 14),
+    RGBColor(44, 160, 44),
+    RGBColor(214, 39, 40),
+    RGBColor(148, 103, 189),
+    RGBColor(140, 86, 75),
+    RGBColor(227, 119, 194),
+    RGBColor(127, 127, 127),
+    RGBColor(188, 189, 34),
+    RGBColor(23, 190, 207),
+];
+
+const MARKER_RADIUS_PX: i32 = 4;
+
+const REFERENCE_COLOR: RGBColor = RGBColor(0, 0, 0);
+
+/// Writes the chart to `path`; the format follows the extension: `.svg` (SVGBackend) or `.png`
+/// (BitMapBackend, 1024x640). Any other extension is an error that names the accepted ones.
+pub fn write_chart(path: &Path, chart: &Chart) -> anyhow::Result<()> {
+    let format = ImageFormat::from_path(path)?;
+    let layout = Layout::new(chart);
+    let written = match format {
+        ImageFormat::Svg => {
+            let root = SVGBackend::new(path, IMAGE_SIZE_PX).into_drawing_area();
+            render(&root, chart, &layout)
+                .and_then(|()| root.present())
+                .map_err(anyhow::Error::new)
+        }
+        ImageFormat::Png => {
+            let root = BitMapBackend::new(path, IMAGE_SIZE_PX).into_drawing_area();
+            render(&root, chart, &layout)
+                .and_then(|()| root.present())
+                .map_err(anyhow::Error::new)
+        }
+    };
+    written.with_context(|| {
+        format!(
+            "cannot write chart to {}; check that its directory exists and is writable \
+             (fonts come from fontconfig: install fontconfig and a font such as fonts-dejavu-core)",
+            path.display()
+        )
+    })
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum ImageFormat {
+    Svg,
+    Png,
+}
+
+impl ImageFormat {
+    fn from_path(path: &Path) -> anyhow::Result<ImageFormat> {
+        let extension = path
+            .extension()
+            .and_then(|e| e.to_str())
+            .map(str::to_ascii_lowercase);
+        match extension.as_deref() {
+            Some("svg") => Ok(ImageFormat::Svg),
+            Some("png") => Ok(ImageFormat::Png),
+            _ => anyhow::bail!(
+                "cannot write chart to {}: unknown image format; use a file name ending in .svg or .png",
+                path.display()
+            ),
+        }
+    }
+}
+
+/// Everything about the chart that is computed from the data before any drawing starts.
+struct Layout {
+    title: String,
+    x: AxisRange,
+    y: AxisRange,
+}
+
+impl Layout {
+    fn new(chart: &Chart) -> Layout {
+        let all_points = || {
+            chart
+                .series
+                .iter()
+                .chain(chart.reference)
+                .flat_map(|s| finite_points(&s.points))
+        };
+        let x = AxisRange::new(all_points().map(|(x, _)| x), chart.log_x);
+        let y = AxisRange::new(all_points().map(|(_, y)| y), chart.log_y);
+
+        // The reader must be told when a requested log axis was not honoured, or they will
+        // misread the slope of every line; the title is the one place they always look.
+        let mut title = chart.title.to_string();
+        let mut notes = Vec::new();
+        if chart.log_x && !x.log {
+            notes.push("x");
+        }
+        if chart.log_y && !y.log {
+            notes.push("y");
+        }
+        if !notes.is_empty() {
+            title.push_str(&format!(
+                " [{} axis linear: data has values <= 0]",
+                notes.join(", ")
+            ));
+        }
+        Layout { title, x, y }
+    }
+}
+
+/// NaN and infinity cannot be placed on an axis, so they are left out of ranges and drawing.
+fn finite_points(points: &[(f64, f64)]) -> impl Iterator<Item = (f64, f64)> + '_ {
+    points
+        .iter()
+        .copied()
+        .filter(|(x, y)| x.is_finite() && y.is_finite())
+}
+
+/// The visible range of one axis. Invariants: `lo_value < hi_value`, both finite, and
+/// `lo_value > 0` when `log`.
+#[derive(Debug, Clone, Copy, PartialEq)]
+struct AxisRange {
+    lo_value: f64,
+    hi_value: f64,
+    log: bool,
+}
+
+impl AxisRange {
+    /// Fraction of the data span added on each side so markers do not sit on the frame.
+    const MARGIN_FRACTION: f64 = 0.05;
+
+    fn new(values: impl Iterator<Item = f64>, log_requested: bool) -> AxisRange {
+        let mut min_value = f64::INFINITY;
+        let mut max_value = f64::NEG_INFINITY;
+        for v in values.filter(|v| v.is_finite()) {
+            min_value = min_value.min(v);
+            max_value = max_value.max(v);
+        }
+        let empty = min_value > max_value;
+        // A log axis cannot show zero or negative values; falling back to linear keeps every
+        // point on the chart, and `Layout::new` says so in the title.
+        let log = log_requested && (empty || min_value > 0.0);
+        let range = if empty {
+            None
+        } else if log {
+            Self::padded_log(min_value, max_value)
+        } else {
+            Self::padded_linear(min_value, max_value)
+        };
+        // The fallback covers no data at all and the extremes of f64, where no padded range
+        // can be represented; an empty frame is better than no chart.
+        let (lo_value, hi_value) = range.unwrap_or(if log { (1.0, 10.0) } else { (0.0, 1.0) });
+        let result = AxisRange {
+            lo_value,
+            hi_value,
+            log,
+        };
+        debug_assert!(result.lo_value < result.hi_value);
+        debug_assert!(!result.log || result.lo_value > 0.0);
+        result
+    }
+
+    fn padded_linear(min_value: f64, max_value: f64) -> Option<(f64, f64)> {
+        let span = max_value - min_value;
+        let magnitude = min_value.abs().max(max_value.abs());
+        // A span this small relative to the values is rounding noise; treating it as a single
+        // value gives readable ticks instead of sixteen-digit labels.
+        let pad = if span > magnitude * 1e-12 {
+            span * Self::MARGIN_FRACTION
+        } else {
+            (magnitude * 0.1).max(1.0)
+        };
+        let lo_value = Some(min_value - pad).filter(|v| v.is_finite()).unwrap_or(min_value);
+        let hi_value = Some(max_value + pad).filter(|v| v.is_finite()).unwrap_or(max_value);
+        Some((lo_value, hi_value)).filter(|(lo, hi)| lo < hi)
+    }
+
+    fn padded_log(min_value: f64, max_value: f64) -> Option<(f64, f64)> {
+        let lo_exponent = min_value.log10();
+        let hi_exponent = max_value.log10();
+        let span = hi_exponent - lo_exponent;
+        // One value (or a ratio indistinguishable from 1) gets a factor of two either side.
+        let pad = if span > 1e-9 {
+            span * Self::MARGIN_FRACTION
+        } else {
+            std::f64::consts::LOG10_2
+        };
+        let lo_value = Some(10f64.powf(lo_exponent - pad))
+            .filter(|v| v.is_finite() && *v > 0.0)
+            .unwrap_or(min_value);
+        let hi_value = Some(10f64.powf(hi_exponent + pad))
+            .filter(|v| v.is_finite())
+            .unwrap_or(max_value);
+        Some((lo_value, hi_value)).filter(|(lo, hi)| lo < hi && *lo > 0.0)
+    }
+}
+
+/// Series past the palette get hues spaced by the golden ratio, so every series on the chart
+/// keeps a colour of its own however many there are.
+fn series_color(index: usize) -> RGBAColor {
+    match PALETTE.get(index) {
+        Some(color) => color.to_rgba(),
+        None => {
+            let hue = ((index - PALETTE.len()) as f64 * 0.618_033_988_75 + 0.1).fract();
+            HSLColor(hue, 0.7, 0.4).to_rgba()
+        }
+    }
+}
+
+/// Draws onto a backend-agnostic area; the four arms exist because plotters gives linear and
+/// log axes different coordinate types, so the choice must be made at compile time.
+fn render<DB>(
+    root: &DrawingArea<DB, Shift>,
+    chart: &Chart,
+    layout: &Layout,
+) -> Result<(), DrawingAreaErrorKind<DB::ErrorType>>
+where
+    DB: DrawingBackend,
+{
+    root.fill(&WHITE)?;
+    let x_range = layout.x.lo_value..layout.x.hi_value;
+    let y_range = layout.y.lo_value..layout.y.hi_value;
+    match (layout.x.log, layout.y.log) {
+        (false, false) => draw(root, chart, layout, x_range, y_range),
+        (true, false) => draw(root, chart, layout, x_range.log_scale(), y_range),
+        (false, true) => draw(root, chart, layout, x_range, y_range.log_scale()),
+        (true, true) => draw(root, chart, layout, x_range.log_scale(), y_range.log_scale()),
+    }
+}
+
+fn draw<DB, X, Y>(
+    root: &DrawingArea<DB, Shift>,
+    chart: &Chart,
+    layout: &Layout,
+    x_spec: X,
+    y_spec: Y,
+) -> Result<(), DrawingAreaErrorKind<DB::ErrorType>>
+where
+    DB: DrawingBackend,
+    X: AsRangedCoord<Value = f64>,
+    Y: AsRangedCoord<Value = f64>,
+    X::CoordDescType: ValueFormatter<f64>,
+    Y::CoordDescType: ValueFormatter<f64>,
+{
+    let mut context = ChartBuilder::on(root)
+        .caption(&layout.title, ("sans-serif", 24))
+        .margin(16)
+        .x_label_area_size(48)
+        .y_label_area_size(80)
+        .build_cartesian_2d(x_spec, y_spec)?;
+
+    context
+        .configure_mesh()
+        .x_desc(chart.x_label)
+        .y_desc(chart.y_label)
+        .x_label_formatter(&format_tick)
+        .y_label_formatter(&format_tick)
+        .light_line_style(RGBColor(235, 235, 235))
+        .label_style(("sans-serif", 14))
+        .axis_desc_style(("sans-serif", 16))
+        .draw()?;
+
+    for (index, series) in chart.series.iter().enumerate() {
+        let color = series_color(index);
+        let line_style = color.stroke_width(2);
+        let marker_style = color.filled();
+
+        context
+            .draw_series(LineSeries::new(finite_points(&series.points), line_style))?
+            .label(series.label.as_str())
+            .legend(move |(x, y)| {
+                EmptyElement::at((x, y))
+                    + PathElement::new(vec![(0, 0), (20, 0)], line_style)
+                    + Circle::new((10, 0), MARKER_RADIUS_PX, marker_style)
+            });
+
+        let point_count = finite_points(&series.points).count();
+        let stride = point_count.div_ceil(MARKERS_PER_SERIES_MAX).max(1);
+        context.draw_series(
+            finite_points(&series.points)
+                .step_by(stride)
+                .map(|p| Circle::new(p, MARKER_RADIUS_PX, marker_style)),
+        )?;
+    }
+
+    if let Some(reference) = chart.reference {
+        // Reference figures are few and each one matters, so every point gets a marker, and
+        // no line joins them because published points need not lie on one curve.
+        let style = REFERENCE_COLOR.stroke_width(2);
+        context
+            .draw_series(finite_points(&reference.points).map(|p| Cross::new(p, 6, style)))?
+            .label(reference.label.as_str())
+            .legend(move |(x, y)| Cross::new((x + 10, y), 6, style));
+    }
+
+    if !chart.series.is_empty() || chart.reference.is_some() {
+        context
+            .configure_series_labels()
+            .position(SeriesLabelPosition::UpperLeft)
+            .label_font(("sans-serif", 14))
+            .background_style(WHITE.mix(0.85))
+            .border_style(BLACK)
+            .draw()?;
+    }
+    Ok(())
+}
+
+/// Tick labels with at most six significant digits, in exponent form outside 1e-3..1e5 so
+/// IOPS and nanosecond axes do not print ten-digit numbers.
+fn format_tick(value: &f64) -> String {
+    // Round-tripping through six significant digits removes float noise such as 0.30000000000000004.
+    let rounded: f64 = format!("{value:.5e}").parse().unwrap_or(*value);
+    let magnitude = rounded.abs();
+    if rounded == 0.0 {
+        "0".to_string()
+    } else if (1e-3..1e5).contains(&magnitude) {
+        format!("{rounded}")
+    } else {
+        format!("{rounded:e}")
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::path::PathBuf;
+
+    /// A path in the system temp dir that no other test or concurrent run uses.
+    fn temp_path(name: &str) -> PathBuf {
+        std::env::temp_dir().join(format!("nvarray-plot-{}-{name}", std::process::id()))
+    }
+
+    fn series(label: &str, points: Vec<(f64, f64)>) -> Series {
+        Series {
+            label: label.to_string(),
+            points,
+        }
+    }
+
+    fn sample_series() -> Vec<Series> {
+        let curve = |scale: f64| {
+            (1..=2000)
+                .map(|i| {
+                    let load = f64::from(i) * 50.0;
+                    (load, scale * (1.0 + 1.0 / (1.0 - load / 110_000.0)))
+                })
+                .collect()
+        };
+        vec![
+            series("PCM & RAID-0 <4 devices>", curve(150.0)),
+            series("STT-MRAM", curve(40.0)),
+            series("NAND flash", curve(25_000.0)),
+        ]
+    }
+
+    fn sample_chart<'a>(series: &'a [Series], reference: Option<&'a Series>) -> Chart<'a> {
+        Chart {
+            title: "Latency vs offered load",
+            x_label: "offered load (IOPS)",
+            y_label: "mean latency (ns)",
+            log_x: true,
+            log_y: true,
+            series,
+            reference,
+        }
+    }
+
+    #[test]
+    fn svg_contains_title_and_every_label() {
+        let series = sample_series();
+        let reference = series_reference();
+        let path = temp_path("labels.svg");
+        write_chart(&path, &sample_chart(&series, Some(&reference))).unwrap();
+        let svg = std::fs::read_to_string(&path).unwrap();
+        std::fs::remove_file(&path).unwrap();
+
+        assert!(svg.contains("Latency vs offered load"));
+        assert!(svg.contains("offered load (IOPS)"));
+        assert!(svg.contains("mean latency (ns)"));
+        // The SVG backend escapes markup characters, so the first label appears escaped.
+        assert!(svg.contains("PCM &amp; RAID-0 &lt;4 devices&gt;"));
+        for s in &series[1..] {
+            assert!(svg.contains(&s.label), "missing label {}", s.label);
+        }
+        assert!(svg.contains(&reference.label));
+    }
+
+    fn series_reference() -> Series {
+        series(
+            "Moneta (MICRO'10)",
+            vec![(1_000.0, 400.0), (10_000.0, 420.0), (100_000.0, 3_000.0)],
+        )
+    }
+
+    #[test]
+    fn png_has_magic_bytes_and_real_content() {
+        let series = sample_series();
+        let reference = series_reference();
+        let path = temp_path("chart.png");
+        write_chart(&path, &sample_chart(&series, Some(&reference))).unwrap();
+        let bytes = std::fs::read(&path).unwrap();
+        std::fs::remove_file(&path).unwrap();
+
+        assert!(bytes.starts_with(b"\x89PNG\r\n\x1a\n"));
+        assert!(bytes.len() > 8 * 1024, "PNG is only {} bytes", bytes.len());
+    }
+
+    #[test]
+    fn png_text_is_rendered() {
+        // An empty frame with and without a title must differ; if fonts silently failed to
+        // load, both images would be identical.
+        let with_title = temp_path("title.png");
+        let without_title = temp_path("no-title.png");
+        let chart = |title| Chart {
+            title,
+            x_label: "",
+            y_label: "",
+            log_x: false,
+            log_y: false,
+            series: &[],
+            reference: None,
+        };
+        write_chart(&with_title, &chart("A long title that must be drawn")).unwrap();
+        write_chart(&without_title, &chart("")).unwrap();
+        let a = std::fs::read(&with_title).unwrap();
+        let b = std::fs::read(&without_title).unwrap();
+        std::fs::remove_file(&with_title).unwrap();
+        std::fs::remove_file(&without_title).unwrap();
+        assert_ne!(a, b);
+    }
+
+    #[test]
+    fn unknown_extension_is_an_error() {
+        let series = sample_series();
+        for name in ["chart.jpg", "chart", "chart.svg.txt"] {
+            let path = temp_path(name);
+            let error = write_chart(&path, &sample_chart(&series, None)).unwrap_err();
+            let message = format!("{error:#}");
+            assert!(message.contains(".svg"), "{message}");
+            assert!(message.contains(".png"), "{message}");
+            assert!(message.contains(name), "{message}");
+            assert!(!path.exists());
+        }
+    }
+
+    #[test]
+    fn uppercase_extension_is_accepted() {
+        assert_eq!(
+            ImageFormat::from_path(Path::new("a/b.SVG")).unwrap(),
+            ImageFormat::Svg
+        );
+        assert_eq!(
+            ImageFormat::from_path(Path::new("b.Png")).unwrap(),
+            ImageFormat::Png
+        );
+    }
+
+    #[test]
+    fn missing_directory_error_names_the_file() {
+        let path = temp_path("no-such-dir").join("chart.svg");
+        let series = sample_series();
+        let error = write_chart(&path, &sample_chart(&series, None)).unwrap_err();
+        assert!(format!("{error:#}").contains(&path.display().to_string()));
+    }
+
+    #[test]
+    fn odd_data_does_not_panic() {
+        let cases: Vec<(&str, Vec<(f64, f64)>, bool, bool)> = vec![
+            ("one-point-log-zero", vec![(0.0, 5.0)], true, true),
+            ("one-point", vec![(3.0, 3.0)], false, false),
+            ("one-point-log", vec![(3.0, 3.0)], true, true),
+            ("empty", vec![], true, false),
+            ("negative-log", vec![(-1.0, -5.0), (2.0, 7.0)], true, true),
+            ("all-equal", vec![(1.0, 2.0), (1.0, 2.0), (1.0, 2.0)], false, true),
+            ("nan-inf", vec![(f64::NAN, 1.0), (1.0, f64::INFINITY), (2.0, 3.0)], true, true),
+            ("huge", vec![(f64::MAX, f64::MAX), (-f64::MAX, f64::MIN_POSITIVE)], false, true),
+            ("max-only", vec![(f64::MAX, f64::MAX)], true, true),
+            ("tiny", vec![(5e-324, 5e-324)], true, true),
+            ("near-equal", vec![(1.0, 1.0), (1.0 + f64::EPSILON, 1.0 + f64::EPSILON)], false, false),
+        ];
+        for (name, points, log_x, log_y) in cases {
+            let series = [series(name, points)];
+            let chart = Chart {
+                title: name,
+                x_label: "x",
+                y_label: "y",
+                log_x,
+                log_y,
+                series: &series,
+                reference: None,
+            };
+            for extension in ["svg", "png"] {
+                let path = temp_path(&format!("odd-{name}.{extension}"));
+                write_chart(&path, &chart).unwrap();
+                std::fs::remove_file(&path).unwrap();
+            }
+        }
+    }
+
+    #[test]
+    fn log_fallback_is_noted_in_title() {
+        let series = [series("s", vec![(0.0, 1.0), (10.0, 100.0)])];
+        let chart = Chart {
+            title: "T",
+            x_label: "x",
+            y_label: "y",
+            log_x: true,
+            log_y: true,
+            series: &series,
+            reference: None,
+        };
+        let layout = Layout::new(&chart);
+        assert!(!layout.x.log);
+        assert!(layout.y.log);
+        assert_eq!(layout.title, "T [x axis linear: data has values <= 0]");
+    }
+
+    /// Checks the axis invariants and that every finite input value is inside the range.
+    fn check_axis(values: &[f64], log_requested: bool, log_expected: bool) {
+        let range = AxisRange::new(values.iter().copied(), log_requested);
+        assert_eq!(range.log, log_expected, "{values:?}");
+        assert!(range.lo_value.is_finite(), "{values:?} -> {range:?}");
+        assert!(range.hi_value.is_finite(), "{values:?} -> {range:?}");
+        assert!(range.lo_value < range.hi_value, "{values:?} -> {range:?}");
+        if range.log {
+            assert!(range.lo_value > 0.0, "{values:?} -> {range:?}");
+        }
+        for v in values.iter().filter(|v| v.is_finite()) {
+            assert!(
+                range.lo_value <= *v && *v <= range.hi_value,
+                "{v} outside {range:?}"
+            );
+        }
+    }
+
+    #[test]
+    fn axis_ranges() {
+        check_axis(&[], false, false);
+        check_axis(&[], true, true);
+        check_axis(&[0.0], false, false);
+        check_axis(&[0.0], true, false);
+        check_axis(&[7.0], true, true);
+        check_axis(&[-7.0, -7.0], false, false);
+        check_axis(&[1.0, 1e9], true, true);
+        check_axis(&[-1.0, 1e9], true, false);
+        check_axis(&[f64::NAN, 2.0, f64::NEG_INFINITY], true, true);
+        check_axis(&[f64::MAX], false, false);
+        check_axis(&[-f64::MAX], false, false);
+        check_axis(&[-f64::MAX, f64::MAX], false, false);
+        check_axis(&[f64::MAX], true, true);
+        check_axis(&[f64::MIN_POSITIVE], true, true);
+        check_axis(&[1e10, 1e10 + 1.0], false, false);
+    }
+
+    #[test]
+    fn tick_labels() {
+        let check = |value: f64, expected: &str| assert_eq!(format_tick(&value), expected);
+        check(0.0, "0");
+        check(0.1 + 0.2, "0.3");
+        check(250.0, "250");
+        check(1e6, "1e6");
+        check(2.5e-6, "2.5e-6");
+        check(-40_000.0, "-40000");
+    }
+}
