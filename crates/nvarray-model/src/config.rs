@@ -235,16 +235,30 @@ pub mod limits {
     pub const LATENCY_NS_MAX: u64 = 3_600_000_000_000;
 }
 
-fn check(ok: bool, field: &'static str, range: &str, value: impl ToString) -> Result<(), ConfigError> {
+fn check(
+    ok: bool,
+    field: &'static str,
+    range: &str,
+    value: impl ToString,
+) -> Result<(), ConfigError> {
     if ok {
         Ok(())
     } else {
-        Err(ConfigError::OutOfRange { field, range: range.to_string(), value: value.to_string() })
+        Err(ConfigError::OutOfRange {
+            field,
+            range: range.to_string(),
+            value: value.to_string(),
+        })
     }
 }
 
 fn check_latency(field: &'static str, value: u64) -> Result<(), ConfigError> {
-    check(value <= limits::LATENCY_NS_MAX, field, "0 to 3600000000000 (one hour)", value)
+    check(
+        value <= limits::LATENCY_NS_MAX,
+        field,
+        "0 to 3600000000000 (one hour)",
+        value,
+    )
 }
 
 fn check_pow2(field: &'static str, value: u32, min: u32, max: u32) -> Result<(), ConfigError> {
@@ -261,11 +275,31 @@ impl DeviceConfig {
     pub fn validate(&self) -> Result<(), ConfigError> {
         use limits::*;
         let l = &self.link;
-        check((1..=GENERATION_MAX).contains(&l.generation), "link.generation", "1 to 5", l.generation)?;
-        check((1..=LANES_MAX).contains(&l.lanes), "link.lanes", "1 to 16", l.lanes)?;
+        check(
+            (1..=GENERATION_MAX).contains(&l.generation),
+            "link.generation",
+            "1 to 5",
+            l.generation,
+        )?;
+        check(
+            (1..=LANES_MAX).contains(&l.lanes),
+            "link.lanes",
+            "1 to 16",
+            l.lanes,
+        )?;
         check_pow2("link.max_payload_bytes", l.max_payload_bytes, 64, 4096)?;
-        check(l.tlp_overhead_bytes <= 128, "link.tlp_overhead_bytes", "0 to 128", l.tlp_overhead_bytes)?;
-        check_pow2("link.max_read_request_bytes", l.max_read_request_bytes, 64, 4096)?;
+        check(
+            l.tlp_overhead_bytes <= 128,
+            "link.tlp_overhead_bytes",
+            "0 to 128",
+            l.tlp_overhead_bytes,
+        )?;
+        check_pow2(
+            "link.max_read_request_bytes",
+            l.max_read_request_bytes,
+            64,
+            4096,
+        )?;
         check_latency("link.propagation_ns", l.propagation_ns)?;
         check_latency("link.host_read_latency_ns", l.host_read_latency_ns)?;
 
@@ -274,8 +308,18 @@ impl DeviceConfig {
         check_pow2("interface.page_bytes", i.page_bytes, 512, 65_536)?;
 
         let c = &self.controller;
-        check((1..=TAGS_MAX).contains(&c.tags), "controller.tags", "1 to 65536", c.tags)?;
-        check((1..=BUFFERS_MAX).contains(&c.buffer_count), "controller.buffer_count", "1 to 4096", c.buffer_count)?;
+        check(
+            (1..=TAGS_MAX).contains(&c.tags),
+            "controller.tags",
+            "1 to 65536",
+            c.tags,
+        )?;
+        check(
+            (1..=BUFFERS_MAX).contains(&c.buffer_count),
+            "controller.buffer_count",
+            "1 to 4096",
+            c.buffer_count,
+        )?;
         check_pow2("controller.block_bytes", c.block_bytes, 1, 65_536)?;
         check(
             c.buffer_bytes >= c.block_bytes && c.buffer_bytes % c.block_bytes == 0,
@@ -286,7 +330,10 @@ impl DeviceConfig {
         check(
             u64::from(c.buffer_bytes) <= self.memory.capacity_bytes,
             "controller.buffer_bytes",
-            &format!("at most memory.capacity_bytes ({})", self.memory.capacity_bytes),
+            &format!(
+                "at most memory.capacity_bytes ({})",
+                self.memory.capacity_bytes
+            ),
             c.buffer_bytes,
         )?;
         check(
@@ -294,17 +341,29 @@ impl DeviceConfig {
                 && c.max_transfer_bytes % c.block_bytes == 0
                 && c.max_transfer_bytes <= MAX_TRANSFER_BYTES_MAX,
             "controller.max_transfer_bytes",
-            &format!("a multiple of controller.block_bytes ({}) up to {MAX_TRANSFER_BYTES_MAX}", c.block_bytes),
+            &format!(
+                "a multiple of controller.block_bytes ({}) up to {MAX_TRANSFER_BYTES_MAX}",
+                c.block_bytes
+            ),
             c.max_transfer_bytes,
         )?;
         for (field, v) in [
             ("controller.dma_setup_ns", c.dma_setup_ns),
             ("controller.hardware_command_ns", c.hardware_command_ns),
-            ("controller.hardware_completion_ns", c.hardware_completion_ns),
+            (
+                "controller.hardware_completion_ns",
+                c.hardware_completion_ns,
+            ),
             ("controller.firmware_fetch_ns", c.firmware_fetch_ns),
             ("controller.firmware_prp_ns", c.firmware_prp_ns),
-            ("controller.firmware_translation_ns", c.firmware_translation_ns),
-            ("controller.firmware_completion_ns", c.firmware_completion_ns),
+            (
+                "controller.firmware_translation_ns",
+                c.firmware_translation_ns,
+            ),
+            (
+                "controller.firmware_completion_ns",
+                c.firmware_completion_ns,
+            ),
         ] {
             check_latency(field, v)?;
         }
@@ -316,13 +375,33 @@ impl DeviceConfig {
         )?;
 
         let r = &self.ring;
-        check(r.bandwidth_bytes_per_s >= 1_000_000, "ring.bandwidth_bytes_per_s", "at least 1000000", r.bandwidth_bytes_per_s)?;
-        check(r.packet_payload_bytes >= 1, "ring.packet_payload_bytes", "at least 1", r.packet_payload_bytes)?;
-        check(r.packet_header_bytes <= 4096, "ring.packet_header_bytes", "0 to 4096", r.packet_header_bytes)?;
+        check(
+            r.bandwidth_bytes_per_s >= 1_000_000,
+            "ring.bandwidth_bytes_per_s",
+            "at least 1000000",
+            r.bandwidth_bytes_per_s,
+        )?;
+        check(
+            r.packet_payload_bytes >= 1,
+            "ring.packet_payload_bytes",
+            "at least 1",
+            r.packet_payload_bytes,
+        )?;
+        check(
+            r.packet_header_bytes <= 4096,
+            "ring.packet_header_bytes",
+            "0 to 4096",
+            r.packet_header_bytes,
+        )?;
         check_latency("ring.latency_ns", r.latency_ns)?;
 
         let m = &self.memory;
-        check((1..=CONTROLLERS_MAX).contains(&m.controllers), "memory.controllers", "1 to 256", m.controllers)?;
+        check(
+            (1..=CONTROLLERS_MAX).contains(&m.controllers),
+            "memory.controllers",
+            "1 to 256",
+            m.controllers,
+        )?;
         check(
             (1..=BANKS_MAX).contains(&m.banks_per_controller),
             "memory.banks_per_controller",
@@ -330,7 +409,12 @@ impl DeviceConfig {
             m.banks_per_controller,
         )?;
         check_pow2("memory.row_bytes", m.row_bytes, 1, 1 << 20)?;
-        check_pow2("memory.stripe_bytes", m.stripe_bytes, m.row_bytes.min(512), 1 << 30)?;
+        check_pow2(
+            "memory.stripe_bytes",
+            m.stripe_bytes,
+            m.row_bytes.min(512),
+            1 << 30,
+        )?;
         check(
             m.stripe_bytes >= m.row_bytes,
             "memory.stripe_bytes",
@@ -356,13 +440,26 @@ impl DeviceConfig {
         check(
             m.erase_latency_ns == 0 || m.erase_block_bytes >= u64::from(m.row_bytes),
             "memory.erase_block_bytes",
-            &format!("at least memory.row_bytes ({}) when erase_latency_ns > 0", m.row_bytes),
+            &format!(
+                "at least memory.row_bytes ({}) when erase_latency_ns > 0",
+                m.row_bytes
+            ),
             m.erase_block_bytes,
         )?;
 
         let w = &self.wear;
-        check_pow2("wear.line_bytes", w.line_bytes, m.row_bytes.max(64), 1 << 24)?;
-        check(w.gap_interval_writes >= 1, "wear.gap_interval_writes", "at least 1", w.gap_interval_writes)?;
+        check_pow2(
+            "wear.line_bytes",
+            w.line_bytes,
+            m.row_bytes.max(64),
+            1 << 24,
+        )?;
+        check(
+            w.gap_interval_writes >= 1,
+            "wear.gap_interval_writes",
+            "at least 1",
+            w.gap_interval_writes,
+        )?;
         let lines = m.capacity_bytes / u64::from(m.controllers) / u64::from(w.line_bytes);
         check(
             !w.enabled || lines <= u64::from(u32::MAX - 1),
@@ -377,7 +474,8 @@ impl DeviceConfig {
 
     /// Parses a TOML device description and validates it.
     pub fn from_toml(text: &str) -> Result<Self, ConfigError> {
-        let cfg: DeviceConfig = toml::from_str(text).map_err(|e| ConfigError::Toml(one_line(&e.to_string())))?;
+        let cfg: DeviceConfig =
+            toml::from_str(text).map_err(|e| ConfigError::Toml(one_line(&e.to_string())))?;
         cfg.validate()?;
         Ok(cfg)
     }

@@ -140,7 +140,8 @@ impl Device {
             ControllerMode::Firmware => c.firmware_cores,
         };
         let ring_payload = f64::from(cfg.ring.packet_payload_bytes);
-        let ring_efficiency = ring_payload / (ring_payload + f64::from(cfg.ring.packet_header_bytes));
+        let ring_efficiency =
+            ring_payload / (ring_payload + f64::from(cfg.ring.packet_header_bytes));
         Device {
             now_ns: 0,
             link: Link::new(&cfg.link),
@@ -176,15 +177,29 @@ impl Device {
     pub fn check(&self, offset_bytes: u64, len_bytes: u32) -> Result<(), CommandError> {
         let c = &self.cfg.controller;
         if len_bytes == 0 || len_bytes > c.max_transfer_bytes {
-            return Err(CommandError::BadLength { len_bytes, max_transfer_bytes: c.max_transfer_bytes });
+            return Err(CommandError::BadLength {
+                len_bytes,
+                max_transfer_bytes: c.max_transfer_bytes,
+            });
         }
         let block = u64::from(c.block_bytes);
         if offset_bytes % block != 0 || u64::from(len_bytes) % block != 0 {
-            return Err(CommandError::Misaligned { offset_bytes, len_bytes, block_bytes: c.block_bytes });
+            return Err(CommandError::Misaligned {
+                offset_bytes,
+                len_bytes,
+                block_bytes: c.block_bytes,
+            });
         }
         let size_bytes = self.capacity_bytes();
-        if offset_bytes.checked_add(u64::from(len_bytes)).map_or(true, |end| end > size_bytes) {
-            return Err(CommandError::OutOfRange { offset_bytes, len_bytes, size_bytes });
+        if offset_bytes
+            .checked_add(u64::from(len_bytes))
+            .map_or(true, |end| end > size_bytes)
+        {
+            return Err(CommandError::OutOfRange {
+                offset_bytes,
+                len_bytes,
+                size_bytes,
+            });
         }
         Ok(())
     }
@@ -193,10 +208,18 @@ impl Device {
     /// nothing.
     pub fn submit(&mut self, cmd: Command, now_ns: u64) -> Result<(), CommandError> {
         self.check(cmd.offset_bytes, cmd.len_bytes)?;
-        assert!(now_ns >= self.now_ns, "time went backwards: {now_ns} < {}", self.now_ns);
+        assert!(
+            now_ns >= self.now_ns,
+            "time went backwards: {now_ns} < {}",
+            self.now_ns
+        );
         self.now_ns = now_ns;
         let arrived_ns = self.deliver_command(now_ns, cmd.len_bytes);
-        let waiting = Waiting { cmd, submit_ns: now_ns, arrived_ns };
+        let waiting = Waiting {
+            cmd,
+            submit_ns: now_ns,
+            arrived_ns,
+        };
         match self.free_tags.pop() {
             Some(tag) => self.admit(tag, waiting),
             None => self.waiting_for_tag.push_back(waiting),
@@ -290,7 +313,9 @@ impl Device {
         let c = &self.cfg.controller;
         let work_ns = match c.mode {
             ControllerMode::Hardware => c.hardware_command_ns,
-            ControllerMode::Firmware => c.firmware_fetch_ns + c.firmware_prp_ns + c.firmware_translation_ns,
+            ControllerMode::Firmware => {
+                c.firmware_fetch_ns + c.firmware_prp_ns + c.firmware_translation_ns
+            }
         };
         let admitted = self.now_ns;
         let ready = self.engine_work(w.arrived_ns.max(admitted), work_ns);
@@ -374,15 +399,23 @@ impl Device {
         let offset = slot.offset_bytes + u64::from(slot.len_bytes - slot.unscheduled_bytes);
         let start = now + self.cfg.controller.dma_setup_ns;
         let ring_ns = bytes_to_ns(
-            wire_bytes(u64::from(len), self.cfg.ring.packet_payload_bytes, self.cfg.ring.packet_header_bytes),
+            wire_bytes(
+                u64::from(len),
+                self.cfg.ring.packet_payload_bytes,
+                self.cfg.ring.packet_header_bytes,
+            ),
             self.ring_fs_per_byte,
         );
         let ring_latency = self.cfg.ring.latency_ns;
         let (release, media_ns, link_ns) = if slot.op_is_read {
-            let (media_start, media_end) = self.memory.access(now, start, Access::Read, offset, u64::from(len));
+            let (media_start, media_end) =
+                self.memory
+                    .access(now, start, Access::Read, offset, u64::from(len));
             let ring_start = self.ring.reserve(now, media_end, ring_ns);
             let ring_end = ring_start + ring_ns + ring_latency;
-            let (link_start, arrival) = self.link.send(Direction::ToHost, now, ring_end, u64::from(len));
+            let (link_start, arrival) =
+                self.link
+                    .send(Direction::ToHost, now, ring_end, u64::from(len));
             // The buffer is free once the last byte has left; the data lands one propagation
             // later, while the completion is already on its way behind it (so the breakdown
             // counts that propagation once, in the completion).
@@ -392,7 +425,9 @@ impl Device {
             let (link_start, arrival) = self.link.device_reads_host(now, start, u64::from(len));
             let ring_start = self.ring.reserve(now, arrival, ring_ns);
             let ring_end = ring_start + ring_ns + ring_latency;
-            let (media_start, media_end) = self.memory.access(now, ring_end, Access::Write, offset, u64::from(len));
+            let (media_start, media_end) =
+                self.memory
+                    .access(now, ring_end, Access::Write, offset, u64::from(len));
             // A write is done only when it is in the media (no write coalescing: Moneta,
             // "storage must guarantee durability by closing row").
             (media_end, media_end - media_start, arrival - link_start)

@@ -23,7 +23,11 @@ pub enum Direction {
 /// (Moneta talk: "two gigabytes in each direction").
 pub fn raw_bytes_per_s(generation: u8, lanes: u8) -> f64 {
     let gt = GIGATRANSFERS_PER_S[usize::from(generation.clamp(1, 5)) - 1];
-    let encoding = if generation <= 2 { 8.0 / 10.0 } else { 128.0 / 130.0 };
+    let encoding = if generation <= 2 {
+        8.0 / 10.0
+    } else {
+        128.0 / 130.0
+    };
     gt * 1e9 * encoding / 8.0 * f64::from(lanes)
 }
 
@@ -81,7 +85,13 @@ impl Link {
 
     /// Sends `payload_bytes` (0 for a header-only TLP) once it is ready; returns
     /// `(start, arrival)`: when the first byte left and when the last byte arrived.
-    pub fn send(&mut self, dir: Direction, now_ns: u64, ready_ns: u64, payload_bytes: u64) -> (u64, u64) {
+    pub fn send(
+        &mut self,
+        dir: Direction,
+        now_ns: u64,
+        ready_ns: u64,
+        payload_bytes: u64,
+    ) -> (u64, u64) {
         let wire = wire_bytes(payload_bytes, self.max_payload_bytes, self.overhead_bytes);
         let duration = bytes_to_ns(wire, self.fs_per_byte);
         let start = self.timeline(dir).reserve(now_ns, ready_ns, duration);
@@ -91,13 +101,17 @@ impl Link {
     /// The device reads `bytes` of host memory by DMA: read requests go to the host, the host
     /// memory answers, completions carry the data to the device. Returns `(start, arrival)`.
     pub fn device_reads_host(&mut self, now_ns: u64, ready_ns: u64, bytes: u64) -> (u64, u64) {
-        let requests = bytes.div_ceil(u64::from(self.max_read_request_bytes)).max(1);
+        let requests = bytes
+            .div_ceil(u64::from(self.max_read_request_bytes))
+            .max(1);
         let request_wire = requests * u64::from(self.overhead_bytes);
         let request_ns = bytes_to_ns(request_wire, self.fs_per_byte);
         let start = self.to_host.reserve(now_ns, ready_ns, request_ns);
         // The first request reaches host memory one propagation later; data flows back as
         // soon as the host answers, overlapping the remaining requests.
-        let first_request_arrival = start + bytes_to_ns(u64::from(self.overhead_bytes), self.fs_per_byte) + self.propagation_ns;
+        let first_request_arrival = start
+            + bytes_to_ns(u64::from(self.overhead_bytes), self.fs_per_byte)
+            + self.propagation_ns;
         let data_ready = first_request_arrival + self.host_read_latency_ns;
         let (_, arrival) = self.send(Direction::ToDevice, now_ns, data_ready, bytes);
         (start, arrival)
@@ -125,9 +139,18 @@ mod tests {
     #[test]
     fn pcie_generations_have_their_published_rates() {
         // (generation, lanes, GB/s per direction after line encoding)
-        for (generation, lanes, gb_per_s) in [(1, 8, 2.0), (2, 4, 2.0), (3, 4, 3.938), (4, 4, 7.877), (5, 16, 63.015)] {
+        for (generation, lanes, gb_per_s) in [
+            (1, 8, 2.0),
+            (2, 4, 2.0),
+            (3, 4, 3.938),
+            (4, 4, 7.877),
+            (5, 16, 63.015),
+        ] {
             let got = raw_bytes_per_s(generation, lanes) / 1e9;
-            assert!((got - gb_per_s).abs() < 0.01, "gen{generation} x{lanes}: {got} GB/s, expected {gb_per_s}");
+            assert!(
+                (got - gb_per_s).abs() < 0.01,
+                "gen{generation} x{lanes}: {got} GB/s, expected {gb_per_s}"
+            );
         }
     }
 
@@ -165,7 +188,11 @@ mod tests {
         let (s2, a2) = link.send(Direction::ToDevice, 0, 0, 1000);
         let (s3, _) = link.send(Direction::ToHost, 0, 0, 1000);
         assert_eq!((s1, a1), (0, 4100));
-        assert_eq!((s2, a2), (0, 4100), "full duplex: the other direction is free");
+        assert_eq!(
+            (s2, a2),
+            (0, 4100),
+            "full duplex: the other direction is free"
+        );
         assert_eq!(s3, 4000, "same direction queues");
     }
 

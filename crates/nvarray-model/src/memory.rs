@@ -85,7 +85,14 @@ impl Memory {
 
     /// Books the media for `access` of `[offset, offset + len)` once `ready_ns`; returns
     /// `(first bank start, last bank end)`.
-    pub fn access(&mut self, now_ns: u64, ready_ns: u64, access: Access, offset_bytes: u64, len_bytes: u64) -> (u64, u64) {
+    pub fn access(
+        &mut self,
+        now_ns: u64,
+        ready_ns: u64,
+        access: Access,
+        offset_bytes: u64,
+        len_bytes: u64,
+    ) -> (u64, u64) {
         let mut pos = offset_bytes;
         let end = offset_bytes + len_bytes;
         while pos < end {
@@ -96,7 +103,9 @@ impl Memory {
             // A piece ends at the stripe's end and, because lines are remapped one by one,
             // at the line's end.
             let line_left = self.line_bytes - local % self.line_bytes;
-            let piece = (end - pos).min(self.stripe_bytes - in_stripe).min(line_left);
+            let piece = (end - pos)
+                .min(self.stripe_bytes - in_stripe)
+                .min(line_left);
             self.add_piece(controller, local, piece, access);
             pos += piece;
         }
@@ -117,14 +126,34 @@ impl Memory {
             }
             None => logical_line,
         };
-        let first_row = physical_line * self.rows_per_line + (local_bytes % self.line_bytes) / self.row_bytes;
-        let last_row = physical_line * self.rows_per_line + (local_bytes % self.line_bytes + len_bytes - 1) / self.row_bytes;
-        self.add_rows(controller, first_row, last_row - first_row + 1, len_bytes, access);
+        let first_row =
+            physical_line * self.rows_per_line + (local_bytes % self.line_bytes) / self.row_bytes;
+        let last_row = physical_line * self.rows_per_line
+            + (local_bytes % self.line_bytes + len_bytes - 1) / self.row_bytes;
+        self.add_rows(
+            controller,
+            first_row,
+            last_row - first_row + 1,
+            len_bytes,
+            access,
+        );
         if let Some(mv) = gap_move {
             // The copy reads the source line and writes it into the gap.
             let rows = self.rows_per_line;
-            self.add_rows(controller, u64::from(mv.from) * rows, rows, self.line_bytes, Access::Read);
-            self.add_rows(controller, u64::from(mv.to) * rows, rows, self.line_bytes, Access::Write);
+            self.add_rows(
+                controller,
+                u64::from(mv.from) * rows,
+                rows,
+                self.line_bytes,
+                Access::Read,
+            );
+            self.add_rows(
+                controller,
+                u64::from(mv.to) * rows,
+                rows,
+                self.line_bytes,
+                Access::Write,
+            );
         }
     }
 
@@ -179,7 +208,11 @@ impl Memory {
         let total: u64 = wear.iter().map(StartGap::writes_total).sum();
         let lines: u64 = wear.iter().map(StartGap::physical_lines).sum();
         Some(WearStats {
-            line_writes_max: wear.iter().map(|w| u64::from(w.write_count_max())).max().unwrap_or(0),
+            line_writes_max: wear
+                .iter()
+                .map(|w| u64::from(w.write_count_max()))
+                .max()
+                .unwrap_or(0),
             line_writes_mean: total as f64 / lines as f64,
             gap_moves: wear.iter().map(StartGap::gap_moves).sum(),
         })
@@ -187,7 +220,10 @@ impl Memory {
 
     /// Busy time summed over all banks, and the bank count (for utilisation).
     pub fn bank_busy_ns_total(&self) -> (u64, usize) {
-        (self.banks.iter().map(Timeline::busy_ns_total).sum(), self.banks.len())
+        (
+            self.banks.iter().map(Timeline::busy_ns_total).sum(),
+            self.banks.len(),
+        )
     }
 
     pub fn erases(&self) -> u64 {
@@ -213,7 +249,14 @@ mod tests {
             erase_latency_ns: 0,
             erase_block_bytes: 0,
         };
-        Memory::new(&cfg, &WearConfig { enabled: wear, line_bytes: 4096, gap_interval_writes: 100 })
+        Memory::new(
+            &cfg,
+            &WearConfig {
+                enabled: wear,
+                line_bytes: 4096,
+                gap_interval_writes: 100,
+            },
+        )
     }
 
     #[test]

@@ -8,18 +8,34 @@ use crate::config::{one_line, DeviceConfig};
 use crate::error::ConfigError;
 
 /// Applies `key=value` overrides to a TOML device description and returns the checked config.
-pub fn apply_overrides(base_toml: &str, overrides: &[(String, String)]) -> Result<DeviceConfig, ConfigError> {
-    let mut root: toml::Table = base_toml.parse().map_err(|e: toml::de::Error| ConfigError::Toml(one_line(&e.to_string())))?;
+pub fn apply_overrides(
+    base_toml: &str,
+    overrides: &[(String, String)],
+) -> Result<DeviceConfig, ConfigError> {
+    let mut root: toml::Table = base_toml
+        .parse()
+        .map_err(|e: toml::de::Error| ConfigError::Toml(one_line(&e.to_string())))?;
     for (key, value) in overrides {
-        set_path(&mut root, key, parse_value(value)).map_err(|message| ConfigError::Override { key: key.clone(), message })?;
+        set_path(&mut root, key, parse_value(value)).map_err(|message| ConfigError::Override {
+            key: key.clone(),
+            message,
+        })?;
     }
-    let cfg: DeviceConfig = toml::Value::Table(root).try_into().map_err(|e: toml::de::Error| {
-        let text = one_line(&e.to_string());
-        match overrides.iter().find(|(k, _)| text.contains(k.rsplit('.').next().unwrap_or(k))) {
-            Some((key, _)) => ConfigError::Override { key: key.clone(), message: text },
-            None => ConfigError::Toml(text),
-        }
-    })?;
+    let cfg: DeviceConfig = toml::Value::Table(root)
+        .try_into()
+        .map_err(|e: toml::de::Error| {
+            let text = one_line(&e.to_string());
+            match overrides
+                .iter()
+                .find(|(k, _)| text.contains(k.rsplit('.').next().unwrap_or(k)))
+            {
+                Some((key, _)) => ConfigError::Override {
+                    key: key.clone(),
+                    message: text,
+                },
+                None => ConfigError::Toml(text),
+            }
+        })?;
     cfg.validate()?;
     Ok(cfg)
 }
@@ -30,7 +46,9 @@ pub fn parse_assignment(text: &str) -> Result<(String, String), ConfigError> {
         Some((k, v)) if !k.trim().is_empty() => Ok((k.trim().to_string(), v.trim().to_string())),
         _ => Err(ConfigError::Override {
             key: text.to_string(),
-            message: "expected key=value with a dotted TOML path, e.g. controller.policy=round-robin".to_string(),
+            message:
+                "expected key=value with a dotted TOML path, e.g. controller.policy=round-robin"
+                    .to_string(),
         }),
     }
 }

@@ -13,23 +13,57 @@ pub struct Preset {
 }
 
 pub const PRESETS: &[Preset] = &[
-    Preset { name: "moneta", toml: include_str!("presets/moneta.toml") },
-    Preset { name: "pcm", toml: include_str!("presets/pcm.toml") },
-    Preset { name: "stt-mram", toml: include_str!("presets/stt-mram.toml") },
-    Preset { name: "dram", toml: include_str!("presets/dram.toml") },
-    Preset { name: "optane", toml: include_str!("presets/optane.toml") },
-    Preset { name: "z-nand", toml: include_str!("presets/z-nand.toml") },
-    Preset { name: "slc", toml: include_str!("presets/slc.toml") },
-    Preset { name: "mlc", toml: include_str!("presets/mlc.toml") },
-    Preset { name: "tlc", toml: include_str!("presets/tlc.toml") },
+    Preset {
+        name: "moneta",
+        toml: include_str!("presets/moneta.toml"),
+    },
+    Preset {
+        name: "pcm",
+        toml: include_str!("presets/pcm.toml"),
+    },
+    Preset {
+        name: "stt-mram",
+        toml: include_str!("presets/stt-mram.toml"),
+    },
+    Preset {
+        name: "dram",
+        toml: include_str!("presets/dram.toml"),
+    },
+    Preset {
+        name: "optane",
+        toml: include_str!("presets/optane.toml"),
+    },
+    Preset {
+        name: "z-nand",
+        toml: include_str!("presets/z-nand.toml"),
+    },
+    Preset {
+        name: "slc",
+        toml: include_str!("presets/slc.toml"),
+    },
+    Preset {
+        name: "mlc",
+        toml: include_str!("presets/mlc.toml"),
+    },
+    Preset {
+        name: "tlc",
+        toml: include_str!("presets/tlc.toml"),
+    },
 ];
 
 /// The preset called `name`, or an error listing the choices.
 pub fn preset(name: &str) -> Result<&'static Preset, ConfigError> {
-    PRESETS.iter().find(|p| p.name == name).ok_or_else(|| ConfigError::UnknownPreset {
-        name: name.to_string(),
-        choices: PRESETS.iter().map(|p| p.name).collect::<Vec<_>>().join(", "),
-    })
+    PRESETS
+        .iter()
+        .find(|p| p.name == name)
+        .ok_or_else(|| ConfigError::UnknownPreset {
+            name: name.to_string(),
+            choices: PRESETS
+                .iter()
+                .map(|p| p.name)
+                .collect::<Vec<_>>()
+                .join(", "),
+        })
 }
 
 impl Preset {
@@ -51,7 +85,9 @@ mod tests {
     #[test]
     fn every_preset_is_valid_and_named_after_its_file() {
         for p in PRESETS {
-            let cfg = p.load(&[]).unwrap_or_else(|e| panic!("preset {}: {e}", p.name));
+            let cfg = p
+                .load(&[])
+                .unwrap_or_else(|e| panic!("preset {}: {e}", p.name));
             assert_eq!(cfg.name, p.name);
             assert!(!cfg.description.is_empty(), "{} has no description", p.name);
         }

@@ -29,7 +29,10 @@ impl Timeline {
     /// Books `duration_ns` at the earliest start `>= ready_ns` that is free, and returns the
     /// start. `now_ns` is the engine's current time: nothing can be booked before it.
     pub fn reserve(&mut self, now_ns: u64, ready_ns: u64, duration_ns: u64) -> u64 {
-        debug_assert!(ready_ns >= now_ns, "booking in the past: ready={ready_ns} now={now_ns}");
+        debug_assert!(
+            ready_ns >= now_ns,
+            "booking in the past: ready={ready_ns} now={now_ns}"
+        );
         while let Some(&(_, end)) = self.intervals.front() {
             if end > now_ns {
                 break;

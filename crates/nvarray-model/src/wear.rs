@@ -77,11 +77,21 @@ impl StartGap {
         let mv = if self.gap == 0 {
             // Line `lines` (the top) wraps into slot 0; every logical line has now shifted by one.
             self.gap = self.lines;
-            self.start = if self.start + 1 == self.lines { 0 } else { self.start + 1 };
-            GapMove { from: self.lines, to: 0 }
+            self.start = if self.start + 1 == self.lines {
+                0
+            } else {
+                self.start + 1
+            };
+            GapMove {
+                from: self.lines,
+                to: 0,
+            }
         } else {
             self.gap -= 1;
-            GapMove { from: self.gap, to: self.gap + 1 }
+            GapMove {
+                from: self.gap,
+                to: self.gap + 1,
+            }
         };
         self.bump(mv.to);
         Some(mv)
@@ -137,18 +147,30 @@ mod tests {
     #[test]
     fn gap_walks_down_then_start_advances() {
         let mut sg = StartGap::new(4, 1);
-        assert_eq!((0..4).map(|l| sg.physical(l)).collect::<Vec<_>>(), vec![0, 1, 2, 3]);
+        assert_eq!(
+            (0..4).map(|l| sg.physical(l)).collect::<Vec<_>>(),
+            vec![0, 1, 2, 3]
+        );
         assert_eq!(sg.record_write(0), Some(GapMove { from: 3, to: 4 }));
-        assert_eq!((0..4).map(|l| sg.physical(l)).collect::<Vec<_>>(), vec![0, 1, 2, 4]);
+        assert_eq!(
+            (0..4).map(|l| sg.physical(l)).collect::<Vec<_>>(),
+            vec![0, 1, 2, 4]
+        );
         for _ in 0..3 {
             sg.record_write(0);
         }
         assert_eq!(sg.gap, 0);
-        assert_eq!((0..4).map(|l| sg.physical(l)).collect::<Vec<_>>(), vec![1, 2, 3, 4]);
+        assert_eq!(
+            (0..4).map(|l| sg.physical(l)).collect::<Vec<_>>(),
+            vec![1, 2, 3, 4]
+        );
         assert_eq!(sg.record_write(0), Some(GapMove { from: 4, to: 0 }));
         assert_eq!(sg.start, 1);
         // Logical 3 moved from physical 4 into slot 0 by the copy above.
-        assert_eq!((0..4).map(|l| sg.physical(l)).collect::<Vec<_>>(), vec![1, 2, 3, 0]);
+        assert_eq!(
+            (0..4).map(|l| sg.physical(l)).collect::<Vec<_>>(),
+            vec![1, 2, 3, 0]
+        );
     }
 
     #[test]
@@ -164,7 +186,11 @@ mod tests {
                 physical[mv.from as usize] = None;
             }
             for l in 0..lines {
-                assert_eq!(physical[sg.physical(l) as usize], Some(l), "after {i} writes");
+                assert_eq!(
+                    physical[sg.physical(l) as usize],
+                    Some(l),
+                    "after {i} writes"
+                );
             }
         }
     }
@@ -178,7 +204,11 @@ mod tests {
         }
         let mean = sg.writes_total() as f64 / sg.physical_lines() as f64;
         // Without levelling one line would take all 200k writes.
-        assert!(f64::from(sg.write_count_max()) < 4.0 * mean, "max {} mean {mean}", sg.write_count_max());
+        assert!(
+            f64::from(sg.write_count_max()) < 4.0 * mean,
+            "max {} mean {mean}",
+            sg.write_count_max()
+        );
     }
 
     proptest! {

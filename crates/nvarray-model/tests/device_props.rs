@@ -9,7 +9,9 @@ use nvarray_model::{Command, Device, Op};
 use proptest::prelude::*;
 
 fn config(preset: usize, overrides: Vec<(String, String)>) -> nvarray_model::DeviceConfig {
-    PRESETS[preset % PRESETS.len()].load(&overrides).expect("valid overrides")
+    PRESETS[preset % PRESETS.len()]
+        .load(&overrides)
+        .expect("valid overrides")
 }
 
 fn overrides() -> impl Strategy<Value = Vec<(String, String)>> {
@@ -22,21 +24,26 @@ fn overrides() -> impl Strategy<Value = Vec<(String, String)>> {
         0u64..5000,
         any::<bool>(),
     )
-        .prop_map(|(policy, buffers, banks, controllers, buffer_bytes, latency, wear)| {
-            vec![
-                ("controller.policy".into(), policy.into()),
-                ("controller.buffer_count".into(), buffers.to_string()),
-                ("controller.buffer_bytes".into(), buffer_bytes.into()),
-                ("controller.tags".into(), "8".into()),
-                ("memory.banks_per_controller".into(), banks.to_string()),
-                ("memory.controllers".into(), controllers.to_string()),
-                ("memory.capacity_bytes".into(), (u64::from(controllers) << 24).to_string()),
-                ("memory.read_latency_ns".into(), latency.to_string()),
-                ("memory.write_latency_ns".into(), (latency * 3).to_string()),
-                ("wear.enabled".into(), wear.to_string()),
-                ("wear.gap_interval_writes".into(), "3".into()),
-            ]
-        })
+        .prop_map(
+            |(policy, buffers, banks, controllers, buffer_bytes, latency, wear)| {
+                vec![
+                    ("controller.policy".into(), policy.into()),
+                    ("controller.buffer_count".into(), buffers.to_string()),
+                    ("controller.buffer_bytes".into(), buffer_bytes.into()),
+                    ("controller.tags".into(), "8".into()),
+                    ("memory.banks_per_controller".into(), banks.to_string()),
+                    ("memory.controllers".into(), controllers.to_string()),
+                    (
+                        "memory.capacity_bytes".into(),
+                        (u64::from(controllers) << 24).to_string(),
+                    ),
+                    ("memory.read_latency_ns".into(), latency.to_string()),
+                    ("memory.write_latency_ns".into(), (latency * 3).to_string()),
+                    ("wear.enabled".into(), wear.to_string()),
+                    ("wear.gap_interval_writes".into(), "3".into()),
+                ]
+            },
+        )
 }
 
 proptest! {
@@ -96,9 +103,25 @@ fn bad_commands_are_refused_and_change_nothing() {
     let mut dev = Device::new(&cfg);
     let size = cfg.memory.capacity_bytes;
     let max = cfg.controller.max_transfer_bytes;
-    for (offset, len) in [(size, 512), (size - 512, 1024), (u64::MAX - 100, 512), (1, 512), (0, 100), (0, 0), (0, max + 512)] {
-        let cmd = Command { id: 1, op: Op::Write, offset_bytes: offset, len_bytes: len };
-        assert!(dev.submit(cmd, 0).is_err(), "offset {offset} len {len} accepted");
+    for (offset, len) in [
+        (size, 512),
+        (size - 512, 1024),
+        (u64::MAX - 100, 512),
+        (1, 512),
+        (0, 100),
+        (0, 0),
+        (0, max + 512),
+    ] {
+        let cmd = Command {
+            id: 1,
+            op: Op::Write,
+            offset_bytes: offset,
+            len_bytes: len,
+        };
+        assert!(
+            dev.submit(cmd, 0).is_err(),
+            "offset {offset} len {len} accepted"
+        );
     }
     assert_eq!(dev.in_flight(), 0);
     assert_eq!(dev.next_event_ns(), None);

@@ -68,7 +68,10 @@ pub fn run(device: &DeviceConfig, workload: &Workload) -> Result<RunReport, SimE
     let mut end_ns: Option<u64> = None;
     for (stream, job) in workload.jobs.iter().enumerate() {
         job.validate(capacity, block, device.controller.max_transfer_bytes)
-            .map_err(|e| SimError::Workload { job: job.name.clone(), source: e })?;
+            .map_err(|e| SimError::Workload {
+                job: job.name.clone(),
+                source: e,
+            })?;
         streams.push(StreamStats::new(&job.name));
         let runtime = match (job.runtime_ns, job.number_ios) {
             (None, None) => Some(DEFAULT_RUNTIME_NS),
@@ -78,7 +81,10 @@ pub fn run(device: &DeviceConfig, workload: &Workload) -> Result<RunReport, SimE
             end_ns = Some(end_ns.map_or(r, |e: u64| e.max(r)));
         }
         for t in 0..job.numjobs {
-            let gen = RequestGen::new(job, t, capacity, block).map_err(|e| SimError::Workload { job: job.name.clone(), source: e })?;
+            let gen = RequestGen::new(job, t, capacity, block).map_err(|e| SimError::Workload {
+                job: job.name.clone(),
+                source: e,
+            })?;
             threads.push((
                 Thread {
                     stream,
@@ -94,10 +100,14 @@ pub fn run(device: &DeviceConfig, workload: &Workload) -> Result<RunReport, SimE
         }
     }
     if outstanding_total > OUTSTANDING_MAX {
-        return Err(SimError::TooManyOutstanding { outstanding: outstanding_total, max: OUTSTANDING_MAX });
+        return Err(SimError::TooManyOutstanding {
+            outstanding: outstanding_total,
+            max: OUTSTANDING_MAX,
+        });
     }
 
-    let mut host: BinaryHeap<Reverse<(u64, u64, HostEvent, u32)>> = BinaryHeap::with_capacity(outstanding_total as usize * 2);
+    let mut host: BinaryHeap<Reverse<(u64, u64, HostEvent, u32)>> =
+        BinaryHeap::with_capacity(outstanding_total as usize * 2);
     let mut seq: u64 = 0;
     let mut thread_end_ns = Vec::with_capacity(threads.len());
     let mut thread_state = Vec::with_capacity(threads.len());
@@ -199,12 +209,22 @@ pub fn run(device: &DeviceConfig, workload: &Workload) -> Result<RunReport, SimE
                 last_completion_ns = t;
                 free_ids.push(x);
                 seq += 1;
-                host.push(Reverse((t + th.thinktime_ns, seq, HostEvent::Issue, p.thread)));
+                host.push(Reverse((
+                    t + th.thinktime_ns,
+                    seq,
+                    HostEvent::Issue,
+                    p.thread,
+                )));
             }
         }
     }
 
-    let elapsed_ns = if stopped_by_time { stop_ns } else { last_completion_ns }.max(1);
+    let elapsed_ns = if stopped_by_time {
+        stop_ns
+    } else {
+        last_completion_ns
+    }
+    .max(1);
     Ok(report(device, &model, &streams, elapsed_ns))
 }
 
@@ -218,7 +238,12 @@ fn submit_to(model: &mut Device, p: &Pending, id: u32, t: u64) -> Result<(), Sim
     model.submit(cmd, t).map_err(SimError::Command)
 }
 
-fn report(cfg: &DeviceConfig, model: &Device, streams: &[StreamStats], elapsed_ns: u64) -> RunReport {
+fn report(
+    cfg: &DeviceConfig,
+    model: &Device,
+    streams: &[StreamStats],
+    elapsed_ns: u64,
+) -> RunReport {
     let mut all = StreamStats::new("all");
     for s in streams {
         all.merge(s);
@@ -248,7 +273,10 @@ fn report(cfg: &DeviceConfig, model: &Device, streams: &[StreamStats], elapsed_n
         erases: model.erases(),
         streams: streams
             .iter()
-            .map(|s| crate::report::StreamReport { name: s.name.clone(), totals: s.totals(elapsed_ns) })
+            .map(|s| crate::report::StreamReport {
+                name: s.name.clone(),
+                totals: s.totals(elapsed_ns),
+            })
             .collect(),
     }
 }

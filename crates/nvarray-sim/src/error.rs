@@ -8,7 +8,9 @@ pub enum SimError {
     NoJobs,
     #[error("job `{job}`: {source}")]
     Workload { job: String, source: WorkloadError },
-    #[error("{outstanding} requests outstanding (iodepth x numjobs summed over jobs); at most {max}")]
+    #[error(
+        "{outstanding} requests outstanding (iodepth x numjobs summed over jobs); at most {max}"
+    )]
     TooManyOutstanding { outstanding: u64, max: u64 },
     #[error("device refused a generated request: {0}")]
     Command(CommandError),

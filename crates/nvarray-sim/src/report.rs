@@ -113,7 +113,8 @@ impl StreamStats {
         StreamStats {
             name: name.to_string(),
             // 1 ns to one hour at 3 significant digits.
-            histogram: Histogram::new_with_bounds(1, 3_600_000_000_000, 3).expect("valid histogram bounds"),
+            histogram: Histogram::new_with_bounds(1, 3_600_000_000_000, 3)
+                .expect("valid histogram bounds"),
             breakdown_sum: Breakdown::default(),
             requests: 0,
             read_requests: 0,
@@ -123,7 +124,13 @@ impl StreamStats {
     }
 
     #[inline]
-    pub fn record(&mut self, is_read: bool, len_bytes: u32, latency_ns: u64, breakdown: &Breakdown) {
+    pub fn record(
+        &mut self,
+        is_read: bool,
+        len_bytes: u32,
+        latency_ns: u64,
+        breakdown: &Breakdown,
+    ) {
         self.histogram.saturating_record(latency_ns.max(1));
         self.breakdown_sum.add(breakdown);
         self.requests += 1;
@@ -136,7 +143,9 @@ impl StreamStats {
     }
 
     pub fn merge(&mut self, other: &StreamStats) {
-        self.histogram.add(&other.histogram).expect("same histogram bounds");
+        self.histogram
+            .add(&other.histogram)
+            .expect("same histogram bounds");
         self.breakdown_sum.add(&other.breakdown_sum);
         self.requests += other.requests;
         self.read_requests += other.read_requests;

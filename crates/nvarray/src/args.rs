@@ -32,9 +32,16 @@ impl DeviceArgs {
             Some(path) => std::fs::read_to_string(path)
                 .with_context(|| format!("cannot read device file {}", path.display()))
                 .map_err(|e| input_error(format!("{e:#}")))?,
-            None => presets::preset(&self.preset).map_err(input_error)?.toml.to_string(),
+            None => presets::preset(&self.preset)
+                .map_err(input_error)?
+                .toml
+                .to_string(),
         };
-        let overrides = self.set.iter().map(|s| parse_assignment(s).map_err(input_error)).collect::<Result<Vec<_>>>()?;
+        let overrides = self
+            .set
+            .iter()
+            .map(|s| parse_assignment(s).map_err(input_error))
+            .collect::<Result<Vec<_>>>()?;
         Ok((text, overrides))
     }
 
@@ -118,7 +125,10 @@ impl FioArgs {
             ("size", &self.size),
             ("thinktime", &self.thinktime),
         ];
-        fields.into_iter().filter_map(|(k, v)| v.clone().map(|v| (k, v))).collect()
+        fields
+            .into_iter()
+            .filter_map(|(k, v)| v.clone().map(|v| (k, v)))
+            .collect()
     }
 
     /// The workload: the job file's jobs (or one default job), with the flags applied to each.
@@ -128,17 +138,25 @@ impl FioArgs {
                 let text = std::fs::read_to_string(path)
                     .with_context(|| format!("cannot read job file {}", path.display()))
                     .map_err(|e| input_error(format!("{e:#}")))?;
-                parse_job_file(&text).map_err(|e| input_error(format!("{}: {e}", path.display())))?
+                parse_job_file(&text)
+                    .map_err(|e| input_error(format!("{}: {e}", path.display())))?
             }
-            None => Workload { jobs: vec![JobSpec::default()] },
+            None => Workload {
+                jobs: vec![JobSpec::default()],
+            },
         };
         let pairs = self.pairs();
         for job in &mut workload.jobs {
-            for (k, v) in pairs.iter().map(|(k, v)| (*k, v.as_str())).chain(extra.iter().map(|(k, v)| (k.as_str(), v.as_str()))) {
+            for (k, v) in pairs
+                .iter()
+                .map(|(k, v)| (*k, v.as_str()))
+                .chain(extra.iter().map(|(k, v)| (k.as_str(), v.as_str())))
+            {
                 if k == "name" && self.jobfile.is_some() {
                     continue;
                 }
-                job.set(k, v).map_err(|e| input_error(format!("--{k}: {e}")))?;
+                job.set(k, v)
+                    .map_err(|e| input_error(format!("--{k}: {e}")))?;
             }
         }
         Ok(workload)

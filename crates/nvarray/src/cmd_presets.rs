@@ -30,7 +30,9 @@ pub fn run(args: PresetsArgs) -> Result<()> {
             }
             println!("\n`nvarray presets show NAME` prints one as TOML; edit it and pass it with --device FILE.");
         }
-        Some(PresetsCommand::Show { name }) => print!("{}", preset(&name).map_err(input_error)?.toml),
+        Some(PresetsCommand::Show { name }) => {
+            print!("{}", preset(&name).map_err(input_error)?.toml)
+        }
     }
     Ok(())
 }

@@ -66,7 +66,9 @@ impl Metric {
     fn of(self, r: &RunReport) -> f64 {
         let t = &r.totals;
         match self {
-            Metric::Bandwidth => (t.read_bandwidth_bytes_per_s + t.write_bandwidth_bytes_per_s) / 1e9,
+            Metric::Bandwidth => {
+                (t.read_bandwidth_bytes_per_s + t.write_bandwidth_bytes_per_s) / 1e9
+            }
             Metric::Iops => t.iops,
             Metric::Mean => t.latency_ns.mean / 1e3,
             Metric::P50 => t.latency_ns.p50 as f64 / 1e3,
@@ -164,24 +166,42 @@ pub fn run(args: SweepArgs) -> Result<()> {
     for s in &series_values {
         for v in &args.values {
             bar.set_message(match s {
-                Some(s) => format!("{}={v} {}={s}", args.param, args.series.as_deref().unwrap_or("")),
+                Some(s) => format!(
+                    "{}={v} {}={s}",
+                    args.param,
+                    args.series.as_deref().unwrap_or("")
+                ),
                 None => format!("{}={v}", args.param),
             });
             let mut settings = vec![(args.param.as_str(), v.as_str())];
             if let (Some(key), Some(sv)) = (&args.series, s) {
                 settings.push((key.as_str(), sv.as_str()));
             }
-            let report = run_point(&args.run, &settings).with_context(|| format!("sweep point {}={v}", args.param))?;
-            points.push(SweepPoint { value: v.clone(), series: s.clone(), report });
+            let report = run_point(&args.run, &settings)
+                .with_context(|| format!("sweep point {}={v}", args.param))?;
+            points.push(SweepPoint {
+                value: v.clone(),
+                series: s.clone(),
+                report,
+            });
             bar.inc(1);
         }
     }
     bar.finish_and_clear();
 
-    let sweep = SweepReport { param: args.param.clone(), series_param: args.series.clone(), metric: args.metric, points };
-    let out = args.out.clone().unwrap_or_else(|| PathBuf::from(format!("sweep-{}", args.param.replace('.', "-"))));
+    let sweep = SweepReport {
+        param: args.param.clone(),
+        series_param: args.series.clone(),
+        metric: args.metric,
+        points,
+    };
+    let out = args
+        .out
+        .clone()
+        .unwrap_or_else(|| PathBuf::from(format!("sweep-{}", args.param.replace('.', "-"))));
     let json_path = out.with_extension("json");
-    std::fs::write(&json_path, serde_json::to_string_pretty(&sweep)?).with_context(|| format!("cannot write {}", json_path.display()))?;
+    std::fs::write(&json_path, serde_json::to_string_pretty(&sweep)?)
+        .with_context(|| format!("cannot write {}", json_path.display()))?;
     let plot_path = out.with_extension(match args.plot {
         PlotFormat::Svg => "svg",
         PlotFormat::Png => "png",
@@ -192,7 +212,11 @@ pub fn run(args: SweepArgs) -> Result<()> {
         println!("{}", serde_json::to_string_pretty(&sweep)?);
     } else {
         print!("{}", table(&args, &sweep));
-        println!("\nwrote {} and {}", json_path.display(), plot_path.display());
+        println!(
+            "\nwrote {} and {}",
+            json_path.display(),
+            plot_path.display()
+        );
     }
     Ok(())
 }
@@ -222,7 +246,13 @@ fn table(args: &SweepArgs, sweep: &SweepReport) -> String {
             }
         }
         Some(series) => {
-            let _ = writeln!(s, "{} by {} (rows) and {} (columns)", args.metric.label(), args.param, series);
+            let _ = writeln!(
+                s,
+                "{} by {} (rows) and {} (columns)",
+                args.metric.label(),
+                args.param,
+                series
+            );
             let _ = write!(s, "{:>14}", args.param);
             for sv in &args.series_values {
                 let _ = write!(s, " {:>12}", format!("{series}={sv}"));
@@ -231,8 +261,15 @@ fn table(args: &SweepArgs, sweep: &SweepReport) -> String {
             for v in &args.values {
                 let _ = write!(s, "{v:>14}");
                 for sv in &args.series_values {
-                    let p = sweep.points.iter().find(|p| &p.value == v && p.series.as_deref() == Some(sv.as_str()));
-                    let _ = write!(s, " {:>12.3}", p.map_or(f64::NAN, |p| args.metric.of(&p.report)));
+                    let p = sweep
+                        .points
+                        .iter()
+                        .find(|p| &p.value == v && p.series.as_deref() == Some(sv.as_str()));
+                    let _ = write!(
+                        s,
+                        " {:>12.3}",
+                        p.map_or(f64::NAN, |p| args.metric.of(&p.report))
+                    );
                 }
                 s.push('\n');
             }
@@ -244,11 +281,19 @@ fn table(args: &SweepArgs, sweep: &SweepReport) -> String {
 fn plot(args: &SweepArgs, sweep: &SweepReport, path: &std::path::Path) -> Result<()> {
     let xs: Vec<Option<f64>> = args.values.iter().map(|v| numeric(v)).collect();
     let categorical = xs.iter().any(Option::is_none);
-    let x_of = |i: usize| if categorical { i as f64 } else { xs[i].expect("numeric") };
+    let x_of = |i: usize| {
+        if categorical {
+            i as f64
+        } else {
+            xs[i].expect("numeric")
+        }
+    };
     let positive: Vec<f64> = xs.iter().flatten().copied().filter(|x| *x > 0.0).collect();
     let log_x = !categorical
         && positive.len() == xs.len()
-        && positive.iter().cloned().fold(f64::MIN, f64::max) / positive.iter().cloned().fold(f64::MAX, f64::min) >= 100.0;
+        && positive.iter().cloned().fold(f64::MIN, f64::max)
+            / positive.iter().cloned().fold(f64::MAX, f64::min)
+            >= 100.0;
     let series_keys: Vec<Option<String>> = if args.series.is_some() {
         args.series_values.iter().cloned().map(Some).collect()
     } else {
@@ -259,14 +304,21 @@ fn plot(args: &SweepArgs, sweep: &SweepReport, path: &std::path::Path) -> Result
         .map(|sk| Series {
             label: match sk {
                 Some(v) => format!("{}={v}", args.series.as_deref().unwrap_or("")),
-                None => sweep.points.first().map_or_else(String::new, |p| p.report.device.clone()),
+                None => sweep
+                    .points
+                    .first()
+                    .map_or_else(String::new, |p| p.report.device.clone()),
             },
             points: args
                 .values
                 .iter()
                 .enumerate()
                 .filter_map(|(i, v)| {
-                    sweep.points.iter().find(|p| &p.value == v && &p.series == sk).map(|p| (x_of(i), args.metric.of(&p.report)))
+                    sweep
+                        .points
+                        .iter()
+                        .find(|p| &p.value == v && &p.series == sk)
+                        .map(|p| (x_of(i), args.metric.of(&p.report)))
                 })
                 .collect(),
         })
@@ -275,7 +327,12 @@ fn plot(args: &SweepArgs, sweep: &SweepReport, path: &std::path::Path) -> Result
         format!(
             "{} ({})",
             args.param,
-            args.values.iter().enumerate().map(|(i, v)| format!("{i}={v}")).collect::<Vec<_>>().join(", ")
+            args.values
+                .iter()
+                .enumerate()
+                .map(|(i, v)| format!("{i}={v}"))
+                .collect::<Vec<_>>()
+                .join(", ")
         )
     } else {
         args.param.clone()
@@ -283,6 +340,14 @@ fn plot(args: &SweepArgs, sweep: &SweepReport, path: &std::path::Path) -> Result
     let title = format!("{} vs {}", args.metric.label(), args.param);
     write_chart(
         path,
-        &Chart { title: &title, x_label: &x_label, y_label: args.metric.label(), log_x, log_y: false, series: &series, reference: None },
+        &Chart {
+            title: &title,
+            x_label: &x_label,
+            y_label: args.metric.label(),
+            log_x,
+            log_y: false,
+            series: &series,
+            reference: None,
+        },
     )
 }

@@ -16,7 +16,9 @@ use plotters::prelude::*;
 pub struct Series {
     /// Legend text for this line.
     pub label: String,
-    /// Points as (x, y), joined in the order given; non-finite points are skipped.
+    /// Points as (x, y), joined in the order given. Points that cannot be drawn (NaN,
+    /// infinite, or beyond 1e100 in magnitude; below 1e-100 on a log axis) are skipped and
+    /// counted in a note in the title.
     pub points: Vec<(f64, f64)>,
 }
 
@@ -84,8 +86,8 @@ pub fn write_chart(path: &Path, chart: &Chart) -> anyhow::Result<()> {
     };
     written.with_context(|| {
         format!(
-            "cannot write chart to {}; check that its directory exists and is writable \
-             (fonts come from fontconfig: install fontconfig and a font such as fonts-dejavu-core)",
+            "cannot write chart to {}; check that its directory exists and is writable, \
+             and that fontconfig finds a sans-serif font (e.g. package fonts-dejavu-core)",
             path.display()
         )
     })
@@ -114,6 +116,15 @@ impl ImageFormat {
     }
 }
 
+/// Values beyond this magnitude are left out of the chart. Plotters derives tick positions
+/// from an axis's span (linear) or ratio (log) and loops without end once that overflows f64,
+/// so this bound keeps every span and ratio finite, margins included. No quantity a storage
+/// simulator reports comes near it.
+const VALUE_ABS_MAX: f64 = 1e100;
+
+/// The smallest value a log axis shows, for the same reason as `VALUE_ABS_MAX`.
+const VALUE_LOG_MIN: f64 = 1e-100;
+
 /// Everything about the chart that is computed from the data before any drawing starts.
 struct Layout {
     title: String,
@@ -128,37 +139,63 @@ impl Layout {
                 .series
                 .iter()
                 .chain(chart.reference)
-                .flat_map(|s| finite_points(&s.points))
+                .flat_map(|s| s.points.iter().copied())
         };
-        let x = AxisRange::new(all_points().map(|(x, _)| x), chart.log_x);
-        let y = AxisRange::new(all_points().map(|(_, y)| y), chart.log_y);
+        let finite_points = || all_points().filter(|(x, y)| x.is_finite() && y.is_finite());
+        // A log axis cannot show zero or negative values; falling back to linear keeps every
+        // point on the chart, and the title says so below.
+        let x_log = chart.log_x && finite_points().all(|(x, _)| x > 0.0);
+        let y_log = chart.log_y && finite_points().all(|(_, y)| y > 0.0);
+        let plotted =
+            || all_points().filter(move |&(x, y)| is_plottable(x, x_log) && is_plottable(y, y_log));
+        let x = AxisRange::new(plotted().map(|(x, _)| x), x_log);
+        let y = AxisRange::new(plotted().map(|(_, y)| y), y_log);
 
         // The reader must be told when a requested log axis was not honoured, or they will
-        // misread the slope of every line; the title is the one place they always look.
-        let mut title = chart.title.to_string();
+        // misread the slope of every line, and when points are missing, or they will trust a
+        // chart of partial data; the title is the one place they always look.
         let mut notes = Vec::new();
-        if chart.log_x && !x.log {
-            notes.push("x");
-        }
-        if chart.log_y && !y.log {
-            notes.push("y");
-        }
-        if !notes.is_empty() {
-            title.push_str(&format!(
-                " [{} axis linear: data has values <= 0]",
-                notes.join(", ")
+        let linear_axes: Vec<&str> = [(chart.log_x, x_log, "x"), (chart.log_y, y_log, "y")]
+            .iter()
+            .filter(|(requested, honoured, _)| *requested && !*honoured)
+            .map(|(_, _, name)| *name)
+            .collect();
+        if !linear_axes.is_empty() {
+            notes.push(format!(
+                "{} axis linear: data has values <= 0",
+                linear_axes.join(", ")
             ));
+        }
+        let omitted_count = all_points().count() - plotted().count();
+        if omitted_count > 0 {
+            let noun = if omitted_count == 1 {
+                "point"
+            } else {
+                "points"
+            };
+            notes.push(format!(
+                "{omitted_count} {noun} omitted: not finite or out of plottable range"
+            ));
+        }
+        let mut title = chart.title.to_string();
+        if !notes.is_empty() {
+            title.push_str(&format!(" [{}]", notes.join("; ")));
         }
         Layout { title, x, y }
     }
+
+    /// The points of one series that this chart can draw, in their original order.
+    fn points<'p>(&'p self, points: &'p [(f64, f64)]) -> impl Iterator<Item = (f64, f64)> + 'p {
+        points
+            .iter()
+            .copied()
+            .filter(|&(x, y)| is_plottable(x, self.x.log) && is_plottable(y, self.y.log))
+    }
 }
 
-/// NaN and infinity cannot be placed on an axis, so they are left out of ranges and drawing.
-fn finite_points(points: &[(f64, f64)]) -> impl Iterator<Item = (f64, f64)> + '_ {
-    points
-        .iter()
-        .copied()
-        .filter(|(x, y)| x.is_finite() && y.is_finite())
+fn is_plottable(value: f64, log: bool) -> bool {
+    let in_bounds = value.is_finite() && value.abs() <= VALUE_ABS_MAX;
+    in_bounds && (!log || value >= VALUE_LOG_MIN)
 }
 
 /// The visible range of one axis. Invariants: `lo_value < hi_value`, both finite, and
@@ -174,26 +211,23 @@ impl AxisRange {
     /// Fraction of the data span added on each side so markers do not sit on the frame.
     const MARGIN_FRACTION: f64 = 0.05;
 
-    fn new(values: impl Iterator<Item = f64>, log_requested: bool) -> AxisRange {
+    /// Builds the range for `values`, which must all be plottable on this kind of axis
+    /// (`is_plottable`); other values are ignored so the invariants hold whatever comes in.
+    fn new(values: impl Iterator<Item = f64>, log: bool) -> AxisRange {
         let mut min_value = f64::INFINITY;
         let mut max_value = f64::NEG_INFINITY;
-        for v in values.filter(|v| v.is_finite()) {
+        for v in values.filter(|v| is_plottable(*v, log)) {
             min_value = min_value.min(v);
             max_value = max_value.max(v);
         }
-        let empty = min_value > max_value;
-        // A log axis cannot show zero or negative values; falling back to linear keeps every
-        // point on the chart, and `Layout::new` says so in the title.
-        let log = log_requested && (empty || min_value > 0.0);
-        let range = if empty {
+        let range = if min_value > max_value {
             None
         } else if log {
             Self::padded_log(min_value, max_value)
         } else {
             Self::padded_linear(min_value, max_value)
         };
-        // The fallback covers no data at all and the extremes of f64, where no padded range
-        // can be represented; an empty frame is better than no chart.
+        // With no data at all an empty frame with a plain range is better than no chart.
         let (lo_value, hi_value) = range.unwrap_or(if log { (1.0, 10.0) } else { (0.0, 1.0) });
         let result = AxisRange {
             lo_value,
@@ -203,6 +237,19 @@ impl AxisRange {
         debug_assert!(result.lo_value < result.hi_value);
         debug_assert!(!result.log || result.lo_value > 0.0);
         result
+    }
+
+    /// Whether tick labels should use exponent form. The choice is made once per axis so that
+    /// neighbouring labels never mix `90000` and `1e5`; IOPS and byte axes reach 1e6 and
+    /// more, where plain digits are hard to count.
+    fn wants_exponent(&self) -> bool {
+        let magnitude_max = self.lo_value.abs().max(self.hi_value.abs());
+        let magnitude_min = if self.log {
+            self.lo_value
+        } else {
+            magnitude_max
+        };
+        magnitude_max >= 1e6 || magnitude_min < 1e-3
     }
 
     fn padded_linear(min_value: f64, max_value: f64) -> Option<(f64, f64)> {
@@ -215,8 +262,12 @@ impl AxisRange {
         } else {
             (magnitude * 0.1).max(1.0)
         };
-        let lo_value = Some(min_value - pad).filter(|v| v.is_finite()).unwrap_or(min_value);
-        let hi_value = Some(max_value + pad).filter(|v| v.is_finite()).unwrap_or(max_value);
+        let lo_value = Some(min_value - pad)
+            .filter(|v| v.is_finite())
+            .unwrap_or(min_value);
+        let hi_value = Some(max_value + pad)
+            .filter(|v| v.is_finite())
+            .unwrap_or(max_value);
         Some((lo_value, hi_value)).filter(|(lo, hi)| lo < hi)
     }
 
@@ -230,10 +281,17 @@ impl AxisRange {
         } else {
             std::f64::consts::LOG10_2
         };
-        let lo_value = Some(10f64.powf(lo_exponent - pad))
+        let (mut lo_exponent, mut hi_exponent) = (lo_exponent - pad, hi_exponent + pad);
+        // Plotters labels a log axis only at powers of ten, so a range narrower than two
+        // decades may show one label or none; widening it to whole decades shows at least two.
+        if hi_exponent - lo_exponent < 2.0 {
+            lo_exponent = lo_exponent.floor();
+            hi_exponent = hi_exponent.ceil();
+        }
+        let lo_value = Some(10f64.powf(lo_exponent))
             .filter(|v| v.is_finite() && *v > 0.0)
             .unwrap_or(min_value);
-        let hi_value = Some(10f64.powf(hi_exponent + pad))
+        let hi_value = Some(10f64.powf(hi_exponent))
             .filter(|v| v.is_finite())
             .unwrap_or(max_value);
         Some((lo_value, hi_value)).filter(|(lo, hi)| lo < hi && *lo > 0.0)
@@ -247,7 +305,10 @@ fn series_color(index: usize) -> RGBAColor {
         Some(color) => color.to_rgba(),
         None => {
             let hue = ((index - PALETTE.len()) as f64 * 0.618_033_988_75 + 0.1).fract();
-            HSLColor(hue, 0.7, 0.4).to_rgba()
+            // Alternating dark and light tones keeps neighbours apart and away from the
+            // palette's mid tones when a hue lands near one of them.
+            let lightness = [0.3, 0.6][index % 2];
+            HSLColor(hue, 0.7, lightness).to_rgba()
         }
     }
 }
@@ -269,7 +330,13 @@ where
         (false, false) => draw(root, chart, layout, x_range, y_range),
         (true, false) => draw(root, chart, layout, x_range.log_scale(), y_range),
         (false, true) => draw(root, chart, layout, x_range, y_range.log_scale()),
-        (true, true) => draw(root, chart, layout, x_range.log_scale(), y_range.log_scale()),
+        (true, true) => draw(
+            root,
+            chart,
+            layout,
+            x_range.log_scale(),
+            y_range.log_scale(),
+        ),
     }
 }
 
@@ -298,8 +365,8 @@ where
         .configure_mesh()
         .x_desc(chart.x_label)
         .y_desc(chart.y_label)
-        .x_label_formatter(&format_tick)
-        .y_label_formatter(&format_tick)
+        .x_label_formatter(&|v| format_tick(*v, layout.x.wants_exponent()))
+        .y_label_formatter(&|v| format_tick(*v, layout.y.wants_exponent()))
         .light_line_style(RGBColor(235, 235, 235))
         .label_style(("sans-serif", 14))
         .axis_desc_style(("sans-serif", 16))
@@ -311,7 +378,7 @@ where
         let marker_style = color.filled();
 
         context
-            .draw_series(LineSeries::new(finite_points(&series.points), line_style))?
+            .draw_series(LineSeries::new(layout.points(&series.points), line_style))?
             .label(series.label.as_str())
             .legend(move |(x, y)| {
                 EmptyElement::at((x, y))
@@ -319,10 +386,11 @@ where
                     + Circle::new((10, 0), MARKER_RADIUS_PX, marker_style)
             });
 
-        let point_count = finite_points(&series.points).count();
+        let point_count = layout.points(&series.points).count();
         let stride = point_count.div_ceil(MARKERS_PER_SERIES_MAX).max(1);
         context.draw_series(
-            finite_points(&series.points)
+            layout
+                .points(&series.points)
                 .step_by(stride)
                 .map(|p| Circle::new(p, MARKER_RADIUS_PX, marker_style)),
         )?;
@@ -333,7 +401,11 @@ where
         // no line joins them because published points need not lie on one curve.
         let style = REFERENCE_COLOR.stroke_width(2);
         context
-            .draw_series(finite_points(&reference.points).map(|p| Cross::new(p, 6, style)))?
+            .draw_series(
+                layout
+                    .points(&reference.points)
+                    .map(|p| Cross::new(p, 6, style)),
+            )?
             .label(reference.label.as_str())
             .legend(move |(x, y)| Cross::new((x + 10, y), 6, style));
     }
@@ -350,18 +422,17 @@ where
     Ok(())
 }
 
-/// Tick labels with at most six significant digits, in exponent form outside 1e-3..1e5 so
-/// IOPS and nanosecond axes do not print ten-digit numbers.
-fn format_tick(value: &f64) -> String {
-    // Round-tripping through six significant digits removes float noise such as 0.30000000000000004.
-    let rounded: f64 = format!("{value:.5e}").parse().unwrap_or(*value);
-    let magnitude = rounded.abs();
+/// Tick labels with at most six significant digits, in exponent form when `use_exponent`.
+fn format_tick(value: f64, use_exponent: bool) -> String {
+    // Round-tripping through six significant digits removes float noise such as
+    // 0.30000000000000004 that linear tick steps accumulate.
+    let rounded: f64 = format!("{value:.5e}").parse().unwrap_or(value);
     if rounded == 0.0 {
         "0".to_string()
-    } else if (1e-3..1e5).contains(&magnitude) {
-        format!("{rounded}")
-    } else {
+    } else if use_exponent {
         format!("{rounded:e}")
+    } else {
+        format!("{rounded}")
     }
 }
 
@@ -375,7 +446,7 @@ mod tests {
         std::env::temp_dir().join(format!("nvarray-plot-{}-{name}", std::process::id()))
     }
 
-    fn series(label: &str, points: Vec<(f64, f64)>) -> Series {
+    fn new_series(label: &str, points: Vec<(f64, f64)>) -> Series {
         Series {
             label: label.to_string(),
             points,
@@ -392,9 +463,9 @@ mod tests {
                 .collect()
         };
         vec![
-            series("PCM & RAID-0 <4 devices>", curve(150.0)),
-            series("STT-MRAM", curve(40.0)),
-            series("NAND flash", curve(25_000.0)),
+            new_series("PCM & RAID-0 <4 devices>", curve(150.0)),
+            new_series("STT-MRAM", curve(40.0)),
+            new_series("NAND flash", curve(25_000.0)),
         ]
     }
 
@@ -427,11 +498,11 @@ mod tests {
         for s in &series[1..] {
             assert!(svg.contains(&s.label), "missing label {}", s.label);
         }
-        assert!(svg.contains(&reference.label));
+        assert!(svg.contains("Moneta (MICRO&apos;10)"));
     }
 
     fn series_reference() -> Series {
-        series(
+        new_series(
             "Moneta (MICRO'10)",
             vec![(1_000.0, 400.0), (10_000.0, 420.0), (100_000.0, 3_000.0)],
         )
@@ -510,21 +581,55 @@ mod tests {
 
     #[test]
     fn odd_data_does_not_panic() {
-        let cases: Vec<(&str, Vec<(f64, f64)>, bool, bool)> = vec![
+        // Each case is (name, points, log_x, log_y).
+        type Case = (&'static str, Vec<(f64, f64)>, bool, bool);
+        let cases: Vec<Case> = vec![
             ("one-point-log-zero", vec![(0.0, 5.0)], true, true),
             ("one-point", vec![(3.0, 3.0)], false, false),
             ("one-point-log", vec![(3.0, 3.0)], true, true),
             ("empty", vec![], true, false),
             ("negative-log", vec![(-1.0, -5.0), (2.0, 7.0)], true, true),
-            ("all-equal", vec![(1.0, 2.0), (1.0, 2.0), (1.0, 2.0)], false, true),
-            ("nan-inf", vec![(f64::NAN, 1.0), (1.0, f64::INFINITY), (2.0, 3.0)], true, true),
-            ("huge", vec![(f64::MAX, f64::MAX), (-f64::MAX, f64::MIN_POSITIVE)], false, true),
+            (
+                "all-equal",
+                vec![(1.0, 2.0), (1.0, 2.0), (1.0, 2.0)],
+                false,
+                true,
+            ),
+            (
+                "nan-inf",
+                vec![(f64::NAN, 1.0), (1.0, f64::INFINITY), (2.0, 3.0)],
+                true,
+                true,
+            ),
+            (
+                "huge",
+                vec![(f64::MAX, f64::MAX), (-f64::MAX, f64::MIN_POSITIVE)],
+                false,
+                true,
+            ),
             ("max-only", vec![(f64::MAX, f64::MAX)], true, true),
             ("tiny", vec![(5e-324, 5e-324)], true, true),
-            ("near-equal", vec![(1.0, 1.0), (1.0 + f64::EPSILON, 1.0 + f64::EPSILON)], false, false),
+            (
+                "near-equal",
+                vec![(1.0, 1.0), (1.0 + f64::EPSILON, 1.0 + f64::EPSILON)],
+                false,
+                false,
+            ),
+            (
+                "many-decades",
+                vec![(1e-300, 1e-300), (1e300, 1e300)],
+                true,
+                true,
+            ),
+            (
+                "denormal",
+                vec![(5e-324, 5e-324), (1e-323, 1e-323)],
+                false,
+                false,
+            ),
         ];
         for (name, points, log_x, log_y) in cases {
-            let series = [series(name, points)];
+            let series = [new_series(name, points)];
             let chart = Chart {
                 title: name,
                 x_label: "x",
@@ -544,7 +649,7 @@ mod tests {
 
     #[test]
     fn log_fallback_is_noted_in_title() {
-        let series = [series("s", vec![(0.0, 1.0), (10.0, 100.0)])];
+        let series = [new_series("s", vec![(0.0, 1.0), (10.0, 100.0)])];
         let chart = Chart {
             title: "T",
             x_label: "x",
@@ -558,19 +663,38 @@ mod tests {
         assert!(!layout.x.log);
         assert!(layout.y.log);
         assert_eq!(layout.title, "T [x axis linear: data has values <= 0]");
+
+        let series = [new_series(
+            "s",
+            vec![(1.0, f64::NAN), (1.0, 1.0), (-1e200, 2.0)],
+        )];
+        let chart = Chart {
+            log_x: false,
+            log_y: false,
+            series: &series,
+            ..chart
+        };
+        let layout = Layout::new(&chart);
+        assert_eq!(
+            layout.title,
+            "T [2 points omitted: not finite or out of plottable range]"
+        );
     }
 
-    /// Checks the axis invariants and that every finite input value is inside the range.
-    fn check_axis(values: &[f64], log_requested: bool, log_expected: bool) {
-        let range = AxisRange::new(values.iter().copied(), log_requested);
-        assert_eq!(range.log, log_expected, "{values:?}");
+    /// Checks the axis invariants and that every plottable input value is inside the range.
+    fn check_axis(values: &[f64], log: bool) {
+        let range = AxisRange::new(values.iter().copied(), log);
+        assert_eq!(range.log, log, "{values:?}");
         assert!(range.lo_value.is_finite(), "{values:?} -> {range:?}");
         assert!(range.hi_value.is_finite(), "{values:?} -> {range:?}");
         assert!(range.lo_value < range.hi_value, "{values:?} -> {range:?}");
         if range.log {
             assert!(range.lo_value > 0.0, "{values:?} -> {range:?}");
+            assert!((range.hi_value / range.lo_value).is_finite(), "{range:?}");
+        } else {
+            assert!((range.hi_value - range.lo_value).is_finite(), "{range:?}");
         }
-        for v in values.iter().filter(|v| v.is_finite()) {
+        for v in values.iter().filter(|v| is_plottable(**v, log)) {
             assert!(
                 range.lo_value <= *v && *v <= range.hi_value,
                 "{v} outside {range:?}"
@@ -580,31 +704,75 @@ mod tests {
 
     #[test]
     fn axis_ranges() {
-        check_axis(&[], false, false);
-        check_axis(&[], true, true);
-        check_axis(&[0.0], false, false);
-        check_axis(&[0.0], true, false);
-        check_axis(&[7.0], true, true);
-        check_axis(&[-7.0, -7.0], false, false);
-        check_axis(&[1.0, 1e9], true, true);
-        check_axis(&[-1.0, 1e9], true, false);
-        check_axis(&[f64::NAN, 2.0, f64::NEG_INFINITY], true, true);
-        check_axis(&[f64::MAX], false, false);
-        check_axis(&[-f64::MAX], false, false);
-        check_axis(&[-f64::MAX, f64::MAX], false, false);
-        check_axis(&[f64::MAX], true, true);
-        check_axis(&[f64::MIN_POSITIVE], true, true);
-        check_axis(&[1e10, 1e10 + 1.0], false, false);
+        check_axis(&[], false);
+        check_axis(&[], true);
+        check_axis(&[0.0], false);
+        check_axis(&[0.0], true);
+        check_axis(&[7.0], true);
+        check_axis(&[-7.0, -7.0], false);
+        check_axis(&[1.0, 1e9], true);
+        check_axis(&[-1.0, 1e9], false);
+        check_axis(&[f64::NAN, 2.0, f64::NEG_INFINITY], true);
+        check_axis(&[f64::MAX], false);
+        check_axis(&[-f64::MAX, f64::MAX, 3.0], false);
+        check_axis(&[-VALUE_ABS_MAX, VALUE_ABS_MAX], false);
+        check_axis(&[VALUE_LOG_MIN, VALUE_ABS_MAX], true);
+        check_axis(&[f64::MIN_POSITIVE, 1e300], true);
+        check_axis(&[5e-324, 1e-323], false);
+        check_axis(&[1e10, 1e10 + 1.0], false);
+        check_axis(&[1.0, 1.0 + f64::EPSILON], true);
     }
 
     #[test]
     fn tick_labels() {
-        let check = |value: f64, expected: &str| assert_eq!(format_tick(&value), expected);
-        check(0.0, "0");
-        check(0.1 + 0.2, "0.3");
-        check(250.0, "250");
-        check(1e6, "1e6");
-        check(2.5e-6, "2.5e-6");
-        check(-40_000.0, "-40000");
+        let check = |value: f64, use_exponent: bool, expected: &str| {
+            assert_eq!(format_tick(value, use_exponent), expected);
+        };
+        check(0.0, false, "0");
+        check(0.0, true, "0");
+        check(0.1 + 0.2, false, "0.3");
+        check(250.0, false, "250");
+        check(100_000.0, false, "100000");
+        check(1e6, true, "1e6");
+        check(2.5e-6, true, "2.5e-6");
+        check(-40_000.0, false, "-40000");
+    }
+
+    #[test]
+    fn tick_notation_per_axis() {
+        let check = |lo_value: f64, hi_value: f64, log: bool, expected: bool| {
+            let range = AxisRange {
+                lo_value,
+                hi_value,
+                log,
+            };
+            assert_eq!(range.wants_exponent(), expected, "{range:?}");
+        };
+        check(0.0, 100_000.0, false, false);
+        check(0.0, 3e6, false, true);
+        check(-1e-4, 1e-4, false, true);
+        check(50.0, 1e5, true, false);
+        check(1e-6, 1.0, true, true);
+    }
+
+    #[test]
+    fn log_range_shows_two_decades_at_least() {
+        let range = AxisRange::new([5.0].into_iter(), true);
+        assert_eq!((range.lo_value, range.hi_value), (1.0, 10.0));
+        let range = AxisRange::new([2.0, 30.0].into_iter(), true);
+        assert_eq!((range.lo_value, range.hi_value), (1.0, 100.0));
+        let range = AxisRange::new([10.0, 1e6].into_iter(), true);
+        assert!(range.lo_value < 10.0 && range.lo_value > 1.0, "{range:?}");
+    }
+
+    #[test]
+    fn series_colors_are_distinct() {
+        let colors: Vec<_> = (0..50).map(|i| series_color(i).rgb()).collect();
+        for (i, a) in colors.iter().enumerate() {
+            assert_ne!(*a, REFERENCE_COLOR.rgb(), "series {i} is black");
+            for (j, b) in colors.iter().enumerate().skip(i + 1) {
+                assert_ne!(a, b, "series {i} and {j} share a colour");
+            }
+        }
     }
 }

@@ -30,7 +30,33 @@ pub fn device_line(d: &DeviceConfig) -> String {
 
 /// One line describing a job in fio's terms.
 pub fn job_line(j: &JobSpec) -> String {
-    format!("{}: {}", j.name, j.describe())
+    let mut s = format!(
+        "{}: rw={} bs={} iodepth={} numjobs={}",
+        j.name, j.rw, j.bs, j.iodepth, j.numjobs
+    );
+    if j.rw.is_mixed() {
+        s += &format!(" rwmixread={}", j.rwmixread);
+    }
+    if j.rw.is_random() {
+        s += &format!(" random_distribution={}", j.random_distribution);
+    }
+    if let Some(n) = j.number_ios {
+        s += &format!(" number_ios={n}");
+    }
+    if let Some(r) = j.runtime_ns {
+        s += &format!(" runtime={}", fmt_ns(r));
+    }
+    s += &format!(" randseed={}", j.randseed);
+    s
+}
+
+fn fmt_ns(ns: u64) -> String {
+    match ns {
+        n if n % 1_000_000_000 == 0 => format!("{}s", n / 1_000_000_000),
+        n if n % 1_000_000 == 0 => format!("{}ms", n / 1_000_000),
+        n if n % 1_000 == 0 => format!("{}us", n / 1_000),
+        n => format!("{n}ns"),
+    }
 }
 
 fn us(ns: f64) -> String {
@@ -62,11 +88,26 @@ pub fn run_report(device: &DeviceConfig, workload: &Workload, r: &RunReport) -> 
     for j in &workload.jobs {
         let _ = writeln!(s, "job      {}", job_line(j));
     }
-    let _ = writeln!(s, "engine   {} ({:.3} ms of device time)\n", r.engine, r.elapsed_ns as f64 / 1e6);
+    let _ = writeln!(
+        s,
+        "engine   {} ({:.3} ms of device time)\n",
+        r.engine,
+        r.elapsed_ns as f64 / 1e6
+    );
     let _ = writeln!(
         s,
         "{:<12} {:>11} {:>10} {:>10} {:>9} {:>9} {:>9} {:>9} {:>9} {:>9} {:>9}",
-        "stream", "IOPS", "read MB/s", "write MB/s", "mean µs", "p50", "p99", "p99.9", "p99.99", "p99.999", "max"
+        "stream",
+        "IOPS",
+        "read MB/s",
+        "write MB/s",
+        "mean µs",
+        "p50",
+        "p99",
+        "p99.9",
+        "p99.99",
+        "p99.999",
+        "max"
     );
     s.push_str(&totals_row("all", &r.totals));
     if r.streams.len() > 1 {
@@ -74,8 +115,16 @@ pub fn run_report(device: &DeviceConfig, workload: &Workload, r: &RunReport) -> 
             s.push_str(&totals_row(&st.name, &st.totals));
         }
     }
-    let _ = writeln!(s, "\nlatency breakdown, mean µs per request (adds up to the mean latency):");
-    let parts: Vec<String> = r.totals.breakdown_ns.iter().map(|(k, v)| format!("{k} {}", us(*v))).collect();
+    let _ = writeln!(
+        s,
+        "\nlatency breakdown, mean µs per request (adds up to the mean latency):"
+    );
+    let parts: Vec<String> = r
+        .totals
+        .breakdown_ns
+        .iter()
+        .map(|(k, v)| format!("{k} {}", us(*v)))
+        .collect();
     let _ = writeln!(s, "  {}", parts.join(" | "));
     let u = &r.utilisation;
     let _ = writeln!(

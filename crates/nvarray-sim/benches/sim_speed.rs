@@ -1,0 +1,93 @@
+//! Simulation speed: simulated requests per wall-clock second on one core.
+//!
+//! Target (issue 2): at least 5 million simulated 4 KiB random reads per second with the
+//! `moneta` preset. Run with `cargo bench -p nvarray-sim --bench sim_speed`; it prints the
+//! median of several runs for a few workloads, and the raw runs, for docs/perf.md.
+
+use std::time::Instant;
+
+use nvarray_model::presets::preset;
+use nvarray_workload::{JobSpec, Workload};
+
+const RUNS: usize = 7;
+
+fn workload(pairs: &[(&str, &str)]) -> Workload {
+    let mut j = JobSpec::default();
+    for (k, v) in pairs {
+        j.set(k, v).expect("valid job");
+    }
+    Workload { jobs: vec![j] }
+}
+
+fn main() {
+    let cases: [(&str, &str, Vec<(&str, &str)>); 4] = [
+        (
+            "4k randread qd1 x16 threads",
+            "moneta",
+            vec![
+                ("rw", "randread"),
+                ("bs", "4k"),
+                ("numjobs", "16"),
+                ("number_ios", "62500"),
+            ],
+        ),
+        (
+            "4k randread qd32 x1 thread",
+            "moneta",
+            vec![
+                ("rw", "randread"),
+                ("bs", "4k"),
+                ("iodepth", "32"),
+                ("number_ios", "1000000"),
+            ],
+        ),
+        (
+            "4k randrw 50/50 qd1 x16",
+            "moneta",
+            vec![
+                ("rw", "randrw"),
+                ("bs", "4k"),
+                ("numjobs", "16"),
+                ("number_ios", "62500"),
+            ],
+        ),
+        (
+            "4k randread nvme optane qd32",
+            "optane",
+            vec![
+                ("rw", "randread"),
+                ("bs", "4k"),
+                ("iodepth", "32"),
+                ("number_ios", "1000000"),
+            ],
+        ),
+    ];
+    println!(
+        "{:<32} {:>12} {:>16}   raw runs (M req/s)",
+        "workload", "requests", "median M req/s"
+    );
+    for (name, device, pairs) in cases {
+        let cfg = preset(device)
+            .expect("preset")
+            .load(&[])
+            .expect("valid preset");
+        let w = workload(&pairs);
+        let mut rates = Vec::with_capacity(RUNS);
+        let mut requests = 0;
+        for _ in 0..RUNS {
+            let start = Instant::now();
+            let r = nvarray_sim::run(&cfg, &w).expect("run");
+            let secs = start.elapsed().as_secs_f64();
+            requests = r.totals.requests;
+            rates.push(requests as f64 / secs / 1e6);
+        }
+        let mut sorted = rates.clone();
+        sorted.sort_by(f64::total_cmp);
+        let raw: Vec<String> = rates.iter().map(|r| format!("{r:.2}")).collect();
+        println!(
+            "{name:<32} {requests:>12} {:>16.2}   {}",
+            sorted[RUNS / 2],
+            raw.join(" ")
+        );
+    }
+}

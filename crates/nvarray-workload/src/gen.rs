@@ -1,0 +1,577 @@
+//! Deterministic request generators: one [`RequestGen`] per job thread.
+//!
+//! The simulator calls [`RequestGen::next_request`] around ten million times per second, so
+//! everything that can be decided once is decided in [`RequestGen::new`]: slot counts, the
+//! length table and the read threshold are integers, and the hot path neither allocates nor
+//! touches floating point except inside the zipf sampler (see `zipf.rs` for why it is not
+//! `rand_distr::Zipf`).
+
+use rand::rngs::SmallRng;
+use rand::{RngCore, SeedableRng};
+
+use crate::error::WorkloadError;
+use crate::spec::{BlockSize, Distribution, JobSpec, Op, Request, RwMode, BSSPLIT_ENTRIES_MAX};
+use crate::zipf::ZipfSampler;
+
+/// Resolution of the `bssplit` table: one entry per percent.
+const PERCENT_SLOTS: usize = 100;
+
+// The length table stores indices as u8.
+const _: () = assert!(BSSPLIT_ENTRIES_MAX <= u8::MAX as usize + 1);
+
+/// Issues the requests of one thread of one job, forever; the caller decides when to stop
+/// (`runtime_ns`, `number_ios`).
+///
+/// The sequence depends only on the job, the thread index and the device geometry, so a
+/// simulation replays exactly from its inputs. It is stable for a given build of this crate
+/// and of `rand` 0.8 (whose `SmallRng` is Xoshiro256++ on 64-bit targets and is not promised
+/// to stay the same across `rand` releases).
+///
+/// Semantics, per [`RwMode`]:
+/// - Sequential (`read`, `write`, `rw`): thread `t` starts at
+///   `t * (region_len / numjobs)`, rounded down to a block, into the region, so threads do not
+///   all touch the same blocks (fio would start them all at the region start unless
+///   `offset_increment` is set). Each request starts where the previous one of the same
+///   direction ended; a request that would run past the region end starts over at the region
+///   start. As in fio, `rw` keeps separate read and write positions.
+/// - Random (`randread`, `randwrite`, `randrw`): offsets are block-aligned and drawn so that
+///   the request lies inside the region: uniformly over every position where a request of the
+///   chosen length fits, or by zipf rank (see [`Distribution::Zipf`]) over the positions where
+///   the longest length fits.
+/// - Mixed (`rw`, `randrw`): each request is independently a read with probability
+///   `rwmixread / 100`.
+/// - `bssplit`: each request independently picks its length by the percentages.
+#[derive(Clone, Debug)]
+pub struct RequestGen {
+    rng: SmallRng,
+    region_start_bytes: u64,
+    region_len_bytes: u64,
+    block_size_bytes: u64,
+    /// The op of every request when the mode is not mixed.
+    op_fixed: Op,
+    mixed: bool,
+    /// A request is a read when a uniform draw in `0..100` is below this.
+    read_percent: u64,
+    split: bool,
+    /// `len_index_by_percent[p]` is the index into `lens_bytes` for a uniform draw `p` in
+    /// `0..100`; the percentages of `bssplit` become runs of equal entries.
+    len_index_by_percent: [u8; PERCENT_SLOTS],
+    lens_bytes: [u32; BSSPLIT_ENTRIES_MAX],
+    /// Number of block-aligned positions in the region where a request of `lens_bytes[i]`
+    /// fits; at least 1.
+    slots_by_len: [u64; BSSPLIT_ENTRIES_MAX],
+    pattern: Pattern,
+}
+
+#[derive(Clone, Debug)]
+enum Pattern {
+    /// Next offset of each direction, relative to the region start, indexed by `Op as usize`.
+    Sequential {
+        cursor_bytes: [u64; 2],
+    },
+    Uniform,
+    Zipf {
+        zipf: ZipfSampler,
+        /// Positions where the longest request fits; the ranks are spread over these.
+        slots: u64,
+        scatter: Scatter,
+    },
+}
+
+impl RequestGen {
+    /// Builds the generator for thread `thread_index` (in `0..job.numjobs`) of `job` on a
+    /// device of `device_size_bytes` with `block_size_bytes` blocks.
+    ///
+    /// Fails with the same errors as [`JobSpec::validate`] (less the transfer-size check,
+    /// which needs the device's limit) and when `thread_index` is out of range.
+    ///
+    /// The random stream is seeded from `job.randseed`, `job.name` and `thread_index`, each
+    /// stirred in with SplitMix64, so two jobs that differ only in name, or two threads of one
+    /// job, issue different requests while identical inputs always issue identical ones.
+    /// Workloads parsed from job files have unique job names.
+    pub fn new(
+        job: &JobSpec,
+        thread_index: u32,
+        device_size_bytes: u64,
+        block_size_bytes: u32,
+    ) -> Result<Self, WorkloadError> {
+        job.check_fields()?;
+        let (region_start_bytes, region_len_bytes) =
+            job.region_bytes(device_size_bytes, block_size_bytes)?;
+        if thread_index >= job.numjobs {
+            return Err(WorkloadError::ThreadIndex {
+                thread_index,
+                numjobs: job.numjobs,
+            });
+        }
+        let block_bytes = u64::from(block_size_bytes);
+
+        let mut lens_bytes = [0u32; BSSPLIT_ENTRIES_MAX];
+        let mut slots_by_len = [0u64; BSSPLIT_ENTRIES_MAX];
+        let mut len_index_by_percent = [0u8; PERCENT_SLOTS];
+        let split = match &job.bs {
+            BlockSize::Fixed(len_bytes) => {
+                lens_bytes[0] = *len_bytes;
+                false
+            }
+            BlockSize::Split(entries) => {
+                let mut percent_next = 0usize;
+                for (index, &(len_bytes, percent)) in entries.iter().enumerate() {
+                    lens_bytes[index] = len_bytes;
+                    let percent_end = percent_next + percent as usize;
+                    len_index_by_percent[percent_next..percent_end]
+                        .fill(u8::try_from(index).expect("at most BSSPLIT_ENTRIES_MAX entries"));
+                    percent_next = percent_end;
+                }
+                assert_eq!(percent_next, PERCENT_SLOTS);
+                true
+            }
+        };
+        let len_count = match &job.bs {
+            BlockSize::Fixed(_) => 1,
+            BlockSize::Split(entries) => entries.len(),
+        };
+        for index in 0..len_count {
+            let len_bytes = u64::from(lens_bytes[index]);
+            // region_bytes checked that every length is a block multiple inside the region.
+            assert!(len_bytes <= region_len_bytes);
+            slots_by_len[index] = (region_len_bytes - len_bytes) / block_bytes + 1;
+        }
+
+        let pattern = if job.is_random() {
+            match job.random_distribution {
+                Distribution::Uniform => Pattern::Uniform,
+                Distribution::Zipf { theta } => {
+                    let len_bytes_max = u64::from(job.bs.len_bytes_max());
+                    let slots = (region_len_bytes - len_bytes_max) / block_bytes + 1;
+                    Pattern::Zipf {
+                        zipf: ZipfSampler::new(slots, theta),
+                        slots,
+                        scatter: Scatter::new(slots),
+                    }
+                }
+            }
+        } else {
+            let stride_bytes = region_len_bytes / u64::from(job.numjobs);
+            let start_bytes = u64::from(thread_index) * stride_bytes / block_bytes * block_bytes;
+            Pattern::Sequential {
+                cursor_bytes: [start_bytes; 2],
+            }
+        };
+
+        let seed = stream_seed(job.randseed, &job.name, thread_index);
+        Ok(RequestGen {
+            rng: SmallRng::seed_from_u64(seed),
+            region_start_bytes,
+            region_len_bytes,
+            block_size_bytes: block_bytes,
+            op_fixed: match job.rw {
+                RwMode::Write | RwMode::RandWrite => Op::Write,
+                _ => Op::Read,
+            },
+            mixed: job.rw.is_mixed(),
+            read_percent: u64::from(job.rwmixread),
+            split,
+            len_index_by_percent,
+            lens_bytes,
+            slots_by_len,
+            pattern,
+        })
+    }
+
+    /// Start of the thread's region on the device, in bytes.
+    pub fn region_start_bytes(&self) -> u64 {
+        self.region_start_bytes
+    }
+
+    /// Length of the thread's region in bytes; every request lies inside
+    /// `region_start_bytes .. region_start_bytes + region_len_bytes`.
+    pub fn region_len_bytes(&self) -> u64 {
+        self.region_len_bytes
+    }
+
+    /// The next request of this thread. Never allocates; never fails.
+    #[inline]
+    pub fn next_request(&mut self) -> Request {
+        // One 64-bit draw feeds both per-request choices: the high half decides read or
+        // write, the low half the length. Modes that need neither skip the draw.
+        let bits = if self.mixed | self.split {
+            self.rng.next_u64()
+        } else {
+            0
+        };
+        let op = if self.mixed {
+            if percent_of(bits >> 32) < self.read_percent {
+                Op::Read
+            } else {
+                Op::Write
+            }
+        } else {
+            self.op_fixed
+        };
+        let len_index =
+            usize::from(self.len_index_by_percent[percent_of(bits & 0xffff_ffff) as usize]);
+        let len_bytes = self.lens_bytes[len_index];
+
+        let offset_in_region_bytes = match &mut self.pattern {
+            Pattern::Sequential { cursor_bytes } => {
+                let cursor = &mut cursor_bytes[op as usize];
+                if *cursor + u64::from(len_bytes) > self.region_len_bytes {
+                    *cursor = 0;
+                }
+                let offset = *cursor;
+                *cursor += u64::from(len_bytes);
+                offset
+            }
+            Pattern::Uniform => {
+                let slot = below(self.rng.next_u64(), self.slots_by_len[len_index]);
+                slot * self.block_size_bytes
+            }
+            Pattern::Zipf {
+                zipf,
+                slots,
+                scatter,
+            } => {
+                let rank = zipf.sample(&mut self.rng);
+                debug_assert!((1..=*slots).contains(&rank));
+                scatter.apply(rank - 1) * self.block_size_bytes
+            }
+        };
+        debug_assert!(offset_in_region_bytes + u64::from(len_bytes) <= self.region_len_bytes);
+        Request {
+            op,
+            offset_bytes: self.region_start_bytes + offset_in_region_bytes,
+            len_bytes,
+        }
+    }
+}
+
+/// Maps 32 random bits to `0..100` by multiply-shift; the bias, 100 / 2^32, is far below
+/// anything a 3-point tolerance or a simulation could notice.
+#[inline]
+fn percent_of(bits32: u64) -> u64 {
+    (bits32 * PERCENT_SLOTS as u64) >> 32
+}
+
+/// Maps 64 random bits to `0..n` by multiply-shift (Lemire); the bias is at most n / 2^64.
+#[inline]
+fn below(bits: u64, n: u64) -> u64 {
+    ((u128::from(bits) * u128::from(n)) >> 64) as u64
+}
+
+/// SplitMix64's finalizer (Steele, Lea and Flood, OOPSLA 2014): a bijective 64-bit mix, so
+/// distinct inputs stay distinct.
+fn splitmix64(x: u64) -> u64 {
+    let mut z = x.wrapping_add(0x9e37_79b9_7f4a_7c15);
+    z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
+    z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
+    z ^ (z >> 31)
+}
+
+/// 64-bit FNV-1a of the job name; stable across platforms and Rust releases, unlike
+/// `std`'s `DefaultHasher`.
+fn fnv1a64(bytes: &[u8]) -> u64 {
+    let mut hash: u64 = 0xcbf2_9ce4_8422_2325;
+    for &byte in bytes {
+        hash = (hash ^ u64::from(byte)).wrapping_mul(0x0000_0100_0000_01b3);
+    }
+    hash
+}
+
+fn stream_seed(randseed: u64, name: &str, thread_index: u32) -> u64 {
+    let seed = splitmix64(randseed);
+    let seed = splitmix64(seed ^ fnv1a64(name.as_bytes()));
+    splitmix64(seed ^ u64::from(thread_index))
+}
+
+/// A fixed bijection of `0..n` that spreads zipf ranks over the region, so the hottest blocks
+/// are scattered rather than packed at the region start (fio hashes ranks for the same
+/// reason). It depends only on `n`, so every thread and every job over the same region
+/// shares one hot set.
+///
+/// The mix is a bijection on `0..2^k` (`2^k` the smallest power of two `>= n`): add a
+/// constant, then multiply by odd constants and xor-shift, all modulo `2^k`. Cycle walking
+/// (re-mixing until the value lands below `n`) restricts it to a bijection on `0..n`.
+#[derive(Clone, Copy, Debug)]
+struct Scatter {
+    n: u64,
+    mask: u64,
+    shift: u32,
+}
+
+impl Scatter {
+    fn new(n: u64) -> Self {
+        assert!(n >= 1);
+        let bits = 64 - (n - 1).leading_zeros();
+        let mask = if bits == 64 {
+            u64::MAX
+        } else {
+            (1u64 << bits) - 1
+        };
+        Scatter {
+            n,
+            mask,
+            shift: (bits / 2).max(1),
+        }
+    }
+
+    #[inline]
+    fn mix(&self, x: u64) -> u64 {
+        let mut x = x.wrapping_add(0x2545_f491_4f6c_dd1d) & self.mask;
+        x = x.wrapping_mul(0x9e37_79b9_7f4a_7c15) & self.mask;
+        x ^= x >> self.shift;
+        x = x.wrapping_mul(0xbf58_476d_1ce4_e5b9) & self.mask;
+        x ^ (x >> self.shift)
+    }
+
+    /// Maps `x < n` to its scattered position, also `< n`.
+    #[inline]
+    fn apply(&self, x: u64) -> u64 {
+        debug_assert!(x < self.n);
+        // Termination: mix is a permutation of 0..=mask, so the orbit of x returns to x
+        // (which is < n) at the latest. Since n > (mask + 1) / 2, each step lands below n
+        // with probability above 1/2 for a well-mixed permutation, so walks are short.
+        let mut y = self.mix(x);
+        while y >= self.n {
+            y = self.mix(y);
+        }
+        y
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::collections::{HashMap, HashSet};
+
+    use super::*;
+
+    const GIB: u64 = 1 << 30;
+
+    fn job(pairs: &[(&str, &str)]) -> JobSpec {
+        let mut job = JobSpec::default();
+        for (key, value) in pairs {
+            job.set(key, value).unwrap();
+        }
+        job
+    }
+
+    fn take(job: &JobSpec, thread_index: u32, device_size_bytes: u64, n: usize) -> Vec<Request> {
+        let mut gen = RequestGen::new(job, thread_index, device_size_bytes, 4096).unwrap();
+        (0..n).map(|_| gen.next_request()).collect()
+    }
+
+    #[test]
+    fn scatter_is_a_bijection() {
+        for n in (1..=300).chain([1000, 1024, 1025, 4095, 10_000]) {
+            let scatter = Scatter::new(n);
+            let image: HashSet<u64> = (0..n).map(|x| scatter.apply(x)).collect();
+            assert_eq!(image.len() as u64, n, "n={n}");
+            assert!(image.iter().all(|&y| y < n), "n={n}");
+        }
+    }
+
+    #[test]
+    fn scatter_moves_the_hottest_ranks_away_from_the_start() {
+        let scatter = Scatter::new(1 << 20);
+        let first: Vec<u64> = (0..4).map(|x| scatter.apply(x)).collect();
+        assert!(first.iter().all(|&y| y > 1000), "{first:?}");
+    }
+
+    #[test]
+    fn sequential_is_contiguous_and_wraps() {
+        // 16 blocks, 4k requests: the thread walks 0, 4k, ..., 60k, then 0 again.
+        let job = job(&[("rw", "write"), ("size", "64k")]);
+        let requests = take(&job, 0, GIB, 40);
+        for (i, request) in requests.iter().enumerate() {
+            assert_eq!(request.op, Op::Write);
+            assert_eq!(request.len_bytes, 4096);
+            assert_eq!(request.offset_bytes, (i as u64 % 16) * 4096, "request {i}");
+        }
+    }
+
+    #[test]
+    fn sequential_wraps_before_running_past_the_region() {
+        // 40k region, 16k requests: 0, 16k, then 32k+16k > 40k so back to 0.
+        let job = job(&[("bs", "16k"), ("offset", "8k"), ("size", "40k")]);
+        let offsets: Vec<u64> = take(&job, 0, GIB, 5)
+            .iter()
+            .map(|r| r.offset_bytes)
+            .collect();
+        let k = 1024;
+        assert_eq!(offsets, [8 * k, 24 * k, 8 * k, 24 * k, 8 * k]);
+    }
+
+    #[test]
+    fn sequential_threads_start_at_their_share_of_the_region() {
+        let job = job(&[("numjobs", "4"), ("size", "1m"), ("offset", "1m")]);
+        for thread_index in 0..4u32 {
+            let requests = take(&job, thread_index, GIB, 3);
+            let start = (1 << 20) + u64::from(thread_index) * (256 << 10);
+            let offsets: Vec<u64> = requests.iter().map(|r| r.offset_bytes).collect();
+            assert_eq!(
+                offsets,
+                [start, start + 4096, start + 8192],
+                "thread {thread_index}"
+            );
+        }
+    }
+
+    #[test]
+    fn sequential_mixed_keeps_one_position_per_direction() {
+        let job = job(&[("rw", "rw"), ("bssplit", "4k/50:8k/50"), ("size", "1m")]);
+        let requests = take(&job, 0, GIB, 2000);
+        let mut next_bytes = HashMap::new();
+        let mut wraps = 0;
+        for request in &requests {
+            let expected = next_bytes.entry(request.op).or_insert(0u64);
+            if request.offset_bytes != *expected {
+                // A wrap: the request did not fit before the region end.
+                assert_eq!(request.offset_bytes, 0);
+                assert!(*expected + u64::from(request.len_bytes) > 1 << 20);
+                wraps += 1;
+            }
+            *expected = request.offset_bytes + u64::from(request.len_bytes);
+        }
+        assert!(wraps > 0, "2000 requests of about 6k must wrap a 1m region");
+        let reads = requests.iter().filter(|r| r.op == Op::Read).count();
+        assert!((900..1100).contains(&reads), "{reads} reads of 2000");
+    }
+
+    #[test]
+    fn same_inputs_same_stream_and_any_difference_changes_it() {
+        let base = job(&[
+            ("rw", "randrw"),
+            ("bssplit", "4k/50:64k/50"),
+            ("numjobs", "2"),
+        ]);
+        let reference = take(&base, 0, GIB, 1000);
+        assert_eq!(take(&base, 0, GIB, 1000), reference);
+        let renamed = JobSpec {
+            name: "job1".into(),
+            ..base.clone()
+        };
+        let reseeded = JobSpec {
+            randseed: 1,
+            ..base.clone()
+        };
+        assert_ne!(take(&renamed, 0, GIB, 1000), reference);
+        assert_ne!(take(&reseeded, 0, GIB, 1000), reference);
+        assert_ne!(take(&base, 1, GIB, 1000), reference);
+    }
+
+    /// Share of requests that hit the hottest 1% of distinct offsets of a 10k-block region.
+    fn hottest_percent_share(distribution: &str) -> f64 {
+        let job = job(&[
+            ("rw", "randread"),
+            ("size", &(10_000 * 4096).to_string()),
+            ("random_distribution", distribution),
+        ]);
+        let requests = 500_000;
+        let mut hits: HashMap<u64, u64> = HashMap::new();
+        for request in take(&job, 0, GIB, requests) {
+            *hits.entry(request.offset_bytes).or_default() += 1;
+        }
+        let mut counts: Vec<u64> = hits.into_values().collect();
+        counts.sort_unstable_by(|a, b| b.cmp(a));
+        let hottest: u64 = counts.iter().take(100).sum();
+        hottest as f64 / requests as f64
+    }
+
+    #[test]
+    fn zipf_concentrates_on_few_blocks() {
+        let share = hottest_percent_share("zipf:1.2");
+        assert!(
+            share > 0.30,
+            "hottest 1% of blocks got {share:.3} of requests"
+        );
+    }
+
+    #[test]
+    fn uniform_spreads_over_all_blocks() {
+        let share = hottest_percent_share("random");
+        assert!(
+            share < 0.03,
+            "hottest 1% of blocks got {share:.3} of requests"
+        );
+    }
+
+    #[test]
+    fn zipf_hot_set_is_not_at_the_region_start() {
+        let job = job(&[("rw", "randread"), ("random_distribution", "zipf:2")]);
+        let requests = take(&job, 0, GIB, 10_000);
+        let first_mib = requests.iter().filter(|r| r.offset_bytes < 1 << 20).count();
+        assert!(
+            first_mib < 100,
+            "{first_mib} of 10000 requests in the first MiB"
+        );
+    }
+
+    #[test]
+    fn zipf_extremes_stay_in_range() {
+        for theta in ["0.0001", "1", "100"] {
+            let job = job(&[
+                ("rw", "randrw"),
+                ("random_distribution", &format!("zipf:{theta}")),
+                ("bssplit", "4k/50:128k/50"),
+                ("size", "1m"),
+            ]);
+            for request in take(&job, 0, GIB, 10_000) {
+                assert!(request.offset_bytes + u64::from(request.len_bytes) <= 1 << 20);
+                assert_eq!(request.offset_bytes % 4096, 0);
+            }
+        }
+    }
+
+    #[test]
+    fn single_slot_region() {
+        let job = job(&[
+            ("rw", "randwrite"),
+            ("bs", "8k"),
+            ("size", "8k"),
+            ("offset", "4k"),
+        ]);
+        for request in take(&job, 0, GIB, 100) {
+            assert_eq!(
+                request,
+                Request {
+                    op: Op::Write,
+                    offset_bytes: 4096,
+                    len_bytes: 8192
+                }
+            );
+        }
+    }
+
+    #[test]
+    fn bssplit_lengths_follow_the_percentages() {
+        let job = job(&[("rw", "randread"), ("bssplit", "4k/10:8k/0:64k/90")]);
+        let requests = take(&job, 0, GIB, 20_000);
+        let small = requests.iter().filter(|r| r.len_bytes == 4096).count();
+        let large = requests.iter().filter(|r| r.len_bytes == 65536).count();
+        assert_eq!(small + large, requests.len(), "8k has 0 percent");
+        assert!((1_700..2_300).contains(&small), "{small} of 20000 are 4k");
+    }
+
+    #[test]
+    fn new_rejects_bad_threads_and_geometry() {
+        let job2 = job(&[("numjobs", "2")]);
+        assert_eq!(
+            RequestGen::new(&job2, 2, GIB, 4096)
+                .unwrap_err()
+                .to_string(),
+            "thread_index: must be in 0..2 (numjobs), got 2"
+        );
+        assert_eq!(
+            RequestGen::new(&job(&[("bs", "6k")]), 0, GIB, 4096)
+                .unwrap_err()
+                .to_string(),
+            "bs: request length 6144 is not a nonzero multiple of the device block size 4096"
+        );
+        assert_eq!(
+            RequestGen::new(&JobSpec::default(), 0, GIB, 0)
+                .unwrap_err()
+                .to_string(),
+            "device: block size must be > 0"
+        );
+    }
+}

@@ -1,0 +1,361 @@
+//! fio job files: an INI dialect with a `[global]` section and one section per job.
+
+use serde::Serialize;
+
+use crate::error::WorkloadError;
+use crate::spec::JobSpec;
+
+/// Largest job file accepted, 1 MiB; real job files are a few hundred bytes.
+pub const JOB_FILE_BYTES_MAX: usize = 1 << 20;
+/// Most jobs (sections other than `[global]`) in one workload.
+pub const JOBS_MAX: usize = 1024;
+
+/// Everything a simulation runs: jobs in the order their sections appear, all running
+/// concurrently from time zero.
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct Workload {
+    /// The jobs; names are unique in workloads from [`parse_job_file`].
+    pub jobs: Vec<JobSpec>,
+}
+
+impl Workload {
+    /// Checks the workload as a whole and every job against the device (see
+    /// [`JobSpec::validate`]): at least one job, at most [`JOBS_MAX`], unique names.
+    pub fn validate(
+        &self,
+        device_size_bytes: u64,
+        block_size_bytes: u32,
+        max_transfer_bytes: u32,
+    ) -> Result<(), WorkloadError> {
+        if self.jobs.is_empty() {
+            return Err(WorkloadError::NoJobs);
+        }
+        if self.jobs.len() > JOBS_MAX {
+            return Err(WorkloadError::TooManyJobs { jobs_max: JOBS_MAX });
+        }
+        for (index, job) in self.jobs.iter().enumerate() {
+            if self.jobs[..index]
+                .iter()
+                .any(|other| other.name == job.name)
+            {
+                return Err(WorkloadError::DuplicateJob {
+                    name: job.name.clone(),
+                });
+            }
+            job.validate(device_size_bytes, block_size_bytes, max_transfer_bytes)
+                .map_err(|e| WorkloadError::Job {
+                    name: job.name.clone(),
+                    inner: Box::new(e),
+                })?;
+        }
+        Ok(())
+    }
+}
+
+/// Parses a fio job file into a [`Workload`].
+///
+/// The dialect:
+/// - `[name]` starts a job named `name`; the job starts as a copy of the `[global]` settings
+///   seen so far. `[global]` may appear more than once; each one adds to the settings of the
+///   jobs after it, never before.
+/// - `key=value` (whitespace around `=` is ignored) or a bare `key` applies to the current
+///   section through [`JobSpec::set`], so the keys and their values are exactly those of the
+///   command line. A bare key is only useful for the ignored flags such as `group_reporting`;
+///   a bare supported key is an error asking for a value. A `name=` inside a job section
+///   renames that job.
+/// - `;` and `#` start a comment that runs to the end of the line, as in fio. Blank lines
+///   are skipped.
+/// - Keys before the first section, unknown keys, empty section names and duplicate job
+///   names are errors. Every error on a line says which line (1-based).
+///
+/// Not supported: `include`, `$VARIABLE` expansion, fio's arithmetic in values.
+pub fn parse_job_file(text: &str) -> Result<Workload, WorkloadError> {
+    if text.len() > JOB_FILE_BYTES_MAX {
+        return Err(WorkloadError::InputTooLarge {
+            len_bytes: text.len(),
+            len_bytes_max: JOB_FILE_BYTES_MAX,
+        });
+    }
+    let syntax = |line: usize, reason: String| WorkloadError::Syntax { reason }.at_line(line);
+
+    let mut global = JobSpec::default();
+    // Each job with the line of its section header, for duplicate-name errors.
+    let mut jobs: Vec<(JobSpec, usize)> = Vec::new();
+    let mut in_global = false;
+
+    for (index, raw) in text.lines().enumerate() {
+        let line = index + 1;
+        let content = raw.split([';', '#']).next().unwrap_or("").trim();
+        if content.is_empty() {
+            continue;
+        }
+        if let Some(header) = content.strip_prefix('[') {
+            let Some(name) = header.strip_suffix(']') else {
+                return Err(syntax(
+                    line,
+                    format!("section header '{content}' must look like [name]"),
+                ));
+            };
+            let name = name.trim();
+            if name.is_empty() {
+                return Err(syntax(line, "section name is empty".to_string()));
+            }
+            if name == "global" {
+                in_global = true;
+                continue;
+            }
+            if jobs.len() == JOBS_MAX {
+                return Err(WorkloadError::TooManyJobs { jobs_max: JOBS_MAX }.at_line(line));
+            }
+            let mut job = global.clone();
+            job.set("name", name).map_err(|e| e.at_line(line))?;
+            jobs.push((job, line));
+            in_global = false;
+            continue;
+        }
+        let (key, value) = match content.split_once('=') {
+            Some((key, value)) => (key.trim(), value.trim()),
+            None => (content, ""),
+        };
+        if key.is_empty() {
+            return Err(syntax(line, format!("'{content}' has no key before '='")));
+        }
+        let target = match jobs.last_mut() {
+            _ if in_global => &mut global,
+            Some((job, _)) => job,
+            None => {
+                return Err(syntax(
+                    line,
+                    format!(
+                        "'{key}' appears before any section; put it under [global] or [jobname]"
+                    ),
+                ))
+            }
+        };
+        target.set(key, value).map_err(|e| e.at_line(line))?;
+    }
+
+    if jobs.is_empty() {
+        return Err(WorkloadError::NoJobs);
+    }
+    for (index, (job, line)) in jobs.iter().enumerate() {
+        if jobs[..index]
+            .iter()
+            .any(|(other, _)| other.name == job.name)
+        {
+            return Err(WorkloadError::DuplicateJob {
+                name: job.name.clone(),
+            }
+            .at_line(*line));
+        }
+    }
+    Ok(Workload {
+        jobs: jobs.into_iter().map(|(job, _)| job).collect(),
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::spec::{BlockSize, Distribution, RwMode};
+    use crate::units::NS_PER_S;
+
+    fn d(name: &str) -> JobSpec {
+        JobSpec {
+            name: name.to_string(),
+            ..JobSpec::default()
+        }
+    }
+
+    fn check(text: &str, expected: Result<Vec<JobSpec>, &str>) {
+        let actual = parse_job_file(text)
+            .map(|workload| workload.jobs)
+            .map_err(|e| e.to_string());
+        assert_eq!(
+            actual,
+            expected.map_err(str::to_string),
+            "job file:\n{text}"
+        );
+    }
+
+    #[test]
+    fn one_job_with_every_kind_of_line() {
+        check(
+            "; a comment\n\
+             # another comment\n\
+             \n\
+             [random-reads]\n\
+             rw = randread   ; trailing comment\n\
+             bs=4k#no space before the comment\n\
+             \tiodepth\t=\t32\n\
+             ioengine=io_uring\n\
+             direct=1\n\
+             group_reporting\n\
+             time_based\n\
+             runtime=10\n\
+             random_distribution=zipf:1.1\n",
+            Ok(vec![JobSpec {
+                rw: RwMode::RandRead,
+                iodepth: 32,
+                runtime_ns: Some(10 * NS_PER_S),
+                random_distribution: Distribution::Zipf { theta: 1.1 },
+                ..d("random-reads")
+            }]),
+        );
+    }
+
+    #[test]
+    fn global_applies_to_following_jobs_in_order() {
+        check(
+            "[global]\n\
+             bs=64k\n\
+             iodepth=8\n\
+             [a]\n\
+             rw=write\n\
+             [b]\n\
+             iodepth=1\n\
+             [global]\n\
+             numjobs=4\n\
+             [c]\n",
+            Ok(vec![
+                JobSpec {
+                    rw: RwMode::Write,
+                    bs: BlockSize::Fixed(65536),
+                    iodepth: 8,
+                    ..d("a")
+                },
+                JobSpec {
+                    bs: BlockSize::Fixed(65536),
+                    iodepth: 1,
+                    ..d("b")
+                },
+                JobSpec {
+                    bs: BlockSize::Fixed(65536),
+                    iodepth: 8,
+                    numjobs: 4,
+                    ..d("c")
+                },
+            ]),
+        );
+    }
+
+    #[test]
+    fn global_after_a_job_does_not_change_it() {
+        check(
+            "[a]\n[global]\nrw=randwrite\n[b]\n",
+            Ok(vec![
+                d("a"),
+                JobSpec {
+                    rw: RwMode::RandWrite,
+                    ..d("b")
+                },
+            ]),
+        );
+    }
+
+    #[test]
+    fn name_key_renames_and_crlf_is_fine() {
+        check(
+            "[a]\r\nname=renamed\r\n[ spaced name ]\r\n",
+            Ok(vec![d("renamed"), d("spaced name")]),
+        );
+    }
+
+    #[test]
+    fn errors_name_the_line() {
+        check(
+            "",
+            Err("workload: defines no jobs; add a section such as [job1] after [global]"),
+        );
+        check(
+            "[global]\nbs=4k\n",
+            Err("workload: defines no jobs; add a section such as [job1] after [global]"),
+        );
+        check(
+            "bs=4k\n[a]\n",
+            Err("line 1: 'bs' appears before any section; put it under [global] or [jobname]"),
+        );
+        check(
+            "[a]\n\n[b\n",
+            Err("line 3: section header '[b' must look like [name]"),
+        );
+        check("[ ]\n", Err("line 1: section name is empty"));
+        check("[a]\n=4k\n", Err("line 2: '=4k' has no key before '='"));
+        check(
+            "[a]\n; comment\niodepth=0\n",
+            Err("line 3: iodepth: must be an integer in 1..=4096, got '0'"),
+        );
+        check(
+            "[a]\niodepth\n",
+            Err("line 2: iodepth: needs a value, write iodepth=VALUE"),
+        );
+        check(
+            "[global]\nrw=randrw\n[a]\nrandom_distribution=zipf:0\n",
+            Err("line 4: random_distribution: zipf theta must be in (0, 100], got 'zipf:0'"),
+        );
+        check(
+            "[a]\n[b]\n[a]\n",
+            Err("line 3: workload: job name 'a' is used twice; give each job section its own name"),
+        );
+        check(
+            "[a]\nname=b\n[b]\n",
+            Err("line 3: workload: job name 'b' is used twice; give each job section its own name"),
+        );
+        let unknown = parse_job_file("[a]\n\nstonewall\n")
+            .unwrap_err()
+            .to_string();
+        assert!(
+            unknown.starts_with("line 3: unknown key 'stonewall'; supported keys: name, rw,"),
+            "{unknown}"
+        );
+        let too_many: String = (0..=JOBS_MAX).map(|i| format!("[j{i}]\n")).collect();
+        check(&too_many, Err("line 1025: workload: more than 1024 jobs"));
+        let huge = " ".repeat(JOB_FILE_BYTES_MAX + 1);
+        check(
+            &huge,
+            Err("job file: 1048577 bytes is larger than the limit of 1048576 bytes"),
+        );
+    }
+
+    #[test]
+    fn workload_validate() {
+        let workload = |jobs: Vec<JobSpec>| Workload { jobs };
+        let gib = 1u64 << 30;
+        assert_eq!(
+            workload(vec![d("a"), d("b")]).validate(gib, 4096, 1 << 20),
+            Ok(())
+        );
+        let errors = [
+            (
+                workload(vec![]),
+                "workload: defines no jobs; add a section such as [job1] after [global]",
+            ),
+            (
+                workload(vec![d("a"), d("a")]),
+                "workload: job name 'a' is used twice; give each job section its own name",
+            ),
+            (
+                workload(vec![
+                    d("a"),
+                    JobSpec {
+                        offset_bytes: 100,
+                        ..d("b")
+                    },
+                ]),
+                "job 'b': offset: 100 is not a multiple of the device block size 4096",
+            ),
+            (
+                workload(vec![d("a"); JOBS_MAX + 1]),
+                "workload: more than 1024 jobs",
+            ),
+        ];
+        for (workload, expected) in errors {
+            assert_eq!(
+                workload
+                    .validate(gib, 4096, 1 << 20)
+                    .map_err(|e| e.to_string()),
+                Err(expected.to_string())
+            );
+        }
+    }
+}

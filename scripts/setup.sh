@@ -1,0 +1,23 @@
+#!/usr/bin/env bash
+# Installs what nvarray's build and tests need on a fresh Debian machine (run as root), then
+# builds the release binary. Safe to run again: it installs only what is missing.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+# System packages: plotters renders text through fontconfig/freetype.
+need=()
+for pkg in pkg-config libfontconfig1-dev libfreetype-dev fonts-dejavu-core; do
+  dpkg-query -W -f='${Status}' "$pkg" 2>/dev/null | grep -q "install ok installed" || need+=("$pkg")
+done
+if [ ${#need[@]} -gt 0 ]; then
+  if [ "$(id -u)" -ne 0 ]; then
+    echo "setup: missing Debian packages ${need[*]}; run as root or install them" >&2
+    exit 1
+  fi
+  echo "setup: installing ${need[*]}"
+  apt-get update -qq
+  DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "${need[@]}" >/dev/null
+fi
+
+command -v cargo >/dev/null || { echo "setup: cargo not found; install Rust stable (rustup)" >&2; exit 1; }
+cargo build --release --locked -p nvarray
