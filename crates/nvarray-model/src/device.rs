@@ -479,7 +479,8 @@ impl Device {
 
         let mut b = Breakdown::default();
         b.set(Component::CommandFetch, slot.arrived_ns - slot.submit_ns);
-        b.set(Component::Controller, slot.controller_ns + work_ns);
+        // DMA set-up of the last piece is controller work on the critical path.
+        b.set(Component::Controller, slot.controller_ns + work_ns + self.cfg.controller.dma_setup_ns);
         b.set(Component::Ring, slot.ring_ns);
         b.set(Component::Media, slot.media_ns);
         b.set(Component::Link, slot.link_ns);

@@ -25,10 +25,8 @@ pub fn apply_overrides(
         .try_into()
         .map_err(|e: toml::de::Error| {
             let text = one_line(&e.to_string());
-            match overrides
-                .iter()
-                .find(|(k, _)| text.contains(k.rsplit('.').next().unwrap_or(k)))
-            {
+            let named = |k: &String| k.split('.').any(|part| text.contains(&format!("`{part}`")));
+            match overrides.iter().find(|(k, _)| named(k)) {
                 Some((key, _)) => ConfigError::Override {
                     key: key.clone(),
                     message: text,
@@ -61,10 +59,14 @@ fn set_path(root: &mut toml::Table, key: &str, value: toml::Value) -> Result<(),
     let (last, parents) = parts.split_last().expect("split always yields one part");
     let mut table = root;
     for part in parents {
-        table = match table.get_mut(*part) {
-            Some(toml::Value::Table(t)) => t,
-            Some(_) => return Err(format!("`{part}` is a value, not a section")),
-            None => return Err(format!("unknown section `{part}`")),
+        // Optional sections (e.g. `[host]`) may be absent from a file; create them, and let
+        // deserialisation reject names that are not sections at all.
+        let entry = table
+            .entry((*part).to_string())
+            .or_insert_with(|| toml::Value::Table(toml::Table::new()));
+        table = match entry {
+            toml::Value::Table(t) => t,
+            _ => return Err(format!("`{part}` is a value, not a section")),
         };
     }
     if let Some(toml::Value::Table(_)) = table.get(*last) {
@@ -139,6 +141,47 @@ mod tests {
         check("true", Boolean(true));
         check("round-robin", String("round-robin".into()));
         check("4kx", String("4kx".into()));
+    }
+
+    const BASE: &str = include_str!("presets/moneta.toml");
+
+    fn err(key: &str, value: &str) -> String {
+        apply_overrides(BASE, &[(key.to_string(), value.to_string())])
+            .unwrap_err()
+            .to_string()
+    }
+
+    #[test]
+    fn overrides_reach_every_section() {
+        let cfg = apply_overrides(
+            BASE,
+            &[
+                ("host.software_ns".into(), "5us".into()),
+                ("controller.policy".into(), "round-robin".into()),
+                ("memory.controllers".into(), "8".into()),
+            ],
+        )
+        .unwrap();
+        assert_eq!(cfg.host.software_ns, 5000);
+        assert_eq!(cfg.controller.policy, crate::Policy::RoundRobin);
+        assert_eq!(cfg.memory.controllers, 8);
+    }
+
+    #[test]
+    fn bad_overrides_name_the_key() {
+        for (key, value, needle) in [
+            ("memory.controllers", "0", "memory.controllers"),
+            ("controller.policy", "lifo", "controller.policy"),
+            ("controller.polcy", "fifo", "controller.polcy"),
+            ("nosuch.key", "1", "nosuch.key"),
+            ("memory", "1", "memory"),
+            ("link.lanes", "17", "link.lanes"),
+            ("controller.buffer_bytes", "1t", "controller.buffer_bytes"),
+        ] {
+            let e = err(key, value);
+            assert!(e.contains(needle), "--set {key}={value}: {e}");
+            assert!(!e.contains('\n'), "one line: {e}");
+        }
     }
 
     #[test]

@@ -1,10 +1,9 @@
 //! The result of a run, in the shape every engine reports (human table and JSON).
 
-use std::collections::BTreeMap;
-
 use hdrhistogram::Histogram;
 use nvarray_model::{Breakdown, Component};
-use serde::Serialize;
+use serde::ser::SerializeMap;
+use serde::{Serialize, Serializer};
 
 /// Latency percentiles in nanoseconds, from an HDR histogram (3 significant digits).
 #[derive(Clone, Copy, Debug, Default, PartialEq, Serialize)]
@@ -50,7 +49,21 @@ pub struct Totals {
     pub write_bandwidth_bytes_per_s: f64,
     pub latency_ns: LatencySummary,
     /// Mean nanoseconds per request in each component; they add up to `latency_ns.mean`.
-    pub breakdown_ns: BTreeMap<&'static str, f64>,
+    pub breakdown_ns: BreakdownNs,
+}
+
+/// Mean nanoseconds per component, in the order of `Component::ALL` (the path of a request).
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct BreakdownNs(pub Vec<(&'static str, f64)>);
+
+impl Serialize for BreakdownNs {
+    fn serialize<S: Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        let mut map = serializer.serialize_map(Some(self.0.len()))?;
+        for (k, v) in &self.0 {
+            map.serialize_entry(k, v)?;
+        }
+        map.end()
+    }
 }
 
 /// One stream: a job-file section (or the command-line job).
@@ -165,11 +178,17 @@ impl StreamStats {
             iops: self.requests as f64 / seconds,
             read_bandwidth_bytes_per_s: self.read_bytes as f64 / seconds,
             write_bandwidth_bytes_per_s: self.write_bytes as f64 / seconds,
-            latency_ns: LatencySummary::from_histogram(&self.histogram),
-            breakdown_ns: Component::ALL
-                .iter()
-                .map(|&c| (c.name(), self.breakdown_sum.get(c) as f64 / n))
-                .collect(),
+            latency_ns: LatencySummary {
+                // Exact, not the histogram's bucketed mean, so the breakdown adds up to it.
+                mean: if self.requests == 0 { 0.0 } else { self.breakdown_sum.total_ns() as f64 / n },
+                ..LatencySummary::from_histogram(&self.histogram)
+            },
+            breakdown_ns: BreakdownNs(
+                Component::ALL
+                    .iter()
+                    .map(|&c| (c.name(), self.breakdown_sum.get(c) as f64 / n))
+                    .collect(),
+            ),
         }
     }
 }

@@ -122,6 +122,7 @@ pub fn run_report(device: &DeviceConfig, workload: &Workload, r: &RunReport) -> 
     let parts: Vec<String> = r
         .totals
         .breakdown_ns
+        .0
         .iter()
         .map(|(k, v)| format!("{k} {}", us(*v)))
         .collect();
