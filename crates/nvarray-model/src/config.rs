@@ -322,7 +322,7 @@ impl DeviceConfig {
         )?;
         check_pow2("controller.block_bytes", c.block_bytes, 1, 65_536)?;
         check(
-            c.buffer_bytes >= c.block_bytes && c.buffer_bytes % c.block_bytes == 0,
+            c.buffer_bytes >= c.block_bytes && c.buffer_bytes.is_multiple_of(c.block_bytes),
             "controller.buffer_bytes",
             &format!("a multiple of controller.block_bytes ({})", c.block_bytes),
             c.buffer_bytes,
@@ -338,7 +338,7 @@ impl DeviceConfig {
         )?;
         check(
             c.max_transfer_bytes >= c.block_bytes
-                && c.max_transfer_bytes % c.block_bytes == 0
+                && c.max_transfer_bytes.is_multiple_of(c.block_bytes)
                 && c.max_transfer_bytes <= MAX_TRANSFER_BYTES_MAX,
             "controller.max_transfer_bytes",
             &format!(
@@ -423,7 +423,7 @@ impl DeviceConfig {
         )?;
         let stride = u64::from(m.controllers) * u64::from(m.stripe_bytes.max(self.wear.line_bytes));
         check(
-            m.capacity_bytes >= stride && m.capacity_bytes % stride == 0,
+            m.capacity_bytes >= stride && m.capacity_bytes.is_multiple_of(stride),
             "memory.capacity_bytes",
             &format!("a non-zero multiple of controllers x max(stripe_bytes, wear.line_bytes) ({stride})"),
             m.capacity_bytes,

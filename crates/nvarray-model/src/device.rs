@@ -183,7 +183,7 @@ impl Device {
             });
         }
         let block = u64::from(c.block_bytes);
-        if offset_bytes % block != 0 || u64::from(len_bytes) % block != 0 {
+        if !offset_bytes.is_multiple_of(block) || u64::from(len_bytes) % block != 0 {
             return Err(CommandError::Misaligned {
                 offset_bytes,
                 len_bytes,
@@ -193,7 +193,7 @@ impl Device {
         let size_bytes = self.capacity_bytes();
         if offset_bytes
             .checked_add(u64::from(len_bytes))
-            .map_or(true, |end| end > size_bytes)
+            .is_none_or(|end| end > size_bytes)
         {
             return Err(CommandError::OutOfRange {
                 offset_bytes,
@@ -480,7 +480,10 @@ impl Device {
         let mut b = Breakdown::default();
         b.set(Component::CommandFetch, slot.arrived_ns - slot.submit_ns);
         // DMA set-up of the last piece is controller work on the critical path.
-        b.set(Component::Controller, slot.controller_ns + work_ns + self.cfg.controller.dma_setup_ns);
+        b.set(
+            Component::Controller,
+            slot.controller_ns + work_ns + self.cfg.controller.dma_setup_ns,
+        );
         b.set(Component::Ring, slot.ring_ns);
         b.set(Component::Media, slot.media_ns);
         b.set(Component::Link, slot.link_ns);

@@ -11,6 +11,13 @@ use nvarray_workload::{JobSpec, Workload};
 
 const RUNS: usize = 7;
 
+/// A benchmark case: name, preset, fio key/value pairs.
+type Case = (
+    &'static str,
+    &'static str,
+    Vec<(&'static str, &'static str)>,
+);
+
 fn workload(pairs: &[(&str, &str)]) -> Workload {
     let mut j = JobSpec::default();
     for (k, v) in pairs {
@@ -20,7 +27,7 @@ fn workload(pairs: &[(&str, &str)]) -> Workload {
 }
 
 fn main() {
-    let cases: [(&str, &str, Vec<(&str, &str)>); 4] = [
+    let cases: [Case; 4] = [
         (
             "4k randread qd1 x16 threads",
             "moneta",

@@ -180,7 +180,11 @@ impl StreamStats {
             write_bandwidth_bytes_per_s: self.write_bytes as f64 / seconds,
             latency_ns: LatencySummary {
                 // Exact, not the histogram's bucketed mean, so the breakdown adds up to it.
-                mean: if self.requests == 0 { 0.0 } else { self.breakdown_sum.total_ns() as f64 / n },
+                mean: if self.requests == 0 {
+                    0.0
+                } else {
+                    self.breakdown_sum.total_ns() as f64 / n
+                },
                 ..LatencySummary::from_histogram(&self.histogram)
             },
             breakdown_ns: BreakdownNs(

@@ -92,9 +92,17 @@ proptest! {
 fn a_workload_that_does_not_fit_the_device_is_refused() {
     let cfg = PRESETS[0].load(&[]).unwrap();
     let big = job("big", &[("bs", "16m".to_string())]);
-    let e = nvarray_sim::run(&cfg, &Workload { jobs: vec![big] }).unwrap_err().to_string();
+    let e = nvarray_sim::run(&cfg, &Workload { jobs: vec![big] })
+        .unwrap_err()
+        .to_string();
     assert!(e.contains("big"), "{e}");
     let outside = job("outside", &[("offset", "1t".to_string())]);
-    assert!(nvarray_sim::run(&cfg, &Workload { jobs: vec![outside] }).is_err());
+    assert!(nvarray_sim::run(
+        &cfg,
+        &Workload {
+            jobs: vec![outside]
+        }
+    )
+    .is_err());
     assert!(nvarray_sim::run(&cfg, &Workload { jobs: vec![] }).is_err());
 }

@@ -575,7 +575,7 @@ impl JobSpec {
         }
         let invalid = |key, reason: String| Err(WorkloadError::Invalid { key, reason });
         let offset_bytes = self.offset_bytes;
-        if offset_bytes % block_bytes != 0 {
+        if !offset_bytes.is_multiple_of(block_bytes) {
             return invalid(
                 "offset",
                 format!("{offset_bytes} is not a multiple of the device block size {block_bytes}"),

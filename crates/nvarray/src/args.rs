@@ -155,8 +155,15 @@ impl FioArgs {
                 if k == "name" && self.jobfile.is_some() {
                     continue;
                 }
-                job.set(k, v)
-                    .map_err(|e| input_error(format!("--{k}: {e}")))?;
+                job.set(k, v).map_err(|e| {
+                    let text = e.to_string();
+                    // The workload error usually names the key already.
+                    input_error(if text.starts_with(k) {
+                        text
+                    } else {
+                        format!("--{k}: {text}")
+                    })
+                })?;
             }
         }
         Ok(workload)

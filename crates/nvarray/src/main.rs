@@ -31,7 +31,7 @@ enum Command {
     /// Workload flags use fio's names and meanings; `nvarray sim JOBFILE` reads a fio job file
     /// with one section per concurrent stream. Latencies are the device's unless
     /// `--set host.software_ns=N` adds a host cost per request.
-    Sim(cmd_sim::SimArgs),
+    Sim(Box<cmd_sim::SimArgs>),
     /// List the built-in device presets, or print one as TOML.
     Presets(cmd_presets::PresetsArgs),
 }
@@ -56,7 +56,7 @@ pub fn input_error(e: impl std::fmt::Display) -> anyhow::Error {
 fn main() -> ExitCode {
     let cli = Cli::parse();
     let result = match cli.command {
-        Command::Sim(a) => cmd_sim::run(a),
+        Command::Sim(a) => cmd_sim::run(*a),
         Command::Presets(a) => cmd_presets::run(a),
     };
     match result {
