@@ -42,7 +42,12 @@ pub fn wire_bytes(payload_bytes: u64, max_payload_bytes: u32, overhead_bytes: u3
 /// so a transfer never takes zero time).
 #[inline]
 pub fn bytes_to_ns(bytes: u64, fs_per_byte: u64) -> u64 {
-    ((u128::from(bytes) * u128::from(fs_per_byte)).div_ceil(1_000_000)) as u64
+    // The 64-bit path covers every transfer the model accepts (up to 64 MiB at 1 MB/s); the
+    // 128-bit division is a library call that would dominate the simulator's profile.
+    match bytes.checked_mul(fs_per_byte) {
+        Some(fs) => fs.div_ceil(1_000_000),
+        None => (u128::from(bytes) * u128::from(fs_per_byte)).div_ceil(1_000_000) as u64,
+    }
 }
 
 /// Femtoseconds per byte for a bandwidth in bytes per second.

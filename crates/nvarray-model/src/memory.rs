@@ -158,6 +158,7 @@ impl Memory {
     }
 
     /// Spreads `rows` consecutive rows over the controller's banks (row r on bank r mod banks).
+    #[inline]
     fn add_rows(&mut self, controller: u32, first_row: u64, rows: u64, bytes: u64, access: Access) {
         let banks = u64::from(self.banks_per_controller);
         let latency = match access {
@@ -168,25 +169,32 @@ impl Memory {
         let per_bank = rows / banks;
         let extra = rows % banks;
         let bytes_per_row = bytes.div_ceil(rows);
+        // Every row costs the same: one access latency plus its bytes at the bank's rate.
+        let row_ns = latency + bytes_to_ns(bytes_per_row, self.bank_fs_per_byte);
+        let erase = access == Access::Write && self.erase_latency_ns > 0;
+        let mut bank = (first_row % banks) as usize;
         for i in 0..banks.min(rows) {
-            let bank = ((first_row + i) % banks) as usize;
             let n = per_bank + u64::from(i < extra);
-            let bank_bytes = (n * bytes_per_row).min(bytes);
-            let mut ns = n * latency + bytes_to_ns(bank_bytes, self.bank_fs_per_byte);
-            if access == Access::Write && self.erase_latency_ns > 0 {
-                let written = &mut self.bank_bytes_since_erase[base + bank];
-                *written += bank_bytes;
+            let mut ns = n * row_ns;
+            let index = base + bank;
+            if erase {
+                let written = &mut self.bank_bytes_since_erase[index];
+                *written += (n * bytes_per_row).min(bytes);
                 while *written >= self.erase_block_bytes {
                     *written -= self.erase_block_bytes;
                     ns += self.erase_latency_ns;
                     self.erases += 1;
                 }
             }
-            let slot = &mut self.scratch_ns[base + bank];
-            if *slot == 0 && ns > 0 {
-                self.touched.push((base + bank) as u32);
+            let slot = &mut self.scratch_ns[index];
+            if *slot == 0 {
+                self.touched.push(index as u32);
             }
             *slot += ns;
+            bank += 1;
+            if bank as u64 == banks {
+                bank = 0;
+            }
         }
     }
 

@@ -14,10 +14,16 @@ use std::collections::VecDeque;
 /// cannot make every booking a long scan.
 pub const INTERVALS_MAX: usize = 256;
 
+/// The fast path prunes ended bookings once the list is this long.
+const PRUNE_AT: usize = 16;
+
 #[derive(Clone, Debug, Default)]
 pub struct Timeline {
-    /// Sorted, disjoint, non-touching `[start, end)` intervals.
-    intervals: VecDeque<(u64, u64)>,
+    /// The latest booking, kept inline: the fast path (a booking after everything booked so
+    /// far) touches only this, not the heap memory of `earlier`. Empty when `last.1 == 0`.
+    last: (u64, u64),
+    /// Earlier bookings: sorted, disjoint, non-touching `[start, end)`, all before `last`.
+    earlier: VecDeque<(u64, u64)>,
     busy_ns_total: u64,
 }
 
@@ -28,51 +34,45 @@ impl Timeline {
 
     /// Books `duration_ns` at the earliest start `>= ready_ns` that is free, and returns the
     /// start. `now_ns` is the engine's current time: nothing can be booked before it.
+    #[inline]
     pub fn reserve(&mut self, now_ns: u64, ready_ns: u64, duration_ns: u64) -> u64 {
-        debug_assert!(
-            ready_ns >= now_ns,
-            "booking in the past: ready={ready_ns} now={now_ns}"
-        );
-        while let Some(&(_, end)) = self.intervals.front() {
-            if end > now_ns {
-                break;
-            }
-            self.intervals.pop_front();
-        }
+        debug_assert!(ready_ns >= now_ns, "booking in the past: ready={ready_ns} now={now_ns}");
         if duration_ns == 0 {
             return ready_ns;
         }
         self.busy_ns_total += duration_ns;
+        let end = ready_ns + duration_ns;
 
         // Fast path: free from `ready_ns` on (the common case in a pipeline).
-        match self.intervals.back_mut() {
-            None => {
-                self.intervals.push_back((ready_ns, ready_ns + duration_ns));
-                return ready_ns;
-            }
-            Some(last) if ready_ns >= last.1 => {
-                if ready_ns == last.1 {
-                    last.1 += duration_ns;
-                } else {
-                    self.intervals.push_back((ready_ns, ready_ns + duration_ns));
+        if ready_ns >= self.last.1 {
+            if self.last.1 <= now_ns {
+                // Every booking has ended: forget them all at once.
+                self.earlier.clear();
+                self.last = (ready_ns, end);
+            } else if ready_ns == self.last.1 {
+                self.last.1 = end;
+            } else {
+                self.earlier.push_back(self.last);
+                self.last = (ready_ns, end);
+                if self.earlier.len() > PRUNE_AT {
+                    self.prune(now_ns);
                 }
-                return ready_ns;
             }
-            Some(_) => {}
+            return ready_ns;
         }
+        self.prune(now_ns);
 
-        if self.intervals.len() >= INTERVALS_MAX {
-            let last = self.intervals.back_mut().expect("non-empty");
-            let start = last.1;
-            last.1 += duration_ns;
+        if self.earlier.len() >= INTERVALS_MAX {
+            let start = self.last.1;
+            self.last.1 += duration_ns;
             return start;
         }
 
-        // Find the first gap that fits.
+        // Find the first gap that fits, looking at `earlier` and then `last`.
         let mut start = ready_ns;
         let mut index = 0;
-        while index < self.intervals.len() {
-            let (s, e) = self.intervals[index];
+        while index < self.earlier.len() {
+            let (s, e) = self.earlier[index];
             if e <= start {
                 index += 1;
                 continue;
@@ -83,22 +83,55 @@ impl Timeline {
             start = e;
             index += 1;
         }
+        if index == self.earlier.len() && start + duration_ns > self.last.0 {
+            // No gap before `last`: go after it.
+            let start = self.last.1.max(start);
+            if start == self.last.1 {
+                self.last.1 += duration_ns;
+            } else {
+                self.earlier.push_back(self.last);
+                self.last = (start, start + duration_ns);
+            }
+            return start;
+        }
         self.insert(index, start, start + duration_ns);
         start
     }
 
+    /// Forgets bookings that ended by `now_ns`.
+    fn prune(&mut self, now_ns: u64) {
+        while let Some(&(_, end)) = self.earlier.front() {
+            if end > now_ns {
+                break;
+            }
+            self.earlier.pop_front();
+        }
+    }
+
+    /// Inserts `[start, end)` into `earlier` at `index` (it ends at or before `last` starts),
+    /// merging with touching neighbours.
     fn insert(&mut self, index: usize, start: u64, end: u64) {
-        let touches_prev = index > 0 && self.intervals[index - 1].1 == start;
-        let touches_next = index < self.intervals.len() && self.intervals[index].0 == end;
+        let touches_prev = index > 0 && self.earlier[index - 1].1 == start;
+        let next = if index < self.earlier.len() { Some(self.earlier[index].0) } else { None };
+        if next.is_none() && end == self.last.0 {
+            if touches_prev {
+                let (s, _) = self.earlier.remove(index - 1).expect("exists");
+                self.last.0 = s;
+            } else {
+                self.last.0 = start;
+            }
+            return;
+        }
+        let touches_next = next == Some(end);
         match (touches_prev, touches_next) {
             (true, true) => {
-                let next_end = self.intervals[index].1;
-                self.intervals[index - 1].1 = next_end;
-                self.intervals.remove(index);
+                let next_end = self.earlier[index].1;
+                self.earlier[index - 1].1 = next_end;
+                self.earlier.remove(index);
             }
-            (true, false) => self.intervals[index - 1].1 = end,
-            (false, true) => self.intervals[index].0 = start,
-            (false, false) => self.intervals.insert(index, (start, end)),
+            (true, false) => self.earlier[index - 1].1 = end,
+            (false, true) => self.earlier[index].0 = start,
+            (false, false) => self.earlier.insert(index, (start, end)),
         }
     }
 
@@ -108,13 +141,18 @@ impl Timeline {
     }
 
     /// End of the last booking, or 0.
+    #[inline]
     pub fn busy_until_ns(&self) -> u64 {
-        self.intervals.back().map_or(0, |&(_, e)| e)
+        self.last.1
     }
 
     #[cfg(test)]
     fn intervals(&self) -> Vec<(u64, u64)> {
-        self.intervals.iter().copied().collect()
+        let mut v: Vec<(u64, u64)> = self.earlier.iter().copied().collect();
+        if self.last.1 > 0 {
+            v.push(self.last);
+        }
+        v
     }
 }
 
@@ -147,12 +185,42 @@ mod tests {
         let mut t = Timeline::new();
         t.reserve(0, 0, 10);
         t.reserve(0, 20, 10);
-        t.reserve(25, 40, 5);
-        assert_eq!(t.intervals(), vec![(20, 30), (40, 45)]);
+        // A booking that needs a gap search prunes first.
+        t.reserve(25, 25, 5);
+        assert_eq!(t.intervals(), vec![(20, 35)]);
         assert_eq!(t.busy_ns_total(), 25);
+        // A booking after everything has ended starts a fresh list.
+        t.reserve(100, 100, 5);
+        assert_eq!(t.intervals(), vec![(100, 105)]);
+    }
+
+    /// The earliest start `>= ready` of length `dur` that overlaps none of `booked`.
+    fn reference_start(booked: &[(u64, u64)], ready: u64, dur: u64) -> u64 {
+        let mut start = ready;
+        loop {
+            match booked.iter().find(|&&(s, e)| start < e && s < start + dur) {
+                Some(&(_, e)) => start = e,
+                None => return start,
+            }
+        }
     }
 
     proptest! {
+        /// The timeline books exactly where a plain list of every booking says it should.
+        #[test]
+        fn matches_a_reference_list(reqs in proptest::collection::vec((0u64..300, 0u64..200, 1u64..60), 1..200)) {
+            let mut t = Timeline::new();
+            let mut now = 0;
+            let mut booked: Vec<(u64, u64)> = Vec::new();
+            for (advance, delay, dur) in reqs {
+                now += advance / 20;
+                let ready = now + delay;
+                let expected = reference_start(&booked, ready, dur);
+                prop_assert_eq!(t.reserve(now, ready, dur), expected);
+                booked.push((expected, expected + dur));
+            }
+        }
+
         /// Bookings never overlap, never start before they are ready, and keep their length.
         #[test]
         fn bookings_are_disjoint(reqs in proptest::collection::vec((0u64..1000, 0u64..100, 1u64..50), 1..60)) {
