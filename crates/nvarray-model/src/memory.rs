@@ -30,6 +30,14 @@ pub struct WearStats {
     pub gap_moves: u64,
 }
 
+#[derive(Clone, Copy, Debug, Default)]
+struct Booking {
+    now_ns: u64,
+    ready_ns: u64,
+    first_start_ns: u64,
+    last_end_ns: u64,
+}
+
 #[derive(Clone, Debug)]
 pub struct Memory {
     controllers: u32,
@@ -43,13 +51,16 @@ pub struct Memory {
     erase_latency_ns: u64,
     erase_block_bytes: u64,
     bank_fs_per_byte: u64,
+    /// Cost of one whole row on one bank: latency plus transfer.
+    row_read_ns: u64,
+    row_write_ns: u64,
     banks: Vec<Timeline>,
     bank_bytes_since_erase: Vec<u64>,
     wear: Option<Vec<StartGap>>,
     /// Time each bank is asked for by the piece being booked; reused, so no allocation per piece.
-    scratch_ns: Vec<u64>,
-    /// Banks with a non-zero `scratch_ns` entry, so booking touches only those.
-    touched: Vec<u32>,
+    /// The access being booked: its ready time, the engine's now, and the span of bank time
+    /// booked so far (first start, last end).
+    booking: Booking,
     erases: u64,
 }
 
@@ -58,6 +69,10 @@ impl Memory {
         let banks = (cfg.controllers * cfg.banks_per_controller) as usize;
         let line_bytes = u64::from(wear.line_bytes);
         let lines_per_controller = cfg.capacity_bytes / u64::from(cfg.controllers) / line_bytes;
+        let row_transfer_ns = bytes_to_ns(
+            u64::from(cfg.row_bytes),
+            fs_per_byte(cfg.bank_bandwidth_bytes_per_s as f64),
+        );
         Memory {
             controllers: cfg.controllers,
             banks_per_controller: cfg.banks_per_controller,
@@ -70,6 +85,8 @@ impl Memory {
             erase_latency_ns: cfg.erase_latency_ns,
             erase_block_bytes: cfg.erase_block_bytes,
             bank_fs_per_byte: fs_per_byte(cfg.bank_bandwidth_bytes_per_s as f64),
+            row_read_ns: cfg.read_latency_ns + row_transfer_ns,
+            row_write_ns: cfg.write_latency_ns + row_transfer_ns,
             banks: vec![Timeline::new(); banks],
             bank_bytes_since_erase: vec![0; banks],
             wear: wear.enabled.then(|| {
@@ -77,8 +94,7 @@ impl Memory {
                     .map(|_| StartGap::new(lines_per_controller as u32, wear.gap_interval_writes))
                     .collect()
             }),
-            scratch_ns: vec![0; banks],
-            touched: Vec::with_capacity(banks),
+            booking: Booking::default(),
             erases: 0,
         }
     }
@@ -93,27 +109,50 @@ impl Memory {
         offset_bytes: u64,
         len_bytes: u64,
     ) -> (u64, u64) {
-        let mut pos = offset_bytes;
-        let end = offset_bytes + len_bytes;
-        while pos < end {
-            let stripe = pos / self.stripe_bytes;
-            let in_stripe = pos % self.stripe_bytes;
-            let controller = (stripe % u64::from(self.controllers)) as u32;
-            let local = (stripe / u64::from(self.controllers)) * self.stripe_bytes + in_stripe;
+        // Stripe, line and row sizes are powers of two (validated), so the address arithmetic
+        // is shifts and masks; the controller count need not be, so it is divided once and
+        // then stepped.
+        let stripe_shift = self.stripe_bytes.trailing_zeros();
+        let stripe_mask = self.stripe_bytes - 1;
+        let controllers = u64::from(self.controllers);
+        let stripe = offset_bytes >> stripe_shift;
+        let mut controller = (stripe % controllers) as u32;
+        let mut group = stripe / controllers;
+        let mut in_stripe = offset_bytes & stripe_mask;
+        let mut left = len_bytes;
+        self.booking = Booking {
+            now_ns,
+            ready_ns,
+            first_start_ns: u64::MAX,
+            last_end_ns: ready_ns,
+        };
+        while left > 0 {
+            let local = (group << stripe_shift) + in_stripe;
             // A piece ends at the stripe's end and, because lines are remapped one by one,
             // at the line's end.
-            let line_left = self.line_bytes - local % self.line_bytes;
-            let piece = (end - pos)
-                .min(self.stripe_bytes - in_stripe)
-                .min(line_left);
+            let line_left = self.line_bytes - (local & (self.line_bytes - 1));
+            let piece = left.min(self.stripe_bytes - in_stripe).min(line_left);
             self.add_piece(controller, local, piece, access);
-            pos += piece;
+            left -= piece;
+            in_stripe += piece;
+            if in_stripe == self.stripe_bytes {
+                in_stripe = 0;
+                controller += 1;
+                if controller == self.controllers {
+                    controller = 0;
+                    group += 1;
+                }
+            }
         }
-        self.book(now_ns, ready_ns)
+        let b = self.booking;
+        (b.first_start_ns.min(b.last_end_ns), b.last_end_ns)
     }
 
+    #[inline]
     fn add_piece(&mut self, controller: u32, local_bytes: u64, len_bytes: u64, access: Access) {
-        let logical_line = local_bytes / self.line_bytes;
+        let line_shift = self.line_bytes.trailing_zeros();
+        let row_shift = self.row_bytes.trailing_zeros();
+        let logical_line = local_bytes >> line_shift;
         let mut gap_move = None;
         let physical_line = match &mut self.wear {
             Some(wear) => {
@@ -126,10 +165,10 @@ impl Memory {
             }
             None => logical_line,
         };
-        let first_row =
-            physical_line * self.rows_per_line + (local_bytes % self.line_bytes) / self.row_bytes;
-        let last_row = physical_line * self.rows_per_line
-            + (local_bytes % self.line_bytes + len_bytes - 1) / self.row_bytes;
+        let in_line = local_bytes & (self.line_bytes - 1);
+        let line_first_row = physical_line * self.rows_per_line;
+        let first_row = line_first_row + (in_line >> row_shift);
+        let last_row = line_first_row + ((in_line + len_bytes - 1) >> row_shift);
         self.add_rows(
             controller,
             first_row,
@@ -161,18 +200,35 @@ impl Memory {
     #[inline]
     fn add_rows(&mut self, controller: u32, first_row: u64, rows: u64, bytes: u64, access: Access) {
         let banks = u64::from(self.banks_per_controller);
-        let latency = match access {
-            Access::Read => self.read_latency_ns,
-            Access::Write => self.write_latency_ns,
-        };
         let base = (controller * self.banks_per_controller) as usize;
-        let per_bank = rows / banks;
-        let extra = rows % banks;
-        let bytes_per_row = bytes.div_ceil(rows);
+        // Divisions are a large share of the simulator's time; bank counts are usually powers
+        // of two and pieces usually whole rows, so take the shift-and-mask path when we can.
+        let (per_bank, extra, first_bank) = if banks.is_power_of_two() {
+            let shift = banks.trailing_zeros();
+            (rows >> shift, rows & (banks - 1), first_row & (banks - 1))
+        } else {
+            (rows / banks, rows % banks, first_row % banks)
+        };
         // Every row costs the same: one access latency plus its bytes at the bank's rate.
-        let row_ns = latency + bytes_to_ns(bytes_per_row, self.bank_fs_per_byte);
+        let (bytes_per_row, row_ns) = if bytes == rows * self.row_bytes {
+            let ns = match access {
+                Access::Read => self.row_read_ns,
+                Access::Write => self.row_write_ns,
+            };
+            (self.row_bytes, ns)
+        } else {
+            let latency = match access {
+                Access::Read => self.read_latency_ns,
+                Access::Write => self.write_latency_ns,
+            };
+            let per_row = bytes.div_ceil(rows);
+            (
+                per_row,
+                latency + bytes_to_ns(per_row, self.bank_fs_per_byte),
+            )
+        };
         let erase = access == Access::Write && self.erase_latency_ns > 0;
-        let mut bank = (first_row % banks) as usize;
+        let mut bank = first_bank as usize;
         for i in 0..banks.min(rows) {
             let n = per_bank + u64::from(i < extra);
             let mut ns = n * row_ns;
@@ -186,29 +242,17 @@ impl Memory {
                     self.erases += 1;
                 }
             }
-            let slot = &mut self.scratch_ns[index];
-            if *slot == 0 {
-                self.touched.push(index as u32);
-            }
-            *slot += ns;
+            // Booking each piece as it comes is the same as summing per bank first: two
+            // bookings ready at the same time land back to back (or fill gaps, which is better).
+            let b = &mut self.booking;
+            let start = self.banks[index].reserve(b.now_ns, b.ready_ns, ns);
+            b.first_start_ns = b.first_start_ns.min(start);
+            b.last_end_ns = b.last_end_ns.max(start + ns);
             bank += 1;
             if bank as u64 == banks {
                 bank = 0;
             }
         }
-    }
-
-    fn book(&mut self, now_ns: u64, ready_ns: u64) -> (u64, u64) {
-        let mut first = u64::MAX;
-        let mut last = ready_ns;
-        for &bank in &self.touched {
-            let ns = std::mem::take(&mut self.scratch_ns[bank as usize]);
-            let start = self.banks[bank as usize].reserve(now_ns, ready_ns, ns);
-            first = first.min(start);
-            last = last.max(start + ns);
-        }
-        self.touched.clear();
-        (first.min(last), last)
     }
 
     pub fn wear_stats(&self) -> Option<WearStats> {

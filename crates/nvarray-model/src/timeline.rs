@@ -36,7 +36,10 @@ impl Timeline {
     /// start. `now_ns` is the engine's current time: nothing can be booked before it.
     #[inline]
     pub fn reserve(&mut self, now_ns: u64, ready_ns: u64, duration_ns: u64) -> u64 {
-        debug_assert!(ready_ns >= now_ns, "booking in the past: ready={ready_ns} now={now_ns}");
+        debug_assert!(
+            ready_ns >= now_ns,
+            "booking in the past: ready={ready_ns} now={now_ns}"
+        );
         if duration_ns == 0 {
             return ready_ns;
         }
@@ -112,7 +115,11 @@ impl Timeline {
     /// merging with touching neighbours.
     fn insert(&mut self, index: usize, start: u64, end: u64) {
         let touches_prev = index > 0 && self.earlier[index - 1].1 == start;
-        let next = if index < self.earlier.len() { Some(self.earlier[index].0) } else { None };
+        let next = if index < self.earlier.len() {
+            Some(self.earlier[index].0)
+        } else {
+            None
+        };
         if next.is_none() && end == self.last.0 {
             if touches_prev {
                 let (s, _) = self.earlier.remove(index - 1).expect("exists");

@@ -10,7 +10,7 @@
 use std::cmp::Reverse;
 use std::collections::BinaryHeap;
 
-use nvarray_model::{Command, Component, Device, DeviceConfig, Op};
+use nvarray_model::{Command, Completion, Component, Device, DeviceConfig, Op};
 use nvarray_workload::{Op as WorkOp, RequestGen, Workload};
 
 use crate::error::SimError;
@@ -38,18 +38,80 @@ struct Thread {
     /// Requests this thread may still issue (`u64::MAX` when bounded by time).
     remaining: u64,
     thinktime_ns: u64,
+    /// The thread stops issuing at this time (`u64::MAX` when bounded by count).
+    end_ns: u64,
+    /// The thread's CPU is busy with software work until then.
     cpu_free_ns: u64,
 }
 
-#[derive(Clone, Copy, Default)]
+#[derive(Clone, Copy)]
 struct Pending {
     thread: u32,
     issue_ns: u64,
     submit_ns: u64,
-    op: Option<Op>,
-    offset_bytes: u64,
-    len_bytes: u32,
-    completion: Option<nvarray_model::Completion>,
+    cmd: Command,
+    completion: Option<Completion>,
+}
+
+/// The host side of a run: threads, requests in flight, and the event queue.
+struct Host {
+    threads: Vec<Thread>,
+    pending: Vec<Pending>,
+    free_ids: Vec<u32>,
+    events: BinaryHeap<Reverse<(u64, u64, HostEvent, u32)>>,
+    seq: u64,
+    software_ns: u64,
+}
+
+impl Host {
+    fn push(&mut self, t: u64, event: HostEvent, x: u32) {
+        self.seq += 1;
+        self.events.push(Reverse((t, self.seq, event, x)));
+    }
+
+    /// Thread `x` issues its next request at `t`, if it still has work.
+    fn issue(&mut self, model: &mut Device, x: u32, t: u64) -> Result<(), SimError> {
+        let th = &mut self.threads[x as usize];
+        if th.remaining == 0 || t >= th.end_ns {
+            return Ok(());
+        }
+        th.remaining -= 1;
+        let r = th.gen.next_request();
+        let start = t.max(th.cpu_free_ns);
+        let submit = start + self.software_ns;
+        th.cpu_free_ns = submit;
+        let op = match r.op {
+            WorkOp::Read => Op::Read,
+            WorkOp::Write => Op::Write,
+        };
+        let mut p = Pending {
+            thread: x,
+            issue_ns: t,
+            submit_ns: submit,
+            cmd: Command {
+                id: 0,
+                op,
+                offset_bytes: r.offset_bytes,
+                len_bytes: r.len_bytes,
+            },
+            completion: None,
+        };
+        let id = match self.free_ids.pop() {
+            Some(id) => id,
+            None => {
+                self.pending.push(p);
+                (self.pending.len() - 1) as u32
+            }
+        };
+        p.cmd.id = u64::from(id);
+        self.pending[id as usize] = p;
+        if submit == t {
+            model.submit(p.cmd, t).map_err(SimError::Command)
+        } else {
+            self.push(submit, HostEvent::Submit, id);
+            Ok(())
+        }
+    }
 }
 
 /// Runs `workload` against a device built from `device` and returns what it measured.
@@ -60,18 +122,19 @@ pub fn run(device: &DeviceConfig, workload: &Workload) -> Result<RunReport, SimE
     let mut model = Device::new(device);
     let capacity = device.memory.capacity_bytes;
     let block = device.controller.block_bytes;
-    let software_ns = device.host.software_ns;
 
     let mut streams = Vec::with_capacity(workload.jobs.len());
     let mut threads = Vec::new();
+    let mut first_issues = Vec::new();
     let mut outstanding_total: u64 = 0;
     let mut end_ns: Option<u64> = None;
     for (stream, job) in workload.jobs.iter().enumerate() {
+        let workload_error = |e| SimError::Workload {
+            job: job.name.clone(),
+            source: e,
+        };
         job.validate(capacity, block, device.controller.max_transfer_bytes)
-            .map_err(|e| SimError::Workload {
-                job: job.name.clone(),
-                source: e,
-            })?;
+            .map_err(workload_error)?;
         streams.push(StreamStats::new(&job.name));
         let runtime = match (job.runtime_ns, job.number_ios) {
             (None, None) => Some(DEFAULT_RUNTIME_NS),
@@ -81,21 +144,16 @@ pub fn run(device: &DeviceConfig, workload: &Workload) -> Result<RunReport, SimE
             end_ns = Some(end_ns.map_or(r, |e: u64| e.max(r)));
         }
         for t in 0..job.numjobs {
-            let gen = RequestGen::new(job, t, capacity, block).map_err(|e| SimError::Workload {
-                job: job.name.clone(),
-                source: e,
-            })?;
-            threads.push((
-                Thread {
-                    stream,
-                    gen,
-                    remaining: job.number_ios.unwrap_or(u64::MAX),
-                    thinktime_ns: job.thinktime_ns,
-                    cpu_free_ns: 0,
-                },
-                job.iodepth,
-                runtime,
-            ));
+            let gen = RequestGen::new(job, t, capacity, block).map_err(workload_error)?;
+            first_issues.push((threads.len() as u32, job.iodepth));
+            threads.push(Thread {
+                stream,
+                gen,
+                remaining: job.number_ios.unwrap_or(u64::MAX),
+                thinktime_ns: job.thinktime_ns,
+                end_ns: runtime.unwrap_or(u64::MAX),
+                cpu_free_ns: 0,
+            });
             outstanding_total += u64::from(job.iodepth);
         }
     }
@@ -106,23 +164,20 @@ pub fn run(device: &DeviceConfig, workload: &Workload) -> Result<RunReport, SimE
         });
     }
 
-    let mut host: BinaryHeap<Reverse<(u64, u64, HostEvent, u32)>> =
-        BinaryHeap::with_capacity(outstanding_total as usize * 2);
-    let mut seq: u64 = 0;
-    let mut thread_end_ns = Vec::with_capacity(threads.len());
-    let mut thread_state = Vec::with_capacity(threads.len());
-    for (i, (thread, iodepth, runtime)) in threads.into_iter().enumerate() {
-        thread_end_ns.push(runtime.unwrap_or(u64::MAX));
-        thread_state.push(thread);
+    let mut host = Host {
+        threads,
+        pending: Vec::with_capacity(outstanding_total as usize),
+        free_ids: Vec::with_capacity(outstanding_total as usize),
+        events: BinaryHeap::with_capacity(outstanding_total as usize * 2),
+        seq: 0,
+        software_ns: device.host.software_ns,
+    };
+    for (thread, iodepth) in first_issues {
         for _ in 0..iodepth {
-            seq += 1;
-            host.push(Reverse((0, seq, HostEvent::Issue, i as u32)));
+            host.push(0, HostEvent::Issue, thread);
         }
     }
-    let mut threads = thread_state;
 
-    let mut pending: Vec<Pending> = Vec::with_capacity(outstanding_total as usize);
-    let mut free_ids: Vec<u32> = Vec::with_capacity(outstanding_total as usize);
     let mut last_completion_ns = 0u64;
     let stop_ns = end_ns.unwrap_or(u64::MAX);
     // Whether the run reached `stop_ns` (rather than running out of work first).
@@ -130,7 +185,7 @@ pub fn run(device: &DeviceConfig, workload: &Workload) -> Result<RunReport, SimE
 
     loop {
         let device_t = model.next_event_ns();
-        let host_t = host.peek().map(|Reverse((t, ..))| *t);
+        let host_t = host.events.peek().map(|Reverse((t, ..))| *t);
         let device_first = match (device_t, host_t) {
             (None, None) => break,
             (Some(d), Some(h)) => d <= h,
@@ -144,77 +199,40 @@ pub fn run(device: &DeviceConfig, workload: &Workload) -> Result<RunReport, SimE
                 break;
             }
             model.advance(t, |c| {
-                let id = c.id as u32;
-                pending[id as usize].completion = Some(c);
-                seq += 1;
-                host.push(Reverse((c.visible_ns, seq, HostEvent::Complete, id)));
+                host.pending[c.id as usize].completion = Some(c);
+                host.push(c.visible_ns, HostEvent::Complete, c.id as u32);
             });
             continue;
         }
-        let Reverse((t, _, event, x)) = host.pop().expect("checked");
+        let Reverse((t, _, event, x)) = host.events.pop().expect("checked");
         if t > stop_ns {
             stopped_by_time = true;
             break;
         }
         match event {
-            HostEvent::Issue => {
-                let th = &mut threads[x as usize];
-                if th.remaining == 0 || t >= thread_end_ns[x as usize] {
-                    continue;
-                }
-                th.remaining -= 1;
-                let r = th.gen.next_request();
-                let start = t.max(th.cpu_free_ns);
-                let submit = start + software_ns;
-                th.cpu_free_ns = submit;
-                let p = Pending {
-                    thread: x,
-                    issue_ns: t,
-                    submit_ns: submit,
-                    op: Some(match r.op {
-                        WorkOp::Read => Op::Read,
-                        WorkOp::Write => Op::Write,
-                    }),
-                    offset_bytes: r.offset_bytes,
-                    len_bytes: r.len_bytes,
-                    completion: None,
-                };
-                let id = match free_ids.pop() {
-                    Some(id) => {
-                        pending[id as usize] = p;
-                        id
-                    }
-                    None => {
-                        pending.push(p);
-                        (pending.len() - 1) as u32
-                    }
-                };
-                if submit == t {
-                    submit_to(&mut model, &pending[id as usize], id, t)?;
-                } else {
-                    seq += 1;
-                    host.push(Reverse((submit, seq, HostEvent::Submit, id)));
-                }
-            }
-            HostEvent::Submit => submit_to(&mut model, &pending[x as usize], x, t)?,
+            HostEvent::Issue => host.issue(&mut model, x, t)?,
+            HostEvent::Submit => model
+                .submit(host.pending[x as usize].cmd, t)
+                .map_err(SimError::Command)?,
             HostEvent::Complete => {
-                let p = pending[x as usize];
+                let p = host.pending[x as usize];
                 let c = p.completion.expect("completion recorded before its event");
                 let mut breakdown = c.breakdown;
                 breakdown.set(Component::Host, p.submit_ns - p.issue_ns);
                 let latency = c.visible_ns - p.issue_ns;
                 debug_assert_eq!(breakdown.total_ns(), latency);
-                let th = &mut threads[p.thread as usize];
+                let th = &host.threads[p.thread as usize];
                 streams[th.stream].record(c.op == Op::Read, c.len_bytes, latency, &breakdown);
+                let next_ns = t + th.thinktime_ns;
                 last_completion_ns = t;
-                free_ids.push(x);
-                seq += 1;
-                host.push(Reverse((
-                    t + th.thinktime_ns,
-                    seq,
-                    HostEvent::Issue,
-                    p.thread,
-                )));
+                host.free_ids.push(x);
+                if next_ns == t {
+                    // Device events due at `t` have all run (the device goes first on ties),
+                    // so issuing now is the same as queueing an Issue event for `t`.
+                    host.issue(&mut model, p.thread, t)?;
+                } else {
+                    host.push(next_ns, HostEvent::Issue, p.thread);
+                }
             }
         }
     }
@@ -226,16 +244,6 @@ pub fn run(device: &DeviceConfig, workload: &Workload) -> Result<RunReport, SimE
     }
     .max(1);
     Ok(report(device, &model, &streams, elapsed_ns))
-}
-
-fn submit_to(model: &mut Device, p: &Pending, id: u32, t: u64) -> Result<(), SimError> {
-    let cmd = Command {
-        id: u64::from(id),
-        op: p.op.expect("set at issue"),
-        offset_bytes: p.offset_bytes,
-        len_bytes: p.len_bytes,
-    };
-    model.submit(cmd, t).map_err(SimError::Command)
 }
 
 fn report(
