@@ -55,6 +55,11 @@ pub struct Memory {
     row_read_ns: u64,
     row_write_ns: u64,
     banks: Vec<Timeline>,
+    /// Per controller: every access so far gave each of its banks the same work, so their
+    /// timelines are identical and the first bank's stands for all (see `add_rows`).
+    lockstep: Vec<bool>,
+    /// Busy time of the banks that a lockstep controller's first bank stood for.
+    lockstep_busy_ns: u64,
     bank_bytes_since_erase: Vec<u64>,
     wear: Option<Vec<StartGap>>,
     /// Time each bank is asked for by the piece being booked; reused, so no allocation per piece.
@@ -88,6 +93,11 @@ impl Memory {
             row_read_ns: cfg.read_latency_ns + row_transfer_ns,
             row_write_ns: cfg.write_latency_ns + row_transfer_ns,
             banks: vec![Timeline::new(); banks],
+            lockstep: vec![
+                cfg.erase_latency_ns == 0 && cfg.banks_per_controller > 1;
+                cfg.controllers as usize
+            ],
+            lockstep_busy_ns: 0,
             bank_bytes_since_erase: vec![0; banks],
             wear: wear.enabled.then(|| {
                 (0..cfg.controllers)
@@ -227,6 +237,24 @@ impl Memory {
                 latency + bytes_to_ns(per_row, self.bank_fs_per_byte),
             )
         };
+        if self.lockstep[controller as usize] {
+            if extra == 0 {
+                // Every bank gets `per_bank` rows, ready at the same time: the banks' timelines
+                // stay identical, so booking the first one is exact and 1/banks of the work.
+                let ns = per_bank * row_ns;
+                let b = &mut self.booking;
+                let start = self.banks[base].reserve(b.now_ns, b.ready_ns, ns);
+                b.first_start_ns = b.first_start_ns.min(start);
+                b.last_end_ns = b.last_end_ns.max(start + ns);
+                self.lockstep_busy_ns += ns * (banks - 1);
+                return;
+            }
+            // Uneven work: the banks part ways here; give each the shared schedule.
+            for i in 1..banks as usize {
+                self.banks[base + i] = self.banks[base].schedule_copy();
+            }
+            self.lockstep[controller as usize] = false;
+        }
         let erase = access == Access::Write && self.erase_latency_ns > 0;
         let mut bank = first_bank as usize;
         for i in 0..banks.min(rows) {
@@ -273,7 +301,7 @@ impl Memory {
     /// Busy time summed over all banks, and the bank count (for utilisation).
     pub fn bank_busy_ns_total(&self) -> (u64, usize) {
         (
-            self.banks.iter().map(Timeline::busy_ns_total).sum(),
+            self.banks.iter().map(Timeline::busy_ns_total).sum::<u64>() + self.lockstep_busy_ns,
             self.banks.len(),
         )
     }
@@ -309,6 +337,33 @@ mod tests {
                 gap_interval_writes: 100,
             },
         )
+    }
+
+    /// Booking a controller's banks in lockstep gives exactly what booking each bank gives,
+    /// including after the banks part ways.
+    #[test]
+    fn lockstep_booking_is_exact() {
+        use proptest::prelude::*;
+        let accesses = proptest::collection::vec(
+            (0u64..2000, 0u64..3000, any::<bool>(), 0u64..4096, 1u64..40),
+            1..150,
+        );
+        proptest!(ProptestConfig::with_cases(200), |(ops in accesses)| {
+            let mut fast = memory(4, 4, true);
+            let mut exact = memory(4, 4, true);
+            exact.lockstep.iter_mut().for_each(|l| *l = false);
+            let mut now = 0;
+            for (advance, delay, read, block, blocks) in ops {
+                now += advance;
+                let access = if read { Access::Read } else { Access::Write };
+                // 64-byte granularity so some pieces split unevenly over the banks.
+                let (offset, len) = (block * 64, blocks * 64);
+                let a = fast.access(now, now + delay, access, offset, len);
+                let b = exact.access(now, now + delay, access, offset, len);
+                prop_assert_eq!(a, b);
+            }
+            prop_assert_eq!(fast.bank_busy_ns_total(), exact.bank_busy_ns_total());
+        });
     }
 
     #[test]

@@ -142,6 +142,16 @@ impl Timeline {
         }
     }
 
+    /// A timeline with the same future bookings and no busy time of its own (used to split a
+    /// group of resources that were booked in lockstep).
+    pub fn schedule_copy(&self) -> Timeline {
+        Timeline {
+            last: self.last,
+            earlier: self.earlier.clone(),
+            busy_ns_total: 0,
+        }
+    }
+
     /// Total time booked since creation (for utilisation).
     pub fn busy_ns_total(&self) -> u64 {
         self.busy_ns_total
