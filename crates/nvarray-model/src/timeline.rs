@@ -50,7 +50,9 @@ impl Timeline {
         if ready_ns >= self.last.1 {
             if self.last.1 <= now_ns {
                 // Every booking has ended: forget them all at once.
-                self.earlier.clear();
+                if !self.earlier.is_empty() {
+                    self.earlier.clear();
+                }
                 self.last = (ready_ns, end);
             } else if ready_ns == self.last.1 {
                 self.last.1 = end;
