@@ -12,43 +12,26 @@ pub struct Preset {
     pub toml: &'static str,
 }
 
+/// A preset named after its file in `presets/`.
+macro_rules! preset {
+    ($name:literal) => {
+        Preset {
+            name: $name,
+            toml: include_str!(concat!("presets/", $name, ".toml")),
+        }
+    };
+}
+
 pub const PRESETS: &[Preset] = &[
-    Preset {
-        name: "moneta",
-        toml: include_str!("presets/moneta.toml"),
-    },
-    Preset {
-        name: "pcm",
-        toml: include_str!("presets/pcm.toml"),
-    },
-    Preset {
-        name: "stt-mram",
-        toml: include_str!("presets/stt-mram.toml"),
-    },
-    Preset {
-        name: "dram",
-        toml: include_str!("presets/dram.toml"),
-    },
-    Preset {
-        name: "optane",
-        toml: include_str!("presets/optane.toml"),
-    },
-    Preset {
-        name: "z-nand",
-        toml: include_str!("presets/z-nand.toml"),
-    },
-    Preset {
-        name: "slc",
-        toml: include_str!("presets/slc.toml"),
-    },
-    Preset {
-        name: "mlc",
-        toml: include_str!("presets/mlc.toml"),
-    },
-    Preset {
-        name: "tlc",
-        toml: include_str!("presets/tlc.toml"),
-    },
+    preset!("moneta"),
+    preset!("pcm"),
+    preset!("stt-mram"),
+    preset!("dram"),
+    preset!("optane"),
+    preset!("z-nand"),
+    preset!("slc"),
+    preset!("mlc"),
+    preset!("tlc"),
 ];
 
 /// The preset called `name`, or an error listing the choices.

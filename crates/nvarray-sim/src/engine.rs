@@ -119,9 +119,14 @@ pub fn run(device: &DeviceConfig, workload: &Workload) -> Result<RunReport, SimE
     if workload.jobs.is_empty() {
         return Err(SimError::NoJobs);
     }
-    let mut model = Device::new(device);
     let capacity = device.memory.capacity_bytes;
     let block = device.controller.block_bytes;
+    // Every job against the device, and the workload as a whole (two streams with one name would
+    // mix their statistics).
+    workload
+        .validate(capacity, block, device.controller.max_transfer_bytes)
+        .map_err(SimError::InvalidWorkload)?;
+    let mut model = Device::new(device);
 
     let mut streams = Vec::with_capacity(workload.jobs.len());
     let mut threads = Vec::new();
@@ -133,8 +138,6 @@ pub fn run(device: &DeviceConfig, workload: &Workload) -> Result<RunReport, SimE
             job: job.name.clone(),
             source: e,
         };
-        job.validate(capacity, block, device.controller.max_transfer_bytes)
-            .map_err(workload_error)?;
         streams.push(StreamStats::new(&job.name));
         let runtime = match (job.runtime_ns, job.number_ios) {
             (None, None) => Some(DEFAULT_RUNTIME_NS),

@@ -6,6 +6,8 @@ use thiserror::Error;
 pub enum SimError {
     #[error("the workload has no jobs")]
     NoJobs,
+    #[error("{0}")]
+    InvalidWorkload(WorkloadError),
     #[error("job `{job}`: {source}")]
     Workload { job: String, source: WorkloadError },
     #[error(
