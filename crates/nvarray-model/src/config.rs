@@ -231,6 +231,8 @@ pub mod limits {
     pub const BANKS_MAX: u32 = 256;
     pub const FIRMWARE_CORES_MAX: u32 = 64;
     pub const MAX_TRANSFER_BYTES_MAX: u32 = 64 << 20;
+    /// Start-gap write counters kept at most (4 bytes each: 1 GiB).
+    pub const WEAR_LINES_MAX: u64 = 1 << 28;
     /// One hour: any latency beyond this is a typo, not a device.
     pub const LATENCY_NS_MAX: u64 = 3_600_000_000_000;
 }
@@ -461,10 +463,14 @@ impl DeviceConfig {
             w.gap_interval_writes,
         )?;
         let lines = m.capacity_bytes / u64::from(m.controllers) / u64::from(w.line_bytes);
+        // One 4-byte write counter per line: keep them under 1 GiB in all.
         check(
-            !w.enabled || lines <= u64::from(u32::MAX - 1),
+            !w.enabled || lines * u64::from(m.controllers) <= limits::WEAR_LINES_MAX,
             "wear.line_bytes",
-            "large enough that each controller has fewer than 2^32 lines",
+            &format!(
+                "large enough for at most {} lines in all (memory.capacity_bytes / wear.line_bytes); or set wear.enabled=false",
+                limits::WEAR_LINES_MAX
+            ),
             w.line_bytes,
         )?;
 
