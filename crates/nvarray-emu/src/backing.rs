@@ -1,0 +1,288 @@
+//! Where the emulated array's bytes live: anonymous memory, or a file mapped shared.
+//!
+//! A file mapping is `MAP_SHARED`, so a write copied into it is in the kernel's page cache the
+//! moment the copy returns: it survives a `kill -9` of the emulator (not a power cut). With
+//! `durable`, `flush` also `msync`s the mapping and `fdatasync`s the file, so flushed data
+//! reaches stable storage.
+
+use std::fs::{File, OpenOptions};
+use std::path::{Path, PathBuf};
+
+use memmap2::{MmapOptions, MmapRaw};
+
+use crate::error::EmuError;
+
+/// Largest backing store accepted: 1 TiB (mapping more is possible but nothing here needs it).
+pub const BACKING_BYTES_MAX: u64 = 1 << 40;
+
+/// What the backing store is.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum BackingKind {
+    /// Anonymous memory (huge pages when the kernel grants them). Lost when the process exits.
+    Ram,
+    /// A file mapped shared; `durable` makes `flush` reach stable storage.
+    File { path: PathBuf, durable: bool },
+}
+
+/// The bytes of the emulated device.
+pub struct Backing {
+    map: MmapRaw,
+    size_bytes: u64,
+    file: Option<File>,
+    durable: bool,
+    kind: BackingKind,
+}
+
+impl std::fmt::Debug for Backing {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Backing")
+            .field("kind", &self.kind)
+            .field("size_bytes", &self.size_bytes)
+            .finish()
+    }
+}
+
+impl Backing {
+    pub fn open(kind: &BackingKind, size_bytes: u64) -> Result<Self, EmuError> {
+        if size_bytes == 0 || size_bytes > BACKING_BYTES_MAX {
+            return Err(EmuError::BackingSize {
+                size_bytes,
+                max_bytes: BACKING_BYTES_MAX,
+            });
+        }
+        match kind {
+            BackingKind::Ram => Self::ram(size_bytes),
+            BackingKind::File { path, durable } => Self::file(path, size_bytes, *durable),
+        }
+    }
+
+    fn ram(size_bytes: u64) -> Result<Self, EmuError> {
+        let map = MmapOptions::new()
+            .len(size_bytes as usize)
+            .map_anon()
+            .map_err(|source| EmuError::Map {
+                what: "anonymous memory".into(),
+                source,
+            })?;
+        // Huge pages cut TLB misses on random access; the kernel may refuse, which is fine.
+        #[cfg(target_os = "linux")]
+        // SAFETY: the range is exactly the mapping just created; madvise only sets a hint.
+        unsafe {
+            libc::madvise(
+                map.as_ptr() as *mut libc::c_void,
+                map.len(),
+                libc::MADV_HUGEPAGE,
+            );
+        }
+        Ok(Backing {
+            map: MmapRaw::from(map),
+            size_bytes,
+            file: None,
+            durable: false,
+            kind: BackingKind::Ram,
+        })
+    }
+
+    fn file(path: &Path, size_bytes: u64, durable: bool) -> Result<Self, EmuError> {
+        let io = |source| EmuError::File {
+            path: path.to_path_buf(),
+            source,
+        };
+        let file = OpenOptions::new()
+            .read(true)
+            .write(true)
+            .create(true)
+            .truncate(false)
+            .open(path)
+            .map_err(io)?;
+        let len = file.metadata().map_err(io)?.len();
+        if len == 0 {
+            file.set_len(size_bytes).map_err(io)?;
+        } else if len != size_bytes {
+            // Never grow or shrink an existing image silently: that would lose or invent data.
+            return Err(EmuError::FileSize {
+                path: path.to_path_buf(),
+                file_bytes: len,
+                size_bytes,
+            });
+        }
+        let map = MmapOptions::new()
+            .len(size_bytes as usize)
+            .map_raw(&file)
+            .map_err(|source| EmuError::Map {
+                what: path.display().to_string(),
+                source,
+            })?;
+        Ok(Backing {
+            map,
+            size_bytes,
+            file: Some(file),
+            durable,
+            kind: BackingKind::File {
+                path: path.to_path_buf(),
+                durable,
+            },
+        })
+    }
+
+    pub fn size_bytes(&self) -> u64 {
+        self.size_bytes
+    }
+
+    pub fn kind(&self) -> &BackingKind {
+        &self.kind
+    }
+
+    fn check(&self, offset_bytes: u64, len_bytes: usize) -> Result<(), EmuError> {
+        match offset_bytes.checked_add(len_bytes as u64) {
+            Some(end) if end <= self.size_bytes => Ok(()),
+            _ => Err(EmuError::OutOfRange {
+                offset_bytes,
+                len_bytes: len_bytes as u64,
+                size_bytes: self.size_bytes,
+            }),
+        }
+    }
+
+    /// Copies `buf.len()` bytes at `offset_bytes` into `buf`.
+    pub fn read(&self, offset_bytes: u64, buf: &mut [u8]) -> Result<(), EmuError> {
+        self.check(offset_bytes, buf.len())?;
+        // SAFETY: the range is inside the mapping (checked above) and `buf` is a distinct,
+        // exclusively borrowed allocation, so the regions do not overlap. The mapping is only
+        // written through `write`, which takes `&mut self`, so no write races with this read.
+        unsafe {
+            std::ptr::copy_nonoverlapping(
+                self.map.as_ptr().add(offset_bytes as usize),
+                buf.as_mut_ptr(),
+                buf.len(),
+            );
+        }
+        Ok(())
+    }
+
+    /// Copies `data` into the device at `offset_bytes`.
+    pub fn write(&mut self, offset_bytes: u64, data: &[u8]) -> Result<(), EmuError> {
+        self.check(offset_bytes, data.len())?;
+        // SAFETY: the range is inside the mapping (checked above); `&mut self` excludes any
+        // other access through this `Backing`; `data` cannot alias the mapping's range because
+        // the mapping is never handed out as a slice.
+        unsafe {
+            std::ptr::copy_nonoverlapping(
+                data.as_ptr(),
+                self.map.as_mut_ptr().add(offset_bytes as usize),
+                data.len(),
+            );
+        }
+        Ok(())
+    }
+
+    /// Fills `[offset, offset + len)` with zeroes (TRIM / WRITE_ZEROES).
+    pub fn zero(&mut self, offset_bytes: u64, len_bytes: u64) -> Result<(), EmuError> {
+        self.check(offset_bytes, len_bytes as usize)?;
+        // SAFETY: as in `write`: in range, exclusive.
+        unsafe {
+            std::ptr::write_bytes(
+                self.map.as_mut_ptr().add(offset_bytes as usize),
+                0,
+                len_bytes as usize,
+            );
+        }
+        Ok(())
+    }
+
+    /// Makes written data durable: for a durable file, `msync` and `fdatasync`; otherwise
+    /// nothing is needed (RAM has nowhere to go; a shared file mapping already survives the
+    /// process).
+    pub fn flush(&self) -> Result<(), EmuError> {
+        if let (true, Some(file)) = (self.durable, &self.file) {
+            let path = match &self.kind {
+                BackingKind::File { path, .. } => path.clone(),
+                BackingKind::Ram => PathBuf::new(),
+            };
+            self.map.flush().map_err(|source| EmuError::File {
+                path: path.clone(),
+                source,
+            })?;
+            file.sync_data()
+                .map_err(|source| EmuError::File { path, source })?;
+        }
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn scratch(name: &str) -> PathBuf {
+        let p = std::env::temp_dir().join(format!("nvarray-backing-{}-{name}", std::process::id()));
+        let _ = std::fs::remove_file(&p);
+        p
+    }
+
+    #[test]
+    fn ram_reads_back_what_was_written() {
+        let mut b = Backing::open(&BackingKind::Ram, 1 << 20).unwrap();
+        b.write(4096, b"hello").unwrap();
+        let mut buf = [0u8; 5];
+        b.read(4096, &mut buf).unwrap();
+        assert_eq!(&buf, b"hello");
+        b.zero(4096, 2).unwrap();
+        b.read(4096, &mut buf).unwrap();
+        assert_eq!(&buf, b"\0\0llo");
+    }
+
+    #[test]
+    fn out_of_range_is_refused_and_changes_nothing() {
+        let mut b = Backing::open(&BackingKind::Ram, 8192).unwrap();
+        b.write(8190, b"ab").unwrap();
+        for (offset, len) in [
+            (8191u64, 2usize),
+            (8192, 1),
+            (u64::MAX, 1),
+            (u64::MAX - 1, 4),
+        ] {
+            assert!(
+                b.write(offset, &vec![7u8; len]).is_err(),
+                "write {offset}+{len}"
+            );
+            assert!(
+                b.read(offset, &mut vec![0u8; len]).is_err(),
+                "read {offset}+{len}"
+            );
+        }
+        let mut buf = [0u8; 2];
+        b.read(8190, &mut buf).unwrap();
+        assert_eq!(&buf, b"ab");
+    }
+
+    #[test]
+    fn a_file_keeps_its_data_across_opens_and_refuses_a_size_change() {
+        let path = scratch("reopen");
+        let kind = BackingKind::File {
+            path: path.clone(),
+            durable: true,
+        };
+        {
+            let mut b = Backing::open(&kind, 1 << 16).unwrap();
+            b.write(512, b"persist").unwrap();
+            b.flush().unwrap();
+        }
+        let b = Backing::open(&kind, 1 << 16).unwrap();
+        let mut buf = [0u8; 7];
+        b.read(512, &mut buf).unwrap();
+        assert_eq!(&buf, b"persist");
+        let e = Backing::open(&kind, 1 << 17).unwrap_err().to_string();
+        assert!(
+            e.contains(&path.display().to_string()) && e.contains("65536"),
+            "{e}"
+        );
+        std::fs::remove_file(&path).unwrap();
+    }
+
+    #[test]
+    fn zero_and_oversized_stores_are_refused() {
+        assert!(Backing::open(&BackingKind::Ram, 0).is_err());
+        assert!(Backing::open(&BackingKind::Ram, BACKING_BYTES_MAX + 1).is_err());
+    }
+}

@@ -1,0 +1,33 @@
+//! Errors of the emulator: one line each, naming the file, value or range at fault.
+
+use std::path::PathBuf;
+
+use thiserror::Error;
+
+#[derive(Debug, Error)]
+pub enum EmuError {
+    #[error("backing size {size_bytes} bytes is out of range: expected 1 to {max_bytes}")]
+    BackingSize { size_bytes: u64, max_bytes: u64 },
+    #[error("{path}: {source}")]
+    File {
+        path: PathBuf,
+        source: std::io::Error,
+    },
+    #[error("{path} is {file_bytes} bytes but the device is {size_bytes}: use --size {file_bytes} or another file")]
+    FileSize {
+        path: PathBuf,
+        file_bytes: u64,
+        size_bytes: u64,
+    },
+    #[error("cannot map {what}: {source}")]
+    Map {
+        what: String,
+        source: std::io::Error,
+    },
+    #[error("access beyond end of backing store: offset={offset_bytes} len={len_bytes} size={size_bytes}")]
+    OutOfRange {
+        offset_bytes: u64,
+        len_bytes: u64,
+        size_bytes: u64,
+    },
+}

@@ -1,0 +1,174 @@
+//! How late the emulator posts completions, and whether a run was faithful.
+//!
+//! For every command: the time the completion was actually posted minus the model's deadline.
+//! Never negative (posting early is a bug the engine must not have). A run is faithful while
+//! the p99 lateness stays within max(1 µs, 5 % of the mean modelled latency) (issue 3): beyond
+//! that, the host is not keeping up and what software feels is not the modelled device.
+
+use hdrhistogram::Histogram;
+
+/// The absolute part of the faithfulness bound.
+pub const LATENESS_NS_TOLERATED: u64 = 1_000;
+/// The relative part, in percent of the mean modelled latency.
+pub const LATENESS_PERCENT_TOLERATED: u64 = 5;
+
+/// Lateness percentiles and the verdict.
+#[derive(Clone, Debug, PartialEq)]
+pub struct LatenessReport {
+    pub p50_ns: u64,
+    pub p99_ns: u64,
+    pub max_ns: u64,
+    pub faithful: bool,
+    /// Why the run was not faithful (None when it was).
+    pub unfaithful_reason: Option<String>,
+}
+
+#[derive(Clone, Debug)]
+pub struct Lateness {
+    histogram: Histogram<u64>,
+    modelled_ns_sum: u128,
+    early: u64,
+}
+
+impl Default for Lateness {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+impl Lateness {
+    pub fn new() -> Self {
+        Lateness {
+            // 1 ns to one hour, 3 significant digits.
+            histogram: Histogram::new_with_bounds(1, 3_600_000_000_000, 3).expect("valid bounds"),
+            modelled_ns_sum: 0,
+            early: 0,
+        }
+    }
+
+    /// Records one completion: the model's deadline, when it was posted, and the modelled
+    /// latency of the command (deadline minus submission).
+    #[inline]
+    pub fn record(&mut self, deadline_ns: u64, posted_ns: u64, modelled_ns: u64) {
+        debug_assert!(
+            posted_ns >= deadline_ns,
+            "completion posted {} ns early",
+            deadline_ns - posted_ns
+        );
+        if posted_ns < deadline_ns {
+            self.early += 1;
+        }
+        // The histogram's lowest value is 1 ns; 0 ns late records as 1.
+        self.histogram
+            .saturating_record(posted_ns.saturating_sub(deadline_ns).max(1));
+        self.modelled_ns_sum += u128::from(modelled_ns);
+    }
+
+    pub fn merge(&mut self, other: &Lateness) {
+        self.histogram.add(&other.histogram).expect("same bounds");
+        self.modelled_ns_sum += other.modelled_ns_sum;
+        self.early += other.early;
+    }
+
+    pub fn count(&self) -> u64 {
+        self.histogram.len()
+    }
+
+    /// Completions posted before their deadline (always 0 unless the engine has a bug).
+    pub fn early(&self) -> u64 {
+        self.early
+    }
+
+    /// The verdict. `hint` says what on this host is the likely cause when the run is late
+    /// (e.g. measured memcpy bandwidth below the modelled link).
+    pub fn report(&self, hint: Option<&str>) -> LatenessReport {
+        if self.histogram.is_empty() {
+            return LatenessReport {
+                p50_ns: 0,
+                p99_ns: 0,
+                max_ns: 0,
+                faithful: true,
+                unfaithful_reason: None,
+            };
+        }
+        let p50 = self.histogram.value_at_quantile(0.50);
+        let p99 = self.histogram.value_at_quantile(0.99);
+        let max = self.histogram.max();
+        let modelled_mean = (self.modelled_ns_sum / u128::from(self.count())) as u64;
+        let bound = LATENESS_NS_TOLERATED.max(modelled_mean * LATENESS_PERCENT_TOLERATED / 100);
+        let mut reasons = Vec::new();
+        if self.early > 0 {
+            reasons.push(format!(
+                "{} completions posted before their deadline (engine bug)",
+                self.early
+            ));
+        }
+        if p99 > bound {
+            let mut r = format!(
+                "p99 lateness {p99} ns exceeds max({LATENESS_NS_TOLERATED} ns, {LATENESS_PERCENT_TOLERATED} % of the mean modelled latency {modelled_mean} ns) = {bound} ns"
+            );
+            if let Some(h) = hint {
+                r.push_str(": ");
+                r.push_str(h);
+            }
+            reasons.push(r);
+        }
+        LatenessReport {
+            p50_ns: p50,
+            p99_ns: p99,
+            max_ns: max,
+            faithful: reasons.is_empty(),
+            unfaithful_reason: (!reasons.is_empty()).then(|| reasons.join("; ")),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn check(samples: &[(u64, u64)], modelled_ns: u64, faithful: bool) {
+        let mut l = Lateness::new();
+        for &(deadline, posted) in samples {
+            l.record(deadline, posted, modelled_ns);
+        }
+        let r = l.report(Some("host memcpy too slow"));
+        assert_eq!(
+            r.faithful, faithful,
+            "{samples:?} modelled {modelled_ns}: {r:?}"
+        );
+        assert_eq!(r.unfaithful_reason.is_some(), !faithful);
+        if !faithful {
+            assert!(r
+                .unfaithful_reason
+                .unwrap()
+                .contains("host memcpy too slow"));
+        }
+    }
+
+    #[test]
+    fn the_bound_is_1_us_or_5_percent_of_the_modelled_latency() {
+        let on_time: Vec<(u64, u64)> = (0..1000).map(|i| (i * 10, i * 10 + 200)).collect();
+        check(&on_time, 8_000, true);
+        let late_2us: Vec<(u64, u64)> = (0..1000).map(|i| (i * 10, i * 10 + 2_000)).collect();
+        check(&late_2us, 8_000, false); // 2 µs > max(1 µs, 400 ns)
+        check(&late_2us, 100_000, true); // 2 µs < 5 % of 100 µs
+                                         // A 1 % tail of very late completions does not move p99 past the bound.
+        let mut tail = on_time.clone();
+        for s in tail.iter_mut().take(9) {
+            s.1 += 1_000_000;
+        }
+        check(&tail, 8_000, true);
+    }
+
+    #[test]
+    fn percentiles_are_reported() {
+        let mut l = Lateness::new();
+        for i in 0..100u64 {
+            l.record(1_000, 1_000 + i * 10, 5_000);
+        }
+        let r = l.report(None);
+        assert!((490..=510).contains(&r.p50_ns), "{r:?}");
+        assert!(r.max_ns >= 990 && r.max_ns <= 1_000, "{r:?}");
+    }
+}
