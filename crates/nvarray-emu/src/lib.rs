@@ -5,8 +5,10 @@
 //! `nvarray_model::Device` as the simulator — there is no second copy of the timing logic —
 //! and posts each completion when the wall clock reaches the model's deadline, never earlier.
 
+pub mod arena;
 pub mod backing;
 pub mod clock;
+pub mod device_core;
 pub mod error;
 pub mod lateness;
 pub mod ring;

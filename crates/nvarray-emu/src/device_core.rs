@@ -1,0 +1,362 @@
+//! The device side of the emulator: the timing model against the wall clock, with real data.
+//!
+//! `DeviceCore` takes commands (already popped from a submission ring), validates them before
+//! touching data, moves the data, drives `nvarray_model::Device` with the wall clock, and
+//! posts each completion once the clock has reached the model's deadline — never earlier.
+//! Whoever polls it (a device thread, or a host thread in inline mode) calls `poll`.
+
+use std::cmp::Reverse;
+use std::collections::BinaryHeap;
+
+use nvarray_model::{Command, CommandError, Device, DeviceConfig, Op};
+
+use crate::backing::{Backing, BackingKind};
+use crate::clock::Clock;
+use crate::error::EmuError;
+use crate::lateness::Lateness;
+
+/// What a command asks for.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum IoOp {
+    Read,
+    Write,
+    /// Make every completed write durable (with a durable backing file); completes at once in
+    /// the model.
+    Flush,
+}
+
+/// How a command ended. Anything but `Ok` left the data untouched.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Status {
+    Ok,
+    OutOfRange,
+    Misaligned,
+    BadLength,
+    /// The backing store failed (e.g. `fdatasync` error on flush).
+    IoError,
+}
+
+impl From<&CommandError> for Status {
+    fn from(e: &CommandError) -> Self {
+        match e {
+            CommandError::OutOfRange { .. } => Status::OutOfRange,
+            CommandError::Misaligned { .. } => Status::Misaligned,
+            CommandError::BadLength { .. } => Status::BadLength,
+        }
+    }
+}
+
+/// A command as the device sees it: which queue pair and tag it came from, and what it asks.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Submission {
+    pub queue: u16,
+    pub tag: u16,
+    pub op: IoOp,
+    pub offset_bytes: u64,
+    pub len_bytes: u32,
+}
+
+/// A completion ready to post.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Posted {
+    pub queue: u16,
+    pub tag: u16,
+    pub status: Status,
+    /// The model's deadline and the time the completion was posted.
+    pub deadline_ns: u64,
+    pub posted_ns: u64,
+}
+
+#[derive(Clone, Copy, Debug)]
+struct InFlight {
+    submission: Submission,
+    submit_ns: u64,
+}
+
+/// Commands in flight at most (bounds the bookkeeping; the model's tags bound it further).
+pub const IN_FLIGHT_MAX: usize = 1 << 16;
+
+pub struct DeviceCore {
+    model: Device,
+    backing: Backing,
+    clock: Clock,
+    lateness: Lateness,
+    in_flight: Vec<Option<InFlight>>,
+    free_ids: Vec<u32>,
+    /// Completions the model has produced, by deadline.
+    due: BinaryHeap<Reverse<(u64, u32)>>,
+    /// Commands that completed at once (refused, or flush): posted on the next poll.
+    immediate: Vec<Posted>,
+}
+
+impl DeviceCore {
+    pub fn open(config: &DeviceConfig, backing: &BackingKind) -> Result<Self, EmuError> {
+        let backing = Backing::open(backing, config.memory.capacity_bytes)?;
+        Ok(DeviceCore {
+            model: Device::new(config),
+            backing,
+            clock: Clock::new(),
+            lateness: Lateness::new(),
+            in_flight: Vec::new(),
+            free_ids: Vec::new(),
+            due: BinaryHeap::new(),
+            immediate: Vec::new(),
+        })
+    }
+
+    pub fn clock(&self) -> &Clock {
+        &self.clock
+    }
+
+    pub fn lateness(&self) -> &Lateness {
+        &self.lateness
+    }
+
+    pub fn config(&self) -> &DeviceConfig {
+        self.model.config()
+    }
+
+    /// Accepts a command. `buffer` is the command's DMA buffer (owned by the device until the
+    /// completion is posted): a write's data is taken from it now; a read's data is put in it
+    /// when the completion is posted. A refused command is posted with its error status on the
+    /// next poll and changes nothing.
+    pub fn submit(&mut self, s: Submission, buffer: &[u8]) {
+        let now = self.clock.now_ns();
+        let refuse = |core: &mut Self, status| {
+            core.immediate.push(Posted {
+                queue: s.queue,
+                tag: s.tag,
+                status,
+                deadline_ns: now,
+                posted_ns: now,
+            })
+        };
+        if s.op == IoOp::Flush {
+            let status = if self.backing.flush().is_ok() {
+                Status::Ok
+            } else {
+                Status::IoError
+            };
+            return refuse(self, status);
+        }
+        if let Err(e) = self.model.check(s.offset_bytes, s.len_bytes) {
+            return refuse(self, Status::from(&e));
+        }
+        if s.len_bytes as usize > buffer.len() {
+            return refuse(self, Status::BadLength);
+        }
+        if self.free_ids.is_empty() && self.in_flight.len() >= IN_FLIGHT_MAX {
+            return refuse(self, Status::BadLength);
+        }
+        let op = match s.op {
+            IoOp::Read => Op::Read,
+            IoOp::Write => {
+                // Taking the data at submission makes an acknowledged write durable in the
+                // backing no matter when the process dies afterwards.
+                let data = &buffer[..s.len_bytes as usize];
+                if self.backing.write(s.offset_bytes, data).is_err() {
+                    return refuse(self, Status::IoError);
+                }
+                Op::Write
+            }
+            IoOp::Flush => unreachable!("handled above"),
+        };
+        let id = match self.free_ids.pop() {
+            Some(id) => id,
+            None => {
+                self.in_flight.push(None);
+                (self.in_flight.len() - 1) as u32
+            }
+        };
+        self.in_flight[id as usize] = Some(InFlight {
+            submission: s,
+            submit_ns: now,
+        });
+        let cmd = Command {
+            id: u64::from(id),
+            op,
+            offset_bytes: s.offset_bytes,
+            len_bytes: s.len_bytes,
+        };
+        self.model.submit(cmd, now).expect("checked above");
+    }
+
+    /// Posts every completion whose deadline has passed. `buffer(queue, tag)` gives the DMA
+    /// buffer of a command, to fill a read's data; `post` receives each completion in deadline
+    /// order, after its data is in place.
+    pub fn poll<'b>(
+        &mut self,
+        mut buffer: impl FnMut(u16, u16) -> &'b mut [u8],
+        mut post: impl FnMut(Posted),
+    ) {
+        for p in self.immediate.drain(..) {
+            post(p);
+        }
+        let now = self.clock.now_ns();
+        let due = &mut self.due;
+        self.model
+            .advance(now, |c| due.push(Reverse((c.visible_ns, c.id as u32))));
+        while let Some(&Reverse((deadline, id))) = self.due.peek() {
+            if deadline > now {
+                break;
+            }
+            self.due.pop();
+            let f = self.in_flight[id as usize]
+                .take()
+                .expect("one completion per command");
+            self.free_ids.push(id);
+            let s = f.submission;
+            let mut status = Status::Ok;
+            if s.op == IoOp::Read {
+                let buf = buffer(s.queue, s.tag);
+                if self
+                    .backing
+                    .read(s.offset_bytes, &mut buf[..s.len_bytes as usize])
+                    .is_err()
+                {
+                    status = Status::IoError;
+                }
+            }
+            // The data copy above takes time too; the posting time is taken after it.
+            let posted = self.clock.now_ns();
+            assert!(posted >= deadline, "completion posted before its deadline");
+            self.lateness
+                .record(deadline, posted, deadline - f.submit_ns);
+            post(Posted {
+                queue: s.queue,
+                tag: s.tag,
+                status,
+                deadline_ns: deadline,
+                posted_ns: posted,
+            });
+        }
+    }
+
+    /// The deadline of the earliest completion the model has produced, if any (a poller may
+    /// spin until it instead of polling blindly).
+    pub fn next_deadline_ns(&self) -> Option<u64> {
+        let model_next = self.model.next_event_ns();
+        let due_next = self.due.peek().map(|Reverse((t, _))| *t);
+        match (model_next, due_next) {
+            (Some(a), Some(b)) => Some(a.min(b)),
+            (a, b) => a.or(b),
+        }
+    }
+
+    /// Commands accepted and not yet posted.
+    pub fn in_flight(&self) -> usize {
+        self.in_flight.len() - self.free_ids.len()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use nvarray_model::presets::preset;
+    use proptest::prelude::*;
+
+    fn core(overrides: &[(&str, &str)]) -> DeviceCore {
+        let mut ov: Vec<(String, String)> = vec![("memory.capacity_bytes".into(), "16m".into())];
+        ov.extend(
+            overrides
+                .iter()
+                .map(|(k, v)| (k.to_string(), v.to_string())),
+        );
+        let cfg = preset("dram").unwrap().load(&ov).unwrap();
+        DeviceCore::open(&cfg, &BackingKind::Ram).unwrap()
+    }
+
+    /// Runs one command to completion; returns its completion.
+    fn run(c: &mut DeviceCore, s: Submission, buf: &mut [u8]) -> Posted {
+        c.submit(s, buf);
+        let mut done = None;
+        for _ in 0..10_000_000 {
+            if let Some(t) = c.next_deadline_ns() {
+                c.clock().spin_until(t);
+            }
+            let raw = buf as *mut [u8];
+            // SAFETY: `buf` is not used while `poll` runs; the slice is the one buffer of the
+            // one command in flight, handed to the device as a DMA buffer would be.
+            c.poll(|_, _| unsafe { &mut *raw }, |p| done = Some(p));
+            if let Some(p) = done {
+                return p;
+            }
+        }
+        panic!("command never completed");
+    }
+
+    fn sub(op: IoOp, offset_bytes: u64, len_bytes: u32) -> Submission {
+        Submission {
+            queue: 0,
+            tag: 1,
+            op,
+            offset_bytes,
+            len_bytes,
+        }
+    }
+
+    #[test]
+    fn completions_are_never_early_and_carry_the_data() {
+        let mut c = core(&[]);
+        let mut buf = vec![0u8; 8192];
+        buf[..4096].fill(0xab);
+        let w = run(&mut c, sub(IoOp::Write, 8192, 4096), &mut buf);
+        assert_eq!(w.status, Status::Ok);
+        assert!(w.posted_ns >= w.deadline_ns);
+        buf.fill(0);
+        let r = run(&mut c, sub(IoOp::Read, 8192, 4096), &mut buf);
+        assert_eq!(r.status, Status::Ok);
+        assert!(r.posted_ns >= r.deadline_ns);
+        assert!(buf[..4096].iter().all(|&b| b == 0xab));
+        assert_eq!(c.lateness().count(), 2);
+        assert_eq!(c.lateness().early(), 0);
+    }
+
+    #[test]
+    fn bad_commands_fail_and_touch_nothing() {
+        let mut c = core(&[]);
+        let mut buf = vec![0x5au8; 8192];
+        let size = 16u64 << 20;
+        for (s, status) in [
+            (sub(IoOp::Write, size, 512), Status::OutOfRange),
+            (sub(IoOp::Write, size - 512, 1024), Status::OutOfRange),
+            (sub(IoOp::Write, 1, 512), Status::Misaligned),
+            (sub(IoOp::Write, 0, 100), Status::Misaligned),
+            (sub(IoOp::Write, 0, 0), Status::BadLength),
+            (sub(IoOp::Write, 0, 16384), Status::BadLength),
+        ] {
+            assert_eq!(run(&mut c, s, &mut buf).status, status, "{s:?}");
+        }
+        let mut check = vec![0xffu8; 8192];
+        assert_eq!(
+            run(&mut c, sub(IoOp::Read, 0, 8192), &mut check).status,
+            Status::Ok
+        );
+        assert!(
+            check.iter().all(|&b| b == 0),
+            "a refused write changed the data"
+        );
+    }
+
+    proptest! {
+        #![proptest_config(ProptestConfig { cases: 16, ..ProptestConfig::default() })]
+        /// Random writes and reads return what a plain byte array says.
+        #[test]
+        fn matches_a_reference_array(ops in proptest::collection::vec((any::<bool>(), 0u64..64, 1u32..8, any::<u8>()), 1..40)) {
+            let mut c = core(&[]);
+            let mut reference = vec![0u8; 64 * 512 + 8 * 512];
+            let mut buf = vec![0u8; 8 * 512];
+            for (write, block, blocks, fill) in ops {
+                let (offset, len) = (block * 512, blocks * 512);
+                if write {
+                    buf[..len as usize].fill(fill);
+                    prop_assert_eq!(run(&mut c, sub(IoOp::Write, offset, len), &mut buf).status, Status::Ok);
+                    reference[offset as usize..(offset + u64::from(len)) as usize].fill(fill);
+                } else {
+                    prop_assert_eq!(run(&mut c, sub(IoOp::Read, offset, len), &mut buf).status, Status::Ok);
+                    prop_assert_eq!(&buf[..len as usize], &reference[offset as usize..(offset + u64::from(len)) as usize]);
+                }
+            }
+        }
+    }
+}
