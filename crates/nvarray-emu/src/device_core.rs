@@ -34,6 +34,54 @@ pub enum Status {
     BadLength,
     /// The backing store failed (e.g. `fdatasync` error on flush).
     IoError,
+    /// The opcode is not one the device knows.
+    BadOpcode,
+    /// A field of the command is malformed: a tag outside the device's tags, a PRP entry
+    /// outside the queue pair's DMA memory.
+    BadField,
+}
+
+impl Status {
+    pub const ALL: [Status; 7] = [
+        Status::Ok,
+        Status::OutOfRange,
+        Status::Misaligned,
+        Status::BadLength,
+        Status::IoError,
+        Status::BadOpcode,
+        Status::BadField,
+    ];
+
+    /// The 4-bit code carried in completion words.
+    pub fn code(self) -> u8 {
+        self as u8
+    }
+
+    /// The status of a 4-bit code; unknown codes read as `BadField`.
+    pub fn from_code(code: u8) -> Status {
+        Status::ALL
+            .get(usize::from(code))
+            .copied()
+            .unwrap_or(Status::BadField)
+    }
+
+    pub fn is_ok(self) -> bool {
+        self == Status::Ok
+    }
+}
+
+impl std::fmt::Display for Status {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(match self {
+            Status::Ok => "ok",
+            Status::OutOfRange => "offset + length beyond the end of the device",
+            Status::Misaligned => "offset or length not a multiple of the block size",
+            Status::BadLength => "length zero or above the maximum transfer",
+            Status::IoError => "backing store I/O error",
+            Status::BadOpcode => "unknown opcode",
+            Status::BadField => "malformed command field",
+        })
+    }
 }
 
 impl From<&CommandError> for Status {

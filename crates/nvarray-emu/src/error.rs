@@ -31,3 +31,14 @@ pub enum EmuError {
         size_bytes: u64,
     },
 }
+
+impl EmuError {
+    /// Whether the error is in what the user gave (a size, a file of the wrong size) rather
+    /// than in the machine (a mapping that failed).
+    pub fn is_input_error(&self) -> bool {
+        matches!(
+            self,
+            EmuError::BackingSize { .. } | EmuError::FileSize { .. } | EmuError::File { .. }
+        )
+    }
+}

@@ -14,7 +14,7 @@ use nvarray_model::{Command, Completion, Component, Device, DeviceConfig, Op};
 use nvarray_workload::{Op as WorkOp, RequestGen, Workload};
 
 use crate::error::SimError;
-use crate::report::{RunReport, StreamStats, Utilisation, WearReport};
+use nvarray_report::{RunReport, StreamStats, Utilisation, WearReport};
 
 /// Simulated time a run covers when the workload sets neither `runtime` nor `number_ios`.
 pub const DEFAULT_RUNTIME_NS: u64 = 100_000_000;
@@ -284,7 +284,7 @@ fn report(
         erases: model.erases(),
         streams: streams
             .iter()
-            .map(|s| crate::report::StreamReport {
+            .map(|s| nvarray_report::StreamReport {
                 name: s.name.clone(),
                 totals: s.totals(elapsed_ns),
             })

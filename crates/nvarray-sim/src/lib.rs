@@ -7,8 +7,7 @@
 
 pub mod engine;
 pub mod error;
-pub mod report;
 
 pub use engine::{run, DEFAULT_RUNTIME_NS};
 pub use error::SimError;
-pub use report::{LatencySummary, RunReport, StreamReport, Totals};
+pub use nvarray_report::{LatencySummary, RunReport, StreamReport, Totals};

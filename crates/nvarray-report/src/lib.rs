@@ -1,4 +1,7 @@
-//! The result of a run, in the shape every engine reports (human table and JSON).
+//! `nvarray-report`: the result of a run, in the shape every engine reports (human table and JSON).
+//!
+//! The simulator and the emulator fill the same types, so `nvarray sim`, `nvarray bench
+//! --engine sim` and `nvarray bench --engine emu` print the same table and JSON fields.
 
 use hdrhistogram::Histogram;
 use nvarray_model::{Breakdown, Component};

@@ -1,0 +1,12 @@
+//! `nvarray-host`: the user-space, polled driver for the emulated device.
+//!
+//! `Device::open` starts the emulator in-process; each thread takes a `QueuePair` and issues
+//! commands without a lock or a system call (Moneta, DC Express). `bench` runs fio-like
+//! workloads through it and reports in the same shape as the simulator.
+
+pub mod bench;
+pub mod error;
+pub mod options;
+
+pub use error::HostError;
+pub use options::{Completion, Options, Stack};

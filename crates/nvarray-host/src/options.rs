@@ -1,0 +1,155 @@
+//! How the host side is put together: the software stack (the Moneta ladder), how a thread
+//! waits for a completion, and where the device's bytes live.
+
+use std::fmt;
+use std::str::FromStr;
+
+pub use nvarray_emu::backing::BackingKind;
+
+/// The Moneta software-stack ladder (Moneta slides, "Software optimizations": baseline, then
+/// remove the I/O scheduler (−10 % software latency), then issue with one atomic 64-bit write
+/// instead of several registers under a lock (−10 %), then spin instead of sleeping (−54 %)).
+/// Each step removes exactly one cost from the one before.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum Stack {
+    /// Requests go through a scheduler thread, which issues them on one queue pair shared by
+    /// every thread behind a lock; the requester sleeps until the completion wakes it (the
+    /// kernel block layer of the paper).
+    Baseline,
+    /// No scheduler thread: each requester issues on the shared, locked queue pair itself and
+    /// sleeps for completion.
+    NoSched,
+    /// Each thread issues on its own queue pair with one atomic store, no lock; it still
+    /// sleeps for completion.
+    Atomic,
+    /// As `Atomic`, and the thread waits as `--completion` says (default adaptive).
+    #[default]
+    Spin,
+}
+
+impl Stack {
+    pub const ALL: [Stack; 4] = [Stack::Baseline, Stack::NoSched, Stack::Atomic, Stack::Spin];
+
+    pub fn name(self) -> &'static str {
+        match self {
+            Stack::Baseline => "baseline",
+            Stack::NoSched => "nosched",
+            Stack::Atomic => "atomic",
+            Stack::Spin => "spin",
+        }
+    }
+}
+
+/// How a thread waits for its command to complete.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum Completion {
+    /// Poll the completion queue until the entry appears.
+    Spin,
+    /// Sleep on a futex until the device (or whoever drains the queue) wakes the thread.
+    Sleep,
+    /// Spin for requests smaller than the threshold, sleep for the others (Moneta's rule; the
+    /// threshold is `Options::adaptive_threshold_bytes`).
+    #[default]
+    Adaptive,
+    /// Reads complete in the data (DC Express): the device writes a completion word next to
+    /// the data in the tag's buffer and posts no completion entry; the host spins on that word.
+    /// Writes and flushes spin on the completion queue.
+    InData,
+}
+
+impl Completion {
+    pub const ALL: [Completion; 4] = [
+        Completion::Spin,
+        Completion::Sleep,
+        Completion::Adaptive,
+        Completion::InData,
+    ];
+
+    pub fn name(self) -> &'static str {
+        match self {
+            Completion::Spin => "spin",
+            Completion::Sleep => "sleep",
+            Completion::Adaptive => "adaptive",
+            Completion::InData => "in-data",
+        }
+    }
+}
+
+macro_rules! name_parsing {
+    ($t:ty, $what:literal) => {
+        impl FromStr for $t {
+            type Err = String;
+            fn from_str(s: &str) -> Result<Self, String> {
+                <$t>::ALL.into_iter().find(|v| v.name() == s).ok_or_else(|| {
+                    let names: Vec<&str> = <$t>::ALL.iter().map(|v| v.name()).collect();
+                    format!("unknown {} {s:?}: expected one of {}", $what, names.join(", "))
+                })
+            }
+        }
+
+        impl fmt::Display for $t {
+            fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+                f.write_str(self.name())
+            }
+        }
+    };
+}
+
+name_parsing!(Stack, "stack");
+name_parsing!(Completion, "completion mode");
+
+/// Below this request size `Completion::Adaptive` spins, from this size up it sleeps.
+///
+/// Moneta's rule is 4 KB; this default is measured on the project's 2-core VMs
+/// (`docs/perf.md`, "Spin versus sleep").
+pub const ADAPTIVE_THRESHOLD_BYTES_DEFAULT: u32 = 4096;
+
+/// Everything `Device::open` needs besides the device description.
+#[derive(Clone, Debug)]
+pub struct Options {
+    pub backing: BackingKind,
+    /// Threads that run the device. 0 runs the device on whichever host thread polls (inline
+    /// mode): fewer spinning threads than cores when a server and a client share the machine.
+    pub device_threads: usize,
+    pub stack: Stack,
+    pub completion: Completion,
+    pub adaptive_threshold_bytes: u32,
+    /// Size of each tag's DMA buffer: the largest single command. Larger requests are split by
+    /// the sync API. Default: the device's maximum transfer, capped so the arena stays small.
+    pub buffer_bytes: Option<u32>,
+}
+
+impl Default for Options {
+    fn default() -> Self {
+        Options {
+            backing: BackingKind::Ram,
+            device_threads: 1,
+            stack: Stack::default(),
+            completion: Completion::default(),
+            adaptive_threshold_bytes: ADAPTIVE_THRESHOLD_BYTES_DEFAULT,
+            buffer_bytes: None,
+        }
+    }
+}
+
+/// Largest number of device threads (more only take turns at the one serial model).
+pub const DEVICE_THREADS_MAX: usize = 8;
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn names_round_trip_and_errors_list_choices() {
+        for s in Stack::ALL {
+            assert_eq!(s.name().parse::<Stack>().unwrap(), s);
+        }
+        for c in Completion::ALL {
+            assert_eq!(c.name().parse::<Completion>().unwrap(), c);
+        }
+        assert_eq!(
+            "fast".parse::<Stack>().unwrap_err(),
+            "unknown stack \"fast\": expected one of baseline, nosched, atomic, spin"
+        );
+    }
+}
