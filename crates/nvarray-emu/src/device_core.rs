@@ -164,6 +164,11 @@ impl DeviceCore {
         self.model.config()
     }
 
+    /// The timing model (for its utilisation and wear figures).
+    pub fn model(&self) -> &Device {
+        &self.model
+    }
+
     /// Accepts a command. `buffer` is the command's DMA buffer (owned by the device until the
     /// completion is posted): a write's data is taken from it now; a read's data is put in it
     /// when the completion is posted. A refused command is posted with its error status on the

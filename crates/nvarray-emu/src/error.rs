@@ -24,6 +24,10 @@ pub enum EmuError {
         what: String,
         source: std::io::Error,
     },
+    #[error("DMA memory of {tags} tags x {buffer_bytes} bytes is out of range: expected 1 byte to 1 GiB in all (lower --buffer-size or the tag count)")]
+    Arena { tags: usize, buffer_bytes: usize },
+    #[error("cannot start a device thread: {source}")]
+    Thread { source: std::io::Error },
     #[error("access beyond end of backing store: offset={offset_bytes} len={len_bytes} size={size_bytes}")]
     OutOfRange {
         offset_bytes: u64,
@@ -38,7 +42,10 @@ impl EmuError {
     pub fn is_input_error(&self) -> bool {
         matches!(
             self,
-            EmuError::BackingSize { .. } | EmuError::FileSize { .. } | EmuError::File { .. }
+            EmuError::BackingSize { .. }
+                | EmuError::FileSize { .. }
+                | EmuError::File { .. }
+                | EmuError::Arena { .. }
         )
     }
 }

@@ -15,5 +15,7 @@ pub fn run(
     progress: &mut dyn FnMut(f64),
 ) -> Result<RunReport, HostError> {
     let _ = (device, workload, options, progress);
-    Err(HostError::Config("the emulator engine is being wired in".into()))
+    Err(HostError::Config(
+        "the emulator engine is being wired in".into(),
+    ))
 }

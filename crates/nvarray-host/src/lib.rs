@@ -5,8 +5,11 @@
 //! workloads through it and reports in the same shape as the simulator.
 
 pub mod bench;
+pub mod driver;
 pub mod error;
 pub mod options;
 
+pub use driver::{Device, Done, Prepared, QueuePair};
 pub use error::HostError;
+pub use nvarray_emu::device_core::{IoOp, Status};
 pub use options::{Completion, Options, Stack};

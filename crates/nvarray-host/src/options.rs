@@ -80,10 +80,17 @@ macro_rules! name_parsing {
         impl FromStr for $t {
             type Err = String;
             fn from_str(s: &str) -> Result<Self, String> {
-                <$t>::ALL.into_iter().find(|v| v.name() == s).ok_or_else(|| {
-                    let names: Vec<&str> = <$t>::ALL.iter().map(|v| v.name()).collect();
-                    format!("unknown {} {s:?}: expected one of {}", $what, names.join(", "))
-                })
+                <$t>::ALL
+                    .into_iter()
+                    .find(|v| v.name() == s)
+                    .ok_or_else(|| {
+                        let names: Vec<&str> = <$t>::ALL.iter().map(|v| v.name()).collect();
+                        format!(
+                            "unknown {} {s:?}: expected one of {}",
+                            $what,
+                            names.join(", ")
+                        )
+                    })
             }
         }
 

@@ -1,0 +1,510 @@
+//! The running emulator: the device side of every queue pair, the DMA memory the host shares
+//! with the device, and the thread(s) that run the device.
+//!
+//! `service` is one pass of the device: take new commands from every submission queue,
+//! validate and decode them, hand them to `DeviceCore` (which drives the model and moves the
+//! data), and post the completions that are due. Device threads call it in a loop; in inline
+//! mode (`device_threads = 0`) the host threads call it while they wait, so the device runs on
+//! whichever thread polls. A lock serialises passes: the model is one serial device.
+
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::{Arc, Mutex, MutexGuard, TryLockError};
+use std::thread::JoinHandle;
+
+use nvarray_model::{DeviceConfig, Protocol};
+
+use crate::arena::Arena;
+use crate::backing::BackingKind;
+use crate::device_core::{DeviceCore, IoOp, Posted, Status, Submission};
+use crate::error::EmuError;
+use crate::irq::Irq;
+use crate::lateness::LatenessReport;
+use crate::nvme_cq::{CqDevice, Cqe};
+use crate::protocol::{moneta, nvme};
+use crate::ring::Consumer;
+use crate::word_ring::{WordConsumer, WordProducer};
+
+/// Commands taken from one submission queue per pass, so one busy queue cannot starve the
+/// others or delay due completions.
+const SQ_BATCH_MAX: usize = 32;
+/// A device thread with nothing in flight for this long yields the CPU between passes.
+const IDLE_YIELD_NS: u64 = 200_000;
+
+/// The memory host and device share: per-tag data buffers (Moneta: "static buffer address for
+/// each tag"), per-tag PRP list pages for NVMe, and per-tag in-data completion words.
+pub struct DmaMemory {
+    pub data: Arena,
+    /// NVMe only: PRP list pages, `list_bytes` per tag.
+    pub lists: Option<Arena>,
+    /// DC Express in-data completion: the word the device writes after a read's data. 0 while
+    /// the read is pending; `IN_DATA_DONE | status` once the data is in place.
+    pub in_data: Box<[AtomicU64]>,
+    pub page_bytes: usize,
+}
+
+/// Set in an in-data completion word when the device has written it.
+pub const IN_DATA_DONE: u64 = 1 << 63;
+
+impl DmaMemory {
+    pub fn tags(&self) -> usize {
+        self.data.buffers()
+    }
+
+    pub fn buffer_bytes(&self) -> usize {
+        self.data.buffer_bytes()
+    }
+
+    /// PRP list bytes per tag: enough pages for one entry per data page after the first, plus
+    /// a chain pointer in the last entry of each full list page (NVMe §4.3).
+    pub fn list_bytes_for(buffer_bytes: usize, page_bytes: usize) -> usize {
+        let entries = buffer_bytes.div_ceil(page_bytes).saturating_sub(1);
+        let per_page = page_bytes / 8 - 1;
+        entries.div_ceil(per_page).max(1) * page_bytes
+    }
+}
+
+/// The device's ends of one queue pair.
+pub enum DeviceQueue {
+    Moneta {
+        sq: WordConsumer,
+        cq: WordProducer,
+    },
+    Nvme {
+        sq: Consumer<nvme::Sqe>,
+        cq: CqDevice,
+    },
+}
+
+struct QueueSlot {
+    queue: DeviceQueue,
+    irq: Arc<Irq>,
+    /// Whether the host side may sleep, so the device must raise the interrupt.
+    may_sleep: bool,
+    /// Completions the completion queue had no room for (only a misbehaving host, which
+    /// submits more than the queue holds, fills it); posted first on the next pass.
+    backlog: Vec<Posted>,
+    /// Submission queue entries taken so far (NVMe reports it as the SQ head).
+    sq_taken: u64,
+}
+
+struct State {
+    core: DeviceCore,
+    queues: Vec<QueueSlot>,
+    /// Per tag: a command is in flight (a second command on a busy tag is refused: its buffer
+    /// is in use) and whether its completion goes into the data.
+    tag_busy: Vec<bool>,
+    tag_in_data: Vec<bool>,
+    last_busy_ns: u64,
+}
+
+struct Shared {
+    state: Mutex<State>,
+    stop: AtomicBool,
+    dma: Arc<DmaMemory>,
+    protocol: Protocol,
+    block_bytes: u64,
+    commands: AtomicU64,
+}
+
+/// A running emulated device.
+pub struct Emulator {
+    shared: Arc<Shared>,
+    threads: Vec<JoinHandle<()>>,
+}
+
+/// Everything `Emulator::start` needs besides the device description.
+#[derive(Clone, Debug)]
+pub struct EmulatorOptions {
+    pub backing: BackingKind,
+    pub device_threads: usize,
+    /// Tags the host may use (each with its own DMA buffer).
+    pub tags: usize,
+    /// Bytes per tag buffer: the largest command.
+    pub buffer_bytes: usize,
+}
+
+impl Emulator {
+    pub fn start(config: &DeviceConfig, options: &EmulatorOptions) -> Result<Self, EmuError> {
+        let core = DeviceCore::open(config, &options.backing)?;
+        let page_bytes = config.interface.page_bytes as usize;
+        let data = Arena::new(options.tags, options.buffer_bytes).ok_or(EmuError::Arena {
+            tags: options.tags,
+            buffer_bytes: options.buffer_bytes,
+        })?;
+        let lists = match config.interface.protocol {
+            Protocol::Moneta => None,
+            Protocol::Nvme => {
+                let list_bytes = DmaMemory::list_bytes_for(options.buffer_bytes, page_bytes);
+                Some(Arena::new(options.tags, list_bytes).ok_or(EmuError::Arena {
+                    tags: options.tags,
+                    buffer_bytes: list_bytes,
+                })?)
+            }
+        };
+        let dma = Arc::new(DmaMemory {
+            data,
+            lists,
+            in_data: (0..options.tags).map(|_| AtomicU64::new(0)).collect(),
+            page_bytes,
+        });
+        let shared = Arc::new(Shared {
+            state: Mutex::new(State {
+                core,
+                queues: Vec::new(),
+                tag_busy: vec![false; options.tags],
+                tag_in_data: vec![false; options.tags],
+                last_busy_ns: 0,
+            }),
+            stop: AtomicBool::new(false),
+            dma,
+            protocol: config.interface.protocol,
+            block_bytes: u64::from(config.controller.block_bytes),
+            commands: AtomicU64::new(0),
+        });
+        let threads = (0..options.device_threads)
+            .map(|i| {
+                let shared = Arc::clone(&shared);
+                std::thread::Builder::new()
+                    .name(format!("nvarray-device-{i}"))
+                    .spawn(move || device_thread(&shared))
+                    .map_err(|source| EmuError::Thread { source })
+            })
+            .collect::<Result<Vec<_>, _>>()?;
+        Ok(Emulator { shared, threads })
+    }
+
+    pub fn dma(&self) -> &Arc<DmaMemory> {
+        &self.shared.dma
+    }
+
+    pub fn protocol(&self) -> Protocol {
+        self.shared.protocol
+    }
+
+    /// Whether device threads run the device (otherwise callers must `service` it).
+    pub fn has_device_threads(&self) -> bool {
+        !self.threads.is_empty()
+    }
+
+    /// Connects the device's ends of a new queue pair; returns its queue id.
+    pub fn attach(&self, queue: DeviceQueue, irq: Arc<Irq>, may_sleep: bool) -> u16 {
+        let mut state = self.lock();
+        let id = state.queues.len();
+        assert!(id < usize::from(u16::MAX), "queue ids are 16-bit");
+        let matches = matches!(
+            (&queue, self.shared.protocol),
+            (DeviceQueue::Moneta { .. }, Protocol::Moneta)
+                | (DeviceQueue::Nvme { .. }, Protocol::Nvme)
+        );
+        assert!(matches, "queue pair protocol differs from the device's");
+        state.queues.push(QueueSlot {
+            queue,
+            irq,
+            may_sleep,
+            backlog: Vec::with_capacity(16),
+            sq_taken: 0,
+        });
+        id as u16
+    }
+
+    /// One pass of the device, if no other thread is running one (inline mode). Returns
+    /// whether this thread ran it.
+    pub fn try_service(&self) -> bool {
+        match self.shared.state.try_lock() {
+            Ok(mut state) => {
+                service(&self.shared, &mut state);
+                true
+            }
+            Err(TryLockError::WouldBlock) => false,
+            Err(TryLockError::Poisoned(e)) => panic!("device state poisoned: {e}"),
+        }
+    }
+
+    /// The earliest completion deadline the model knows, in the device clock's nanoseconds.
+    pub fn next_deadline_ns(&self) -> Option<u64> {
+        self.lock().core.next_deadline_ns()
+    }
+
+    pub fn now_ns(&self) -> u64 {
+        self.lock().core.clock().now_ns()
+    }
+
+    /// Lateness percentiles and the faithfulness verdict so far.
+    pub fn lateness(&self) -> LatenessReport {
+        self.lock().core.lateness().report(None)
+    }
+
+    /// The model's utilisation figures etc. are read through this.
+    pub fn with_core<R>(&self, f: impl FnOnce(&DeviceCore) -> R) -> R {
+        f(&self.lock().core)
+    }
+
+    /// Commands the device has taken from submission queues.
+    pub fn commands(&self) -> u64 {
+        self.shared.commands.load(Ordering::Relaxed)
+    }
+
+    fn lock(&self) -> MutexGuard<'_, State> {
+        self.shared.state.lock().expect("device state poisoned")
+    }
+}
+
+impl Drop for Emulator {
+    fn drop(&mut self) {
+        self.shared.stop.store(true, Ordering::Relaxed);
+        for t in self.threads.drain(..) {
+            // A device thread that panicked already reported it; nothing more to do here.
+            let _ = t.join();
+        }
+    }
+}
+
+fn device_thread(shared: &Shared) {
+    while !shared.stop.load(Ordering::Relaxed) {
+        let mut state = shared.state.lock().expect("device state poisoned");
+        let idle = service(shared, &mut state);
+        drop(state);
+        if idle {
+            std::thread::yield_now();
+        } else {
+            std::hint::spin_loop();
+        }
+    }
+}
+
+/// One pass: take commands, post due completions. Returns whether the device has been idle
+/// for `IDLE_YIELD_NS` (nothing in flight, nothing new).
+fn service(shared: &Shared, state: &mut State) -> bool {
+    let State {
+        core,
+        queues,
+        tag_busy,
+        tag_in_data,
+        last_busy_ns,
+    } = state;
+    let dma = &*shared.dma;
+    let mut taken = 0u64;
+    for (qid, slot) in queues.iter_mut().enumerate() {
+        let qid = qid as u16;
+        for posted in std::mem::take(&mut slot.backlog) {
+            post(slot, dma, posted, false);
+        }
+        for _ in 0..SQ_BATCH_MAX {
+            let decoded = match &mut slot.queue {
+                DeviceQueue::Moneta { sq, .. } => match sq.pop() {
+                    Some(word) => decode_moneta(word, qid, shared.block_bytes),
+                    None => break,
+                },
+                DeviceQueue::Nvme { sq, .. } => match sq.pop() {
+                    Some(sqe) => decode_nvme(&sqe, qid, shared.block_bytes, dma),
+                    None => break,
+                },
+            };
+            slot.sq_taken += 1;
+            taken += 1;
+            let (submission, in_data) = match decoded {
+                Ok(d) => d,
+                Err(refused) => {
+                    post(slot, dma, refused, false);
+                    continue;
+                }
+            };
+            let tag = usize::from(submission.tag);
+            if tag >= tag_busy.len() || tag_busy[tag] {
+                // A tag the host does not have, or one already in flight: its buffer is not
+                // the device's to touch.
+                let refused = immediate(submission.queue, submission.tag, Status::BadField);
+                post(slot, dma, refused, false);
+                continue;
+            }
+            tag_busy[tag] = true;
+            tag_in_data[tag] = in_data;
+            if in_data {
+                // Cleared before the data moves; the host cleared it too, before submitting.
+                dma.in_data[tag].store(0, Ordering::Relaxed);
+            }
+            // SAFETY: `tag_busy` makes this command the buffer's only user on the device side,
+            // and the host hands the buffer over with the command (the queue's Release/Acquire)
+            // and does not touch it until the completion is posted.
+            let buffer = unsafe { dma.data.buffer(tag) };
+            core.submit(submission, buffer);
+        }
+    }
+    shared.commands.fetch_add(taken, Ordering::Relaxed);
+    core.poll(
+        // SAFETY: as above: the tag's command is in flight, so the device owns its buffer until
+        // the completion is posted (after this closure's use).
+        |_, tag| unsafe { dma.data.buffer(usize::from(tag)) },
+        |posted| {
+            let tag = usize::from(posted.tag);
+            let in_data = tag < tag_busy.len() && tag_busy[tag] && tag_in_data[tag];
+            if tag < tag_busy.len() {
+                tag_busy[tag] = false;
+            }
+            post(&mut queues[usize::from(posted.queue)], dma, posted, in_data);
+        },
+    );
+    let now = core.clock().now_ns();
+    if taken > 0 || core.in_flight() > 0 {
+        *last_busy_ns = now;
+        false
+    } else {
+        now.saturating_sub(*last_busy_ns) > IDLE_YIELD_NS
+    }
+}
+
+fn immediate(queue: u16, tag: u16, status: Status) -> Posted {
+    Posted {
+        queue,
+        tag,
+        status,
+        deadline_ns: 0,
+        posted_ns: 0,
+    }
+}
+
+/// Delivers a completion: into the data for an in-data read, else as a completion queue entry
+/// (raising the interrupt if the host may sleep).
+fn post(slot: &mut QueueSlot, dma: &DmaMemory, posted: Posted, in_data: bool) {
+    if in_data {
+        // Release publishes the read data written into the buffer before this word.
+        dma.in_data[usize::from(posted.tag)].store(
+            IN_DATA_DONE | u64::from(posted.status.code()),
+            Ordering::Release,
+        );
+        return;
+    }
+    let delivered = match &mut slot.queue {
+        DeviceQueue::Moneta { cq, .. } => cq
+            .push(moneta::completion(posted.tag, posted.status))
+            .is_ok(),
+        DeviceQueue::Nvme { cq, .. } => cq
+            .post(Cqe {
+                result: u32::from(posted.status.code()),
+                sq_head: slot.sq_taken as u16,
+                sq_id: posted.queue,
+                cid: posted.tag,
+                status: nvme::status_code(posted.status),
+            })
+            .is_ok(),
+    };
+    if !delivered {
+        slot.backlog.push(posted);
+        return;
+    }
+    if slot.may_sleep {
+        slot.irq.raise();
+    }
+}
+
+type Decoded = Result<(Submission, bool), Posted>;
+
+fn decode_moneta(word: u64, queue: u16, block_bytes: u64) -> Decoded {
+    let c = moneta::Command::decode(word);
+    let Some((op, in_data)) = c.op() else {
+        return Err(immediate(queue, c.tag, Status::BadOpcode));
+    };
+    Ok((
+        Submission {
+            queue,
+            tag: c.tag,
+            op,
+            offset_bytes: c.offset_blocks * block_bytes,
+            len_bytes: u32::try_from(c.len_blocks * block_bytes).unwrap_or(u32::MAX),
+        },
+        in_data,
+    ))
+}
+
+fn decode_nvme(sqe: &nvme::Sqe, queue: u16, block_bytes: u64, dma: &DmaMemory) -> Decoded {
+    let refuse = |status| Err(immediate(queue, sqe.cid, status));
+    let op = match sqe.opcode {
+        nvme::OPCODE_READ => IoOp::Read,
+        nvme::OPCODE_WRITE => IoOp::Write,
+        nvme::OPCODE_FLUSH => IoOp::Flush,
+        _ => return refuse(Status::BadOpcode),
+    };
+    if sqe.nsid != 1 {
+        return refuse(Status::BadField);
+    }
+    let in_data = op == IoOp::Read && sqe.cdw13 & nvme::CDW13_IN_DATA != 0;
+    let mut s = Submission {
+        queue,
+        tag: sqe.cid,
+        op,
+        offset_bytes: 0,
+        len_bytes: 0,
+    };
+    if op == IoOp::Flush {
+        return Ok((s, false));
+    }
+    let blocks = u64::from(sqe.cdw12 & 0xffff) + 1;
+    let Some(offset) = sqe.slba.checked_mul(block_bytes) else {
+        return refuse(Status::OutOfRange);
+    };
+    s.offset_bytes = offset;
+    s.len_bytes = u32::try_from(blocks * block_bytes).unwrap_or(u32::MAX);
+    if usize::from(sqe.cid) >= dma.tags() {
+        return refuse(Status::BadField);
+    }
+    if s.len_bytes as usize > dma.buffer_bytes() {
+        return refuse(Status::BadLength);
+    }
+    if !prps_cover_tag_buffer(sqe, s.len_bytes as usize, dma) {
+        return refuse(Status::BadField);
+    }
+    Ok((s, in_data))
+}
+
+/// Walks the command's PRP entries (PRP1, then PRP2 or the PRP list it points to, following
+/// chain pointers) and checks they describe, page by page, the command's tag buffer: the only
+/// memory the device may touch for it.
+fn prps_cover_tag_buffer(sqe: &nvme::Sqe, len: usize, dma: &DmaMemory) -> bool {
+    let page = dma.page_bytes as u64;
+    let tag = usize::from(sqe.cid);
+    let base = nvme::DATA_IOVA + (tag * dma.buffer_bytes()) as u64;
+    if sqe.prp1 != base {
+        return false;
+    }
+    let pages = len.div_ceil(dma.page_bytes);
+    if pages == 1 {
+        return true;
+    }
+    if pages == 2 {
+        return sqe.prp2 == base + page;
+    }
+    let Some(lists) = &dma.lists else {
+        return false;
+    };
+    let list_base = nvme::LIST_IOVA + (tag * lists.buffer_bytes()) as u64;
+    let list_end = list_base + lists.buffer_bytes() as u64;
+    let per_page = dma.page_bytes / 8;
+    let mut entry_iova = sqe.prp2;
+    for i in 1..pages {
+        if entry_iova % 8 != 0 || entry_iova < list_base || entry_iova + 8 > list_end {
+            return false;
+        }
+        let index_in_page = ((entry_iova % page) / 8) as usize;
+        let read = |iova: u64| {
+            let at = (iova - list_base) as usize;
+            // SAFETY: the tag's command is being decoded, so its PRP list pages are the
+            // device's to read (the host wrote them before the submission's Release).
+            let list = unsafe { lists.buffer(tag) };
+            u64::from_le_bytes(list[at..at + 8].try_into().expect("8 bytes"))
+        };
+        let mut value = read(entry_iova);
+        if index_in_page == per_page - 1 && i < pages - 1 {
+            // Last entry of a list page with more to come: a pointer to the next list page.
+            entry_iova = value;
+            if entry_iova % page != 0 || entry_iova < list_base || entry_iova + 8 > list_end {
+                return false;
+            }
+            value = read(entry_iova);
+        }
+        if value != base + i as u64 * page {
+            return false;
+        }
+        entry_iova += 8;
+    }
+    true
+}
