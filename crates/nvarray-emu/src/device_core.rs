@@ -8,7 +8,7 @@
 use std::cmp::Reverse;
 use std::collections::BinaryHeap;
 
-use nvarray_model::{Command, CommandError, Device, DeviceConfig, Op};
+use nvarray_model::{Breakdown, Command, CommandError, Device, DeviceConfig, Op};
 
 use crate::backing::{Backing, BackingKind};
 use crate::clock::Clock;
@@ -135,6 +135,9 @@ pub struct DeviceCore {
     due: BinaryHeap<Reverse<(u64, u32)>>,
     /// Commands that completed at once (refused, or flush): posted on the next poll.
     immediate: Vec<Posted>,
+    /// Sum of the model's breakdowns of every completed command, and their number.
+    modelled_sum: Breakdown,
+    modelled_count: u64,
 }
 
 impl DeviceCore {
@@ -149,6 +152,8 @@ impl DeviceCore {
             free_ids: Vec::new(),
             due: BinaryHeap::new(),
             immediate: Vec::new(),
+            modelled_sum: Breakdown::default(),
+            modelled_count: 0,
         })
     }
 
@@ -246,9 +251,16 @@ impl DeviceCore {
             post(p);
         }
         let now = self.clock.now_ns();
-        let due = &mut self.due;
-        self.model
-            .advance(now, |c| due.push(Reverse((c.visible_ns, c.id as u32))));
+        let (due, sum, count) = (
+            &mut self.due,
+            &mut self.modelled_sum,
+            &mut self.modelled_count,
+        );
+        self.model.advance(now, |c| {
+            sum.add(&c.breakdown);
+            *count += 1;
+            due.push(Reverse((c.visible_ns, c.id as u32)))
+        });
         while let Some(&Reverse((deadline, id))) = self.due.peek() {
             if deadline > now {
                 break;
@@ -294,6 +306,12 @@ impl DeviceCore {
             (Some(a), Some(b)) => Some(a.min(b)),
             (a, b) => a.or(b),
         }
+    }
+
+    /// The model's breakdown summed over every command it completed, and how many: where the
+    /// modelled device spent its time.
+    pub fn modelled(&self) -> (&Breakdown, u64) {
+        (&self.modelled_sum, self.modelled_count)
     }
 
     /// Commands accepted and not yet posted.

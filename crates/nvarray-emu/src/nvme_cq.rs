@@ -119,7 +119,7 @@ pub struct CqHost {
 
 fn lap_phase(counter: u64, capacity: usize) -> bool {
     // Lap 0 writes phase 1, lap 1 writes 0, ...
-    (counter / capacity as u64) % 2 == 0
+    (counter / capacity as u64).is_multiple_of(2)
 }
 
 impl CqDevice {

@@ -85,7 +85,7 @@ impl Device {
             .buffer_bytes
             .unwrap_or(BUFFER_BYTES_DEFAULT)
             .min(config.controller.max_transfer_bytes);
-        if buffer_bytes < block || buffer_bytes % block != 0 {
+        if buffer_bytes < block || !buffer_bytes.is_multiple_of(block) {
             return Err(HostError::Config(format!(
                 "buffer size {buffer_bytes} is out of range: expected a multiple of the block size ({block}) up to the maximum transfer ({})",
                 config.controller.max_transfer_bytes
@@ -209,7 +209,7 @@ impl Device {
         let block = u64::from(self.block_bytes());
         let status = if len_bytes == 0 || len_bytes > u64::from(self.command_bytes_max) {
             Status::BadLength
-        } else if offset_bytes % block != 0 || len_bytes % block != 0 {
+        } else if !offset_bytes.is_multiple_of(block) || !len_bytes.is_multiple_of(block) {
             Status::Misaligned
         } else if offset_bytes
             .checked_add(len_bytes)

@@ -7,6 +7,7 @@
 pub mod bench;
 pub mod driver;
 pub mod error;
+pub mod ladder;
 pub mod options;
 
 pub use driver::{Device, Done, Prepared, QueuePair};
