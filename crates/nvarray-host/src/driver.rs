@@ -493,15 +493,7 @@ impl QueuePair {
     /// model's next deadline, since no other thread runs the device).
     fn sleep(&mut self) {
         if !self.emu.has_device_threads() {
-            match self.emu.next_deadline_ns() {
-                Some(deadline) => {
-                    let now = self.emu.now_ns();
-                    if deadline > now {
-                        std::thread::sleep(std::time::Duration::from_nanos(deadline - now));
-                    }
-                }
-                None => std::thread::yield_now(),
-            }
+            inline_nap(&self.emu);
             return;
         }
         self.irq.arm();
@@ -524,6 +516,24 @@ impl QueuePair {
     /// sleeper's behalf (shared queue pairs of the ladder).
     pub(crate) fn irq(&self) -> &Arc<Irq> {
         &self.irq
+    }
+
+    pub(crate) fn emulator(&self) -> &Arc<Emulator> {
+        &self.emu
+    }
+}
+
+/// Inline mode's sleep: no device thread will raise an interrupt, so sleep until the model's
+/// next deadline, when a pass of the device has something to post.
+pub(crate) fn inline_nap(emu: &Emulator) {
+    match emu.next_deadline_ns() {
+        Some(deadline) => {
+            let now = emu.now_ns();
+            if deadline > now {
+                std::thread::sleep(std::time::Duration::from_nanos(deadline - now));
+            }
+        }
+        None => std::thread::yield_now(),
     }
 }
 

@@ -143,6 +143,17 @@ impl SharedQueue {
                 }
                 return n;
             }
+            if !qp.emulator().has_device_threads() {
+                // Inline: the device runs only when a thread polls, so nap until the model's
+                // next deadline instead of waiting for an interrupt nobody would raise.
+                let emu = std::sync::Arc::clone(qp.emulator());
+                drop(inner);
+                if others {
+                    self.irq.raise();
+                }
+                crate::driver::inline_nap(&emu);
+                continue;
+            }
             // Arm under the lock: any thread that parks a completion for us after this takes
             // the lock after us and then raises the interrupt.
             self.irq.arm();
