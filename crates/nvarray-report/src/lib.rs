@@ -1,7 +1,9 @@
 //! `nvarray-report`: the result of a run, in the shape every engine reports (human table and JSON).
 //!
 //! The simulator and the emulator fill the same types, so `nvarray sim`, `nvarray bench
-//! --engine sim` and `nvarray bench --engine emu` print the same table and JSON fields.
+//! --engine sim` and `nvarray bench --engine emu` print the same table and JSON fields. It also
+//! owns the one measurement both engines take the same way, the process's CPU time
+//! (`process_cpu_seconds`); it never runs anything itself.
 
 use hdrhistogram::Histogram;
 use nvarray_model::{Breakdown, Component};
@@ -110,6 +112,45 @@ pub struct RunReport {
     pub wear: Option<WearReport>,
     pub erases: u64,
     pub streams: Vec<StreamReport>,
+    /// CPU time of the whole process (user + system) per GB (1e9 bytes) read or written: what
+    /// the host software, and for the emulator the device threads too, cost per byte moved.
+    pub cpu_seconds_per_gb: f64,
+    /// How late completions were posted against their modelled time (0 for the simulator,
+    /// whose virtual clock is exact).
+    pub lateness_ns: LatenessNs,
+    /// Whether the timing the run reports is the model's. The emulator is unfaithful when the
+    /// machine could not keep up (lateness too high); `unfaithful_reason` then says why.
+    pub faithful: bool,
+    pub unfaithful_reason: Option<String>,
+}
+
+/// Completion posting time minus its modelled deadline, in nanoseconds.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize)]
+pub struct LatenessNs {
+    pub p50: u64,
+    pub p99: u64,
+    pub max: u64,
+}
+
+/// CPU seconds (user + system) this process has used so far, every thread included.
+pub fn process_cpu_seconds() -> f64 {
+    let mut usage = std::mem::MaybeUninit::<libc::rusage>::uninit();
+    // SAFETY: `usage` is a valid, writable `rusage`; RUSAGE_SELF cannot fail with a valid
+    // pointer, and the result is checked before the value is read.
+    let rc = unsafe { libc::getrusage(libc::RUSAGE_SELF, usage.as_mut_ptr()) };
+    assert_eq!(rc, 0, "getrusage(RUSAGE_SELF) failed");
+    // SAFETY: getrusage returned 0, so it filled `usage`.
+    let usage = unsafe { usage.assume_init() };
+    let seconds = |t: libc::timeval| t.tv_sec as f64 + t.tv_usec as f64 / 1e6;
+    seconds(usage.ru_utime) + seconds(usage.ru_stime)
+}
+
+/// CPU seconds per GB (1e9 bytes) moved; 0 when nothing moved (no division by zero).
+pub fn cpu_seconds_per_gb(cpu_seconds: f64, bytes: u64) -> f64 {
+    if bytes == 0 {
+        return 0.0;
+    }
+    cpu_seconds / (bytes as f64 / 1e9)
 }
 
 /// Accumulates one stream's completions.
@@ -197,5 +238,87 @@ impl StreamStats {
                     .collect(),
             ),
         }
+    }
+}
+
+impl RunReport {
+    /// The report of a run over `model`: totals from `streams` (one per job), utilisation and
+    /// wear from the model. Both engines build their report here; the fields only they know
+    /// (CPU cost, lateness, faithfulness) are set by the caller.
+    pub fn from_model(
+        engine: &'static str,
+        model: &nvarray_model::Device,
+        streams: &[StreamStats],
+        elapsed_ns: u64,
+    ) -> RunReport {
+        let mut all = StreamStats::new("all");
+        for s in streams {
+            all.merge(s);
+        }
+        let busy = model.resource_busy();
+        let e = elapsed_ns.max(1) as f64;
+        let frac = |ns: u64, n: u32| (ns as f64 / (e * f64::from(n.max(1)))).min(1.0);
+        RunReport {
+            engine,
+            device: model.config().name.clone(),
+            elapsed_ns,
+            totals: all.totals(elapsed_ns),
+            utilisation: Utilisation {
+                link_to_device: frac(busy.link_to_device_ns, 1),
+                link_to_host: frac(busy.link_to_host_ns, 1),
+                controller: frac(busy.controller_ns, busy.controller_engines),
+                ring: frac(busy.ring_ns, 1),
+                banks: frac(busy.banks_ns, busy.banks),
+                buffers: frac(busy.buffers_ns, busy.buffers),
+                tags: frac(busy.tags_ns, busy.tags),
+            },
+            wear: model.wear_stats().map(|w| WearReport {
+                line_writes_max: w.line_writes_max,
+                line_writes_mean: w.line_writes_mean,
+                gap_moves: w.gap_moves,
+            }),
+            erases: model.erases(),
+            streams: streams
+                .iter()
+                .map(|s| StreamReport {
+                    name: s.name.clone(),
+                    totals: s.totals(elapsed_ns),
+                })
+                .collect(),
+            faithful: true,
+            ..RunReport::default()
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn cpu_seconds_per_gb_divides_by_gigabytes() {
+        assert_eq!(cpu_seconds_per_gb(2.0, 0), 0.0);
+        assert_eq!(cpu_seconds_per_gb(2.0, 1_000_000_000), 2.0);
+        assert_eq!(cpu_seconds_per_gb(1.0, 4_000_000_000), 0.25);
+    }
+
+    #[test]
+    fn process_cpu_time_grows_with_work() {
+        let before = process_cpu_seconds();
+        let mut x = 0u64;
+        let end = std::time::Instant::now() + std::time::Duration::from_millis(50);
+        while std::time::Instant::now() < end {
+            x = std::hint::black_box(x.wrapping_mul(31).wrapping_add(7));
+        }
+        let after = process_cpu_seconds();
+        assert!(after > before, "{before} -> {after}");
+    }
+
+    #[test]
+    fn unfaithful_reason_is_null_not_absent() {
+        let json = serde_json::to_value(RunReport::default()).unwrap();
+        assert!(json["unfaithful_reason"].is_null());
+        assert!(json.as_object().unwrap().contains_key("unfaithful_reason"));
+        assert_eq!(json["lateness_ns"]["p99"], 0);
     }
 }

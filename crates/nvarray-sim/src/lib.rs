@@ -2,8 +2,9 @@
 //!
 //! It owns the virtual clock, the simulated host threads (one per fio job thread, each with
 //! its queue depth and per-request software cost) and the statistics of a run. Runs are
-//! deterministic for a given device, workload and seed. It never sleeps, never reads the wall
-//! clock and never touches data: the emulator does that, over the same model.
+//! deterministic for a given device, workload and seed, except `cpu_seconds_per_gb`, which is
+//! this machine's CPU time for the run. It never sleeps, never reads the wall clock and never
+//! touches data: the emulator does that, over the same model.
 
 pub mod engine;
 pub mod error;

@@ -83,7 +83,8 @@ pub struct FioArgs {
     /// Threads per job, each with its own queue.
     #[arg(long)]
     pub numjobs: Option<String>,
-    /// Simulated run time (seconds by default; 100ms, 2s, 500us also accepted).
+    /// Run time: device time in the simulator, wall-clock time in the emulator (seconds by
+    /// default; 100ms, 2s, 500us also accepted).
     #[arg(long)]
     pub runtime: Option<String>,
     /// Requests per thread (instead of, or as well as, --runtime).

@@ -21,7 +21,15 @@ pub struct SimArgs {
 enum SimCommand {
     /// Vary one parameter over a list of values (optionally a second one as separate
     /// curves); print a table, write JSON and a plot.
-    Sweep(cmd_sweep::SweepArgs),
+    Sweep(SweepArgs),
+}
+
+#[derive(Args)]
+struct SweepArgs {
+    #[command(flatten)]
+    run: RunArgs,
+    #[command(flatten)]
+    sweep: cmd_sweep::SweepSpec,
 }
 
 /// Everything one run needs: the device, the workload and the output format.
@@ -38,7 +46,11 @@ pub struct RunArgs {
 
 pub fn run(args: SimArgs) -> Result<()> {
     match args.command {
-        Some(SimCommand::Sweep(s)) => cmd_sweep::run(s),
+        Some(SimCommand::Sweep(s)) => {
+            cmd_sweep::run(&s.sweep, &s.run, &mut |device, workload, _| {
+                simulate(device, workload)
+            })
+        }
         None => {
             let device = args.run.device.load()?;
             let workload = args.run.fio.workload(&[])?;
@@ -54,7 +66,7 @@ pub fn run(args: SimArgs) -> Result<()> {
 }
 
 /// Runs the simulator, classing workload problems as input errors.
-pub fn simulate(device: &DeviceConfig, workload: &Workload) -> Result<nvarray_sim::RunReport> {
+pub fn simulate(device: &DeviceConfig, workload: &Workload) -> Result<nvarray_report::RunReport> {
     nvarray_sim::run(device, workload).map_err(|e| match e {
         nvarray_sim::SimError::Command(_) => anyhow::Error::new(e),
         other => input_error(other),

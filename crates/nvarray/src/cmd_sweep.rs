@@ -1,25 +1,30 @@
-//! `nvarray sim sweep`: one parameter over a list of values, optionally a second one as
-//! separate curves (e.g. memory latency x controller count, Moneta's sensitivity figure).
+//! `nvarray sim sweep` and `nvarray bench sweep`: one parameter over a list of values,
+//! optionally a second one as separate curves (e.g. memory latency x controller count, Moneta's
+//! sensitivity figure). The engine that runs each point is the caller's `Runner`.
 
 use std::fmt::Write as _;
 use std::path::PathBuf;
 
 use anyhow::{Context, Result};
 use clap::{Args, ValueEnum};
-use indicatif::{ProgressBar, ProgressStyle};
-use nvarray_model::apply_overrides;
 use nvarray_model::overrides::parse_value;
-use nvarray_sim::RunReport;
+use nvarray_model::{apply_overrides, DeviceConfig};
+use nvarray_report::RunReport;
+use nvarray_workload::Workload;
 use serde::Serialize;
 
-use crate::cmd_sim::{simulate, RunArgs};
+use crate::cmd_sim::RunArgs;
 use crate::input_error;
 use crate::plot::{write_chart, Chart, Series};
+use crate::progress::Progress;
 
+/// Runs one point with some engine, calling the progress callback with the fraction done.
+pub type Runner<'a> =
+    dyn FnMut(&DeviceConfig, &Workload, &mut dyn FnMut(f64)) -> Result<RunReport> + 'a;
+
+/// What to vary and what to write; the device, workload and engine come from the command.
 #[derive(Args, Debug)]
-pub struct SweepArgs {
-    #[command(flatten)]
-    pub run: RunArgs,
+pub struct SweepSpec {
     /// Parameter to vary: a fio key (bs, iodepth, numjobs, rwmixread, rw, ...) or a dotted device
     /// key (memory.controllers, controller.policy, ...). `memory.latency_ns` sets both the read
     /// and the write latency.
@@ -124,7 +129,12 @@ fn assignments(key: &str, value: &str) -> Vec<(String, String)> {
 }
 
 /// Runs one point: device keys (dotted) become overrides, others are fio keys.
-fn run_point(args: &RunArgs, settings: &[(&str, &str)]) -> Result<RunReport> {
+fn run_point(
+    args: &RunArgs,
+    settings: &[(&str, &str)],
+    runner: &mut Runner<'_>,
+    progress: &mut dyn FnMut(f64),
+) -> Result<RunReport> {
     let (text, mut overrides) = args.device.base()?;
     let mut fio = Vec::new();
     for (key, value) in settings {
@@ -138,7 +148,7 @@ fn run_point(args: &RunArgs, settings: &[(&str, &str)]) -> Result<RunReport> {
     }
     let device = apply_overrides(&text, &overrides).map_err(input_error)?;
     let workload = args.fio.workload(&fio)?;
-    simulate(&device, &workload)
+    runner(&device, &workload, progress)
 }
 
 /// A value as a number for the x axis, if it reads as one.
@@ -150,44 +160,44 @@ fn numeric(value: &str) -> Option<f64> {
     }
 }
 
-pub fn run(args: SweepArgs) -> Result<()> {
+/// Runs every point of `args` on the device and workload of `run`, each through `runner`.
+pub fn run(args: &SweepSpec, run: &RunArgs, runner: &mut Runner<'_>) -> Result<()> {
     let series_values: Vec<Option<String>> = if args.series.is_some() {
         args.series_values.iter().cloned().map(Some).collect()
     } else {
         vec![None]
     };
     let total = (args.values.len() * series_values.len()) as u64;
-    let bar = ProgressBar::new(total).with_style(
-        ProgressStyle::with_template("{spinner} sweeping {msg} [{bar:30}] {pos}/{len} points, {elapsed} elapsed, ~{eta} left")
-            .expect("valid template")
-            .progress_chars("=> "),
-    );
+    let bar = Progress::new("sweeping", total);
     let mut points = Vec::with_capacity(total as usize);
     for s in &series_values {
         for v in &args.values {
+            let step = points.len() as u64;
             bar.set_message(match s {
                 Some(s) => format!(
-                    "{}={v} {}={s}",
+                    "point {}/{total} {}={v} {}={s}",
+                    step + 1,
                     args.param,
                     args.series.as_deref().unwrap_or("")
                 ),
-                None => format!("{}={v}", args.param),
+                None => format!("point {}/{total} {}={v}", step + 1, args.param),
             });
+            bar.set(step, 0.0);
             let mut settings = vec![(args.param.as_str(), v.as_str())];
             if let (Some(key), Some(sv)) = (&args.series, s) {
                 settings.push((key.as_str(), sv.as_str()));
             }
-            let report = run_point(&args.run, &settings)
+            let report = run_point(run, &settings, runner, &mut |f| bar.set(step, f))
                 .with_context(|| format!("sweep point {}={v}", args.param))?;
             points.push(SweepPoint {
                 value: v.clone(),
                 series: s.clone(),
                 report,
             });
-            bar.inc(1);
+            bar.set(step + 1, 0.0);
         }
     }
-    bar.finish_and_clear();
+    bar.finish();
 
     let sweep = SweepReport {
         param: args.param.clone(),
@@ -206,12 +216,27 @@ pub fn run(args: SweepArgs) -> Result<()> {
         PlotFormat::Svg => "svg",
         PlotFormat::Png => "png",
     });
-    plot(&args, &sweep, &plot_path)?;
+    plot(args, &sweep, &plot_path)?;
 
-    if args.run.json {
+    if run.json {
         println!("{}", serde_json::to_string_pretty(&sweep)?);
     } else {
-        print!("{}", table(&args, &sweep));
+        print!("{}", table(args, &sweep));
+        for p in sweep.points.iter().filter(|p| !p.report.faithful) {
+            println!(
+                "NOT FAITHFUL at {}={}{}: {}",
+                sweep.param,
+                p.value,
+                match (&sweep.series_param, &p.series) {
+                    (Some(k), Some(v)) => format!(" {k}={v}"),
+                    _ => String::new(),
+                },
+                p.report
+                    .unfaithful_reason
+                    .as_deref()
+                    .unwrap_or("no reason given")
+            );
+        }
         println!(
             "\nwrote {} and {}",
             json_path.display(),
@@ -221,7 +246,7 @@ pub fn run(args: SweepArgs) -> Result<()> {
     Ok(())
 }
 
-fn table(args: &SweepArgs, sweep: &SweepReport) -> String {
+fn table(args: &SweepSpec, sweep: &SweepReport) -> String {
     let mut s = String::new();
     match &args.series {
         None => {
@@ -278,7 +303,7 @@ fn table(args: &SweepArgs, sweep: &SweepReport) -> String {
     s
 }
 
-fn plot(args: &SweepArgs, sweep: &SweepReport, path: &std::path::Path) -> Result<()> {
+fn plot(args: &SweepSpec, sweep: &SweepReport, path: &std::path::Path) -> Result<()> {
     let xs: Vec<Option<f64>> = args.values.iter().map(|v| numeric(v)).collect();
     let categorical = xs.iter().any(Option::is_none);
     let x_of = |i: usize| {

@@ -5,10 +5,12 @@
 //! field and the accepted range.
 
 mod args;
+mod cmd_bench;
 mod cmd_presets;
 mod cmd_sim;
 mod cmd_sweep;
 mod plot;
+mod progress;
 mod table;
 
 use std::process::ExitCode;
@@ -26,6 +28,18 @@ struct Cli {
 
 #[derive(Subcommand)]
 enum Command {
+    /// The main job: run fio-like workloads against the emulated device in real time (default)
+    /// or through the simulator (`--engine sim`), and report the same table or JSON for both.
+    ///
+    /// The emulator runs the timing model against the wall clock with real data, in RAM or a
+    /// file (`--backing`, `--size`), reached through nvarray's user-space polled driver
+    /// (`--stack`, `--completion`, `--device-threads`). Its report adds the CPU cost per GB
+    /// moved and how late completions were posted against the model; when the machine could
+    /// not keep up it says NOT FAITHFUL and why. The simulator answers in virtual time,
+    /// deterministically and faster than real time. `--compare-sim` runs both side by side;
+    /// `nvarray bench sweep` varies a parameter, like `nvarray sim sweep`. Workload flags use
+    /// fio's names and meanings, except `--size`, which sizes the device.
+    Bench(Box<cmd_bench::BenchArgs>),
     /// Run a workload through the discrete-event simulator (virtual time, deterministic).
     ///
     /// Workload flags use fio's names and meanings; `nvarray sim JOBFILE` reads a fio job file
@@ -56,6 +70,7 @@ pub fn input_error(e: impl std::fmt::Display) -> anyhow::Error {
 fn main() -> ExitCode {
     let cli = Cli::parse();
     let result = match cli.command {
+        Command::Bench(a) => cmd_bench::run(*a),
         Command::Sim(a) => cmd_sim::run(*a),
         Command::Presets(a) => cmd_presets::run(a),
     };

@@ -3,14 +3,15 @@
 use std::fmt::Write;
 
 use nvarray_model::DeviceConfig;
-use nvarray_sim::{RunReport, Totals};
+use nvarray_report::{RunReport, Totals};
 use nvarray_workload::{JobSpec, Workload};
 
 /// One line describing the device.
 pub fn device_line(d: &DeviceConfig) -> String {
     format!(
-        "{} — {} media, PCIe gen{} x{}, {} interface, {} controller, policy {}, {} memory controllers x {} banks",
+        "{} — {} of {} media, PCIe gen{} x{}, {} interface, {} controller, policy {}, {} memory controllers x {} banks",
         d.name,
+        nvarray_workload::format_size(d.memory.capacity_bytes),
         d.memory.technology,
         d.link.generation,
         d.link.lanes,
@@ -90,10 +91,20 @@ pub fn run_report(device: &DeviceConfig, workload: &Workload, r: &RunReport) -> 
     }
     let _ = writeln!(
         s,
-        "engine   {} ({:.3} ms of device time)\n",
+        "engine   {} ({:.3} ms of {})",
         r.engine,
-        r.elapsed_ns as f64 / 1e6
+        r.elapsed_ns as f64 / 1e6,
+        if r.engine == "sim" {
+            "device time"
+        } else {
+            "wall-clock time"
+        }
     );
+    // First, so nobody reads the numbers below without knowing they are not the model's.
+    if let Some(line) = unfaithful_line(r) {
+        let _ = writeln!(s, "{line}");
+    }
+    s.push('\n');
     let _ = writeln!(
         s,
         "{:<12} {:>11} {:>10} {:>10} {:>9} {:>9} {:>9} {:>9} {:>9} {:>9} {:>9}",
@@ -148,6 +159,109 @@ pub fn run_report(device: &DeviceConfig, workload: &Workload, r: &RunReport) -> 
     }
     if r.erases > 0 {
         let _ = writeln!(s, "flash erases: {}", r.erases);
+    }
+    let _ = writeln!(
+        s,
+        "cpu: {:.3} s per GB moved (user + system, whole process)",
+        r.cpu_seconds_per_gb
+    );
+    let l = &r.lateness_ns;
+    let _ = writeln!(
+        s,
+        "lateness, µs after the modelled completion time: p50 {:.3} | p99 {:.3} | max {:.3}",
+        l.p50 as f64 / 1e3,
+        l.p99 as f64 / 1e3,
+        l.max as f64 / 1e3
+    );
+    s
+}
+
+/// `NOT FAITHFUL: <reason>` when the engine could not keep to the model's timing.
+pub fn unfaithful_line(r: &RunReport) -> Option<String> {
+    (!r.faithful).then(|| {
+        format!(
+            "NOT FAITHFUL: {}",
+            r.unfaithful_reason.as_deref().unwrap_or("no reason given")
+        )
+    })
+}
+
+/// One quantity `nvarray bench --compare-sim` sets side by side.
+pub struct Compared {
+    /// Table row, with the unit `of` returns.
+    pub label: &'static str,
+    /// Key of its ratio in the JSON, named after the `RunReport` field.
+    pub key: &'static str,
+    pub of: fn(&Totals) -> f64,
+}
+
+pub const COMPARED: [Compared; 6] = [
+    Compared {
+        label: "p50 latency (µs)",
+        key: "latency_ns_p50",
+        of: |t| t.latency_ns.p50 as f64 / 1e3,
+    },
+    Compared {
+        label: "p99 latency (µs)",
+        key: "latency_ns_p99",
+        of: |t| t.latency_ns.p99 as f64 / 1e3,
+    },
+    Compared {
+        label: "mean latency (µs)",
+        key: "latency_ns_mean",
+        of: |t| t.latency_ns.mean / 1e3,
+    },
+    Compared {
+        label: "IOPS",
+        key: "iops",
+        of: |t| t.iops,
+    },
+    Compared {
+        label: "read bandwidth (MB/s)",
+        key: "read_bandwidth_bytes_per_s",
+        of: |t| t.read_bandwidth_bytes_per_s / 1e6,
+    },
+    Compared {
+        label: "write bandwidth (MB/s)",
+        key: "write_bandwidth_bytes_per_s",
+        of: |t| t.write_bandwidth_bytes_per_s / 1e6,
+    },
+];
+
+/// emu / sim, or None when the model's value is 0 (e.g. write bandwidth of a read workload).
+pub fn ratio(emu: f64, sim: f64) -> Option<f64> {
+    (sim != 0.0).then(|| emu / sim)
+}
+
+/// The model's answer and the emulator's, side by side.
+pub fn comparison(
+    device: &DeviceConfig,
+    workload: &Workload,
+    sim: &RunReport,
+    emu: &RunReport,
+) -> String {
+    let mut s = String::new();
+    let _ = writeln!(s, "device   {}", device_line(device));
+    for j in &workload.jobs {
+        let _ = writeln!(s, "job      {}", job_line(j));
+    }
+    s.push('\n');
+    let _ = writeln!(
+        s,
+        "{:<22} {:>14} {:>14} {:>9}",
+        "", "model (sim)", "emulated (emu)", "emu/sim"
+    );
+    for c in &COMPARED {
+        let (m, e) = ((c.of)(&sim.totals), (c.of)(&emu.totals));
+        let _ = writeln!(
+            s,
+            "{:<22} {m:>14.2} {e:>14.2} {:>9}",
+            c.label,
+            ratio(e, m).map_or_else(|| "-".to_string(), |x| format!("{x:.3}"))
+        );
+    }
+    if let Some(line) = unfaithful_line(emu) {
+        let _ = writeln!(s, "\n{line}");
     }
     s
 }

@@ -21,6 +21,13 @@ fn json(args: &[&str]) -> serde_json::Value {
     serde_json::from_slice(&out.stdout).expect("valid JSON")
 }
 
+/// A report without the one field measured on this machine rather than simulated.
+fn simulated_part(mut report: serde_json::Value) -> serde_json::Value {
+    let cpu = report.as_object_mut().unwrap().remove("cpu_seconds_per_gb");
+    assert!(cpu.is_some(), "cpu_seconds_per_gb missing from {report}");
+    report
+}
+
 fn scratch(name: &str) -> PathBuf {
     let dir = std::env::temp_dir().join(format!("nvarray-cli-{}-{name}", std::process::id()));
     std::fs::create_dir_all(&dir).unwrap();
@@ -109,7 +116,10 @@ fn a_printed_preset_runs_like_the_preset() {
     from_file.extend(args);
     let mut from_preset = vec!["sim", "--preset", "optane"];
     from_preset.extend(args);
-    assert_eq!(json(&from_file), json(&from_preset));
+    assert_eq!(
+        simulated_part(json(&from_file)),
+        simulated_part(json(&from_preset))
+    );
     let list = String::from_utf8(nvarray(&["presets"]).stdout).unwrap();
     for name in [
         "moneta", "pcm", "stt-mram", "dram", "optane", "z-nand", "slc", "mlc", "tlc",
@@ -254,5 +264,241 @@ fn bad_input_exits_2_with_one_line_naming_the_field() {
             "nvarray {args:?}: one line, got {err}"
         );
         assert!(!err.contains("panicked"), "{err}");
+    }
+}
+
+#[test]
+fn bench_sim_reports_like_sim_plus_cost_and_faithfulness() {
+    let args = [
+        "--rw",
+        "randrw",
+        "--numjobs",
+        "2",
+        "--runtime",
+        "1ms",
+        "--json",
+    ];
+    let mut bench_args = vec!["bench", "--engine", "sim"];
+    bench_args.extend(args);
+    let bench = json(&bench_args);
+    // bench's default device size.
+    let mut sim_args = vec!["sim", "--set", "memory.capacity_bytes=1g"];
+    sim_args.extend(args);
+    let sim = json(&sim_args);
+    let keys = |v: &serde_json::Value| v.as_object().unwrap().keys().cloned().collect::<Vec<_>>();
+    assert_eq!(keys(&bench), keys(&sim), "one report shape");
+    assert_eq!(bench["engine"], "sim");
+    assert_eq!(bench["faithful"], true);
+    assert!(
+        bench.as_object().unwrap().contains_key("unfaithful_reason")
+            && bench["unfaithful_reason"].is_null(),
+        "unfaithful_reason is null, not absent: {bench}"
+    );
+    for key in ["p50", "p99", "max"] {
+        assert_eq!(bench["lateness_ns"][key], 0, "lateness_ns.{key}");
+    }
+    let cpu = bench["cpu_seconds_per_gb"].as_f64().unwrap();
+    assert!(cpu.is_finite() && cpu >= 0.0, "cpu_seconds_per_gb {cpu}");
+    assert_eq!(
+        simulated_part(bench),
+        simulated_part(sim),
+        "same simulation"
+    );
+
+    let table =
+        String::from_utf8(nvarray(&["bench", "--engine", "sim", "--runtime", "1ms"]).stdout)
+            .unwrap();
+    for needle in ["engine   sim", "s per GB moved", "lateness", "p99.999"] {
+        assert!(table.contains(needle), "`{needle}` not in:\n{table}");
+    }
+    assert!(!table.contains("NOT FAITHFUL"), "{table}");
+}
+
+#[test]
+fn bench_size_sets_the_device_capacity() {
+    // A job may start anywhere below the device's end: 1020 MiB is inside a 1 GiB device,
+    // 1 GiB is not.
+    let inside = nvarray(&[
+        "bench",
+        "--engine",
+        "sim",
+        "--size",
+        "1G",
+        "--offset",
+        "1020m",
+        "--runtime",
+        "1ms",
+    ]);
+    assert!(
+        inside.status.success(),
+        "{}",
+        String::from_utf8_lossy(&inside.stderr)
+    );
+    let outside = nvarray(&[
+        "bench",
+        "--engine",
+        "sim",
+        "--size",
+        "1G",
+        "--offset",
+        "1G",
+        "--runtime",
+        "1ms",
+    ]);
+    assert_eq!(outside.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&outside.stderr).contains("offset"));
+
+    let device = |args: &[&str]| {
+        let o = nvarray(args);
+        assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+        let table = String::from_utf8(o.stdout).unwrap();
+        table.lines().next().unwrap().to_string()
+    };
+    let quick = ["--engine", "sim", "--runtime", "10us"];
+    let with = |extra: &[&'static str]| {
+        let mut a = vec!["bench"];
+        a.extend(quick);
+        a.extend(extra);
+        device(&a)
+    };
+    assert!(
+        with(&[]).contains("1g of pcm"),
+        "default size: {}",
+        with(&[])
+    );
+    let set = ["--set", "memory.capacity_bytes=2g"];
+    assert!(
+        with(&set).contains("2g of pcm"),
+        "--set wins over the default"
+    );
+    let both = ["--set", "memory.capacity_bytes=2g", "--size", "4g"];
+    assert!(with(&both).contains("4g of pcm"), "--size wins over --set");
+    let sim = device(&["sim", "--runtime", "10us"]);
+    assert!(
+        sim.contains("64g of pcm"),
+        "sim keeps the preset's size: {sim}"
+    );
+}
+
+#[test]
+fn bench_bad_options_exit_2_naming_the_flag() {
+    let cases: [(&[&str], &str); 7] = [
+        (&["bench", "--durable"], "--durable"),
+        (&["bench", "--engine", "sim", "--durable"], "--durable"),
+        (&["bench", "--backing", "bogus"], "--backing"),
+        (&["bench", "--backing", "file:"], "--backing"),
+        (&["bench", "--device-threads", "9"], "--device-threads"),
+        (&["bench", "--completion", "poll"], "--completion"),
+        (&["bench", "--engine", "sim", "--size", "3x"], "--size"),
+    ];
+    for (args, needle) in cases {
+        let o = nvarray(args);
+        let err = String::from_utf8_lossy(&o.stderr);
+        assert_eq!(
+            o.status.code(),
+            Some(2),
+            "nvarray {args:?}: status {:?}, stderr {err}",
+            o.status
+        );
+        assert!(
+            err.contains(needle),
+            "nvarray {args:?}: `{needle}` not in {err}"
+        );
+        assert!(!err.contains("panicked"), "{err}");
+    }
+}
+
+#[test]
+fn bench_sweep_runs_the_chosen_engine_and_writes_json_and_a_plot() {
+    let dir = scratch("bench-sweep");
+    let out = dir.join("bs");
+    let o = nvarray(&[
+        "bench",
+        "sweep",
+        "--engine",
+        "sim",
+        "--param",
+        "bs",
+        "--values",
+        "4k,64k",
+        "--rw",
+        "randread",
+        "--runtime",
+        "1ms",
+        "--out",
+        out.to_str().unwrap(),
+    ]);
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let report: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(out.with_extension("json")).unwrap())
+            .unwrap();
+    let points = report["points"].as_array().unwrap();
+    assert_eq!(points.len(), 2);
+    for p in points {
+        assert_eq!(p["report"]["engine"], "sim");
+        assert_eq!(p["report"]["faithful"], true);
+    }
+    let bw = |i: usize| {
+        points[i]["report"]["read_bandwidth_bytes_per_s"]
+            .as_f64()
+            .unwrap()
+    };
+    assert!(
+        bw(1) > bw(0),
+        "64k requests move more bytes than 4k at QD 1"
+    );
+    let svg = std::fs::read_to_string(out.with_extension("svg")).unwrap();
+    assert!(svg.contains("<svg"));
+    let table = String::from_utf8(o.stdout).unwrap();
+    assert!(table.contains("64k"), "{table}");
+}
+
+#[test]
+#[ignore = "needs the emulator engine"]
+fn compare_sim_sets_model_and_emulator_side_by_side() {
+    let args = [
+        "bench",
+        "--compare-sim",
+        "--size",
+        "64m",
+        "--rw",
+        "randread",
+        "--runtime",
+        "50ms",
+    ];
+    let mut json_args = args.to_vec();
+    json_args.push("--json");
+    let c = json(&json_args);
+    assert_eq!(c["sim"]["engine"], "sim");
+    assert_eq!(c["emu"]["engine"], "emu");
+    let ratio = c["ratio"].as_object().unwrap();
+    for key in [
+        "latency_ns_p50",
+        "latency_ns_p99",
+        "latency_ns_mean",
+        "iops",
+        "read_bandwidth_bytes_per_s",
+        "write_bandwidth_bytes_per_s",
+    ] {
+        assert!(ratio.contains_key(key), "ratio.{key} in {c}");
+    }
+    let iops = c["emu"]["iops"].as_f64().unwrap() / c["sim"]["iops"].as_f64().unwrap();
+    assert!((ratio["iops"].as_f64().unwrap() - iops).abs() < 1e-9 * iops);
+    assert!(
+        ratio["write_bandwidth_bytes_per_s"].is_null(),
+        "no writes in the model: no ratio"
+    );
+
+    let o = nvarray(&args);
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let table = String::from_utf8(o.stdout).unwrap();
+    for needle in [
+        "model (sim)",
+        "emulated (emu)",
+        "emu/sim",
+        "p99 latency",
+        "IOPS",
+    ] {
+        assert!(table.contains(needle), "`{needle}` not in:\n{table}");
     }
 }

@@ -1,0 +1,305 @@
+//! `nvarray bench`: fio-like workloads on the emulated device in real time (`--engine emu`) or
+//! through the simulator (`--engine sim`), in one report shape; `--compare-sim` runs both, and
+//! `nvarray bench sweep` varies a parameter. The engines live in `nvarray-host` and
+//! `nvarray-sim`; this module only turns flags into their inputs and prints what they return.
+
+use std::path::PathBuf;
+
+use anyhow::Result;
+use clap::builder::RangedU64ValueParser;
+use clap::{Args, Subcommand, ValueEnum};
+use nvarray_host::options::{BackingKind, ADAPTIVE_THRESHOLD_BYTES_DEFAULT, DEVICE_THREADS_MAX};
+use nvarray_host::{Completion, HostError, Options, Stack};
+use nvarray_model::DeviceConfig;
+use nvarray_report::RunReport;
+use nvarray_workload::{parse_size, Workload};
+use serde::Serialize;
+
+use crate::cmd_sim::{simulate, RunArgs};
+use crate::progress::Progress;
+use crate::{cmd_sweep, input_error, table};
+
+/// The device key `--size` sets.
+const CAPACITY_KEY: &str = "memory.capacity_bytes";
+
+/// Device size when neither `--size` nor `--set memory.capacity_bytes` gives one. The presets'
+/// capacities (16 GiB to 2 TiB) do not fit in memory, and the emulator holds and prefaults the
+/// whole device; both engines use it so that the same flags model the same device.
+const SIZE_DEFAULT: &str = "1G";
+
+#[derive(Args)]
+#[command(args_conflicts_with_subcommands = true)]
+pub struct BenchArgs {
+    #[command(subcommand)]
+    command: Option<BenchCommand>,
+    #[command(flatten)]
+    run: BenchRunArgs,
+    /// Run the workload through the simulator and the emulator and print them side by side,
+    /// with the ratio emulated / model (JSON: `{"sim": .., "emu": .., "ratio": ..}`).
+    #[arg(long, conflicts_with = "engine")]
+    compare_sim: bool,
+}
+
+#[derive(Subcommand)]
+enum BenchCommand {
+    /// As `nvarray sim sweep` (one parameter over a list of values, optionally a second one as
+    /// separate curves; table, JSON and plot), each point run by the chosen engine.
+    Sweep(SweepArgs),
+}
+
+#[derive(Args)]
+struct SweepArgs {
+    #[command(flatten)]
+    run: BenchRunArgs,
+    #[command(flatten)]
+    sweep: cmd_sweep::SweepSpec,
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
+pub enum Engine {
+    /// The real-time emulator: real data, the wall clock, nvarray's user-space driver.
+    Emu,
+    /// The discrete-event simulator: virtual time, deterministic, faster than real time.
+    Sim,
+}
+
+/// `--backing` before `--durable` is folded in.
+#[derive(Clone, Debug)]
+enum Backing {
+    Ram,
+    File(PathBuf),
+}
+
+fn parse_backing(text: &str) -> Result<Backing, String> {
+    match text {
+        "ram" => Ok(Backing::Ram),
+        _ => match text.strip_prefix("file:") {
+            Some(path) if !path.is_empty() => Ok(Backing::File(PathBuf::from(path))),
+            _ => Err(format!("expected ram or file:PATH, got {text:?}")),
+        },
+    }
+}
+
+/// A size in fio's units (4k, 1m; k = 1024) that must fit a 32-bit field.
+fn parse_size_u32(text: &str) -> Result<u32, String> {
+    let bytes = parse_size(text).map_err(|e| e.to_string())?;
+    u32::try_from(bytes).map_err(|_| format!("{text} is more than {} bytes", u32::MAX))
+}
+
+/// Everything one benchmark run needs: device, workload, output and engine settings.
+#[derive(Args, Clone, Debug)]
+// fio's `--size` (the region a job touches) becomes the device's size here: the emulator
+// allocates the whole device, and a job touches all of it unless its job file says otherwise.
+#[command(mut_arg("size", |a| a
+    .value_name("SIZE")
+    .help("Size of the device, e.g. 4G (k/m/g binary; sets memory.capacity_bytes, over any \
+           --set). Default 1G, for both engines, unless --set memory.capacity_bytes gives one: \
+           the emulator holds the whole device in memory. Jobs touch the whole device; a job \
+           file's size= still limits one")))]
+pub struct BenchRunArgs {
+    #[command(flatten)]
+    run: RunArgs,
+    /// Which engine runs the workload.
+    #[arg(long, value_enum, default_value_t = Engine::Emu)]
+    engine: Engine,
+    /// Where the emulated device's bytes live: `ram`, or `file:PATH` (mapped shared, so
+    /// acknowledged writes survive the process; an existing file must have the device's size).
+    #[arg(long, value_name = "ram|file:PATH", default_value = "ram", value_parser = parse_backing)]
+    backing: Backing,
+    /// With `--backing file:PATH`: make flushes reach stable storage (msync + fdatasync).
+    #[arg(long)]
+    durable: bool,
+    /// Threads that run the emulated device; 0 runs it inline on whichever host thread polls
+    /// (for machines with fewer cores than spinning threads).
+    #[arg(long, value_name = "N", default_value_t = 1,
+          value_parser = RangedU64ValueParser::<usize>::new().range(0..=DEVICE_THREADS_MAX as u64))]
+    device_threads: usize,
+    /// Host software stack, the Moneta ladder: baseline (scheduler thread, shared locked queue,
+    /// sleep) | nosched | atomic (own queue, one atomic store) | spin.
+    #[arg(long, value_name = "STACK", default_value_t = Stack::Spin)]
+    stack: Stack,
+    /// How a thread waits for a completion with `--stack spin`: spin | sleep | adaptive (spin
+    /// below --adaptive-threshold, else sleep) | in-data (reads complete in the data buffer).
+    #[arg(long, value_name = "MODE", default_value_t = Completion::Adaptive)]
+    completion: Completion,
+    /// Request size from which `--completion adaptive` sleeps instead of spinning.
+    #[arg(long, value_name = "SIZE", default_value_t = ADAPTIVE_THRESHOLD_BYTES_DEFAULT,
+          value_parser = parse_size_u32)]
+    adaptive_threshold: u32,
+    /// Size of each tag's DMA buffer, the largest single command; larger requests are split.
+    /// Default: the device's maximum transfer, capped to keep the buffers small.
+    #[arg(long, value_name = "SIZE", value_parser = parse_size_u32)]
+    buffer_size: Option<u32>,
+}
+
+impl BenchRunArgs {
+    /// The device and workload flags with `--size` (or its default) turned into a device
+    /// override.
+    fn run_args(&self) -> Result<RunArgs> {
+        let mut run = self.run.clone();
+        let capacity_set = run.device.set.iter().any(|s| {
+            s.split_once('=')
+                .is_some_and(|(k, _)| k.trim() == CAPACITY_KEY)
+        });
+        let size = match run.fio.size.take() {
+            Some(size) => size,
+            None if capacity_set => return Ok(run),
+            None => SIZE_DEFAULT.to_string(),
+        };
+        let bytes = parse_size(&size).map_err(|e| input_error(format!("--size: {e}")))?;
+        // Last, so it wins over a --set of the same key.
+        run.device.set.push(format!("{CAPACITY_KEY}={bytes}"));
+        Ok(run)
+    }
+
+    fn options(&self) -> Result<Options> {
+        let backing = match (&self.backing, self.durable) {
+            (Backing::Ram, true) => {
+                return Err(input_error(
+                    "--durable needs a file to make durable: add --backing file:PATH",
+                ))
+            }
+            (Backing::Ram, false) => BackingKind::Ram,
+            (Backing::File(path), durable) => BackingKind::File {
+                path: path.clone(),
+                durable,
+            },
+        };
+        Ok(Options {
+            backing,
+            device_threads: self.device_threads,
+            stack: self.stack,
+            completion: self.completion,
+            adaptive_threshold_bytes: self.adaptive_threshold,
+            buffer_bytes: self.buffer_size,
+        })
+    }
+}
+
+/// Runs one workload on `engine`.
+fn run_engine(
+    engine: Engine,
+    device: &DeviceConfig,
+    workload: &Workload,
+    options: &Options,
+    progress: &mut dyn FnMut(f64),
+) -> Result<RunReport> {
+    match engine {
+        Engine::Sim => {
+            let report = simulate(device, workload)?;
+            progress(1.0);
+            Ok(report)
+        }
+        Engine::Emu => {
+            nvarray_host::bench::run(device, workload, options, progress).map_err(|e: HostError| {
+                if e.is_input_error() {
+                    input_error(e)
+                } else {
+                    anyhow::Error::new(e)
+                }
+            })
+        }
+    }
+}
+
+pub fn run(args: BenchArgs) -> Result<()> {
+    if let Some(BenchCommand::Sweep(s)) = args.command {
+        let run = s.run.run_args()?;
+        let options = s.run.options()?;
+        let engine = s.run.engine;
+        return cmd_sweep::run(&s.sweep, &run, &mut |device, workload, progress| {
+            run_engine(engine, device, workload, &options, progress)
+        });
+    }
+    let run = args.run.run_args()?;
+    let options = args.run.options()?;
+    let device = run.device.load()?;
+    let workload = run.fio.workload(&[])?;
+    if args.compare_sim {
+        return compare(&run, &device, &workload, &options);
+    }
+    let engine = args.run.engine;
+    let bar = Progress::new(
+        match engine {
+            Engine::Emu => "emulating",
+            Engine::Sim => "simulating",
+        },
+        1,
+    );
+    let report = run_engine(engine, &device, &workload, &options, &mut |f| bar.set(0, f));
+    bar.finish();
+    let report = report?;
+    if run.json {
+        println!("{}", serde_json::to_string_pretty(&report)?);
+    } else {
+        print!("{}", table::run_report(&device, &workload, &report));
+    }
+    Ok(())
+}
+
+#[derive(Serialize)]
+struct Comparison<'a> {
+    sim: &'a RunReport,
+    emu: &'a RunReport,
+    /// emu / sim for each of `table::COMPARED`, null where the model's value is 0.
+    ratio: serde_json::Map<String, serde_json::Value>,
+}
+
+fn compare(
+    run: &RunArgs,
+    device: &DeviceConfig,
+    workload: &Workload,
+    options: &Options,
+) -> Result<()> {
+    // The simulator first: it is quick, and it rejects a bad workload before the emulator
+    // allocates the device.
+    let sim = simulate(device, workload)?;
+    let bar = Progress::new("emulating", 1);
+    let emu = run_engine(Engine::Emu, device, workload, options, &mut |f| {
+        bar.set(0, f)
+    });
+    bar.finish();
+    let emu = emu?;
+    if run.json {
+        let ratio = table::COMPARED
+            .iter()
+            .map(|c| {
+                let r = table::ratio((c.of)(&emu.totals), (c.of)(&sim.totals));
+                (c.key.to_string(), serde_json::json!(r))
+            })
+            .collect();
+        let comparison = Comparison {
+            sim: &sim,
+            emu: &emu,
+            ratio,
+        };
+        println!("{}", serde_json::to_string_pretty(&comparison)?);
+    } else {
+        print!("{}", table::comparison(device, workload, &sim, &emu));
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn check(input: &str, expected: Option<&str>) {
+        let got = parse_backing(input).ok().map(|b| match b {
+            Backing::Ram => "ram".to_string(),
+            Backing::File(p) => format!("file {}", p.display()),
+        });
+        assert_eq!(got.as_deref(), expected, "parse_backing({input:?})");
+    }
+
+    #[test]
+    fn backing_is_ram_or_a_file() {
+        check("ram", Some("ram"));
+        check("file:/tmp/x.img", Some("file /tmp/x.img"));
+        check("file:rel/x", Some("file rel/x"));
+        check("file:", None);
+        check("RAM", None);
+        check("bogus", None);
+        check("", None);
+    }
+}

@@ -1,0 +1,48 @@
+//! The one progress bar of the CLI (sweeps, benchmark runs), on stderr so it never mixes with a
+//! table or JSON on stdout. indicatif draws nothing when stderr is not a terminal, so scripts
+//! and tests see no bar.
+
+use indicatif::{ProgressBar, ProgressStyle};
+
+/// Positions per step: an engine reports fractions of a run, and a sweep's bar is steps long.
+const TICKS_PER_STEP: u64 = 1000;
+
+pub struct Progress {
+    bar: ProgressBar,
+}
+
+impl Progress {
+    /// A bar of `steps` runs; `verb` says what is happening ("sweeping", "emulating").
+    pub fn new(verb: &str, steps: u64) -> Self {
+        assert!(steps > 0);
+        let template = format!(
+            "{{spinner}} {verb} {{msg}} [{{bar:30}}] {{percent}}%, {{elapsed}} elapsed, ~{{eta}} left"
+        );
+        let bar = ProgressBar::new(steps * TICKS_PER_STEP).with_style(
+            ProgressStyle::with_template(&template)
+                .expect("valid template")
+                .progress_chars("=> "),
+        );
+        Progress { bar }
+    }
+
+    pub fn set_message(&self, message: String) {
+        self.bar.set_message(message);
+    }
+
+    /// Step `step` (from 0) is `fraction` done.
+    pub fn set(&self, step: u64, fraction: f64) {
+        // An engine's estimate may overshoot 1 or be NaN; keep the bar inside this step.
+        let fraction = if fraction.is_finite() {
+            fraction.clamp(0.0, 1.0)
+        } else {
+            0.0
+        };
+        self.bar
+            .set_position(step * TICKS_PER_STEP + (fraction * TICKS_PER_STEP as f64) as u64);
+    }
+
+    pub fn finish(self) {
+        self.bar.finish_and_clear();
+    }
+}
