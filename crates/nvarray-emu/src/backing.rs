@@ -60,9 +60,9 @@ impl Backing {
         let map = MmapOptions::new()
             .len(size_bytes as usize)
             .map_anon()
-            .map_err(|source| EmuError::Map {
+            .map_err(|error| EmuError::Map {
                 what: "anonymous memory".into(),
-                source,
+                error,
             })?;
         // Huge pages cut TLB misses on random access; the kernel may refuse, which is fine.
         #[cfg(target_os = "linux")]
@@ -110,9 +110,9 @@ impl Backing {
         let map = MmapOptions::new()
             .len(size_bytes as usize)
             .map_raw(&file)
-            .map_err(|source| EmuError::Map {
+            .map_err(|error| EmuError::Map {
                 what: path.display().to_string(),
-                source,
+                error,
             })?;
         Ok(Backing {
             map,
@@ -211,6 +211,40 @@ impl Backing {
     }
 }
 
+/// Linux 5.14's `MADV_POPULATE_WRITE` (not in every libc release yet).
+#[cfg(target_os = "linux")]
+const MADV_POPULATE_WRITE: libc::c_int = 23;
+
+/// Allocates every page of a fresh anonymous mapping now. Otherwise the first write to each
+/// page during a run pays a page fault, and with huge pages the kernel may compact memory in
+/// that fault for milliseconds (measured: 4 KB random writes over 1 GiB at 5 ms each): a cost
+/// no real device has, which would make the run unfaithful.
+fn prefault(map: &memmap2::MmapMut) {
+    #[cfg(target_os = "linux")]
+    {
+        // SAFETY: the range is exactly the mapping, which is ours and writable; populating
+        // only allocates zero pages, which is what the mapping reads as anyway.
+        let rc = unsafe {
+            libc::madvise(
+                map.as_ptr() as *mut libc::c_void,
+                map.len(),
+                MADV_POPULATE_WRITE,
+            )
+        };
+        if rc == 0 {
+            return;
+        }
+    }
+    // Older kernels: touch one byte per page. The mapping is zero-filled, so writing zero
+    // changes no data.
+    let ptr = map.as_ptr() as *mut u8;
+    for offset in (0..map.len()).step_by(4096) {
+        // SAFETY: `offset < len`, so the byte is inside the mapping, which we own and may
+        // write; no reference to it exists yet.
+        unsafe { ptr.add(offset).write_volatile(0) };
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -285,39 +319,5 @@ mod tests {
     fn zero_and_oversized_stores_are_refused() {
         assert!(Backing::open(&BackingKind::Ram, 0).is_err());
         assert!(Backing::open(&BackingKind::Ram, BACKING_BYTES_MAX + 1).is_err());
-    }
-}
-
-/// Linux 5.14's `MADV_POPULATE_WRITE` (not in every libc release yet).
-#[cfg(target_os = "linux")]
-const MADV_POPULATE_WRITE: libc::c_int = 23;
-
-/// Allocates every page of a fresh anonymous mapping now. Otherwise the first write to each
-/// page during a run pays a page fault, and with huge pages the kernel may compact memory in
-/// that fault for milliseconds (measured: 4 KB random writes over 1 GiB at 5 ms each): a cost
-/// no real device has, which would make the run unfaithful.
-fn prefault(map: &memmap2::MmapMut) {
-    #[cfg(target_os = "linux")]
-    {
-        // SAFETY: the range is exactly the mapping, which is ours and writable; populating
-        // only allocates zero pages, which is what the mapping reads as anyway.
-        let rc = unsafe {
-            libc::madvise(
-                map.as_ptr() as *mut libc::c_void,
-                map.len(),
-                MADV_POPULATE_WRITE,
-            )
-        };
-        if rc == 0 {
-            return;
-        }
-    }
-    // Older kernels: touch one byte per page. The mapping is zero-filled, so writing zero
-    // changes no data.
-    let ptr = map.as_ptr() as *mut u8;
-    for offset in (0..map.len()).step_by(4096) {
-        // SAFETY: `offset < len`, so the byte is inside the mapping, which we own and may
-        // write; no reference to it exists yet.
-        unsafe { ptr.add(offset).write_volatile(0) };
     }
 }

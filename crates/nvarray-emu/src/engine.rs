@@ -496,7 +496,10 @@ fn prps_cover_tag_buffer(sqe: &nvme::Sqe, len: usize, dma: &DmaMemory) -> bool {
         if index_in_page == per_page - 1 && i < pages - 1 {
             // Last entry of a list page with more to come: a pointer to the next list page.
             entry_iova = value;
-            if !entry_iova.is_multiple_of(page) || entry_iova < list_base || entry_iova + 8 > list_end {
+            if !entry_iova.is_multiple_of(page)
+                || entry_iova < list_base
+                || entry_iova + 8 > list_end
+            {
                 return false;
             }
             value = read(entry_iova);

@@ -19,11 +19,8 @@ pub enum EmuError {
         file_bytes: u64,
         size_bytes: u64,
     },
-    #[error("cannot map {what}: {source}")]
-    Map {
-        what: String,
-        source: std::io::Error,
-    },
+    #[error("cannot map {what}: {error}")]
+    Map { what: String, error: std::io::Error },
     #[error("DMA memory of {tags} tags x {buffer_bytes} bytes is out of range: expected 1 byte to 1 GiB in all (lower --buffer-size or the tag count)")]
     Arena { tags: usize, buffer_bytes: usize },
     #[error("cannot start a device thread: {source}")]

@@ -44,7 +44,8 @@ fn every_stack_and_completion_mode_completes_every_command() {
                     };
                     let device = Device::open(&config, &options).unwrap();
                     let report = bench::run_on(&device, &workload(ios), &mut |_| {}).unwrap();
-                    let what = format!("{preset_name} threads={device_threads} {stack} {completion}");
+                    let what =
+                        format!("{preset_name} threads={device_threads} {stack} {completion}");
                     assert_eq!(report.totals.requests, 3 * ios, "{what}");
                     assert_eq!(
                         report.totals.read_bytes + report.totals.write_bytes,

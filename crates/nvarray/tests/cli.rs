@@ -454,7 +454,6 @@ fn bench_sweep_runs_the_chosen_engine_and_writes_json_and_a_plot() {
 }
 
 #[test]
-#[ignore = "needs the emulator engine"]
 fn compare_sim_sets_model_and_emulator_side_by_side() {
     let args = [
         "bench",
