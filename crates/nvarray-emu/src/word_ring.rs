@@ -33,7 +33,7 @@ pub fn split(capacity: usize) -> Result<(WordProducer, WordConsumer), RingError>
     if !(RING_ENTRIES_MIN..=RING_ENTRIES_MAX).contains(&capacity) || !capacity.is_power_of_two() {
         return Err(RingError::Capacity { capacity });
     }
-    let slots: Arc<[AtomicU64]> = (0..capacity).map(|_| AtomicU64::new(0)).collect();
+    let slots: Arc<Box<[AtomicU64]>> = Arc::new((0..capacity).map(|_| AtomicU64::new(0)).collect());
     let mask = capacity - 1;
     Ok((
         WordProducer {
@@ -51,14 +51,14 @@ pub fn split(capacity: usize) -> Result<(WordProducer, WordConsumer), RingError>
 
 /// The producing end; one per ring, `Send`, not `Clone`.
 pub struct WordProducer {
-    slots: Arc<[AtomicU64]>,
+    slots: Arc<Box<[AtomicU64]>>,
     mask: usize,
     tail: usize,
 }
 
 /// The consuming end; one per ring, `Send`, not `Clone`.
 pub struct WordConsumer {
-    slots: Arc<[AtomicU64]>,
+    slots: Arc<Box<[AtomicU64]>>,
     mask: usize,
     head: usize,
 }
