@@ -16,5 +16,6 @@ pub mod lateness;
 pub mod nvme_cq;
 pub mod protocol;
 pub mod ring;
+mod sync;
 pub mod tag_pool;
 pub mod word_ring;

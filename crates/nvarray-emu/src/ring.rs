@@ -27,16 +27,7 @@ use std::fmt;
 
 use thiserror::Error;
 
-#[cfg(loom)]
-use loom::sync::{
-    atomic::{AtomicU64, Ordering},
-    Arc,
-};
-#[cfg(not(loom))]
-use std::sync::{
-    atomic::{AtomicU64, Ordering},
-    Arc,
-};
+use crate::sync::{Arc, AtomicU64, Ordering};
 
 /// Smallest ring: with one slot the producer and consumer would hand the same slot back and
 /// forth and never overlap, which defeats the point of a queue.

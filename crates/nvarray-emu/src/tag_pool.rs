@@ -29,10 +29,7 @@ use std::fmt;
 
 use thiserror::Error;
 
-#[cfg(loom)]
-use loom::sync::atomic::{AtomicU64, Ordering};
-#[cfg(not(loom))]
-use std::sync::atomic::{AtomicU64, Ordering};
+use crate::sync::{AtomicU64, Ordering};
 
 /// Most tags in one pool. A `Tag` is a `u16`, and 4096 tags over 64-bit words is 64 words,
 /// 8 KiB of cache lines at most.

@@ -15,16 +15,7 @@
 
 use std::fmt;
 
-#[cfg(loom)]
-use loom::sync::{
-    atomic::{AtomicU64, Ordering},
-    Arc,
-};
-#[cfg(not(loom))]
-use std::sync::{
-    atomic::{AtomicU64, Ordering},
-    Arc,
-};
+use crate::sync::{Arc, AtomicU64, Ordering};
 
 use crate::ring::{RingError, RING_ENTRIES_MAX, RING_ENTRIES_MIN};
 
