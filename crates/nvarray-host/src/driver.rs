@@ -194,6 +194,7 @@ impl Device {
             adaptive_threshold_bytes: self.options.adaptive_threshold_bytes,
             pending: (0..self.tags.tags()).map(|_| None).collect(),
             pending_count: 0,
+            small_in_flight: 0,
             in_data: Vec::with_capacity(self.tags.tags()),
             block_bytes: u64::from(self.block_bytes()),
         }
@@ -338,6 +339,9 @@ pub struct QueuePair {
     /// Per tag: the command this queue pair has in flight on it.
     pending: Box<[Option<Prepared>]>,
     pending_count: usize,
+    /// Commands in flight below the adaptive threshold (kept as a count so the wait loop does
+    /// not scan every tag on each spin).
+    small_in_flight: usize,
     /// Tags of in-flight reads that complete in the data.
     in_data: Vec<Tag>,
     block_bytes: u64,
@@ -389,6 +393,7 @@ impl QueuePair {
         if p.in_data {
             self.in_data.push(p.tag);
         }
+        self.small_in_flight += usize::from(p.len_bytes < self.adaptive_threshold_bytes);
         self.pending[tag] = Some(p);
         self.pending_count += 1;
     }
@@ -441,6 +446,7 @@ impl QueuePair {
         // bug; it is dropped rather than trusted.
         let p = self.pending.get_mut(tag)?.take()?;
         self.pending_count -= 1;
+        self.small_in_flight -= usize::from(p.len_bytes < self.adaptive_threshold_bytes);
         Some(Done {
             tag: p.tag,
             op: p.op,
@@ -471,21 +477,12 @@ impl QueuePair {
     }
 
     /// Whether waiting now should sleep: always for `Sleep`, never for `Spin` or in-data, and
-    /// for `Adaptive` when the smallest command in flight is at least the threshold.
+    /// for `Adaptive` when no command in flight is smaller than the threshold.
     fn should_sleep(&self) -> bool {
         match self.completion {
             Completion::Spin | Completion::InData => false,
             Completion::Sleep => true,
-            Completion::Adaptive => {
-                let smallest = self
-                    .pending
-                    .iter()
-                    .flatten()
-                    .map(|p| p.len_bytes)
-                    .min()
-                    .unwrap_or(0);
-                smallest >= self.adaptive_threshold_bytes
-            }
+            Completion::Adaptive => self.small_in_flight == 0,
         }
     }
 
