@@ -187,10 +187,7 @@ fn sweep_writes_json_and_a_plot() {
         out.to_str().unwrap(),
     ]);
     assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
-    let report: serde_json::Value =
-        serde_json::from_str(&std::fs::read_to_string(out.with_extension("json")).unwrap())
-            .unwrap();
-    let points = report["points"].as_array().unwrap();
+    let points = sweep_points(&out);
     assert_eq!(points.len(), 6);
     let bw = |value: &str, series: &str| {
         let p = points
@@ -429,12 +426,9 @@ fn bench_sweep_runs_the_chosen_engine_and_writes_json_and_a_plot() {
         out.to_str().unwrap(),
     ]);
     assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
-    let report: serde_json::Value =
-        serde_json::from_str(&std::fs::read_to_string(out.with_extension("json")).unwrap())
-            .unwrap();
-    let points = report["points"].as_array().unwrap();
+    let points = sweep_points(&out);
     assert_eq!(points.len(), 2);
-    for p in points {
+    for p in &points {
         assert_eq!(p["report"]["engine"], "sim");
         assert_eq!(p["report"]["faithful"], true);
     }
@@ -500,4 +494,11 @@ fn compare_sim_sets_model_and_emulator_side_by_side() {
     ] {
         assert!(table.contains(needle), "`{needle}` not in:\n{table}");
     }
+}
+
+/// The points of the sweep JSON written next to `out` (`out` with a `.json` extension).
+fn sweep_points(out: &std::path::Path) -> Vec<serde_json::Value> {
+    let text = std::fs::read_to_string(out.with_extension("json")).unwrap();
+    let report: serde_json::Value = serde_json::from_str(&text).unwrap();
+    report["points"].as_array().unwrap().clone()
 }
