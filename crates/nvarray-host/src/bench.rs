@@ -5,16 +5,19 @@
 //! preparing the command (taking a tag, copying a write's data) to finishing it (copying a
 //! read's data out), so it includes the driver's whole cost.
 
+use std::collections::VecDeque;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
 use nvarray_model::{Breakdown, Component, DeviceConfig};
-use nvarray_report::{cpu_seconds_per_gb, process_cpu_seconds, LatenessNs, RunReport, StreamStats};
-use nvarray_workload::{Op, RequestGen, Workload};
+use nvarray_report::{
+    cpu_seconds_per_gb, process_cpu_seconds, EmulatorSetup, LatenessNs, RunReport, StreamStats,
+};
+use nvarray_workload::{Op, RequestGen, Verify, Workload};
 
 use crate::driver::Device;
 use crate::ladder::{Issuer, LadderShared};
-use crate::{HostError, IoOp, Options};
+use crate::{verify, HostError, IoOp, Options};
 
 /// Run length when a job gives neither `runtime` nor `number_ios` (as the simulator).
 pub const DEFAULT_RUNTIME: Duration = Duration::from_millis(100);
@@ -51,6 +54,13 @@ pub fn run_on(
     if workload.jobs.is_empty() {
         return Err(HostError::Workload("the workload has no jobs".into()));
     }
+    let block = device.block_bytes() as usize;
+    if workload.jobs.iter().any(|j| j.verify != Verify::None) && block < verify::HEADER_BYTES {
+        return Err(HostError::Workload(format!(
+            "verify needs blocks of at least {} bytes for its header; this device's are {block}",
+            verify::HEADER_BYTES
+        )));
+    }
     let shared = LadderShared::new(device);
     let mut plans = Vec::new();
     for (stream, job) in workload.jobs.iter().enumerate() {
@@ -62,11 +72,14 @@ pub fn run_on(
             let gen = RequestGen::new(job, t, device.size_bytes(), device.block_bytes())
                 .map_err(|e| HostError::Workload(format!("job {}: {e}", job.name)))?;
             plans.push(ThreadPlan {
+                index: plans.len() as u64,
                 stream,
                 gen,
                 iodepth: job.iodepth as usize,
                 ios: job.number_ios.unwrap_or(u64::MAX),
                 runtime,
+                thinktime: Duration::from_nanos(job.thinktime_ns),
+                verify: job.verify != Verify::None,
             });
         }
     }
@@ -75,7 +88,7 @@ pub fn run_on(
     let done_ios = AtomicU64::new(0);
     let cpu_start = process_cpu_seconds();
     let start = Instant::now();
-    let results: Vec<Result<(usize, StreamStats), HostError>> = std::thread::scope(|s| {
+    let results: Vec<Result<(usize, ThreadResult), HostError>> = std::thread::scope(|s| {
         let handles: Vec<_> = plans
             .into_iter()
             .map(|plan| {
@@ -105,9 +118,11 @@ pub fn run_on(
         .iter()
         .map(|j| StreamStats::new(&j.name))
         .collect();
+    let mut verified_blocks = 0;
     for r in results {
-        let (stream, stats) = r?;
-        streams[stream].merge(&stats);
+        let (stream, result) = r?;
+        streams[stream].merge(&result.stats);
+        verified_blocks += result.verified_blocks;
     }
     let cpu_seconds = process_cpu_seconds() - cpu_start;
     let mut report = device.emulator().with_core(|core| {
@@ -126,68 +141,139 @@ pub fn run_on(
     };
     report.faithful = lateness.faithful;
     report.unfaithful_reason = lateness.unfaithful_reason;
+    let options = device.options();
+    report.emulator = Some(EmulatorSetup {
+        device_threads: options.device_threads,
+        stack: options.stack.name(),
+        completion: options.completion.name(),
+        verified_blocks,
+    });
     Ok(report)
 }
 
+/// What one host thread measured.
+struct ThreadResult {
+    stats: StreamStats,
+    /// Blocks read back that held data this run wrote and passed verification.
+    verified_blocks: u64,
+}
+
 struct ThreadPlan {
+    /// The thread's number in the run (part of every verify stamp it writes).
+    index: u64,
     stream: usize,
     gen: RequestGen,
     iodepth: usize,
     ios: u64,
     runtime: Option<Duration>,
+    thinktime: Duration,
+    verify: bool,
 }
 
-/// One host thread: keeps `iodepth` commands in flight until its run ends, then drains.
+/// Naps shorter than this are spun instead of slept (a kernel sleep overshoots by tens of
+/// microseconds; see `driver::NAP_WAKE_MARGIN_NS`).
+const THINK_SPIN_BELOW: Duration = Duration::from_micros(50);
+
+/// Waits until `until`: sleeps for all but the last `THINK_SPIN_BELOW`, spins the rest.
+fn think_until(until: Instant) {
+    let now = Instant::now();
+    if until <= now {
+        return;
+    }
+    if until - now > THINK_SPIN_BELOW {
+        crate::driver::fine_timer_slack();
+        std::thread::sleep(until - now - THINK_SPIN_BELOW);
+    }
+    while Instant::now() < until {
+        std::hint::spin_loop();
+    }
+}
+
+/// One host thread: keeps `iodepth` commands in flight until its run ends, then drains. With
+/// `thinktime`, each completion frees its slot only that long after it arrived (as in the
+/// simulator; with `iodepth` > 1 a slot that frees while the thread waits for a completion
+/// is used once the thread wakes). With `verify`, every write carries self-checking data
+/// (`verify`) and every read is checked.
 fn run_thread(
     device: &Device,
     shared: &LadderShared,
     mut plan: ThreadPlan,
     start: Instant,
     done_ios: &AtomicU64,
-) -> Result<StreamStats, HostError> {
+) -> Result<ThreadResult, HostError> {
     let completion = device.options().completion;
     let mut issuer = Issuer::new(device, shared, completion);
     let in_data = completion == crate::Completion::InData;
+    let block = device.block_bytes() as usize;
     let mut stats = StreamStats::new("thread");
     // Per tag: when this thread prepared the command (tags are device-wide, so index by tag).
     let mut started: Vec<Option<Instant>> = vec![None; device.tags()];
     let mut scratch = vec![0u8; device.command_bytes_max() as usize];
-    let write_data = vec![0x5au8; device.command_bytes_max() as usize];
+    let mut write_data = vec![0x5au8; device.command_bytes_max() as usize];
     let deadline = plan.runtime.map(|r| start + r);
+    // When each of the `iodepth` slots may issue again.
+    let mut slots: VecDeque<Instant> = std::iter::repeat_n(start, plan.iodepth).collect();
     let mut issued = 0u64;
     let mut in_flight = 0usize;
+    let mut verified_blocks = 0u64;
     let mut error = None;
     let mut finished = Vec::with_capacity(device.tags());
     loop {
         let time_up = deadline.is_some_and(|d| Instant::now() >= d);
-        while !time_up && error.is_none() && in_flight < plan.iodepth && issued < plan.ios {
+        let more = !time_up && error.is_none() && issued < plan.ios;
+        if more && in_flight == 0 {
+            if let Some(&ready) = slots.front() {
+                // Nothing to wait for but the think time.
+                think_until(ready);
+            }
+        }
+        while more && issued < plan.ios {
+            let now = Instant::now();
+            match slots.front() {
+                Some(&ready) if ready <= now => {}
+                _ => break,
+            }
             let r = plan.gen.next_request();
+            let len = r.len_bytes as usize;
             let (op, data) = match r.op {
                 Op::Read => (IoOp::Read, None),
-                Op::Write => (IoOp::Write, Some(&write_data[..r.len_bytes as usize])),
+                Op::Write => {
+                    if plan.verify {
+                        let stamp = (plan.index << 40) | issued;
+                        verify::fill(&mut write_data[..len], r.offset_bytes, block, stamp);
+                    }
+                    (IoOp::Write, Some(&write_data[..len]))
+                }
             };
             let t0 = Instant::now();
             match device.prepare(op, r.offset_bytes, r.len_bytes, data, in_data) {
                 Ok(p) => {
                     started[p.tag().index()] = Some(t0);
                     issuer.issue(p);
+                    slots.pop_front();
                     issued += 1;
                     in_flight += 1;
                 }
                 // Other threads hold every tag: collect our own completions first.
                 Err(HostError::NoTag { .. }) if in_flight > 0 => break,
                 Err(HostError::NoTag { .. }) => std::hint::spin_loop(),
-                Err(e) => error = Some(e),
+                Err(e) => {
+                    error = Some(e);
+                    break;
+                }
             }
         }
         if in_flight == 0 {
+            if more && !slots.is_empty() {
+                continue;
+            }
             break;
         }
         let mine = |tag: usize| started.get(tag).is_some_and(|s| s.is_some());
         issuer.wait(&mine, &mut |done| finished.push(done));
         for done in finished.drain(..) {
             let t0 = started[done.tag.index()].take().expect("started");
-            let (is_read, len) = (done.op == IoOp::Read, done.len_bytes);
+            let (is_read, len, offset) = (done.op == IoOp::Read, done.len_bytes, done.offset_bytes);
             let out = is_read.then_some(&mut scratch[..len as usize]);
             match device.finish(done, out) {
                 Ok(()) => {
@@ -197,18 +283,30 @@ fn run_thread(
                     let mut breakdown = Breakdown::default();
                     breakdown.set(Component::Host, latency_ns);
                     stats.record(is_read, len, latency_ns, &breakdown);
+                    if is_read && plan.verify {
+                        match verify::check(&scratch[..len as usize], offset, block) {
+                            Ok(n) => verified_blocks += n,
+                            Err(e) => {
+                                error.get_or_insert(HostError::Verify(e));
+                            }
+                        }
+                    }
                 }
                 Err(e) => {
                     error.get_or_insert(e);
                 }
             }
             in_flight -= 1;
+            slots.push_back(Instant::now() + plan.thinktime);
             done_ios.fetch_add(1, Ordering::Relaxed);
         }
     }
     match error {
         Some(e) => Err(e),
-        None => Ok(stats),
+        None => Ok(ThreadResult {
+            stats,
+            verified_blocks,
+        }),
     }
 }
 

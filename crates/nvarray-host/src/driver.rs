@@ -546,7 +546,7 @@ pub(crate) fn inline_nap(emu: &Emulator) {
 
 /// Sets this thread's timer slack to 1 µs (once per thread): Linux lets a normal thread's
 /// sleeps overshoot by 50 µs by default, which would swamp the margin above.
-fn fine_timer_slack() {
+pub(crate) fn fine_timer_slack() {
     thread_local! {
         static DONE: std::cell::Cell<bool> = const { std::cell::Cell::new(false) };
     }

@@ -9,6 +9,7 @@ pub mod driver;
 pub mod error;
 pub mod ladder;
 pub mod options;
+pub mod verify;
 
 pub use driver::{Device, Done, Prepared, QueuePair};
 pub use error::HostError;

@@ -142,9 +142,26 @@ impl Default for Options {
 /// Largest number of device threads (more only take turns at the one serial model).
 pub const DEVICE_THREADS_MAX: usize = 8;
 
+/// The device threads `--device-threads auto` picks for `host_threads` spinning host threads
+/// on a machine with `cores` CPUs: one when it gets a core of its own, else none (inline).
+/// More spinning threads than cores make each wait for the scheduler's time slice (4 ms on
+/// the test VMs) whenever another one holds the core, which wrecks latency and fidelity.
+pub fn device_threads_auto(host_threads: usize, cores: usize) -> usize {
+    usize::from(cores > host_threads)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn auto_device_threads_never_oversubscribe_the_cores() {
+        assert_eq!(device_threads_auto(1, 2), 1);
+        assert_eq!(device_threads_auto(2, 2), 0);
+        assert_eq!(device_threads_auto(4, 2), 0);
+        assert_eq!(device_threads_auto(1, 1), 0);
+        assert_eq!(device_threads_auto(7, 8), 1);
+    }
 
     #[test]
     fn names_round_trip_and_errors_list_choices() {

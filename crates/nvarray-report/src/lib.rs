@@ -122,6 +122,21 @@ pub struct RunReport {
     /// machine could not keep up (lateness too high); `unfaithful_reason` then says why.
     pub faithful: bool,
     pub unfaithful_reason: Option<String>,
+    /// How the emulator and its host side were set up (absent for the simulator).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub emulator: Option<EmulatorSetup>,
+}
+
+/// The emulator's host-side setup of a run, and what verification saw.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize)]
+pub struct EmulatorSetup {
+    /// Threads that ran the device; 0 means inline, on the host threads.
+    pub device_threads: usize,
+    /// The host software stack (`--stack`) and completion mode (`--completion`).
+    pub stack: &'static str,
+    pub completion: &'static str,
+    /// Blocks read back that held data this run wrote and passed `verify` (0 without verify).
+    pub verified_blocks: u64,
 }
 
 /// Completion posting time minus its modelled deadline, in nanoseconds.

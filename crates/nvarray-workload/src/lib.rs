@@ -59,8 +59,8 @@ pub use error::WorkloadError;
 pub use gen::RequestGen;
 pub use jobfile::{parse_job_file, Workload, JOBS_MAX, JOB_FILE_BYTES_MAX};
 pub use spec::{
-    BlockSize, Distribution, JobSpec, Op, Request, RwMode, BSSPLIT_ENTRIES_MAX, BS_BYTES_MAX,
-    IGNORED_KEYS, IODEPTH_MAX, NAME_BYTES_MAX, NUMBER_IOS_MAX, NUMJOBS_MAX, RANDSEED_DEFAULT,
-    RUNTIME_NS_MAX, SUPPORTED_KEYS, THINKTIME_NS_MAX, ZIPF_THETA_MAX,
+    BlockSize, Distribution, JobSpec, Op, Request, RwMode, Verify, BSSPLIT_ENTRIES_MAX,
+    BS_BYTES_MAX, IGNORED_KEYS, IODEPTH_MAX, NAME_BYTES_MAX, NUMBER_IOS_MAX, NUMJOBS_MAX,
+    RANDSEED_DEFAULT, RUNTIME_NS_MAX, SUPPORTED_KEYS, THINKTIME_NS_MAX, ZIPF_THETA_MAX,
 };
 pub use units::{format_size, parse_duration_ns, parse_size, NS_PER_MS, NS_PER_S, NS_PER_US};

@@ -57,6 +57,7 @@ pub const SUPPORTED_KEYS: &[&str] = &[
     "offset",
     "size",
     "thinktime",
+    "verify",
 ];
 
 /// fio keys that are accepted (with or without a value) and ignored, because they do not
@@ -74,7 +75,7 @@ pub const SUPPORTED_KEYS: &[&str] = &[
 ///   `size` bytes were transferred. A fio job that relies on `size` to end should set
 ///   `number_ios` instead.
 ///
-/// Keys that look harmless but do change what happens (`stonewall`, `verify`, `randrepeat`,
+/// Keys that look harmless but do change what happens (`stonewall`, `randrepeat`,
 /// `rate`, ...) are deliberately not on this list: they fail as unknown keys.
 pub const IGNORED_KEYS: &[&str] = &[
     "ioengine",
@@ -320,6 +321,43 @@ pub struct JobSpec {
     pub size_bytes: Option<u64>,
     /// Idle time between a completion and the thread's next submission; default 0.
     pub thinktime_ns: u64,
+    /// Whether writes carry self-checking data that every read verifies; default off.
+    pub verify: Verify,
+}
+
+/// Data verification, fio's `verify` key. Only engines that move data (the emulator) verify;
+/// the simulator moves none and ignores it.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash, Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Verify {
+    /// `verify=0` or `verify=none`: data is not checked.
+    #[default]
+    None,
+    /// `verify=crc32c` (or `verify=1`): every block written carries a header (its own offset, a
+    /// write stamp) and a CRC-32C of its contents; every block read must be all zeroes (never
+    /// written) or carry a valid header for its own offset and a matching CRC.
+    Crc32c,
+}
+
+impl FromStr for Verify {
+    type Err = String;
+
+    fn from_str(s: &str) -> Result<Self, String> {
+        match s {
+            "0" | "none" => Ok(Verify::None),
+            "1" | "crc32c" => Ok(Verify::Crc32c),
+            _ => Err("must be crc32c (or 1) to verify, none (or 0) not to".to_string()),
+        }
+    }
+}
+
+impl fmt::Display for Verify {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(match self {
+            Verify::None => "none",
+            Verify::Crc32c => "crc32c",
+        })
+    }
 }
 
 impl Default for JobSpec {
@@ -338,6 +376,7 @@ impl Default for JobSpec {
             offset_bytes: 0,
             size_bytes: None,
             thinktime_ns: 0,
+            verify: Verify::None,
         }
     }
 }
@@ -368,6 +407,7 @@ impl JobSpec {
     /// - `offset`: size; `size`: nonzero size.
     /// - `thinktime`: duration, **microseconds** by default as in fio, at most
     ///   [`THINKTIME_NS_MAX`].
+    /// - `verify`: see [`Verify`]'s `FromStr`.
     pub fn set(&mut self, key: &str, value: &str) -> Result<(), WorkloadError> {
         let value = value.trim();
         if IGNORED_KEYS.contains(&key) {
@@ -441,6 +481,11 @@ impl JobSpec {
             "thinktime" => {
                 self.thinktime_ns =
                     parse_duration_limited(key, value, NS_PER_US, THINKTIME_NS_MAX)?;
+            }
+            "verify" => {
+                self.verify = value
+                    .parse()
+                    .map_err(|reason: String| value_error(key, value, &reason))?;
             }
             _ => unreachable!("key {key} is in SUPPORTED_KEYS but has no parser"),
         }
@@ -1491,6 +1536,24 @@ mod tests {
                 Err(&format!("{key}: needs a value, write {key}=VALUE")),
             );
         }
+    }
+
+    #[test]
+    fn verify_takes_fio_names_and_refuses_others() {
+        let mut job = d();
+        assert_eq!(job.verify, Verify::None);
+        for (value, want) in [
+            ("crc32c", Verify::Crc32c),
+            ("0", Verify::None),
+            ("1", Verify::Crc32c),
+            ("none", Verify::None),
+        ] {
+            job.set("verify", value).unwrap();
+            assert_eq!(job.verify, want, "verify={value}");
+        }
+        let err = job.set("verify", "md5").unwrap_err().to_string();
+        assert!(err.contains("must be crc32c"), "{err}");
+        assert_eq!(job.verify, Verify::None, "a refused value changed the job");
     }
 
     #[test]

@@ -105,12 +105,17 @@ pub struct FioArgs {
     /// Host time between a completion and the thread's next request (microseconds by default, as in fio).
     #[arg(long)]
     pub thinktime: Option<String>,
+    /// Data verification: crc32c (every block written carries its offset and a CRC-32C that
+    /// every read checks; a mismatch stops the run with an error) | none. The simulator moves
+    /// no data, so there it changes nothing.
+    #[arg(long)]
+    pub verify: Option<String>,
 }
 
 impl FioArgs {
     /// The flags given, as fio key/value pairs in a fixed order.
     pub fn pairs(&self) -> Vec<(&'static str, String)> {
-        let fields: [(&'static str, &Option<String>); 14] = [
+        let fields: [(&'static str, &Option<String>); 15] = [
             ("name", &self.name),
             ("rw", &self.rw),
             ("bs", &self.bs),
@@ -125,6 +130,7 @@ impl FioArgs {
             ("offset", &self.offset),
             ("size", &self.size),
             ("thinktime", &self.thinktime),
+            ("verify", &self.verify),
         ];
         fields
             .into_iter()

@@ -6,9 +6,10 @@
 use std::path::PathBuf;
 
 use anyhow::Result;
-use clap::builder::RangedU64ValueParser;
 use clap::{Args, Subcommand, ValueEnum};
-use nvarray_host::options::{BackingKind, ADAPTIVE_THRESHOLD_BYTES_DEFAULT, DEVICE_THREADS_MAX};
+use nvarray_host::options::{
+    device_threads_auto, BackingKind, ADAPTIVE_THRESHOLD_BYTES_DEFAULT, DEVICE_THREADS_MAX,
+};
 use nvarray_host::{Completion, HostError, Options, Stack};
 use nvarray_model::DeviceConfig;
 use nvarray_report::RunReport;
@@ -80,6 +81,48 @@ fn parse_backing(text: &str) -> Result<Backing, String> {
     }
 }
 
+/// `--device-threads`: a count, or `auto` (decided per workload, see `device_threads_auto`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum DeviceThreads {
+    Auto,
+    Fixed(usize),
+}
+
+impl std::fmt::Display for DeviceThreads {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            DeviceThreads::Auto => f.write_str("auto"),
+            DeviceThreads::Fixed(n) => write!(f, "{n}"),
+        }
+    }
+}
+
+fn parse_device_threads(text: &str) -> Result<DeviceThreads, String> {
+    if text == "auto" {
+        return Ok(DeviceThreads::Auto);
+    }
+    match text.parse::<usize>() {
+        Ok(n) if n <= DEVICE_THREADS_MAX => Ok(DeviceThreads::Fixed(n)),
+        _ => Err(format!(
+            "expected auto or a count from 0 to {DEVICE_THREADS_MAX}, got {text:?}"
+        )),
+    }
+}
+
+/// The options for one workload: `--device-threads auto` becomes a count for its threads.
+fn options_for(options: &Options, threads: DeviceThreads, workload: &Workload) -> Options {
+    let host_threads: usize = workload.jobs.iter().map(|j| j.numjobs as usize).sum();
+    let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
+    let device_threads = match threads {
+        DeviceThreads::Fixed(n) => n,
+        DeviceThreads::Auto => device_threads_auto(host_threads, cores),
+    };
+    Options {
+        device_threads,
+        ..options.clone()
+    }
+}
+
 /// A size in fio's units (4k, 1m; k = 1024) that must fit a 32-bit field.
 fn parse_size_u32(text: &str) -> Result<u32, String> {
     let bytes = parse_size(text).map_err(|e| e.to_string())?;
@@ -109,11 +152,12 @@ pub struct BenchRunArgs {
     /// With `--backing file:PATH`: make flushes reach stable storage (msync + fdatasync).
     #[arg(long)]
     durable: bool,
-    /// Threads that run the emulated device; 0 runs it inline on whichever host thread polls
-    /// (for machines with fewer cores than spinning threads).
-    #[arg(long, value_name = "N", default_value_t = 1,
-          value_parser = RangedU64ValueParser::<usize>::new().range(0..=DEVICE_THREADS_MAX as u64))]
-    device_threads: usize,
+    /// Threads that run the emulated device; 0 runs it inline on whichever host thread polls.
+    /// `auto` gives the device a thread only when the machine has a core for it besides one
+    /// per host thread (numjobs), so spinning threads never outnumber cores.
+    #[arg(long, value_name = "N|auto", default_value_t = DeviceThreads::Auto,
+          value_parser = parse_device_threads)]
+    device_threads: DeviceThreads,
     /// Host software stack, the Moneta ladder: baseline (scheduler thread, shared locked queue,
     /// sleep) | nosched | atomic (own queue, one atomic store) | spin.
     #[arg(long, value_name = "STACK", default_value_t = Stack::Spin)]
@@ -167,7 +211,8 @@ impl BenchRunArgs {
         };
         Ok(Options {
             backing,
-            device_threads: self.device_threads,
+            // Decided per workload by `options_for`.
+            device_threads: 0,
             stack: self.stack,
             completion: self.completion,
             adaptive_threshold_bytes: self.adaptive_threshold,
@@ -182,6 +227,7 @@ fn run_engine(
     device: &DeviceConfig,
     workload: &Workload,
     options: &Options,
+    threads: DeviceThreads,
     progress: &mut dyn FnMut(f64),
 ) -> Result<RunReport> {
     match engine {
@@ -191,13 +237,16 @@ fn run_engine(
             Ok(report)
         }
         Engine::Emu => {
-            nvarray_host::bench::run(device, workload, options, progress).map_err(|e: HostError| {
-                if e.is_input_error() {
-                    input_error(e)
-                } else {
-                    anyhow::Error::new(e)
-                }
-            })
+            let options = options_for(options, threads, workload);
+            nvarray_host::bench::run(device, workload, &options, progress).map_err(
+                |e: HostError| {
+                    if e.is_input_error() {
+                        input_error(e)
+                    } else {
+                        anyhow::Error::new(e)
+                    }
+                },
+            )
         }
     }
 }
@@ -206,9 +255,9 @@ pub fn run(args: BenchArgs) -> Result<()> {
     if let Some(BenchCommand::Sweep(s)) = args.command {
         let run = s.run.run_args()?;
         let options = s.run.options()?;
-        let engine = s.run.engine;
+        let (engine, threads) = (s.run.engine, s.run.device_threads);
         return cmd_sweep::run(&s.sweep, &run, &mut |device, workload, progress| {
-            run_engine(engine, device, workload, &options, progress)
+            run_engine(engine, device, workload, &options, threads, progress)
         });
     }
     let run = args.run.run_args()?;
@@ -216,7 +265,7 @@ pub fn run(args: BenchArgs) -> Result<()> {
     let device = run.device.load()?;
     let workload = run.fio.workload(&[])?;
     if args.compare_sim {
-        return compare(&run, &device, &workload, &options);
+        return compare(&run, &device, &workload, &options, args.run.device_threads);
     }
     let engine = args.run.engine;
     let bar = Progress::new(
@@ -226,7 +275,10 @@ pub fn run(args: BenchArgs) -> Result<()> {
         },
         1,
     );
-    let report = run_engine(engine, &device, &workload, &options, &mut |f| bar.set(0, f));
+    let threads = args.run.device_threads;
+    let report = run_engine(engine, &device, &workload, &options, threads, &mut |f| {
+        bar.set(0, f)
+    });
     bar.finish();
     let report = report?;
     if run.json {
@@ -250,12 +302,13 @@ fn compare(
     device: &DeviceConfig,
     workload: &Workload,
     options: &Options,
+    threads: DeviceThreads,
 ) -> Result<()> {
     // The simulator first: it is quick, and it rejects a bad workload before the emulator
     // allocates the device.
     let sim = simulate(device, workload)?;
     let bar = Progress::new("emulating", 1);
-    let emu = run_engine(Engine::Emu, device, workload, options, &mut |f| {
+    let emu = run_engine(Engine::Emu, device, workload, options, threads, &mut |f| {
         bar.set(0, f)
     });
     bar.finish();

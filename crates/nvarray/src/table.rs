@@ -3,8 +3,8 @@
 use std::fmt::Write;
 
 use nvarray_model::DeviceConfig;
-use nvarray_report::{RunReport, Totals};
-use nvarray_workload::{JobSpec, Workload};
+use nvarray_report::{EmulatorSetup, RunReport, Totals};
+use nvarray_workload::{JobSpec, Verify, Workload};
 
 /// One line describing the device.
 pub fn device_line(d: &DeviceConfig) -> String {
@@ -29,6 +29,23 @@ pub fn device_line(d: &DeviceConfig) -> String {
     )
 }
 
+/// The emulator's setup, after the engine's name: `: 1 device thread, stack spin, ...`.
+fn setup_line(e: &EmulatorSetup) -> String {
+    let threads = match e.device_threads {
+        0 => "device inline on the host threads".to_string(),
+        1 => "1 device thread".to_string(),
+        n => format!("{n} device threads"),
+    };
+    let mut s = format!(
+        ": {threads}, stack {}, completion {}",
+        e.stack, e.completion
+    );
+    if e.verified_blocks > 0 {
+        s += &format!(", {} blocks verified", e.verified_blocks);
+    }
+    s
+}
+
 /// One line describing a job in fio's terms.
 pub fn job_line(j: &JobSpec) -> String {
     let mut s = format!(
@@ -46,6 +63,12 @@ pub fn job_line(j: &JobSpec) -> String {
     }
     if let Some(r) = j.runtime_ns {
         s += &format!(" runtime={}", fmt_ns(r));
+    }
+    if j.thinktime_ns > 0 {
+        s += &format!(" thinktime={}", fmt_ns(j.thinktime_ns));
+    }
+    if j.verify != Verify::None {
+        s += &format!(" verify={}", j.verify);
     }
     s += &format!(" randseed={}", j.randseed);
     s
@@ -91,8 +114,9 @@ pub fn run_report(device: &DeviceConfig, workload: &Workload, r: &RunReport) -> 
     }
     let _ = writeln!(
         s,
-        "engine   {} ({:.3} ms of {})",
+        "engine   {}{} ({:.3} ms of {})",
         r.engine,
+        r.emulator.as_ref().map(setup_line).unwrap_or_default(),
         r.elapsed_ns as f64 / 1e6,
         if r.engine == "sim" {
             "device time"

@@ -502,3 +502,56 @@ fn sweep_points(out: &std::path::Path) -> Vec<serde_json::Value> {
     let report: serde_json::Value = serde_json::from_str(&text).unwrap();
     report["points"].as_array().unwrap().clone()
 }
+
+#[test]
+fn bench_emu_reports_its_setup_and_what_verify_checked() {
+    let quick = [
+        "bench",
+        "--preset",
+        "dram",
+        "--rw",
+        "randrw",
+        "--number_ios",
+        "2000",
+        "--json",
+    ];
+    let run = |extra: &[&str]| {
+        let mut a = quick.to_vec();
+        a.extend(extra);
+        json(&a)
+    };
+    // `auto` (the default) gives the device a thread only when a core is left for it.
+    let cores = std::thread::available_parallelism().unwrap().get();
+    let r = run(&["--numjobs", "2", "--size", "64k", "--verify", "crc32c"]);
+    let setup = &r["emulator"];
+    assert_eq!(setup["device_threads"], u64::from(cores > 2), "{setup}");
+    assert_eq!(setup["stack"], "spin");
+    assert_eq!(setup["completion"], "adaptive");
+    // 4000 requests, half reads, on a device of 16 blocks of 4 KB: nearly every read finds
+    // written data.
+    let verified = setup["verified_blocks"].as_u64().unwrap();
+    assert!(verified > 1000, "{verified} blocks verified");
+    let r = run(&["--device-threads", "0", "--size", "16m"]);
+    assert_eq!(r["emulator"]["device_threads"], 0);
+    assert_eq!(
+        r["emulator"]["verified_blocks"], 0,
+        "verify is off by default"
+    );
+
+    let out = nvarray(&[
+        "bench",
+        "--preset",
+        "dram",
+        "--size",
+        "16m",
+        "--number_ios",
+        "10",
+        "--device-threads",
+        "0",
+    ]);
+    let table = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        table.contains("engine   emu: device inline on the host threads, stack spin"),
+        "{table}"
+    );
+}

@@ -1,0 +1,98 @@
+//! The bench runner's workload options that change what happens on the wire: `verify` checks
+//! every block read, `thinktime` spaces a thread's requests.
+
+use std::time::Instant;
+
+use nvarray_emu::backing::BackingKind;
+use nvarray_host::{bench, Device, HostError, Options};
+use nvarray_model::presets::preset;
+use nvarray_model::DeviceConfig;
+use nvarray_workload::{JobSpec, Workload};
+
+const SIZE: u64 = 4 << 20;
+
+fn config() -> DeviceConfig {
+    preset("dram")
+        .unwrap()
+        .load(&[("memory.capacity_bytes".into(), SIZE.to_string())])
+        .unwrap()
+}
+
+fn workload(pairs: &[(&str, &str)]) -> Workload {
+    let mut job = JobSpec::default();
+    for (k, v) in pairs {
+        job.set(k, v).unwrap();
+    }
+    Workload { jobs: vec![job] }
+}
+
+#[test]
+fn verify_checks_what_several_threads_wrote() {
+    let options = Options {
+        device_threads: 0,
+        ..Options::default()
+    };
+    let device = Device::open(&config(), &options).unwrap();
+    // A small region, so reads often land on blocks another thread wrote.
+    let w = workload(&[
+        ("rw", "randrw"),
+        ("bssplit", "512/50:4k/30:16k/20"),
+        ("iodepth", "4"),
+        ("numjobs", "2"),
+        ("size", "256k"),
+        ("number_ios", "3000"),
+        ("verify", "crc32c"),
+    ]);
+    let report = bench::run_on(&device, &w, &mut |_| {}).unwrap();
+    let verified = report.emulator.unwrap().verified_blocks;
+    assert!(
+        verified > 1000,
+        "only {verified} written blocks were read back and checked"
+    );
+}
+
+#[test]
+fn verify_stops_the_run_on_data_the_run_did_not_write() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("garbage.img");
+    // Neither zeroes nor a verify header: what a device returning wrong data looks like.
+    std::fs::write(&path, vec![0xa5u8; SIZE as usize]).unwrap();
+    let options = Options {
+        backing: BackingKind::File {
+            path: path.clone(),
+            durable: false,
+        },
+        device_threads: 0,
+        ..Options::default()
+    };
+    let device = Device::open(&config(), &options).unwrap();
+    let w = workload(&[("rw", "randread"), ("number_ios", "10"), ("verify", "1")]);
+    match bench::run_on(&device, &w, &mut |_| {}) {
+        Err(HostError::Verify(reason)) => assert!(reason.contains("neither zeroes"), "{reason}"),
+        other => panic!("expected a verification error, got {other:?}"),
+    }
+    // Without verify the same run passes: the check is what failed it.
+    let w = workload(&[("rw", "randread"), ("number_ios", "10")]);
+    bench::run_on(&device, &w, &mut |_| {}).unwrap();
+}
+
+#[test]
+fn thinktime_spaces_each_threads_requests() {
+    let device = Device::open(&config(), &Options::default()).unwrap();
+    let ios = 20u64;
+    let think_us = 500u64;
+    let w = workload(&[
+        ("rw", "randread"),
+        ("number_ios", &ios.to_string()),
+        ("thinktime", &think_us.to_string()),
+    ]);
+    let t0 = Instant::now();
+    let report = bench::run_on(&device, &w, &mut |_| {}).unwrap();
+    let elapsed_us = t0.elapsed().as_micros() as u64;
+    assert_eq!(report.totals.requests, ios);
+    // Each request after the first waits a full think time after the previous completion.
+    assert!(
+        elapsed_us >= (ios - 1) * think_us,
+        "{ios} requests with {think_us} µs think time took only {elapsed_us} µs"
+    );
+}
