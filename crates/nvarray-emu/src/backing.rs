@@ -25,7 +25,7 @@ pub enum BackingKind {
 }
 
 /// How much of a read `Backing::prefetch` brings into the cache: enough for the reads that
-/// are copied at posting time (`device_core::COPY_AT_POST_MAX_BYTES`).
+/// are copied when the model finishes them (`device_core::COPY_WHEN_DONE_MAX_BYTES`).
 pub const PREFETCH_MAX_BYTES: usize = 4096;
 
 /// The bytes of the emulated device.
@@ -167,7 +167,7 @@ impl Backing {
 
     /// Asks the CPU to bring the first `PREFETCH_MAX_BYTES` of `[offset, offset + len)` into
     /// its cache, without waiting: a small read's data then costs a cache hit when it is
-    /// copied at posting time instead of a DRAM (and often TLB) miss on the device's path.
+    /// copied later instead of a DRAM (and often TLB) miss on the device's path.
     /// Out-of-range requests are ignored (the command is refused elsewhere).
     #[inline]
     pub fn prefetch(&self, offset_bytes: u64, len_bytes: usize) {

@@ -119,18 +119,24 @@ pub struct Posted {
 struct InFlight {
     submission: Submission,
     submit_ns: u64,
-    /// A small read whose data is copied when the completion is posted (see `submit`).
-    copy_at_post: bool,
+    /// A small read whose data is still to be copied, when the model finishes it (see
+    /// `submit`).
+    copy_when_done: bool,
+    /// The status to post (a failed late copy turns it into `IoError`).
+    status: Status,
 }
 
-/// Reads up to this size are copied into the host's buffer when their completion is posted,
-/// from data prefetched into the cache at submission; larger reads are copied at submission.
+/// Reads up to this size are copied into the host's buffer when the model finishes them (the
+/// moment the device learns the completion time, some hundreds of ns before it), from data
+/// prefetched into the cache at submission; larger reads are copied at submission.
+///
 /// A random 512-byte read of a large device is a DRAM and TLB miss (~300 ns on the test VMs,
 /// half of the device thread's time per command at QD 32); prefetching it at submission
-/// overlaps that miss with the command's modelled time and with other commands, and the
-/// copy at posting then costs a cache hit (tens of ns of lateness). A large read's copy would
-/// add its whole duration to the lateness, so it is done at submission instead.
-pub const COPY_AT_POST_MAX_BYTES: u32 = crate::backing::PREFETCH_MAX_BYTES as u32;
+/// overlaps that miss with the command's modelled time and with other commands, and the late
+/// copy then costs a cache hit, done before the deadline rather than after it. A large read's
+/// copy takes long enough to make its own and its neighbours' completions late, so it is
+/// done at submission instead.
+pub const COPY_WHEN_DONE_MAX_BYTES: u32 = crate::backing::PREFETCH_MAX_BYTES as u32;
 
 /// Commands in flight at most (bounds the bookkeeping; the model's tags bound it further).
 pub const IN_FLIGHT_MAX: usize = 1 << 16;
@@ -188,7 +194,8 @@ impl DeviceCore {
     /// Accepts a command that the device took from a queue at `now` (the clock's time, read
     /// once per pass by the caller). `buffer` is the command's DMA buffer, owned by the device
     /// until the completion is posted: a write's data is taken from it now; a read's data is
-    /// put in it now, or for a small read when it is posted (`COPY_AT_POST_MAX_BYTES`). The
+    /// put in it now, or for a small read when the model finishes it
+    /// (`COPY_WHEN_DONE_MAX_BYTES`). The
     /// host cannot look at the buffer before the completion, so when the copy happens inside
     /// the command's lifetime is invisible to it, as with commands in flight on a real
     /// device: overlapping commands in flight have no defined order (NVMe leaves it to the
@@ -222,7 +229,7 @@ impl DeviceCore {
             return refuse(self, Status::BadLength);
         }
         let op = match s.op {
-            IoOp::Read if s.len_bytes <= COPY_AT_POST_MAX_BYTES => {
+            IoOp::Read if s.len_bytes <= COPY_WHEN_DONE_MAX_BYTES => {
                 self.backing.prefetch(s.offset_bytes, s.len_bytes as usize);
                 Op::Read
             }
@@ -254,7 +261,8 @@ impl DeviceCore {
         self.in_flight[id as usize] = Some(InFlight {
             submission: s,
             submit_ns: now,
-            copy_at_post: s.op == IoOp::Read && s.len_bytes <= COPY_AT_POST_MAX_BYTES,
+            copy_when_done: s.op == IoOp::Read && s.len_bytes <= COPY_WHEN_DONE_MAX_BYTES,
+            status: Status::Ok,
         });
         let cmd = Command {
             id: u64::from(id),
@@ -267,9 +275,9 @@ impl DeviceCore {
 
     /// Posts every completion whose deadline has passed by `now` (the clock's time at the
     /// start of the caller's pass), in deadline order, after its data is in place.
-    /// `buffer(queue, tag)` gives a command's DMA buffer, for the reads copied at posting.
-    /// Each completion's posting time is read afresh, after the copy, so the lateness recorded
-    /// is the true one.
+    /// `buffer(queue, tag)` gives a command's DMA buffer, for the small reads copied when the
+    /// model finishes them. Each completion's posting time is read afresh, so the lateness
+    /// recorded is the true one.
     pub fn poll<'b>(
         &mut self,
         now: u64,
@@ -280,14 +288,27 @@ impl DeviceCore {
             post(p);
         }
         if self.model.next_event_ns().is_some_and(|t| t <= now) {
-            let (due, sum, count) = (
+            let (due, sum, count, in_flight, backing) = (
                 &mut self.due,
                 &mut self.modelled_sum,
                 &mut self.modelled_count,
+                &mut self.in_flight,
+                &self.backing,
             );
             self.model.advance(now, |c| {
                 sum.add(&c.breakdown);
                 *count += 1;
+                let f = in_flight[c.id as usize]
+                    .as_mut()
+                    .expect("the model finishes only commands in flight");
+                if f.copy_when_done {
+                    f.copy_when_done = false;
+                    let s = f.submission;
+                    let buf = &mut buffer(s.queue, s.tag)[..s.len_bytes as usize];
+                    if backing.read(s.offset_bytes, buf).is_err() {
+                        f.status = Status::IoError;
+                    }
+                }
                 due.push(Reverse((c.visible_ns, c.id as u32)))
             });
         }
@@ -301,13 +322,6 @@ impl DeviceCore {
                 .expect("one completion per command");
             self.free_ids.push(id);
             let s = f.submission;
-            let mut status = Status::Ok;
-            if f.copy_at_post {
-                let buf = &mut buffer(s.queue, s.tag)[..s.len_bytes as usize];
-                if self.backing.read(s.offset_bytes, buf).is_err() {
-                    status = Status::IoError;
-                }
-            }
             let posted = self.clock.now_ns();
             assert!(posted >= deadline, "completion posted before its deadline");
             self.lateness
@@ -315,7 +329,7 @@ impl DeviceCore {
             post(Posted {
                 queue: s.queue,
                 tag: s.tag,
-                status,
+                status: f.status,
                 deadline_ns: deadline,
                 posted_ns: posted,
             });
@@ -438,7 +452,7 @@ mod tests {
     proptest! {
         #![proptest_config(ProptestConfig { cases: 16, ..ProptestConfig::default() })]
         /// Random writes and reads return what a plain byte array says. Lengths span both
-        /// read paths: copied at posting (≤ 4 KB) and copied at submission (up to 8 KB).
+        /// read paths: copied when done (≤ 4 KB) and copied at submission (up to 8 KB).
         #[test]
         fn matches_a_reference_array(ops in proptest::collection::vec((any::<bool>(), 0u64..64, 1u32..=16, any::<u8>()), 1..40)) {
             let mut c = core(&[]);
