@@ -11,6 +11,7 @@ Needs root for the kernel comparison (loop device over a file in /dev/shm) and f
 import argparse
 import json
 import os
+import shutil
 import subprocess
 import sys
 
@@ -105,6 +106,10 @@ def fio_loop(out, secs, engine):
 
 
 def kernel(out, secs):
+    if shutil.which("fio") is None:
+        sys.exit("kernel section: fio not found (Debian: apt-get install fio)")
+    if os.geteuid() != 0:
+        sys.exit("kernel section: needs root for losetup (run with sudo, or --only without kernel)")
     print("\n### Against the kernel stack: 4 KB random reads, QD 1\n")
     print("IOPS per CPU-second is given twice: from the process's own CPU time (fio's usr+sys, "
           "nvarray's getrusage) and from the whole machine's busy time in /proc/stat during the "
@@ -178,6 +183,8 @@ def main():
     p.add_argument("--seconds", default="3", help="run length of each emulator run")
     p.add_argument("--only", default=",".join(SECTIONS), help="comma-separated subset of " + ",".join(SECTIONS))
     a = p.parse_args()
+    if not os.path.exists(NVARRAY):
+        sys.exit(f"{NVARRAY} not found: build it first (./scripts/setup.sh)")
     os.makedirs(a.out, exist_ok=True)
     commit = subprocess.run(["git", "rev-parse", "--short", "HEAD"], capture_output=True, text=True).stdout.strip()
     print(f"commit {commit}, `scripts/perf_emulator.py --seconds {a.seconds}`")
