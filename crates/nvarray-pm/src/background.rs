@@ -1,0 +1,76 @@
+//! The two background threads of the seed (slide 15): the *applier* moves committed log
+//! records into the NVM write cache, freeing log space; the *write-back* thread writes the
+//! cache's dirty pages to the backing file once more than the threshold fraction is dirty.
+//!
+//! Bounded: each holds the maintenance lock for at most one batch (`DIGEST_BATCH` records, or
+//! one write-back). Stoppable: `Pool::close` (or drop) sets the stop flag, unparks and joins
+//! them. Observable: their work is counted in `Pool::stats`. Every attached process runs its
+//! own pair; they take turns through the maintenance lock.
+
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+use std::thread::JoinHandle;
+
+use crate::pool::{Inner, IDLE};
+
+pub(crate) fn spawn(inner: &Arc<Inner>, stop: &Arc<AtomicBool>) -> Vec<JoinHandle<()>> {
+    let applier = {
+        let (inner, stop) = (inner.clone(), stop.clone());
+        std::thread::Builder::new()
+            .name("nvpm-applier".into())
+            .spawn(move || run(&inner, &stop, apply_once))
+    };
+    let writer = {
+        let (inner, stop) = (inner.clone(), stop.clone());
+        std::thread::Builder::new()
+            .name("nvpm-writeback".into())
+            .spawn(move || run(&inner, &stop, write_back_once))
+    };
+    // A thread that cannot be spawned leaves its work to committers (who apply the log when
+    // it fills) and to `Pool::maintain`.
+    [applier, writer].into_iter().filter_map(|t| t.ok()).collect()
+}
+
+/// Repeats `step` until stopped; sleeps when a step found nothing to do.
+fn run(inner: &Inner, stop: &AtomicBool, step: fn(&Inner) -> bool) {
+    while !stop.load(Ordering::Acquire) {
+        if !step(inner) {
+            std::thread::park_timeout(IDLE);
+        }
+    }
+}
+
+/// One batch of the applier. True if it applied anything.
+fn apply_once(inner: &Inner) -> bool {
+    let head = inner.nvm.load_word(crate::layout::H_LOG_HEAD);
+    if inner.tail().load(Ordering::Acquire) == head {
+        return false;
+    }
+    match inner.try_digest() {
+        Ok(n) => n > 0,
+        Err(e) => {
+            eprintln!("nvarray-pm: applying the log of {}: {e}", inner.nvm_path.display());
+            false
+        }
+    }
+}
+
+/// One write-back if the cache is over its dirty threshold. True if it wrote back.
+fn write_back_once(inner: &Inner) -> bool {
+    if !inner.over_threshold() {
+        return false;
+    }
+    let Some(_guard) = inner.try_lock_maintenance() else {
+        return false;
+    };
+    if !inner.over_threshold() {
+        return false;
+    }
+    match inner.write_back() {
+        Ok(_) => true,
+        Err(e) => {
+            eprintln!("nvarray-pm: writing back {}: {e}", inner.backing_path.display());
+            false
+        }
+    }
+}

@@ -1,0 +1,424 @@
+//! The NVM write cache and the two jobs that keep it: applying committed log records to it
+//! (which frees log space) and writing its dirty pages back to the backing file.
+//!
+//! The cache holds whole 4 KiB pages. Its directory (one persistent 8-byte word per cache page:
+//! page number and clean/dirty) says which pages recovery must copy to the backing file; an
+//! index in the shared volatile area finds a page's slot. Both jobs run under the pool's
+//! maintenance lock, so at most one process changes the cache at a time (slide 17's dirty,
+//! clean and free lists are the directory states; the victim is found by a clock hand).
+//!
+//! Ordering, which is what makes a crash at any instant safe:
+//! 1. a record is applied to the cache only once it is visible in the backing mapping, so a
+//!    write-back (`fdatasync`) always carries everything the cache holds;
+//! 2. cache page bytes are persistent before the directory calls the page dirty, and the
+//!    directory before the log head moves past the record;
+//! 3. a slot is reused only when clean, and a page marked clean only after `fdatasync`.
+//!
+//! Replaying the log from the head over (backing file + dirty cache pages) therefore yields
+//! every committed byte: records are applied in commit order and re-applying one is harmless.
+
+use std::sync::atomic::Ordering;
+
+use crate::error::{PmError, Result};
+use crate::layout::{PAGE, V_CLOCK_HAND, V_DIRTY};
+use crate::log::{self, KIND_PAD, STATE_COMMITTED, STATE_VISIBLE};
+use crate::pool::{Counter, Inner};
+
+/// Directory entry states.
+const CLEAN: u64 = 1;
+const DIRTY: u64 = 2;
+
+fn dir_entry(page: u64, state: u64) -> u64 {
+    ((page + 1) << 2) | state
+}
+
+/// (page, state) of a directory entry, or `None` for a free slot.
+pub(crate) fn decode_dir(entry: u64) -> Option<(u64, u64)> {
+    (entry != 0).then(|| ((entry >> 2) - 1, entry & 3))
+}
+
+pub(crate) fn is_dirty(entry: u64) -> bool {
+    decode_dir(entry).is_some_and(|(_, s)| s == DIRTY)
+}
+
+const SLOT_BITS: u32 = 28;
+
+impl Inner {
+    fn dir_off(&self, slot: u64) -> usize {
+        self.layout.directory + slot as usize * 8
+    }
+
+    pub(crate) fn cache_off(&self, slot: u64) -> usize {
+        self.layout.cache + slot as usize * PAGE
+    }
+
+    pub(crate) fn dir(&self, slot: u64) -> u64 {
+        self.nvm.load_word(self.dir_off(slot))
+    }
+
+    // --- the page → slot index (volatile, open addressing, changed only under the lock) ---
+
+    fn index_home(&self, page: u64) -> u64 {
+        let bits = self.layout.index_slots.trailing_zeros();
+        (page.wrapping_mul(0x9e37_79b9_7f4a_7c15) >> (64 - bits)) & (self.layout.index_slots - 1)
+    }
+
+    fn index_word(&self, i: u64) -> &std::sync::atomic::AtomicU64 {
+        self.nvm.word(self.layout.index + i as usize * 8)
+    }
+
+    fn index_get(&self, page: u64) -> Option<u64> {
+        let mask = self.layout.index_slots - 1;
+        let mut i = self.index_home(page);
+        loop {
+            let v = self.index_word(i).load(Ordering::Relaxed);
+            if v == 0 {
+                return None;
+            }
+            if v >> SLOT_BITS == page + 1 {
+                return Some(v & ((1 << SLOT_BITS) - 1));
+            }
+            i = (i + 1) & mask;
+        }
+    }
+
+    fn index_put(&self, page: u64, slot: u64) {
+        let mask = self.layout.index_slots - 1;
+        let mut i = self.index_home(page);
+        while self.index_word(i).load(Ordering::Relaxed) != 0 {
+            i = (i + 1) & mask;
+        }
+        self.index_word(i)
+            .store(((page + 1) << SLOT_BITS) | slot, Ordering::Relaxed);
+    }
+
+    /// Removes `page`, shifting later members of its probe run back (no tombstones).
+    fn index_remove(&self, page: u64) {
+        let mask = self.layout.index_slots - 1;
+        let mut i = self.index_home(page);
+        loop {
+            let v = self.index_word(i).load(Ordering::Relaxed);
+            if v == 0 {
+                return;
+            }
+            if v >> SLOT_BITS == page + 1 {
+                break;
+            }
+            i = (i + 1) & mask;
+        }
+        let mut hole = i;
+        let mut j = (i + 1) & mask;
+        loop {
+            let v = self.index_word(j).load(Ordering::Relaxed);
+            if v == 0 {
+                break;
+            }
+            let home = self.index_home((v >> SLOT_BITS) - 1);
+            // Move `v` into the hole if its home is not in (hole, j] cyclically.
+            let between = if hole <= j {
+                hole < home && home <= j
+            } else {
+                hole < home || home <= j
+            };
+            if !between {
+                self.index_word(hole).store(v, Ordering::Relaxed);
+                hole = j;
+            }
+            j = (j + 1) & mask;
+        }
+        self.index_word(hole).store(0, Ordering::Relaxed);
+    }
+
+    /// Empties the index and the directory (first process to attach, after recovery).
+    pub(crate) fn reset_cache(&self) {
+        for i in 0..self.layout.index_slots {
+            self.index_word(i).store(0, Ordering::Relaxed);
+        }
+        for slot in 0..self.layout.cache_pages {
+            if self.dir(slot) != 0 {
+                self.nvm.store_word(self.dir_off(slot), 0);
+            }
+        }
+        self.nvm
+            .persist(self.layout.directory, self.layout.cache_pages as usize * 8);
+        self.nvm.word(V_DIRTY).store(0, Ordering::Relaxed);
+    }
+
+    /// A free or clean slot not already taken by this batch, evicting its clean page.
+    fn victim(&self, taken: &[(u64, u64)]) -> Option<u64> {
+        let k = self.layout.cache_pages;
+        let hand = self.nvm.word(V_CLOCK_HAND);
+        for _ in 0..k {
+            let slot = hand.fetch_add(1, Ordering::Relaxed) % k;
+            let entry = self.dir(slot);
+            if is_dirty(entry) || taken.iter().any(|&(s, _)| s == slot) {
+                continue;
+            }
+            if let Some((old, _)) = decode_dir(entry) {
+                if self.index_get(old) == Some(slot) {
+                    self.index_remove(old);
+                }
+                self.count(Counter::CacheEvictions, 1);
+            }
+            return Some(slot);
+        }
+        None
+    }
+
+    /// Applies up to `max_records` visible records from the log head to the cache, then moves
+    /// the head past them. Caller holds the maintenance lock. Returns the records applied.
+    pub(crate) fn digest(&self, max_records: usize) -> Result<usize> {
+        let ring = self.ring();
+        let start = self.nvm.load_word(crate::layout::H_LOG_HEAD);
+        let tail = self.tail().load(Ordering::Acquire);
+        let mut head = start;
+        let mut done = 0;
+        // Slots whose directory entry this batch changes: (slot, page).
+        let mut marked: Vec<(u64, u64)> = Vec::new();
+        let mut touched: Vec<(usize, usize)> = Vec::new();
+        let mut wrote_back = false;
+        while head < tail && done < max_records {
+            let h = ring.header(head).ok_or_else(|| PmError::Corrupt {
+                path: self.nvm_path.clone(),
+                what: format!("log record at lsn {head} is damaged while the pool is in use"),
+            })?;
+            if h.kind == KIND_PAD {
+                head += h.len;
+                continue;
+            }
+            match self.nvm.load_word(ring.state_offset(head)) {
+                STATE_VISIBLE => {}
+                STATE_COMMITTED if !self.owner_alive(h.owner) => self.make_visible(&h)?,
+                _ => break, // its committer is still copying it into the mapping
+            }
+            let body = ring.body(&h);
+            let writes = log::entries(body, &h, self.layout.pool_size).map_err(|what| {
+                PmError::Corrupt {
+                    path: self.nvm_path.clone(),
+                    what,
+                }
+            })?;
+            // Find every page's slot first, so a record is applied whole or not at all.
+            let Some(slots) = self.slots_for(&writes, &mut marked, &mut touched) else {
+                if done > 0 {
+                    break; // persist what this batch did; the next one starts here
+                }
+                // Nothing clean to reuse: persist the slots taken so far, write back, retry.
+                if wrote_back {
+                    return Err(PmError::Corrupt {
+                        path: self.nvm_path.clone(),
+                        what: format!(
+                            "log record at lsn {head} touches more pages than the write cache holds"
+                        ),
+                    });
+                }
+                self.finish_batch(start, head, 0, &marked, &touched)?;
+                marked.clear();
+                touched.clear();
+                self.write_back()?;
+                wrote_back = true;
+                continue;
+            };
+            for &(off, data) in &writes {
+                let mut at = off;
+                let mut rest = data;
+                while !rest.is_empty() {
+                    let page = at / PAGE as u64;
+                    let in_page = (at % PAGE as u64) as usize;
+                    let n = rest.len().min(PAGE - in_page);
+                    let slot = slots
+                        .iter()
+                        .find(|&&(p, _)| p == page)
+                        .map(|&(_, s)| s)
+                        .expect("slot found above");
+                    let dst = self.cache_off(slot) + in_page;
+                    self.nvm.write(dst, &rest[..n]);
+                    touched.push((dst, n));
+                    at += n as u64;
+                    rest = &rest[n..];
+                }
+            }
+            head += h.len;
+            done += 1;
+        }
+        self.finish_batch(start, head, done, &marked, &touched)
+    }
+
+    /// The slots of every page `writes` touch, or `None` if the cache has too few clean ones.
+    fn slots_for(
+        &self,
+        writes: &[(u64, &[u8])],
+        marked: &mut Vec<(u64, u64)>,
+        touched: &mut Vec<(usize, usize)>,
+    ) -> Option<Vec<(u64, u64)>> {
+        let mut slots = Vec::new();
+        for &(off, data) in writes {
+            for page in off / PAGE as u64..(off + data.len() as u64).div_ceil(PAGE as u64) {
+                if !slots.iter().any(|&(p, _)| p == page) {
+                    slots.push((page, self.slot_for(page, marked, touched)?));
+                }
+            }
+        }
+        Some(slots)
+    }
+
+    /// The slot caching `page`, taking and filling one if needed; `None` if every slot is dirty.
+    fn slot_for(
+        &self,
+        page: u64,
+        marked: &mut Vec<(u64, u64)>,
+        touched: &mut Vec<(usize, usize)>,
+    ) -> Option<u64> {
+        if let Some(slot) = self.index_get(page) {
+            if !is_dirty(self.dir(slot)) && !marked.iter().any(|&(s, _)| s == slot) {
+                marked.push((slot, page));
+            }
+            return Some(slot);
+        }
+        let slot = self.victim(marked)?;
+        // Fill from the mapping: it holds every visible commit, a superset of what the log
+        // head has passed (ordering rule 1).
+        let at = page * PAGE as u64;
+        let n = (self.layout.pool_size - at).min(PAGE as u64) as usize;
+        let mut buf = [0u8; PAGE];
+        self.storage.read(at as usize, &mut buf[..n]);
+        self.nvm.write(self.cache_off(slot), &buf);
+        touched.push((self.cache_off(slot), PAGE));
+        self.index_put(page, slot);
+        marked.push((slot, page));
+        Some(slot)
+    }
+
+    /// Persists a batch: cache bytes, then directory entries, then the new log head.
+    fn finish_batch(
+        &self,
+        start: u64,
+        head: u64,
+        records: usize,
+        marked: &[(u64, u64)],
+        touched: &[(usize, usize)],
+    ) -> Result<usize> {
+        if touched.is_empty() && marked.is_empty() && head == start {
+            return Ok(0);
+        }
+        for &(off, len) in touched {
+            self.nvm.flush(off, len);
+        }
+        if !touched.is_empty() {
+            self.persist_barrier();
+        }
+        for &(slot, page) in marked {
+            self.nvm.store_word(self.dir_off(slot), dir_entry(page, DIRTY));
+            self.nvm.flush(self.dir_off(slot), 8);
+        }
+        if !marked.is_empty() {
+            self.persist_barrier();
+            self.nvm
+                .word(V_DIRTY)
+                .fetch_add(marked.len() as u64, Ordering::Relaxed);
+        }
+        if head != start {
+            self.nvm.store_word(crate::layout::H_LOG_HEAD, head);
+            self.nvm.flush(crate::layout::H_LOG_HEAD, 8);
+            self.persist_barrier();
+        }
+        self.count(Counter::RecordsDigested, records as u64);
+        Ok(records)
+    }
+
+    /// Writes every dirty cache page back (one `fdatasync` of the backing file, which carries
+    /// them all), then marks them clean. Caller holds the maintenance lock.
+    pub(crate) fn write_back(&self) -> Result<u64> {
+        self.storage.sync_all()?;
+        let mut cleaned = 0;
+        for slot in 0..self.layout.cache_pages {
+            let entry = self.dir(slot);
+            if let Some((page, DIRTY)) = decode_dir(entry) {
+                self.nvm.store_word(self.dir_off(slot), dir_entry(page, CLEAN));
+                self.nvm.flush(self.dir_off(slot), 8);
+                cleaned += 1;
+            }
+        }
+        if cleaned > 0 {
+            self.persist_barrier();
+        }
+        self.nvm.word(V_DIRTY).store(0, Ordering::Relaxed);
+        self.count(Counter::PagesWrittenBack, cleaned);
+        self.count(Counter::WritebackRounds, 1);
+        Ok(cleaned)
+    }
+
+    pub(crate) fn dirty_pages(&self) -> u64 {
+        self.nvm.word(V_DIRTY).load(Ordering::Relaxed)
+    }
+
+    /// Whether the dirty fraction is over the write-back threshold.
+    pub(crate) fn over_threshold(&self) -> bool {
+        self.dirty_pages() as f64 > self.opts.writeback_threshold * self.layout.cache_pages as f64
+    }
+
+    /// Recomputes the dirty count from the directory (after taking the lock from a dead holder).
+    pub(crate) fn recount_dirty(&self) {
+        let n = (0..self.layout.cache_pages)
+            .filter(|&s| is_dirty(self.dir(s)))
+            .count();
+        self.nvm.word(V_DIRTY).store(n as u64, Ordering::Relaxed);
+    }
+
+    /// Copies a committed record's writes into the mapping and marks it visible (its committer
+    /// died before doing so).
+    pub(crate) fn make_visible(&self, h: &log::Header) -> Result<()> {
+        let ring = self.ring();
+        if self.nvm.load_word(ring.state_offset(h.lsn)) != STATE_COMMITTED {
+            return Ok(());
+        }
+        let writes = log::entries(ring.body(h), h, self.layout.pool_size).map_err(|what| {
+            PmError::Corrupt {
+                path: self.nvm_path.clone(),
+                what,
+            }
+        })?;
+        for (off, data) in writes {
+            self.storage.write(off as usize, data);
+        }
+        self.nvm.store_word(ring.state_offset(h.lsn), STATE_VISIBLE);
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::collections::HashMap;
+    use std::sync::Arc;
+
+    use proptest::prelude::*;
+
+    use crate::sim::SimWorld;
+    use crate::{Pool, PoolOptions};
+
+    proptest! {
+        /// The page index (open addressing, backward-shift deletion) agrees with a map.
+        #[test]
+        fn index_matches_a_map(ops in proptest::collection::vec((any::<bool>(), 0u64..200), 1..400)) {
+            let opts = PoolOptions { log_size: 64 << 10, cache_size: 64 << 10, ..Default::default() };
+            let (n, s) = Pool::simulated_sizes(1 << 20, &opts);
+            let world = Arc::new(SimWorld::new(&vec![0; n], &vec![0; s], None, 0));
+            let pool = Pool::open_simulated(world, 1 << 20, &opts).unwrap();
+            let inner = pool.inner();
+            let mut model: HashMap<u64, u64> = HashMap::new();
+            for (i, (insert, page)) in ops.into_iter().enumerate() {
+                // Keep the load under half so probing always ends.
+                if insert && !model.contains_key(&page) && model.len() < 16 {
+                    inner.index_put(page, i as u64 % 16);
+                    model.insert(page, i as u64 % 16);
+                } else if !insert {
+                    inner.index_remove(page);
+                    model.remove(&page);
+                }
+                for p in 0..200 {
+                    prop_assert_eq!(inner.index_get(p), model.get(&p).copied());
+                }
+            }
+        }
+    }
+}

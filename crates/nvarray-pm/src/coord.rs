@@ -1,0 +1,195 @@
+//! Coordination between the processes (and threads) that share a pool: which processes are
+//! alive, robust locks that a dead holder cannot keep forever, transaction slots, and the
+//! page locks that serialise writers of the same bytes.
+//!
+//! Liveness is the kernel's, not a guess from a pid: each process holds an open-file-description
+//! lock (`F_OFD_SETLK`) on one byte of the NVM file per process slot, far past its end. The
+//! kernel drops it when the process dies however it dies, so `F_OFD_GETLK` on that byte tells
+//! another process whether the slot's owner is still there (pids can be reused; these locks
+//! cannot outlive their owner).
+
+use std::fs::File;
+use std::os::fd::AsRawFd;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::{Duration, Instant};
+
+use crate::error::{PmError, Result};
+
+/// Byte offset of process slot 0's liveness lock in the NVM file.
+const LIVENESS_BASE: i64 = 1 << 40;
+
+/// Who is alive, seen from one attached process.
+pub(crate) struct Liveness {
+    fd: Option<i32>,
+    me: usize,
+}
+
+impl Liveness {
+    /// Liveness through `file`'s locks, for the process that holds slot `me`.
+    pub fn new(file: Option<&File>, me: usize) -> Liveness {
+        Liveness {
+            fd: file.map(|f| f.as_raw_fd()),
+            me,
+        }
+    }
+
+    pub fn me(&self) -> usize {
+        self.me
+    }
+
+    /// Whether the process in slot `slot` is alive. Without a file (simulated pools, one
+    /// process) everyone is.
+    pub fn alive(&self, slot: usize) -> bool {
+        let Some(fd) = self.fd else { return true };
+        if slot == self.me {
+            return true;
+        }
+        let mut fl = flock(libc::F_WRLCK as i16, slot);
+        // SAFETY: `fd` is the pool's open NVM file; `fl` is a valid flock.
+        let rc = unsafe { libc::fcntl(fd, libc::F_OFD_GETLK, &mut fl) };
+        // If we cannot ask, assume alive: waiting is safe, stealing from the living is not.
+        rc != 0 || fl.l_type != libc::F_UNLCK as i16
+    }
+}
+
+fn flock(kind: i16, slot: usize) -> libc::flock {
+    // SAFETY: flock is plain old data; zero is a valid value for every field.
+    let mut fl: libc::flock = unsafe { std::mem::zeroed() };
+    fl.l_type = kind;
+    fl.l_whence = libc::SEEK_SET as i16;
+    fl.l_start = LIVENESS_BASE + slot as i64;
+    fl.l_len = 1;
+    fl
+}
+
+/// Takes the liveness lock of `slot` without waiting; false if another process holds it.
+pub(crate) fn claim_liveness(file: &File, slot: usize) -> bool {
+    let fl = flock(libc::F_WRLCK as i16, slot);
+    // SAFETY: valid fd and flock.
+    unsafe { libc::fcntl(file.as_raw_fd(), libc::F_OFD_SETLK, &fl) == 0 }
+}
+
+pub(crate) fn release_liveness(file: &File, slot: usize) {
+    let fl = flock(libc::F_UNLCK as i16, slot);
+    // SAFETY: valid fd and flock. Failure leaves the lock to be dropped at close.
+    unsafe { libc::fcntl(file.as_raw_fd(), libc::F_OFD_SETLK, &fl) };
+}
+
+/// `flock(2)` on the NVM file: held exclusively while a process attaches or detaches.
+pub(crate) struct OpenLock<'a>(&'a File);
+
+impl<'a> OpenLock<'a> {
+    pub fn take(file: &'a File) -> std::io::Result<OpenLock<'a>> {
+        loop {
+            // SAFETY: valid fd.
+            if unsafe { libc::flock(file.as_raw_fd(), libc::LOCK_EX) } == 0 {
+                return Ok(OpenLock(file));
+            }
+            let e = std::io::Error::last_os_error();
+            if e.kind() != std::io::ErrorKind::Interrupted {
+                return Err(e);
+            }
+        }
+    }
+}
+
+impl Drop for OpenLock<'_> {
+    fn drop(&mut self) {
+        // SAFETY: valid fd.
+        unsafe { libc::flock(self.0.as_raw_fd(), libc::LOCK_UN) };
+    }
+}
+
+/// Backs off while waiting: spins first (hand-offs between cores take ~0.1 µs), then yields.
+pub(crate) struct Waiter {
+    spins: u32,
+    started: Instant,
+    timeout: Duration,
+}
+
+impl Waiter {
+    pub fn new(timeout: Duration) -> Waiter {
+        Waiter {
+            spins: 0,
+            started: Instant::now(),
+            timeout,
+        }
+    }
+
+    /// Waits a little. Returns true every 256 calls, when a caller should check liveness.
+    pub fn pause(&mut self, what: &'static str) -> Result<bool> {
+        self.spins = self.spins.wrapping_add(1);
+        if self.spins < 64 {
+            std::hint::spin_loop();
+        } else {
+            std::thread::yield_now();
+        }
+        if self.spins % 256 == 0 {
+            if self.started.elapsed() > self.timeout {
+                return Err(PmError::Timeout {
+                    what,
+                    waited_ms: self.started.elapsed().as_millis() as u64,
+                });
+            }
+            return Ok(true);
+        }
+        Ok(false)
+    }
+}
+
+/// How a robust lock was obtained.
+#[derive(Debug, PartialEq, Eq)]
+pub(crate) enum Acquired {
+    Free,
+    /// Taken from a dead process: what it protected may be half done.
+    FromDead(usize),
+}
+
+/// A lock word shared by processes: 0 free, else the holder's process slot + 1.
+pub(crate) fn lock_robust(
+    word: &AtomicU64,
+    live: &Liveness,
+    timeout: Duration,
+    what: &'static str,
+) -> Result<Acquired> {
+    let me = live.me() as u64 + 1;
+    let mut w = Waiter::new(timeout);
+    loop {
+        match word.compare_exchange_weak(0, me, Ordering::Acquire, Ordering::Relaxed) {
+            Ok(_) => return Ok(Acquired::Free),
+            Err(0) => continue,
+            Err(holder) => {
+                if w.pause(what)? && !live.alive(holder as usize - 1) {
+                    let stolen = word
+                        .compare_exchange(holder, me, Ordering::Acquire, Ordering::Relaxed)
+                        .is_ok();
+                    if stolen {
+                        return Ok(Acquired::FromDead(holder as usize - 1));
+                    }
+                }
+            }
+        }
+    }
+}
+
+/// Takes the lock if it is free (or its holder is dead) without waiting.
+pub(crate) fn try_lock_robust(word: &AtomicU64, live: &Liveness) -> Option<Acquired> {
+    let me = live.me() as u64 + 1;
+    match word.compare_exchange(0, me, Ordering::Acquire, Ordering::Relaxed) {
+        Ok(_) => Some(Acquired::Free),
+        Err(holder) if holder != me && !live.alive(holder as usize - 1) => word
+            .compare_exchange(holder, me, Ordering::Acquire, Ordering::Relaxed)
+            .ok()
+            .map(|_| Acquired::FromDead(holder as usize - 1)),
+        Err(_) => None,
+    }
+}
+
+pub(crate) fn unlock_robust(word: &AtomicU64) {
+    word.store(0, Ordering::Release);
+}
+
+/// The lock word a page hashes to.
+pub(crate) fn page_lock_index(page: u64) -> usize {
+    (page.wrapping_mul(0x9e37_79b9_7f4a_7c15) >> (64 - 16)) as usize
+}

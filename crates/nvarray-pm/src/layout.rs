@@ -1,0 +1,209 @@
+//! Where everything lives in the NVM-tier file, and its header.
+//!
+//! ```text
+//! page 0     header (persistent): magic, version, sizes, backing file, log head, clean flag
+//! page 1..   shared volatile area: locks, log tail, counters, process and transaction slots,
+//!            page-lock table, cache index. Rebuilt by the first process to open the pool.
+//! directory  one 8-byte entry per cache page (persistent): page number and dirty bit
+//! log        the redo log ring (persistent)
+//! cache      the NVM write cache, 4 KiB pages (persistent)
+//! ```
+//!
+//! Each shared word sits on its own cache line, so processes spinning on one do not slow
+//! writers of another.
+
+use std::path::Path;
+
+use crate::error::{PmError, Result};
+use crate::media::Media;
+
+pub const PAGE: usize = 4096;
+pub const MAGIC: &[u8; 8] = b"NVPMPOOL";
+pub const VERSION: u32 = 1;
+
+/// Process slots per pool (processes attached at once).
+pub const PROCS: usize = 64;
+/// Transaction slots per pool (transactions open at once, over all processes).
+pub const TX_SLOTS: usize = 256;
+/// Page-lock words. Pages hash onto them; a collision only serialises more than needed.
+pub const LOCK_WORDS: usize = 1 << 16;
+
+// Header fields (page 0).
+pub const H_MAGIC: usize = 0;
+pub const H_VERSION: usize = 8;
+pub const H_POOL_SIZE: usize = 16;
+pub const H_LOG_SIZE: usize = 24;
+pub const H_CACHE_PAGES: usize = 32;
+pub const H_BACKING_ID: usize = 40;
+pub const H_CRC: usize = 48;
+pub const H_FIXED_END: usize = 56;
+/// Oldest log position not yet applied to the write cache (persistent, 8-byte atomic).
+pub const H_LOG_HEAD: usize = 64;
+/// 1 after a clean close (everything written back), 0 while in use or after a crash.
+pub const H_CLEAN: usize = 128;
+pub const H_PATH_LEN: usize = 192;
+pub const H_PATH: usize = 256;
+pub const MAX_PATH: usize = PAGE - H_PATH;
+
+// Volatile area (page 1 on), one line per word.
+const V: usize = PAGE;
+pub const V_LOG_LOCK: usize = V;
+pub const V_MAINT_LOCK: usize = V + 64;
+pub const V_LOG_TAIL: usize = V + 128;
+pub const V_PERSIST_DEADLINE: usize = V + 192;
+pub const V_TX_SEQ: usize = V + 256;
+pub const V_DIRTY: usize = V + 320;
+pub const V_CLOCK_HAND: usize = V + 384;
+/// Shared counters, eight to a line (they are statistics, not coordination).
+pub const V_COUNTERS: usize = V + 512;
+pub const COUNTERS: usize = 16;
+/// Process slots: state word, pid.
+pub const V_PROCS: usize = V + 1024;
+pub const PROC_BYTES: usize = 64;
+/// Transaction slots: owner process + 1, start sequence, log position being made visible.
+pub const V_TX: usize = V_PROCS + PROCS * PROC_BYTES;
+pub const TX_BYTES: usize = 64;
+pub const V_LOCKS: usize = V_TX + TX_SLOTS * TX_BYTES;
+
+/// Log record and cache geometry of one pool.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Layout {
+    pub pool_size: u64,
+    pub log_size: u64,
+    pub cache_pages: u64,
+    /// Cache index slots (a power of two, at least twice the cache pages).
+    pub index_slots: u64,
+    pub index: usize,
+    pub directory: usize,
+    pub log: usize,
+    pub cache: usize,
+    pub file_len: usize,
+}
+
+fn round_up(x: usize, to: usize) -> usize {
+    x.div_ceil(to) * to
+}
+
+impl Layout {
+    pub fn new(pool_size: u64, log_size: u64, cache_size: u64) -> Layout {
+        let log_size = log_size / PAGE as u64 * PAGE as u64;
+        let cache_pages = cache_size / PAGE as u64;
+        let index_slots = (cache_pages * 2).next_power_of_two();
+        let index = V_LOCKS + LOCK_WORDS * 8;
+        let directory = round_up(index + index_slots as usize * 8, PAGE);
+        let log = round_up(directory + cache_pages as usize * 8, PAGE);
+        let cache = log + log_size as usize;
+        let file_len = cache + cache_pages as usize * PAGE;
+        Layout {
+            pool_size,
+            log_size,
+            cache_pages,
+            index_slots,
+            index,
+            directory,
+            log,
+            cache,
+            file_len,
+        }
+    }
+
+    /// The layout recorded in an existing header; errors name `path`.
+    pub fn from_header(nvm: &Media, path: &Path) -> Result<Layout> {
+        let corrupt = |what: String| PmError::Corrupt {
+            path: path.to_path_buf(),
+            what,
+        };
+        if nvm.len() < 2 * PAGE {
+            return Err(corrupt(format!(
+                "only {} bytes: too short for an nvarray-pm NVM file",
+                nvm.len()
+            )));
+        }
+        let mut head = [0u8; H_FIXED_END];
+        nvm.read(0, &mut head);
+        if &head[H_MAGIC..H_MAGIC + 8] != MAGIC {
+            return Err(corrupt("not an nvarray-pm NVM file (bad magic)".into()));
+        }
+        let word = |off: usize| u64::from_le_bytes(head[off..off + 8].try_into().expect("8"));
+        let version = word(H_VERSION) as u32;
+        if version != VERSION {
+            return Err(PmError::WrongVersion {
+                path: path.to_path_buf(),
+                found: version,
+                expected: VERSION,
+            });
+        }
+        let stored_crc = word(H_CRC) as u32;
+        if header_crc(nvm) != stored_crc {
+            return Err(corrupt("header checksum mismatch: the header is damaged".into()));
+        }
+        let l = Layout::new(
+            word(H_POOL_SIZE),
+            word(H_LOG_SIZE),
+            word(H_CACHE_PAGES) * PAGE as u64,
+        );
+        if l.file_len != nvm.len() {
+            return Err(corrupt(format!(
+                "file is {} bytes but its header describes {} bytes",
+                nvm.len(),
+                l.file_len
+            )));
+        }
+        Ok(l)
+    }
+
+    /// Writes a fresh header for this layout (persistent) and an empty log and cache.
+    pub fn format(&self, nvm: &Media, backing: &Path) -> Result<()> {
+        let path = backing.as_os_str().as_encoded_bytes();
+        if path.len() > MAX_PATH {
+            return Err(PmError::BadOption(format!(
+                "backing path longer than {MAX_PATH} bytes"
+            )));
+        }
+        let mut h = vec![0u8; PAGE];
+        h[H_MAGIC..H_MAGIC + 8].copy_from_slice(MAGIC);
+        let mut put = |off: usize, v: u64| h[off..off + 8].copy_from_slice(&v.to_le_bytes());
+        put(H_VERSION, VERSION as u64);
+        put(H_POOL_SIZE, self.pool_size);
+        put(H_LOG_SIZE, self.log_size);
+        put(H_CACHE_PAGES, self.cache_pages);
+        put(H_BACKING_ID, backing_id(backing));
+        put(H_PATH_LEN, path.len() as u64);
+        h[H_PATH..H_PATH + path.len()].copy_from_slice(path);
+        nvm.write(0, &h);
+        let crc = header_crc(nvm);
+        nvm.store_word(H_CRC, crc as u64);
+        nvm.persist(0, PAGE);
+        Ok(())
+    }
+}
+
+/// Checksum of the fixed header fields and the backing path.
+pub fn header_crc(nvm: &Media) -> u32 {
+    let mut fixed = [0u8; H_CRC];
+    nvm.read(0, &mut fixed);
+    let mut path = vec![0u8; MAX_PATH];
+    nvm.read(H_PATH, &mut path);
+    let mut len = [0u8; 8];
+    nvm.read(H_PATH_LEN, &mut len);
+    crc32c::crc32c_append(crc32c::crc32c_append(crc32c::crc32c(&fixed), &len), &path)
+}
+
+/// The backing path recorded in the header.
+pub fn backing_path(nvm: &Media) -> String {
+    let len = (nvm.load_word(H_PATH_LEN) as usize).min(MAX_PATH);
+    let mut path = vec![0u8; len];
+    nvm.read(H_PATH, &mut path);
+    String::from_utf8_lossy(&path).into_owned()
+}
+
+/// FNV-1a of the canonical backing path: names the NVM file and ties it to its backing file.
+/// (Written out because std's hasher is not stable across Rust releases.)
+pub fn backing_id(path: &Path) -> u64 {
+    path.as_os_str()
+        .as_encoded_bytes()
+        .iter()
+        .fold(0xcbf2_9ce4_8422_2325u64, |h, &b| {
+            (h ^ b as u64).wrapping_mul(0x0000_0100_0000_01b3)
+        })
+}

@@ -1,0 +1,49 @@
+//! `nvarray-pm`: a transactional, virtualised NVM library shared between processes, after
+//! vNVML (Chou, Jung, Reddy, Gratz, Voigt, 2019; `reference/seeds/vnvml-2019-slides.txt`).
+//!
+//! A pool is a backing file of any size on ordinary storage, read through a shared mapping
+//! (the kernel's page cache is the DRAM read cache) and changed only by transactions:
+//!
+//! ```no_run
+//! use nvarray_pm::{Pool, PoolOptions};
+//! let pool = Pool::open("/tmp/data.pool", 1 << 30, &PoolOptions::default())?;
+//! let mut tx = pool.begin()?;
+//! tx.write(0, b"hello")?;
+//! tx.write(4096, &42u64.to_le_bytes())?;
+//! tx.commit()?; // durable and visible to every process when this returns
+//! let mut buf = [0u8; 5];
+//! pool.read(0, &mut buf)?;
+//! assert_eq!(&buf, b"hello");
+//! # Ok::<(), nvarray_pm::PmError>(())
+//! ```
+//!
+//! Tiers (slides 12–17): commits append a redo record to a log on the NVM tier (a directory
+//! on /dev/shm or a DAX file system) behind a persist barrier that costs the configured
+//! memory technology's write latency (`nvarray-model` presets); an applier thread moves
+//! committed records into an NVM write cache; a write-back thread writes dirty cache pages to
+//! the backing file when more than 30 % are dirty. So the pool can be far larger than the NVM.
+//!
+//! Isolation, recovery and multi-process rules are on `Pool`; the C ABI (the seed's
+//! `nv_allocate`, `nv_txbegin`, `nv_write`, `nv_commit`, `nv_abort`, `nv_free`) is in `ffi`
+//! with its header in `include/nvarray_pm.h`.
+
+mod background;
+mod cache;
+mod coord;
+pub mod error;
+pub mod ffi;
+mod layout;
+mod log;
+mod media;
+pub mod options;
+mod pool;
+mod recovery;
+pub mod sim;
+mod tx;
+
+pub use error::{PmError, Result};
+pub use layout::PAGE;
+pub use options::PoolOptions;
+pub use pool::{nvm_file_path, Pool, Stats, MAX_POOL};
+pub use recovery::RecoveryReport;
+pub use tx::Tx;

@@ -1,0 +1,273 @@
+//! The two persistent tiers as byte regions, and what "persistent" means for each.
+//!
+//! * The **NVM tier** is a shared mapping of a file on /dev/shm or a DAX file system. A store
+//!   is persistent once its cache line has been written back (`clwb`, else `clflushopt`, else
+//!   `clflush`) and an `sfence` has ordered it: the x86 persistence model for memory behind an
+//!   ADR domain. The technology's write latency is charged by the caller (`pool::Barrier`).
+//! * The **storage tier** is a shared mapping of the backing file; the kernel's page cache is
+//!   the DRAM read cache of the seed. A page is persistent after `msync(MS_SYNC)` or
+//!   `fdatasync` (the seed's "msync" arrow on slide 18).
+//! * The **simulated** variant of either records writes, flushes and fences instead, so the
+//!   crash tests can cut power at any chosen instant (`sim.rs`).
+//!
+//! Callers keep offsets inside the region; every entry point from outside the crate validates
+//! offsets before they reach here, and these functions assert it in debug builds.
+
+use std::fs::File;
+use std::path::PathBuf;
+use std::sync::atomic::AtomicU64;
+use std::sync::Arc;
+
+use memmap2::MmapMut;
+
+use crate::error::{io_err, Result};
+use crate::sim::{SimWorld, Tier};
+
+/// Cache-line size of the persistence model.
+pub const LINE: usize = 64;
+
+pub(crate) struct Media {
+    base: *mut u8,
+    len: usize,
+    kind: Kind,
+}
+
+enum Kind {
+    Nvm {
+        _map: MmapMut,
+        flush: FlushInsn,
+    },
+    Storage {
+        _map: MmapMut,
+        file: File,
+        path: PathBuf,
+    },
+    Sim {
+        world: Arc<SimWorld>,
+        tier: Tier,
+    },
+}
+
+// SAFETY: `base` points into a mapping owned by `kind` (or by the `SimWorld` it holds an `Arc`
+// of) for the life of the `Media`. Concurrent access is the shared-memory protocol of the pool:
+// bytes are written only by their current owner (log space under the log lock, pages under
+// the page locks, cache slots under the maintenance lock), shared words through atomics.
+unsafe impl Send for Media {}
+// SAFETY: as above.
+unsafe impl Sync for Media {}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[cfg_attr(target_arch = "x86_64", allow(dead_code))]
+enum FlushInsn {
+    Clwb,
+    ClflushOpt,
+    Clflush,
+    None,
+}
+
+impl FlushInsn {
+    fn detect() -> Self {
+        #[cfg(target_arch = "x86_64")]
+        {
+            // CPUID leaf 7, sub-leaf 0: EBX bit 23 is CLFLUSHOPT, bit 24 is CLWB (Intel SDM
+            // vol. 2A, CPUID). std's feature detection does not know these two.
+            let ebx = std::arch::x86_64::__cpuid_count(7, 0).ebx;
+            if ebx & (1 << 24) != 0 {
+                return FlushInsn::Clwb;
+            }
+            if ebx & (1 << 23) != 0 {
+                return FlushInsn::ClflushOpt;
+            }
+            FlushInsn::Clflush
+        }
+        #[cfg(not(target_arch = "x86_64"))]
+        FlushInsn::None
+    }
+}
+
+impl Media {
+    /// The NVM tier over a shared mapping of `file` (already sized).
+    pub fn nvm(file: &File, path: &std::path::Path) -> Result<Media> {
+        // SAFETY: the file is ours for the life of the pool; other processes map it too, which
+        // is the point, and they follow the same protocol.
+        let mut map = unsafe { MmapMut::map_mut(file) }.map_err(io_err(path))?;
+        Ok(Media {
+            base: map.as_mut_ptr(),
+            len: map.len(),
+            kind: Kind::Nvm {
+                _map: map,
+                flush: FlushInsn::detect(),
+            },
+        })
+    }
+
+    /// The storage tier over a shared mapping of the backing file (already sized).
+    pub fn storage(file: File, path: &std::path::Path) -> Result<Media> {
+        // SAFETY: as for `nvm`.
+        let mut map = unsafe { MmapMut::map_mut(&file) }.map_err(io_err(path))?;
+        Ok(Media {
+            base: map.as_mut_ptr(),
+            len: map.len(),
+            kind: Kind::Storage {
+                _map: map,
+                file,
+                path: path.to_path_buf(),
+            },
+        })
+    }
+
+    pub fn simulated(world: Arc<SimWorld>, tier: Tier) -> Media {
+        let (base, len) = world.region(tier);
+        Media {
+            base,
+            len,
+            kind: Kind::Sim { world, tier },
+        }
+    }
+
+    pub fn len(&self) -> usize {
+        self.len
+    }
+
+    pub fn base(&self) -> *mut u8 {
+        self.base
+    }
+
+    fn check(&self, off: usize, len: usize) {
+        debug_assert!(
+            off.checked_add(len).is_some_and(|end| end <= self.len),
+            "media access {off}+{len} outside {}",
+            self.len
+        );
+    }
+
+    fn sim_op(&self, op: impl FnOnce(&SimWorld, Tier)) {
+        if let Kind::Sim { world, tier } = &self.kind {
+            op(world, *tier);
+        }
+    }
+
+    /// Copies `src` to `off`. Not persistent until flushed and fenced (NVM) or synced (storage).
+    pub fn write(&self, off: usize, src: &[u8]) {
+        self.check(off, src.len());
+        self.sim_op(|w, _| w.before_op());
+        // SAFETY: in bounds (checked above by the caller's validation); the caller owns these
+        // bytes under the pool's protocol, and `src` is DRAM the caller owns, so no overlap.
+        unsafe { std::ptr::copy_nonoverlapping(src.as_ptr(), self.base.add(off), src.len()) };
+        self.sim_op(|w, t| w.wrote(t, off, src.len()));
+    }
+
+    /// Copies `len` bytes from `off` into `dst`.
+    pub fn read(&self, off: usize, dst: &mut [u8]) {
+        self.check(off, dst.len());
+        // SAFETY: in bounds; a concurrent writer can only be a commit copying committed bytes,
+        // which read-committed isolation allows a reader to observe part of.
+        unsafe { std::ptr::copy_nonoverlapping(self.base.add(off), dst.as_mut_ptr(), dst.len()) };
+    }
+
+    /// The shared 8-byte word at `off` (8-aligned), for volatile coordination between processes.
+    pub fn word(&self, off: usize) -> &AtomicU64 {
+        self.check(off, 8);
+        debug_assert_eq!(off % 8, 0);
+        // SAFETY: in bounds, 8-aligned (the mapping is page-aligned and offsets are multiples of
+        // 8), and only ever accessed as an atomic by every process.
+        unsafe { &*(self.base.add(off) as *const AtomicU64) }
+    }
+
+    /// Stores a word that is part of the persistent state (8-byte atomic, as the seed relies on).
+    pub fn store_word(&self, off: usize, v: u64) {
+        self.sim_op(|w, _| w.before_op());
+        self.word(off)
+            .store(v, std::sync::atomic::Ordering::Release);
+        self.sim_op(|w, t| w.wrote(t, off, 8));
+    }
+
+    pub fn load_word(&self, off: usize) -> u64 {
+        self.word(off).load(std::sync::atomic::Ordering::Acquire)
+    }
+
+    /// Writes back the cache lines covering `[off, off + len)` (NVM tier). Ordered by `fence`.
+    pub fn flush(&self, off: usize, len: usize) {
+        if len == 0 {
+            return;
+        }
+        self.check(off, len);
+        match &self.kind {
+            Kind::Nvm { flush, .. } => {
+                let start = off & !(LINE - 1);
+                let mut line = start;
+                while line < off + len {
+                    // SAFETY: `line` is inside the mapping (it starts at or before `off`, on the
+                    // same line, and stops before `off + len`).
+                    unsafe { flush_line(self.base.add(line), *flush) };
+                    line += LINE;
+                }
+            }
+            Kind::Sim { world, tier } => {
+                world.before_op();
+                world.flushed(*tier, off, len);
+            }
+            Kind::Storage { .. } => {}
+        }
+    }
+
+    /// Orders every earlier flush before every later store: the persist point.
+    pub fn fence(&self) {
+        match &self.kind {
+            Kind::Sim { world, tier } => {
+                world.before_op();
+                world.fenced(*tier);
+            }
+            _ => std::sync::atomic::fence(std::sync::atomic::Ordering::SeqCst),
+        }
+    }
+
+    /// Flush + fence in one call.
+    pub fn persist(&self, off: usize, len: usize) {
+        self.flush(off, len);
+        self.fence();
+    }
+
+    /// Makes every byte of the storage tier persistent (`fdatasync` of the backing file).
+    pub fn sync_all(&self) -> Result<()> {
+        match &self.kind {
+            Kind::Storage { file, path, .. } => file.sync_data().map_err(io_err(path)),
+            Kind::Sim { world, tier } => {
+                world.before_op();
+                world.flushed(*tier, 0, self.len);
+                world.fenced(*tier);
+                Ok(())
+            }
+            Kind::Nvm { .. } => {
+                self.persist(0, self.len);
+                Ok(())
+            }
+        }
+    }
+}
+
+/// One cache-line write-back.
+///
+/// # Safety
+/// `p` must point into a live mapping.
+#[inline]
+unsafe fn flush_line(p: *const u8, insn: FlushInsn) {
+    #[cfg(target_arch = "x86_64")]
+    match insn {
+        // SAFETY: the caller guarantees `p` is mapped; the instruction was detected at start-up.
+        FlushInsn::Clwb => unsafe {
+            std::arch::asm!("clwb [{}]", in(reg) p, options(nostack, preserves_flags))
+        },
+        // SAFETY: as above.
+        FlushInsn::ClflushOpt => unsafe {
+            std::arch::asm!("clflushopt [{}]", in(reg) p, options(nostack, preserves_flags))
+        },
+        // SAFETY: as above; clflush is part of SSE2, which every x86_64 CPU has.
+        FlushInsn::Clflush => unsafe {
+            std::arch::asm!("clflush [{}]", in(reg) p, options(nostack, preserves_flags))
+        },
+        FlushInsn::None => {}
+    }
+    #[cfg(not(target_arch = "x86_64"))]
+    let _ = (p, insn);
+}

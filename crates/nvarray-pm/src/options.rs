@@ -1,0 +1,115 @@
+//! How a pool is laid out over its tiers and how it behaves. Sizes are in bytes.
+
+use std::path::PathBuf;
+use std::time::Duration;
+
+use crate::error::{PmError, Result};
+
+/// Options for `Pool::open`. `Default` gives the seed's defaults where it has one.
+#[derive(Clone, Debug)]
+pub struct PoolOptions {
+    /// Directory of the NVM tier (redo log and write cache). /dev/shm by default; a DAX-mounted
+    /// file system if you have real persistent memory.
+    pub nvm_dir: PathBuf,
+    /// Memory technology of the NVM tier: a preset of `nvarray-model` (`dram`, `pcm`,
+    /// `stt-mram`, `optane`, ...). Each persist barrier costs its `memory.write_latency_ns`.
+    /// Default `dram`: battery-backed DRAM (NVDIMM-N), the kind of NVM the vNVML seed shows
+    /// (slide 3, "HPE 8GB NVDIMM") and emulates with DRAM (slide 20).
+    pub tech: String,
+    /// Overrides the technology's barrier cost, in nanoseconds.
+    pub persist_ns: Option<u64>,
+    /// Size of the redo log on the NVM tier. A transaction may log at most a quarter of it.
+    pub log_size: u64,
+    /// Size of the NVM write cache (4 KiB pages).
+    pub cache_size: u64,
+    /// Fraction of cache pages that may be dirty before write-back starts (seed: 30 %).
+    pub writeback_threshold: f64,
+    /// Run the log applier and the write-back thread. Off, `Pool::maintain` does their work.
+    pub background: bool,
+    /// How long to wait for a lock, for log space or for a cache page before giving up.
+    pub timeout: Duration,
+    /// Create the backing file if it does not exist.
+    pub create: bool,
+}
+
+impl Default for PoolOptions {
+    fn default() -> Self {
+        PoolOptions {
+            nvm_dir: PathBuf::from("/dev/shm"),
+            tech: "dram".into(),
+            persist_ns: None,
+            log_size: 64 << 20,
+            cache_size: 256 << 20,
+            writeback_threshold: 0.30,
+            background: true,
+            timeout: Duration::from_secs(10),
+            create: true,
+        }
+    }
+}
+
+/// Smallest log and cache the pool accepts (the largest transaction is a quarter of the log).
+pub const MIN_LOG: u64 = 64 << 10;
+pub const MIN_CACHE: u64 = 16 * crate::layout::PAGE as u64;
+/// Largest log and cache (the log's positions and the cache index are 32-bit).
+pub const MAX_LOG: u64 = 1 << 32;
+pub const MAX_CACHE: u64 = 1 << 40;
+
+impl PoolOptions {
+    /// Checks every field, naming the one that is wrong and its accepted range.
+    pub fn validate(&self) -> Result<()> {
+        let bad = |m: String| Err(PmError::BadOption(m));
+        if !(MIN_LOG..=MAX_LOG).contains(&self.log_size) {
+            return bad(format!(
+                "log_size {} outside {MIN_LOG}..={MAX_LOG} bytes",
+                self.log_size
+            ));
+        }
+        if !(MIN_CACHE..=MAX_CACHE).contains(&self.cache_size) {
+            return bad(format!(
+                "cache_size {} outside {MIN_CACHE}..={MAX_CACHE} bytes",
+                self.cache_size
+            ));
+        }
+        if !(self.writeback_threshold > 0.0 && self.writeback_threshold <= 1.0) {
+            return bad(format!(
+                "writeback_threshold {} outside (0, 1]",
+                self.writeback_threshold
+            ));
+        }
+        self.persist_cost_ns().map(|_| ())
+    }
+
+    /// What one persist barrier costs: the override, else the technology's write latency.
+    pub fn persist_cost_ns(&self) -> Result<u64> {
+        if let Some(ns) = self.persist_ns {
+            return Ok(ns);
+        }
+        let preset = nvarray_model::presets::preset(&self.tech)
+            .map_err(|e| PmError::BadOption(format!("tech: {e}")))?;
+        let cfg = preset
+            .load(&[])
+            .map_err(|e| PmError::BadOption(format!("tech {}: {e}", self.tech)))?;
+        Ok(cfg.memory.write_latency_ns)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn persist_cost_comes_from_the_model_presets() {
+        let mut o = PoolOptions {
+            tech: "pcm".into(),
+            ..Default::default()
+        };
+        let pcm = nvarray_model::presets::preset("pcm")
+            .unwrap()
+            .load(&[])
+            .unwrap();
+        assert_eq!(o.persist_cost_ns().unwrap(), pcm.memory.write_latency_ns);
+        o.tech = "no-such-memory".into();
+        assert!(o.validate().unwrap_err().to_string().contains("tech"));
+    }
+}

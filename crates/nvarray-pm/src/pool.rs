@@ -1,0 +1,659 @@
+//! A pool: the backing file as one byte array, read through a shared mapping and changed by
+//! transactions. Opening attaches this process to the pool's NVM-tier file, recovering it
+//! first if the last process to use it did not close it cleanly.
+
+use std::fs::{File, OpenOptions};
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::Arc;
+use std::thread::JoinHandle;
+use std::time::Duration;
+
+use crate::coord::{self, Acquired, Liveness, OpenLock};
+use crate::error::{io_err, PmError, Result};
+use crate::layout::{self, Layout, PROCS, PROC_BYTES, TX_BYTES, TX_SLOTS};
+use crate::log::{Ring, STATE_COMMITTED};
+use crate::media::Media;
+use crate::options::PoolOptions;
+use crate::recovery::{self, RecoveryReport};
+use crate::sim::{SimWorld, Tier};
+use crate::tx::Tx;
+
+/// Largest pool: page numbers must fit the cache index (36 bits of 4 KiB pages).
+pub const MAX_POOL: u64 = 1 << 48;
+
+/// Pool-wide counters, shared by every attached process.
+#[derive(Clone, Copy, Debug)]
+pub(crate) enum Counter {
+    Commits,
+    Aborts,
+    Conflicts,
+    BytesLogged,
+    RecordsDigested,
+    PagesWrittenBack,
+    WritebackRounds,
+    LogFullWaits,
+    CacheEvictions,
+    ProcessesReaped,
+}
+
+const _: () = assert!((Counter::ProcessesReaped as usize) < layout::COUNTERS);
+const _: () = assert!(layout::LOCK_WORDS == 1 << 16, "coord::page_lock_index hashes to 16 bits");
+
+/// What the pool has done since the first process attached to it.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Stats {
+    pub commits: u64,
+    pub aborts: u64,
+    /// Writes refused because an older transaction held the page (wait-die).
+    pub conflicts: u64,
+    pub bytes_logged: u64,
+    /// Log records applied to the write cache.
+    pub records_digested: u64,
+    pub pages_written_back: u64,
+    pub writeback_rounds: u64,
+    /// Commits that had to wait for log space.
+    pub log_full_waits: u64,
+    pub cache_evictions: u64,
+    /// Dead processes whose transactions another process cleaned up.
+    pub processes_reaped: u64,
+    pub dirty_pages: u64,
+    pub cache_pages: u64,
+    /// Log bytes not yet applied to the cache.
+    pub log_used: u64,
+    pub log_size: u64,
+}
+
+impl Stats {
+    /// (name, value) of every field, for tables and JSON.
+    pub fn fields(&self) -> [(&'static str, u64); 14] {
+        [
+            ("commits", self.commits),
+            ("aborts", self.aborts),
+            ("conflicts", self.conflicts),
+            ("bytes_logged", self.bytes_logged),
+            ("records_digested", self.records_digested),
+            ("pages_written_back", self.pages_written_back),
+            ("writeback_rounds", self.writeback_rounds),
+            ("log_full_waits", self.log_full_waits),
+            ("cache_evictions", self.cache_evictions),
+            ("processes_reaped", self.processes_reaped),
+            ("dirty_pages", self.dirty_pages),
+            ("cache_pages", self.cache_pages),
+            ("log_used", self.log_used),
+            ("log_size", self.log_size),
+        ]
+    }
+}
+
+/// The state every handle and background thread of one attached process shares.
+pub(crate) struct Inner {
+    pub nvm: Media,
+    pub storage: Media,
+    pub layout: Layout,
+    pub nvm_path: PathBuf,
+    pub backing_path: PathBuf,
+    pub nvm_file: Option<File>,
+    pub live: Liveness,
+    pub persist_ns: u64,
+    pub opts: PoolOptions,
+    pub recovery: Option<RecoveryReport>,
+}
+
+/// An open pool. Share it between threads by reference (it is `Sync`); every thread may run
+/// its own transactions.
+///
+/// Isolation is **read committed** (as in the seed, slide 15): reads through the mapping see
+/// only committed data, never another transaction's uncommitted writes; a transaction reads
+/// its own writes through `Tx::read`. Writers of the same 4 KiB page are serialised by page
+/// locks held to commit (wait-die: an older transaction waits, a younger one gets
+/// `PmError::Conflict` and should abort and retry), so the first writer commits first. A read
+/// that races a commit may see some of that commit's writes and not yet others.
+pub struct Pool {
+    inner: Arc<Inner>,
+    stop: Arc<AtomicBool>,
+    threads: Vec<JoinHandle<()>>,
+    closed: bool,
+}
+
+impl std::fmt::Debug for Pool {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Pool")
+            .field("backing", &self.inner.backing_path)
+            .field("nvm", &self.inner.nvm_path)
+            .field("size", &self.inner.layout.pool_size)
+            .finish()
+    }
+}
+
+fn mono_ns() -> u64 {
+    let mut ts = libc::timespec {
+        tv_sec: 0,
+        tv_nsec: 0,
+    };
+    // SAFETY: valid pointer to a timespec; CLOCK_MONOTONIC always exists on Linux. It is one
+    // clock for every process, which the shared persist deadline needs.
+    unsafe { libc::clock_gettime(libc::CLOCK_MONOTONIC, &mut ts) };
+    ts.tv_sec as u64 * 1_000_000_000 + ts.tv_nsec as u64
+}
+
+impl Inner {
+    pub(crate) fn ring(&self) -> Ring<'_> {
+        Ring {
+            nvm: &self.nvm,
+            base: self.layout.log,
+            size: self.layout.log_size,
+        }
+    }
+
+    pub(crate) fn tail(&self) -> &AtomicU64 {
+        self.nvm.word(layout::V_LOG_TAIL)
+    }
+
+    pub(crate) fn count(&self, c: Counter, n: u64) {
+        if n > 0 {
+            self.nvm
+                .word(layout::V_COUNTERS + c as usize * 8)
+                .fetch_add(n, Ordering::Relaxed);
+        }
+    }
+
+    fn counter(&self, c: Counter) -> u64 {
+        self.nvm
+            .word(layout::V_COUNTERS + c as usize * 8)
+            .load(Ordering::Relaxed)
+    }
+
+    /// The time a persist barrier issued now completes on the modelled NVM. Barriers are
+    /// ordered: one never completes before an earlier one (the log relies on it).
+    pub(crate) fn barrier_deadline(&self) -> u64 {
+        if self.persist_ns == 0 {
+            return 0;
+        }
+        let word = self.nvm.word(layout::V_PERSIST_DEADLINE);
+        let mine = mono_ns() + self.persist_ns;
+        let prev = word.fetch_max(mine, Ordering::AcqRel);
+        prev.max(mine)
+    }
+
+    /// Spins until a barrier's deadline: the modelled write latency of the NVM technology.
+    pub(crate) fn wait_persisted(&self, deadline: u64) {
+        while deadline != 0 && mono_ns() < deadline {
+            std::hint::spin_loop();
+        }
+    }
+
+    /// Fence the flushed lines and pay the technology's write latency.
+    pub(crate) fn persist_barrier(&self) {
+        self.nvm.fence();
+        self.wait_persisted(self.barrier_deadline());
+    }
+
+    pub(crate) fn proc_state(&self, p: usize) -> &AtomicU64 {
+        self.nvm.word(layout::V_PROCS + p * PROC_BYTES)
+    }
+
+    fn proc_pid(&self, p: usize) -> &AtomicU64 {
+        self.nvm.word(layout::V_PROCS + p * PROC_BYTES + 8)
+    }
+
+    /// Transaction slot words: 0 owner process + 1, 1 start sequence, 2 lsn being committed.
+    pub(crate) fn tx_word(&self, slot: usize, field: usize) -> &AtomicU64 {
+        self.nvm.word(layout::V_TX + slot * TX_BYTES + field * 8)
+    }
+
+    pub(crate) fn lock_word(&self, i: usize) -> &AtomicU64 {
+        self.nvm.word(layout::V_LOCKS + i * 8)
+    }
+
+    /// Whether the transaction in slot `tx` belongs to a live process.
+    pub(crate) fn owner_alive(&self, tx: u32) -> bool {
+        let owner = self
+            .tx_word(tx as usize % TX_SLOTS, 0)
+            .load(Ordering::Acquire);
+        owner != 0 && self.live.alive(owner as usize - 1)
+    }
+
+    /// Takes the maintenance lock (cache and log head); repairs after a dead holder.
+    pub(crate) fn lock_maintenance(&self) -> Result<MaintenanceGuard<'_>> {
+        let word = self.nvm.word(layout::V_MAINT_LOCK);
+        let how = coord::lock_robust(word, &self.live, self.opts.timeout, "the maintenance lock")?;
+        if let Acquired::FromDead(_) = how {
+            self.recount_dirty();
+        }
+        Ok(MaintenanceGuard(self))
+    }
+
+    pub(crate) fn try_lock_maintenance(&self) -> Option<MaintenanceGuard<'_>> {
+        let how = coord::try_lock_robust(self.nvm.word(layout::V_MAINT_LOCK), &self.live)?;
+        if let Acquired::FromDead(_) = how {
+            self.recount_dirty();
+        }
+        Some(MaintenanceGuard(self))
+    }
+
+    /// Applies what it can of the log without waiting for the lock (a committer short of log
+    /// space helps the applier).
+    pub(crate) fn try_digest(&self) -> Result<usize> {
+        match self.try_lock_maintenance() {
+            Some(_g) => self.digest(DIGEST_BATCH),
+            None => Ok(0),
+        }
+    }
+
+    /// Cleans up after a dead process: finishes making its committed transactions visible,
+    /// releases its page locks and frees its slots.
+    pub(crate) fn reap(&self, p: usize) -> Result<()> {
+        let _g = self.lock_maintenance()?;
+        if self.proc_state(p).load(Ordering::Acquire) == 0 || self.live.alive(p) {
+            return Ok(());
+        }
+        let head = self.nvm.load_word(layout::H_LOG_HEAD);
+        let ring = self.ring();
+        for s in 0..TX_SLOTS {
+            if self.tx_word(s, 0).load(Ordering::Acquire) != p as u64 + 1 {
+                continue;
+            }
+            let lsn = self.tx_word(s, 2).load(Ordering::Acquire);
+            if lsn != 0 && lsn >= head {
+                if let Some(h) = ring.header(lsn).filter(|h| h.owner as usize == s) {
+                    if self.nvm.load_word(ring.state_offset(lsn)) == STATE_COMMITTED
+                        && ring.body_intact(&h)
+                    {
+                        self.make_visible(&h)?;
+                    }
+                }
+            }
+            self.release_locks_of(s);
+            self.tx_word(s, 2).store(0, Ordering::Release);
+            self.tx_word(s, 0).store(0, Ordering::Release);
+        }
+        self.proc_state(p).store(0, Ordering::Release);
+        self.count(Counter::ProcessesReaped, 1);
+        Ok(())
+    }
+
+    fn release_locks_of(&self, tx: usize) {
+        let me = tx as u64 + 1;
+        for i in 0..layout::LOCK_WORDS {
+            let w = self.lock_word(i);
+            if w.load(Ordering::Relaxed) == me {
+                let _ = w.compare_exchange(me, 0, Ordering::Release, Ordering::Relaxed);
+            }
+        }
+    }
+
+    fn stats(&self) -> Stats {
+        let head = self.nvm.load_word(layout::H_LOG_HEAD);
+        let tail = self.tail().load(Ordering::Relaxed);
+        Stats {
+            commits: self.counter(Counter::Commits),
+            aborts: self.counter(Counter::Aborts),
+            conflicts: self.counter(Counter::Conflicts),
+            bytes_logged: self.counter(Counter::BytesLogged),
+            records_digested: self.counter(Counter::RecordsDigested),
+            pages_written_back: self.counter(Counter::PagesWrittenBack),
+            writeback_rounds: self.counter(Counter::WritebackRounds),
+            log_full_waits: self.counter(Counter::LogFullWaits),
+            cache_evictions: self.counter(Counter::CacheEvictions),
+            processes_reaped: self.counter(Counter::ProcessesReaped),
+            dirty_pages: self.dirty_pages(),
+            cache_pages: self.layout.cache_pages,
+            log_used: tail.saturating_sub(head),
+            log_size: self.layout.log_size,
+        }
+    }
+
+    /// Applies the whole log and, if `write_back_all` or over the threshold, writes back.
+    fn maintain(&self, write_back_all: bool) -> Result<()> {
+        let mut waiter = coord::Waiter::new(self.opts.timeout);
+        loop {
+            let tail = self.tail().load(Ordering::Acquire);
+            {
+                let _g = self.lock_maintenance()?;
+                while self.digest(DIGEST_BATCH)? > 0 {}
+                let head = self.nvm.load_word(layout::H_LOG_HEAD);
+                if head >= tail {
+                    if write_back_all || self.over_threshold() {
+                        self.write_back()?;
+                    }
+                    return Ok(());
+                }
+            }
+            // A record at the head is still being made visible by its committer.
+            waiter.pause("a committer to finish")?;
+        }
+    }
+}
+
+/// Records applied per hold of the maintenance lock.
+const DIGEST_BATCH: usize = 256;
+
+pub(crate) struct MaintenanceGuard<'a>(&'a Inner);
+
+impl Drop for MaintenanceGuard<'_> {
+    fn drop(&mut self) {
+        coord::unlock_robust(self.0.nvm.word(layout::V_MAINT_LOCK));
+    }
+}
+
+/// The NVM-tier file that belongs to a backing file.
+pub fn nvm_file_path(nvm_dir: &Path, backing_canonical: &Path) -> PathBuf {
+    nvm_dir.join(format!(
+        "nvarray-pm-{:016x}.nvm",
+        layout::backing_id(backing_canonical)
+    ))
+}
+
+impl Pool {
+    /// Opens the pool over the backing file `path` of `size` bytes, creating the file if
+    /// `options.create` and it does not exist (`size` 0 opens an existing file at its size).
+    /// Virtual capacity is the backing file's size, which may far exceed the NVM tier's.
+    pub fn open(path: impl AsRef<Path>, size: u64, options: &PoolOptions) -> Result<Pool> {
+        options.validate()?;
+        let path = path.as_ref();
+        let backing = OpenOptions::new()
+            .read(true)
+            .write(true)
+            .create(options.create)
+            .truncate(false)
+            .open(path)
+            .map_err(io_err(path))?;
+        let len = backing.metadata().map_err(io_err(path))?.len();
+        let size = match (len, size) {
+            (0, 0) => {
+                return Err(PmError::Mismatch {
+                    path: path.to_path_buf(),
+                    what: "empty file and no size given".into(),
+                })
+            }
+            (0, s) => {
+                check_pool_size(path, s)?;
+                backing.set_len(s).map_err(io_err(path))?;
+                s
+            }
+            (l, 0) => l,
+            (l, s) if l == s => s,
+            (l, s) => {
+                return Err(PmError::Mismatch {
+                    path: path.to_path_buf(),
+                    what: format!("the backing file is {l} bytes, not the {s} bytes asked for"),
+                })
+            }
+        };
+        check_pool_size(path, size)?;
+        let canonical = path.canonicalize().map_err(io_err(path))?;
+        let nvm_path = nvm_file_path(&options.nvm_dir, &canonical);
+        let nvm_file = OpenOptions::new()
+            .read(true)
+            .write(true)
+            .create(true)
+            .truncate(false)
+            .open(&nvm_path)
+            .map_err(io_err(&nvm_path))?;
+        let lock_file = nvm_file.try_clone().map_err(io_err(&nvm_path))?;
+        let _open = OpenLock::take(&lock_file).map_err(io_err(&nvm_path))?;
+        let fresh = nvm_file.metadata().map_err(io_err(&nvm_path))?.len() == 0;
+        if fresh {
+            let l = Layout::new(size, options.log_size, options.cache_size);
+            nvm_file
+                .set_len(l.file_len as u64)
+                .map_err(io_err(&nvm_path))?;
+        }
+        let nvm = Media::nvm(&nvm_file, &nvm_path)?;
+        let layout = if fresh {
+            let l = Layout::new(size, options.log_size, options.cache_size);
+            l.format(&nvm, &canonical)?;
+            nvm.store_word(layout::H_CLEAN, 1);
+            nvm.persist(layout::H_CLEAN, 8);
+            l
+        } else {
+            let l = Layout::from_header(&nvm, &nvm_path)?;
+            let recorded = layout::backing_path(&nvm);
+            if recorded != canonical.to_string_lossy() {
+                return Err(PmError::Mismatch {
+                    path: nvm_path,
+                    what: format!("belongs to backing file {recorded}, not {}", canonical.display()),
+                });
+            }
+            if l.pool_size != size {
+                return Err(PmError::Mismatch {
+                    path: nvm_path,
+                    what: format!(
+                        "records a pool of {} bytes but {} is {size} bytes",
+                        l.pool_size,
+                        canonical.display()
+                    ),
+                });
+            }
+            l
+        };
+        let storage = Media::storage(backing, path)?;
+        let first = !(0..PROCS).any(|p| Liveness::new(Some(&nvm_file), usize::MAX).alive(p));
+        let me = (0..PROCS)
+            .find(|&p| coord::claim_liveness(&nvm_file, p))
+            .ok_or(PmError::NoProcessSlot(PROCS))?;
+        let inner = Inner {
+            live: Liveness::new(Some(&nvm_file), me),
+            nvm,
+            storage,
+            layout,
+            nvm_path,
+            backing_path: canonical,
+            nvm_file: Some(nvm_file),
+            persist_ns: options.persist_cost_ns()?,
+            opts: options.clone(),
+            recovery: None,
+        };
+        Pool::attach(inner, first, me)
+    }
+
+    /// A pool over simulated tiers (crash tests). `world` holds both tiers' bytes; a fresh
+    /// world (all zeros) is formatted, anything else is recovered like a crashed pool.
+    pub fn open_simulated(
+        world: Arc<SimWorld>,
+        size: u64,
+        options: &PoolOptions,
+    ) -> Result<Pool> {
+        options.validate()?;
+        let nvm = Media::simulated(world.clone(), Tier::Nvm);
+        let storage = Media::simulated(world, Tier::Storage);
+        let path = PathBuf::from("<simulated nvm>");
+        let layout = if nvm.load_word(0) == 0 {
+            let l = Layout::new(size, options.log_size, options.cache_size);
+            l.format(&nvm, Path::new("<simulated storage>"))?;
+            nvm.store_word(layout::H_CLEAN, 1);
+            nvm.persist(layout::H_CLEAN, 8);
+            l
+        } else {
+            Layout::from_header(&nvm, &path)?
+        };
+        let inner = Inner {
+            live: Liveness::new(None, 0),
+            nvm,
+            storage,
+            layout,
+            nvm_path: path,
+            backing_path: PathBuf::from("<simulated storage>"),
+            nvm_file: None,
+            persist_ns: 0,
+            opts: PoolOptions {
+                background: false,
+                ..options.clone()
+            },
+            recovery: None,
+        };
+        Pool::attach(inner, true, 0)
+    }
+
+    /// Sizes of both simulated tiers for a pool of `size` bytes with these options.
+    pub fn simulated_sizes(size: u64, options: &PoolOptions) -> (usize, usize) {
+        let l = Layout::new(size, options.log_size, options.cache_size);
+        (l.file_len, size as usize)
+    }
+
+    /// Second half of opening: recovery if first, the process slot, the background threads.
+    fn attach(mut inner: Inner, first: bool, me: usize) -> Result<Pool> {
+        if first {
+            if inner.nvm.load_word(layout::H_CLEAN) == 0 {
+                inner.recovery = Some(recovery::recover(&inner)?);
+            }
+            recovery::reset_shared(&inner);
+            inner.nvm.store_word(layout::H_CLEAN, 0);
+            inner.nvm.persist(layout::H_CLEAN, 8);
+        }
+        inner.proc_state(me).store(1, Ordering::Release);
+        inner
+            .proc_pid(me)
+            .store(std::process::id() as u64, Ordering::Relaxed);
+        let inner = Arc::new(inner);
+        if !first {
+            // Slots of processes that died while others stayed attached.
+            for p in (0..PROCS).filter(|&p| p != me) {
+                if inner.proc_state(p).load(Ordering::Acquire) != 0 && !inner.live.alive(p) {
+                    inner.reap(p)?;
+                }
+            }
+        }
+        let stop = Arc::new(AtomicBool::new(false));
+        let threads = if inner.opts.background {
+            crate::background::spawn(&inner, &stop)
+        } else {
+            Vec::new()
+        };
+        Ok(Pool {
+            inner,
+            stop,
+            threads,
+            closed: false,
+        })
+    }
+
+    /// Virtual capacity in bytes.
+    pub fn size(&self) -> u64 {
+        self.inner.layout.pool_size
+    }
+
+    /// The start of the mapping. Bytes `[0, size)` may be read through it (committed data,
+    /// read-committed); never write through it — write in a transaction.
+    pub fn as_ptr(&self) -> *const u8 {
+        self.inner.storage.base()
+    }
+
+    /// Copies committed bytes at `offset` into `buf`.
+    pub fn read(&self, offset: u64, buf: &mut [u8]) -> Result<()> {
+        self.check_range(offset, buf.len() as u64)?;
+        self.inner.storage.read(offset as usize, buf);
+        Ok(())
+    }
+
+    pub(crate) fn check_range(&self, offset: u64, len: u64) -> Result<()> {
+        match offset.checked_add(len) {
+            Some(end) if end <= self.size() => Ok(()),
+            _ => Err(PmError::OutOfRange {
+                offset,
+                len,
+                size: self.size(),
+            }),
+        }
+    }
+
+    /// Starts a transaction.
+    pub fn begin(&self) -> Result<Tx<'_>> {
+        Tx::begin(self)
+    }
+
+    pub(crate) fn inner(&self) -> &Arc<Inner> {
+        &self.inner
+    }
+
+    /// Counters shared by every process attached to the pool.
+    pub fn stats(&self) -> Stats {
+        self.inner.stats()
+    }
+
+    /// What recovery did when this process opened the pool, if it ran.
+    pub fn recovery(&self) -> Option<&RecoveryReport> {
+        self.inner.recovery.as_ref()
+    }
+
+    /// The NVM-tier file of this pool.
+    pub fn nvm_path(&self) -> &Path {
+        &self.inner.nvm_path
+    }
+
+    /// Cost of one persist barrier in nanoseconds.
+    pub fn persist_cost_ns(&self) -> u64 {
+        self.inner.persist_ns
+    }
+
+    /// Does the background threads' work now: applies the whole log to the cache and writes
+    /// back if the dirty fraction is over the threshold.
+    pub fn maintain(&self) -> Result<()> {
+        self.inner.maintain(false)
+    }
+
+    /// Applies the whole log and writes every dirty page back: the backing file alone then
+    /// holds every committed byte.
+    pub fn sync(&self) -> Result<()> {
+        self.inner.maintain(true)
+    }
+
+    /// Detaches. The last process to detach applies the log, writes everything back and marks
+    /// the pool clean, so the next open needs no recovery.
+    pub fn close(mut self) -> Result<()> {
+        self.detach()
+    }
+
+    fn detach(&mut self) -> Result<()> {
+        if self.closed {
+            return Ok(());
+        }
+        self.closed = true;
+        self.stop.store(true, Ordering::Release);
+        for t in self.threads.drain(..) {
+            t.thread().unpark();
+            let _ = t.join();
+        }
+        let inner = &self.inner;
+        let me = inner.live.me();
+        let Some(file) = inner.nvm_file.as_ref() else {
+            return inner.maintain(true);
+        };
+        let lock_file = file.try_clone().map_err(io_err(&inner.nvm_path))?;
+        let _open = OpenLock::take(&lock_file).map_err(io_err(&inner.nvm_path))?;
+        let last = !(0..PROCS).any(|p| p != me && inner.live.alive(p));
+        let result = if last {
+            inner.maintain(true).map(|_| {
+                inner.nvm.store_word(layout::H_CLEAN, 1);
+                inner.nvm.persist(layout::H_CLEAN, 8);
+            })
+        } else {
+            Ok(())
+        };
+        inner.proc_state(me).store(0, Ordering::Release);
+        coord::release_liveness(file, me);
+        result
+    }
+}
+
+fn check_pool_size(path: &Path, size: u64) -> Result<()> {
+    if size > MAX_POOL {
+        return Err(PmError::Mismatch {
+            path: path.to_path_buf(),
+            what: format!("{size} bytes is more than the largest pool ({MAX_POOL} bytes)"),
+        });
+    }
+    Ok(())
+}
+
+impl Drop for Pool {
+    fn drop(&mut self) {
+        if let Err(e) = self.detach() {
+            eprintln!("nvarray-pm: closing {}: {e}", self.inner.backing_path.display());
+        }
+    }
+}
+
+/// How long background threads sleep when they have nothing to do.
+pub(crate) const IDLE: Duration = Duration::from_micros(500);

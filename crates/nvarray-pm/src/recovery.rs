@@ -1,0 +1,106 @@
+//! Recovery after a crash, run by the first process to attach when the pool was not closed
+//! cleanly: dirty cache pages go to the backing file, then every committed log record from the
+//! head on is applied in commit order, the backing file is synced and the log emptied.
+//! Uncommitted transactions never reached the log, and a record torn by the crash fails its
+//! checksums and ends the log; it was never acknowledged.
+//!
+//! A damaged record *followed by intact ones* is not a torn tail but corruption: dropping it
+//! and its successors would lose acknowledged commits silently, so recovery refuses with an
+//! error naming the file and the position.
+
+use std::sync::atomic::Ordering;
+use std::time::{Duration, Instant};
+
+use crate::cache::{decode_dir, is_dirty};
+use crate::error::{PmError, Result};
+use crate::layout::{self, PAGE};
+use crate::log::{self, KIND_PAD};
+use crate::media::LINE;
+use crate::pool::Inner;
+
+/// What recovery did.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct RecoveryReport {
+    /// Dirty write-cache pages copied to the backing file.
+    pub cache_pages: u64,
+    /// Committed log records replayed.
+    pub records: u64,
+    /// Bytes those records wrote.
+    pub bytes: u64,
+    pub duration: Duration,
+}
+
+pub(crate) fn recover(inner: &Inner) -> Result<RecoveryReport> {
+    let started = Instant::now();
+    let corrupt = |what: String| PmError::Corrupt {
+        path: inner.nvm_path.clone(),
+        what,
+    };
+    let mut report = RecoveryReport::default();
+    let l = &inner.layout;
+    for slot in 0..l.cache_pages {
+        let entry = inner.dir(slot);
+        if !is_dirty(entry) {
+            continue;
+        }
+        let (page, _) = decode_dir(entry).expect("dirty entries decode");
+        let at = page.checked_mul(PAGE as u64).filter(|&a| a < l.pool_size).ok_or_else(|| {
+            corrupt(format!(
+                "write-cache directory entry {slot} names page {page}, outside the pool"
+            ))
+        })?;
+        let n = (l.pool_size - at).min(PAGE as u64) as usize;
+        let mut buf = vec![0u8; n];
+        inner.nvm.read(inner.cache_off(slot), &mut buf);
+        inner.storage.write(at as usize, &buf);
+        report.cache_pages += 1;
+    }
+    let ring = inner.ring();
+    let head = inner.nvm.load_word(layout::H_LOG_HEAD);
+    let mut lsn = head;
+    while lsn - head < ring.size {
+        let Some(h) = ring.header(lsn) else { break };
+        if h.kind == KIND_PAD {
+            lsn += h.len;
+            continue;
+        }
+        if !ring.body_intact(&h) {
+            break;
+        }
+        let writes = log::entries(ring.body(&h), &h, l.pool_size).map_err(&corrupt)?;
+        for (off, data) in writes {
+            inner.storage.write(off as usize, data);
+            report.bytes += data.len() as u64;
+        }
+        report.records += 1;
+        lsn += h.len;
+    }
+    // Anything intact past the end means the end is damage, not a torn last record.
+    let mut probe = lsn + LINE as u64;
+    while probe < head + ring.size {
+        if let Some(h) = ring.header(probe) {
+            return Err(corrupt(format!(
+                "log record at position {lsn} is damaged but a later one ({} bytes at {}) is \
+                 intact; refusing to drop committed transactions",
+                h.len, h.lsn
+            )));
+        }
+        probe += LINE as u64;
+    }
+    inner.storage.sync_all()?;
+    inner.reset_cache();
+    inner.nvm.store_word(layout::H_LOG_HEAD, lsn);
+    inner.nvm.persist(layout::H_LOG_HEAD, 8);
+    report.duration = started.elapsed();
+    Ok(report)
+}
+
+/// Resets the shared volatile area for a first process: no locks, no slots, tail at head.
+pub(crate) fn reset_shared(inner: &Inner) {
+    let head = inner.nvm.load_word(layout::H_LOG_HEAD);
+    for off in (layout::V_LOG_LOCK..layout::V_LOCKS + layout::LOCK_WORDS * 8).step_by(8) {
+        inner.nvm.word(off).store(0, Ordering::Relaxed);
+    }
+    inner.tail().store(head, Ordering::Release);
+    inner.reset_cache();
+}

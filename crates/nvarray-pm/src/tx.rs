@@ -1,0 +1,361 @@
+//! Transactions: writes are buffered in DRAM under page locks and logged at commit.
+//!
+//! Logging at commit rather than at each write is deliberate: an aborted transaction costs the
+//! NVM nothing (the seed's PCM-lifetime concern, slide 7), and a commit writes one contiguous
+//! record with one persist barrier. The commit sequence:
+//! 1. build the record (header, entry table, data) in DRAM;
+//! 2. under the log lock: find room (waiting for the applier if the log is full), write the
+//!    record, flush it, fence — the commit point — and advance the tail;
+//! 3. wait out the technology's write latency (the barrier's modelled cost);
+//! 4. copy the writes into the shared mapping, where every process sees them;
+//! 5. mark the record visible (the applier may now take it) and release the page locks.
+
+use std::sync::atomic::Ordering;
+
+use crate::coord::{self, page_lock_index, Waiter};
+use crate::error::{PmError, Result};
+use crate::layout::{self, PAGE, TX_SLOTS};
+use crate::log::{self, STATE_VISIBLE};
+use crate::pool::{Counter, Inner, Pool};
+
+/// A transaction's state, independent of how the pool is held (Rust borrow or C handle).
+pub(crate) struct TxCore {
+    slot: usize,
+    seq: u64,
+    /// (pool offset, start in `data`, length), in write order.
+    writes: Vec<(u64, usize, usize)>,
+    data: Vec<u8>,
+    /// Page-lock words held, sorted.
+    locks: Vec<u32>,
+    /// Pages the writes span (bounds what applying the record needs of the cache).
+    pages: u64,
+    /// Set when a write failed with a conflict: the transaction can only abort.
+    doomed: Option<u64>,
+    record: Vec<u8>,
+}
+
+impl TxCore {
+    pub fn begin(inner: &Inner) -> Result<TxCore> {
+        let me = inner.live.me() as u64 + 1;
+        let start = (inner.live.me() * 4) % TX_SLOTS;
+        let slot = (0..TX_SLOTS)
+            .map(|i| (start + i) % TX_SLOTS)
+            .find(|&s| {
+                inner
+                    .tx_word(s, 0)
+                    .compare_exchange(0, me, Ordering::AcqRel, Ordering::Relaxed)
+                    .is_ok()
+            })
+            .ok_or(PmError::NoTxSlot(TX_SLOTS))?;
+        let seq = inner
+            .nvm
+            .word(layout::V_TX_SEQ)
+            .fetch_add(1, Ordering::Relaxed);
+        inner.tx_word(slot, 1).store(seq, Ordering::Release);
+        Ok(TxCore {
+            slot,
+            seq,
+            writes: Vec::new(),
+            data: Vec::new(),
+            locks: Vec::new(),
+            pages: 0,
+            doomed: None,
+            record: Vec::new(),
+        })
+    }
+
+    /// Largest record a transaction may log: a quarter of the log.
+    fn limit(inner: &Inner) -> u64 {
+        inner.layout.log_size / 4
+    }
+
+    pub fn write(&mut self, inner: &Inner, offset: u64, bytes: &[u8]) -> Result<()> {
+        let len = bytes.len() as u64;
+        if len == 0 {
+            return Err(PmError::ZeroLength(offset));
+        }
+        let size = inner.layout.pool_size;
+        let end = offset
+            .checked_add(len)
+            .filter(|&e| e <= size)
+            .ok_or(PmError::OutOfRange { offset, len, size })?;
+        let pages = end.div_ceil(PAGE as u64) - offset / PAGE as u64;
+        let logged = log::record_len(self.writes.len() + 1, self.data.len() + bytes.len()) as u64;
+        let limit = Self::limit(inner);
+        if logged > limit || (self.pages + pages) * 2 > inner.layout.cache_pages {
+            return Err(PmError::TooLarge {
+                bytes: logged.max(len),
+                limit: limit.min(inner.layout.cache_pages / 2 * PAGE as u64),
+            });
+        }
+        if let Some(page) = self.doomed {
+            return Err(PmError::Conflict { page });
+        }
+        for page in offset / PAGE as u64..end.div_ceil(PAGE as u64) {
+            if let Err(e) = self.lock_page(inner, page) {
+                if let PmError::Conflict { page } = e {
+                    self.doomed = Some(page);
+                    inner.count(Counter::Conflicts, 1);
+                }
+                return Err(e);
+            }
+        }
+        self.pages += pages;
+        self.writes.push((offset, self.data.len(), bytes.len()));
+        self.data.extend_from_slice(bytes);
+        Ok(())
+    }
+
+    /// Takes the lock of `page` for this transaction (wait-die against older holders).
+    fn lock_page(&mut self, inner: &Inner, page: u64) -> Result<()> {
+        let idx = page_lock_index(page) as u32;
+        let Err(at) = self.locks.binary_search(&idx) else {
+            return Ok(());
+        };
+        let word = inner.lock_word(idx as usize);
+        let me = self.slot as u64 + 1;
+        let mut waiter = Waiter::new(inner.opts.timeout);
+        loop {
+            match word.compare_exchange_weak(0, me, Ordering::AcqRel, Ordering::Relaxed) {
+                Ok(_) => break,
+                Err(0) => continue,
+                Err(holder) => {
+                    let h = holder as usize - 1;
+                    let owner = inner.tx_word(h, 0).load(Ordering::Acquire);
+                    if owner != 0 && !inner.live.alive(owner as usize - 1) {
+                        inner.reap(owner as usize - 1)?;
+                        continue;
+                    }
+                    let holder_seq = inner.tx_word(h, 1).load(Ordering::Acquire);
+                    if self.seq > holder_seq {
+                        return Err(PmError::Conflict { page });
+                    }
+                    waiter.pause("a page lock")?;
+                }
+            }
+        }
+        self.locks.insert(at, idx);
+        Ok(())
+    }
+
+    /// Locks `[offset, offset + len)` for this transaction without writing (read for update).
+    pub fn lock_range(&mut self, inner: &Inner, offset: u64, len: u64) -> Result<()> {
+        let size = inner.layout.pool_size;
+        let end = offset
+            .checked_add(len)
+            .filter(|&e| e <= size)
+            .ok_or(PmError::OutOfRange { offset, len, size })?;
+        for page in offset / PAGE as u64..end.div_ceil(PAGE as u64) {
+            self.lock_page(inner, page)?;
+        }
+        Ok(())
+    }
+
+    /// Committed bytes overlaid with this transaction's own writes.
+    pub fn read(&self, inner: &Inner, offset: u64, buf: &mut [u8]) -> Result<()> {
+        let len = buf.len() as u64;
+        let size = inner.layout.pool_size;
+        let end = offset
+            .checked_add(len)
+            .filter(|&e| e <= size)
+            .ok_or(PmError::OutOfRange { offset, len, size })?;
+        inner.storage.read(offset as usize, buf);
+        for &(w_off, at, w_len) in &self.writes {
+            let w_end = w_off + w_len as u64;
+            let lo = w_off.max(offset);
+            let hi = w_end.min(end);
+            if lo < hi {
+                let src = &self.data[at + (lo - w_off) as usize..at + (hi - w_off) as usize];
+                buf[(lo - offset) as usize..(hi - offset) as usize].copy_from_slice(src);
+            }
+        }
+        Ok(())
+    }
+
+    fn write_slices(&self) -> impl Iterator<Item = (u64, &[u8])> + Clone {
+        self.writes
+            .iter()
+            .map(|&(off, at, len)| (off, &self.data[at..at + len]))
+    }
+
+    /// Makes the writes durable and visible; returns the record's log position (0 if the
+    /// transaction wrote nothing).
+    pub fn commit(&mut self, inner: &Inner) -> Result<u64> {
+        if let Some(page) = self.doomed {
+            self.abort(inner);
+            return Err(PmError::Conflict { page });
+        }
+        if self.writes.is_empty() {
+            self.release(inner);
+            return Ok(0);
+        }
+        let mut record = std::mem::take(&mut self.record);
+        log::build(&mut record, self.write_slices());
+        let result = self.append(inner, &mut record);
+        self.record = record;
+        let lsn = match result {
+            Ok(lsn) => lsn,
+            Err(e) => {
+                self.abort(inner);
+                return Err(e);
+            }
+        };
+        for (off, bytes) in self.write_slices() {
+            inner.storage.write(off as usize, bytes);
+        }
+        inner
+            .nvm
+            .store_word(inner.ring().state_offset(lsn), STATE_VISIBLE);
+        inner.tx_word(self.slot, 2).store(0, Ordering::Release);
+        inner.count(Counter::Commits, 1);
+        inner.count(Counter::BytesLogged, self.record.len() as u64);
+        self.release(inner);
+        Ok(lsn)
+    }
+
+    /// Writes the record into the log and makes it durable. Returns its lsn.
+    fn append(&self, inner: &Inner, record: &mut [u8]) -> Result<u64> {
+        let len = record.len() as u64;
+        let ring = inner.ring();
+        let lock = inner.nvm.word(layout::V_LOG_LOCK);
+        let mut waiter = Waiter::new(inner.opts.timeout);
+        let mut waited = false;
+        let (tail, pad) = loop {
+            coord::lock_robust(lock, &inner.live, inner.opts.timeout, "the log lock")?;
+            let tail = inner.tail().load(Ordering::Acquire);
+            let head = inner.nvm.load_word(layout::H_LOG_HEAD);
+            let pos = ring.pos(tail) as u64;
+            let pad = if pos + len > ring.size {
+                ring.size - pos
+            } else {
+                0
+            };
+            if tail + pad + len - head <= ring.size {
+                break (tail, pad);
+            }
+            coord::unlock_robust(lock);
+            if !waited {
+                inner.count(Counter::LogFullWaits, 1);
+                waited = true;
+            }
+            if let Err(e) = inner.try_digest().and_then(|_| waiter.pause("log space")) {
+                return Err(e);
+            }
+        };
+        if pad > 0 {
+            let at = ring.base + ring.pos(tail);
+            inner.nvm.write(at, &log::pad(tail, pad));
+            inner.nvm.flush(at, log::HEADER);
+        }
+        let lsn = tail + pad;
+        log::seal(record, lsn, self.slot as u32);
+        inner.tx_word(self.slot, 2).store(lsn, Ordering::Release);
+        let at = ring.base + ring.pos(lsn);
+        inner.nvm.write(at, record);
+        inner.nvm.flush(at, record.len());
+        inner.nvm.fence();
+        let deadline = inner.barrier_deadline();
+        inner.tail().store(lsn + len, Ordering::Release);
+        coord::unlock_robust(lock);
+        inner.wait_persisted(deadline);
+        Ok(lsn)
+    }
+
+    /// Drops the writes and releases the locks.
+    pub fn abort(&mut self, inner: &Inner) {
+        if !self.writes.is_empty() || self.doomed.is_some() {
+            inner.count(Counter::Aborts, 1);
+        }
+        self.release(inner);
+    }
+
+    fn release(&mut self, inner: &Inner) {
+        let me = self.slot as u64 + 1;
+        for &idx in &self.locks {
+            let _ = inner.lock_word(idx as usize).compare_exchange(
+                me,
+                0,
+                Ordering::Release,
+                Ordering::Relaxed,
+            );
+        }
+        self.locks.clear();
+        self.writes.clear();
+        self.data.clear();
+        self.pages = 0;
+        self.doomed = None;
+    }
+
+    /// Gives the transaction slot back (after commit or abort).
+    pub fn end(mut self, inner: &Inner) {
+        self.release(inner);
+        inner.tx_word(self.slot, 0).store(0, Ordering::Release);
+    }
+}
+
+/// A transaction on a `Pool`. Dropping it without `commit` aborts it.
+pub struct Tx<'p> {
+    pool: &'p Pool,
+    core: Option<TxCore>,
+}
+
+impl<'p> Tx<'p> {
+    pub(crate) fn begin(pool: &'p Pool) -> Result<Tx<'p>> {
+        Ok(Tx {
+            core: Some(TxCore::begin(pool.inner())?),
+            pool,
+        })
+    }
+
+    fn parts(&mut self) -> (&Inner, &mut TxCore) {
+        (
+            self.pool.inner(),
+            self.core.as_mut().expect("a live transaction has its core"),
+        )
+    }
+
+    /// Writes `bytes` at `offset` within this transaction (not visible to others until commit).
+    /// On `PmError::Conflict` the transaction can only be aborted.
+    pub fn write(&mut self, offset: u64, bytes: &[u8]) -> Result<()> {
+        let (inner, core) = self.parts();
+        core.write(inner, offset, bytes)
+    }
+
+    /// Reads committed bytes overlaid with this transaction's own writes.
+    pub fn read(&mut self, offset: u64, buf: &mut [u8]) -> Result<()> {
+        let (inner, core) = self.parts();
+        core.read(inner, offset, buf)
+    }
+
+    /// Locks the range's pages and then reads it, so a read-modify-write is serialised with
+    /// every other writer of those bytes.
+    pub fn read_for_update(&mut self, offset: u64, buf: &mut [u8]) -> Result<()> {
+        let (inner, core) = self.parts();
+        core.lock_range(inner, offset, buf.len() as u64)?;
+        core.read(inner, offset, buf)
+    }
+
+    /// Makes the transaction's writes durable and visible. Returns its log position.
+    pub fn commit(mut self) -> Result<u64> {
+        let (inner, core) = self.parts();
+        let r = core.commit(inner);
+        let core = self.core.take().expect("core");
+        core.end(self.pool.inner());
+        r
+    }
+
+    /// Discards the transaction's writes.
+    pub fn abort(mut self) {
+        let (inner, core) = self.parts();
+        core.abort(inner);
+    }
+}
+
+impl Drop for Tx<'_> {
+    fn drop(&mut self) {
+        if let Some(mut core) = self.core.take() {
+            core.abort(self.pool.inner());
+            core.end(self.pool.inner());
+        }
+    }
+}
