@@ -1,1 +1,319 @@
-//! C ABI (to come).
+//! The C ABI, with the seed's names (slide 11); declared in `include/nvarray_pm.h`.
+//!
+//! ```c
+//! int64_t *ptr = nv_allocate("/data/counters", 1 << 30, NV_CREATE);
+//! nv_tid_t tid = nv_txbegin();
+//! int64_t x = ptr[0] + 1;
+//! nv_write(tid, &ptr[0], &x, sizeof x);
+//! nv_commit(tid);
+//! nv_free(ptr);
+//! ```
+//!
+//! A transaction is bound to a pool by its first `nv_write` (the seed's `nv_txbegin` takes no
+//! pool), and all of its writes must target that pool (slide 18's limitation 2). A transaction
+//! id may be used by one thread at a time. Options come from the environment:
+//! `NVARRAY_PM_NVM_DIR`, `NVARRAY_PM_TECH`, `NVARRAY_PM_LOG_SIZE`, `NVARRAY_PM_CACHE_SIZE`,
+//! `NVARRAY_PM_WRITEBACK` (fraction). Every function returns an error code instead of
+//! panicking; `nv_last_error` describes the last failure on the calling thread.
+
+use std::cell::RefCell;
+use std::collections::HashMap;
+use std::ffi::{c_char, c_int, c_void, CStr, CString};
+use std::panic::{catch_unwind, AssertUnwindSafe};
+use std::path::PathBuf;
+use std::sync::atomic::{AtomicI64, Ordering};
+use std::sync::{Arc, Mutex, MutexGuard};
+
+use crate::error::PmError;
+use crate::options::PoolOptions;
+use crate::pool::Pool;
+use crate::tx::TxCore;
+
+/// `mode` flag of `nv_allocate`: create the backing file if it does not exist.
+pub const NV_CREATE: c_int = 1;
+
+pub const NV_OK: c_int = 0;
+/// Any failure; see `nv_last_error`.
+pub const NV_ERROR: c_int = -1;
+/// An older transaction holds the bytes: abort this one and retry.
+pub const NV_ECONFLICT: c_int = -2;
+/// No such transaction id (never begun, or already committed or aborted).
+pub const NV_EBADTID: c_int = -3;
+
+struct FfiTx {
+    pool: Option<Arc<Pool>>,
+    core: Option<TxCore>,
+}
+
+static POOLS: Mutex<Vec<Arc<Pool>>> = Mutex::new(Vec::new());
+static TXS: Mutex<Option<HashMap<i64, FfiTx>>> = Mutex::new(None);
+static NEXT_TID: AtomicI64 = AtomicI64::new(1);
+
+thread_local! {
+    static LAST_ERROR: RefCell<CString> = RefCell::new(CString::default());
+}
+
+fn set_error(msg: impl std::fmt::Display) {
+    let text = CString::new(msg.to_string().replace('\0', " ")).unwrap_or_default();
+    LAST_ERROR.with(|e| *e.borrow_mut() = text);
+}
+
+fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(|e| e.into_inner())
+}
+
+fn code(e: &PmError) -> c_int {
+    match e {
+        PmError::Conflict { .. } => NV_ECONFLICT,
+        _ => NV_ERROR,
+    }
+}
+
+/// Runs `f`, turning a panic into `fallback` and an error message.
+fn guarded<T>(fallback: T, f: impl FnOnce() -> T) -> T {
+    catch_unwind(AssertUnwindSafe(f)).unwrap_or_else(|_| {
+        set_error("internal error (panic) in nvarray-pm");
+        fallback
+    })
+}
+
+fn options_from_env() -> Result<PoolOptions, PmError> {
+    let mut o = PoolOptions::default();
+    let var = |k: &str| std::env::var(k).ok().filter(|v| !v.is_empty());
+    let size = |k: &str, v: String| {
+        nvarray_workload::parse_size(&v).map_err(|e| PmError::BadOption(format!("{k}: {e}")))
+    };
+    if let Some(v) = var("NVARRAY_PM_NVM_DIR") {
+        o.nvm_dir = PathBuf::from(v);
+    }
+    if let Some(v) = var("NVARRAY_PM_TECH") {
+        o.tech = v;
+    }
+    if let Some(v) = var("NVARRAY_PM_LOG_SIZE") {
+        o.log_size = size("NVARRAY_PM_LOG_SIZE", v)?;
+    }
+    if let Some(v) = var("NVARRAY_PM_CACHE_SIZE") {
+        o.cache_size = size("NVARRAY_PM_CACHE_SIZE", v)?;
+    }
+    if let Some(v) = var("NVARRAY_PM_WRITEBACK") {
+        o.writeback_threshold = v.parse().map_err(|_| {
+            PmError::BadOption(format!("NVARRAY_PM_WRITEBACK: {v:?} is not a fraction"))
+        })?;
+    }
+    Ok(o)
+}
+
+/// Opens (with `NV_CREATE`, creates) the pool over `path` of `size` bytes (0: the existing
+/// file's size) and returns its mapping, or NULL on error.
+///
+/// # Safety
+/// `path` must be a NUL-terminated string.
+#[no_mangle]
+pub unsafe extern "C" fn nv_allocate(path: *const c_char, size: u64, mode: c_int) -> *mut c_void {
+    guarded(std::ptr::null_mut(), || {
+        if path.is_null() {
+            set_error("nv_allocate: path is NULL");
+            return std::ptr::null_mut();
+        }
+        // SAFETY: the caller passes a NUL-terminated string.
+        let path = unsafe { CStr::from_ptr(path) };
+        let path = PathBuf::from(String::from_utf8_lossy(path.to_bytes()).into_owned());
+        let opened = options_from_env().and_then(|mut o| {
+            o.create = mode & NV_CREATE != 0;
+            Pool::open(&path, size, &o)
+        });
+        match opened {
+            Ok(pool) => {
+                let ptr = pool.as_ptr() as *mut c_void;
+                lock(&POOLS).push(Arc::new(pool));
+                ptr
+            }
+            Err(e) => {
+                set_error(e);
+                std::ptr::null_mut()
+            }
+        }
+    })
+}
+
+/// The pool whose mapping contains `addr`, and the offset of `addr` in it. (The write's
+/// length is checked against the pool by the write itself.)
+fn pool_at(addr: usize) -> Option<(Arc<Pool>, u64)> {
+    lock(&POOLS).iter().find_map(|p| {
+        let base = p.as_ptr() as usize;
+        (addr >= base && addr - base < p.size() as usize)
+            .then(|| (p.clone(), (addr - base) as u64))
+    })
+}
+
+/// Starts a transaction; returns its id (> 0), or -1 on error.
+#[no_mangle]
+pub extern "C" fn nv_txbegin() -> i64 {
+    guarded(-1, || {
+        let tid = NEXT_TID.fetch_add(1, Ordering::Relaxed);
+        lock(&TXS).get_or_insert_with(HashMap::new).insert(
+            tid,
+            FfiTx {
+                pool: None,
+                core: None,
+            },
+        );
+        tid
+    })
+}
+
+/// Takes a transaction out of the table for the duration of one call, so no global lock is
+/// held while it waits for a page lock or for log space.
+fn take(tid: i64) -> Option<FfiTx> {
+    lock(&TXS).as_mut()?.remove(&tid)
+}
+
+fn put_back(tid: i64, tx: FfiTx) {
+    lock(&TXS).get_or_insert_with(HashMap::new).insert(tid, tx);
+}
+
+/// Writes `len` bytes from `src` to `dst`, an address inside a pool's mapping, within `tid`.
+///
+/// # Safety
+/// `src` must point to `len` readable bytes.
+#[no_mangle]
+pub unsafe extern "C" fn nv_write(
+    tid: i64,
+    dst: *mut c_void,
+    src: *const c_void,
+    len: usize,
+) -> c_int {
+    guarded(NV_ERROR, || {
+        let Some(mut tx) = take(tid) else {
+            set_error(format!("nv_write: no transaction {tid}"));
+            return NV_EBADTID;
+        };
+        let rc = write_in(&mut tx, dst as usize, src, len);
+        put_back(tid, tx);
+        rc
+    })
+}
+
+fn write_in(tx: &mut FfiTx, dst: usize, src: *const c_void, len: usize) -> c_int {
+    if src.is_null() {
+        set_error("nv_write: src is NULL");
+        return NV_ERROR;
+    }
+    let Some((pool, offset)) = pool_at(dst) else {
+        set_error(format!(
+            "nv_write: address {dst:#x} is not inside an allocated pool"
+        ));
+        return NV_ERROR;
+    };
+    if let Some(bound) = &tx.pool {
+        if !Arc::ptr_eq(bound, &pool) {
+            set_error(PmError::WrongPool);
+            return NV_ERROR;
+        }
+    }
+    if tx.core.is_none() {
+        match TxCore::begin(pool.inner()) {
+            Ok(core) => tx.core = Some(core),
+            Err(e) => {
+                set_error(&e);
+                return code(&e);
+            }
+        }
+        tx.pool = Some(pool.clone());
+    }
+    // SAFETY: the caller guarantees `src` points to `len` readable bytes.
+    let bytes = unsafe { std::slice::from_raw_parts(src as *const u8, len) };
+    let core = tx.core.as_mut().expect("bound above");
+    match core.write(pool.inner(), offset, bytes) {
+        Ok(()) => NV_OK,
+        Err(e) => {
+            set_error(&e);
+            code(&e)
+        }
+    }
+}
+
+/// Ends `tid` by committing (`commit`) or aborting it; the id is then gone.
+fn finish(tid: i64, commit: bool) -> c_int {
+    let Some(tx) = take(tid) else {
+        set_error(format!("no transaction {tid}"));
+        return NV_EBADTID;
+    };
+    let (Some(pool), Some(mut core)) = (tx.pool, tx.core) else {
+        return NV_OK; // nothing was written
+    };
+    let rc = if commit {
+        match core.commit(pool.inner()) {
+            Ok(_) => NV_OK,
+            Err(e) => {
+                set_error(&e);
+                code(&e)
+            }
+        }
+    } else {
+        core.abort(pool.inner());
+        NV_OK
+    };
+    core.end(pool.inner());
+    rc
+}
+
+/// Commits `tid`: its writes are durable and visible to every process when this returns 0.
+#[no_mangle]
+pub extern "C" fn nv_commit(tid: i64) -> c_int {
+    guarded(NV_ERROR, || finish(tid, true))
+}
+
+/// Aborts `tid`, discarding its writes.
+#[no_mangle]
+pub extern "C" fn nv_abort(tid: i64) -> c_int {
+    guarded(NV_ERROR, || finish(tid, false))
+}
+
+/// Closes the pool mapped at `ptr` (as returned by `nv_allocate`), aborting its open
+/// transactions. The last process to close a pool writes everything back.
+///
+/// # Safety
+/// No pointer into the mapping may be used afterwards.
+#[no_mangle]
+pub unsafe extern "C" fn nv_free(ptr: *mut c_void) -> c_int {
+    guarded(NV_ERROR, || {
+        let pool = {
+            let mut pools = lock(&POOLS);
+            let Some(i) = pools.iter().position(|p| p.as_ptr() as usize == ptr as usize) else {
+                set_error("nv_free: not a pointer returned by nv_allocate");
+                return NV_ERROR;
+            };
+            pools.swap_remove(i)
+        };
+        let open: Vec<i64> = lock(&TXS)
+            .as_ref()
+            .map(|m| {
+                m.iter()
+                    .filter(|(_, t)| t.pool.as_ref().is_some_and(|p| Arc::ptr_eq(p, &pool)))
+                    .map(|(&tid, _)| tid)
+                    .collect()
+            })
+            .unwrap_or_default();
+        for tid in open {
+            finish(tid, false);
+        }
+        match Arc::try_unwrap(pool) {
+            Ok(pool) => match pool.close() {
+                Ok(()) => NV_OK,
+                Err(e) => {
+                    set_error(e);
+                    NV_ERROR
+                }
+            },
+            // A transaction in use on another thread still holds it; it closes with the last.
+            Err(_) => NV_OK,
+        }
+    })
+}
+
+/// The message of the last error on this thread (empty if none). Valid until the next call.
+#[no_mangle]
+pub extern "C" fn nv_last_error() -> *const c_char {
+    LAST_ERROR.with(|e| e.borrow().as_ptr())
+}

@@ -1,0 +1,65 @@
+/* nvarray_pm.h: C interface of nvarray-pm, the transactional virtual NVM library.
+ *
+ * The names are vNVML's (Chou et al., 2019, slide 11). Link with libnvarray_pm.a (plus
+ * -lpthread -ldl -lm) or libnvarray_pm.so, both built by `cargo build --release -p nvarray-pm`.
+ *
+ *   int64_t *p = nv_allocate("/data/pool", 1 << 30, NV_CREATE);   // read through p
+ *   nv_tid_t t = nv_txbegin();
+ *   int64_t x = p[0] + 1;
+ *   if (nv_write(t, &p[0], &x, sizeof x) == 0 && nv_commit(t) == 0) { ...durable... }
+ *   else nv_abort(t);
+ *   nv_free(p);
+ *
+ * Reads through the pointer see committed data only (read committed). Never store through
+ * the pointer: write with nv_write. A transaction's writes must all target one pool.
+ * Options come from the environment: NVARRAY_PM_NVM_DIR (default /dev/shm), NVARRAY_PM_TECH
+ * (dram, pcm, stt-mram, optane, ...), NVARRAY_PM_LOG_SIZE, NVARRAY_PM_CACHE_SIZE (e.g. 64m),
+ * NVARRAY_PM_WRITEBACK (dirty fraction, default 0.3).
+ */
+#ifndef NVARRAY_PM_H
+#define NVARRAY_PM_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+typedef int64_t nv_tid_t;
+
+/* nv_allocate mode flag: create the backing file if it does not exist. */
+#define NV_CREATE 1
+
+#define NV_OK 0
+#define NV_ERROR (-1)     /* see nv_last_error() */
+#define NV_ECONFLICT (-2) /* an older transaction holds these bytes: abort and retry */
+#define NV_EBADTID (-3)   /* unknown, committed or aborted transaction id */
+
+/* Opens the pool over the file at path (size bytes; 0 = the existing file's size) and
+ * returns its mapping, or NULL (see nv_last_error()). */
+void *nv_allocate(const char *path, uint64_t size, int mode);
+
+/* Starts a transaction; returns its id (> 0) or -1. */
+nv_tid_t nv_txbegin(void);
+
+/* Writes len bytes from src to dst (inside a pool's mapping) within tid. */
+int nv_write(nv_tid_t tid, void *dst, const void *src, size_t len);
+
+/* Commits tid: durable and visible to every process when it returns NV_OK. */
+int nv_commit(nv_tid_t tid);
+
+/* Aborts tid, discarding its writes. */
+int nv_abort(nv_tid_t tid);
+
+/* Closes the pool mapped at ptr; its open transactions are aborted. */
+int nv_free(void *ptr);
+
+/* Message of the last error on this thread ("" if none). */
+const char *nv_last_error(void);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif /* NVARRAY_PM_H */
