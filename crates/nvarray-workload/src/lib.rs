@@ -64,3 +64,4 @@ pub use spec::{
     RANDSEED_DEFAULT, RUNTIME_NS_MAX, SUPPORTED_KEYS, THINKTIME_NS_MAX, ZIPF_THETA_MAX,
 };
 pub use units::{format_size, parse_duration_ns, parse_size, NS_PER_MS, NS_PER_S, NS_PER_US};
+pub use zipf::ZipfSampler;

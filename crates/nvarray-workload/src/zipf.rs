@@ -24,9 +24,10 @@ use rand::RngCore;
 /// cannot hang the simulator.
 const DRAWS_MAX: u32 = 64;
 
-/// Samples ranks `1..=n` with probability proportional to `1 / rank^theta`.
+/// Samples ranks `1..=n` with probability proportional to `1 / rank^theta`. `new` panics on
+/// `n == 0` or `theta <= 0`: validate before.
 #[derive(Clone, Copy, Debug)]
-pub(crate) struct ZipfSampler {
+pub struct ZipfSampler {
     n: u64,
     theta: f64,
     /// `H(1.5) - h(1)`: the low end of the uniform draw.
@@ -39,7 +40,7 @@ pub(crate) struct ZipfSampler {
 
 impl ZipfSampler {
     /// A sampler over `1..=n`; `n >= 1` and `theta > 0` (checked by the caller's validation).
-    pub(crate) fn new(n: u64, theta: f64) -> Self {
+    pub fn new(n: u64, theta: f64) -> Self {
         assert!(n >= 1);
         assert!(theta > 0.0);
         let mut sampler = ZipfSampler {
@@ -58,7 +59,7 @@ impl ZipfSampler {
 
     /// A rank in `1..=n`; rank 1 is the most likely.
     #[inline]
-    pub(crate) fn sample(&self, rng: &mut SmallRng) -> u64 {
+    pub fn sample(&self, rng: &mut SmallRng) -> u64 {
         let mut k = 1;
         for _ in 0..DRAWS_MAX {
             // 53 random bits as a float in [0, 1).

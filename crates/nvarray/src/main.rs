@@ -6,6 +6,7 @@
 
 mod args;
 mod cmd_bench;
+mod cmd_pm_bench;
 mod cmd_presets;
 mod cmd_sim;
 mod cmd_sweep;
@@ -48,6 +49,11 @@ enum Command {
     Sim(Box<cmd_sim::SimArgs>),
     /// List the built-in device presets, or print one as TOML.
     Presets(cmd_presets::PresetsArgs),
+    /// Benchmark the transactional NVM library (`nvarray-pm`): transactions per second,
+    /// vNVML's page-write microbenchmark, and a YCSB-style key-value workload normalised to
+    /// unlogged writes. JSON lines on stdout, shaped like the PMDK peer's
+    /// (`crates/nvarray-pm/peer/pmdk_peer.c`), so `scripts/perf_pm.py` can put them side by side.
+    PmBench(cmd_pm_bench::PmBenchArgs),
 }
 
 /// An error in what the user gave us (flags, files, values): exit status 2.
@@ -73,6 +79,7 @@ fn main() -> ExitCode {
         Command::Bench(a) => cmd_bench::run(*a),
         Command::Sim(a) => cmd_sim::run(*a),
         Command::Presets(a) => cmd_presets::run(a),
+        Command::PmBench(a) => cmd_pm_bench::run(a),
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,
