@@ -28,7 +28,10 @@ pub(crate) fn spawn(inner: &Arc<Inner>, stop: &Arc<AtomicBool>) -> Vec<JoinHandl
     };
     // A thread that cannot be spawned leaves its work to committers (who apply the log when
     // it fills) and to `Pool::maintain`.
-    [applier, writer].into_iter().filter_map(|t| t.ok()).collect()
+    [applier, writer]
+        .into_iter()
+        .filter_map(|t| t.ok())
+        .collect()
 }
 
 /// Repeats `step` until stopped; sleeps when a step found nothing to do.
@@ -49,7 +52,10 @@ fn apply_once(inner: &Inner) -> bool {
     match inner.try_digest() {
         Ok(n) => n > 0,
         Err(e) => {
-            eprintln!("nvarray-pm: applying the log of {}: {e}", inner.nvm_path.display());
+            eprintln!(
+                "nvarray-pm: applying the log of {}: {e}",
+                inner.nvm_path.display()
+            );
             false
         }
     }
@@ -69,7 +75,10 @@ fn write_back_once(inner: &Inner) -> bool {
     match inner.write_back() {
         Ok(_) => true,
         Err(e) => {
-            eprintln!("nvarray-pm: writing back {}: {e}", inner.backing_path.display());
+            eprintln!(
+                "nvarray-pm: writing back {}: {e}",
+                inner.backing_path.display()
+            );
             false
         }
     }

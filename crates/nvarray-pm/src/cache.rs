@@ -192,12 +192,11 @@ impl Inner {
                 _ => break, // its committer is still copying it into the mapping
             }
             let body = ring.body(&h);
-            let writes = log::entries(body, &h, self.layout.pool_size).map_err(|what| {
-                PmError::Corrupt {
+            let writes =
+                log::entries(body, &h, self.layout.pool_size).map_err(|what| PmError::Corrupt {
                     path: self.nvm_path.clone(),
                     what,
-                }
-            })?;
+                })?;
             // Find every page's slot first, so a record is applied whole or not at all.
             let Some(slots) = self.slots_for(&writes, &mut marked, &mut touched) else {
                 if done > 0 {
@@ -308,7 +307,8 @@ impl Inner {
             self.persist_barrier();
         }
         for &(slot, page) in marked {
-            self.nvm.store_word(self.dir_off(slot), dir_entry(page, DIRTY));
+            self.nvm
+                .store_word(self.dir_off(slot), dir_entry(page, DIRTY));
             self.nvm.flush(self.dir_off(slot), 8);
         }
         if !marked.is_empty() {
@@ -334,7 +334,8 @@ impl Inner {
         for slot in 0..self.layout.cache_pages {
             let entry = self.dir(slot);
             if let Some((page, DIRTY)) = decode_dir(entry) {
-                self.nvm.store_word(self.dir_off(slot), dir_entry(page, CLEAN));
+                self.nvm
+                    .store_word(self.dir_off(slot), dir_entry(page, CLEAN));
                 self.nvm.flush(self.dir_off(slot), 8);
                 cleaned += 1;
             }

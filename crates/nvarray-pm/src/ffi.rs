@@ -141,8 +141,7 @@ pub unsafe extern "C" fn nv_allocate(path: *const c_char, size: u64, mode: c_int
 fn pool_at(addr: usize) -> Option<(Arc<Pool>, u64)> {
     lock(&POOLS).iter().find_map(|p| {
         let base = p.as_ptr() as usize;
-        (addr >= base && addr - base < p.size() as usize)
-            .then(|| (p.clone(), (addr - base) as u64))
+        (addr >= base && addr - base < p.size() as usize).then(|| (p.clone(), (addr - base) as u64))
     })
 }
 
@@ -280,7 +279,10 @@ pub unsafe extern "C" fn nv_free(ptr: *mut c_void) -> c_int {
     guarded(NV_ERROR, || {
         let pool = {
             let mut pools = lock(&POOLS);
-            let Some(i) = pools.iter().position(|p| p.as_ptr() as usize == ptr as usize) else {
+            let Some(i) = pools
+                .iter()
+                .position(|p| p.as_ptr() as usize == ptr as usize)
+            else {
                 set_error("nv_free: not a pointer returned by nv_allocate");
                 return NV_ERROR;
             };

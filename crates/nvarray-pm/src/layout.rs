@@ -135,7 +135,9 @@ impl Layout {
         }
         let stored_crc = word(H_CRC) as u32;
         if header_crc(nvm) != stored_crc {
-            return Err(corrupt("header checksum mismatch: the header is damaged".into()));
+            return Err(corrupt(
+                "header checksum mismatch: the header is damaged".into(),
+            ));
         }
         let l = Layout::new(
             word(H_POOL_SIZE),

@@ -38,7 +38,10 @@ pub(crate) enum Counter {
 }
 
 const _: () = assert!((Counter::ProcessesReaped as usize) < layout::COUNTERS);
-const _: () = assert!(layout::LOCK_WORDS == 1 << 16, "coord::page_lock_index hashes to 16 bits");
+const _: () = assert!(
+    layout::LOCK_WORDS == 1 << 16,
+    "coord::page_lock_index hashes to 16 bits"
+);
 
 /// What the pool has done since the first process attached to it.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
@@ -413,7 +416,10 @@ impl Pool {
             if recorded != canonical.to_string_lossy() {
                 return Err(PmError::Mismatch {
                     path: nvm_path,
-                    what: format!("belongs to backing file {recorded}, not {}", canonical.display()),
+                    what: format!(
+                        "belongs to backing file {recorded}, not {}",
+                        canonical.display()
+                    ),
                 });
             }
             if l.pool_size != size {
@@ -450,11 +456,7 @@ impl Pool {
 
     /// A pool over simulated tiers (crash tests). `world` holds both tiers' bytes; a fresh
     /// world (all zeros) is formatted, anything else is recovered like a crashed pool.
-    pub fn open_simulated(
-        world: Arc<SimWorld>,
-        size: u64,
-        options: &PoolOptions,
-    ) -> Result<Pool> {
+    pub fn open_simulated(world: Arc<SimWorld>, size: u64, options: &PoolOptions) -> Result<Pool> {
         options.validate()?;
         let nvm = Media::simulated(world.clone(), Tier::Nvm);
         let storage = Media::simulated(world, Tier::Storage);
@@ -538,6 +540,27 @@ impl Pool {
     /// read-committed); never write through it — write in a transaction.
     pub fn as_ptr(&self) -> *const u8 {
         self.inner.storage.base()
+    }
+
+    /// Faults the whole mapping in, writable, without changing a byte (`MADV_POPULATE_WRITE`,
+    /// Linux 5.14+; older kernels fault it in readable only). Benchmarks call it so they time
+    /// transactions, not first-touch page faults.
+    pub fn prefault(&self) {
+        // SAFETY: the range is exactly the mapping; the advice changes no data.
+        let rc = unsafe {
+            libc::madvise(
+                self.inner.storage.base() as *mut libc::c_void,
+                self.size() as usize,
+                libc::MADV_POPULATE_WRITE,
+            )
+        };
+        if rc != 0 {
+            let mut buf = vec![0u8; 1 << 20];
+            for off in (0..self.size()).step_by(buf.len()) {
+                let n = buf.len().min((self.size() - off) as usize);
+                self.inner.storage.read(off as usize, &mut buf[..n]);
+            }
+        }
     }
 
     /// Copies committed bytes at `offset` into `buf`.
@@ -650,7 +673,10 @@ fn check_pool_size(path: &Path, size: u64) -> Result<()> {
 impl Drop for Pool {
     fn drop(&mut self) {
         if let Err(e) = self.detach() {
-            eprintln!("nvarray-pm: closing {}: {e}", self.inner.backing_path.display());
+            eprintln!(
+                "nvarray-pm: closing {}: {e}",
+                self.inner.backing_path.display()
+            );
         }
     }
 }

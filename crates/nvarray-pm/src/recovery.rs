@@ -44,11 +44,14 @@ pub(crate) fn recover(inner: &Inner) -> Result<RecoveryReport> {
             continue;
         }
         let (page, _) = decode_dir(entry).expect("dirty entries decode");
-        let at = page.checked_mul(PAGE as u64).filter(|&a| a < l.pool_size).ok_or_else(|| {
-            corrupt(format!(
-                "write-cache directory entry {slot} names page {page}, outside the pool"
-            ))
-        })?;
+        let at = page
+            .checked_mul(PAGE as u64)
+            .filter(|&a| a < l.pool_size)
+            .ok_or_else(|| {
+                corrupt(format!(
+                    "write-cache directory entry {slot} names page {page}, outside the pool"
+                ))
+            })?;
         let n = (l.pool_size - at).min(PAGE as u64) as usize;
         let mut buf = vec![0u8; n];
         inner.nvm.read(inner.cache_off(slot), &mut buf);

@@ -35,7 +35,11 @@ fn the_c_example_builds_runs_and_its_commits_persist_across_runs() {
         .arg(&exe)
         .output()
         .expect("gcc runs (the test command installs it)");
-    assert!(out.status.success(), "gcc: {}", String::from_utf8_lossy(&out.stderr));
+    assert!(
+        out.status.success(),
+        "gcc: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
 
     let pool = s.dir.path().join("counters.pool");
     let run = |n: &str| {
@@ -47,7 +51,11 @@ fn the_c_example_builds_runs_and_its_commits_persist_across_runs() {
             .env("NVARRAY_PM_CACHE_SIZE", "1m")
             .output()
             .expect("run the example");
-        assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+        assert!(
+            out.status.success(),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
         String::from_utf8(out.stdout).expect("utf-8")
     };
     let first = run("1000");

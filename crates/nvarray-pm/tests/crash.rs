@@ -91,7 +91,12 @@ fn apply(model: &mut [u8], writes: &Writes) {
 
 fn fresh_world(crash_at: Option<u64>, seed: u64) -> Arc<SimWorld> {
     let (nvm, storage) = Pool::simulated_sizes(SIZE, &options());
-    Arc::new(SimWorld::new(&vec![0; nvm], &vec![0; storage], crash_at, seed))
+    Arc::new(SimWorld::new(
+        &vec![0; nvm],
+        &vec![0; storage],
+        crash_at,
+        seed,
+    ))
 }
 
 #[test]

@@ -121,11 +121,16 @@ impl Checker {
                 parts.iter().all(|p| p == &parts[0]),
                 "trial {trial}: slot {slot} is torn: {parts:?}"
             );
-            let word = |i: usize| u64::from_le_bytes(parts[0][i * 8..i * 8 + 8].try_into().unwrap());
+            let word =
+                |i: usize| u64::from_le_bytes(parts[0][i * 8..i * 8 + 8].try_into().unwrap());
             let (k, w, check) = (word(0), word(1), word(2));
             if k != 0 || w != 0 || check != 0 {
                 assert_eq!(check, k ^ MAGIC, "trial {trial}: slot {slot} holds garbage");
-                assert_eq!(w, slot % self.workers, "trial {trial}: slot {slot} written by worker {w}");
+                assert_eq!(
+                    w,
+                    slot % self.workers,
+                    "trial {trial}: slot {slot} written by worker {w}"
+                );
             }
             let min = self.min_stamp.get(&slot).copied().unwrap_or(0);
             assert!(

@@ -27,7 +27,10 @@ fn committed_writes_are_read_back_and_survive_reopen() {
     assert_eq!(&own, b"hello", "a transaction reads its own writes");
     let mut other = [0u8; 5];
     pool.read(10, &mut other).unwrap();
-    assert_eq!(other, [0; 5], "uncommitted writes are invisible through the mapping");
+    assert_eq!(
+        other, [0; 5],
+        "uncommitted writes are invisible through the mapping"
+    );
     tx.commit().unwrap();
     let mut after = [0u8; 5];
     pool.read(10, &mut after).unwrap();
@@ -86,7 +89,10 @@ fn bad_requests_are_refused_and_change_nothing() {
     tx.commit().unwrap();
     let all = read_all(&pool);
     assert_eq!(&all[..8], &[1; 8]);
-    assert!(all[8..].iter().all(|&b| b == 0), "refused writes wrote nothing");
+    assert!(
+        all[8..].iter().all(|&b| b == 0),
+        "refused writes wrote nothing"
+    );
 }
 
 #[test]
@@ -106,7 +112,10 @@ fn wrong_size_damaged_header_and_wrong_version_are_clear_errors() {
     std::fs::write(&nvm, &damaged).unwrap();
     let e = Pool::open(s.backing(), SIZE, &s.small()).unwrap_err();
     assert!(matches!(e, PmError::Corrupt { .. }), "{e}");
-    assert!(e.to_string().contains(&*nvm.to_string_lossy()), "names the file: {e}");
+    assert!(
+        e.to_string().contains(&*nvm.to_string_lossy()),
+        "names the file: {e}"
+    );
 
     let mut versioned = original.clone();
     versioned[8] = 99;
@@ -152,7 +161,10 @@ fn the_pool_can_be_far_larger_than_its_nvm_tier() {
     pool.maintain().unwrap();
     let st = pool.stats();
     assert!(st.records_digested >= 64, "{st:?}");
-    assert!(st.writeback_rounds >= 1, "64 pages over a 16-page cache: {st:?}");
+    assert!(
+        st.writeback_rounds >= 1,
+        "64 pages over a 16-page cache: {st:?}"
+    );
     for i in 0..64u64 {
         let mut buf = vec![0u8; 512];
         pool.read(i * (size / 64) + 123, &mut buf).unwrap();
@@ -169,7 +181,10 @@ fn a_younger_writer_of_a_locked_page_gets_a_conflict_and_the_older_commits_first
     older.write(100, b"old").unwrap();
     let e = younger.write(200, b"young").unwrap_err(); // same page
     assert!(matches!(e, PmError::Conflict { page: 0 }), "{e}");
-    assert!(younger.commit().is_err(), "a doomed transaction cannot commit");
+    assert!(
+        younger.commit().is_err(),
+        "a doomed transaction cannot commit"
+    );
     older.commit().unwrap();
     assert_eq!(pool.stats().conflicts, 1);
     let mut buf = [0u8; 5];
@@ -219,7 +234,10 @@ fn two_handles_on_one_pool_see_each_others_commits() {
     tx.commit().unwrap();
     let mut buf = [0u8; 6];
     b.read(5000, &mut buf).unwrap();
-    assert_eq!(&buf, b"from a", "visible in the other handle once commit returned");
+    assert_eq!(
+        &buf, b"from a",
+        "visible in the other handle once commit returned"
+    );
     drop(a);
     // b is still attached, so a's close must not have marked the pool clean.
     let mut tx = b.begin().unwrap();

@@ -146,6 +146,7 @@ fn run_tx(a: TxArgs) -> anyhow::Result<()> {
     let size = (region * a.threads as u64).max(1 << 20);
     let mut scratch = ScratchPool::new(&a.pool.data_dir, "tx");
     let pool = scratch.open(size, &a.pool.options())?;
+    pool.prefault();
     let run_for = Duration::from_secs_f64(a.seconds);
     let start = Instant::now();
     let per_thread: Vec<(u64, hdrhistogram::Histogram<u64>)> = std::thread::scope(|s| {
@@ -240,11 +241,7 @@ fn run_pages(a: PagesArgs) -> anyhow::Result<()> {
     let mut scratch = ScratchPool::new(&a.pool.data_dir, "pages");
     let pool = scratch.open(a.array_bytes, &a.pool.options())?;
     // Fault the mapping in first, as the peers do, so the timing is of the writes.
-    let mut buf = vec![0u8; 1 << 20];
-    for off in (0..a.array_bytes).step_by(buf.len()) {
-        let n = buf.len().min((a.array_bytes - off) as usize);
-        pool.read(off, &mut buf[..n]).map_err(anyhow::Error::new)?;
-    }
+    pool.prefault();
     let data = vec![0xa5u8; a.write_bytes as usize];
     let pages = a.array_bytes / page;
     let start = Instant::now();
@@ -363,6 +360,7 @@ fn ycsb_library(
 ) -> anyhow::Result<(f64, nvarray_pm::Stats)> {
     let mut scratch = ScratchPool::new(&a.pool.data_dir, "ycsb");
     let pool = scratch.open(a.records * a.record_bytes, opts)?;
+    pool.prefault();
     let mut record = vec![0u8; a.record_bytes as usize];
     let start = Instant::now();
     for (i, &(key, write)) in ops.iter().enumerate() {
@@ -395,7 +393,7 @@ fn ycsb_baseline(a: &YcsbArgs, ops: &[(u64, bool)]) -> anyhow::Result<f64> {
         .with_context(|| scratch.path.display().to_string())?;
     file.set_len(a.records * a.record_bytes)?;
     // SAFETY: a file this process just created and no one else maps.
-    let mut map = unsafe { memmap2::MmapMut::map_mut(&file) }?;
+    let mut map = unsafe { memmap2::MmapOptions::new().populate().map_mut(&file) }?;
     let mut record = vec![0u8; a.record_bytes as usize];
     let n = record.len();
     let start = Instant::now();

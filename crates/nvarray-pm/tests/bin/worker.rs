@@ -23,7 +23,10 @@ fn main() {
     }
     let num = |i: usize| -> u64 {
         args[i].parse().unwrap_or_else(|_| {
-            eprintln!("nvarray-pm-worker: argument {i} ({:?}) is not a number", args[i]);
+            eprintln!(
+                "nvarray-pm-worker: argument {i} ({:?}) is not a number",
+                args[i]
+            );
             std::process::exit(2)
         })
     };
