@@ -6,7 +6,9 @@ cd "$(dirname "$0")/.."
 
 # System packages: plotters renders text through fontconfig/freetype.
 need=()
-for pkg in pkg-config libfontconfig1-dev libfreetype-dev fonts-dejavu-core; do
+# gcc builds the C example of nvarray-pm (its tests) and the PMDK peer; libpmemobj-dev is
+# PMDK, the peer of scripts/perf_pm.py.
+for pkg in pkg-config libfontconfig1-dev libfreetype-dev fonts-dejavu-core gcc libpmemobj-dev; do
   dpkg-query -W -f='${Status}' "$pkg" 2>/dev/null | grep -q "install ok installed" || need+=("$pkg")
 done
 if [ ${#need[@]} -gt 0 ]; then

@@ -124,7 +124,7 @@ impl Waiter {
         } else {
             std::thread::yield_now();
         }
-        if self.spins % 256 == 0 {
+        if self.spins.is_multiple_of(256) {
             if self.started.elapsed() > self.timeout {
                 return Err(PmError::Timeout {
                     what,

@@ -281,7 +281,7 @@ pub unsafe extern "C" fn nv_free(ptr: *mut c_void) -> c_int {
             let mut pools = lock(&POOLS);
             let Some(i) = pools
                 .iter()
-                .position(|p| p.as_ptr() as usize == ptr as usize)
+                .position(|p| std::ptr::eq(p.as_ptr(), ptr as *const u8))
             else {
                 set_error("nv_free: not a pointer returned by nv_allocate");
                 return NV_ERROR;

@@ -129,7 +129,7 @@ impl Ring<'_> {
             body_crc: u32_at(R_BODY_CRC),
         };
         let fits = header.len >= HEADER as u64
-            && header.len % LINE as u64 == 0
+            && header.len.is_multiple_of(LINE as u64)
             && self.pos(lsn) as u64 + header.len <= self.size;
         let kind_ok = header.kind == KIND_TX || header.kind == KIND_PAD;
         let entries_ok = HEADER as u64 + header.entries as u64 * ENTRY as u64 <= header.len;

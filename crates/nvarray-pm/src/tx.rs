@@ -238,9 +238,8 @@ impl TxCore {
                 inner.count(Counter::LogFullWaits, 1);
                 waited = true;
             }
-            if let Err(e) = inner.try_digest().and_then(|_| waiter.pause("log space")) {
-                return Err(e);
-            }
+            inner.try_digest()?;
+            waiter.pause("log space")?;
         };
         if pad > 0 {
             let at = ring.base + ring.pos(tail);

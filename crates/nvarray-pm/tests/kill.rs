@@ -177,7 +177,7 @@ fn a_worker_killed_at_random_moments_never_loses_an_acknowledged_transaction() {
 fn two_workers_share_a_pool_and_killing_one_neither_corrupts_nor_blocks_the_other() {
     let s = common::Scratch::new();
     let dir = s.dir.path();
-    let mut rng = SmallRng::seed_from_u64(0x7477_6f);
+    let mut rng = SmallRng::seed_from_u64(0x0074_776f);
     let mut checker = Checker {
         workers: 2,
         min_stamp: HashMap::new(),

@@ -137,7 +137,8 @@ struct TxResult {
 }
 
 fn run_tx(a: TxArgs) -> anyhow::Result<()> {
-    if a.threads == 0 || a.tx_bytes == 0 || a.objects == 0 || !(a.seconds > 0.0) {
+    if a.threads == 0 || a.tx_bytes == 0 || a.objects == 0 || a.seconds.is_nan() || a.seconds <= 0.0
+    {
         return Err(input_error(
             "--threads, --tx-bytes, --objects and --seconds must be > 0",
         ));
@@ -411,7 +412,12 @@ fn ycsb_baseline(a: &YcsbArgs, ops: &[(u64, bool)]) -> anyhow::Result<f64> {
 }
 
 fn run_ycsb(a: YcsbArgs) -> anyhow::Result<()> {
-    if a.records == 0 || a.record_bytes == 0 || a.ops == 0 || a.write_pct > 100 || !(a.theta > 0.0)
+    if a.records == 0
+        || a.record_bytes == 0
+        || a.ops == 0
+        || a.write_pct > 100
+        || a.theta.is_nan()
+        || a.theta <= 0.0
     {
         return Err(input_error(
             "--records, --record-bytes and --ops must be > 0, --write-pct 0..=100, --theta > 0",
