@@ -125,8 +125,27 @@ pub fn run_on(
         verified_blocks += result.verified_blocks;
     }
     let cpu_seconds = process_cpu_seconds() - cpu_start;
+    let mut report = device_report(device, &streams, elapsed_ns, cpu_seconds);
+    if let Some(setup) = report.emulator.as_mut() {
+        setup.verified_blocks = verified_blocks;
+    }
+    Ok(report)
+}
+
+/// The report of a run on an opened `device`: totals from `streams` (what the host side
+/// measured, each latency recorded as `host` time), the model's utilisation and wear, the
+/// modelled device's share of the mean latency moved from `host` to its components, CPU
+/// seconds per GB, the emulator's lateness and faithfulness verdict, and its setup.
+/// `nvarray bench` and the front ends (`nvarray serve`, `nvarray mount`) all report through
+/// it, so their tables read the same; `verified_blocks` is left 0 for the caller to fill.
+pub fn device_report(
+    device: &Device,
+    streams: &[StreamStats],
+    elapsed_ns: u64,
+    cpu_seconds: f64,
+) -> RunReport {
     let mut report = device.emulator().with_core(|core| {
-        let mut report = RunReport::from_model("emu", core.model(), &streams, elapsed_ns);
+        let mut report = RunReport::from_model("emu", core.model(), streams, elapsed_ns);
         let (sum, count) = core.modelled();
         attribute_device_time(&mut report, sum, count);
         report
@@ -146,9 +165,9 @@ pub fn run_on(
         device_threads: options.device_threads,
         stack: options.stack.name(),
         completion: options.completion.name(),
-        verified_blocks,
+        verified_blocks: 0,
     });
-    Ok(report)
+    report
 }
 
 /// What one host thread measured.
