@@ -8,7 +8,11 @@ cd "$(dirname "$0")/.."
 need=()
 # gcc builds the C example of nvarray-pm (its tests) and the PMDK peer; libpmemobj-dev is
 # PMDK, the peer of scripts/perf_pm.py.
-for pkg in pkg-config libfontconfig1-dev libfreetype-dev fonts-dejavu-core gcc libpmemobj-dev; do
+# The front ends are tested with the real clients users point at them: fio (engine nbd),
+# nbdinfo/nbdcopy (libnbd-bin), nbdsh (python3-libnbd), qemu-io/qemu-img (qemu-utils), nbdkit
+# as the peer server, and FUSE 3 + a loop device + XFS + SQLite for `nvarray mount`.
+for pkg in pkg-config libfontconfig1-dev libfreetype-dev fonts-dejavu-core gcc libpmemobj-dev \
+    fio libnbd-bin python3-libnbd qemu-utils nbdkit fuse3 xfsprogs e2fsprogs sqlite3 util-linux; do
   dpkg-query -W -f='${Status}' "$pkg" 2>/dev/null | grep -q "install ok installed" || need+=("$pkg")
 done
 if [ ${#need[@]} -gt 0 ]; then

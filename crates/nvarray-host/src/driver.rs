@@ -296,6 +296,30 @@ impl Device {
         }
     }
 
+    /// The tag buffer of a prepared write, for callers that fill it in place (a server reads
+    /// a request's payload from its socket straight into it, saving a copy). `&mut Prepared`
+    /// proves the tag is held and not yet issued.
+    pub fn write_buffer<'p>(&'p self, prepared: &'p mut Prepared) -> &'p mut [u8] {
+        // SAFETY: `prepared` holds the tag and is borrowed mutably for the slice's lifetime, so
+        // nothing else reaches this tag's buffer until the command is issued, which consumes
+        // the `Prepared`.
+        let buffer = unsafe { self.emu.dma().data.buffer(prepared.tag.index()) };
+        &mut buffer[..prepared.len_bytes as usize]
+    }
+
+    /// A completed read's data, still in its tag buffer (no copy); `finish` the `Done`
+    /// afterwards to free the tag. Empty unless `done` is a successful read.
+    pub fn read_data<'d>(&'d self, done: &'d Done) -> &'d [u8] {
+        if done.op != IoOp::Read || !done.status.is_ok() {
+            return &[];
+        }
+        // SAFETY: the completion handed the buffer back to the host and `done` still holds the
+        // tag; the borrow of `done` keeps it from being finished (and the tag reused) while
+        // the slice lives. Nothing writes a tag buffer the device has completed.
+        let buffer = unsafe { self.emu.dma().data.buffer(done.tag.index()) };
+        &buffer[..done.len_bytes as usize]
+    }
+
     /// Returns a prepared command's tag without issuing it.
     pub fn cancel(&self, prepared: Prepared) {
         self.tags

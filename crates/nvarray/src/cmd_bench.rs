@@ -3,30 +3,22 @@
 //! `nvarray bench sweep` varies a parameter. The engines live in `nvarray-host` and
 //! `nvarray-sim`; this module only turns flags into their inputs and prints what they return.
 
-use std::path::PathBuf;
-
 use anyhow::Result;
 use clap::{Args, Subcommand, ValueEnum};
-use nvarray_host::options::{
-    device_threads_auto, BackingKind, ADAPTIVE_THRESHOLD_BYTES_DEFAULT, DEVICE_THREADS_MAX,
-};
+use nvarray_host::options::ADAPTIVE_THRESHOLD_BYTES_DEFAULT;
 use nvarray_host::{Completion, HostError, Options, Stack};
 use nvarray_model::DeviceConfig;
 use nvarray_report::RunReport;
-use nvarray_workload::{parse_size, Workload};
+use nvarray_workload::Workload;
 use serde::Serialize;
 
 use crate::cmd_sim::{simulate, RunArgs};
+use crate::emu_args::{
+    backing_kind, device_with_size, parse_backing, parse_device_threads, parse_size_u32, Backing,
+    DeviceThreads,
+};
 use crate::progress::Progress;
 use crate::{cmd_sweep, input_error, table};
-
-/// The device key `--size` sets.
-const CAPACITY_KEY: &str = "memory.capacity_bytes";
-
-/// Device size when neither `--size` nor `--set memory.capacity_bytes` gives one. The presets'
-/// capacities (16 GiB to 2 TiB) do not fit in memory, and the emulator holds and prefaults the
-/// whole device; both engines use it so that the same flags model the same device.
-const SIZE_DEFAULT: &str = "1G";
 
 #[derive(Args)]
 #[command(args_conflicts_with_subcommands = true)]
@@ -64,69 +56,13 @@ pub enum Engine {
     Sim,
 }
 
-/// `--backing` before `--durable` is folded in.
-#[derive(Clone, Debug)]
-enum Backing {
-    Ram,
-    File(PathBuf),
-}
-
-fn parse_backing(text: &str) -> Result<Backing, String> {
-    match text {
-        "ram" => Ok(Backing::Ram),
-        _ => match text.strip_prefix("file:") {
-            Some(path) if !path.is_empty() => Ok(Backing::File(PathBuf::from(path))),
-            _ => Err(format!("expected ram or file:PATH, got {text:?}")),
-        },
-    }
-}
-
-/// `--device-threads`: a count, or `auto` (decided per workload, see `device_threads_auto`).
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-enum DeviceThreads {
-    Auto,
-    Fixed(usize),
-}
-
-impl std::fmt::Display for DeviceThreads {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        match self {
-            DeviceThreads::Auto => f.write_str("auto"),
-            DeviceThreads::Fixed(n) => write!(f, "{n}"),
-        }
-    }
-}
-
-fn parse_device_threads(text: &str) -> Result<DeviceThreads, String> {
-    if text == "auto" {
-        return Ok(DeviceThreads::Auto);
-    }
-    match text.parse::<usize>() {
-        Ok(n) if n <= DEVICE_THREADS_MAX => Ok(DeviceThreads::Fixed(n)),
-        _ => Err(format!(
-            "expected auto or a count from 0 to {DEVICE_THREADS_MAX}, got {text:?}"
-        )),
-    }
-}
-
 /// The options for one workload: `--device-threads auto` becomes a count for its threads.
 fn options_for(options: &Options, threads: DeviceThreads, workload: &Workload) -> Options {
     let host_threads: usize = workload.jobs.iter().map(|j| j.numjobs as usize).sum();
-    let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
-    let device_threads = match threads {
-        DeviceThreads::Fixed(n) => n,
-        DeviceThreads::Auto => device_threads_auto(host_threads, cores),
-    };
     Options {
-        device_threads,
+        device_threads: threads.resolve(host_threads),
         ..options.clone()
     }
-}
-
-/// A size in fio's units (4k, 1m; k = 1024) that must fit a 32-bit field.
-fn parse_size_u32(text: &str) -> Result<u32, String> {
-    let bytes = parse_size(text).map_err(|e| e.to_string())?;
-    u32::try_from(bytes).map_err(|_| format!("{text} is more than {} bytes", u32::MAX))
 }
 
 /// Everything one benchmark run needs: device, workload, output and engine settings.
@@ -181,36 +117,14 @@ impl BenchRunArgs {
     /// override.
     fn run_args(&self) -> Result<RunArgs> {
         let mut run = self.run.clone();
-        let capacity_set = run.device.set.iter().any(|s| {
-            s.split_once('=')
-                .is_some_and(|(k, _)| k.trim() == CAPACITY_KEY)
-        });
-        let size = match run.fio.size.take() {
-            Some(size) => size,
-            None if capacity_set => return Ok(run),
-            None => SIZE_DEFAULT.to_string(),
-        };
-        let bytes = parse_size(&size).map_err(|e| input_error(format!("--size: {e}")))?;
-        // Last, so it wins over a --set of the same key.
-        run.device.set.push(format!("{CAPACITY_KEY}={bytes}"));
+        let size = run.fio.size.take();
+        run.device = device_with_size(&run.device, size.as_deref())?;
         Ok(run)
     }
 
     fn options(&self) -> Result<Options> {
-        let backing = match (&self.backing, self.durable) {
-            (Backing::Ram, true) => {
-                return Err(input_error(
-                    "--durable needs a file to make durable: add --backing file:PATH",
-                ))
-            }
-            (Backing::Ram, false) => BackingKind::Ram,
-            (Backing::File(path), durable) => BackingKind::File {
-                path: path.clone(),
-                durable,
-            },
-        };
         Ok(Options {
-            backing,
+            backing: backing_kind(&self.backing, self.durable)?,
             // Decided per workload by `options_for`.
             device_threads: 0,
             stack: self.stack,
@@ -331,28 +245,4 @@ fn compare(
         print!("{}", table::comparison(device, workload, &sim, &emu));
     }
     Ok(())
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    fn check(input: &str, expected: Option<&str>) {
-        let got = parse_backing(input).ok().map(|b| match b {
-            Backing::Ram => "ram".to_string(),
-            Backing::File(p) => format!("file {}", p.display()),
-        });
-        assert_eq!(got.as_deref(), expected, "parse_backing({input:?})");
-    }
-
-    #[test]
-    fn backing_is_ram_or_a_file() {
-        check("ram", Some("ram"));
-        check("file:/tmp/x.img", Some("file /tmp/x.img"));
-        check("file:rel/x", Some("file rel/x"));
-        check("file:", None);
-        check("RAM", None);
-        check("bogus", None);
-        check("", None);
-    }
 }

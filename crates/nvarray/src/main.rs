@@ -8,8 +8,10 @@ mod args;
 mod cmd_bench;
 mod cmd_pm_bench;
 mod cmd_presets;
+mod cmd_serve;
 mod cmd_sim;
 mod cmd_sweep;
+mod emu_args;
 mod plot;
 mod progress;
 mod table;
@@ -47,6 +49,15 @@ enum Command {
     /// with one section per concurrent stream. Latencies are the device's unless
     /// `--set host.software_ns=N` adds a host cost per request.
     Sim(Box<cmd_sim::SimArgs>),
+    /// Export the emulated device over NBD, so unmodified software (fio's nbd engine,
+    /// qemu-io, qemu-img, nbdcopy, nbdinfo, the kernel's nbd-client) runs against it.
+    ///
+    /// Same device flags as `nvarray bench` (`--preset`, `--set`, `--size`, `--backing`).
+    /// Several connections share the device, each on its own queue pair. Prints how to
+    /// connect; SIGUSR1 prints the device report (IOPS, latency percentiles, lateness,
+    /// faithfulness), SIGINT/SIGTERM stop the server after in-flight requests finish and the
+    /// device is flushed.
+    Serve(Box<cmd_serve::ServeArgs>),
     /// List the built-in device presets, or print one as TOML.
     Presets(cmd_presets::PresetsArgs),
     /// Benchmark the transactional NVM library (`nvarray-pm`): transactions per second,
@@ -78,6 +89,7 @@ fn main() -> ExitCode {
     let result = match cli.command {
         Command::Bench(a) => cmd_bench::run(*a),
         Command::Sim(a) => cmd_sim::run(*a),
+        Command::Serve(a) => cmd_serve::run(*a),
         Command::Presets(a) => cmd_presets::run(a),
         Command::PmBench(a) => cmd_pm_bench::run(a),
     };

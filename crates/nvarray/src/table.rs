@@ -112,6 +112,23 @@ pub fn run_report(device: &DeviceConfig, workload: &Workload, r: &RunReport) -> 
     for j in &workload.jobs {
         let _ = writeln!(s, "job      {}", job_line(j));
     }
+    s + &report_body(r)
+}
+
+/// The report of a device that served outside software (`nvarray serve`, `nvarray mount`):
+/// the same table as `nvarray bench`, with `source` (who sent the requests) in place of the
+/// jobs.
+pub fn served_report(device: &DeviceConfig, source: &str, r: &RunReport) -> String {
+    let mut s = String::new();
+    let _ = writeln!(s, "device   {}", device_line(device));
+    let _ = writeln!(s, "served   {source}");
+    s + &report_body(r)
+}
+
+/// Everything after the device and job lines: engine, faithfulness, totals, breakdown,
+/// utilisation, wear, CPU and lateness.
+fn report_body(r: &RunReport) -> String {
+    let mut s = String::new();
     let _ = writeln!(
         s,
         "engine   {}{} ({:.3} ms of {})",

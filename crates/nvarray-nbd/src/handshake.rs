@@ -1,0 +1,237 @@
+//! The handshake: fixed newstyle negotiation, from the greeting to the transmission phase.
+//!
+//! Options served: `EXPORT_NAME`, `INFO`, `GO`, `LIST`, `ABORT`, `STRUCTURED_REPLY`; every
+//! other option gets `NBD_REP_ERR_UNSUP` with a message. The server has one export; its name
+//! and the empty (default) name both reach it. Block sizes are always sent with `INFO`/`GO`;
+//! a client that never asked for them and sends unaligned requests gets `EINVAL` for those
+//! requests (the spec's clean error), never a read-modify-write race.
+
+use std::io::{self, Read, Write};
+
+use crate::io::Stream;
+use crate::proto::*;
+
+/// What the server exports.
+#[derive(Clone, Debug)]
+pub struct Export {
+    pub name: String,
+    pub description: String,
+    pub limits: ExportLimits,
+    /// Preferred block size advertised (a power of two ≥ the minimum and ≥ 512).
+    pub preferred_block_bytes: u32,
+}
+
+impl Export {
+    /// Transmission flags: flush, FUA, trim and write-zeroes are served; several connections
+    /// may share the export (a flush on any of them covers writes completed on all: the device
+    /// flushes the whole backing).
+    pub fn transmission_flags(&self) -> u16 {
+        let mut flags = TFLAG_HAS_FLAGS
+            | TFLAG_SEND_FLUSH
+            | TFLAG_SEND_FUA
+            | TFLAG_SEND_TRIM
+            | TFLAG_SEND_WRITE_ZEROES
+            | TFLAG_CAN_MULTI_CONN;
+        if self.limits.read_only {
+            flags |= TFLAG_READ_ONLY;
+        }
+        flags
+    }
+
+    fn matches(&self, name: &str) -> bool {
+        name.is_empty() || name == self.name
+    }
+}
+
+/// How the handshake ended.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Outcome {
+    /// The client chose the export: go on to transmission.
+    Transmission { structured: bool },
+    /// The client aborted, or was refused, or broke the protocol: close the connection.
+    Closed,
+}
+
+fn read_array<const N: usize>(s: &mut Stream) -> io::Result<[u8; N]> {
+    let mut b = [0u8; N];
+    s.read_exact(&mut b)?;
+    Ok(b)
+}
+
+fn reply(s: &mut Stream, option: u32, kind: u32, data: &[u8]) -> io::Result<()> {
+    let mut out = Vec::with_capacity(20 + data.len());
+    put_option_reply(&mut out, option, kind, data);
+    s.write_all(&out)
+}
+
+fn error_reply(s: &mut Stream, option: u32, kind: u32, message: &str) -> io::Result<()> {
+    reply(
+        s,
+        option,
+        kind,
+        truncate_utf8(message, STRING_BYTES_MAX).as_bytes(),
+    )
+}
+
+/// Runs the handshake on a blocking stream. With `refuse`, every option is answered with
+/// `NBD_REP_ERR_POLICY` (or `_SHUTDOWN`) carrying that message and the connection closes: how
+/// a client over the connection limit, or arriving during shutdown, learns why.
+pub fn negotiate(
+    s: &mut Stream,
+    export: &Export,
+    refuse: Option<(u32, &str)>,
+    log: &mut dyn FnMut(&str),
+) -> io::Result<Outcome> {
+    let mut greeting = Vec::with_capacity(18);
+    greeting.extend_from_slice(&NBD_MAGIC.to_be_bytes());
+    greeting.extend_from_slice(&IHAVEOPT.to_be_bytes());
+    greeting.extend_from_slice(&(FLAG_FIXED_NEWSTYLE | FLAG_NO_ZEROES).to_be_bytes());
+    s.write_all(&greeting)?;
+    let client_flags = u32::from_be_bytes(read_array::<4>(s)?);
+    if client_flags & !(FLAG_C_FIXED_NEWSTYLE | FLAG_C_NO_ZEROES) != 0 {
+        log(&format!(
+            "client flags {client_flags:#x} include ones this server does not know; closing"
+        ));
+        return Ok(Outcome::Closed);
+    }
+    let no_zeroes = client_flags & FLAG_C_NO_ZEROES != 0;
+    let mut structured = false;
+    for _ in 0..OPTIONS_MAX {
+        let header = OptionHeader::decode(&read_array::<OPTION_HEADER_BYTES>(s)?);
+        if header.magic != IHAVEOPT {
+            log(&format!("bad option magic {:#x}; closing", header.magic));
+            return Ok(Outcome::Closed);
+        }
+        if header.len_bytes > OPTION_BYTES_MAX {
+            log(&format!(
+                "option {} carries {} bytes (at most {OPTION_BYTES_MAX}); closing",
+                header.option, header.len_bytes
+            ));
+            return Ok(Outcome::Closed);
+        }
+        let mut data = vec![0u8; header.len_bytes as usize];
+        s.read_exact(&mut data)?;
+        let option = header.option;
+        if let Some((kind, message)) = refuse {
+            if option != OPT_EXPORT_NAME {
+                error_reply(s, option, kind, message)?;
+            }
+            return Ok(Outcome::Closed);
+        }
+        match option {
+            OPT_EXPORT_NAME => {
+                let name = String::from_utf8_lossy(&data);
+                if !export.matches(&name) {
+                    // This option has no error reply: the spec's answer is to hang up.
+                    log(&format!(
+                        "client asked for unknown export {name:?}; closing"
+                    ));
+                    return Ok(Outcome::Closed);
+                }
+                let mut out = Vec::with_capacity(10 + 124);
+                out.extend_from_slice(&export.limits.size_bytes.to_be_bytes());
+                out.extend_from_slice(&export.transmission_flags().to_be_bytes());
+                if !no_zeroes {
+                    out.extend_from_slice(&[0u8; 124]);
+                }
+                s.write_all(&out)?;
+                return Ok(Outcome::Transmission { structured });
+            }
+            OPT_INFO | OPT_GO => {
+                let request = match parse_info_request(&data) {
+                    Ok(r) => r,
+                    Err(message) => {
+                        error_reply(s, option, REP_ERR_INVALID, &message)?;
+                        continue;
+                    }
+                };
+                if !export.matches(&request.name) {
+                    let message = format!(
+                        "no export named {:?}; this server exports {:?} (also the default, \"\")",
+                        request.name, export.name
+                    );
+                    error_reply(s, option, REP_ERR_UNKNOWN, &message)?;
+                    continue;
+                }
+                send_info(s, option, export, &request.requests)?;
+                reply(s, option, REP_ACK, &[])?;
+                if option == OPT_GO {
+                    return Ok(Outcome::Transmission { structured });
+                }
+            }
+            OPT_LIST => {
+                if !data.is_empty() {
+                    error_reply(s, option, REP_ERR_INVALID, "NBD_OPT_LIST takes no data")?;
+                    continue;
+                }
+                let mut entry = Vec::new();
+                entry.extend_from_slice(&(export.name.len() as u32).to_be_bytes());
+                entry.extend_from_slice(export.name.as_bytes());
+                entry.extend_from_slice(export.description.as_bytes());
+                reply(s, option, REP_SERVER, &entry)?;
+                reply(s, option, REP_ACK, &[])?;
+            }
+            OPT_ABORT => {
+                // The client may already have gone; the acknowledgement is a courtesy.
+                let _ = reply(s, option, REP_ACK, &[]);
+                return Ok(Outcome::Closed);
+            }
+            OPT_STRUCTURED_REPLY => {
+                if !data.is_empty() {
+                    error_reply(
+                        s,
+                        option,
+                        REP_ERR_INVALID,
+                        "NBD_OPT_STRUCTURED_REPLY takes no data",
+                    )?;
+                    continue;
+                }
+                structured = true;
+                reply(s, option, REP_ACK, &[])?;
+            }
+            OPT_STARTTLS => error_reply(
+                s,
+                option,
+                REP_ERR_UNSUP,
+                "TLS is not supported; use a Unix socket or loopback",
+            )?,
+            other => error_reply(
+                s,
+                option,
+                REP_ERR_UNSUP,
+                &format!("option {other} is not supported by nvarray serve"),
+            )?,
+        }
+    }
+    log(&format!("more than {OPTIONS_MAX} options; closing"));
+    Ok(Outcome::Closed)
+}
+
+/// `NBD_REP_INFO` replies: the export (always), its block sizes (always: clients that
+/// honour them never send a request the device must refuse), and name or description when
+/// asked.
+fn send_info(s: &mut Stream, option: u32, export: &Export, requests: &[u16]) -> io::Result<()> {
+    let mut info = Vec::with_capacity(12);
+    info.extend_from_slice(&INFO_EXPORT.to_be_bytes());
+    info.extend_from_slice(&export.limits.size_bytes.to_be_bytes());
+    info.extend_from_slice(&export.transmission_flags().to_be_bytes());
+    reply(s, option, REP_INFO, &info)?;
+    let mut info = Vec::with_capacity(14);
+    info.extend_from_slice(&INFO_BLOCK_SIZE.to_be_bytes());
+    info.extend_from_slice(&export.limits.block_bytes.to_be_bytes());
+    info.extend_from_slice(&export.preferred_block_bytes.to_be_bytes());
+    info.extend_from_slice(&PAYLOAD_BYTES_MAX.to_be_bytes());
+    reply(s, option, REP_INFO, &info)?;
+    for &r in requests {
+        let text = match r {
+            INFO_NAME => &export.name,
+            INFO_DESCRIPTION => &export.description,
+            _ => continue,
+        };
+        let mut info = Vec::with_capacity(2 + text.len());
+        info.extend_from_slice(&r.to_be_bytes());
+        info.extend_from_slice(text.as_bytes());
+        reply(s, option, REP_INFO, &info)?;
+    }
+    Ok(())
+}

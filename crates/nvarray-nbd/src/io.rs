@@ -1,0 +1,259 @@
+//! Sockets: one type for Unix and TCP streams, and the buffered, non-blocking input and output a
+//! connection uses in the transmission phase.
+//!
+//! The transmission loop never blocks in `read` or `write` while commands are in flight: it
+//! reads whatever the socket holds, issues it to the device, and goes back to polling the
+//! device. It blocks (in `poll`) only when it has nothing in flight, or for the rest of a write
+//! payload, or when the client is not taking replies fast enough.
+
+use std::io::{self, Read, Write};
+use std::net::{Shutdown, TcpStream};
+use std::os::fd::{AsRawFd, RawFd};
+use std::os::unix::net::UnixStream;
+use std::time::Duration;
+
+/// A client connection, Unix or TCP.
+#[derive(Debug)]
+pub enum Stream {
+    Unix(UnixStream),
+    Tcp(TcpStream),
+}
+
+impl Stream {
+    pub fn try_clone(&self) -> io::Result<Stream> {
+        Ok(match self {
+            Stream::Unix(s) => Stream::Unix(s.try_clone()?),
+            Stream::Tcp(s) => Stream::Tcp(s.try_clone()?),
+        })
+    }
+
+    pub fn set_nonblocking(&self, on: bool) -> io::Result<()> {
+        match self {
+            Stream::Unix(s) => s.set_nonblocking(on),
+            Stream::Tcp(s) => s.set_nonblocking(on),
+        }
+    }
+
+    pub fn set_read_timeout(&self, t: Option<Duration>) -> io::Result<()> {
+        match self {
+            Stream::Unix(s) => s.set_read_timeout(t),
+            Stream::Tcp(s) => s.set_read_timeout(t),
+        }
+    }
+
+    /// Ends the reading side: a thread blocked reading this socket (or a clone of it) sees end
+    /// of file. This is how shutdown reaches connection threads.
+    pub fn shutdown_read(&self) {
+        // Already closed by the peer is fine: the reader sees end of file either way.
+        let _ = match self {
+            Stream::Unix(s) => s.shutdown(Shutdown::Read),
+            Stream::Tcp(s) => s.shutdown(Shutdown::Read),
+        };
+    }
+
+    /// Who is connected, for log lines.
+    pub fn peer(&self) -> String {
+        match self {
+            Stream::Unix(_) => "unix client".to_string(),
+            Stream::Tcp(s) => s
+                .peer_addr()
+                .map_or_else(|_| "tcp client".to_string(), |a| a.to_string()),
+        }
+    }
+}
+
+impl Read for Stream {
+    fn read(&mut self, buf: &mut [u8]) -> io::Result<usize> {
+        match self {
+            Stream::Unix(s) => s.read(buf),
+            Stream::Tcp(s) => s.read(buf),
+        }
+    }
+}
+
+impl Write for Stream {
+    fn write(&mut self, buf: &[u8]) -> io::Result<usize> {
+        match self {
+            Stream::Unix(s) => s.write(buf),
+            Stream::Tcp(s) => s.write(buf),
+        }
+    }
+
+    fn flush(&mut self) -> io::Result<()> {
+        Ok(())
+    }
+}
+
+impl AsRawFd for Stream {
+    fn as_raw_fd(&self) -> RawFd {
+        match self {
+            Stream::Unix(s) => s.as_raw_fd(),
+            Stream::Tcp(s) => s.as_raw_fd(),
+        }
+    }
+}
+
+/// Waits until `fd` has one of `events` (or an error or hang-up), at most `timeout` (`None`:
+/// for ever). Returns whether it is ready.
+pub fn wait_fd(fd: RawFd, events: i16, timeout: Option<Duration>) -> io::Result<bool> {
+    let mut pfd = libc::pollfd {
+        fd,
+        events,
+        revents: 0,
+    };
+    let ts = timeout.map(|t| libc::timespec {
+        tv_sec: t.as_secs() as libc::time_t,
+        tv_nsec: t.subsec_nanos() as libc::c_long,
+    });
+    let ts_ptr = ts
+        .as_ref()
+        .map_or(std::ptr::null(), |t| t as *const libc::timespec);
+    loop {
+        // SAFETY: `pfd` is one valid pollfd and `ts_ptr` is null or points at a live timespec;
+        // ppoll reads them and writes only `pfd.revents`.
+        let rc = unsafe { libc::ppoll(&mut pfd, 1, ts_ptr, std::ptr::null()) };
+        if rc >= 0 {
+            return Ok(rc > 0);
+        }
+        let err = io::Error::last_os_error();
+        if err.kind() != io::ErrorKind::Interrupted {
+            return Err(err);
+        }
+    }
+}
+
+/// What a non-blocking read found.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Fill {
+    /// This many new bytes are buffered.
+    Data(usize),
+    /// Nothing to read now.
+    Empty,
+    /// The client closed its side (or shutdown closed ours).
+    Eof,
+}
+
+/// Bytes read from the socket and not yet consumed.
+pub struct Input {
+    buf: Box<[u8]>,
+    start: usize,
+    end: usize,
+}
+
+/// Input buffer size: many small requests per `read`, and the start of a large write.
+pub const INPUT_BYTES: usize = 256 * 1024;
+
+impl Input {
+    pub fn new() -> Input {
+        Input {
+            buf: vec![0u8; INPUT_BYTES].into_boxed_slice(),
+            start: 0,
+            end: 0,
+        }
+    }
+
+    pub fn buffered(&self) -> &[u8] {
+        &self.buf[self.start..self.end]
+    }
+
+    pub fn consume(&mut self, n: usize) {
+        assert!(n <= self.end - self.start);
+        self.start += n;
+        if self.start == self.end {
+            self.start = 0;
+            self.end = 0;
+        }
+    }
+
+    /// Reads what the (non-blocking) socket holds, as much as fits.
+    pub fn fill(&mut self, stream: &mut Stream) -> io::Result<Fill> {
+        if self.end == self.buf.len() {
+            if self.start == 0 {
+                // Full: the caller consumes before reading more.
+                return Ok(Fill::Data(0));
+            }
+            self.buf.copy_within(self.start..self.end, 0);
+            self.end -= self.start;
+            self.start = 0;
+        }
+        loop {
+            match stream.read(&mut self.buf[self.end..]) {
+                Ok(0) => return Ok(Fill::Eof),
+                Ok(n) => {
+                    self.end += n;
+                    return Ok(Fill::Data(n));
+                }
+                Err(e) if e.kind() == io::ErrorKind::WouldBlock => return Ok(Fill::Empty),
+                Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
+                Err(e) => return Err(e),
+            }
+        }
+    }
+
+    /// Fills `out` completely: buffered bytes first, then straight from the socket (waiting for
+    /// them). A client that hangs up half way is an `UnexpectedEof` error.
+    pub fn read_exact(&mut self, stream: &mut Stream, out: &mut [u8]) -> io::Result<()> {
+        let have = self.buffered().len().min(out.len());
+        out[..have].copy_from_slice(&self.buffered()[..have]);
+        self.consume(have);
+        let mut at = have;
+        while at < out.len() {
+            match stream.read(&mut out[at..]) {
+                Ok(0) => {
+                    return Err(io::Error::new(
+                        io::ErrorKind::UnexpectedEof,
+                        "client closed the connection in the middle of a write payload",
+                    ))
+                }
+                Ok(n) => at += n,
+                Err(e) if e.kind() == io::ErrorKind::WouldBlock => {
+                    wait_fd(stream.as_raw_fd(), libc::POLLIN, None)?;
+                }
+                Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+                Err(e) => return Err(e),
+            }
+        }
+        Ok(())
+    }
+
+    /// Reads and drops `n` bytes (the payload of a refused write).
+    pub fn skip(&mut self, stream: &mut Stream, mut n: usize) -> io::Result<()> {
+        let mut scratch = [0u8; 4096];
+        while n > 0 {
+            let step = n.min(scratch.len());
+            self.read_exact(stream, &mut scratch[..step])?;
+            n -= step;
+        }
+        Ok(())
+    }
+}
+
+impl Default for Input {
+    fn default() -> Self {
+        Input::new()
+    }
+}
+
+/// Writes all of `out` to the (non-blocking) socket, waiting for room when it is full, and
+/// empties `out`.
+pub fn write_all(stream: &mut Stream, out: &mut Vec<u8>) -> io::Result<()> {
+    let mut at = 0;
+    while at < out.len() {
+        match stream.write(&out[at..]) {
+            Ok(0) => {
+                return Err(io::Error::new(
+                    io::ErrorKind::WriteZero,
+                    "client stopped taking replies",
+                ))
+            }
+            Ok(n) => at += n,
+            Err(e) if e.kind() == io::ErrorKind::WouldBlock => {
+                wait_fd(stream.as_raw_fd(), libc::POLLOUT, None)?;
+            }
+            Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+            Err(e) => return Err(e),
+        }
+    }
+    out.clear();
+    Ok(())
+}

@@ -1,0 +1,513 @@
+//! The server: a listener, one thread per connection (bounded), one queue pair per connection
+//! (reused by the next), shutdown that lets in-flight requests finish, and the device report.
+
+use std::io;
+use std::net::{SocketAddr, TcpListener, ToSocketAddrs};
+use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
+use std::os::unix::net::UnixListener;
+use std::path::{Path, PathBuf};
+use std::str::FromStr;
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use nvarray_host::{Completion, Device, QueuePair};
+use nvarray_report::{process_cpu_seconds, RunReport, StreamStats};
+
+use crate::handshake::{negotiate, Export, Outcome};
+use crate::io::Stream;
+use crate::proto::{ExportLimits, REP_ERR_POLICY, REP_ERR_SHUTDOWN};
+use crate::transmission::{Negotiated, Transmission};
+use crate::NbdError;
+
+/// Default listening address: loopback only. Any other address must be given explicitly.
+pub const LISTEN_DEFAULT: &str = "tcp:127.0.0.1:10809";
+
+/// Default and largest connection limit.
+pub const CONNECTIONS_DEFAULT: usize = 16;
+pub const CONNECTIONS_MAX: usize = 256;
+
+/// A silent client is dropped after this long in the handshake, so it cannot hold a
+/// connection slot for ever.
+const HANDSHAKE_TIMEOUT: Duration = Duration::from_secs(30);
+
+/// Where the server listens.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Listen {
+    Unix(PathBuf),
+    /// `host:port` as given (resolved when binding).
+    Tcp(String),
+}
+
+impl FromStr for Listen {
+    type Err = String;
+
+    fn from_str(s: &str) -> Result<Listen, String> {
+        if let Some(path) = s.strip_prefix("unix:") {
+            if path.is_empty() {
+                return Err("unix: needs a socket path, e.g. unix:/tmp/nvarray.sock".into());
+            }
+            return Ok(Listen::Unix(PathBuf::from(path)));
+        }
+        if let Some(addr) = s.strip_prefix("tcp:") {
+            let (host, port) = addr
+                .rsplit_once(':')
+                .ok_or_else(|| format!("tcp:{addr} needs HOST:PORT, e.g. tcp:127.0.0.1:10809"))?;
+            if host.is_empty() {
+                return Err(format!(
+                    "tcp:{addr} has no host; give one explicitly (127.0.0.1 for loopback, \
+                     0.0.0.0 for every interface)"
+                ));
+            }
+            port.parse::<u16>().map_err(|_| {
+                format!("tcp:{addr}: port {port:?} is not a number from 0 to 65535")
+            })?;
+            return Ok(Listen::Tcp(addr.to_string()));
+        }
+        Err(format!("expected unix:PATH or tcp:HOST:PORT, got {s:?}"))
+    }
+}
+
+/// How the server runs.
+#[derive(Clone, Debug)]
+pub struct ServerOptions {
+    pub listen: Listen,
+    pub export_name: String,
+    pub read_only: bool,
+    pub connections_max: usize,
+}
+
+enum Listener {
+    Unix(UnixListener, PathBuf),
+    Tcp(TcpListener),
+}
+
+/// A connection's entry while it runs.
+struct Live {
+    id: u64,
+    /// A clone of its socket, for shutting the reading side down.
+    stream: Stream,
+}
+
+struct Shared {
+    shutdown: AtomicBool,
+    /// Written by `ShutdownHandle::shutdown` to wake the accept loop.
+    wake_fd: OwnedFd,
+    live: Mutex<Vec<Live>>,
+    connections: AtomicUsize,
+    accepted: AtomicUsize,
+    /// Idle queue pairs from connections that ended (the emulator keeps every queue pair it
+    /// was given, so connections reuse them instead of adding new ones).
+    queue_pairs: Mutex<Vec<QueuePair>>,
+    /// One entry per connection ever served (stats live on after it ends).
+    stats: Mutex<Vec<Arc<Mutex<StreamStats>>>>,
+    started: Instant,
+    cpu_start: f64,
+}
+
+/// Stops a running server from another thread (a signal handler thread, a test).
+#[derive(Clone)]
+pub struct ShutdownHandle(Arc<Shared>);
+
+impl ShutdownHandle {
+    /// Stops accepting; connections finish the requests they have read, send their replies
+    /// and close; `Server::run` then flushes the device and returns.
+    pub fn shutdown(&self) {
+        self.0.shutdown.store(true, Ordering::SeqCst);
+        let one: u64 = 1;
+        // SAFETY: writes 8 bytes from a live u64 to the eventfd we own; failure (counter full)
+        // still leaves it readable, which is all the accept loop needs.
+        unsafe { libc::write(self.0.wake_fd.as_raw_fd(), (&one as *const u64).cast(), 8) };
+        for live in self.0.live.lock().expect("live lock poisoned").iter() {
+            live.stream.shutdown_read();
+        }
+    }
+}
+
+/// An NBD server over one emulated device.
+pub struct Server {
+    device: Arc<Device>,
+    listener: Listener,
+    options: ServerOptions,
+    export: Export,
+    shared: Arc<Shared>,
+    log: Arc<dyn Fn(&str) + Send + Sync>,
+}
+
+impl Server {
+    /// Binds the listening socket. A Unix socket path left behind by a server that is gone is
+    /// replaced; one a live server answers on is an error.
+    pub fn bind(
+        device: Arc<Device>,
+        options: ServerOptions,
+        log: Arc<dyn Fn(&str) + Send + Sync>,
+    ) -> Result<Server, NbdError> {
+        if options.connections_max == 0 || options.connections_max > CONNECTIONS_MAX {
+            return Err(NbdError::Config(format!(
+                "connection limit {} is out of range: expected 1 to {CONNECTIONS_MAX}",
+                options.connections_max
+            )));
+        }
+        let listener = match &options.listen {
+            Listen::Unix(path) => Listener::Unix(bind_unix(path)?, path.clone()),
+            Listen::Tcp(addr) => {
+                let addrs: Vec<SocketAddr> = addr
+                    .to_socket_addrs()
+                    .map_err(|e| NbdError::Config(format!("cannot resolve {addr}: {e}")))?
+                    .collect();
+                let l = TcpListener::bind(&addrs[..]).map_err(|source| NbdError::Bind {
+                    addr: format!("tcp:{addr}"),
+                    source,
+                })?;
+                Listener::Tcp(l)
+            }
+        };
+        // SAFETY: eventfd takes two integers and returns a new descriptor or -1 (checked).
+        let fd = unsafe { libc::eventfd(0, libc::EFD_CLOEXEC | libc::EFD_NONBLOCK) };
+        if fd < 0 {
+            return Err(NbdError::Io(io::Error::last_os_error()));
+        }
+        // SAFETY: `fd` is a fresh descriptor nothing else owns.
+        let wake_fd = unsafe { OwnedFd::from_raw_fd(fd) };
+        let block_bytes = device.block_bytes();
+        let export = Export {
+            name: options.export_name.clone(),
+            description: format!(
+                "nvarray emulated {} ({} bytes)",
+                device.config().name,
+                device.size_bytes()
+            ),
+            limits: ExportLimits {
+                size_bytes: device.size_bytes(),
+                block_bytes,
+                read_only: options.read_only,
+            },
+            preferred_block_bytes: block_bytes.max(4096),
+        };
+        Ok(Server {
+            device,
+            listener,
+            options,
+            export,
+            shared: Arc::new(Shared {
+                shutdown: AtomicBool::new(false),
+                wake_fd,
+                live: Mutex::new(Vec::new()),
+                connections: AtomicUsize::new(0),
+                accepted: AtomicUsize::new(0),
+                queue_pairs: Mutex::new(Vec::new()),
+                stats: Mutex::new(Vec::new()),
+                started: Instant::now(),
+                cpu_start: process_cpu_seconds(),
+            }),
+            log,
+        })
+    }
+
+    /// Where clients connect: `unix:PATH` or `tcp:IP:PORT` (the bound port, if 0 was asked).
+    pub fn address(&self) -> String {
+        match &self.listener {
+            Listener::Unix(_, path) => format!("unix:{}", path.display()),
+            Listener::Tcp(l) => l
+                .local_addr()
+                .map_or_else(|_| "tcp:?".into(), |a| format!("tcp:{a}")),
+        }
+    }
+
+    /// The NBD URI of the export (libnbd's form, as nbdinfo, nbdcopy and qemu take it).
+    pub fn uri(&self) -> String {
+        let name = &self.options.export_name;
+        match &self.listener {
+            Listener::Unix(_, path) => format!("nbd+unix:///{name}?socket={}", path.display()),
+            Listener::Tcp(l) => match l.local_addr() {
+                Ok(SocketAddr::V6(a)) => format!("nbd://[{}]:{}/{name}", a.ip(), a.port()),
+                Ok(a) => format!("nbd://{a}/{name}"),
+                Err(_) => "nbd://?".into(),
+            },
+        }
+    }
+
+    pub fn export(&self) -> &Export {
+        &self.export
+    }
+
+    pub fn shutdown_handle(&self) -> ShutdownHandle {
+        ShutdownHandle(Arc::clone(&self.shared))
+    }
+
+    /// The device report so far: every request answered on every connection.
+    pub fn report(&self) -> RunReport {
+        let mut all = StreamStats::new("nbd");
+        for s in self
+            .shared
+            .stats
+            .lock()
+            .expect("stats lock poisoned")
+            .iter()
+        {
+            all.merge(&s.lock().expect("stats lock poisoned"));
+        }
+        let elapsed_ns = self.shared.started.elapsed().as_nanos() as u64;
+        let cpu = process_cpu_seconds() - self.shared.cpu_start;
+        nvarray_host::bench::device_report(&self.device, &[all], elapsed_ns, cpu)
+    }
+
+    /// Accepts and serves connections until `shutdown`; then waits for every connection to
+    /// finish and flushes the device.
+    pub fn run(&self) -> Result<(), NbdError> {
+        let listen_fd = match &self.listener {
+            Listener::Unix(l, _) => {
+                l.set_nonblocking(true)?;
+                l.as_raw_fd()
+            }
+            Listener::Tcp(l) => {
+                l.set_nonblocking(true)?;
+                l.as_raw_fd()
+            }
+        };
+        let result = std::thread::scope(|scope| -> Result<(), NbdError> {
+            while !self.shared.shutdown.load(Ordering::SeqCst) {
+                if !wait_two(listen_fd, self.shared.wake_fd.as_raw_fd())? {
+                    continue;
+                }
+                let stream = match self.accept() {
+                    Ok(Some(s)) => s,
+                    Ok(None) => continue,
+                    Err(e) => {
+                        // Out of descriptors and the like: say so, keep serving the others.
+                        (self.log)(&format!("accept failed: {e}"));
+                        continue;
+                    }
+                };
+                let id = self.shared.accepted.fetch_add(1, Ordering::Relaxed) as u64;
+                let running = self.shared.connections.fetch_add(1, Ordering::SeqCst);
+                if running >= self.options.connections_max * 2 {
+                    // Not even a polite refusal for a flood: close at once.
+                    self.shared.connections.fetch_sub(1, Ordering::SeqCst);
+                    (self.log)(&format!("connection {id} dropped: far over the limit"));
+                    continue;
+                }
+                let refuse = running >= self.options.connections_max;
+                scope.spawn(move || {
+                    self.connection(id, stream, refuse);
+                    self.shared.connections.fetch_sub(1, Ordering::SeqCst);
+                });
+            }
+            Ok(())
+        });
+        // Every connection thread has ended (the scope joined them).
+        let flush = self.device.queue_pair(Completion::Spin).flush(&self.device);
+        if let Listener::Unix(_, path) = &self.listener {
+            let _ = std::fs::remove_file(path);
+        }
+        result?;
+        flush.map_err(NbdError::Device)
+    }
+
+    fn accept(&self) -> io::Result<Option<Stream>> {
+        let r = match &self.listener {
+            Listener::Unix(l, _) => l.accept().map(|(s, _)| Stream::Unix(s)),
+            Listener::Tcp(l) => l.accept().map(|(s, _)| {
+                // Replies are batched already; Nagle would only delay the last one.
+                let _ = s.set_nodelay(true);
+                Stream::Tcp(s)
+            }),
+        };
+        match r {
+            Ok(s) => {
+                s.set_nonblocking(false)?;
+                Ok(Some(s))
+            }
+            Err(e) if e.kind() == io::ErrorKind::WouldBlock => Ok(None),
+            Err(e) => Err(e),
+        }
+    }
+
+    /// One connection, from handshake to close.
+    fn connection(&self, id: u64, mut stream: Stream, over_limit: bool) {
+        let peer = stream.peer();
+        let log = |m: &str| (self.log)(&format!("connection {id} ({peer}): {m}"));
+        let registered = stream.try_clone().map(|clone| {
+            self.shared
+                .live
+                .lock()
+                .expect("live lock poisoned")
+                .push(Live { id, stream: clone });
+        });
+        // A shutdown that began before registration would not have reached this socket.
+        let shutting_down = self.shared.shutdown.load(Ordering::SeqCst) || registered.is_err();
+        let refuse = if shutting_down {
+            Some((
+                REP_ERR_SHUTDOWN,
+                "nvarray serve is shutting down".to_string(),
+            ))
+        } else if over_limit {
+            Some((
+                REP_ERR_POLICY,
+                format!(
+                    "nvarray serve: too many connections (limit {}; see --connections)",
+                    self.options.connections_max
+                ),
+            ))
+        } else {
+            None
+        };
+        let _ = stream.set_read_timeout(Some(HANDSHAKE_TIMEOUT));
+        let outcome = negotiate(
+            &mut stream,
+            &self.export,
+            refuse.as_ref().map(|(k, m)| (*k, m.as_str())),
+            &mut |m| log(m),
+        );
+        match outcome {
+            Ok(Outcome::Transmission { structured }) => {
+                let _ = stream.set_read_timeout(None);
+                self.transmit(stream, structured, &log);
+            }
+            Ok(Outcome::Closed) => {}
+            Err(e) if e.kind() == io::ErrorKind::UnexpectedEof => {}
+            Err(e) => log(&format!("handshake failed: {e}")),
+        }
+        self.shared
+            .live
+            .lock()
+            .expect("live lock poisoned")
+            .retain(|l| l.id != id);
+    }
+
+    fn transmit(&self, stream: Stream, structured: bool, log: &(dyn Fn(&str) + Sync)) {
+        let qp = self
+            .shared
+            .queue_pairs
+            .lock()
+            .expect("queue pair lock poisoned")
+            .pop()
+            .unwrap_or_else(|| self.device.queue_pair(self.device.options().completion));
+        let stats = Arc::new(Mutex::new(StreamStats::new("nbd")));
+        self.shared
+            .stats
+            .lock()
+            .expect("stats lock poisoned")
+            .push(Arc::clone(&stats));
+        let t = Transmission::new(
+            &self.device,
+            qp,
+            stream,
+            self.export.limits,
+            Negotiated { structured },
+            &stats,
+            log,
+        );
+        let (qp, result) = t.run();
+        self.shared
+            .queue_pairs
+            .lock()
+            .expect("queue pair lock poisoned")
+            .push(qp);
+        if let Err(e) = result {
+            if !matches!(
+                e.kind(),
+                io::ErrorKind::UnexpectedEof
+                    | io::ErrorKind::BrokenPipe
+                    | io::ErrorKind::ConnectionReset
+            ) {
+                log(&format!("closed: {e}"));
+            }
+        }
+    }
+}
+
+impl Drop for Server {
+    fn drop(&mut self) {
+        if let Listener::Unix(_, path) = &self.listener {
+            let _ = std::fs::remove_file(path);
+        }
+    }
+}
+
+/// Waits until the listener or the wake-up descriptor is readable. Returns whether the
+/// listener is.
+fn wait_two(listen_fd: RawFd, wake_fd: RawFd) -> io::Result<bool> {
+    let mut fds = [
+        libc::pollfd {
+            fd: listen_fd,
+            events: libc::POLLIN,
+            revents: 0,
+        },
+        libc::pollfd {
+            fd: wake_fd,
+            events: libc::POLLIN,
+            revents: 0,
+        },
+    ];
+    loop {
+        // SAFETY: `fds` is an array of two valid pollfds; poll writes only their `revents`.
+        let rc = unsafe { libc::poll(fds.as_mut_ptr(), 2, -1) };
+        if rc >= 0 {
+            return Ok(fds[0].revents != 0 && fds[1].revents == 0);
+        }
+        let err = io::Error::last_os_error();
+        if err.kind() != io::ErrorKind::Interrupted {
+            return Err(err);
+        }
+    }
+}
+
+fn bind_unix(path: &Path) -> Result<UnixListener, NbdError> {
+    let bind_error = |source| NbdError::Bind {
+        addr: format!("unix:{}", path.display()),
+        source,
+    };
+    match UnixListener::bind(path) {
+        Ok(l) => Ok(l),
+        Err(e) if e.kind() == io::ErrorKind::AddrInUse => {
+            if std::os::unix::net::UnixStream::connect(path).is_ok() {
+                return Err(NbdError::Config(format!(
+                    "unix:{}: another server is listening on this socket",
+                    path.display()
+                )));
+            }
+            // Left behind by a server that is gone (killed, say): replace it.
+            let is_socket = std::fs::symlink_metadata(path).is_ok_and(|m| {
+                use std::os::unix::fs::FileTypeExt;
+                m.file_type().is_socket()
+            });
+            if !is_socket {
+                return Err(bind_error(e));
+            }
+            std::fs::remove_file(path).map_err(bind_error)?;
+            UnixListener::bind(path).map_err(bind_error)
+        }
+        Err(e) => Err(bind_error(e)),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn check(input: &str, expected: Result<Listen, ()>) {
+        assert_eq!(
+            input.parse::<Listen>().map_err(|_| ()),
+            expected,
+            "{input:?}"
+        );
+    }
+
+    #[test]
+    fn listen_addresses_are_unix_paths_or_explicit_tcp_hosts() {
+        check("unix:/tmp/a.sock", Ok(Listen::Unix("/tmp/a.sock".into())));
+        check(
+            "tcp:127.0.0.1:10809",
+            Ok(Listen::Tcp("127.0.0.1:10809".into())),
+        );
+        check("tcp:[::1]:10809", Ok(Listen::Tcp("[::1]:10809".into())));
+        check("tcp:0.0.0.0:0", Ok(Listen::Tcp("0.0.0.0:0".into())));
+        check("tcp::10809", Err(()));
+        check("tcp:127.0.0.1", Err(()));
+        check("tcp:127.0.0.1:99999", Err(()));
+        check("unix:", Err(()));
+        check("/tmp/a.sock", Err(()));
+        check("", Err(()));
+    }
+}

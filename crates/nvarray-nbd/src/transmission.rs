@@ -1,0 +1,563 @@
+//! The transmission phase of one connection: requests in, device commands out, replies back.
+//!
+//! Requests are pipelined: everything the socket holds is read and issued to the device before
+//! the connection waits, so a client at queue depth 16 keeps up to 16 requests in the device at
+//! once (one queue pair per connection, the device's own tags). A request larger than the
+//! device's largest command becomes several commands. Replies go out in completion order, as
+//! the protocol allows; the connection batches them into as few `write`s as it can.
+//!
+//! Every request is checked by `proto::check_request` before anything touches the device.
+//! Write payloads are read from the socket straight into the command's DMA buffer.
+
+use std::io;
+use std::os::fd::AsRawFd;
+use std::sync::Mutex;
+use std::time::{Duration, Instant};
+
+use nvarray_host::{Device, Done, HostError, IoOp, QueuePair};
+use nvarray_model::{Breakdown, Component};
+use nvarray_report::StreamStats;
+
+use crate::io::{wait_fd, write_all, Fill, Input, Stream};
+use crate::proto::*;
+
+/// Requests one connection keeps in flight at most (beyond it, the connection stops reading
+/// until replies go out; clients use 16 to 64).
+pub const REQUESTS_MAX: usize = 256;
+
+/// Replies are sent once this many bytes wait, even while more completions come.
+const OUTPUT_FLUSH_BYTES: usize = 1 << 20;
+
+/// A connection naps in `ppoll` (woken early by new requests) only when the device's next
+/// completion is further away than this; closer ones are polled for. The margin is the wake-up
+/// overshoot of a kernel sleep on the test VMs (`nvarray_host` uses the same reasoning).
+const NAP_MIN: Duration = Duration::from_micros(60);
+const NAP_WAKE_MARGIN: Duration = Duration::from_micros(25);
+
+/// Device polls between two looks at the socket while commands are in flight.
+const SPINS_PER_SOCKET_CHECK: u32 = 64;
+
+/// Where a command's data comes from.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Payload {
+    /// None (reads, flushes).
+    None,
+    /// The request's payload on the socket, read straight into the DMA buffer.
+    Socket,
+    /// Zeroes (write zeroes).
+    Zeroes,
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Kind {
+    Read,
+    Write,
+    Flush,
+}
+
+/// One request in flight.
+struct Request {
+    cookie: u64,
+    kind: Kind,
+    offset_bytes: u64,
+    len_bytes: u32,
+    /// Device commands issued and not yet completed.
+    commands_left: u32,
+    /// Device commands still to issue (a request's commands are issued one by one as tags
+    /// allow; completions can arrive before the last is issued).
+    unissued: u32,
+    /// Send a flush once the data commands are done (FUA); cleared when it is issued.
+    fua: bool,
+    error: Option<(NbdErrno, String)>,
+    /// Simple replies to reads of several commands: the data, assembled in order.
+    assembled: Option<Vec<u8>>,
+    /// Structured replies: whether the final chunk has gone out with the data.
+    done_sent: bool,
+    started: Instant,
+}
+
+/// What the connection learned from the client.
+#[derive(Clone, Copy, Debug, Default)]
+pub struct Negotiated {
+    pub structured: bool,
+}
+
+/// One connection's transmission phase.
+pub struct Transmission<'a> {
+    device: &'a Device,
+    qp: QueuePair,
+    stream: Stream,
+    input: Input,
+    out: Vec<u8>,
+    limits: ExportLimits,
+    structured: bool,
+    requests: Vec<Option<Request>>,
+    free_slots: Vec<usize>,
+    /// Per device tag: the request slot its command belongs to.
+    tag_slot: Vec<usize>,
+    /// Requests whose data is done and whose FUA flush is still to issue.
+    fua_pending: Vec<usize>,
+    commands_in_flight: usize,
+    finished: Vec<Done>,
+    zeroes: Box<[u8]>,
+    closing: bool,
+    stats: &'a Mutex<StreamStats>,
+    log: &'a (dyn Fn(&str) + Sync),
+}
+
+impl<'a> Transmission<'a> {
+    pub fn new(
+        device: &'a Device,
+        qp: QueuePair,
+        stream: Stream,
+        limits: ExportLimits,
+        negotiated: Negotiated,
+        stats: &'a Mutex<StreamStats>,
+        log: &'a (dyn Fn(&str) + Sync),
+    ) -> Transmission<'a> {
+        Transmission {
+            device,
+            qp,
+            stream,
+            input: Input::new(),
+            out: Vec::with_capacity(OUTPUT_FLUSH_BYTES + 64 * 1024),
+            limits,
+            structured: negotiated.structured,
+            requests: (0..REQUESTS_MAX).map(|_| None).collect(),
+            free_slots: (0..REQUESTS_MAX).rev().collect(),
+            tag_slot: vec![usize::MAX; device.tags()],
+            fua_pending: Vec::with_capacity(REQUESTS_MAX),
+            commands_in_flight: 0,
+            finished: Vec::with_capacity(device.tags()),
+            zeroes: vec![0u8; device.command_bytes_max() as usize].into_boxed_slice(),
+            closing: false,
+            stats,
+            log,
+        }
+    }
+
+    /// Serves requests until the client disconnects (or shutdown closes the socket's reading
+    /// side), then finishes what is in flight and sends the last replies. Returns the queue
+    /// pair, idle, for the next connection.
+    pub fn run(mut self) -> (QueuePair, io::Result<()>) {
+        let result = self.serve();
+        // Whatever happened, nothing may stay in flight on a queue pair handed on.
+        while self.commands_in_flight > 0 {
+            self.reap(true);
+        }
+        let result = result.and_then(|()| write_all(&mut self.stream, &mut self.out));
+        (self.qp, result)
+    }
+
+    fn serve(&mut self) -> io::Result<()> {
+        self.stream.set_nonblocking(true)?;
+        let mut spins = 0u32;
+        loop {
+            self.issue_fua_flushes();
+            let mut progressed = false;
+            // New requests: whatever is buffered or readable now; block only when idle.
+            if !self.closing && (spins == 0 || spins >= SPINS_PER_SOCKET_CHECK) {
+                spins = 0;
+                while !self.closing && !self.free_slots.is_empty() {
+                    let idle = self.commands_in_flight == 0 && self.fua_pending.is_empty();
+                    match self.next_header(idle)? {
+                        Some(header) => {
+                            self.start(header)?;
+                            progressed = true;
+                        }
+                        None => break,
+                    }
+                }
+            }
+            if self.reap(false) > 0 {
+                progressed = true;
+            }
+            if !self.out.is_empty()
+                && (self.commands_in_flight == 0
+                    || self.out.len() >= OUTPUT_FLUSH_BYTES
+                    || progressed)
+            {
+                write_all(&mut self.stream, &mut self.out)?;
+            }
+            if self.closing && self.commands_in_flight == 0 && self.fua_pending.is_empty() {
+                return Ok(());
+            }
+            if progressed {
+                spins = 0;
+            } else {
+                spins += 1;
+                self.wait_a_little();
+            }
+        }
+    }
+
+    /// The next request header, if one is buffered or (without blocking, unless `block`)
+    /// readable. End of input sets `closing`.
+    fn next_header(&mut self, block: bool) -> io::Result<Option<RequestHeader>> {
+        loop {
+            if self.input.buffered().len() >= REQUEST_HEADER_BYTES {
+                let bytes: [u8; REQUEST_HEADER_BYTES] = self.input.buffered()
+                    [..REQUEST_HEADER_BYTES]
+                    .try_into()
+                    .expect("28 bytes");
+                self.input.consume(REQUEST_HEADER_BYTES);
+                return Ok(Some(RequestHeader::decode(&bytes)));
+            }
+            match self.input.fill(&mut self.stream)? {
+                Fill::Data(_) => continue,
+                Fill::Eof => {
+                    self.closing = true;
+                    return Ok(None);
+                }
+                Fill::Empty if block => {
+                    write_all(&mut self.stream, &mut self.out)?;
+                    wait_fd(self.stream.as_raw_fd(), libc::POLLIN, None)?;
+                }
+                Fill::Empty => return Ok(None),
+            }
+        }
+    }
+
+    /// Checks a request and starts it: issues its commands, or answers it at once.
+    fn start(&mut self, header: RequestHeader) -> io::Result<()> {
+        let started = Instant::now();
+        let command = match check_request(&header, &self.limits) {
+            Ok(c) => c,
+            Err(RequestError::Fatal(message)) => {
+                (self.log)(&message);
+                self.closing = true;
+                return Err(io::Error::new(io::ErrorKind::InvalidData, message));
+            }
+            Err(RequestError::Refused { errno, message }) => {
+                // A refused write's payload is still on the wire: drop it to stay in step.
+                self.input
+                    .skip(&mut self.stream, header.payload_bytes() as usize)?;
+                self.reply_error(header.cookie, header.kind == CMD_READ, errno, &message);
+                return Ok(());
+            }
+        };
+        let (kind, offset_bytes, len_bytes, fua) = match command {
+            Command::Disconnect => {
+                self.closing = true;
+                return Ok(());
+            }
+            // The modelled device has no deallocate command and the spec makes trimmed data
+            // undefined until rewritten, so a checked trim needs no device work; with FUA it
+            // still waits for a flush like any write.
+            Command::Trim { fua: false, .. } => {
+                self.reply_ok(header.cookie);
+                return Ok(());
+            }
+            Command::Trim { fua: true, .. } | Command::Flush => (Kind::Flush, 0, 0, false),
+            Command::Read {
+                offset_bytes,
+                len_bytes,
+            } => (Kind::Read, offset_bytes, len_bytes, false),
+            Command::Write {
+                offset_bytes,
+                len_bytes,
+                fua,
+            }
+            | Command::WriteZeroes {
+                offset_bytes,
+                len_bytes,
+                fua,
+            } => (Kind::Write, offset_bytes, len_bytes, fua),
+        };
+        let zeroes = matches!(command, Command::WriteZeroes { .. });
+        let step = self.device.command_bytes_max();
+        let commands = if kind == Kind::Flush {
+            1
+        } else {
+            len_bytes.div_ceil(step)
+        };
+        if commands == 0 {
+            // A zero-length read or write: nothing to do (the spec leaves it undefined).
+            if kind == Kind::Read && self.structured {
+                put_chunk_header(
+                    &mut self.out,
+                    header.cookie,
+                    REPLY_FLAG_DONE,
+                    REPLY_TYPE_NONE,
+                    0,
+                );
+            } else {
+                put_simple_reply(&mut self.out, header.cookie, 0);
+            }
+            return Ok(());
+        }
+        let slot = self
+            .free_slots
+            .pop()
+            .expect("caller checked a slot is free");
+        let assembled = (kind == Kind::Read && !self.structured && commands > 1)
+            .then(|| vec![0u8; len_bytes as usize]);
+        self.requests[slot] = Some(Request {
+            cookie: header.cookie,
+            kind,
+            offset_bytes,
+            len_bytes,
+            commands_left: 0,
+            unissued: commands,
+            fua,
+            error: None,
+            assembled,
+            done_sent: false,
+            started,
+        });
+        if kind == Kind::Flush {
+            self.issue(slot, IoOp::Flush, 0, 0, Payload::None)?;
+            return Ok(());
+        }
+        let mut at = 0u32;
+        while at < len_bytes {
+            let n = step.min(len_bytes - at);
+            let offset = offset_bytes + u64::from(at);
+            let (op, payload) = match kind {
+                Kind::Read => (IoOp::Read, Payload::None),
+                Kind::Write if zeroes => (IoOp::Write, Payload::Zeroes),
+                Kind::Write => (IoOp::Write, Payload::Socket),
+                Kind::Flush => unreachable!("handled above"),
+            };
+            self.issue(slot, op, offset, n, payload)?;
+            at += n;
+        }
+        Ok(())
+    }
+
+    /// Issues one command of request `slot`, waiting for a free tag if every one is in flight.
+    fn issue(
+        &mut self,
+        slot: usize,
+        op: IoOp,
+        offset_bytes: u64,
+        len_bytes: u32,
+        payload: Payload,
+    ) -> io::Result<()> {
+        let mut prepared = loop {
+            let data = match payload {
+                Payload::Zeroes => Some(&self.zeroes[..len_bytes as usize]),
+                _ => None,
+            };
+            match self
+                .device
+                .prepare(op, offset_bytes, len_bytes, data, false)
+            {
+                Ok(p) => break p,
+                Err(HostError::NoTag { .. }) => {
+                    // Other commands (ours or other connections') hold every tag.
+                    if self.commands_in_flight > 0 {
+                        self.reap(true);
+                    } else {
+                        std::thread::yield_now();
+                    }
+                }
+                Err(e) => {
+                    // The request was checked against the same limits; a refusal here is a
+                    // bug, reported to the client as an I/O error rather than trusted.
+                    let request = self.requests[slot].as_mut().expect("live request");
+                    request.unissued -= 1;
+                    request.error.get_or_insert((NbdErrno::Io, e.to_string()));
+                    if payload == Payload::Socket {
+                        self.input.skip(&mut self.stream, len_bytes as usize)?;
+                    }
+                    self.maybe_finish(slot);
+                    return Ok(());
+                }
+            }
+        };
+        if payload == Payload::Socket {
+            let buffer = self.device.write_buffer(&mut prepared);
+            if let Err(e) = self.input.read_exact(&mut self.stream, buffer) {
+                self.device.cancel(prepared);
+                let request = self.requests[slot].as_mut().expect("live request");
+                request.unissued -= 1;
+                request.error.get_or_insert((NbdErrno::Io, e.to_string()));
+                self.closing = true;
+                self.maybe_finish(slot);
+                return Err(e);
+            }
+        }
+        self.tag_slot[prepared.tag().index()] = slot;
+        let request = self.requests[slot].as_mut().expect("live request");
+        request.unissued -= 1;
+        request.commands_left += 1;
+        self.commands_in_flight += 1;
+        self.qp.issue(prepared);
+        Ok(())
+    }
+
+    /// FUA writes whose data is done: issue their flush.
+    fn issue_fua_flushes(&mut self) {
+        while let Some(slot) = self.fua_pending.pop() {
+            let request = self.requests[slot].as_mut().expect("live request");
+            request.fua = false;
+            request.unissued = 1;
+            // A flush carries no payload; it cannot fail the socket.
+            self.issue(slot, IoOp::Flush, 0, 0, Payload::None)
+                .expect("a flush reads nothing from the socket");
+        }
+    }
+
+    /// Collects completions (waiting for at least one when `block`) and answers the requests
+    /// they finish. Returns how many commands completed.
+    fn reap(&mut self, block: bool) -> usize {
+        if self.commands_in_flight == 0 {
+            return 0;
+        }
+        let finished = &mut self.finished;
+        let n = if block {
+            self.qp.wait(|d| finished.push(d))
+        } else {
+            self.qp.poll(|d| finished.push(d))
+        };
+        let mut finished = std::mem::take(&mut self.finished);
+        for done in finished.drain(..) {
+            self.complete(done);
+        }
+        self.finished = finished;
+        n
+    }
+
+    fn complete(&mut self, done: Done) {
+        self.commands_in_flight -= 1;
+        let slot = self.tag_slot[done.tag.index()];
+        let request = self.requests[slot]
+            .as_mut()
+            .expect("a completion of a live request");
+        request.commands_left -= 1;
+        if done.status.is_ok() {
+            if done.op == IoOp::Read {
+                let data = self.device.read_data(&done);
+                let at = (done.offset_bytes - request.offset_bytes) as usize;
+                if let Some(assembled) = request.assembled.as_mut() {
+                    assembled[at..at + data.len()].copy_from_slice(data);
+                } else if self.structured {
+                    let last = request.commands_left == 0
+                        && request.unissued == 0
+                        && request.error.is_none();
+                    put_chunk_header(
+                        &mut self.out,
+                        request.cookie,
+                        if last { REPLY_FLAG_DONE } else { 0 },
+                        REPLY_TYPE_OFFSET_DATA,
+                        8 + data.len() as u32,
+                    );
+                    self.out.extend_from_slice(&done.offset_bytes.to_be_bytes());
+                    self.out.extend_from_slice(data);
+                    request.done_sent = last;
+                } else {
+                    // A simple reply with one command: header, then the data, no copy between.
+                    put_simple_reply(&mut self.out, request.cookie, 0);
+                    self.out.extend_from_slice(data);
+                    request.done_sent = true;
+                }
+            }
+        } else {
+            let message = format!(
+                "device error on {:?} at offset {} of {} bytes: {}",
+                done.op, done.offset_bytes, done.len_bytes, done.status
+            );
+            request.error.get_or_insert((NbdErrno::Io, message));
+        }
+        // The status was read above; the tag goes back to the pool.
+        let _ = self.device.finish(done, None);
+        self.maybe_finish(slot);
+    }
+
+    /// Answers request `slot` once all its commands are done (or starts its FUA flush).
+    fn maybe_finish(&mut self, slot: usize) {
+        let request = self.requests[slot].as_ref().expect("live request");
+        if request.commands_left > 0 || request.unissued > 0 {
+            return;
+        }
+        if request.fua && request.error.is_none() {
+            self.fua_pending.push(slot);
+            return;
+        }
+        let request = self.requests[slot].take().expect("live request");
+        self.free_slots.push(slot);
+        let is_read = request.kind == Kind::Read;
+        match &request.error {
+            Some((errno, message)) => {
+                if self.structured && is_read && request.done_sent {
+                    unreachable!("the final chunk is only sent without an error");
+                }
+                self.reply_error(request.cookie, is_read, *errno, message);
+            }
+            None if is_read => {
+                if let Some(data) = &request.assembled {
+                    put_simple_reply(&mut self.out, request.cookie, 0);
+                    self.out.extend_from_slice(data);
+                } else if !request.done_sent {
+                    put_chunk_header(
+                        &mut self.out,
+                        request.cookie,
+                        REPLY_FLAG_DONE,
+                        REPLY_TYPE_NONE,
+                        0,
+                    );
+                }
+            }
+            None => self.reply_ok(request.cookie),
+        }
+        if request.error.is_none() {
+            let latency_ns = request.started.elapsed().as_nanos() as u64;
+            let mut breakdown = Breakdown::default();
+            breakdown.set(Component::Host, latency_ns);
+            let len = match request.kind {
+                Kind::Flush => 0,
+                _ => request.len_bytes,
+            };
+            // Flushes count as requests of no bytes, like fio counts them.
+            self.stats
+                .lock()
+                .expect("stats lock poisoned")
+                .record(is_read, len, latency_ns, &breakdown);
+        }
+    }
+
+    fn reply_ok(&mut self, cookie: u64) {
+        put_simple_reply(&mut self.out, cookie, 0);
+    }
+
+    /// An error reply: a structured error chunk with the message when structured replies were
+    /// negotiated (required for reads, preferred for the rest), else a simple reply.
+    fn reply_error(&mut self, cookie: u64, is_read: bool, errno: NbdErrno, message: &str) {
+        if self.structured {
+            put_error_chunk(&mut self.out, cookie, errno, message);
+        } else {
+            let _ = is_read;
+            put_simple_reply(&mut self.out, cookie, errno as u32);
+        }
+    }
+
+    /// Nothing happened on the last pass: wait a little for the device or the client. With
+    /// device threads, spin; inline, nap in `ppoll` on the socket until shortly before the
+    /// model's next deadline when that is far enough away.
+    fn wait_a_little(&mut self) {
+        let emu = self.device.emulator();
+        if self.commands_in_flight == 0 || emu.has_device_threads() {
+            std::hint::spin_loop();
+            return;
+        }
+        let Some(deadline_ns) = emu.next_deadline_ns() else {
+            std::hint::spin_loop();
+            return;
+        };
+        let wait = Duration::from_nanos(deadline_ns.saturating_sub(emu.now_ns()));
+        if wait >= NAP_MIN && !self.closing {
+            // Replies already computed go out before the nap.
+            if write_all(&mut self.stream, &mut self.out).is_ok() {
+                // A wake-up by new input is fine: the loop reads it next.
+                let _ = wait_fd(
+                    self.stream.as_raw_fd(),
+                    libc::POLLIN,
+                    Some(wait - NAP_WAKE_MARGIN),
+                );
+            }
+        } else {
+            std::hint::spin_loop();
+        }
+    }
+}

@@ -1,0 +1,209 @@
+//! Flags of an emulated device that real software reaches: where its bytes live, who runs it,
+//! how the driver waits. `nvarray bench` reads them beside the workload flags; `nvarray serve`
+//! and `nvarray mount` read them as `EmuDeviceArgs`, with the device flags and `--size`.
+
+use std::path::PathBuf;
+
+use anyhow::Result;
+use clap::Args;
+use nvarray_host::options::{
+    device_threads_auto, BackingKind, ADAPTIVE_THRESHOLD_BYTES_DEFAULT, DEVICE_THREADS_MAX,
+};
+use nvarray_host::{Completion, Options, Stack};
+use nvarray_model::DeviceConfig;
+use nvarray_workload::parse_size;
+
+use crate::args::DeviceArgs;
+use crate::input_error;
+
+/// The device key `--size` sets.
+pub const CAPACITY_KEY: &str = "memory.capacity_bytes";
+
+/// Device size when neither `--size` nor `--set memory.capacity_bytes` gives one. The presets'
+/// capacities (16 GiB to 2 TiB) do not fit in memory, and the emulator holds and prefaults the
+/// whole device; every command uses it so that the same flags model the same device.
+pub const SIZE_DEFAULT: &str = "1G";
+
+/// `--backing` before `--durable` is folded in.
+#[derive(Clone, Debug)]
+pub enum Backing {
+    Ram,
+    File(PathBuf),
+}
+
+pub fn parse_backing(text: &str) -> Result<Backing, String> {
+    match text {
+        "ram" => Ok(Backing::Ram),
+        _ => match text.strip_prefix("file:") {
+            Some(path) if !path.is_empty() => Ok(Backing::File(PathBuf::from(path))),
+            _ => Err(format!("expected ram or file:PATH, got {text:?}")),
+        },
+    }
+}
+
+/// `--backing` and `--durable` as the driver's `BackingKind`.
+pub fn backing_kind(backing: &Backing, durable: bool) -> Result<BackingKind> {
+    match (backing, durable) {
+        (Backing::Ram, true) => Err(input_error(
+            "--durable needs a file to make durable: add --backing file:PATH",
+        )),
+        (Backing::Ram, false) => Ok(BackingKind::Ram),
+        (Backing::File(path), durable) => Ok(BackingKind::File {
+            path: path.clone(),
+            durable,
+        }),
+    }
+}
+
+/// `--device-threads`: a count, or `auto` (decided by who else needs the cores).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum DeviceThreads {
+    Auto,
+    Fixed(usize),
+}
+
+impl DeviceThreads {
+    /// The count for `host_threads` threads that poll the device on this machine.
+    pub fn resolve(self, host_threads: usize) -> usize {
+        match self {
+            DeviceThreads::Fixed(n) => n,
+            DeviceThreads::Auto => {
+                let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
+                device_threads_auto(host_threads, cores)
+            }
+        }
+    }
+}
+
+impl std::fmt::Display for DeviceThreads {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            DeviceThreads::Auto => f.write_str("auto"),
+            DeviceThreads::Fixed(n) => write!(f, "{n}"),
+        }
+    }
+}
+
+pub fn parse_device_threads(text: &str) -> Result<DeviceThreads, String> {
+    if text == "auto" {
+        return Ok(DeviceThreads::Auto);
+    }
+    match text.parse::<usize>() {
+        Ok(n) if n <= DEVICE_THREADS_MAX => Ok(DeviceThreads::Fixed(n)),
+        _ => Err(format!(
+            "expected auto or a count from 0 to {DEVICE_THREADS_MAX}, got {text:?}"
+        )),
+    }
+}
+
+/// A size in fio's units (4k, 1m; k = 1024) that must fit a 32-bit field.
+pub fn parse_size_u32(text: &str) -> Result<u32, String> {
+    let bytes = parse_size(text).map_err(|e| e.to_string())?;
+    u32::try_from(bytes).map_err(|_| format!("{text} is more than {} bytes", u32::MAX))
+}
+
+/// `--set` overrides plus `--size` (or its default) as the last override, so it wins.
+pub fn device_with_size(device: &DeviceArgs, size: Option<&str>) -> Result<DeviceArgs> {
+    let mut device = device.clone();
+    let capacity_set = device.set.iter().any(|s| {
+        s.split_once('=')
+            .is_some_and(|(k, _)| k.trim() == CAPACITY_KEY)
+    });
+    let size = match size {
+        Some(size) => size,
+        None if capacity_set => return Ok(device),
+        None => SIZE_DEFAULT,
+    };
+    let bytes = parse_size(size).map_err(|e| input_error(format!("--size: {e}")))?;
+    device.set.push(format!("{CAPACITY_KEY}={bytes}"));
+    Ok(device)
+}
+
+/// An emulated device for software outside nvarray to use (`nvarray serve`, `nvarray mount`).
+#[derive(Args, Clone, Debug)]
+pub struct EmuDeviceArgs {
+    #[command(flatten)]
+    pub device: DeviceArgs,
+    /// Size of the device, e.g. 4G (k/m/g binary; sets memory.capacity_bytes, over any --set).
+    /// Default 1G unless --set memory.capacity_bytes gives one: the emulator holds the whole
+    /// device in memory (or maps the whole backing file).
+    #[arg(long, value_name = "SIZE")]
+    pub size: Option<String>,
+    /// Where the device's bytes live: `ram` (lost at exit), or `file:PATH` (mapped shared, so
+    /// acknowledged writes survive a crash of this process; an existing file must have the
+    /// device's size, a missing one is created).
+    #[arg(long, value_name = "ram|file:PATH", default_value = "ram", value_parser = parse_backing)]
+    pub backing: Backing,
+    /// With `--backing file:PATH`: make flushes reach stable storage (msync + fdatasync), so
+    /// acknowledged-and-flushed writes also survive a crash of the machine.
+    #[arg(long)]
+    pub durable: bool,
+    /// Threads that run the emulated device; 0 runs it inline on the threads that serve
+    /// requests. `auto` gives it a thread only when the machine has a core for it besides the
+    /// serving thread and a client (so on 2 cores it runs inline).
+    #[arg(long, value_name = "N|auto", default_value_t = DeviceThreads::Auto,
+          value_parser = parse_device_threads)]
+    pub device_threads: DeviceThreads,
+    /// How a serving thread waits for the device: spin | sleep | adaptive (spin below
+    /// --adaptive-threshold, else sleep) | in-data (reads complete in the data buffer).
+    #[arg(long, value_name = "MODE", default_value_t = Completion::Adaptive)]
+    pub completion: Completion,
+    /// Request size from which `--completion adaptive` sleeps instead of spinning.
+    #[arg(long, value_name = "SIZE", default_value_t = ADAPTIVE_THRESHOLD_BYTES_DEFAULT,
+          value_parser = parse_size_u32)]
+    pub adaptive_threshold: u32,
+    /// Size of each tag's DMA buffer, the largest single device command; larger requests are
+    /// split into several commands.
+    #[arg(long, value_name = "SIZE", value_parser = parse_size_u32)]
+    pub buffer_size: Option<u32>,
+}
+
+impl EmuDeviceArgs {
+    /// The device description (preset or file, `--set`, `--size`) and the driver's options,
+    /// for `host_threads` threads polling the device besides the client's.
+    pub fn load(&self, host_threads: usize) -> Result<(DeviceConfig, Options)> {
+        let device = device_with_size(&self.device, self.size.as_deref())?.load()?;
+        let options = Options {
+            backing: backing_kind(&self.backing, self.durable)?,
+            device_threads: self.device_threads.resolve(host_threads),
+            stack: Stack::Spin,
+            completion: self.completion,
+            adaptive_threshold_bytes: self.adaptive_threshold,
+            buffer_bytes: self.buffer_size,
+        };
+        Ok((device, options))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn check(input: &str, expected: Option<&str>) {
+        let got = parse_backing(input).ok().map(|b| match b {
+            Backing::Ram => "ram".to_string(),
+            Backing::File(p) => format!("file {}", p.display()),
+        });
+        assert_eq!(got.as_deref(), expected, "parse_backing({input:?})");
+    }
+
+    #[test]
+    fn backing_is_ram_or_a_file() {
+        check("ram", Some("ram"));
+        check("file:/tmp/x.img", Some("file /tmp/x.img"));
+        check("file:rel/x", Some("file rel/x"));
+        check("file:", None);
+        check("RAM", None);
+        check("bogus", None);
+        check("", None);
+    }
+
+    #[test]
+    fn device_threads_are_auto_or_a_bounded_count() {
+        assert_eq!(parse_device_threads("auto"), Ok(DeviceThreads::Auto));
+        assert_eq!(parse_device_threads("0"), Ok(DeviceThreads::Fixed(0)));
+        assert!(parse_device_threads("9").is_err());
+        assert!(parse_device_threads("-1").is_err());
+        assert_eq!(DeviceThreads::Fixed(3).resolve(100), 3);
+    }
+}
