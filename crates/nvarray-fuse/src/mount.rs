@@ -198,16 +198,17 @@ impl Mounted {
         })
     }
 
-    /// Waits for the serving thread to finish once the directory is unmounted (call
-    /// `unmount` first, or let someone unmount it), and returns the final statistics.
+    /// Unmounts the directory (see `unmount`: `Busy` while the file is in use), waits for
+    /// the serving thread to finish, and returns the final statistics.
     pub fn join(mut self) -> Result<DiskStats, FuseError> {
+        self.unmount()?;
         if let Some(session) = self.session.take() {
-            session
-                .umount_and_join()
-                .map_err(|source| FuseError::Session {
-                    dir: self.dir.clone(),
-                    source,
-                })?;
+            // Not fuser's own unmount-and-join: the directory is unmounted already, and
+            // unmounting it again races with the kernel tearing the connection down.
+            session.join().map_err(|source| FuseError::Session {
+                dir: self.dir.clone(),
+                source,
+            })?;
         }
         Ok(self.stats())
     }

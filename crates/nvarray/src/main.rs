@@ -6,6 +6,7 @@
 
 mod args;
 mod cmd_bench;
+mod cmd_mount;
 mod cmd_pm_bench;
 mod cmd_presets;
 mod cmd_serve;
@@ -58,6 +59,17 @@ enum Command {
     /// faithfulness), SIGINT/SIGTERM stop the server after in-flight requests finish and the
     /// device is flushed.
     Serve(Box<cmd_serve::ServeArgs>),
+    /// Present the emulated device as the file DIR/disk (FUSE), for a loop device and a real
+    /// file system on top: `losetup --find --show DIR/disk`, `mkfs.xfs`, `mount`.
+    ///
+    /// Same device flags as `nvarray bench` (`--preset`, `--set`, `--size`, `--backing`).
+    /// Every read and write of the file goes through nvarray's driver to the emulated device
+    /// and its timing model (no page cache in between); fsync flushes the device. With
+    /// `--backing file:PATH`, acknowledged writes survive a crash of this process and a later
+    /// `nvarray mount` with the same file sees them. The file's size is fixed. Prints how to
+    /// use it; SIGUSR1 prints the device report, SIGINT/SIGTERM unmount (once nothing uses
+    /// the file: detach the loop device first) and print it. DIR must exist.
+    Mount(Box<cmd_mount::MountArgs>),
     /// List the built-in device presets, or print one as TOML.
     Presets(cmd_presets::PresetsArgs),
     /// Benchmark the transactional NVM library (`nvarray-pm`): transactions per second,
@@ -90,6 +102,7 @@ fn main() -> ExitCode {
         Command::Bench(a) => cmd_bench::run(*a),
         Command::Sim(a) => cmd_sim::run(*a),
         Command::Serve(a) => cmd_serve::run(*a),
+        Command::Mount(a) => cmd_mount::run(*a),
         Command::Presets(a) => cmd_presets::run(a),
         Command::PmBench(a) => cmd_pm_bench::run(a),
     };

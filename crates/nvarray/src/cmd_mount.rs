@@ -1,0 +1,205 @@
+//! `nvarray mount DIR`: the emulated device as the file `DIR/disk` (`nvarray-fuse`), which
+//! `losetup` turns into a kernel block device for a real file system. Prints what is mounted
+//! and how to use it, the device report on SIGUSR1 and at exit; SIGINT or SIGTERM unmount it
+//! once nothing uses the file any more.
+
+use std::io::Write;
+use std::path::{Path, PathBuf};
+use std::sync::{mpsc, Arc};
+use std::time::Instant;
+
+use anyhow::{Context, Result};
+use clap::Args;
+use nvarray_fuse::{DiskStats, FuseError};
+use nvarray_host::options::BackingKind;
+use nvarray_host::Device;
+use nvarray_model::DeviceConfig;
+use nvarray_report::process_cpu_seconds;
+use signal_hook::consts::{SIGINT, SIGTERM, SIGUSR1};
+use signal_hook::iterator::Signals;
+
+use crate::emu_args::EmuDeviceArgs;
+use crate::{input_error, table};
+
+#[derive(Args)]
+pub struct MountArgs {
+    /// An existing directory to mount on; the device appears in it as the file `disk`.
+    #[arg(value_name = "DIR")]
+    dir: PathBuf,
+    #[command(flatten)]
+    device: EmuDeviceArgs,
+    /// Print the report at exit (and on SIGUSR1) as JSON instead of a table.
+    #[arg(long)]
+    json: bool,
+}
+
+/// What the main thread waits for.
+enum Event {
+    Signal(i32),
+    /// The session is over: unmounted by us, or from outside (`umount DIR`).
+    Ended,
+}
+
+fn fuse_error(e: FuseError) -> anyhow::Error {
+    if e.is_input_error() {
+        input_error(e)
+    } else {
+        anyhow::Error::new(e)
+    }
+}
+
+pub fn run(args: MountArgs) -> Result<()> {
+    // Check the directory and the machine before the device takes its memory.
+    let dir = nvarray_fuse::preflight(&args.dir).map_err(fuse_error)?;
+    // The serving thread and the application behind the loop device share the machine:
+    // `auto` gives the device a thread of its own only if a core is left after those two.
+    let (config, options) = args.device.load(2)?;
+    let backing = match &options.backing {
+        BackingKind::Ram => "RAM (lost at exit)".to_string(),
+        BackingKind::File { path, durable } => format!(
+            "file {} (acknowledged writes survive a crash of this process{})",
+            path.display(),
+            if *durable {
+                "; fsync makes them durable on disk"
+            } else {
+                ""
+            }
+        ),
+    };
+    let device = Arc::new(Device::open(&config, &options).map_err(|e| {
+        if e.is_input_error() {
+            input_error(e)
+        } else {
+            anyhow::Error::new(e).context("cannot open the emulated device")
+        }
+    })?);
+    // Installed before mounting, so that a signal during the mount is not the default
+    // "terminate", which would leave a dead mount behind.
+    let mut signals =
+        Signals::new([SIGINT, SIGTERM, SIGUSR1]).context("cannot install signal handlers")?;
+    let (events, received) = mpsc::channel();
+    let on_end = events.clone();
+    let mut mounted = nvarray_fuse::mount(Arc::clone(&device), &dir, move || {
+        let _ = on_end.send(Event::Ended);
+    })
+    .map_err(fuse_error)?;
+    let start = Instant::now();
+    let cpu_start = process_cpu_seconds();
+    print_usage(
+        &config,
+        &mounted.disk_path(),
+        mounted.size_bytes(),
+        &backing,
+    )?;
+
+    let signals_handle = signals.handle();
+    let signal_thread = std::thread::spawn(move || {
+        for signal in signals.forever() {
+            if events.send(Event::Signal(signal)).is_err() {
+                break;
+            }
+        }
+    });
+    let source = format!("FUSE file {}", mounted.disk_path().display());
+    let report = |stats: &DiskStats| {
+        let elapsed_ns = start.elapsed().as_nanos() as u64;
+        let cpu_seconds = process_cpu_seconds() - cpu_start;
+        let report = nvarray_host::bench::device_report(
+            &device,
+            std::slice::from_ref(&stats.io),
+            elapsed_ns,
+            cpu_seconds,
+        );
+        print_report(&config, &source, stats, &report, args.json);
+    };
+    // Ends when the session is over; a stop request while the file is in use only says so.
+    while let Ok(event) = received.recv() {
+        match event {
+            Event::Signal(SIGUSR1) => report(&mounted.stats()),
+            Event::Signal(_) => match mounted.unmount() {
+                Ok(()) => {
+                    eprintln!("nvarray mount: unmounted {}", dir.display());
+                    break;
+                }
+                Err(e @ FuseError::Busy { .. }) => {
+                    eprintln!("nvarray mount: still serving: {e}; then stop it again");
+                }
+                Err(e) => return Err(fuse_error(e)),
+            },
+            Event::Ended => break,
+        }
+    }
+    let stats = mounted.join().map_err(fuse_error)?;
+    signals_handle.close();
+    let _ = signal_thread.join();
+    report(&stats);
+    Ok(())
+}
+
+fn print_usage(config: &DeviceConfig, disk: &Path, size_bytes: u64, backing: &str) -> Result<()> {
+    let mut out = std::io::stdout().lock();
+    writeln!(out, "device   {}", table::device_line(config))?;
+    writeln!(
+        out,
+        "mounted  {}: {} bytes ({}), block {} B, {}",
+        disk.display(),
+        size_bytes,
+        nvarray_workload::format_size(size_bytes),
+        config.controller.block_bytes,
+        backing
+    )?;
+    let disk = disk.display();
+    writeln!(out, "use it as a block device (as root):")?;
+    writeln!(out, "  LOOP=$(losetup --find --show {disk})")?;
+    writeln!(
+        out,
+        "  mkfs.xfs $LOOP                  # or mkfs.ext4 $LOOP (XFS needs at least 300 MiB)"
+    )?;
+    writeln!(out, "  mkdir -p /mnt/nvarray && mount $LOOP /mnt/nvarray")?;
+    writeln!(
+        out,
+        "  umount /mnt/nvarray && losetup -d $LOOP   # when done"
+    )?;
+    writeln!(
+        out,
+        "or as a file: fio --name=nvarray --filename={disk} --rw=randread --bs=4k --direct=1"
+    )?;
+    writeln!(
+        out,
+        "SIGUSR1 (kill -USR1 {}) prints the device report; SIGINT or SIGTERM unmounts (once the \
+         loop device is detached) and exits.",
+        std::process::id()
+    )?;
+    out.flush()?;
+    Ok(())
+}
+
+fn print_report(
+    config: &DeviceConfig,
+    source: &str,
+    stats: &DiskStats,
+    report: &nvarray_report::RunReport,
+    json: bool,
+) {
+    let fuse_line = format!(
+        "fuse: {} fsyncs (device flushes), {} requests refused{}",
+        stats.fsyncs,
+        stats.errors,
+        stats
+            .last_error
+            .as_deref()
+            .map(|e| format!(" (last: {e})"))
+            .unwrap_or_default()
+    );
+    let text = if json {
+        eprintln!("{fuse_line}");
+        serde_json::to_string_pretty(report).unwrap_or_else(|e| format!("{{\"error\": \"{e}\"}}"))
+            + "\n"
+    } else {
+        table::served_report(config, source, report) + &fuse_line + "\n"
+    };
+    let mut out = std::io::stdout().lock();
+    // Nobody reading stdout any more is no reason to fail.
+    let _ = out.write_all(text.as_bytes());
+    let _ = out.flush();
+}
