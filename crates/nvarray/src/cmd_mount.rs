@@ -3,6 +3,7 @@
 //! and how to use it, the device report on SIGUSR1 and at exit; SIGINT or SIGTERM unmount it
 //! once nothing uses the file any more.
 
+use std::fmt::Write as _;
 use std::io::Write;
 use std::path::{Path, PathBuf};
 use std::sync::{mpsc, Arc};
@@ -85,12 +86,19 @@ pub fn run(args: MountArgs) -> Result<()> {
     .map_err(fuse_error)?;
     let start = Instant::now();
     let cpu_start = process_cpu_seconds();
-    print_usage(
+    // With --json, stdout carries only the reports, so scripts can parse it.
+    let usage = print_usage(
         &config,
         &mounted.disk_path(),
         mounted.size_bytes(),
         &backing,
-    )?;
+    );
+    if args.json {
+        eprint!("{usage}");
+    } else {
+        print!("{usage}");
+        std::io::stdout().flush()?;
+    }
 
     let signals_handle = signals.handle();
     let signal_thread = std::thread::spawn(move || {
@@ -136,42 +144,36 @@ pub fn run(args: MountArgs) -> Result<()> {
     Ok(())
 }
 
-fn print_usage(config: &DeviceConfig, disk: &Path, size_bytes: u64, backing: &str) -> Result<()> {
-    let mut out = std::io::stdout().lock();
-    writeln!(out, "device   {}", table::device_line(config))?;
-    writeln!(
-        out,
-        "mounted  {}: {} bytes ({}), block {} B, {}",
-        disk.display(),
-        size_bytes,
+/// What is mounted and how to use it.
+fn print_usage(config: &DeviceConfig, disk: &Path, size_bytes: u64, backing: &str) -> String {
+    let disk = disk.display();
+    let mut s = String::new();
+    let _ = writeln!(s, "device   {}", table::device_line(config));
+    let _ = writeln!(
+        s,
+        "mounted  {disk}: {size_bytes} bytes ({}), block {} B, {backing}",
         nvarray_workload::format_size(size_bytes),
         config.controller.block_bytes,
-        backing
-    )?;
-    let disk = disk.display();
-    writeln!(out, "use it as a block device (as root):")?;
-    writeln!(out, "  LOOP=$(losetup --find --show {disk})")?;
-    writeln!(
-        out,
+    );
+    let _ = writeln!(s, "use it as a block device (as root):");
+    let _ = writeln!(s, "  LOOP=$(losetup --find --show {disk})");
+    let _ = writeln!(
+        s,
         "  mkfs.xfs $LOOP                  # or mkfs.ext4 $LOOP (XFS needs at least 300 MiB)"
-    )?;
-    writeln!(out, "  mkdir -p /mnt/nvarray && mount $LOOP /mnt/nvarray")?;
-    writeln!(
-        out,
-        "  umount /mnt/nvarray && losetup -d $LOOP   # when done"
-    )?;
-    writeln!(
-        out,
+    );
+    let _ = writeln!(s, "  mkdir -p /mnt/nvarray && mount $LOOP /mnt/nvarray");
+    let _ = writeln!(s, "  umount /mnt/nvarray && losetup -d $LOOP   # when done");
+    let _ = writeln!(
+        s,
         "or as a file: fio --name=nvarray --filename={disk} --rw=randread --bs=4k --direct=1"
-    )?;
-    writeln!(
-        out,
+    );
+    let _ = writeln!(
+        s,
         "SIGUSR1 (kill -USR1 {}) prints the device report; SIGINT or SIGTERM unmounts (once the \
          loop device is detached) and exits.",
         std::process::id()
-    )?;
-    out.flush()?;
-    Ok(())
+    );
+    s
 }
 
 fn print_report(
