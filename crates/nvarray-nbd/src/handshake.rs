@@ -74,7 +74,7 @@ fn error_reply(s: &mut Stream, option: u32, kind: u32, message: &str) -> io::Res
 }
 
 /// Runs the handshake on a blocking stream. With `refuse`, every option is answered with
-/// `NBD_REP_ERR_POLICY` (or `_SHUTDOWN`) carrying that message and the connection closes: how
+/// `NBD_REP_ERR_POLICY` (or `_SHUTDOWN`) carrying that message until the client gives up: how
 /// a client over the connection limit, or arriving during shutdown, learns why.
 pub fn negotiate(
     s: &mut Stream,
@@ -113,10 +113,17 @@ pub fn negotiate(
         s.read_exact(&mut data)?;
         let option = header.option;
         if let Some((kind, message)) = refuse {
-            if option != OPT_EXPORT_NAME {
-                error_reply(s, option, kind, message)?;
+            // Every option gets the refusal, so the client reports it when it asks for the
+            // export; `EXPORT_NAME` has no error reply, and `ABORT` ends the conversation.
+            match option {
+                OPT_EXPORT_NAME => return Ok(Outcome::Closed),
+                OPT_ABORT => {
+                    let _ = reply(s, option, REP_ACK, &[]);
+                    return Ok(Outcome::Closed);
+                }
+                _ => error_reply(s, option, kind, message)?,
             }
-            return Ok(Outcome::Closed);
+            continue;
         }
         match option {
             OPT_EXPORT_NAME => {

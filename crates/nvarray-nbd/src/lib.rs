@@ -11,10 +11,12 @@
 //! - `handshake`: fixed newstyle negotiation.
 //! - `transmission`: one connection's pipelined request loop.
 //! - `server`: listening, the connection limit, shutdown, statistics.
+//! - `client`: a minimal blocking client for tests that must speak the protocol exactly.
 //!
 //! Must never: write outside the export, panic on anything a client sends, or acknowledge a
 //! write before its device command has completed.
 
+pub mod client;
 pub mod handshake;
 pub mod io;
 pub mod proto;

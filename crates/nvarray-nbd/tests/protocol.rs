@@ -1,0 +1,315 @@
+//! The server in-process, spoken to byte by byte: data against a reference array over several
+//! connections, every kind of bad request, shutdown.
+
+use std::os::unix::net::UnixStream;
+use std::path::PathBuf;
+use std::sync::Arc;
+
+use nvarray_host::{Device, Options};
+use nvarray_model::presets;
+use nvarray_nbd::client::{Client, Reply};
+use nvarray_nbd::io::Stream;
+use nvarray_nbd::proto::*;
+use nvarray_nbd::{Listen, Server, ServerOptions, ShutdownHandle};
+
+const SIZE_BYTES: u64 = 8 << 20;
+
+struct Running {
+    socket: PathBuf,
+    shutdown: ShutdownHandle,
+    thread: Option<std::thread::JoinHandle<Result<(), nvarray_nbd::NbdError>>>,
+    _dir: tempfile::TempDir,
+}
+
+impl Running {
+    fn start(read_only: bool) -> Running {
+        let mut config = presets::preset("dram").unwrap().load(&[]).unwrap();
+        config.memory.capacity_bytes = SIZE_BYTES;
+        // Small tags so large requests become several commands.
+        let options = Options {
+            device_threads: 0,
+            buffer_bytes: Some(64 * 1024),
+            ..Options::default()
+        };
+        let device = Arc::new(Device::open(&config, &options).unwrap());
+        let dir = tempfile::tempdir().unwrap();
+        let socket = dir.path().join("s.sock");
+        let server = Server::bind(
+            device,
+            ServerOptions {
+                listen: Listen::Unix(socket.clone()),
+                export_name: "nvarray".into(),
+                read_only,
+                connections_max: 4,
+            },
+            Arc::new(|m: &str| eprintln!("server: {m}")),
+        )
+        .unwrap();
+        let shutdown = server.shutdown_handle();
+        let thread = std::thread::spawn(move || server.run());
+        Running {
+            socket,
+            shutdown,
+            thread: Some(thread),
+            _dir: dir,
+        }
+    }
+
+    fn client(&self, structured: bool) -> Client {
+        let s = UnixStream::connect(&self.socket).unwrap();
+        Client::connect(Stream::Unix(s), "", structured).unwrap()
+    }
+
+    fn stop(mut self) {
+        self.shutdown.shutdown();
+        self.thread.take().unwrap().join().unwrap().unwrap();
+    }
+}
+
+impl Drop for Running {
+    fn drop(&mut self) {
+        if let Some(t) = self.thread.take() {
+            self.shutdown.shutdown();
+            let _ = t.join();
+        }
+    }
+}
+
+/// xorshift64*: a seeded sequence without a dependency.
+struct Rng(u64);
+impl Rng {
+    fn next(&mut self) -> u64 {
+        self.0 ^= self.0 >> 12;
+        self.0 ^= self.0 << 25;
+        self.0 ^= self.0 >> 27;
+        self.0.wrapping_mul(0x2545_f491_4f6c_dd1d)
+    }
+    fn below(&mut self, n: u64) -> u64 {
+        self.next() % n
+    }
+}
+
+fn errno(reply: Reply) -> u32 {
+    match reply {
+        Reply::Error { errno, .. } => errno,
+        Reply::Ok(_) => 0,
+    }
+}
+
+#[test]
+fn random_requests_over_two_connections_match_a_reference_array() {
+    let seed = std::env::var("NBD_SEED")
+        .ok()
+        .and_then(|s| s.parse().ok())
+        .unwrap_or(0x5eed_1234_u64);
+    let server = Running::start(false);
+    let mut clients = [server.client(true), server.client(false)];
+    assert_eq!(clients[0].info.size_bytes, SIZE_BYTES);
+    assert_eq!(clients[0].info.block_bytes_min, 512);
+    let mut reference = vec![0u8; SIZE_BYTES as usize];
+    let mut rng = Rng(seed | 1);
+    for step in 0..1500 {
+        let c = &mut clients[rng.below(2) as usize];
+        // Up to 300 KiB: several 64 KiB commands per request.
+        let blocks = 1 + rng.below(600);
+        let len = (blocks * 512).min(SIZE_BYTES) as u32;
+        let offset = rng.below((SIZE_BYTES - u64::from(len)) / 512 + 1) * 512;
+        let at = offset as usize..offset as usize + len as usize;
+        let context = format!("seed {seed} (rerun with NBD_SEED={seed}), step {step}");
+        match rng.below(10) {
+            0..=3 => {
+                let fill = rng.next() as u8;
+                let data: Vec<u8> = (0..len).map(|i| fill ^ (i as u8)).collect();
+                let fua = rng.below(4) == 0;
+                assert_eq!(
+                    c.write(offset, &data, fua).unwrap(),
+                    Reply::Ok(vec![]),
+                    "{context}"
+                );
+                reference[at].copy_from_slice(&data);
+            }
+            4 => {
+                let r = c.request(CMD_WRITE_ZEROES, 0, offset, len, &[]).unwrap();
+                assert_eq!(r, Reply::Ok(vec![]), "{context}");
+                reference[at].fill(0);
+            }
+            5 => assert_eq!(c.flush().unwrap(), Reply::Ok(vec![]), "{context}"),
+            _ => {
+                let got = c.read(offset, len).unwrap();
+                assert!(
+                    got == Reply::Ok(reference[at].to_vec()),
+                    "{context}: read differs"
+                );
+            }
+        }
+    }
+    drop(clients);
+    server.stop();
+}
+
+#[test]
+fn bad_requests_get_the_specs_errors_and_the_connection_goes_on() {
+    let server = Running::start(false);
+    for structured in [true, false] {
+        let mut c = server.client(structured);
+        let cases: [(u16, u16, u64, u32, u32); 8] = [
+            (CMD_READ, 0, SIZE_BYTES, 512, NbdErrno::Inval as u32),
+            (CMD_READ, 0, SIZE_BYTES - 512, 1024, NbdErrno::Inval as u32),
+            (CMD_READ, 0, u64::MAX - 511, 512, NbdErrno::Inval as u32),
+            (CMD_READ, 0, 100, 512, NbdErrno::Inval as u32),
+            (
+                CMD_READ,
+                0,
+                0,
+                PAYLOAD_BYTES_MAX + 512,
+                NbdErrno::Inval as u32,
+            ),
+            (CMD_READ, CMD_FLAG_FUA, 0, 512, NbdErrno::Inval as u32),
+            (7, 0, 0, 512, NbdErrno::Inval as u32),
+            (CMD_WRITE_ZEROES, 0, SIZE_BYTES, 512, NbdErrno::NoSpc as u32),
+        ];
+        for (kind, flags, offset, len, expected) in cases {
+            let r = c.request(kind, flags, offset, len, &[]).unwrap();
+            assert_eq!(errno(r), expected, "{kind} {flags} {offset} {len}");
+        }
+        // A refused write's payload is skipped, so the next request is read in step.
+        let payload = vec![0xeeu8; 4096];
+        assert_eq!(
+            errno(c.write(SIZE_BYTES - 1024, &payload, false).unwrap()),
+            28
+        );
+        assert_eq!(errno(c.write(512 + 3, &payload[..512], false).unwrap()), 22);
+        // Nothing was written by any of them.
+        assert_eq!(
+            c.read(SIZE_BYTES - 4096, 4096).unwrap(),
+            Reply::Ok(vec![0; 4096])
+        );
+        assert_eq!(c.read(0, 4096).unwrap(), Reply::Ok(vec![0; 4096]));
+        // Zero-length requests are harmless.
+        assert_eq!(c.read(0, 0).unwrap(), Reply::Ok(vec![]));
+        // Trim is accepted.
+        assert_eq!(
+            c.request(CMD_TRIM, CMD_FLAG_FUA, 0, 4096, &[]).unwrap(),
+            Reply::Ok(vec![])
+        );
+    }
+    // A structured error carries a message for the user.
+    let mut c = server.client(true);
+    match c.read(SIZE_BYTES, 512).unwrap() {
+        Reply::Error { message, .. } => assert!(message.contains("beyond the end"), "{message}"),
+        r => panic!("{r:?}"),
+    }
+    // Bad magic: the stream is out of step, the server hangs up; others are unaffected.
+    let mut bad = RequestHeader {
+        magic: 0xdead_beef,
+        flags: 0,
+        kind: CMD_READ,
+        cookie: 1,
+        offset_bytes: 0,
+        len_bytes: 512,
+    }
+    .encode()
+    .to_vec();
+    c.send_raw(&bad).unwrap();
+    assert!(
+        c.read(0, 512).is_err(),
+        "connection still open after bad magic"
+    );
+    // An oversize write payload cannot be skipped safely either.
+    let mut c = server.client(false);
+    bad = RequestHeader {
+        magic: REQUEST_MAGIC,
+        flags: 0,
+        kind: CMD_WRITE,
+        cookie: 1,
+        offset_bytes: 0,
+        len_bytes: u32::MAX,
+    }
+    .encode()
+    .to_vec();
+    c.send_raw(&bad).unwrap();
+    assert!(
+        c.read(0, 512).is_err(),
+        "connection still open after a 4 GiB write"
+    );
+    let mut c = server.client(true);
+    assert_eq!(c.read(0, 512).unwrap(), Reply::Ok(vec![0; 512]));
+    drop(c);
+    server.stop();
+}
+
+#[test]
+fn a_read_only_export_refuses_every_write() {
+    let server = Running::start(true);
+    let mut c = server.client(true);
+    assert_ne!(c.info.transmission_flags & TFLAG_READ_ONLY, 0);
+    assert_eq!(errno(c.write(0, &[1u8; 512], false).unwrap()), 1);
+    assert_eq!(errno(c.request(CMD_TRIM, 0, 0, 512, &[]).unwrap()), 1);
+    assert_eq!(
+        errno(c.request(CMD_WRITE_ZEROES, 0, 0, 512, &[]).unwrap()),
+        1
+    );
+    assert_eq!(c.read(0, 512).unwrap(), Reply::Ok(vec![0; 512]));
+    assert_eq!(c.flush().unwrap(), Reply::Ok(vec![]));
+    drop(c);
+    server.stop();
+}
+
+#[test]
+fn malformed_handshakes_are_closed_without_harm() {
+    use std::io::{Read, Write};
+    let server = Running::start(false);
+    let cases: [&[u8]; 4] = [
+        // Unknown client flags.
+        &[0, 0, 0, 0x80],
+        // A bad option magic.
+        &[0, 0, 0, 1, 1, 2, 3, 4, 5, 6, 7, 8, 0, 0, 0, 7, 0, 0, 0, 0],
+        // An option longer than the server reads.
+        &[
+            0, 0, 0, 1, 0x49, 0x48, 0x41, 0x56, 0x45, 0x4f, 0x50, 0x54, 0, 0, 0, 7, 0xff, 0xff,
+            0xff, 0xff,
+        ],
+        // EXPORT_NAME of an unknown export.
+        &[
+            0, 0, 0, 1, 0x49, 0x48, 0x41, 0x56, 0x45, 0x4f, 0x50, 0x54, 0, 0, 0, 1, 0, 0, 0, 1,
+            b'x',
+        ],
+    ];
+    for bytes in cases {
+        let mut s = UnixStream::connect(&server.socket).unwrap();
+        let mut greeting = [0u8; 18];
+        s.read_exact(&mut greeting).unwrap();
+        s.write_all(bytes).unwrap();
+        let mut rest = Vec::new();
+        // The server closes: end of file, not a hang.
+        s.read_to_end(&mut rest).unwrap();
+        assert!(rest.is_empty(), "{bytes:?} got {rest:?}");
+    }
+    // GO for an unknown export: an error reply naming the export, and the connection stays.
+    let mut s = UnixStream::connect(&server.socket).unwrap();
+    let mut greeting = [0u8; 18];
+    s.read_exact(&mut greeting).unwrap();
+    let mut go = vec![0, 0, 0, 1];
+    go.extend_from_slice(&IHAVEOPT.to_be_bytes());
+    go.extend_from_slice(&OPT_GO.to_be_bytes());
+    go.extend_from_slice(&9u32.to_be_bytes());
+    go.extend_from_slice(&3u32.to_be_bytes());
+    go.extend_from_slice(b"abc");
+    go.extend_from_slice(&0u16.to_be_bytes());
+    s.write_all(&go).unwrap();
+    let mut header = [0u8; 20];
+    s.read_exact(&mut header).unwrap();
+    assert_eq!(
+        u32::from_be_bytes(header[12..16].try_into().unwrap()),
+        REP_ERR_UNKNOWN
+    );
+    let mut message = vec![0u8; u32::from_be_bytes(header[16..20].try_into().unwrap()) as usize];
+    s.read_exact(&mut message).unwrap();
+    assert!(String::from_utf8_lossy(&message).contains("\"abc\""));
+    drop(s);
+    // The server still serves.
+    let mut c = server.client(true);
+    assert_eq!(c.read(0, 512).unwrap(), Reply::Ok(vec![0; 512]));
+    drop(c);
+    server.stop();
+}
