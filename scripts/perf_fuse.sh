@@ -76,6 +76,8 @@ for mode in off on; do
     loops=()
 done
 
+echo "load average after the runs $(cut -d' ' -f1-3 /proc/loadavg)" | tee -a "$OUT/machine.txt"
+
 # Stop the server (nothing uses its file any more) so that it writes its device report.
 kill -INT "$server"
 wait "$server"
