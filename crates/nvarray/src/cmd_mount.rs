@@ -13,13 +13,12 @@ use anyhow::{Context, Result};
 use clap::Args;
 use nvarray_fuse::{DiskStats, FuseError};
 use nvarray_host::options::BackingKind;
-use nvarray_host::Device;
 use nvarray_model::DeviceConfig;
 use nvarray_report::process_cpu_seconds;
 use signal_hook::consts::{SIGINT, SIGTERM, SIGUSR1};
 use signal_hook::iterator::Signals;
 
-use crate::emu_args::EmuDeviceArgs;
+use crate::emu_args::{open_device, EmuDeviceArgs};
 use crate::{input_error, table};
 
 #[derive(Args)]
@@ -67,13 +66,7 @@ pub fn run(args: MountArgs) -> Result<()> {
             }
         ),
     };
-    let device = Arc::new(Device::open(&config, &options).map_err(|e| {
-        if e.is_input_error() {
-            input_error(e)
-        } else {
-            anyhow::Error::new(e).context("cannot open the emulated device")
-        }
-    })?);
+    let device = open_device(&config, &options)?;
     // Installed before mounting, so that a signal during the mount is not the default
     // "terminate", which would leave a dead mount behind.
     let mut signals =

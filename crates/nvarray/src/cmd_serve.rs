@@ -8,13 +8,12 @@ use std::sync::Arc;
 use anyhow::{Context, Result};
 use clap::Args;
 use nvarray_host::options::BackingKind;
-use nvarray_host::Device;
 use nvarray_nbd::server::{CONNECTIONS_DEFAULT, LISTEN_DEFAULT};
 use nvarray_nbd::{Listen, NbdError, Server, ServerOptions};
 use signal_hook::consts::{SIGINT, SIGTERM, SIGUSR1};
 use signal_hook::iterator::Signals;
 
-use crate::emu_args::EmuDeviceArgs;
+use crate::emu_args::{open_device, EmuDeviceArgs};
 use crate::{input_error, table};
 
 #[derive(Args)]
@@ -52,13 +51,7 @@ pub fn run(args: ServeArgs) -> Result<()> {
             if *durable { ", durable flushes" } else { "" }
         ),
     };
-    let device = Arc::new(Device::open(&config, &options).map_err(|e| {
-        if e.is_input_error() {
-            input_error(e)
-        } else {
-            anyhow::Error::new(e).context("cannot open the emulated device")
-        }
-    })?);
+    let device = open_device(&config, &options)?;
     let log: Arc<dyn Fn(&str) + Send + Sync> = Arc::new(|m: &str| eprintln!("nvarray serve: {m}"));
     let server = Arc::new(
         Server::bind(

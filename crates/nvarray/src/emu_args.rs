@@ -3,13 +3,14 @@
 //! and `nvarray mount` read them as `EmuDeviceArgs`, with the device flags and `--size`.
 
 use std::path::PathBuf;
+use std::sync::Arc;
 
 use anyhow::Result;
 use clap::Args;
 use nvarray_host::options::{
     device_threads_auto, BackingKind, ADAPTIVE_THRESHOLD_BYTES_DEFAULT, DEVICE_THREADS_MAX,
 };
-use nvarray_host::{Completion, Options, Stack};
+use nvarray_host::{Completion, Device, Options, Stack};
 use nvarray_model::DeviceConfig;
 use nvarray_workload::parse_size;
 
@@ -173,6 +174,18 @@ impl EmuDeviceArgs {
         };
         Ok((device, options))
     }
+}
+
+/// Opens the emulated device for a front end; a bad setting is an input error (exit 2).
+pub fn open_device(config: &DeviceConfig, options: &Options) -> Result<Arc<Device>> {
+    let device = Device::open(config, options).map_err(|e| {
+        if e.is_input_error() {
+            input_error(e)
+        } else {
+            anyhow::Error::new(e).context("cannot open the emulated device")
+        }
+    })?;
+    Ok(Arc::new(device))
 }
 
 #[cfg(test)]
