@@ -10,8 +10,11 @@ use std::fs::{File, OpenOptions};
 use std::io::Write;
 use std::os::unix::fs::{FileExt, OpenOptionsExt};
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, ExitStatus, Output, Stdio};
+use std::process::{Child, Command, ExitStatus, Stdio};
 use std::time::{Duration, Instant};
+
+mod common;
+use common::{run, run_ok};
 
 /// Small and fast: the DRAM preset. XFS refuses file systems under 300 MiB.
 const XFS_SIZE: &str = "320M";
@@ -67,24 +70,6 @@ fn loop_missing(tools: &[&str]) -> Option<String> {
         Ok(_detached_on_drop) => None,
         Err(e) => Some(format!("cannot attach a loop device to a plain file: {e}")),
     }
-}
-
-fn run(program: &str, args: &[&str]) -> Output {
-    Command::new(program)
-        .args(args)
-        .output()
-        .unwrap_or_else(|e| panic!("cannot run {program}: {e}"))
-}
-
-fn run_ok(program: &str, args: &[&str]) -> String {
-    let out = run(program, args);
-    assert!(
-        out.status.success(),
-        "{program} {args:?} failed: {}{}",
-        String::from_utf8_lossy(&out.stdout),
-        String::from_utf8_lossy(&out.stderr)
-    );
-    String::from_utf8_lossy(&out.stdout).into_owned()
 }
 
 /// Whether `dir` is a mount point of a file system whose type starts with `fstype`.

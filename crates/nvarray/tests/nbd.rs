@@ -4,10 +4,13 @@
 
 use std::io::{BufRead, BufReader, Read};
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, ExitStatus, Output, Stdio};
+use std::process::{Child, Command, ExitStatus, Stdio};
 use std::sync::mpsc;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
+
+mod common;
+use common::{run, run_ok};
 
 fn scratch(name: &str) -> PathBuf {
     let dir = std::env::temp_dir().join(format!("nvarray-nbd-{}-{name}", std::process::id()));
@@ -130,25 +133,6 @@ fn wait_timeout(child: &mut Child, limit: Duration) -> ExitStatus {
     }
 }
 
-fn run(program: &str, args: &[&str]) -> Output {
-    Command::new(program)
-        .args(args)
-        .output()
-        .unwrap_or_else(|e| panic!("cannot run {program}: {e}"))
-}
-
-fn ok(program: &str, args: &[&str]) -> String {
-    let out = run(program, args);
-    assert!(
-        out.status.success(),
-        "{program} {args:?} failed ({}):\n{}\n{}",
-        out.status,
-        String::from_utf8_lossy(&out.stdout),
-        String::from_utf8_lossy(&out.stderr)
-    );
-    String::from_utf8_lossy(&out.stdout).into_owned()
-}
-
 #[test]
 fn nbdinfo_reports_the_configured_size_block_sizes_and_flags() {
     if !have(&["nbdinfo"]) {
@@ -158,7 +142,7 @@ fn nbdinfo_reports_the_configured_size_block_sizes_and_flags() {
     for read_only in [false, true] {
         let serve = Serve::start(&dir, if read_only { &["--read-only"] } else { &[] });
         let info: serde_json::Value =
-            serde_json::from_str(&ok("nbdinfo", &["--json", &serve.uri()])).expect("JSON");
+            serde_json::from_str(&run_ok("nbdinfo", &["--json", &serve.uri()])).expect("JSON");
         let e = &info["exports"][0];
         assert_eq!(e["export-name"], "nvarray", "{info}");
         assert_eq!(e["export-size"], 64 << 20, "{info}");
@@ -192,7 +176,7 @@ fn qemu_io_writes_and_verifies_patterns_at_odd_offsets() {
     let uri = serve.uri();
     // qemu reads the 512-byte minimum block size and does read-modify-write itself for the
     // unaligned requests; every byte still goes through the server.
-    let out = ok(
+    let out = run_ok(
         "qemu-io",
         &[
             "-f",
@@ -235,7 +219,7 @@ fn qemu_io_writes_and_verifies_patterns_at_odd_offsets() {
     let text =
         String::from_utf8_lossy(&past.stdout).into_owned() + &String::from_utf8_lossy(&past.stderr);
     assert!(text.contains("write failed"), "{text}");
-    ok("qemu-io", &["-f", "raw", &uri, "-c", "read -P 0xab 1 3"]);
+    run_ok("qemu-io", &["-f", "raw", &uri, "-c", "read -P 0xab 1 3"]);
     let (status, report) = serve.stop("-TERM");
     assert!(status.success(), "{status}");
     assert!(report.contains("NBD clients"), "{report}");
@@ -256,8 +240,8 @@ fn nbdcopy_round_trips_64_mib_of_random_data() {
         .unwrap();
     std::fs::write(&input, &data).unwrap();
     let serve = Serve::start(&dir, &[]);
-    ok("nbdcopy", &[input.to_str().unwrap(), &serve.uri()]);
-    ok("nbdcopy", &[&serve.uri(), output.to_str().unwrap()]);
+    run_ok("nbdcopy", &[input.to_str().unwrap(), &serve.uri()]);
+    run_ok("nbdcopy", &[&serve.uri(), output.to_str().unwrap()]);
     let back = std::fs::read(&output).unwrap();
     assert_eq!(back.len(), data.len());
     assert!(back == data, "data read back differs from data written");
