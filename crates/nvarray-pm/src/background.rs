@@ -46,7 +46,13 @@ fn run(inner: &Inner, stop: &AtomicBool, step: fn(&Inner) -> bool) {
 /// One batch of the applier. True if it applied anything.
 fn apply_once(inner: &Inner) -> bool {
     let head = inner.nvm.load_word(crate::layout::H_LOG_HEAD);
-    if inner.tail().load(Ordering::Acquire) == head {
+    if inner.durable().load(Ordering::Acquire) == head {
+        if inner.tail().load(Ordering::Acquire) != head {
+            // Nothing published yet: possibly a reservation a dead process abandoned.
+            if let Err(e) = inner.pass_abandoned() {
+                eprintln!("nvarray-pm: {}: {e}", inner.nvm_path.display());
+            }
+        }
         return false;
     }
     match inner.try_digest() {

@@ -165,12 +165,12 @@ impl Inner {
         None
     }
 
-    /// Applies up to `max_records` visible records from the log head to the cache, then moves
+    /// Applies up to `max_records` durable, visible records from the log head to the cache, then moves
     /// the head past them. Caller holds the maintenance lock. Returns the records applied.
     pub(crate) fn digest(&self, max_records: usize) -> Result<usize> {
         let ring = self.ring();
         let start = self.nvm.load_word(crate::layout::H_LOG_HEAD);
-        let tail = self.tail().load(Ordering::Acquire);
+        let tail = self.durable().load(Ordering::Acquire);
         let mut head = start;
         let mut done = 0;
         // Slots whose directory entry this batch changes: (slot, page).

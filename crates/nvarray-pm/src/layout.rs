@@ -54,15 +54,30 @@ pub const V_PERSIST_DEADLINE: usize = V + 192;
 pub const V_TX_SEQ: usize = V + 256;
 pub const V_DIRTY: usize = V + 320;
 pub const V_CLOCK_HAND: usize = V + 384;
+/// The durable prefix of the log: every record below it is written, flushed and fenced
+/// (`append.rs`). Only records below it are acknowledged or applied.
+pub const V_LOG_DURABLE: usize = V + 448;
 /// Shared counters, eight to a line (they are statistics, not coordination).
 pub const V_COUNTERS: usize = V + 512;
 pub const COUNTERS: usize = 16;
 /// Process slots: state word, pid.
 pub const V_PROCS: usize = V + 1024;
 pub const PROC_BYTES: usize = 64;
-/// Transaction slots: owner process + 1, start sequence, log position being made visible.
+/// Transaction slots, one line each; the fields are the `TX_*` word indices below.
 pub const V_TX: usize = V_PROCS + PROCS * PROC_BYTES;
 pub const TX_BYTES: usize = 64;
+/// Owner process slot + 1 (0: free; `TX_ORPHAN`: left behind, see `append.rs`).
+pub const TX_OWNER: usize = 0;
+/// Start sequence (wait-die age).
+pub const TX_SEQ: usize = 1;
+/// Log position of the record being committed (0 when none).
+pub const TX_LSN: usize = 2;
+/// The log bytes reserved for that record, padding included: start and end (end 0: none).
+pub const TX_RES_START: usize = 3;
+pub const TX_RES_END: usize = 4;
+/// Owner word of a slot whose reservation outlived its transaction (its process died before
+/// publishing): the slot is freed once the durable prefix has passed the reservation.
+pub const TX_ORPHAN: u64 = u64::MAX;
 pub const V_LOCKS: usize = V_TX + TX_SLOTS * TX_BYTES;
 
 /// Log record and cache geometry of one pool.

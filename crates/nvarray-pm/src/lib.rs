@@ -27,6 +27,7 @@
 //! `nv_allocate`, `nv_txbegin`, `nv_write`, `nv_commit`, `nv_abort`, `nv_free`) is in `ffi`
 //! with its header in `include/nvarray_pm.h`.
 
+mod append;
 mod background;
 mod cache;
 mod coord;

@@ -11,7 +11,9 @@ use std::time::Duration;
 
 use crate::coord::{self, Acquired, Liveness, OpenLock};
 use crate::error::{io_err, PmError, Result};
-use crate::layout::{self, Layout, PROCS, PROC_BYTES, TX_BYTES, TX_SLOTS};
+use crate::layout::{
+    self, Layout, PROCS, PROC_BYTES, TX_BYTES, TX_LSN, TX_ORPHAN, TX_OWNER, TX_RES_END, TX_SLOTS,
+};
 use crate::log::{Ring, STATE_COMMITTED};
 use crate::media::Media;
 use crate::options::PoolOptions;
@@ -200,7 +202,7 @@ impl Inner {
         self.nvm.word(layout::V_PROCS + p * PROC_BYTES + 8)
     }
 
-    /// Transaction slot words: 0 owner process + 1, 1 start sequence, 2 lsn being committed.
+    /// Word `field` (`layout::TX_*`) of transaction slot `slot`.
     pub(crate) fn tx_word(&self, slot: usize, field: usize) -> &AtomicU64 {
         self.nvm.word(layout::V_TX + slot * TX_BYTES + field * 8)
     }
@@ -212,9 +214,9 @@ impl Inner {
     /// Whether the transaction in slot `tx` belongs to a live process.
     pub(crate) fn owner_alive(&self, tx: u32) -> bool {
         let owner = self
-            .tx_word(tx as usize % TX_SLOTS, 0)
+            .tx_word(tx as usize % TX_SLOTS, TX_OWNER)
             .load(Ordering::Acquire);
-        owner != 0 && self.live.alive(owner as usize - 1)
+        owner != 0 && owner != TX_ORPHAN && self.live.alive(owner as usize - 1)
     }
 
     /// Takes the maintenance lock (cache and log head); repairs after a dead holder.
@@ -245,7 +247,7 @@ impl Inner {
     }
 
     /// Cleans up after a dead process: finishes making its committed transactions visible,
-    /// releases its page locks and frees its slots.
+    /// settles its log reservations (`append.rs`), releases its page locks and frees its slots.
     pub(crate) fn reap(&self, p: usize) -> Result<()> {
         let _g = self.lock_maintenance()?;
         if self.proc_state(p).load(Ordering::Acquire) == 0 || self.live.alive(p) {
@@ -254,10 +256,14 @@ impl Inner {
         let head = self.nvm.load_word(layout::H_LOG_HEAD);
         let ring = self.ring();
         for s in 0..TX_SLOTS {
-            if self.tx_word(s, 0).load(Ordering::Acquire) != p as u64 + 1 {
+            if self.tx_word(s, TX_OWNER).load(Ordering::Acquire) != p as u64 + 1 {
                 continue;
             }
-            let lsn = self.tx_word(s, 2).load(Ordering::Acquire);
+            if self.tx_word(s, TX_RES_END).load(Ordering::Acquire) != 0 {
+                // Not yet published: keep the record or pad it, visible before its locks go.
+                self.settle_now(s)?;
+            }
+            let lsn = self.tx_word(s, TX_LSN).load(Ordering::Acquire);
             if lsn != 0 && lsn >= head {
                 if let Some(h) = ring.header(lsn).filter(|h| h.owner as usize == s) {
                     if self.nvm.load_word(ring.state_offset(lsn)) == STATE_COMMITTED
@@ -268,12 +274,18 @@ impl Inner {
                 }
             }
             self.release_locks_of(s);
-            self.tx_word(s, 2).store(0, Ordering::Release);
-            self.tx_word(s, 0).store(0, Ordering::Release);
+            if self.tx_word(s, TX_RES_END).load(Ordering::Acquire) != 0 {
+                // Still short of the durable prefix: whoever it reaches frees the slot.
+                self.tx_word(s, TX_OWNER)
+                    .store(TX_ORPHAN, Ordering::Release);
+            } else {
+                self.tx_word(s, TX_LSN).store(0, Ordering::Release);
+                self.tx_word(s, TX_OWNER).store(0, Ordering::Release);
+            }
         }
         self.proc_state(p).store(0, Ordering::Release);
         self.count(Counter::ProcessesReaped, 1);
-        Ok(())
+        self.pass_abandoned()
     }
 
     fn release_locks_of(&self, tx: usize) {
@@ -323,8 +335,11 @@ impl Inner {
                     return Ok(());
                 }
             }
-            // A record at the head is still being made visible by its committer.
-            waiter.pause("a committer to finish")?;
+            // A record at the head is still being written, published or made visible by its
+            // committer, or was abandoned by a dead one.
+            if waiter.pause("a committer to finish")? {
+                self.pass_abandoned()?;
+            }
         }
     }
 }

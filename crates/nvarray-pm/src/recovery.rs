@@ -2,18 +2,19 @@
 //! cleanly: dirty cache pages go to the backing file, then every committed log record from the
 //! head on is applied in commit order, the backing file is synced and the log emptied.
 //! Uncommitted transactions never reached the log, and a record torn by the crash fails its
-//! checksums and ends the log; it was never acknowledged.
+//! checksums and ends the log; it was never acknowledged, and neither were the records after
+//! it, which were in flight with it (`append.rs`).
 //!
-//! A damaged record *followed by intact ones* is not a torn tail but corruption: dropping it
-//! and its successors would lose acknowledged commits silently, so recovery refuses with an
-//! error naming the file and the position.
+//! Records after the end that could *not* all have been in flight (two from one transaction
+//! slot) mean the end is damage, not a torn tail: dropping them would lose acknowledged
+//! commits silently, so recovery refuses with an error naming the file and the position.
 
 use std::sync::atomic::Ordering;
 use std::time::{Duration, Instant};
 
 use crate::cache::{decode_dir, is_dirty};
 use crate::error::{PmError, Result};
-use crate::layout::{self, PAGE};
+use crate::layout::{self, PAGE, TX_SLOTS};
 use crate::log::{self, KIND_PAD};
 use crate::media::LINE;
 use crate::pool::Inner;
@@ -27,6 +28,9 @@ pub struct RecoveryReport {
     pub records: u64,
     /// Bytes those records wrote.
     pub bytes: u64,
+    /// Records from the first incomplete one on (itself included if its header survived):
+    /// transactions in flight at the crash, never acknowledged, so discarded.
+    pub discarded: u64,
     pub duration: Duration,
 }
 
@@ -78,18 +82,27 @@ pub(crate) fn recover(inner: &Inner) -> Result<RecoveryReport> {
         report.records += 1;
         lsn += h.len;
     }
-    // Anything intact past the end means the end is damage, not a torn last record.
-    let mut probe = lsn + LINE as u64;
+    // Past the first incomplete record lie only records that were in flight at the crash:
+    // reserved, perhaps written, never published, so never acknowledged (`append.rs`). A
+    // transaction slot has one reservation at a time, so no slot owns two of them; if one
+    // does, the incomplete record is damage to acknowledged data, not a torn tail.
+    let mut in_flight: Vec<u32> = Vec::new();
+    let mut probe = lsn;
     while probe < head + ring.size {
-        if let Some(h) = ring.header(probe) {
-            return Err(corrupt(format!(
-                "log record at position {lsn} is damaged but a later one ({} bytes at {}) is \
-                 intact; refusing to drop committed transactions",
-                h.len, h.lsn
-            )));
+        if let Some(h) = ring.header(probe).filter(|h| h.kind != KIND_PAD) {
+            if in_flight.contains(&h.owner) || h.owner as usize >= TX_SLOTS {
+                return Err(corrupt(format!(
+                    "log record at position {lsn} is damaged but the records after it were not \
+                     all in flight at the crash (transaction slot {} owns two; the latest is \
+                     {} bytes at {}); refusing to drop committed transactions",
+                    h.owner, h.len, h.lsn
+                )));
+            }
+            in_flight.push(h.owner);
         }
         probe += LINE as u64;
     }
+    report.discarded = in_flight.len() as u64;
     inner.storage.sync_all()?;
     inner.reset_cache();
     inner.nvm.store_word(layout::H_LOG_HEAD, lsn);
@@ -105,5 +118,6 @@ pub(crate) fn reset_shared(inner: &Inner) {
         inner.nvm.word(off).store(0, Ordering::Relaxed);
     }
     inner.tail().store(head, Ordering::Release);
+    inner.durable().store(head, Ordering::Release);
     inner.reset_cache();
 }

@@ -154,3 +154,58 @@ fn recovery_after_a_power_cut_at_any_point_keeps_exactly_the_acknowledged_transa
     }
     assert!(checked >= 300, "only {checked} crash points were exercised");
 }
+
+/// Commits three 200-byte transactions, cuts power, damages the first record's data in the
+/// NVM image and recovers. `concurrent`: the three were open at once (three transaction slots,
+/// as from three threads); otherwise one after another from one slot.
+fn recover_with_first_record_damaged(concurrent: bool) -> nvarray_pm::Result<Pool> {
+    let world = fresh_world(None, 7);
+    let pool = Pool::open_simulated(world.clone(), SIZE, &options()).unwrap();
+    let data: Vec<Vec<u8>> = (0..3).map(|i| pattern(900 + i, 200)).collect();
+    if concurrent {
+        let mut txs: Vec<_> = (0..3).map(|_| pool.begin().unwrap()).collect();
+        for (i, tx) in txs.iter_mut().enumerate() {
+            tx.write(i as u64 * 8192, &data[i]).unwrap();
+        }
+        for tx in txs {
+            tx.commit().unwrap();
+        }
+    } else {
+        for (i, d) in data.iter().enumerate() {
+            let mut tx = pool.begin().unwrap();
+            tx.write(i as u64 * 8192, d).unwrap();
+            tx.commit().unwrap();
+        }
+    }
+    world.arm(world.ops());
+    pool.sync().unwrap(); // its first operation cuts the power
+    drop(pool);
+    let mut image = world.crash_image().expect("power was cut");
+    let at = image
+        .nvm
+        .windows(200)
+        .position(|w| w == &data[0][..])
+        .expect("the first record's data is in the log");
+    image.nvm[at + 10] ^= 0xff;
+    let after = Arc::new(SimWorld::new(&image.nvm, &image.storage, None, 0));
+    Pool::open_simulated(after, SIZE, &options())
+}
+
+#[test]
+fn records_after_a_torn_one_are_discarded_if_they_were_in_flight_and_refused_if_not() {
+    // Three slots: the two records after the damaged one can have been in flight with it
+    // (reserved, never published, never acknowledged), so recovery discards all three.
+    let pool = recover_with_first_record_damaged(true).expect("recovers");
+    let report = pool.recovery().expect("recovery ran");
+    assert_eq!((report.records, report.discarded), (0, 3), "{report:?}");
+    drop(pool);
+    // One slot: the next records cannot have been in flight with the damaged one, so they
+    // were acknowledged after it was; dropping them would lose commits silently.
+    let e = recover_with_first_record_damaged(false).unwrap_err();
+    assert!(matches!(e, nvarray_pm::PmError::Corrupt { .. }), "{e}");
+    assert!(e.to_string().contains("refusing"), "{e}");
+    assert!(
+        e.to_string().contains("<simulated nvm>"),
+        "names the file: {e}"
+    );
+}
