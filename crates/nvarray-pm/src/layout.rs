@@ -10,7 +10,9 @@
 //! ```
 //!
 //! Each shared word sits on its own cache line, so processes spinning on one do not slow
-//! writers of another.
+//! writers of another (the log lock and tail, always used together, share one). The commit
+//! path touches as few shared lines as it can: its own transaction slot's line, the log
+//! lock's, the durable prefix's and its page locks'; commit counters live in the slot.
 
 use std::path::Path;
 
@@ -48,10 +50,9 @@ pub const MAX_PATH: usize = PAGE - H_PATH;
 // Volatile area (page 1 on), one line per word.
 const V: usize = PAGE;
 pub const V_LOG_LOCK: usize = V;
+/// The log tail shares the lock's line on purpose: a reservation reads and writes both.
+pub const V_LOG_TAIL: usize = V + 8;
 pub const V_MAINT_LOCK: usize = V + 64;
-pub const V_LOG_TAIL: usize = V + 128;
-pub const V_PERSIST_DEADLINE: usize = V + 192;
-pub const V_TX_SEQ: usize = V + 256;
 pub const V_DIRTY: usize = V + 320;
 pub const V_CLOCK_HAND: usize = V + 384;
 /// The durable prefix of the log: every record below it is written, flushed and fenced
@@ -68,13 +69,17 @@ pub const V_TX: usize = V_PROCS + PROCS * PROC_BYTES;
 pub const TX_BYTES: usize = 64;
 /// Owner process slot + 1 (0: free; `TX_ORPHAN`: left behind, see `append.rs`).
 pub const TX_OWNER: usize = 0;
-/// Start sequence (wait-die age).
+/// Start time in ns of `CLOCK_MONOTONIC`, one clock for every process (wait-die age; ties go
+/// to the lower slot).
 pub const TX_SEQ: usize = 1;
 /// Log position of the record being committed (0 when none).
 pub const TX_LSN: usize = 2;
 /// The log bytes reserved for that record, padding included: start and end (end 0: none).
 pub const TX_RES_START: usize = 3;
 pub const TX_RES_END: usize = 4;
+/// Commits and log bytes of the transactions run in this slot (summed by `Pool::stats`).
+pub const TX_COMMITS: usize = 5;
+pub const TX_BYTES_LOGGED: usize = 6;
 /// Owner word of a slot whose reservation outlived its transaction (its process died before
 /// publishing): the slot is freed once the durable prefix has passed the reservation.
 pub const TX_ORPHAN: u64 = u64::MAX;

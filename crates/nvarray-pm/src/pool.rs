@@ -12,7 +12,8 @@ use std::time::Duration;
 use crate::coord::{self, Acquired, Liveness, OpenLock};
 use crate::error::{io_err, PmError, Result};
 use crate::layout::{
-    self, Layout, PROCS, PROC_BYTES, TX_BYTES, TX_LSN, TX_ORPHAN, TX_OWNER, TX_RES_END, TX_SLOTS,
+    self, Layout, PROCS, PROC_BYTES, TX_BYTES, TX_BYTES_LOGGED, TX_COMMITS, TX_LSN, TX_ORPHAN,
+    TX_OWNER, TX_RES_END, TX_SLOTS,
 };
 use crate::log::{Ring, STATE_COMMITTED};
 use crate::media::Media;
@@ -27,10 +28,8 @@ pub const MAX_POOL: u64 = 1 << 48;
 /// Pool-wide counters, shared by every attached process.
 #[derive(Clone, Copy, Debug)]
 pub(crate) enum Counter {
-    Commits,
     Aborts,
     Conflicts,
-    BytesLogged,
     RecordsDigested,
     PagesWrittenBack,
     WritebackRounds,
@@ -131,13 +130,13 @@ impl std::fmt::Debug for Pool {
     }
 }
 
-fn mono_ns() -> u64 {
+pub(crate) fn mono_ns() -> u64 {
     let mut ts = libc::timespec {
         tv_sec: 0,
         tv_nsec: 0,
     };
     // SAFETY: valid pointer to a timespec; CLOCK_MONOTONIC always exists on Linux. It is one
-    // clock for every process, which the shared persist deadline needs.
+    // clock for every process, which transaction ages compared across processes need.
     unsafe { libc::clock_gettime(libc::CLOCK_MONOTONIC, &mut ts) };
     ts.tv_sec as u64 * 1_000_000_000 + ts.tv_nsec as u64
 }
@@ -169,16 +168,27 @@ impl Inner {
             .load(Ordering::Relaxed)
     }
 
-    /// The time a persist barrier issued now completes on the modelled NVM. Barriers are
-    /// ordered: one never completes before an earlier one (the log relies on it).
+    /// Counts a commit of `bytes` log bytes in the committer's own slot, off the shared lines.
+    pub(crate) fn count_commit(&self, slot: usize, bytes: u64) {
+        self.tx_word(slot, TX_COMMITS)
+            .fetch_add(1, Ordering::Relaxed);
+        self.tx_word(slot, TX_BYTES_LOGGED)
+            .fetch_add(bytes, Ordering::Relaxed);
+    }
+
+    fn slot_counter(&self, field: usize) -> u64 {
+        (0..TX_SLOTS)
+            .map(|s| self.tx_word(s, field).load(Ordering::Relaxed))
+            .sum()
+    }
+
+    /// The time a persist barrier issued now completes on the modelled NVM (0: no cost).
+    /// Barriers need not complete in order: the log orders its records itself (`append.rs`).
     pub(crate) fn barrier_deadline(&self) -> u64 {
         if self.persist_ns == 0 {
             return 0;
         }
-        let word = self.nvm.word(layout::V_PERSIST_DEADLINE);
-        let mine = mono_ns() + self.persist_ns;
-        let prev = word.fetch_max(mine, Ordering::AcqRel);
-        prev.max(mine)
+        mono_ns() + self.persist_ns
     }
 
     /// Spins until a barrier's deadline: the modelled write latency of the NVM technology.
@@ -302,10 +312,10 @@ impl Inner {
         let head = self.nvm.load_word(layout::H_LOG_HEAD);
         let tail = self.tail().load(Ordering::Relaxed);
         Stats {
-            commits: self.counter(Counter::Commits),
+            commits: self.slot_counter(TX_COMMITS),
             aborts: self.counter(Counter::Aborts),
             conflicts: self.counter(Counter::Conflicts),
-            bytes_logged: self.counter(Counter::BytesLogged),
+            bytes_logged: self.slot_counter(TX_BYTES_LOGGED),
             records_digested: self.counter(Counter::RecordsDigested),
             pages_written_back: self.counter(Counter::PagesWrittenBack),
             writeback_rounds: self.counter(Counter::WritebackRounds),
