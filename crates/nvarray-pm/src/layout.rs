@@ -4,7 +4,8 @@
 //! page 0     header (persistent): magic, version, sizes, backing file, log head, clean flag
 //! page 1..   shared volatile area: locks, log tail, counters, process and transaction slots,
 //!            page-lock table, cache index. Rebuilt by the first process to open the pool.
-//! directory  one 8-byte entry per cache page (persistent): page number and dirty bit
+//! directory  16 bytes per cache page (persistent): page number and state, and which of its
+//!            64-byte lines the cache holds
 //! log        the redo log ring (persistent)
 //! cache      the NVM write cache, 4 KiB pages (persistent)
 //! ```
@@ -20,8 +21,11 @@ use crate::error::{PmError, Result};
 use crate::media::Media;
 
 pub const PAGE: usize = 4096;
+/// Bytes of one write-cache directory entry: state word, line mask word.
+pub const DIR_BYTES: usize = 16;
 pub const MAGIC: &[u8; 8] = b"NVPMPOOL";
-pub const VERSION: u32 = 1;
+/// 2: the write cache holds lines, not whole pages (a line mask per directory entry).
+pub const VERSION: u32 = 2;
 
 /// Process slots per pool (processes attached at once).
 pub const PROCS: usize = 64;
@@ -111,7 +115,7 @@ impl Layout {
         let index_slots = (cache_pages * 2).next_power_of_two();
         let index = V_LOCKS + LOCK_WORDS * 8;
         let directory = round_up(index + index_slots as usize * 8, PAGE);
-        let log = round_up(directory + cache_pages as usize * 8, PAGE);
+        let log = round_up(directory + cache_pages as usize * DIR_BYTES, PAGE);
         let cache = log + log_size as usize;
         let file_len = cache + cache_pages as usize * PAGE;
         Layout {

@@ -567,19 +567,22 @@ impl Pool {
         self.inner.storage.base()
     }
 
-    /// Faults the whole mapping in, writable, without changing a byte (`MADV_POPULATE_WRITE`,
-    /// Linux 5.14+; older kernels fault it in readable only). Benchmarks call it so they time
-    /// transactions, not first-touch page faults.
+    /// Faults both tiers in, writable, without changing a byte (`MADV_POPULATE_WRITE`, Linux
+    /// 5.14+; older kernels fault the backing mapping in readable only). Benchmarks call it so
+    /// they time transactions, not first-touch page faults, which NVM does not have.
     pub fn prefault(&self) {
-        // SAFETY: the range is exactly the mapping; the advice changes no data.
-        let rc = unsafe {
-            libc::madvise(
-                self.inner.storage.base() as *mut libc::c_void,
-                self.size() as usize,
-                libc::MADV_POPULATE_WRITE,
-            )
+        let populate = |m: &Media| {
+            // SAFETY: the range is exactly the mapping; the advice changes no data.
+            unsafe {
+                libc::madvise(
+                    m.base() as *mut libc::c_void,
+                    m.len(),
+                    libc::MADV_POPULATE_WRITE,
+                )
+            }
         };
-        if rc != 0 {
+        populate(&self.inner.nvm);
+        if populate(&self.inner.storage) != 0 {
             let mut buf = vec![0u8; 1 << 20];
             for off in (0..self.size()).step_by(buf.len()) {
                 let n = buf.len().min((self.size() - off) as usize);

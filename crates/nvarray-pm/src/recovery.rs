@@ -12,7 +12,7 @@
 use std::sync::atomic::Ordering;
 use std::time::{Duration, Instant};
 
-use crate::cache::{decode_dir, is_dirty};
+use crate::cache::{decode_dir, is_dirty, line_runs};
 use crate::error::{PmError, Result};
 use crate::layout::{self, PAGE, TX_SLOTS};
 use crate::log::{self, KIND_PAD};
@@ -22,7 +22,7 @@ use crate::pool::Inner;
 /// What recovery did.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct RecoveryReport {
-    /// Dirty write-cache pages copied to the backing file.
+    /// Dirty write-cache pages whose lines were copied to the backing file.
     pub cache_pages: u64,
     /// Committed log records replayed.
     pub records: u64,
@@ -56,10 +56,19 @@ pub(crate) fn recover(inner: &Inner) -> Result<RecoveryReport> {
                     "write-cache directory entry {slot} names page {page}, outside the pool"
                 ))
             })?;
-        let n = (l.pool_size - at).min(PAGE as u64) as usize;
-        let mut buf = vec![0u8; n];
-        inner.nvm.read(inner.cache_off(slot), &mut buf);
-        inner.storage.write(at as usize, &buf);
+        // The lines the slot holds, one run of consecutive lines at a time.
+        for (first, run) in line_runs(inner.lines(slot)) {
+            let from = at + first * LINE as u64;
+            if from >= l.pool_size {
+                break;
+            }
+            let n = (run * LINE as u64).min(l.pool_size - from) as usize;
+            let mut buf = vec![0u8; n];
+            inner
+                .nvm
+                .read(inner.cache_off(slot) + (first as usize) * LINE, &mut buf);
+            inner.storage.write(from as usize, &buf);
+        }
         report.cache_pages += 1;
     }
     let ring = inner.ring();
