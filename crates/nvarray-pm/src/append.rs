@@ -19,17 +19,18 @@
 //! reached 0.42× PMDK's throughput (docs/perf.md, issue 5).
 //!
 //! A reservation is kept in its transaction slot (`TX_RES_START`, `TX_RES_END`), written under
-//! the log lock before the tail moves, so one whose committer dies is always found. Survivors
-//! *settle* it: keep the record if it is whole, otherwise fill its bytes with padding records;
-//! then the prefix can pass it. Waiting for earlier records has no timeout: each is either
-//! being written by a live committer, whole (and then passed by any waiter), or abandoned by a
-//! dead process (and then settled).
+//! the log lock before the tail moves, so one whose committer dies is always found. When the
+//! prefix reaches it, survivors *settle* it: keep the record if it is whole, otherwise fill
+//! the rest with padding records; then the prefix passes it. The reaper of a dead process
+//! waits for that before it makes the process's records visible and releases its page locks.
+//! Publishing has no timeout: each earlier record is either being written by a live
+//! committer, whole (and then passed by any waiter), or abandoned (and then settled).
 
 use std::sync::atomic::{AtomicU64, Ordering};
 
 use crate::coord::{self, Acquired, Waiter};
 use crate::error::Result;
-use crate::layout::{self, TX_LSN, TX_ORPHAN, TX_OWNER, TX_RES_END, TX_RES_START, TX_SLOTS};
+use crate::layout::{self, TX_OWNER, TX_RES_END, TX_RES_START, TX_SLOTS};
 use crate::log::{self, KIND_TX};
 use crate::pool::{Counter, Inner};
 
@@ -70,7 +71,7 @@ impl Inner {
                     lsn: tail + pad,
                     end: tail + pad + len,
                 };
-                self.tx_word(slot, TX_LSN).store(r.lsn, Ordering::Relaxed);
+                self.set_tx_lsn(slot, Some(r.lsn));
                 self.tx_word(slot, TX_RES_START)
                     .store(r.start, Ordering::Relaxed);
                 self.tx_word(slot, TX_RES_END)
@@ -120,7 +121,10 @@ impl Inner {
     /// past `r`. While waiting it *helps*: an earlier record that is already whole in the log
     /// is flushed, fenced and passed by whoever sees it first, so a committer descheduled
     /// between writing its record and publishing it holds nobody up.
-    pub(crate) fn publish(&self, slot: usize, r: &Reservation) -> Result<()> {
+    ///
+    /// It cannot fail: the record is durable and will be passed whatever happens, so the
+    /// commit must not report failure (errors while settling others are retried).
+    pub(crate) fn publish(&self, slot: usize, r: &Reservation) {
         let durable = self.durable();
         let mut waiter = Waiter::new(self.opts.timeout);
         loop {
@@ -139,11 +143,10 @@ impl Inner {
                 continue;
             }
             if waiter.pause_forever() {
-                self.pass_abandoned()?;
+                let _ = self.pass_abandoned();
             }
         }
         self.tx_word(slot, TX_RES_END).store(0, Ordering::Release);
-        Ok(())
     }
 
     /// Passes the record or padding at durable position `d` if it is whole: flushes and fences
@@ -167,18 +170,15 @@ impl Inner {
             .is_ok()
     }
 
-    /// Moves the durable prefix past reservations nobody will publish: those of dead
-    /// processes and orphaned slots. Cheap when there are none.
+    /// Moves the durable prefix past reservations of dead processes that it has reached.
+    /// Cheap when there are none.
     pub(crate) fn pass_abandoned(&self) -> Result<()> {
         loop {
             let d = self.durable().load(Ordering::Acquire);
             if d >= self.tail().load(Ordering::Acquire) {
                 return Ok(());
             }
-            let Some(s) = (0..TX_SLOTS).find(|&s| {
-                self.tx_word(s, TX_RES_END).load(Ordering::Acquire) != 0
-                    && self.tx_word(s, TX_RES_START).load(Ordering::Acquire) == d
-            }) else {
+            let Some(s) = self.reservation_at(d) else {
                 return Ok(()); // its committer is publishing it right now
             };
             if !self.abandoned(s) || !self.settle_now(s)? {
@@ -187,70 +187,90 @@ impl Inner {
         }
     }
 
-    /// Whether slot `s`'s reservation will never be published by its owner.
+    /// The slot whose reservation holds log position `d`.
+    fn reservation_at(&self, d: u64) -> Option<usize> {
+        (0..TX_SLOTS).find(|&s| {
+            let end = self.tx_word(s, TX_RES_END).load(Ordering::Acquire);
+            end != 0 && (self.tx_word(s, TX_RES_START).load(Ordering::Acquire)..end).contains(&d)
+        })
+    }
+
+    /// Whether slot `s`'s transaction belongs to a process that has died.
     fn abandoned(&self, s: usize) -> bool {
         match self.tx_word(s, TX_OWNER).load(Ordering::Acquire) {
             0 => false,
-            TX_ORPHAN => true,
             owner => !self.live.alive(owner as usize - 1),
         }
     }
 
     /// `settle` under the log lock.
-    pub(crate) fn settle_now(&self, s: usize) -> Result<bool> {
+    fn settle_now(&self, s: usize) -> Result<bool> {
         let _log = self.lock_log()?;
         self.settle(s)
     }
 
-    /// Makes an abandoned reservation of slot `s` whole (its record if intact and made
-    /// visible, else padding) and, if the durable prefix has reached it, moves the prefix past
-    /// it and frees an orphaned slot. Returns whether the prefix moved. Caller holds the log
-    /// lock; settling twice is harmless.
+    /// If slot `s` holds a dead process's reservation that the durable prefix has reached,
+    /// makes the rest of it whole (its record if intact, else padding) and moves the prefix
+    /// past it. Returns whether the prefix moved. Caller holds the log lock, under which the
+    /// slot is checked again (it may have been settled, freed and reused meanwhile).
+    ///
+    /// A kept record is not made visible here: like any record of a dead committer, the
+    /// applier or the reaper does that under the maintenance lock, then the reaper releases
+    /// its page locks.
     fn settle(&self, s: usize) -> Result<bool> {
         let end = self.tx_word(s, TX_RES_END).load(Ordering::Acquire);
         let start = self.tx_word(s, TX_RES_START).load(Ordering::Acquire);
+        let Some(lsn) = self.tx_lsn(s) else {
+            return Ok(false);
+        };
         let d = self.durable().load(Ordering::Acquire);
-        if end == 0 || d > start {
+        // The prefix stops only at the reservation's start or, past its wrap padding, its
+        // record.
+        if end == 0 || !(d == start || d == lsn) || d >= end || !self.abandoned(s) {
             return Ok(false);
         }
         let ring = self.ring();
-        let lsn = self.tx_word(s, TX_LSN).load(Ordering::Acquire);
-        let whole = (start..end)
-            .contains(&lsn)
-            .then(|| ring.header(lsn))
-            .flatten()
-            .filter(|h| {
-                h.kind == KIND_TX
-                    && h.owner as usize == s
-                    && h.lsn + h.len == end
-                    && ring.body_intact(h)
-            });
+        let whole = ring.header(lsn).filter(|h| {
+            h.kind == KIND_TX
+                && h.owner as usize == s
+                && h.lsn + h.len == end
+                && ring.body_intact(h)
+        });
         match whole {
             Some(h) => {
-                self.write_pads(start, lsn);
-                let at = ring.base + ring.pos(lsn);
-                self.nvm.flush(at, h.len as usize);
-                self.nvm.fence();
-                self.make_visible(&h)?;
+                self.write_pads(d, lsn);
+                self.nvm.flush(ring.base + ring.pos(lsn), h.len as usize);
             }
-            None => {
-                self.write_pads(start, end);
-                self.nvm.fence();
+            None => self.write_pads(d, end),
+        }
+        self.nvm.fence();
+        Ok(self
+            .durable()
+            .compare_exchange(d, end, Ordering::AcqRel, Ordering::Relaxed)
+            .is_ok())
+    }
+
+    /// Waits until the durable prefix has passed slot `s`'s reservation (if any), settling
+    /// abandoned ones and helping whole ones on the way, then clears it. The reaper calls it
+    /// before it makes a dead committer's record visible and releases its page locks: a record
+    /// must be durable, with everything before it, before anyone can see it.
+    pub(crate) fn pass_reservation_of(&self, s: usize) -> Result<()> {
+        let mut waiter = Waiter::new(self.opts.timeout);
+        loop {
+            let end = self.tx_word(s, TX_RES_END).load(Ordering::Acquire);
+            if end == 0 {
+                return Ok(());
+            }
+            let d = self.durable().load(Ordering::Acquire);
+            if d >= end {
+                self.tx_word(s, TX_RES_END).store(0, Ordering::Release);
+                return Ok(());
+            }
+            if !self.help(d) {
+                self.pass_abandoned()?;
+                waiter.pause("earlier commits to become durable")?;
             }
         }
-        if d != start {
-            return Ok(false);
-        }
-        self.durable().store(end, Ordering::Release);
-        self.tx_word(s, TX_LSN).store(0, Ordering::Relaxed);
-        self.tx_word(s, TX_RES_END).store(0, Ordering::Release);
-        let _ = self.tx_word(s, TX_OWNER).compare_exchange(
-            TX_ORPHAN,
-            0,
-            Ordering::AcqRel,
-            Ordering::Relaxed,
-        );
-        Ok(true)
     }
 
     /// After taking the log lock from dead process `p`: reservations it recorded but never
@@ -261,7 +281,7 @@ impl Inner {
                 && self.tx_word(s, TX_RES_END).load(Ordering::Acquire) != 0
                 && self.tx_word(s, TX_RES_START).load(Ordering::Acquire) >= tail
             {
-                self.tx_word(s, TX_LSN).store(0, Ordering::Relaxed);
+                self.set_tx_lsn(s, None);
                 self.tx_word(s, TX_RES_END).store(0, Ordering::Release);
             }
         }
@@ -292,7 +312,7 @@ mod tests {
     use std::sync::Arc;
 
     use super::Reservation;
-    use crate::layout::{TX_ORPHAN, TX_OWNER, TX_RES_END};
+    use crate::layout::{TX_OWNER, TX_RES_END};
     use crate::log::{self, KIND_PAD, KIND_TX};
     use crate::pool::Inner;
     use crate::sim::SimWorld;
@@ -300,25 +320,50 @@ mod tests {
 
     const SIZE: u64 = 1 << 20;
 
-    fn pool() -> Pool {
-        let opts = PoolOptions {
+    fn options() -> PoolOptions {
+        PoolOptions {
             log_size: 64 << 10,
             cache_size: 64 << 10,
             persist_ns: Some(0),
             background: false,
             ..Default::default()
-        };
-        let (n, s) = Pool::simulated_sizes(SIZE, &opts);
-        let world = Arc::new(SimWorld::new(&vec![0; n], &vec![0; s], None, 0));
-        Pool::open_simulated(world, SIZE, &opts).unwrap()
+        }
     }
 
-    /// A sealed record for `slot` writing `byte` × 100 at `offset`, and its reservation.
-    fn reserve(inner: &Inner, slot: usize, offset: u64, byte: u8) -> (Reservation, Vec<u8>) {
+    /// A pool over simulated tiers: every process counts as alive.
+    fn simulated() -> Pool {
+        let (n, s) = Pool::simulated_sizes(SIZE, &options());
+        let world = Arc::new(SimWorld::new(&vec![0; n], &vec![0; s], None, 0));
+        Pool::open_simulated(world, SIZE, &options()).unwrap()
+    }
+
+    /// A pool over real files, where liveness is real: a process slot nobody holds is dead.
+    fn real(dir: &tempfile::TempDir) -> Pool {
+        let opts = PoolOptions {
+            nvm_dir: dir.path().to_path_buf(),
+            ..options()
+        };
+        Pool::open(dir.path().join("pool.data"), SIZE, &opts).unwrap()
+    }
+
+    /// A process slot that no process holds, so liveness calls it dead.
+    const DEAD: usize = 9;
+
+    /// A sealed record for transaction slot `slot`, owned by process `owner`, writing
+    /// `byte` × 100 at `offset`, and its reservation.
+    fn reserve(
+        inner: &Inner,
+        slot: usize,
+        owner: usize,
+        offset: u64,
+        byte: u8,
+    ) -> (Reservation, Vec<u8>) {
         let data = [byte; 100];
         let mut record = Vec::new();
         log::build(&mut record, [(offset, &data[..])].into_iter());
-        inner.tx_word(slot, TX_OWNER).store(1, Ordering::Release);
+        inner
+            .tx_word(slot, TX_OWNER)
+            .store(owner as u64 + 1, Ordering::Release);
         let r = inner.reserve(slot, record.len() as u64).unwrap();
         log::seal(&mut record, r.lsn, slot as u32);
         (r, record)
@@ -326,10 +371,10 @@ mod tests {
 
     #[test]
     fn reservations_are_published_in_log_order_and_a_waiter_passes_a_whole_predecessor() {
-        let pool = pool();
+        let pool = simulated();
         let inner = pool.inner();
-        let (r1, rec1) = reserve(inner, 3, 0, 1);
-        let (r2, rec2) = reserve(inner, 4, 4096, 2);
+        let (r1, rec1) = reserve(inner, 3, 0, 0, 1);
+        let (r2, rec2) = reserve(inner, 4, 0, 4096, 2);
         assert_eq!(r2.start, r1.end, "reservations are contiguous");
         // Nothing written at the prefix yet: a waiter cannot pass it.
         assert!(!inner.help(r1.start));
@@ -338,12 +383,12 @@ mod tests {
         // second passes it, then publishes itself.
         inner.write_reserved(&r1, &rec1);
         inner.write_reserved(&r2, &rec2);
-        inner.publish(4, &r2).unwrap();
+        inner.publish(4, &r2);
         assert_eq!(inner.durable().load(Ordering::Acquire), r2.end);
         assert_eq!(inner.tx_word(4, TX_RES_END).load(Ordering::Acquire), 0);
         // The first then finds itself passed and returns at once.
         assert_eq!(inner.tx_word(3, TX_RES_END).load(Ordering::Acquire), r1.end);
-        inner.publish(3, &r1).unwrap();
+        inner.publish(3, &r1);
         assert_eq!(inner.durable().load(Ordering::Acquire), r2.end);
         assert_eq!(inner.tx_word(3, TX_RES_END).load(Ordering::Acquire), 0);
         for r in [r1, r2] {
@@ -354,16 +399,16 @@ mod tests {
     }
 
     #[test]
-    fn an_abandoned_reservation_is_padded_and_passed_and_its_slot_freed() {
-        let pool = pool();
+    fn a_dead_process_unwritten_reservation_is_padded_and_passed_then_reaped() {
+        let dir = tempfile::tempdir().unwrap();
+        let pool = real(&dir);
         let inner = pool.inner();
-        let (r1, _never_written) = reserve(inner, 5, 0, 1);
-        inner
-            .tx_word(5, TX_OWNER)
-            .store(TX_ORPHAN, Ordering::Release);
-        let (r2, rec2) = reserve(inner, 6, 4096, 2);
+        let me = inner.live.me();
+        let (r1, _never_written) = reserve(inner, 5, DEAD, 0, 1);
+        let (r2, rec2) = reserve(inner, 6, me, 4096, 2);
         inner.write_reserved(&r2, &rec2);
-        inner.publish(6, &r2).unwrap();
+        // Blocks on the dead reservation until it settles it (no timeout: it must end).
+        inner.publish(6, &r2);
         assert_eq!(inner.durable().load(Ordering::Acquire), r2.end);
         let ring = inner.ring();
         let pad = ring
@@ -371,7 +416,11 @@ mod tests {
             .expect("the hole is a padding record now");
         assert_eq!((pad.kind, pad.len), (KIND_PAD, r1.end - r1.start));
         assert_eq!(ring.header(r2.lsn).map(|h| h.kind), Some(KIND_TX));
+        // Reaping the dead process frees its slot.
+        inner.proc_state(DEAD).store(1, Ordering::Release);
+        inner.reap(DEAD).unwrap();
         assert_eq!(inner.tx_word(5, TX_OWNER).load(Ordering::Acquire), 0);
+        assert_eq!(inner.tx_word(5, TX_RES_END).load(Ordering::Acquire), 0);
         // The padded hole writes nothing; the published record (made visible as its commit
         // would) applies.
         inner.make_visible(&ring.header(r2.lsn).unwrap()).unwrap();
@@ -384,18 +433,34 @@ mod tests {
     }
 
     #[test]
-    fn an_abandoned_whole_record_is_kept_and_made_visible() {
-        let pool = pool();
+    fn reaping_a_dead_committer_passes_its_whole_record_before_making_it_visible() {
+        let dir = tempfile::tempdir().unwrap();
+        let pool = real(&dir);
         let inner = pool.inner();
-        let (r1, rec1) = reserve(inner, 7, 8192, 9);
+        let (r1, rec1) = reserve(inner, 7, DEAD, 8192, 9);
         inner.write_reserved(&r1, &rec1);
-        inner
-            .tx_word(7, TX_OWNER)
-            .store(TX_ORPHAN, Ordering::Release);
-        inner.pass_abandoned().unwrap();
+        inner.proc_state(DEAD).store(1, Ordering::Release);
+        inner.reap(DEAD).unwrap();
         assert_eq!(inner.durable().load(Ordering::Acquire), r1.end);
+        assert_eq!(inner.tx_lsn(7), None);
         let mut b = [0u8; 100];
         pool.read(8192, &mut b).unwrap();
         assert_eq!(b, [9u8; 100]);
+    }
+
+    #[test]
+    fn a_reused_slot_is_not_settled_by_a_stale_look() {
+        // A settler that saw slot 5 abandoned must check again under the lock: here the slot
+        // belongs to a live transaction by the time it settles.
+        let dir = tempfile::tempdir().unwrap();
+        let pool = real(&dir);
+        let inner = pool.inner();
+        let (r1, _) = reserve(inner, 5, inner.live.me(), 0, 1);
+        assert!(!inner.settle_now(5).unwrap());
+        assert!(inner.ring().header(r1.start).is_none(), "nothing padded");
+        assert_eq!(inner.durable().load(Ordering::Acquire), r1.start);
+        inner.tx_word(5, TX_RES_END).store(0, Ordering::Release);
+        inner.tx_word(5, TX_OWNER).store(0, Ordering::Release);
+        inner.tail().store(r1.start, Ordering::Release);
     }
 }

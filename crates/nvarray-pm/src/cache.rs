@@ -246,13 +246,27 @@ impl Inner {
     /// then moves the head past them. Caller holds the maintenance lock. Returns the records
     /// applied.
     pub(crate) fn digest(&self, max_records: usize) -> Result<usize> {
-        let ring = self.ring();
         let start = self.nvm.load_word(crate::layout::H_LOG_HEAD);
+        let mut batch = Batch::default();
+        match self.collect(start, max_records, &mut batch) {
+            Ok((head, done)) => self.finish_batch(start, head, done, &batch.marks),
+            Err(e) => {
+                // Nothing of the batch is persistent; the slots it took must not stay indexed.
+                for m in batch.marks.iter().filter(|m| m.fresh) {
+                    self.index_remove(m.page);
+                }
+                Err(e)
+            }
+        }
+    }
+
+    /// The first half of `digest`: finds the records to apply from `start` and the cache
+    /// slots and lines they need. Returns the new head and the records taken.
+    fn collect(&self, start: u64, max_records: usize, batch: &mut Batch) -> Result<(u64, usize)> {
+        let ring = self.ring();
         let tail = self.durable().load(Ordering::Acquire);
         let mut head = start;
         let mut done = 0;
-        // The slots this batch writes lines into.
-        let mut batch = Batch::default();
         let mut wrote_back = false;
         while head < tail && done < max_records {
             let h = ring.header(head).ok_or_else(|| PmError::Corrupt {
@@ -276,7 +290,7 @@ impl Inner {
                 })?;
             // Find every page's slot first, so a record is applied whole or not at all.
             let before = batch.marks.len();
-            if !self.mark_pages(&writes, &mut batch) {
+            if !self.mark_pages(&writes, batch) {
                 for m in batch.drop_from(before).into_iter().filter(|m| m.fresh) {
                     self.index_remove(m.page);
                 }
@@ -309,7 +323,7 @@ impl Inner {
             head += h.len;
             done += 1;
         }
-        self.finish_batch(start, head, done, &batch.marks)
+        Ok((head, done))
     }
 
     /// Gives every page `writes` touch a slot in `marks`, reusing clean slots; false if the

@@ -71,12 +71,12 @@ pub const PROC_BYTES: usize = 64;
 /// Transaction slots, one line each; the fields are the `TX_*` word indices below.
 pub const V_TX: usize = V_PROCS + PROCS * PROC_BYTES;
 pub const TX_BYTES: usize = 64;
-/// Owner process slot + 1 (0: free; `TX_ORPHAN`: left behind, see `append.rs`).
+/// Owner process slot + 1 (0: free).
 pub const TX_OWNER: usize = 0;
 /// Start time in ns of `CLOCK_MONOTONIC`, one clock for every process (wait-die age; ties go
 /// to the lower slot).
 pub const TX_SEQ: usize = 1;
-/// Log position of the record being committed (0 when none).
+/// Log position + 1 of the record being committed (0 when none): `Inner::tx_lsn`.
 pub const TX_LSN: usize = 2;
 /// The log bytes reserved for that record, padding included: start and end (end 0: none).
 pub const TX_RES_START: usize = 3;
@@ -84,9 +84,6 @@ pub const TX_RES_END: usize = 4;
 /// Commits and log bytes of the transactions run in this slot (summed by `Pool::stats`).
 pub const TX_COMMITS: usize = 5;
 pub const TX_BYTES_LOGGED: usize = 6;
-/// Owner word of a slot whose reservation outlived its transaction (its process died before
-/// publishing): the slot is freed once the durable prefix has passed the reservation.
-pub const TX_ORPHAN: u64 = u64::MAX;
 pub const V_LOCKS: usize = V_TX + TX_SLOTS * TX_BYTES;
 
 /// Log record and cache geometry of one pool.

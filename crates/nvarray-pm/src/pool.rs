@@ -12,8 +12,8 @@ use std::time::Duration;
 use crate::coord::{self, Acquired, Liveness, OpenLock};
 use crate::error::{io_err, PmError, Result};
 use crate::layout::{
-    self, Layout, PROCS, PROC_BYTES, TX_BYTES, TX_BYTES_LOGGED, TX_COMMITS, TX_LSN, TX_ORPHAN,
-    TX_OWNER, TX_RES_END, TX_SLOTS,
+    self, Layout, PROCS, PROC_BYTES, TX_BYTES, TX_BYTES_LOGGED, TX_COMMITS, TX_LSN, TX_OWNER,
+    TX_SLOTS,
 };
 use crate::log::{Ring, STATE_COMMITTED};
 use crate::media::Media;
@@ -217,6 +217,19 @@ impl Inner {
         self.nvm.word(layout::V_TX + slot * TX_BYTES + field * 8)
     }
 
+    /// The log position of the record slot `slot` is committing, if any (stored plus one, as
+    /// 0 is a valid position).
+    pub(crate) fn tx_lsn(&self, slot: usize) -> Option<u64> {
+        self.tx_word(slot, TX_LSN)
+            .load(Ordering::Acquire)
+            .checked_sub(1)
+    }
+
+    pub(crate) fn set_tx_lsn(&self, slot: usize, lsn: Option<u64>) {
+        self.tx_word(slot, TX_LSN)
+            .store(lsn.map_or(0, |l| l + 1), Ordering::Release);
+    }
+
     pub(crate) fn lock_word(&self, i: usize) -> &AtomicU64 {
         self.nvm.word(layout::V_LOCKS + i * 8)
     }
@@ -226,7 +239,7 @@ impl Inner {
         let owner = self
             .tx_word(tx as usize % TX_SLOTS, TX_OWNER)
             .load(Ordering::Acquire);
-        owner != 0 && owner != TX_ORPHAN && self.live.alive(owner as usize - 1)
+        owner != 0 && self.live.alive(owner as usize - 1)
     }
 
     /// Takes the maintenance lock (cache and log head); repairs after a dead holder.
@@ -256,25 +269,28 @@ impl Inner {
         }
     }
 
-    /// Cleans up after a dead process: finishes making its committed transactions visible,
-    /// settles its log reservations (`append.rs`), releases its page locks and frees its slots.
+    /// Cleans up after a dead process: waits for the durable prefix to pass its unpublished
+    /// log reservations (`append.rs`), finishes making its committed transactions visible,
+    /// releases its page locks and frees its slots.
     pub(crate) fn reap(&self, p: usize) -> Result<()> {
         let _g = self.lock_maintenance()?;
         if self.proc_state(p).load(Ordering::Acquire) == 0 || self.live.alive(p) {
             return Ok(());
         }
-        let head = self.nvm.load_word(layout::H_LOG_HEAD);
+        self.reap_locked(p)
+    }
+
+    /// `reap` of a process known to be dead; the caller holds the maintenance lock.
+    fn reap_locked(&self, p: usize) -> Result<()> {
         let ring = self.ring();
         for s in 0..TX_SLOTS {
             if self.tx_word(s, TX_OWNER).load(Ordering::Acquire) != p as u64 + 1 {
                 continue;
             }
-            if self.tx_word(s, TX_RES_END).load(Ordering::Acquire) != 0 {
-                // Not yet published: keep the record or pad it, visible before its locks go.
-                self.settle_now(s)?;
-            }
-            let lsn = self.tx_word(s, TX_LSN).load(Ordering::Acquire);
-            if lsn != 0 && lsn >= head {
+            // Durable first (with everything before it), then visible, then unlocked.
+            self.pass_reservation_of(s)?;
+            let head = self.nvm.load_word(layout::H_LOG_HEAD);
+            if let Some(lsn) = self.tx_lsn(s).filter(|&l| l >= head) {
                 if let Some(h) = ring.header(lsn).filter(|h| h.owner as usize == s) {
                     if self.nvm.load_word(ring.state_offset(lsn)) == STATE_COMMITTED
                         && ring.body_intact(&h)
@@ -284,18 +300,12 @@ impl Inner {
                 }
             }
             self.release_locks_of(s);
-            if self.tx_word(s, TX_RES_END).load(Ordering::Acquire) != 0 {
-                // Still short of the durable prefix: whoever it reaches frees the slot.
-                self.tx_word(s, TX_OWNER)
-                    .store(TX_ORPHAN, Ordering::Release);
-            } else {
-                self.tx_word(s, TX_LSN).store(0, Ordering::Release);
-                self.tx_word(s, TX_OWNER).store(0, Ordering::Release);
-            }
+            self.set_tx_lsn(s, None);
+            self.tx_word(s, TX_OWNER).store(0, Ordering::Release);
         }
         self.proc_state(p).store(0, Ordering::Release);
         self.count(Counter::ProcessesReaped, 1);
-        self.pass_abandoned()
+        Ok(())
     }
 
     fn release_locks_of(&self, tx: usize) {
@@ -528,6 +538,12 @@ impl Pool {
             recovery::reset_shared(&inner);
             inner.nvm.store_word(layout::H_CLEAN, 0);
             inner.nvm.persist(layout::H_CLEAN, 8);
+        }
+        if !first && inner.proc_state(me).load(Ordering::Acquire) != 0 {
+            // The process slot we just claimed was a dead process's, not yet reaped: its
+            // transaction slots carry our number now, so clean them up before we use it.
+            let _g = inner.lock_maintenance()?;
+            inner.reap_locked(me)?;
         }
         inner.proc_state(me).store(1, Ordering::Release);
         inner

@@ -96,22 +96,34 @@ pub(crate) fn recover(inner: &Inner) -> Result<RecoveryReport> {
     // transaction slot has one reservation at a time, so no slot owns two of them; if one
     // does, the incomplete record is damage to acknowledged data, not a torn tail.
     let mut in_flight: Vec<u32> = Vec::new();
+    let mut leftovers: Vec<u64> = Vec::new();
     let mut probe = lsn;
     while probe < head + ring.size {
-        if let Some(h) = ring.header(probe).filter(|h| h.kind != KIND_PAD) {
-            if in_flight.contains(&h.owner) || h.owner as usize >= TX_SLOTS {
-                return Err(corrupt(format!(
-                    "log record at position {lsn} is damaged but the records after it were not \
-                     all in flight at the crash (transaction slot {} owns two; the latest is \
-                     {} bytes at {}); refusing to drop committed transactions",
-                    h.owner, h.len, h.lsn
-                )));
+        if let Some(h) = ring.header(probe) {
+            leftovers.push(probe);
+            if h.kind != KIND_PAD {
+                if in_flight.contains(&h.owner) || h.owner as usize >= TX_SLOTS {
+                    return Err(corrupt(format!(
+                        "log record at position {lsn} is damaged but the records after it were \
+                         not all in flight at the crash (transaction slot {} owns two; the \
+                         latest is {} bytes at {}); refusing to drop committed transactions",
+                        h.owner, h.len, h.lsn
+                    )));
+                }
+                in_flight.push(h.owner);
             }
-            in_flight.push(h.owner);
         }
         probe += LINE as u64;
     }
     report.discarded = in_flight.len() as u64;
+    // Erase what was discarded: the log restarts at `lsn`, and a leftover header naming a
+    // position the new log will reach would look whole to a committer waiting there.
+    for &at in &leftovers {
+        let off = inner.layout.log + ring.pos(at);
+        inner.nvm.write(off, &[0u8; log::HEADER]);
+        inner.nvm.flush(off, log::HEADER);
+    }
+    inner.nvm.fence();
     inner.storage.sync_all()?;
     inner.reset_cache();
     inner.nvm.store_word(layout::H_LOG_HEAD, lsn);

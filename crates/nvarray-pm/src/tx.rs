@@ -12,11 +12,11 @@
 //! 5. mark the record visible (the applier may now take it) and release the page locks.
 
 use std::cell::Cell;
-use std::sync::atomic::Ordering;
+use std::sync::atomic::{AtomicUsize, Ordering};
 
 use crate::coord::{page_lock_index, Waiter};
 use crate::error::{PmError, Result};
-use crate::layout::{PAGE, TX_LSN, TX_ORPHAN, TX_OWNER, TX_SEQ, TX_SLOTS};
+use crate::layout::{PAGE, TX_OWNER, TX_SEQ, TX_SLOTS};
 use crate::log::{self, STATE_VISIBLE};
 use crate::pool::{mono_ns, Counter, Inner, Pool};
 
@@ -32,7 +32,11 @@ struct Buffers {
 
 thread_local! {
     static SPARE: Cell<Option<Buffers>> = const { Cell::new(None) };
+    static SLOT_HINT: Cell<Option<usize>> = const { Cell::new(None) };
 }
+
+/// Threads of this process that have begun a transaction (spreads their first slot searches).
+static THREADS: AtomicUsize = AtomicUsize::new(0);
 
 /// Largest buffer kept for reuse.
 const KEEP_BUFFER: usize = 1 << 20;
@@ -56,7 +60,12 @@ pub(crate) struct TxCore {
 impl TxCore {
     pub fn begin(inner: &Inner) -> Result<TxCore> {
         let me = inner.live.me() as u64 + 1;
-        let start = (inner.live.me() * 4) % TX_SLOTS;
+        // Start where this thread found a slot last time: usually free again, and its line is
+        // already in this core's cache. A thread's first search starts at its own spot.
+        let start = SLOT_HINT
+            .get()
+            .unwrap_or_else(|| inner.live.me() * 4 + THREADS.fetch_add(1, Ordering::Relaxed) * 17)
+            % TX_SLOTS;
         let slot = (0..TX_SLOTS)
             .map(|i| (start + i) % TX_SLOTS)
             .find(|&s| {
@@ -66,6 +75,7 @@ impl TxCore {
                     .is_ok()
             })
             .ok_or(PmError::NoTxSlot(TX_SLOTS))?;
+        SLOT_HINT.set(Some(slot));
         // The age is a clock reading, not a shared counter: one cache line fewer bouncing
         // between committers.
         let seq = mono_ns();
@@ -141,7 +151,7 @@ impl TxCore {
                 Err(holder) => {
                     let h = holder as usize - 1;
                     let owner = inner.tx_word(h, TX_OWNER).load(Ordering::Acquire);
-                    if owner != 0 && owner != TX_ORPHAN && !inner.live.alive(owner as usize - 1) {
+                    if owner != 0 && !inner.live.alive(owner as usize - 1) {
                         inner.reap(owner as usize - 1)?;
                         continue;
                     }
@@ -225,7 +235,7 @@ impl TxCore {
         inner
             .nvm
             .store_word(inner.ring().state_offset(lsn), STATE_VISIBLE);
-        inner.tx_word(self.slot, TX_LSN).store(0, Ordering::Release);
+        inner.set_tx_lsn(self.slot, None);
         inner.count_commit(self.slot, self.record.len() as u64);
         self.release(inner);
         Ok(lsn)
@@ -237,7 +247,7 @@ impl TxCore {
         log::seal(record, r.lsn, self.slot as u32);
         inner.write_reserved(&r, record);
         let deadline = inner.barrier_deadline();
-        inner.publish(self.slot, &r)?;
+        inner.publish(self.slot, &r);
         inner.wait_persisted(deadline);
         Ok(r.lsn)
     }
@@ -267,17 +277,12 @@ impl TxCore {
         self.doomed = None;
     }
 
-    /// Gives the transaction slot back (after commit or abort), unless a timed-out commit
-    /// orphaned it (`append.rs` frees it later).
+    /// Gives the transaction slot back (after commit or abort).
     pub fn end(mut self, inner: &Inner) {
         self.release(inner);
-        let me = inner.live.me() as u64 + 1;
-        let _ = inner.tx_word(self.slot, TX_OWNER).compare_exchange(
-            me,
-            0,
-            Ordering::Release,
-            Ordering::Relaxed,
-        );
+        inner
+            .tx_word(self.slot, TX_OWNER)
+            .store(0, Ordering::Release);
         let spare = Buffers {
             writes: self.writes,
             data: self.data,
