@@ -463,4 +463,37 @@ mod tests {
         inner.tx_word(5, TX_OWNER).store(0, Ordering::Release);
         inner.tail().store(r1.start, Ordering::Release);
     }
+
+    #[test]
+    fn a_process_that_must_take_a_dead_process_slot_reaps_it_first() {
+        // Process slot 1 belongs to a dead process that left a torn log reservation (tx slot
+        // 9) and a page lock; every other process slot but ours (0) is taken by dead ones
+        // too, so a second opener has to take one of theirs.
+        let dir = tempfile::tempdir().unwrap();
+        let pool = real(&dir);
+        let inner = pool.inner();
+        assert_eq!(inner.live.me(), 0);
+        for p in 1..crate::layout::PROCS {
+            inner.proc_state(p).store(1, Ordering::Release);
+        }
+        let (r, _never_written) = reserve(inner, 9, 1, 0, 1);
+        inner.lock_word(7).store(9 + 1, Ordering::Release);
+        let opts = PoolOptions {
+            nvm_dir: dir.path().to_path_buf(),
+            timeout: std::time::Duration::from_secs(2),
+            ..options()
+        };
+        let second = Pool::open(dir.path().join("pool.data"), SIZE, &opts)
+            .expect("opens after reaping the dead slot it takes");
+        assert_eq!(second.inner().live.me(), 1);
+        assert_eq!(inner.durable().load(Ordering::Acquire), r.end);
+        assert_eq!(inner.tx_word(9, TX_OWNER).load(Ordering::Acquire), 0);
+        assert_eq!(inner.lock_word(7).load(Ordering::Acquire), 0);
+        // Both keep committing.
+        for p in [&pool, &second] {
+            let mut tx = p.begin().unwrap();
+            tx.write(4096, b"on").unwrap();
+            tx.commit().unwrap();
+        }
+    }
 }

@@ -22,6 +22,10 @@ const LIVENESS_BASE: i64 = 1 << 40;
 pub(crate) struct Liveness {
     fd: Option<i32>,
     me: usize,
+    /// Whether this process holds slot `me`'s lock yet. Before it does, it can act under the
+    /// slot's number as an outsider: the slot's previous holder then counts as dead (which it
+    /// is), so its locks and log reservations can be taken over and repaired.
+    holds: bool,
 }
 
 impl Liveness {
@@ -30,7 +34,20 @@ impl Liveness {
         Liveness {
             fd: file.map(|f| f.as_raw_fd()),
             me,
+            holds: true,
         }
+    }
+
+    /// Acts under slot `me`'s number without holding it (see `holds`).
+    pub fn act_as_outsider(&mut self, me: usize) {
+        self.me = me;
+        self.holds = false;
+    }
+
+    /// This process now holds slot `me`'s lock (taken with `claim_liveness`).
+    pub fn hold(&mut self, me: usize) {
+        self.me = me;
+        self.holds = true;
     }
 
     pub fn me(&self) -> usize {
@@ -41,8 +58,8 @@ impl Liveness {
     /// process) everyone is.
     pub fn alive(&self, slot: usize) -> bool {
         let Some(fd) = self.fd else { return true };
-        if slot == self.me {
-            return true;
+        if slot == self.me && self.holds {
+            return true; // our own lock: F_OFD_GETLK would not report it
         }
         let mut fl = flock(libc::F_WRLCK as i16, slot);
         // SAFETY: `fd` is the pool's open NVM file; `fl` is a valid flock.

@@ -471,11 +471,10 @@ impl Pool {
         };
         let storage = Media::storage(backing, path)?;
         let first = !(0..PROCS).any(|p| Liveness::new(Some(&nvm_file), usize::MAX).alive(p));
-        let me = (0..PROCS)
-            .find(|&p| coord::claim_liveness(&nvm_file, p))
-            .ok_or(PmError::NoProcessSlot(PROCS))?;
-        let inner = Inner {
-            live: Liveness::new(Some(&nvm_file), me),
+        let mut live = Liveness::new(Some(&nvm_file), 0);
+        live.act_as_outsider(0);
+        let mut inner = Inner {
+            live,
             nvm,
             storage,
             layout,
@@ -486,7 +485,35 @@ impl Pool {
             opts: options.clone(),
             recovery: None,
         };
+        let me = Pool::claim_process_slot(&mut inner, first)?;
         Pool::attach(inner, first, me)
+    }
+
+    /// Takes a process slot: one no process left state in if there is one (the usual case),
+    /// else the slot of a dead process not yet reaped, reaped first as an outsider so its
+    /// transactions, log reservations and locks are cleaned up before this process takes its
+    /// number. Called under the open lock, so no other process attaches meanwhile.
+    fn claim_process_slot(inner: &mut Inner, first: bool) -> Result<usize> {
+        let file = inner.nvm_file.as_ref().expect("a pool over files");
+        for p in 0..PROCS {
+            let clean = first || inner.proc_state(p).load(Ordering::Acquire) == 0;
+            if clean && coord::claim_liveness(file, p) {
+                inner.live.hold(p);
+                return Ok(p);
+            }
+        }
+        for p in 0..PROCS {
+            inner.live.act_as_outsider(p);
+            if inner.live.alive(p) {
+                continue;
+            }
+            inner.reap(p)?;
+            if coord::claim_liveness(inner.nvm_file.as_ref().expect("file"), p) {
+                inner.live.hold(p);
+                return Ok(p);
+            }
+        }
+        Err(PmError::NoProcessSlot(PROCS))
     }
 
     /// A pool over simulated tiers (crash tests). `world` holds both tiers' bytes; a fresh
@@ -538,12 +565,6 @@ impl Pool {
             recovery::reset_shared(&inner);
             inner.nvm.store_word(layout::H_CLEAN, 0);
             inner.nvm.persist(layout::H_CLEAN, 8);
-        }
-        if !first && inner.proc_state(me).load(Ordering::Acquire) != 0 {
-            // The process slot we just claimed was a dead process's, not yet reaped: its
-            // transaction slots carry our number now, so clean them up before we use it.
-            let _g = inner.lock_maintenance()?;
-            inner.reap_locked(me)?;
         }
         inner.proc_state(me).store(1, Ordering::Release);
         inner
