@@ -111,6 +111,18 @@ impl Backing {
                 size_bytes,
             });
         }
+        if let Err(source) = allocate(&file, size_bytes) {
+            if len == 0 {
+                // The image was made just now and holds nothing: do not leave it, or the disk
+                // space it took, behind.
+                let _ = std::fs::remove_file(path);
+            }
+            return Err(EmuError::Allocate {
+                path: path.to_path_buf(),
+                size_bytes,
+                source,
+            });
+        }
         let map = MmapOptions::new()
             .len(size_bytes as usize)
             .map_raw(&file)
@@ -237,6 +249,31 @@ impl Backing {
     }
 }
 
+/// Gives every block of the image its disk space now (`fallocate`; a no-op where it already
+/// has it). A sparse image makes the first write to each page wait while the file system
+/// allocates it (measured up to 24 ms: NOT FAITHFUL runs), and on a full disk such a write
+/// through the mapping kills the process with SIGBUS, where this fails first with a clear
+/// error. File systems without `fallocate` keep the sparse file.
+fn allocate(file: &std::fs::File, size_bytes: u64) -> std::io::Result<()> {
+    #[cfg(target_os = "linux")]
+    {
+        use std::os::fd::AsRawFd;
+        let len = libc::off_t::try_from(size_bytes)
+            .map_err(|_| std::io::Error::from(std::io::ErrorKind::InvalidInput))?;
+        // SAFETY: a valid open file descriptor; mode 0 only allocates, it changes no data.
+        let rc = unsafe { libc::fallocate(file.as_raw_fd(), 0, 0, len) };
+        if rc != 0 {
+            let e = std::io::Error::last_os_error();
+            if e.raw_os_error() != Some(libc::EOPNOTSUPP) {
+                return Err(e);
+            }
+        }
+    }
+    #[cfg(not(target_os = "linux"))]
+    let _ = (file, size_bytes);
+    Ok(())
+}
+
 /// Linux 5.14's `MADV_POPULATE_WRITE` (not in every libc release yet).
 #[cfg(target_os = "linux")]
 const MADV_POPULATE_WRITE: libc::c_int = 23;
@@ -315,6 +352,26 @@ mod tests {
         let mut buf = [0u8; 2];
         b.read(8190, &mut buf).unwrap();
         assert_eq!(&buf, b"ab");
+    }
+
+    #[test]
+    fn a_new_file_image_has_all_its_blocks_allocated() {
+        use std::os::unix::fs::MetadataExt;
+        let path = scratch("allocated");
+        let kind = BackingKind::File {
+            path: path.clone(),
+            durable: false,
+        };
+        let b = Backing::open(&kind, 1 << 20).unwrap();
+        let meta = std::fs::metadata(&path).unwrap();
+        assert_eq!(meta.len(), 1 << 20);
+        assert!(
+            meta.blocks() * 512 >= 1 << 20,
+            "sparse image: {} bytes allocated",
+            meta.blocks() * 512
+        );
+        drop(b);
+        std::fs::remove_file(&path).unwrap();
     }
 
     #[test]

@@ -19,6 +19,12 @@ pub enum EmuError {
         file_bytes: u64,
         size_bytes: u64,
     },
+    #[error("{path}: cannot allocate the {size_bytes}-byte device image: {source}")]
+    Allocate {
+        path: PathBuf,
+        size_bytes: u64,
+        source: std::io::Error,
+    },
     #[error("cannot map {what}: {error}")]
     Map { what: String, error: std::io::Error },
     #[error("DMA memory of {tags} tags x {buffer_bytes} bytes is out of range: expected 1 byte to 1 GiB in all (lower --buffer-size or the tag count)")]
@@ -42,6 +48,7 @@ impl EmuError {
             EmuError::BackingSize { .. }
                 | EmuError::FileSize { .. }
                 | EmuError::File { .. }
+                | EmuError::Allocate { .. }
                 | EmuError::Arena { .. }
         )
     }
