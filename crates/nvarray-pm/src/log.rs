@@ -1,13 +1,14 @@
 //! The redo log: a ring of records on the NVM tier, one per committed transaction.
 //!
-//! A record is written whole, flushed and fenced under the log lock; the fence is the commit
-//! point. Its 64-byte header carries its log position (`lsn`, bytes since the pool was
-//! formatted), its length, a checksum of the header and one of the body, so recovery walks the
-//! ring from the persistent head and stops at the first position whose header does not name
-//! itself — the end of the log, or a record torn by the crash, which was never acknowledged.
+//! A record is written whole, flushed and fenced in the bytes its committer reserved, and
+//! published in log order (`append.rs`). Its 64-byte header carries its log position (`lsn`,
+//! bytes since the pool was formatted), its length, a checksum of the header and one of the
+//! body, so recovery walks the ring from the persistent head and stops at the first position
+//! whose header does not name itself or whose body is torn: the end of the log. Nothing from
+//! there on was acknowledged.
 //!
-//! Why not the seed's linked committed list (slide 19): records are appended under one lock,
-//! so the ring's order already is the commit order and the header's self-check replaces the
+//! Why not the seed's linked committed list (slide 19): reservations are made in log order, so
+//! the ring's order already is the commit order and the header's self-check replaces the
 //! 8-byte link; a commit costs one persist barrier instead of two (record, then link), and
 //! removing digested records is one 8-byte store of the head instead of an unlink each.
 //!
