@@ -137,27 +137,19 @@ impl Waiter {
 
     /// Waits a little. Returns true every 256 calls, when a caller should check liveness.
     pub fn pause(&mut self, what: &'static str) -> Result<bool> {
-        self.spins = self.spins.wrapping_add(1);
-        if self.spins < 64 {
-            std::hint::spin_loop();
-        } else {
-            std::thread::yield_now();
+        if !self.pause_forever() {
+            return Ok(false);
         }
-        if self.spins.is_multiple_of(256) {
-            let started = *self.started.get_or_insert_with(Instant::now);
-            if started.elapsed() > self.timeout {
-                return Err(PmError::Timeout {
-                    what,
-                    waited_ms: started.elapsed().as_millis() as u64,
-                });
-            }
-            return Ok(true);
+        let started = *self.started.get_or_insert_with(Instant::now);
+        if started.elapsed() > self.timeout {
+            return Err(PmError::Timeout {
+                what,
+                waited_ms: started.elapsed().as_millis() as u64,
+            });
         }
-        Ok(false)
+        Ok(true)
     }
-}
 
-impl Waiter {
     /// Waits a little, with no time limit. Returns true every 256 calls.
     pub fn pause_forever(&mut self) -> bool {
         self.spins = self.spins.wrapping_add(1);
