@@ -73,9 +73,12 @@ impl Timeline {
             return start;
         }
 
-        // Find the first gap that fits, looking at `earlier` and then `last`.
+        // Find the first gap that fits, looking at `earlier` and then `last`. Bookings that
+        // end by `ready_ns` cannot hold it: skip them by binary search (the list is sorted),
+        // since a scan from the front over every booking in flight was the model's largest
+        // cost at queue depth 32 (`benches/model_cost.rs`).
         let mut start = ready_ns;
-        let mut index = 0;
+        let mut index = self.earlier.partition_point(|&(_, e)| e <= ready_ns);
         while index < self.earlier.len() {
             let (s, e) = self.earlier[index];
             if e <= start {
