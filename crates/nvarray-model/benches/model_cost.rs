@@ -20,13 +20,15 @@ use nvarray_model::{Command, Device, Op};
 const RUNS: usize = 7;
 const COMMANDS: u64 = 2_000_000;
 
-/// `model_cost [COMMANDS [RUNS]]` (cargo's own `--bench` flag is skipped): a shorter run suits
-/// `valgrind --tool=callgrind`, whose instruction counts do not drift with the shared host.
-fn counts() -> (u64, usize) {
+/// `model_cost [COMMANDS [RUNS [CASE]]]` (cargo's own `--bench` flag is skipped): a shorter
+/// run of one case (names containing CASE) suits `valgrind --tool=callgrind`, whose
+/// instruction counts do not drift with the shared host.
+fn arguments() -> (u64, usize, String) {
     let mut args = std::env::args().skip(1).filter(|a| !a.starts_with("--"));
     let commands = args.next().and_then(|a| a.parse().ok()).unwrap_or(COMMANDS);
     let runs = args.next().and_then(|a| a.parse().ok()).unwrap_or(RUNS);
-    (commands, runs.max(1))
+    let case = args.next().unwrap_or_default();
+    (commands, runs.max(1), case)
 }
 
 /// One case: name, preset, overrides, transfer size, queue depth, commands per pass, virtual
@@ -122,8 +124,8 @@ fn main() {
         "{:<34} {:>10} {:>16} {:>18}  raw runs (ns/command)",
         "case", "commands", "median ns/cmd", "digest"
     );
-    let (commands, runs) = counts();
-    for case in &cases {
+    let (commands, runs, only) = arguments();
+    for case in cases.iter().filter(|c| c.name.contains(&only)) {
         let mut per_command = Vec::with_capacity(runs);
         let mut digests = Vec::with_capacity(runs);
         for _ in 0..runs {
