@@ -309,7 +309,7 @@ fn service(shared: &Shared, state: &mut State) -> bool {
                     None => break,
                 },
                 DeviceQueue::Nvme { sq, .. } => match sq.pop() {
-                    Some(sqe) => decode_nvme(&sqe, qid, shared.block_bytes, dma),
+                    Some(sqe) => decode_nvme(&sqe, qid, shared.block_bytes, dma, tag_busy),
                     None => break,
                 },
             };
@@ -431,7 +431,15 @@ fn decode_moneta(word: u64, queue: u16, block_bytes: u64) -> Decoded {
     ))
 }
 
-fn decode_nvme(sqe: &nvme::Sqe, queue: u16, block_bytes: u64, dma: &DmaMemory) -> Decoded {
+/// `tag_busy` says which tags have a command in flight: a busy tag's PRP list pages are the
+/// host's to rewrite for its next command, so they are not read (the command is refused).
+fn decode_nvme(
+    sqe: &nvme::Sqe,
+    queue: u16,
+    block_bytes: u64,
+    dma: &DmaMemory,
+    tag_busy: &[bool],
+) -> Decoded {
     let refuse = |status| Err(immediate(queue, sqe.cid, status));
     let op = match sqe.opcode {
         nvme::OPCODE_READ => IoOp::Read,
@@ -459,7 +467,7 @@ fn decode_nvme(sqe: &nvme::Sqe, queue: u16, block_bytes: u64, dma: &DmaMemory) -
     };
     s.offset_bytes = offset;
     s.len_bytes = u32::try_from(blocks * block_bytes).unwrap_or(u32::MAX);
-    if usize::from(sqe.cid) >= dma.tags() {
+    if usize::from(sqe.cid) >= dma.tags() || tag_busy[usize::from(sqe.cid)] {
         return refuse(Status::BadField);
     }
     if s.len_bytes as usize > dma.buffer_bytes() {
@@ -492,11 +500,17 @@ fn prps_cover_tag_buffer(sqe: &nvme::Sqe, len: usize, dma: &DmaMemory) -> bool {
         return false;
     };
     let list_base = nvme::LIST_IOVA + (tag * lists.buffer_bytes()) as u64;
-    let list_end = list_base + lists.buffer_bytes() as u64;
+    let list_bytes = lists.buffer_bytes() as u64;
+    // Where an entry address falls in the tag's list pages, if it names a whole, aligned entry
+    // there. The address comes from the host, so no arithmetic on it may overflow.
+    let entry_at = |iova: u64, align: u64| {
+        iova.checked_sub(list_base)
+            .filter(|at| at.is_multiple_of(align) && at + 8 <= list_bytes)
+    };
     let per_page = dma.page_bytes / 8;
     let mut entry_iova = sqe.prp2;
     for i in 1..pages {
-        if !entry_iova.is_multiple_of(8) || entry_iova < list_base || entry_iova + 8 > list_end {
+        if entry_at(entry_iova, 8).is_none() {
             return false;
         }
         let index_in_page = ((entry_iova % page) / 8) as usize;
@@ -511,10 +525,7 @@ fn prps_cover_tag_buffer(sqe: &nvme::Sqe, len: usize, dma: &DmaMemory) -> bool {
         if index_in_page == per_page - 1 && i < pages - 1 {
             // Last entry of a list page with more to come: a pointer to the next list page.
             entry_iova = value;
-            if !entry_iova.is_multiple_of(page)
-                || entry_iova < list_base
-                || entry_iova + 8 > list_end
-            {
+            if entry_at(entry_iova, page).is_none() {
                 return false;
             }
             value = read(entry_iova);
@@ -525,4 +536,106 @@ fn prps_cover_tag_buffer(sqe: &nvme::Sqe, len: usize, dma: &DmaMemory) -> bool {
         entry_iova += 8;
     }
     true
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// 64-byte pages make a PRP list chain with few bytes: 7 entries and a chain pointer per
+    /// list page.
+    const PAGE: usize = 64;
+    const PAGES: usize = 20;
+
+    fn dma() -> DmaMemory {
+        let buffer_bytes = PAGE * PAGES;
+        let list_bytes = DmaMemory::list_bytes_for(buffer_bytes, PAGE);
+        DmaMemory {
+            data: Arena::new(2, buffer_bytes).expect("arena"),
+            lists: Some(Arena::new(2, list_bytes).expect("lists")),
+            in_data: (0..2).map(|_| AtomicU64::new(0)).collect(),
+            page_bytes: PAGE,
+        }
+    }
+
+    /// The tag-1 command over all its pages, with its PRP list written as a driver would:
+    /// entries for pages 1.., the last entry of each full list page pointing to the next.
+    fn valid_command(dma: &DmaMemory) -> nvme::Sqe {
+        let (tag, page) = (1usize, PAGE as u64);
+        let lists = dma.lists.as_ref().expect("nvme");
+        let list_base = nvme::LIST_IOVA + (tag * lists.buffer_bytes()) as u64;
+        let base = nvme::DATA_IOVA + (tag * dma.buffer_bytes()) as u64;
+        // SAFETY: no command is in flight; the test is the only user of the list pages.
+        let list = unsafe { lists.buffer(tag) };
+        let (mut at, per_page) = (0usize, PAGE / 8);
+        for i in 1..PAGES {
+            if at % PAGE == PAGE - 8 {
+                let next = list_base + (at + 8) as u64;
+                list[at..at + 8].copy_from_slice(&next.to_le_bytes());
+                at += 8;
+            }
+            list[at..at + 8].copy_from_slice(&(base + i as u64 * page).to_le_bytes());
+            at += 8;
+        }
+        assert!(at > per_page * 8, "the list must chain");
+        nvme::Sqe {
+            cid: tag as u16,
+            prp1: base,
+            prp2: list_base,
+            ..nvme::Sqe::default()
+        }
+    }
+
+    #[test]
+    fn a_prp_list_that_names_the_tag_buffer_is_accepted() {
+        let dma = dma();
+        assert!(prps_cover_tag_buffer(
+            &valid_command(&dma),
+            PAGE * PAGES,
+            &dma
+        ));
+    }
+
+    /// Pointers from the host near the top of the address space, below the list or past it,
+    /// or misaligned, are refused; before, one of them overflowed and panicked the device.
+    #[test]
+    fn hostile_prp_pointers_are_refused_without_panicking() {
+        let dma = dma();
+        let lists = dma.lists.as_ref().expect("nvme");
+        let list_base = nvme::LIST_IOVA + lists.buffer_bytes() as u64;
+        let list_end = list_base + lists.buffer_bytes() as u64;
+        for prp2 in [
+            u64::MAX - 7,
+            u64::MAX,
+            0,
+            list_base - 8,
+            list_base + 4,
+            list_end - 4,
+            list_end,
+        ] {
+            let sqe = nvme::Sqe {
+                prp2,
+                ..valid_command(&dma)
+            };
+            assert!(
+                !prps_cover_tag_buffer(&sqe, PAGE * PAGES, &dma),
+                "prp2 {prp2:#x}"
+            );
+        }
+        // A chain pointer (last entry of the first list page) that points anywhere else.
+        for chain in [
+            u64::MAX - (PAGE as u64 - 1),
+            0u64.wrapping_sub(PAGE as u64),
+            list_end,
+        ] {
+            let sqe = valid_command(&dma);
+            // SAFETY: as in `valid_command`.
+            let list = unsafe { lists.buffer(1) };
+            list[PAGE - 8..PAGE].copy_from_slice(&chain.to_le_bytes());
+            assert!(
+                !prps_cover_tag_buffer(&sqe, PAGE * PAGES, &dma),
+                "chain {chain:#x}"
+            );
+        }
+    }
 }
