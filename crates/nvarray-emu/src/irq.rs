@@ -31,7 +31,9 @@ impl Irq {
         fence(Ordering::SeqCst);
     }
 
-    /// Host: give up the intention to sleep (a completion was found after arming).
+    /// Host: give up the intention to sleep (a completion was found after arming). Only for
+    /// an interrupt with one sleeper: with several, this would hide the others from the next
+    /// `raise` and leave them asleep.
     pub fn disarm(&self) {
         self.word.store(IDLE, Ordering::SeqCst);
     }

@@ -101,6 +101,8 @@ pub mod nvme {
     pub const OPCODE_FLUSH: u8 = 0x00;
     pub const OPCODE_WRITE: u8 = 0x01;
     pub const OPCODE_READ: u8 = 0x02;
+    /// Blocks one read or write moves at most: dword 12's 16-bit, zero-based block count.
+    pub const BLOCKS_PER_COMMAND_MAX: u64 = 1 << 16;
     /// Vendor-specific command dword 13 bit: complete this read in the data (DC Express).
     pub const CDW13_IN_DATA: u32 = 1;
     /// Base I/O virtual address of the tags' data buffers.

@@ -19,7 +19,7 @@ use nvarray_emu::tag_pool::{cpu_hint, Tag, TagPool, TAGS_MAX};
 use nvarray_emu::word_ring::{self, WordConsumer, WordProducer};
 use nvarray_model::{DeviceConfig, Protocol};
 
-use crate::options::{Completion, Options, DEVICE_THREADS_MAX};
+use crate::options::{Completion, Options, Stack, DEVICE_THREADS_MAX};
 use crate::HostError;
 
 /// Default tag buffer size: large enough for the usual benchmark sizes, small enough that a
@@ -89,6 +89,20 @@ impl Device {
             return Err(HostError::Config(format!(
                 "buffer size {buffer_bytes} is out of range: expected a multiple of the block size ({block}) up to the maximum transfer ({})",
                 config.controller.max_transfer_bytes
+            )));
+        }
+        if config.interface.protocol == Protocol::Nvme
+            && u64::from(buffer_bytes / block) > nvme::BLOCKS_PER_COMMAND_MAX
+        {
+            return Err(HostError::Config(format!(
+                "buffer size {buffer_bytes} is more than an NVMe command's {} blocks of {block} bytes",
+                nvme::BLOCKS_PER_COMMAND_MAX
+            )));
+        }
+        if options.completion == Completion::InData && options.stack != Stack::Spin {
+            return Err(HostError::Config(format!(
+                "completion mode in-data needs stack spin: the host polls the read's data for it, while stack {} sleeps until an interrupt",
+                options.stack
             )));
         }
         let tags = (config.controller.tags as usize).min(TAGS_MAX);
@@ -709,7 +723,8 @@ fn build_sqe(dma: &DmaMemory, block_bytes: u64, p: &Prepared) -> nvme::Sqe {
         return sqe;
     }
     sqe.slba = p.offset_bytes / block_bytes;
-    sqe.cdw12 = ((u64::from(p.len_bytes) / block_bytes).max(1) - 1).min(0xffff) as u32;
+    sqe.cdw12 = ((u64::from(p.len_bytes) / block_bytes).max(1) - 1)
+        .min(nvme::BLOCKS_PER_COMMAND_MAX - 1) as u32;
     if p.in_data {
         sqe.cdw13 = nvme::CDW13_IN_DATA;
     }

@@ -158,7 +158,9 @@ impl SharedQueue {
             // the lock after us and then raises the interrupt.
             self.irq.arm();
             if inner.qp.has_completion() {
-                self.irq.disarm();
+                // Not `disarm`: other threads may be asleep on this shared interrupt, and
+                // disarming would turn the next `raise` into a no-op that leaves them asleep.
+                // Left armed, the next `raise` pays a futex wake nobody needed, at worst.
                 continue;
             }
             drop(inner);

@@ -225,3 +225,49 @@ fn stack_and_options_defaults_are_the_fastest() {
     assert_eq!(o.stack, Stack::Spin);
     assert_eq!(o.device_threads, 1);
 }
+
+/// Options no command could honour are refused at open, naming what is wrong, instead of
+/// hanging or silently shortening commands later.
+#[test]
+fn open_refuses_options_no_command_could_honour() {
+    let config_error =
+        |config: &DeviceConfig, options: Options| match Device::open(config, &options) {
+            Err(HostError::Config(message)) => message,
+            Err(e) => panic!("expected a configuration error, got {e}"),
+            Ok(_) => panic!("opened with {options:?}"),
+        };
+    // In-data completion polls the read's data; the sleeping stacks would wait for an
+    // interrupt that in-data reads never raise.
+    for stack in [Stack::Baseline, Stack::NoSched, Stack::Atomic] {
+        let message = config_error(
+            &small("dram", 1 << 20),
+            Options {
+                stack,
+                completion: Completion::InData,
+                ..Options::default()
+            },
+        );
+        assert!(message.contains("in-data needs stack spin"), "{message}");
+    }
+    // An NVMe command counts blocks in 16 bits: a 64 MiB buffer of 512-byte blocks is 131,072.
+    let mut big = small("dram", 128 << 20);
+    big.controller.max_transfer_bytes = 64 << 20;
+    big.controller.tags = 2;
+    let message = config_error(
+        &big,
+        Options {
+            buffer_bytes: Some(64 << 20),
+            ..Options::default()
+        },
+    );
+    assert!(message.contains("65536 blocks"), "{message}");
+    // The largest buffer that fits is accepted.
+    Device::open(
+        &big,
+        &Options {
+            buffer_bytes: Some(32 << 20),
+            ..Options::default()
+        },
+    )
+    .expect("65,536 blocks of 512 bytes fit one command");
+}
