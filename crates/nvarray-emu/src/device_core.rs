@@ -191,8 +191,9 @@ impl DeviceCore {
         &self.model
     }
 
-    /// Accepts a command that the device took from a queue at `now` (the clock's time, read
-    /// once per pass by the caller). `buffer` is the command's DMA buffer, owned by the device
+    /// Accepts a command that the device took from a queue at `now`: a clock reading taken
+    /// after the command was in the queue, and after `advance(now, ..)`, so the model has done
+    /// everything due before the command arrived. `buffer` is the command's DMA buffer, owned by the device
     /// until the completion is posted: a write's data is taken from it now; a read's data is
     /// put in it now, or for a small read when the model finishes it
     /// (`COPY_WHEN_DONE_MAX_BYTES`). The
@@ -273,20 +274,22 @@ impl DeviceCore {
         self.model.submit(cmd, now).expect("checked above");
     }
 
-    /// Posts every completion whose deadline has passed by `now` (the clock's time at the
-    /// start of the caller's pass), in deadline order, after its data is in place.
-    /// `buffer(queue, tag)` gives a command's DMA buffer, for the small reads copied when the
-    /// model finishes them. Each completion's posting time is read afresh, so the lateness
-    /// recorded is the true one.
+    /// `advance`, then `post_due`: everything due by `now` (a clock reading).
     pub fn poll<'b>(
         &mut self,
         now: u64,
-        mut buffer: impl FnMut(u16, u16) -> &'b mut [u8],
-        mut post: impl FnMut(Posted),
+        buffer: impl FnMut(u16, u16) -> &'b mut [u8],
+        post: impl FnMut(Posted),
     ) {
-        for p in self.immediate.drain(..) {
-            post(p);
-        }
+        self.advance(now, buffer);
+        self.post_due(now, post);
+    }
+
+    /// Runs the model up to `now` (a clock reading): it finishes the commands due by then,
+    /// copies the small reads among them into their buffers (`buffer(queue, tag)` gives a
+    /// command's DMA buffer) and queues their completions for `post_due`. Call it before
+    /// `submit` at the same `now`: a command arriving then finds the device as it is then.
+    pub fn advance<'b>(&mut self, now: u64, mut buffer: impl FnMut(u16, u16) -> &'b mut [u8]) {
         if self.model.next_event_ns().is_some_and(|t| t <= now) {
             let (due, sum, count, in_flight, backing) = (
                 &mut self.due,
@@ -311,6 +314,15 @@ impl DeviceCore {
                 }
                 due.push(Reverse((c.visible_ns, c.id as u32)))
             });
+        }
+    }
+
+    /// Posts every completion whose deadline has passed by `now` (a clock reading), in
+    /// deadline order, after its data is in place, and the refusals since the last call. Each
+    /// completion's posting time is read afresh, so the lateness recorded is the true one.
+    pub fn post_due(&mut self, now: u64, mut post: impl FnMut(Posted)) {
+        for p in self.immediate.drain(..) {
+            post(p);
         }
         while let Some(&Reverse((deadline, id))) = self.due.peek() {
             if deadline > now {

@@ -95,6 +95,9 @@ struct State {
     tag_busy: Vec<bool>,
     tag_in_data: Vec<bool>,
     last_busy_ns: u64,
+    /// Commands taken from one submission queue in one pass, before they are dated (kept to
+    /// reuse its allocation).
+    batch: Vec<Decoded>,
 }
 
 struct Shared {
@@ -154,6 +157,7 @@ impl Emulator {
                 tag_busy: vec![false; options.tags],
                 tag_in_data: vec![false; options.tags],
                 last_busy_ns: 0,
+                batch: Vec::with_capacity(SQ_BATCH_MAX),
             }),
             stop: AtomicBool::new(false),
             dma,
@@ -291,18 +295,22 @@ fn service(shared: &Shared, state: &mut State) -> bool {
         tag_busy,
         tag_in_data,
         last_busy_ns,
+        batch,
     } = state;
     let dma = &*shared.dma;
-    // One clock read per pass: it dates the commands taken and decides what is due. Posting
-    // times are read afresh (in `DeviceCore::poll`).
-    let now = core.clock().now_ns();
+    // SAFETY: `DeviceCore` asks only for the buffers of commands in flight, which the device
+    // owns until their completions are posted (after the buffer's use).
+    let buffers = |_, tag: u16| unsafe { dma.data.buffer(usize::from(tag)) };
+    let mut now = core.clock().now_ns();
+    core.advance(now, buffers);
     let mut taken = 0u64;
     for (qid, slot) in queues.iter_mut().enumerate() {
         let qid = qid as u16;
         for posted in std::mem::take(&mut slot.backlog) {
             post(slot, dma, posted, false);
         }
-        for _ in 0..SQ_BATCH_MAX {
+        batch.clear();
+        while batch.len() < SQ_BATCH_MAX {
             let decoded = match &mut slot.queue {
                 DeviceQueue::Moneta { sq, .. } => match sq.pop() {
                     Some(word) => decode_moneta(word, qid, shared.block_bytes),
@@ -313,8 +321,19 @@ fn service(shared: &Shared, state: &mut State) -> bool {
                     None => break,
                 },
             };
-            slot.sq_taken += 1;
-            taken += 1;
+            batch.push(decoded);
+        }
+        if batch.is_empty() {
+            continue;
+        }
+        slot.sq_taken += batch.len() as u64;
+        taken += batch.len() as u64;
+        // The clock is read after the commands were taken, so each was in the queue by the
+        // time it is dated: its deadline is never earlier than the model's latency after the
+        // host's submission. And the model first does what was due before they arrived.
+        now = core.clock().now_ns();
+        core.advance(now, buffers);
+        for decoded in batch.drain(..) {
             let (submission, in_data) = match decoded {
                 Ok(d) => d,
                 Err(refused) => {
@@ -346,20 +365,14 @@ fn service(shared: &Shared, state: &mut State) -> bool {
     if taken > 0 {
         shared.commands.fetch_add(taken, Ordering::Relaxed);
     }
-    core.poll(
-        now,
-        // SAFETY: as above: the tag's command is in flight, so the device owns its buffer until
-        // the completion is posted (after this closure's use).
-        |_, tag| unsafe { dma.data.buffer(usize::from(tag)) },
-        |posted| {
-            let tag = usize::from(posted.tag);
-            let in_data = tag < tag_busy.len() && tag_busy[tag] && tag_in_data[tag];
-            if tag < tag_busy.len() {
-                tag_busy[tag] = false;
-            }
-            post(&mut queues[usize::from(posted.queue)], dma, posted, in_data);
-        },
-    );
+    core.post_due(now, |posted| {
+        let tag = usize::from(posted.tag);
+        let in_data = tag < tag_busy.len() && tag_busy[tag] && tag_in_data[tag];
+        if tag < tag_busy.len() {
+            tag_busy[tag] = false;
+        }
+        post(&mut queues[usize::from(posted.queue)], dma, posted, in_data);
+    });
     if taken > 0 || core.in_flight() > 0 {
         *last_busy_ns = now;
         false

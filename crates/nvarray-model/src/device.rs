@@ -241,8 +241,9 @@ impl Device {
         Ok(())
     }
 
-    /// Issues `cmd` at `now_ns` (not before the last call's time). A refused command changes
-    /// nothing.
+    /// Issues `cmd` at `now_ns` (not before the last call's time, and after `advance` has
+    /// done every event due before `now_ns`: the command must find the device as it is at
+    /// `now_ns`). A refused command changes nothing.
     pub fn submit(&mut self, cmd: Command, now_ns: u64) -> Result<(), CommandError> {
         self.check(cmd.offset_bytes, cmd.len_bytes)?;
         assert!(
@@ -250,6 +251,12 @@ impl Device {
             "time went backwards: {now_ns} < {}",
             self.now_ns
         );
+        if let Some(t) = self.next_event_ns() {
+            assert!(
+                t >= now_ns,
+                "submit at {now_ns} with an event due at {t} not yet advanced"
+            );
+        }
         self.now_ns = now_ns;
         let arrived_ns = self.deliver_command(now_ns, cmd.len_bytes);
         let waiting = Waiting {
