@@ -63,6 +63,20 @@ impl Arena {
         // checked it); exclusivity is the caller's promise above.
         unsafe { std::slice::from_raw_parts_mut(UnsafeCell::raw_get(cells.as_ptr()), cells.len()) }
     }
+
+    /// The buffer of `index`, to read.
+    ///
+    /// # Safety
+    /// The caller must own buffer `index` under the hand-over protocol in the module docs and
+    /// hold no `buffer(index)` slice: nothing may write it while the returned slice lives.
+    /// Several shared slices of one buffer may live at once.
+    pub unsafe fn buffer_to_read(&self, index: usize) -> &[u8] {
+        assert!(index < self.buffers, "buffer {index} of {}", self.buffers);
+        let start = index * self.buffer_bytes;
+        let cells = &self.bytes[start..start + self.buffer_bytes];
+        // SAFETY: as in `buffer`, for shared access; no writer is the caller's promise above.
+        unsafe { std::slice::from_raw_parts(UnsafeCell::raw_get(cells.as_ptr()), cells.len()) }
+    }
 }
 
 #[cfg(test)]

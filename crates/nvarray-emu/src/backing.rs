@@ -35,6 +35,8 @@ pub struct Backing {
     file: Option<File>,
     durable: bool,
     kind: BackingKind,
+    /// Remembers the first failed flush (see `flush`).
+    flush_failed: FailureLatch,
 }
 
 impl std::fmt::Debug for Backing {
@@ -85,6 +87,7 @@ impl Backing {
             file: None,
             durable: false,
             kind: BackingKind::Ram,
+            flush_failed: FailureLatch::default(),
         })
     }
 
@@ -139,6 +142,7 @@ impl Backing {
                 path: path.to_path_buf(),
                 durable,
             },
+            flush_failed: FailureLatch::default(),
         })
     }
 
@@ -232,7 +236,15 @@ impl Backing {
     /// Makes written data durable: for a durable file, `msync` and `fdatasync`; otherwise
     /// nothing is needed (RAM has nowhere to go; a shared file mapping already survives the
     /// process).
+    ///
+    /// Once a flush has failed, every later one fails too: Linux reports a writeback error to
+    /// `fdatasync` once and then marks the pages clean, so a second `fdatasync` would succeed
+    /// although the data it should cover never reached the disk.
     pub fn flush(&self) -> Result<(), EmuError> {
+        self.flush_failed.run(|| self.sync())
+    }
+
+    fn sync(&self) -> Result<(), EmuError> {
         if let (true, Some(file)) = (self.durable, &self.file) {
             let path = match &self.kind {
                 BackingKind::File { path, .. } => path.clone(),
@@ -246,6 +258,25 @@ impl Backing {
                 .map_err(|source| EmuError::File { path, source })?;
         }
         Ok(())
+    }
+}
+
+/// Runs an operation until it first fails; from then on refuses, naming that first error.
+#[derive(Debug, Default)]
+struct FailureLatch {
+    first: std::sync::OnceLock<String>,
+}
+
+impl FailureLatch {
+    fn run(&self, op: impl FnOnce() -> Result<(), EmuError>) -> Result<(), EmuError> {
+        if let Some(first) = self.first.get() {
+            return Err(EmuError::FlushFailedBefore {
+                first: first.clone(),
+            });
+        }
+        op().inspect_err(|e| {
+            let _ = self.first.set(e.to_string());
+        })
     }
 }
 
@@ -316,6 +347,23 @@ mod tests {
         let p = std::env::temp_dir().join(format!("nvarray-backing-{}-{name}", std::process::id()));
         let _ = std::fs::remove_file(&p);
         p
+    }
+
+    #[test]
+    fn a_failed_flush_fails_every_later_flush() {
+        let latch = FailureLatch::default();
+        assert!(latch.run(|| Ok(())).is_ok());
+        let failing = || {
+            Err(EmuError::File {
+                path: "image".into(),
+                source: std::io::Error::from_raw_os_error(libc::EIO),
+            })
+        };
+        assert!(matches!(latch.run(failing), Err(EmuError::File { .. })));
+        // The next fdatasync would succeed (the kernel reports a writeback error once).
+        let e = latch.run(|| Ok(())).unwrap_err();
+        assert!(matches!(e, EmuError::FlushFailedBefore { .. }));
+        assert!(e.to_string().contains("image"), "{e}");
     }
 
     #[test]

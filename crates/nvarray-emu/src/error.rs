@@ -31,6 +31,8 @@ pub enum EmuError {
     Arena { tags: usize, buffer_bytes: usize },
     #[error("cannot start a device thread: {source}")]
     Thread { source: std::io::Error },
+    #[error("an earlier flush failed ({first}): writes since then may not be on disk, so no flush can succeed")]
+    FlushFailedBefore { first: String },
     #[error("access beyond end of backing store: offset={offset_bytes} len={len_bytes} size={size_bytes}")]
     OutOfRange {
         offset_bytes: u64,

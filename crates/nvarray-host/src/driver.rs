@@ -329,8 +329,9 @@ impl Device {
         }
         // SAFETY: the completion handed the buffer back to the host and `done` still holds the
         // tag; the borrow of `done` keeps it from being finished (and the tag reused) while
-        // the slice lives. Nothing writes a tag buffer the device has completed.
-        let buffer = unsafe { self.emu.dma().data.buffer(done.tag.index()) };
+        // the slice lives, and no `&mut` slice of it can be made from a `&Done`. Nothing writes
+        // a tag buffer the device has completed.
+        let buffer = unsafe { self.emu.dma().data.buffer_to_read(done.tag.index()) };
         &buffer[..done.len_bytes as usize]
     }
 
