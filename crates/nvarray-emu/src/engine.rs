@@ -170,7 +170,10 @@ impl Emulator {
                 let shared = Arc::clone(&shared);
                 std::thread::Builder::new()
                     .name(format!("nvarray-device-{i}"))
-                    .spawn(move || device_thread(&shared))
+                    .spawn(move || {
+                        let _stop_process_if_this_panics = AbortOnPanic;
+                        device_thread(&shared)
+                    })
                     .map_err(|source| EmuError::Thread { source })
             })
             .collect::<Result<Vec<_>, _>>()?;
@@ -259,6 +262,22 @@ impl Drop for Emulator {
         for t in self.threads.drain(..) {
             // A device thread that panicked already reported it; nothing more to do here.
             let _ = t.join();
+        }
+    }
+}
+
+/// Ends the process if a device thread panics (a bug in the emulator): every host thread waits
+/// on the device, spinning or asleep, and would otherwise wait forever without a word. The
+/// panic's message is already printed when this runs.
+struct AbortOnPanic;
+
+impl Drop for AbortOnPanic {
+    fn drop(&mut self) {
+        if std::thread::panicking() {
+            eprintln!(
+                "nvarray: the emulated device's thread panicked (see above); stopping, since every queue pair waits on it"
+            );
+            std::process::abort();
         }
     }
 }
