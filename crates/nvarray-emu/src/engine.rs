@@ -320,8 +320,9 @@ fn service(shared: &Shared, state: &mut State) -> bool {
     // SAFETY: `DeviceCore` asks only for the buffers of commands in flight, which the device
     // owns until their completions are posted (after the buffer's use).
     let buffers = |_, tag: u16| unsafe { dma.data.buffer(usize::from(tag)) };
-    let mut now = core.clock().now_ns();
-    core.advance(now, buffers);
+    // The clock is read once per queue that had commands, after taking them, and once more
+    // only if none had any: one reading per pass in the common single-queue case.
+    let mut last_reading = None;
     let mut taken = 0u64;
     for (qid, slot) in queues.iter_mut().enumerate() {
         let qid = qid as u16;
@@ -350,7 +351,8 @@ fn service(shared: &Shared, state: &mut State) -> bool {
         // The clock is read after the commands were taken, so each was in the queue by the
         // time it is dated: its deadline is never earlier than the model's latency after the
         // host's submission. And the model first does what was due before they arrived.
-        now = core.clock().now_ns();
+        let now = core.clock().now_ns();
+        last_reading = Some(now);
         core.advance(now, buffers);
         for decoded in batch.drain(..) {
             let (submission, in_data) = match decoded {
@@ -384,6 +386,8 @@ fn service(shared: &Shared, state: &mut State) -> bool {
     if taken > 0 {
         shared.commands.fetch_add(taken, Ordering::Relaxed);
     }
+    let now = last_reading.unwrap_or_else(|| core.clock().now_ns());
+    core.advance(now, buffers);
     core.post_due(now, |posted| {
         let tag = usize::from(posted.tag);
         let in_data = tag < tag_busy.len() && tag_busy[tag] && tag_in_data[tag];
