@@ -457,6 +457,18 @@ impl QueuePair {
                 },
             };
             if let Some(done) = self.take(usize::from(tag), status) {
+                if !self.in_data.is_empty() {
+                    // An in-data read the device refused completes here instead; its tag must
+                    // not stay on the in-data watch list, where a later command on the same
+                    // tag could be taken for done by a stale word.
+                    if let Some(i) = self
+                        .in_data
+                        .iter()
+                        .position(|t| t.index() == done.tag.index())
+                    {
+                        self.in_data.swap_remove(i);
+                    }
+                }
                 f(done);
                 n += 1;
             }
@@ -759,4 +771,48 @@ fn build_sqe(dma: &DmaMemory, block_bytes: u64, p: &Prepared) -> nvme::Sqe {
 enum Buf<'b> {
     Read(&'b mut [u8]),
     Write(&'b [u8]),
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use nvarray_model::presets::preset;
+
+    /// An in-data read the device refuses completes through the completion queue; its tag
+    /// leaves the in-data watch list with it, so the tag's next command cannot be taken for
+    /// done by the word the refused read left behind.
+    #[test]
+    fn a_refused_in_data_read_leaves_no_watcher_behind() {
+        for preset_name in ["dram", "moneta"] {
+            let config = preset(preset_name)
+                .unwrap()
+                .load(&[("memory.capacity_bytes".into(), "1m".into())])
+                .unwrap();
+            let options = Options {
+                completion: Completion::InData,
+                buffer_bytes: Some(4096),
+                ..Options::default()
+            };
+            let device = Device::open(&config, &options).unwrap();
+            let mut qp = device.queue_pair(Completion::InData);
+            // An opcode the device does not know: refused at decoding, through the queue.
+            let p = device
+                .prepare_unchecked(IoOp::Read, 0, 512, None, true)
+                .unwrap()
+                .with_raw_opcode(if preset_name == "moneta" { 6 } else { 0x7f });
+            qp.issue(p);
+            let mut statuses = Vec::new();
+            while statuses.is_empty() {
+                qp.wait(|done| {
+                    statuses.push(done.status);
+                    device.finish(done, None).ok();
+                });
+            }
+            assert_eq!(statuses, [Status::BadOpcode], "{preset_name}");
+            assert!(
+                qp.in_data.is_empty(),
+                "{preset_name}: stale in-data watcher"
+            );
+        }
+    }
 }
