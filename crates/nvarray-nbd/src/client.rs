@@ -179,6 +179,21 @@ impl Client {
         self.request(CMD_FLUSH, 0, 0, 0, &[])
     }
 
+    /// Reads the next simple reply to a read of `len_bytes`, whichever request it answers
+    /// (for clients that pipeline with `send_raw`): its cookie, error and data.
+    pub fn read_pipelined_reply(&mut self, len_bytes: u32) -> io::Result<(u64, u32, Vec<u8>)> {
+        let s = &mut self.stream;
+        let magic = read_u32(s)?;
+        if magic != SIMPLE_REPLY_MAGIC {
+            return Err(invalid(format!("bad reply magic {magic:#x}")));
+        }
+        let error = read_u32(s)?;
+        let cookie = read_u64(s)?;
+        let mut data = vec![0u8; if error == 0 { len_bytes as usize } else { 0 }];
+        s.read_exact(&mut data)?;
+        Ok((cookie, error, data))
+    }
+
     /// Reads the reply to the last request (`len_bytes` of data for a read).
     fn read_reply(&mut self, is_read: bool, len_bytes: u32) -> io::Result<Reply> {
         let s = &mut self.stream;

@@ -7,6 +7,7 @@
 //! requests (the spec's clean error), never a read-modify-write race.
 
 use std::io::{self, Read, Write};
+use std::time::Instant;
 
 use crate::io::Stream;
 use crate::proto::*;
@@ -52,10 +53,35 @@ pub enum Outcome {
     Closed,
 }
 
-fn read_array<const N: usize>(s: &mut Stream) -> io::Result<[u8; N]> {
+fn read_array<const N: usize>(s: &mut Stream, deadline: Instant) -> io::Result<[u8; N]> {
     let mut b = [0u8; N];
-    s.read_exact(&mut b)?;
+    read_before(s, &mut b, deadline)?;
     Ok(b)
+}
+
+/// Fills `buf` before `deadline`. The whole handshake has one deadline, so a client that
+/// drips a byte now and then cannot hold its connection slot for ever.
+fn read_before(s: &mut Stream, buf: &mut [u8], deadline: Instant) -> io::Result<()> {
+    let mut at = 0;
+    while at < buf.len() {
+        let left = deadline.saturating_duration_since(Instant::now());
+        if left.is_zero() {
+            return Err(io::Error::new(
+                io::ErrorKind::TimedOut,
+                "client did not finish the handshake in time",
+            ));
+        }
+        s.set_read_timeout(Some(left))?;
+        match s.read(&mut buf[at..]) {
+            Ok(0) => return Err(io::Error::from(io::ErrorKind::UnexpectedEof)),
+            Ok(n) => at += n,
+            Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+            // The socket's timeout ran out: the deadline check above reports it.
+            Err(e) if e.kind() == io::ErrorKind::WouldBlock => {}
+            Err(e) => return Err(e),
+        }
+    }
+    Ok(())
 }
 
 fn reply(s: &mut Stream, option: u32, kind: u32, data: &[u8]) -> io::Result<()> {
@@ -75,11 +101,14 @@ fn error_reply(s: &mut Stream, option: u32, kind: u32, message: &str) -> io::Res
 
 /// Runs the handshake on a blocking stream. With `refuse`, every option is answered with
 /// `NBD_REP_ERR_POLICY` (or `_SHUTDOWN`) carrying that message until the client gives up: how
-/// a client over the connection limit, or arriving during shutdown, learns why.
+/// a client over the connection limit, or arriving during shutdown, learns why. A client
+/// that has not finished by `deadline` is dropped (`TimedOut`); the caller sets a write
+/// timeout too, so one that stops taking replies is dropped as well.
 pub fn negotiate(
     s: &mut Stream,
     export: &Export,
     refuse: Option<(u32, &str)>,
+    deadline: Instant,
     log: &mut dyn FnMut(&str),
 ) -> io::Result<Outcome> {
     let mut greeting = Vec::with_capacity(18);
@@ -87,7 +116,7 @@ pub fn negotiate(
     greeting.extend_from_slice(&IHAVEOPT.to_be_bytes());
     greeting.extend_from_slice(&(FLAG_FIXED_NEWSTYLE | FLAG_NO_ZEROES).to_be_bytes());
     s.write_all(&greeting)?;
-    let client_flags = u32::from_be_bytes(read_array::<4>(s)?);
+    let client_flags = u32::from_be_bytes(read_array::<4>(s, deadline)?);
     if client_flags & !(FLAG_C_FIXED_NEWSTYLE | FLAG_C_NO_ZEROES) != 0 {
         log(&format!(
             "client flags {client_flags:#x} include ones this server does not know; closing"
@@ -97,7 +126,7 @@ pub fn negotiate(
     let no_zeroes = client_flags & FLAG_C_NO_ZEROES != 0;
     let mut structured = false;
     for _ in 0..OPTIONS_MAX {
-        let header = OptionHeader::decode(&read_array::<OPTION_HEADER_BYTES>(s)?);
+        let header = OptionHeader::decode(&read_array::<OPTION_HEADER_BYTES>(s, deadline)?);
         if header.magic != IHAVEOPT {
             log(&format!("bad option magic {:#x}; closing", header.magic));
             return Ok(Outcome::Closed);
@@ -110,7 +139,7 @@ pub fn negotiate(
             return Ok(Outcome::Closed);
         }
         let mut data = vec![0u8; header.len_bytes as usize];
-        s.read_exact(&mut data)?;
+        read_before(s, &mut data, deadline)?;
         let option = header.option;
         if let Some((kind, message)) = refuse {
             // Every option gets the refusal, so the client reports it when it asks for the

@@ -43,6 +43,13 @@ impl Stream {
 
     /// Ends the reading side: a thread blocked reading this socket (or a clone of it) sees end
     /// of file. This is how shutdown reaches connection threads.
+    pub fn set_write_timeout(&self, t: Option<Duration>) -> io::Result<()> {
+        match self {
+            Stream::Unix(s) => s.set_write_timeout(t),
+            Stream::Tcp(s) => s.set_write_timeout(t),
+        }
+    }
+
     pub fn shutdown_read(&self) {
         // Already closed by the peer is fine: the reader sees end of file either way.
         let _ = match self {
@@ -123,6 +130,24 @@ pub fn wait_fd(fd: RawFd, events: i16, timeout: Option<Duration>) -> io::Result<
 }
 
 /// What a non-blocking read found.
+/// How long a client may leave a request half sent, or leave replies untaken, before the
+/// connection is dropped. Without a limit such a client would hold its commands' device tags,
+/// which all connections share, and keep shutdown waiting, for ever. (An idle client between
+/// requests is not stalled and may stay.)
+pub const STALL_MAX: Duration = Duration::from_secs(30);
+
+/// Waits until `stream` is ready for `events`; a wait longer than `STALL_MAX` is an error
+/// saying what the client was doing (`doing`).
+fn wait_for_client(stream: &Stream, events: i16, doing: &str) -> io::Result<()> {
+    if wait_fd(stream.as_raw_fd(), events, Some(STALL_MAX))? {
+        return Ok(());
+    }
+    Err(io::Error::new(
+        io::ErrorKind::TimedOut,
+        format!("client {doing} for {} s", STALL_MAX.as_secs()),
+    ))
+}
+
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Fill {
     /// This many new bytes are buffered.
@@ -207,7 +232,7 @@ impl Input {
                 }
                 Ok(n) => at += n,
                 Err(e) if e.kind() == io::ErrorKind::WouldBlock => {
-                    wait_fd(stream.as_raw_fd(), libc::POLLIN, None)?;
+                    wait_for_client(stream, libc::POLLIN, "sent none of the rest of a request")?;
                 }
                 Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
                 Err(e) => return Err(e),
@@ -248,7 +273,7 @@ pub fn write_all(stream: &mut Stream, out: &mut Vec<u8>) -> io::Result<()> {
             }
             Ok(n) => at += n,
             Err(e) if e.kind() == io::ErrorKind::WouldBlock => {
-                wait_fd(stream.as_raw_fd(), libc::POLLOUT, None)?;
+                wait_for_client(stream, libc::POLLOUT, "took no replies")?;
             }
             Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
             Err(e) => return Err(e),

@@ -27,9 +27,12 @@ pub const LISTEN_DEFAULT: &str = "tcp:127.0.0.1:10809";
 pub const CONNECTIONS_DEFAULT: usize = 16;
 pub const CONNECTIONS_MAX: usize = 256;
 
-/// A silent client is dropped after this long in the handshake, so it cannot hold a
+/// A client is dropped if its handshake takes longer than this in all, so it cannot hold a
 /// connection slot for ever.
 const HANDSHAKE_TIMEOUT: Duration = Duration::from_secs(30);
+
+/// How long the server waits before accepting again after `accept` failed.
+const ACCEPT_RETRY_AFTER: Duration = Duration::from_millis(100);
 
 /// Where the server listens.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -275,7 +278,10 @@ impl Server {
                     Ok(None) => continue,
                     Err(e) => {
                         // Out of descriptors and the like: say so, keep serving the others.
+                        // The listener stays readable, so wait a little before trying again
+                        // rather than spin (and log) at full speed until a descriptor frees.
                         (self.log)(&format!("accept failed: {e}"));
+                        std::thread::sleep(ACCEPT_RETRY_AFTER);
                         continue;
                     }
                 };
@@ -352,16 +358,18 @@ impl Server {
         } else {
             None
         };
-        let _ = stream.set_read_timeout(Some(HANDSHAKE_TIMEOUT));
+        let _ = stream.set_write_timeout(Some(HANDSHAKE_TIMEOUT));
         let outcome = negotiate(
             &mut stream,
             &self.export,
             refuse.as_ref().map(|(k, m)| (*k, m.as_str())),
+            Instant::now() + HANDSHAKE_TIMEOUT,
             &mut |m| log(m),
         );
         match outcome {
             Ok(Outcome::Transmission { structured }) => {
                 let _ = stream.set_read_timeout(None);
+                let _ = stream.set_write_timeout(None);
                 self.transmit(stream, structured, &log);
             }
             Ok(Outcome::Closed) => {}

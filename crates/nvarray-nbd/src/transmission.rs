@@ -28,6 +28,12 @@ pub const REQUESTS_MAX: usize = 256;
 /// Replies are sent once this many bytes wait, even while more completions come.
 const OUTPUT_FLUSH_BYTES: usize = 1 << 20;
 
+/// Bytes of reads in flight plus replies not yet sent beyond which a connection stops reading
+/// new requests until replies go out. It bounds a connection's memory whatever its client
+/// asks: without it, a burst of 32 MiB read requests (28 bytes each on the wire) piled up
+/// replies faster than they were sent. Twice the largest request, so one always fits.
+const READ_BYTES_BUDGET: u64 = 2 * PAYLOAD_BYTES_MAX as u64;
+
 /// A connection naps in `ppoll` (woken early by new requests) only when the device's next
 /// completion is further away than this; closer ones are polled for. The margin is the wake-up
 /// overshoot of a kernel sleep on the test VMs (`nvarray_host` uses the same reasoning).
@@ -98,6 +104,8 @@ pub struct Transmission<'a> {
     /// Requests whose data is done and whose FUA flush is still to issue.
     fua_pending: Vec<usize>,
     commands_in_flight: usize,
+    /// Bytes of the read requests in flight (see `READ_BYTES_BUDGET`).
+    read_bytes_live: u64,
     finished: Vec<Done>,
     zeroes: Box<[u8]>,
     closing: bool,
@@ -128,6 +136,7 @@ impl<'a> Transmission<'a> {
             tag_slot: vec![usize::MAX; device.tags()],
             fua_pending: Vec::with_capacity(REQUESTS_MAX),
             commands_in_flight: 0,
+            read_bytes_live: 0,
             finished: Vec::with_capacity(device.tags()),
             zeroes: vec![0u8; device.command_bytes_max() as usize].into_boxed_slice(),
             closing: false,
@@ -158,7 +167,7 @@ impl<'a> Transmission<'a> {
             // New requests: whatever is buffered or readable now; block only when idle.
             if !self.closing && (spins == 0 || spins >= SPINS_PER_SOCKET_CHECK) {
                 spins = 0;
-                while !self.closing && !self.free_slots.is_empty() {
+                while !self.closing && !self.free_slots.is_empty() && self.within_budget() {
                     let idle = self.commands_in_flight == 0 && self.fua_pending.is_empty();
                     match self.next_header(idle)? {
                         Some(header) => {
@@ -189,6 +198,11 @@ impl<'a> Transmission<'a> {
                 self.wait_a_little();
             }
         }
+    }
+
+    /// Whether the connection may take another request (see `READ_BYTES_BUDGET`).
+    fn within_budget(&self) -> bool {
+        self.out.len() as u64 + self.read_bytes_live < READ_BYTES_BUDGET
     }
 
     /// The next request header, if one is buffered or (without blocking, unless `block`)
@@ -290,6 +304,9 @@ impl<'a> Transmission<'a> {
             .free_slots
             .pop()
             .expect("caller checked a slot is free");
+        if kind == Kind::Read {
+            self.read_bytes_live += u64::from(len_bytes);
+        }
         let assembled = (kind == Kind::Read && !self.structured && commands > 1)
             .then(|| vec![0u8; len_bytes as usize]);
         self.requests[slot] = Some(Request {
@@ -478,6 +495,9 @@ impl<'a> Transmission<'a> {
         let request = self.requests[slot].take().expect("live request");
         self.free_slots.push(slot);
         let is_read = request.kind == Kind::Read;
+        if is_read {
+            self.read_bytes_live -= u64::from(request.len_bytes);
+        }
         match &request.error {
             Some((errno, message)) => {
                 if self.structured && is_read && request.done_sent {

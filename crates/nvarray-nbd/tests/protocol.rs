@@ -313,3 +313,56 @@ fn malformed_handshakes_are_closed_without_harm() {
     drop(c);
     server.stop();
 }
+
+/// The most memory this process has held so far, in bytes.
+fn peak_rss_bytes() -> u64 {
+    // SAFETY: getrusage only writes the struct it is given.
+    let usage = unsafe {
+        let mut u = std::mem::zeroed::<libc::rusage>();
+        libc::getrusage(libc::RUSAGE_SELF, &mut u);
+        u
+    };
+    usage.ru_maxrss as u64 * 1024
+}
+
+/// A client that sends a burst of the largest reads before taking any reply gets every reply,
+/// and the server holds a bounded amount of reply data meanwhile. Before, a connection read
+/// every header the socket held and assembled every reply before sending any: 128 reads of
+/// 8 MiB, 3.5 KB on the wire, made it hold 1 GiB.
+#[test]
+fn a_burst_of_large_reads_is_answered_in_bounded_memory() {
+    let server = Running::start(false);
+    let mut c = server.client(false);
+    c.write(0, &vec![0xa5u8; SIZE_BYTES as usize], false)
+        .unwrap();
+    let requests = 128u64;
+    let mut burst = Vec::new();
+    for cookie in 1..=requests {
+        let header = RequestHeader {
+            magic: REQUEST_MAGIC,
+            flags: 0,
+            kind: CMD_READ,
+            cookie,
+            offset_bytes: 0,
+            len_bytes: SIZE_BYTES as u32,
+        };
+        burst.extend_from_slice(&header.encode());
+    }
+    let before = peak_rss_bytes();
+    c.send_raw(&burst).unwrap();
+    let mut answered = std::collections::BTreeSet::new();
+    for _ in 0..requests {
+        let (cookie, error, data) = c.read_pipelined_reply(SIZE_BYTES as u32).unwrap();
+        assert_eq!(error, 0, "cookie {cookie}");
+        assert!(data.iter().all(|&b| b == 0xa5), "cookie {cookie}");
+        assert!(answered.insert(cookie), "cookie {cookie} answered twice");
+    }
+    assert_eq!(answered.len() as u64, requests);
+    let grown = peak_rss_bytes().saturating_sub(before);
+    assert!(
+        grown < 512 << 20,
+        "the process grew by {} MiB while answering the burst",
+        grown >> 20
+    );
+    server.stop();
+}
