@@ -63,6 +63,17 @@ impl Backing {
     }
 
     fn ram(size_bytes: u64) -> Result<Self, EmuError> {
+        // Every page is touched at open (`prefault`): a device larger than the memory the
+        // machine has free would bring the kernel's out-of-memory killer, which may pick
+        // another process, instead of an error.
+        if let Some(available_bytes) = mem_available_bytes() {
+            if size_bytes > available_bytes {
+                return Err(EmuError::NotEnoughMemory {
+                    size_bytes,
+                    available_bytes,
+                });
+            }
+        }
         let map = MmapOptions::new()
             .len(size_bytes as usize)
             .map_anon()
@@ -80,7 +91,10 @@ impl Backing {
                 libc::MADV_HUGEPAGE,
             );
         }
-        prefault(&map);
+        prefault(&map).map_err(|error| EmuError::Map {
+            what: format!("{size_bytes} bytes of memory for the device"),
+            error,
+        })?;
         Ok(Backing {
             map: MmapRaw::from(map),
             size_bytes,
@@ -313,7 +327,7 @@ const MADV_POPULATE_WRITE: libc::c_int = 23;
 /// page during a run pays a page fault, and with huge pages the kernel may compact memory in
 /// that fault for milliseconds (measured: 4 KB random writes over 1 GiB at 5 ms each): a cost
 /// no real device has, which would make the run unfaithful.
-fn prefault(map: &memmap2::MmapMut) {
+fn prefault(map: &memmap2::MmapMut) -> std::io::Result<()> {
     #[cfg(target_os = "linux")]
     {
         // SAFETY: the range is exactly the mapping, which is ours and writable; populating
@@ -326,7 +340,13 @@ fn prefault(map: &memmap2::MmapMut) {
             )
         };
         if rc == 0 {
-            return;
+            return Ok(());
+        }
+        let error = std::io::Error::last_os_error();
+        // Only a kernel without MADV_POPULATE_WRITE (before 5.14) falls back to touching
+        // pages; any other failure (out of memory) is reported.
+        if error.raw_os_error() != Some(libc::EINVAL) {
+            return Err(error);
         }
     }
     // Older kernels: touch one byte per page. The mapping is zero-filled, so writing zero
@@ -337,6 +357,16 @@ fn prefault(map: &memmap2::MmapMut) {
         // write; no reference to it exists yet.
         unsafe { ptr.add(offset).write_volatile(0) };
     }
+    Ok(())
+}
+
+/// `MemAvailable` of `/proc/meminfo`: memory the machine can give without swapping. `None`
+/// where it cannot be read.
+fn mem_available_bytes() -> Option<u64> {
+    let meminfo = std::fs::read_to_string("/proc/meminfo").ok()?;
+    let line = meminfo.lines().find(|l| l.starts_with("MemAvailable:"))?;
+    let kib: u64 = line.split_whitespace().nth(1)?.parse().ok()?;
+    kib.checked_mul(1024)
 }
 
 #[cfg(test)]
@@ -364,6 +394,19 @@ mod tests {
         let e = latch.run(|| Ok(())).unwrap_err();
         assert!(matches!(e, EmuError::FlushFailedBefore { .. }));
         assert!(e.to_string().contains("image"), "{e}");
+    }
+
+    #[test]
+    fn a_ram_device_larger_than_free_memory_is_refused() {
+        let available = mem_available_bytes().expect("Linux has /proc/meminfo");
+        let size = (available + (1 << 30)).min(BACKING_BYTES_MAX);
+        if size <= available {
+            return; // A machine with more than BACKING_BYTES_MAX free: nothing to refuse.
+        }
+        let e = Backing::open(&BackingKind::Ram, size).unwrap_err();
+        assert!(matches!(e, EmuError::NotEnoughMemory { .. }), "{e}");
+        assert!(e.is_input_error());
+        assert!(e.to_string().contains("--backing file:"), "{e}");
     }
 
     #[test]

@@ -4,6 +4,8 @@ use std::path::PathBuf;
 
 use thiserror::Error;
 
+const GIB: f64 = (1u64 << 30) as f64;
+
 #[derive(Debug, Error)]
 pub enum EmuError {
     #[error("backing size {size_bytes} bytes is out of range: expected 1 to {max_bytes}")]
@@ -31,6 +33,15 @@ pub enum EmuError {
     Arena { tags: usize, buffer_bytes: usize },
     #[error("cannot start a device thread: {source}")]
     Thread { source: std::io::Error },
+    #[error(
+        "a RAM device of {:.1} GiB does not fit in the {:.1} GiB of memory this machine has available: use --backing file:PATH or a smaller --size",
+        *.size_bytes as f64 / GIB,
+        *.available_bytes as f64 / GIB
+    )]
+    NotEnoughMemory {
+        size_bytes: u64,
+        available_bytes: u64,
+    },
     #[error("an earlier flush failed ({first}): writes since then may not be on disk, so no flush can succeed")]
     FlushFailedBefore { first: String },
     #[error("access beyond end of backing store: offset={offset_bytes} len={len_bytes} size={size_bytes}")]
@@ -52,6 +63,7 @@ impl EmuError {
                 | EmuError::File { .. }
                 | EmuError::Allocate { .. }
                 | EmuError::Arena { .. }
+                | EmuError::NotEnoughMemory { .. }
         )
     }
 }
