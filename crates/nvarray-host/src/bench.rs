@@ -45,6 +45,10 @@ pub fn run(
     run_on(&opened, workload, progress)
 }
 
+/// Host threads one emulator run starts at most: each is a real thread with its own queue
+/// pair, and more than this only take turns on the cores.
+pub const HOST_THREADS_MAX: usize = 1024;
+
 /// Runs `workload` on an opened device (so tests and servers can reuse one).
 pub fn run_on(
     device: &Device,
@@ -59,6 +63,16 @@ pub fn run_on(
         return Err(HostError::Workload(format!(
             "verify needs blocks of at least {} bytes for its header; this device's are {block}",
             verify::HEADER_BYTES
+        )));
+    }
+    let threads: u64 = workload
+        .jobs
+        .iter()
+        .map(|j| u64::from(j.numjobs))
+        .fold(0, u64::saturating_add);
+    if threads > HOST_THREADS_MAX as u64 {
+        return Err(HostError::Workload(format!(
+            "the workload asks for {threads} threads (numjobs summed over its jobs); the emulator runs each as a real thread with its own queue pair, at most {HOST_THREADS_MAX} (the simulator, --engine sim, has no such limit)"
         )));
     }
     let shared = LadderShared::new(device);
@@ -89,16 +103,28 @@ pub fn run_on(
     let cpu_start = process_cpu_seconds();
     let start = Instant::now();
     let results: Vec<Result<(usize, ThreadResult), HostError>> = std::thread::scope(|s| {
-        let handles: Vec<_> = plans
+        let handles = plans
             .into_iter()
             .map(|plan| {
                 let (shared, done_ios) = (&shared, &done_ios);
-                s.spawn(move || {
-                    let stream = plan.stream;
-                    run_thread(device, shared, plan, start, done_ios).map(|st| (stream, st))
-                })
+                std::thread::Builder::new()
+                    .name(format!("nvarray-job-{}", plan.stream))
+                    .spawn_scoped(s, move || {
+                        let stream = plan.stream;
+                        run_thread(device, shared, plan, start, done_ios).map(|st| (stream, st))
+                    })
             })
-            .collect();
+            .collect::<Result<Vec<_>, _>>();
+        let handles = match handles {
+            Ok(handles) => handles,
+            // The threads already started end on their own (the workload bounds them); the
+            // scope waits for them.
+            Err(e) => {
+                return vec![Err(HostError::Config(format!(
+                    "cannot start a job thread: {e}"
+                )))]
+            }
+        };
         // The calling thread reports progress while the workers run.
         while !handles.iter().all(|h| h.is_finished()) {
             let by_time = longest.map(|r| start.elapsed().as_secs_f64() / r.as_secs_f64());

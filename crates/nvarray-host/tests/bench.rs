@@ -96,3 +96,21 @@ fn thinktime_spaces_each_threads_requests() {
         "{ios} requests with {think_us} µs think time took only {elapsed_us} µs"
     );
 }
+
+/// A workload asking for more real threads than the emulator starts is refused before any
+/// starts, naming the limit and the simulator as the way out.
+#[test]
+fn too_many_threads_are_refused_before_any_starts() {
+    let options = Options {
+        device_threads: 0,
+        ..Options::default()
+    };
+    let device = Device::open(&config(), &options).unwrap();
+    let mut w = workload(&[("rw", "randread"), ("numjobs", "1024"), ("number_ios", "1")]);
+    w.jobs.push(w.jobs[0].clone());
+    let Err(HostError::Workload(message)) = bench::run_on(&device, &w, &mut |_| {}) else {
+        panic!("2048 threads were not refused");
+    };
+    assert!(message.contains("2048 threads"), "{message}");
+    assert!(message.contains("--engine sim"), "{message}");
+}
