@@ -29,9 +29,7 @@ impl DeviceArgs {
     /// The base TOML text and the parsed `--set` overrides.
     pub fn base(&self) -> Result<(String, Vec<(String, String)>)> {
         let text = match &self.device {
-            Some(path) => std::fs::read_to_string(path)
-                .with_context(|| format!("cannot read device file {}", path.display()))
-                .map_err(|e| input_error(format!("{e:#}")))?,
+            Some(path) => read_text_file(path, "device file")?,
             None => presets::preset(&self.preset)
                 .map_err(input_error)?
                 .toml
@@ -142,9 +140,7 @@ impl FioArgs {
     pub fn workload(&self, extra: &[(String, String)]) -> Result<Workload> {
         let mut workload = match &self.jobfile {
             Some(path) => {
-                let text = std::fs::read_to_string(path)
-                    .with_context(|| format!("cannot read job file {}", path.display()))
-                    .map_err(|e| input_error(format!("{e:#}")))?;
+                let text = read_text_file(path, "job file")?;
                 parse_job_file(&text)
                     .map_err(|e| input_error(format!("{}: {e}", path.display())))?
             }
@@ -175,4 +171,23 @@ impl FioArgs {
         }
         Ok(workload)
     }
+}
+
+/// Reads a device or job file of at most `JOB_FILE_BYTES_MAX` bytes. Only that much (and one
+/// byte more) is read, so a path such as `/dev/zero` is an error, not unbounded memory.
+fn read_text_file(path: &std::path::Path, what: &str) -> Result<String> {
+    use std::io::Read;
+    let limit = nvarray_workload::JOB_FILE_BYTES_MAX;
+    let mut text = String::new();
+    std::fs::File::open(path)
+        .and_then(|f| f.take(limit as u64 + 1).read_to_string(&mut text))
+        .with_context(|| format!("cannot read {what} {}", path.display()))
+        .map_err(|e| input_error(format!("{e:#}")))?;
+    if text.len() > limit {
+        return Err(input_error(format!(
+            "{what} {} is larger than {limit} bytes",
+            path.display()
+        )));
+    }
+    Ok(text)
 }

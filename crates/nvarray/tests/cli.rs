@@ -240,6 +240,13 @@ fn bad_input_exits_2_with_one_line_naming_the_field() {
         ),
         (vec!["sim", "--iodepth", "0"], "iodepth"),
         (vec!["sim", bad_job.to_str().unwrap()], "frobnicate"),
+        // Endless files are refused after 1 MiB, not read until memory runs out.
+        (vec!["sim", "/dev/zero"], "larger than"),
+        (vec!["sim", "--device", "/dev/zero"], "larger than"),
+        (
+            vec!["bench", "--size", "512g", "--runtime", "1"],
+            "--backing file:",
+        ),
         (vec!["presets", "show", "nosuch"], "nosuch"),
     ];
     for (args, needle) in cases {
