@@ -128,13 +128,9 @@ fn assignments(key: &str, value: &str) -> Vec<(String, String)> {
     }
 }
 
-/// Runs one point: device keys (dotted) become overrides, others are fio keys.
-fn run_point(
-    args: &RunArgs,
-    settings: &[(&str, &str)],
-    runner: &mut Runner<'_>,
-    progress: &mut dyn FnMut(f64),
-) -> Result<RunReport> {
+/// The device and workload of one point: device keys (dotted) become overrides, others are
+/// fio keys.
+fn point(args: &RunArgs, settings: &[(&str, &str)]) -> Result<(DeviceConfig, Workload)> {
     let (text, mut overrides) = args.device.base()?;
     let mut fio = Vec::new();
     for (key, value) in settings {
@@ -148,7 +144,7 @@ fn run_point(
     }
     let device = apply_overrides(&text, &overrides).map_err(input_error)?;
     let workload = args.fio.workload(&fio)?;
-    runner(&device, &workload, progress)
+    Ok((device, workload))
 }
 
 /// A value as a number for the x axis, if it reads as one.
@@ -167,9 +163,26 @@ pub fn run(args: &SweepSpec, run: &RunArgs, runner: &mut Runner<'_>) -> Result<(
     } else {
         vec![None]
     };
-    let total = (args.values.len() * series_values.len()) as u64;
+    // Every point's device and workload are built before any runs, so a bad value is reported
+    // at once instead of after the points before it have run (and their results are lost).
+    let mut prepared = Vec::with_capacity(args.values.len() * series_values.len());
+    for s in &series_values {
+        for v in &args.values {
+            let mut settings = vec![(args.param.as_str(), v.as_str())];
+            if let (Some(key), Some(sv)) = (&args.series, s) {
+                settings.push((key.as_str(), sv.as_str()));
+            }
+            let what = match (&args.series, s) {
+                (Some(key), Some(sv)) => format!("sweep point {}={v} {key}={sv}", args.param),
+                _ => format!("sweep point {}={v}", args.param),
+            };
+            prepared.push(point(run, &settings).with_context(|| what)?);
+        }
+    }
+    let total = prepared.len() as u64;
     let bar = Progress::new("sweeping", total);
     let mut points = Vec::with_capacity(total as usize);
+    let mut prepared = prepared.into_iter();
     for s in &series_values {
         for v in &args.values {
             let step = points.len() as u64;
@@ -183,11 +196,8 @@ pub fn run(args: &SweepSpec, run: &RunArgs, runner: &mut Runner<'_>) -> Result<(
                 None => format!("point {}/{total} {}={v}", step + 1, args.param),
             });
             bar.set(step, 0.0);
-            let mut settings = vec![(args.param.as_str(), v.as_str())];
-            if let (Some(key), Some(sv)) = (&args.series, s) {
-                settings.push((key.as_str(), sv.as_str()));
-            }
-            let report = run_point(run, &settings, runner, &mut |f| bar.set(step, f))
+            let (device, workload) = prepared.next().expect("one prepared point per value");
+            let report = runner(&device, &workload, &mut |f| bar.set(step, f))
                 .with_context(|| format!("sweep point {}={v}", args.param))?;
             points.push(SweepPoint {
                 value: v.clone(),

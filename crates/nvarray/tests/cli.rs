@@ -562,3 +562,30 @@ fn bench_emu_reports_its_setup_and_what_verify_checked() {
         "{table}"
     );
 }
+
+/// A bad value anywhere in a sweep is reported before any point runs: the first point would
+/// take 30 s here.
+#[test]
+fn a_sweep_with_a_bad_value_fails_before_running_any_point() {
+    let out = scratch("bad-sweep").join("sweep");
+    let started = std::time::Instant::now();
+    let o = nvarray(&[
+        "bench",
+        "sweep",
+        "--param",
+        "iodepth",
+        "--values",
+        "1,0",
+        "--runtime",
+        "30",
+        "--out",
+        out.to_str().unwrap(),
+    ]);
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert_eq!(o.status.code(), Some(2), "{err}");
+    assert!(err.contains("iodepth=0"), "{err}");
+    assert!(
+        started.elapsed() < std::time::Duration::from_secs(20),
+        "the sweep ran a point before refusing"
+    );
+}
