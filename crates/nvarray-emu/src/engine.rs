@@ -537,16 +537,16 @@ fn prps_cover_tag_buffer(sqe: &nvme::Sqe, len: usize, dma: &DmaMemory) -> bool {
     };
     let list_base = nvme::LIST_IOVA + (tag * lists.buffer_bytes()) as u64;
     let list_bytes = lists.buffer_bytes() as u64;
-    // Where an entry address falls in the tag's list pages, if it names a whole, aligned entry
-    // there. The address comes from the host, so no arithmetic on it may overflow.
-    let entry_at = |iova: u64, align: u64| {
+    // Whether an address names a whole entry, aligned to `align`, inside the tag's list pages.
+    // The address comes from the host, so no arithmetic on it may overflow.
+    let names_an_entry = |iova: u64, align: u64| {
         iova.checked_sub(list_base)
-            .filter(|at| at.is_multiple_of(align) && at + 8 <= list_bytes)
+            .is_some_and(|at| at.is_multiple_of(align) && at + 8 <= list_bytes)
     };
     let per_page = dma.page_bytes / 8;
     let mut entry_iova = sqe.prp2;
     for i in 1..pages {
-        if entry_at(entry_iova, 8).is_none() {
+        if !names_an_entry(entry_iova, 8) {
             return false;
         }
         let index_in_page = ((entry_iova % page) / 8) as usize;
@@ -561,7 +561,7 @@ fn prps_cover_tag_buffer(sqe: &nvme::Sqe, len: usize, dma: &DmaMemory) -> bool {
         if index_in_page == per_page - 1 && i < pages - 1 {
             // Last entry of a list page with more to come: a pointer to the next list page.
             entry_iova = value;
-            if entry_at(entry_iova, page).is_none() {
+            if !names_an_entry(entry_iova, page) {
                 return false;
             }
             value = read(entry_iova);
