@@ -65,10 +65,9 @@ impl DmaMemory {
 
 /// The device's ends of one queue pair.
 pub enum DeviceQueue {
-    Moneta {
-        sq: WordConsumer,
-        cq: WordProducer,
-    },
+    /// One 64-bit word per command and per completion (Moneta; DC Express, whose reads
+    /// complete in their data instead of the completion ring).
+    Word { sq: WordConsumer, cq: WordProducer },
     Nvme {
         sq: Consumer<nvme::Sqe>,
         cq: CqDevice,
@@ -135,7 +134,7 @@ impl Emulator {
             buffer_bytes: options.buffer_bytes,
         })?;
         let lists = match config.interface.protocol {
-            Protocol::Moneta => None,
+            Protocol::Moneta | Protocol::DcExpress => None,
             Protocol::Nvme => {
                 let list_bytes = DmaMemory::list_bytes_for(options.buffer_bytes, page_bytes);
                 Some(Arena::new(options.tags, list_bytes).ok_or(EmuError::Arena {
@@ -200,8 +199,10 @@ impl Emulator {
         assert!(id < usize::from(u16::MAX), "queue ids are 16-bit");
         let matches = matches!(
             (&queue, self.shared.protocol),
-            (DeviceQueue::Moneta { .. }, Protocol::Moneta)
-                | (DeviceQueue::Nvme { .. }, Protocol::Nvme)
+            (
+                DeviceQueue::Word { .. },
+                Protocol::Moneta | Protocol::DcExpress
+            ) | (DeviceQueue::Nvme { .. }, Protocol::Nvme)
         );
         assert!(matches, "queue pair protocol differs from the device's");
         state.queues.push(QueueSlot {
@@ -332,8 +333,8 @@ fn service(shared: &Shared, state: &mut State) -> bool {
         batch.clear();
         while batch.len() < SQ_BATCH_MAX {
             let decoded = match &mut slot.queue {
-                DeviceQueue::Moneta { sq, .. } => match sq.pop() {
-                    Some(word) => decode_moneta(word, qid, shared.block_bytes),
+                DeviceQueue::Word { sq, .. } => match sq.pop() {
+                    Some(word) => decode_word(word, qid, shared),
                     None => break,
                 },
                 DeviceQueue::Nvme { sq, .. } => match sq.pop() {
@@ -426,7 +427,7 @@ fn post(slot: &mut QueueSlot, dma: &DmaMemory, posted: Posted, in_data: bool) {
         return;
     }
     let delivered = match &mut slot.queue {
-        DeviceQueue::Moneta { cq, .. } => cq
+        DeviceQueue::Word { cq, .. } => cq
             .push(moneta::completion(posted.tag, posted.status))
             .is_ok(),
         DeviceQueue::Nvme { cq, .. } => cq
@@ -450,11 +451,13 @@ fn post(slot: &mut QueueSlot, dma: &DmaMemory, posted: Posted, in_data: bool) {
 
 type Decoded = Result<(Submission, bool), Posted>;
 
-fn decode_moneta(word: u64, queue: u16, block_bytes: u64) -> Decoded {
+/// A command word: Moneta's, or DC Express's, whose reads complete in their data.
+fn decode_word(word: u64, queue: u16, shared: &Shared) -> Decoded {
     let c = moneta::Command::decode(word);
-    let Some((op, in_data)) = c.op() else {
+    let Some(op) = c.op() else {
         return Err(immediate(queue, c.tag, Status::BadOpcode));
     };
+    let block_bytes = shared.block_bytes;
     Ok((
         Submission {
             queue,
@@ -463,7 +466,7 @@ fn decode_moneta(word: u64, queue: u16, block_bytes: u64) -> Decoded {
             offset_bytes: c.offset_blocks * block_bytes,
             len_bytes: u32::try_from(c.len_blocks * block_bytes).unwrap_or(u32::MAX),
         },
-        in_data,
+        op == IoOp::Read && shared.protocol == Protocol::DcExpress,
     ))
 }
 
@@ -486,7 +489,6 @@ fn decode_nvme(
     if sqe.nsid != 1 {
         return refuse(Status::BadField);
     }
-    let in_data = op == IoOp::Read && sqe.cdw13 & nvme::CDW13_IN_DATA != 0;
     let mut s = Submission {
         queue,
         tag: sqe.cid,
@@ -512,7 +514,7 @@ fn decode_nvme(
     if !prps_cover_tag_buffer(sqe, s.len_bytes as usize, dma) {
         return refuse(Status::BadField);
     }
-    Ok((s, in_data))
+    Ok((s, false))
 }
 
 /// Walks the command's PRP entries (PRP1, then PRP2 or the PRP list it points to, following

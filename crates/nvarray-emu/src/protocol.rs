@@ -1,5 +1,6 @@
-//! The two command protocols of the model, as bytes: Moneta's 64-bit command word and
-//! completion word, and NVMe's 64-byte submission queue entry with PRP pointers.
+//! The command protocols of the model, as bytes: the 64-bit command word and completion word
+//! (Moneta's; DC Express sends the same word, and its reads complete in their data instead of
+//! a completion word), and NVMe's 64-byte submission queue entry with PRP pointers.
 //!
 //! Both the driver (encoding) and the emulated device (decoding and validating) use these, so
 //! they live with the device. Decoding never trusts the bits: every field is checked by the
@@ -24,8 +25,6 @@ pub mod moneta {
     pub const OPCODE_READ: u64 = 0;
     pub const OPCODE_WRITE: u64 = 1;
     pub const OPCODE_FLUSH: u64 = 2;
-    /// A read that completes in the data (DC Express): no completion word is posted.
-    pub const OPCODE_READ_IN_DATA: u64 = 3;
     pub const TAG_BITS: u32 = 12;
     pub const LEN_BITS: u32 = 14;
     pub const OFFSET_BITS: u32 = 34;
@@ -66,13 +65,12 @@ pub mod moneta {
             }
         }
 
-        /// What the opcode asks for, and whether the read completes in the data.
-        pub fn op(self) -> Option<(IoOp, bool)> {
+        /// What the opcode asks for.
+        pub fn op(self) -> Option<IoOp> {
             match self.opcode {
-                OPCODE_READ => Some((IoOp::Read, false)),
-                OPCODE_WRITE => Some((IoOp::Write, false)),
-                OPCODE_FLUSH => Some((IoOp::Flush, false)),
-                OPCODE_READ_IN_DATA => Some((IoOp::Read, true)),
+                OPCODE_READ => Some(IoOp::Read),
+                OPCODE_WRITE => Some(IoOp::Write),
+                OPCODE_FLUSH => Some(IoOp::Flush),
                 _ => None,
             }
         }
@@ -103,8 +101,6 @@ pub mod nvme {
     pub const OPCODE_READ: u8 = 0x02;
     /// Blocks one read or write moves at most: dword 12's 16-bit, zero-based block count.
     pub const BLOCKS_PER_COMMAND_MAX: u64 = 1 << 16;
-    /// Vendor-specific command dword 13 bit: complete this read in the data (DC Express).
-    pub const CDW13_IN_DATA: u32 = 1;
     /// Base I/O virtual address of the tags' data buffers.
     pub const DATA_IOVA: u64 = 1 << 40;
     /// Base I/O virtual address of the tags' PRP list pages.
@@ -185,7 +181,7 @@ mod tests {
 
     #[test]
     fn unknown_opcodes_decode_to_none() {
-        for opcode in 4..8 {
+        for opcode in 3..8 {
             let c = Command {
                 opcode,
                 tag: 0,

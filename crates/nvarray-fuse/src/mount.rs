@@ -82,7 +82,7 @@ pub fn mount(
     dir: &Path,
     on_end: impl FnOnce() + Send + 'static,
 ) -> Result<Mounted, FuseError> {
-    let completion = device.options().completion;
+    let completion = device.completion();
     let io = Arc::new(Mutex::new(DiskIo::new(device, completion)));
     let fs = DiskFs::new(Arc::clone(&io), Box::new(on_end));
     let mut config = fuser::Config::default();

@@ -190,7 +190,7 @@ pub fn device_report(
     report.emulator = Some(EmulatorSetup {
         device_threads: options.device_threads,
         stack: options.stack.name(),
-        completion: options.completion.name(),
+        completion: device.completion().name(),
         verified_blocks: 0,
     });
     report
@@ -246,9 +246,8 @@ fn run_thread(
     start: Instant,
     done_ios: &AtomicU64,
 ) -> Result<ThreadResult, HostError> {
-    let completion = device.options().completion;
+    let completion = device.completion();
     let mut issuer = Issuer::new(device, shared, completion);
-    let in_data = completion == crate::Completion::InData;
     let block = device.block_bytes() as usize;
     let mut stats = StreamStats::new("thread");
     // Per tag: when this thread prepared the command (tags are device-wide, so index by tag).
@@ -291,7 +290,7 @@ fn run_thread(
                 }
             };
             let t0 = Instant::now();
-            match device.prepare(op, r.offset_bytes, r.len_bytes, data, in_data) {
+            match device.prepare(op, r.offset_bytes, r.len_bytes, data) {
                 Ok(p) => {
                     started[p.tag().index()] = Some(t0);
                     issuer.issue(p);

@@ -99,14 +99,30 @@ impl Device {
                 nvme::BLOCKS_PER_COMMAND_MAX
             )));
         }
-        if options.completion == Completion::InData && options.stack != Stack::Spin {
+        let completion = options
+            .completion
+            .unwrap_or(Completion::default_for(config.interface.protocol));
+        let dc_express = config.interface.protocol == Protocol::DcExpress;
+        if dc_express != (completion == Completion::InData) {
+            return Err(HostError::Config(if dc_express {
+                format!(
+                    "completion mode {completion} does not fit a dc-express device: it raises no interrupt and posts no read completion, its reads complete in their data (use --completion in-data, its default)"
+                )
+            } else {
+                format!(
+                    "completion mode in-data is the DC Express protocol's, and this device speaks {}: use a dc-express preset or --set interface.protocol=dc-express",
+                    config.interface.protocol.name()
+                )
+            }));
+        }
+        if completion == Completion::InData && options.stack != Stack::Spin {
             return Err(HostError::Config(format!(
                 "completion mode in-data needs stack spin: the host polls the read's data for it, while stack {} sleeps until an interrupt",
                 options.stack
             )));
         }
         let tags = (config.controller.tags as usize).min(TAGS_MAX);
-        if config.interface.protocol == Protocol::Moneta {
+        if config.interface.protocol != Protocol::Nvme {
             let blocks = config.memory.capacity_bytes / u64::from(block);
             if blocks > moneta::OFFSET_BLOCKS_MAX + 1 {
                 return Err(HostError::Config(format!(
@@ -135,7 +151,10 @@ impl Device {
             emu: Arc::new(emu),
             tags: Arc::new(TagPool::new(tags).expect("1..=TAGS_MAX")),
             config: config.clone(),
-            options: options.clone(),
+            options: Options {
+                completion: Some(completion),
+                ..options.clone()
+            },
             command_bytes_max: buffer_bytes,
         })
     }
@@ -146,6 +165,13 @@ impl Device {
 
     pub fn options(&self) -> &Options {
         &self.options
+    }
+
+    /// How the device's queue pairs wait, the protocol's default applied.
+    pub fn completion(&self) -> Completion {
+        self.options
+            .completion
+            .expect("open resolves the completion mode")
     }
 
     pub fn emulator(&self) -> &Emulator {
@@ -169,8 +195,15 @@ impl Device {
         self.tags.tags()
     }
 
-    /// A new queue pair for the calling thread. `completion` is how it waits.
+    /// A new queue pair for the calling thread. `completion` is how it waits: in-data on a
+    /// DC Express device (its only mode), any other mode on the others.
     pub fn queue_pair(&self, completion: Completion) -> QueuePair {
+        assert_eq!(
+            completion == Completion::InData,
+            self.config.interface.protocol == Protocol::DcExpress,
+            "completion mode {completion} on a {} device",
+            self.config.interface.protocol.name()
+        );
         // Every in-flight command holds a tag, so rings of at least `tags` entries never fill.
         let entries = self
             .tags
@@ -180,12 +213,12 @@ impl Device {
         let irq = Arc::new(Irq::new());
         let may_sleep = matches!(completion, Completion::Sleep | Completion::Adaptive);
         let (ends, device_side) = match self.emu.protocol() {
-            Protocol::Moneta => {
+            Protocol::Moneta | Protocol::DcExpress => {
                 let (sq_p, sq_c) = word_ring::split(entries).expect("power of two in range");
                 let (cq_p, cq_c) = word_ring::split(entries).expect("power of two in range");
                 (
-                    HostEnds::Moneta { sq: sq_p, cq: cq_c },
-                    DeviceQueue::Moneta { sq: sq_c, cq: cq_p },
+                    HostEnds::Word { sq: sq_p, cq: cq_c },
+                    DeviceQueue::Word { sq: sq_c, cq: cq_p },
                 )
             }
             Protocol::Nvme => {
@@ -246,10 +279,9 @@ impl Device {
         offset_bytes: u64,
         len_bytes: u32,
         data: Option<&[u8]>,
-        in_data: bool,
     ) -> Result<Prepared, HostError> {
         self.check(op, offset_bytes, u64::from(len_bytes))?;
-        self.prepare_unchecked(op, offset_bytes, len_bytes, data, in_data)
+        self.prepare_unchecked(op, offset_bytes, len_bytes, data)
     }
 
     /// `prepare` without the driver's checks, so tests can show the device's own validation.
@@ -260,7 +292,6 @@ impl Device {
         offset_bytes: u64,
         len_bytes: u32,
         data: Option<&[u8]>,
-        in_data: bool,
     ) -> Result<Prepared, HostError> {
         let tag = self.tags.acquire(cpu_hint()).ok_or(HostError::NoTag {
             tags: self.tags.tags(),
@@ -272,7 +303,8 @@ impl Device {
             let n = data.len().min(buffer.len());
             buffer[..n].copy_from_slice(&data[..n]);
         }
-        let in_data = in_data && op == IoOp::Read;
+        // A DC Express read completes in its data: the host clears the word it will watch.
+        let in_data = op == IoOp::Read && self.config.interface.protocol == Protocol::DcExpress;
         if in_data {
             dma.in_data[tag.index()].store(0, Ordering::Relaxed);
         }
@@ -362,8 +394,15 @@ pub(crate) fn command_error(
 }
 
 enum HostEnds {
-    Moneta { sq: WordProducer, cq: WordConsumer },
-    Nvme { sq: Producer<nvme::Sqe>, cq: CqHost },
+    /// Moneta and DC Express: one 64-bit word per command and per completion.
+    Word {
+        sq: WordProducer,
+        cq: WordConsumer,
+    },
+    Nvme {
+        sq: Producer<nvme::Sqe>,
+        cq: CqHost,
+    },
 }
 
 /// A queue pair: one thread's submission and completion queues. `Send`, not shared.
@@ -405,12 +444,11 @@ impl QueuePair {
         let tag = p.tag.index();
         assert!(self.pending[tag].is_none(), "tag {tag} issued twice");
         match &mut self.ends {
-            HostEnds::Moneta { sq, .. } => {
-                let opcode = match (p.op, p.in_data) {
-                    (IoOp::Read, false) => moneta::OPCODE_READ,
-                    (IoOp::Read, true) => moneta::OPCODE_READ_IN_DATA,
-                    (IoOp::Write, _) => moneta::OPCODE_WRITE,
-                    (IoOp::Flush, _) => moneta::OPCODE_FLUSH,
+            HostEnds::Word { sq, .. } => {
+                let opcode = match p.op {
+                    IoOp::Read => moneta::OPCODE_READ,
+                    IoOp::Write => moneta::OPCODE_WRITE,
+                    IoOp::Flush => moneta::OPCODE_FLUSH,
                 };
                 let opcode = p.raw_opcode.map_or(opcode, |raw| u64::from(raw & 0x7));
                 let word = moneta::Command {
@@ -446,7 +484,7 @@ impl QueuePair {
         let mut n = 0;
         loop {
             let (tag, status) = match &mut self.ends {
-                HostEnds::Moneta { cq, .. } => match cq.pop() {
+                HostEnds::Word { cq, .. } => match cq.pop() {
                     Some(word) => moneta::decode_completion(word),
                     None => break,
                 },
@@ -555,7 +593,7 @@ impl QueuePair {
     /// Whether a completion entry is waiting (a peek, for the sleep protocol).
     pub fn has_completion(&self) -> bool {
         match &self.ends {
-            HostEnds::Moneta { cq, .. } => cq.has_next(),
+            HostEnds::Word { cq, .. } => cq.has_next(),
             HostEnds::Nvme { cq, .. } => cq.has_next(),
         }
     }
@@ -635,7 +673,7 @@ impl QueuePair {
 
     /// Makes every acknowledged write durable (with a durable file backing).
     pub fn flush(&mut self, device: &Device) -> Result<(), HostError> {
-        let p = device.prepare(IoOp::Flush, 0, 0, None, false)?;
+        let p = device.prepare(IoOp::Flush, 0, 0, None)?;
         self.issue(p);
         let mut result = Ok(());
         while self.pending_count > 0 {
@@ -660,7 +698,6 @@ impl QueuePair {
         device.check(op, offset_bytes, first as u64)?;
         device.check(op, offset_bytes + (len - first) as u64, first as u64)?;
         let step = device.command_bytes_max() as usize;
-        let in_data = self.completion == Completion::InData;
         let mut result = Ok(());
         let mut at = 0;
         while at < len && result.is_ok() {
@@ -669,7 +706,7 @@ impl QueuePair {
                 Buf::Write(b) => Some(&b[at..at + n]),
                 Buf::Read(_) => None,
             };
-            match device.prepare(op, offset_bytes + at as u64, n as u32, data, in_data) {
+            match device.prepare(op, offset_bytes + at as u64, n as u32, data) {
                 Ok(p) => {
                     self.issue(p);
                     at += n;
@@ -738,9 +775,6 @@ fn build_sqe(dma: &DmaMemory, block_bytes: u64, p: &Prepared) -> nvme::Sqe {
     sqe.slba = p.offset_bytes / block_bytes;
     sqe.cdw12 = ((u64::from(p.len_bytes) / block_bytes).max(1) - 1)
         .min(nvme::BLOCKS_PER_COMMAND_MAX - 1) as u32;
-    if p.in_data {
-        sqe.cdw13 = nvme::CDW13_IN_DATA;
-    }
     sqe.prp1 = base;
     let pages = (p.len_bytes as usize).div_ceil(dma.page_bytes);
     if pages == 2 {
@@ -783,36 +817,38 @@ mod tests {
     /// done by the word the refused read left behind.
     #[test]
     fn a_refused_in_data_read_leaves_no_watcher_behind() {
-        for preset_name in ["dram", "moneta"] {
-            let config = preset(preset_name)
-                .unwrap()
-                .load(&[("memory.capacity_bytes".into(), "1m".into())])
-                .unwrap();
-            let options = Options {
-                completion: Completion::InData,
-                buffer_bytes: Some(4096),
-                ..Options::default()
-            };
-            let device = Device::open(&config, &options).unwrap();
-            let mut qp = device.queue_pair(Completion::InData);
-            // An opcode the device does not know: refused at decoding, through the queue.
-            let p = device
-                .prepare_unchecked(IoOp::Read, 0, 512, None, true)
-                .unwrap()
-                .with_raw_opcode(if preset_name == "moneta" { 6 } else { 0x7f });
-            qp.issue(p);
-            let mut statuses = Vec::new();
-            while statuses.is_empty() {
-                qp.wait(|done| {
-                    statuses.push(done.status);
-                    device.finish(done, None).ok();
-                });
-            }
-            assert_eq!(statuses, [Status::BadOpcode], "{preset_name}");
-            assert!(
-                qp.in_data.is_empty(),
-                "{preset_name}: stale in-data watcher"
-            );
+        let config = preset("dram")
+            .unwrap()
+            .load(&[
+                ("memory.capacity_bytes".into(), "1m".into()),
+                ("interface.protocol".into(), "dc-express".into()),
+            ])
+            .unwrap();
+        let options = Options {
+            buffer_bytes: Some(4096),
+            ..Options::default()
+        };
+        let device = Device::open(&config, &options).unwrap();
+        assert_eq!(
+            device.completion(),
+            Completion::InData,
+            "dc-express default"
+        );
+        let mut qp = device.queue_pair(Completion::InData);
+        // An opcode the device does not know: refused at decoding, through the queue.
+        let p = device
+            .prepare_unchecked(IoOp::Read, 0, 512, None)
+            .unwrap()
+            .with_raw_opcode(6);
+        qp.issue(p);
+        let mut statuses = Vec::new();
+        while statuses.is_empty() {
+            qp.wait(|done| {
+                statuses.push(done.status);
+                device.finish(done, None).ok();
+            });
         }
+        assert_eq!(statuses, [Status::BadOpcode]);
+        assert!(qp.in_data.is_empty(), "stale in-data watcher");
     }
 }

@@ -51,10 +51,21 @@ pub enum Completion {
     /// threshold is `Options::adaptive_threshold_bytes`).
     #[default]
     Adaptive,
-    /// Reads complete in the data (DC Express): the device writes a completion word next to
-    /// the data in the tag's buffer and posts no completion entry; the host spins on that word.
-    /// Writes and flushes spin on the completion queue.
+    /// The DC Express protocol's, and only its: reads complete in the data (the device writes
+    /// a completion word next to the data in the tag's buffer and posts no completion entry;
+    /// the host spins on that word); writes and flushes spin on the completion words.
     InData,
+}
+
+impl Completion {
+    /// The completion mode a device speaking `protocol` gets unless one is asked for: in-data
+    /// for DC Express (it has no other), adaptive otherwise.
+    pub fn default_for(protocol: nvarray_model::Protocol) -> Completion {
+        match protocol {
+            nvarray_model::Protocol::DcExpress => Completion::InData,
+            _ => Completion::Adaptive,
+        }
+    }
 }
 
 impl Completion {
@@ -119,7 +130,8 @@ pub struct Options {
     /// mode): fewer spinning threads than cores when a server and a client share the machine.
     pub device_threads: usize,
     pub stack: Stack,
-    pub completion: Completion,
+    /// How threads wait; `None` takes the protocol's (`Completion::default_for`).
+    pub completion: Option<Completion>,
     pub adaptive_threshold_bytes: u32,
     /// Size of each tag's DMA buffer: the largest single command. Larger requests are split by
     /// the sync API. Default: the device's maximum transfer, capped so the arena stays small.
@@ -132,7 +144,7 @@ impl Default for Options {
             backing: BackingKind::Ram,
             device_threads: 1,
             stack: Stack::default(),
-            completion: Completion::default(),
+            completion: None,
             adaptive_threshold_bytes: ADAPTIVE_THRESHOLD_BYTES_DEFAULT,
             buffer_bytes: None,
         }

@@ -6,12 +6,18 @@ use nvarray_host::{Completion, Device, HostError, IoOp, Options, Stack, Status};
 use nvarray_model::{presets::preset, DeviceConfig};
 use proptest::prelude::*;
 
-/// A small device (`size` bytes) from a preset, so RAM backing stays cheap.
+/// A small device (`size` bytes) from a preset, so RAM backing stays cheap. `dc-express` is
+/// the `dram` preset speaking the DC Express protocol.
 fn small(preset_name: &str, size: u64) -> DeviceConfig {
-    preset(preset_name)
-        .unwrap()
-        .load(&[("memory.capacity_bytes".into(), size.to_string())])
-        .unwrap()
+    let mut overrides = vec![("memory.capacity_bytes".into(), size.to_string())];
+    let name = match preset_name {
+        "dc-express" => {
+            overrides.push(("interface.protocol".into(), "dc-express".into()));
+            "dram"
+        }
+        other => other,
+    };
+    preset(name).unwrap().load(&overrides).unwrap()
 }
 
 fn open(preset_name: &str, device_threads: usize) -> Device {
@@ -60,12 +66,16 @@ fn action(blocks_total: u64) -> impl Strategy<Value = Action> {
     ]
 }
 
-/// Runs `actions` on three queue pairs (one per completion mode) and compares every read
-/// with a reference byte array.
+/// Runs `actions` on three queue pairs (one per completion mode the device has) and compares
+/// every read with a reference byte array.
 fn check_against_reference(device: &Device, actions: &[Action]) -> Result<(), TestCaseError> {
     let block = u64::from(device.block_bytes());
     let mut reference = vec![0u8; device.size_bytes() as usize];
-    let modes = [Completion::Spin, Completion::Sleep, Completion::InData];
+    let modes = if device.completion() == Completion::InData {
+        [Completion::InData; 3]
+    } else {
+        [Completion::Spin, Completion::Sleep, Completion::Adaptive]
+    };
     let mut qps: Vec<_> = modes.iter().map(|&c| device.queue_pair(c)).collect();
     for a in actions {
         match *a {
@@ -111,6 +121,18 @@ proptest! {
     }
 
     #[test]
+    fn dc_express_threaded_matches_reference(actions in proptest::collection::vec(action(2048), 1..40)) {
+        let device = open("dc-express", 1);
+        check_against_reference(&device, &actions)?;
+    }
+
+    #[test]
+    fn dc_express_inline_matches_reference(actions in proptest::collection::vec(action(2048), 1..40)) {
+        let device = open("dc-express", 0);
+        check_against_reference(&device, &actions)?;
+    }
+
+    #[test]
     fn moneta_inline_matches_reference(actions in proptest::collection::vec(action(2048), 1..40)) {
         let device = open("moneta", 0);
         check_against_reference(&device, &actions)?;
@@ -121,15 +143,18 @@ proptest! {
 /// read everything back.
 #[test]
 fn threads_on_their_own_queue_pairs_keep_their_data() {
-    for (preset_name, device_threads) in [("dram", 1), ("moneta", 1), ("dram", 0)] {
+    for (preset_name, device_threads) in
+        [("dram", 1), ("moneta", 1), ("dram", 0), ("dc-express", 1)]
+    {
         let device = open(preset_name, device_threads);
+        let completion = device.completion();
         let threads = 3u64;
         let region = device.size_bytes() / threads / 4096 * 4096;
         std::thread::scope(|s| {
             for t in 0..threads {
                 let device = &device;
                 s.spawn(move || {
-                    let mut qp = device.queue_pair(Completion::Adaptive);
+                    let mut qp = device.queue_pair(completion);
                     for i in 0..64u64 {
                         let data = vec![(t * 64 + i) as u8; 4096];
                         let at = t * region + (i * 4096) % region;
@@ -138,7 +163,7 @@ fn threads_on_their_own_queue_pairs_keep_their_data() {
                 });
             }
         });
-        let mut qp = device.queue_pair(Completion::Spin);
+        let mut qp = device.queue_pair(completion);
         for t in 0..threads {
             let mut out = vec![0u8; 4096];
             qp.read_at(&device, &mut out, t * region).unwrap();
@@ -163,10 +188,10 @@ fn expect_status(result: Result<(), HostError>, status: Status) {
 /// and the data is unchanged.
 #[test]
 fn device_refuses_bad_commands_and_touches_nothing() {
-    for preset_name in ["dram", "moneta"] {
+    for preset_name in ["dram", "moneta", "dc-express"] {
         let device = open(preset_name, 1);
         let size = device.size_bytes();
-        let mut qp = device.queue_pair(Completion::Spin);
+        let mut qp = device.queue_pair(device.completion());
         let pattern = vec![0xa5u8; 16 * 1024];
         qp.write_at(&device, &pattern, 0).unwrap();
         qp.write_at(&device, &pattern, size - 16 * 1024).unwrap();
@@ -181,9 +206,7 @@ fn device_refuses_bad_commands_and_touches_nothing() {
         ];
         for (op, offset, len, status) in cases {
             let data = (op == IoOp::Write).then_some(&junk[..]);
-            let p = device
-                .prepare_unchecked(op, offset, len, data, false)
-                .unwrap();
+            let p = device.prepare_unchecked(op, offset, len, data).unwrap();
             qp.issue(p);
             let mut got = None;
             while got.is_none() {
@@ -193,7 +216,7 @@ fn device_refuses_bad_commands_and_touches_nothing() {
         }
         // An opcode the device does not know, carrying a write's data: refused, nothing written.
         let p = device
-            .prepare(IoOp::Write, 0, 512, Some(&junk[..512]), false)
+            .prepare(IoOp::Write, 0, 512, Some(&junk[..512]))
             .unwrap()
             .with_raw_opcode(if preset_name == "moneta" { 6 } else { 0x7f });
         qp.issue(p);
@@ -240,14 +263,37 @@ fn open_refuses_options_no_command_could_honour() {
     // interrupt that in-data reads never raise.
     for stack in [Stack::Baseline, Stack::NoSched, Stack::Atomic] {
         let message = config_error(
-            &small("dram", 1 << 20),
+            &small("dc-express", 1 << 20),
             Options {
                 stack,
-                completion: Completion::InData,
+                completion: Some(Completion::InData),
                 ..Options::default()
             },
         );
         assert!(message.contains("in-data needs stack spin"), "{message}");
+    }
+    // In-data completion is the DC Express protocol and nothing else: no device completes
+    // two ways, so the emulator never charges a cost the model did not.
+    let message = config_error(
+        &small("dram", 1 << 20),
+        Options {
+            completion: Some(Completion::InData),
+            ..Options::default()
+        },
+    );
+    assert!(message.contains("DC Express protocol's"), "{message}");
+    for completion in [Completion::Spin, Completion::Sleep, Completion::Adaptive] {
+        let message = config_error(
+            &small("dc-express", 1 << 20),
+            Options {
+                completion: Some(completion),
+                ..Options::default()
+            },
+        );
+        assert!(
+            message.contains("does not fit a dc-express device"),
+            "{message}"
+        );
     }
     // An NVMe command counts blocks in 16 bits: a 64 MiB buffer of 512-byte blocks is 131,072.
     let mut big = small("dram", 128 << 20);

@@ -23,10 +23,17 @@ fn workload(ios: u64) -> Workload {
 #[test]
 fn every_stack_and_completion_mode_completes_every_command() {
     let ios = 300;
-    for preset_name in ["moneta", "dram"] {
+    for (preset_name, protocol) in [
+        ("moneta", "moneta"),
+        ("dram", "nvme"),
+        ("dram", "dc-express"),
+    ] {
         let config = preset(preset_name)
             .unwrap()
-            .load(&[("memory.capacity_bytes".into(), (16u64 << 20).to_string())])
+            .load(&[
+                ("memory.capacity_bytes".into(), (16u64 << 20).to_string()),
+                ("interface.protocol".into(), protocol.into()),
+            ])
             .unwrap();
         for device_threads in [1, 0] {
             for stack in Stack::ALL {
@@ -35,17 +42,24 @@ fn every_stack_and_completion_mode_completes_every_command() {
                         // Below `spin` the stack decides how threads wait.
                         continue;
                     }
+                    if (completion == Completion::InData) != (protocol == "dc-express")
+                        || (protocol == "dc-express" && stack != Stack::Spin)
+                    {
+                        // In-data is DC Express's only completion mode, and needs spinning.
+                        continue;
+                    }
                     let options = Options {
                         device_threads,
                         stack,
-                        completion,
+                        completion: Some(completion),
                         buffer_bytes: Some(64 * 1024),
                         ..Options::default()
                     };
                     let device = Device::open(&config, &options).unwrap();
                     let report = bench::run_on(&device, &workload(ios), &mut |_| {}).unwrap();
-                    let what =
-                        format!("{preset_name} threads={device_threads} {stack} {completion}");
+                    let what = format!(
+                        "{preset_name} ({protocol}) threads={device_threads} {stack} {completion}"
+                    );
                     assert_eq!(report.totals.requests, 3 * ios, "{what}");
                     assert_eq!(
                         report.totals.read_bytes + report.totals.write_bytes,

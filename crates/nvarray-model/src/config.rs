@@ -57,8 +57,27 @@ pub enum Protocol {
     /// register plus an interrupt, and the host reads the status back over the link.
     Moneta,
     /// NVMe: doorbell write, the device fetches a 64-byte SQ entry (and a PRP list for
-    /// transfers over two pages), then writes a 16-byte CQ entry and an MSI.
+    /// transfers over two pages), then writes a 16-byte CQ entry and an MSI; the host writes
+    /// the CQ head doorbell.
     Nvme,
+    /// DC Express (HGST, 2016): "a leaner PCIe storage protocol ... minimizes number of
+    /// packets per command". The host writes the whole command in one programmed-I/O write;
+    /// a read completes in its data (the host watches a unique tag that the data overwrites:
+    /// no completion entry, no interrupt, no status read); a write completes with one posted
+    /// write of a status word into host memory (the seed does not say; see `Device::complete`).
+    DcExpress,
+}
+
+impl Protocol {
+    pub const ALL: [Protocol; 3] = [Protocol::Moneta, Protocol::Nvme, Protocol::DcExpress];
+
+    pub fn name(self) -> &'static str {
+        match self {
+            Protocol::Moneta => "moneta",
+            Protocol::Nvme => "nvme",
+            Protocol::DcExpress => "dc-express",
+        }
+    }
 }
 
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
@@ -71,10 +90,18 @@ pub struct InterfaceConfig {
     /// NVMe: memory page size that PRP entries describe.
     #[serde(default = "default_page_bytes")]
     pub page_bytes: u32,
+    /// Moneta and DC Express: bytes of the one programmed-I/O write that carries a command
+    /// (Moneta's command word is 64 bits).
+    #[serde(default = "default_command_bytes")]
+    pub command_bytes: u32,
 }
 
 fn default_page_bytes() -> u32 {
     4096
+}
+
+fn default_command_bytes() -> u32 {
+    8
 }
 
 /// Who does the per-command work inside the controller.
@@ -308,6 +335,16 @@ impl DeviceConfig {
         let i = &self.interface;
         check_latency("interface.status_read_ns", i.status_read_ns)?;
         check_pow2("interface.page_bytes", i.page_bytes, 512, 65_536)?;
+        check(
+            (4..=l.max_payload_bytes).contains(&i.command_bytes)
+                && i.command_bytes.is_multiple_of(4),
+            "interface.command_bytes",
+            &format!(
+                "a multiple of 4 from 4 to link.max_payload_bytes ({}): one write",
+                l.max_payload_bytes
+            ),
+            i.command_bytes,
+        )?;
 
         let c = &self.controller;
         check(

@@ -18,7 +18,9 @@ use std::collections::{BinaryHeap, VecDeque};
 use crate::breakdown::{Breakdown, Component};
 use crate::config::{ControllerMode, DeviceConfig, Policy, Protocol};
 use crate::error::CommandError;
-use crate::link::{bytes_to_ns, fs_per_byte, wire_bytes, Direction, Link};
+use crate::link::{
+    bytes_to_ns, fs_per_byte, wire_bytes, Carries, Direction, DirectionTraffic, Link,
+};
 use crate::memory::{Access, Memory, WearStats};
 use crate::timeline::Timeline;
 
@@ -123,16 +125,150 @@ struct Slot {
     offset_bytes: u64,
     len_bytes: u32,
     submit_ns: u64,
-    arrived_ns: u64,
     admitted_ns: u64,
     /// Bytes not yet granted a buffer.
     unscheduled_bytes: u32,
     pieces_in_flight: u32,
-    controller_ns: u64,
-    // Stages of the most recently granted piece (the last one when the command finishes).
-    ring_ns: u64,
-    media_ns: u64,
-    link_ns: u64,
+    /// Where the command's time went up to `attributed_ns` (see `Slot::attribute`).
+    breakdown: Breakdown,
+    attributed_ns: u64,
+}
+
+impl Slot {
+    /// Attributes the time from `attributed_ns` to the end of the last stage to the stages,
+    /// in time order; a stretch between two stages (waiting for a resource that something
+    /// else holds) is queueing. Exact for a command that moves in one piece, and for the
+    /// stretches before and after a command's pieces.
+    #[inline]
+    fn attribute(&mut self, stages: &[Stage]) {
+        let mut t = self.attributed_ns;
+        for stage in stages {
+            debug_assert!(stage.start_ns <= stage.end_ns);
+            if stage.end_ns <= t {
+                continue;
+            }
+            let start = stage.start_ns.max(t);
+            self.breakdown.ns[Component::Queueing as usize] += start - t;
+            self.breakdown.ns[stage.component as usize] += stage.end_ns - start;
+            t = stage.end_ns;
+        }
+        self.attributed_ns = t;
+    }
+}
+
+fn stage(component: Component, start_ns: u64, end_ns: u64) -> Stage {
+    Stage {
+        component,
+        start_ns,
+        end_ns,
+    }
+}
+
+/// One stage of a piece's path: the interval in which `component` held it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+struct Stage {
+    component: Component,
+    start_ns: u64,
+    end_ns: u64,
+}
+
+/// Stages of one piece, in time order: DMA set-up, then media, ring, link for a read (DMA
+/// read request and answer, data over the link, ring, media for a write; a read starts with
+/// an empty stage). The last one ends when the piece releases its buffer.
+const PIECE_STAGES: usize = 5;
+type PieceStages = [Stage; PIECE_STAGES];
+
+/// Attributes the time from `ready_ns` (the controller handed the command to the buffers) to
+/// the end of its last piece along the command's critical path, and returns that end.
+///
+/// The walk starts at the piece that ended last and goes back in time. Within a piece, each
+/// stage's interval goes to its component. Where a stage started later than the one before
+/// it ended, the piece waited: if another piece of the same command held that kind of stage
+/// just then (a pipelined transfer waiting behind its own earlier piece), the walk continues
+/// in that piece, so the time goes to the stage that held the command rather than to
+/// queueing; if none did, the wait was for something outside the command (another command's
+/// booking) and is queueing. A piece granted after `ready_ns` waited for a buffer: the walk
+/// continues in the piece whose stage covers that moment (usually the one whose release gave
+/// the buffer), else it is queueing back to the latest earlier end of one of its pieces.
+/// Every step moves back in time, and the walk ends at `ready_ns`, so the components cover
+/// `[ready_ns, end]` exactly once.
+fn attribute_critical_path(pieces: &[PieceStages], ready_ns: u64, b: &mut Breakdown) -> u64 {
+    let queueing = Component::Queueing as usize;
+    let last = (0..pieces.len())
+        .max_by_key(|&i| (pieces[i][PIECE_STAGES - 1].end_ns, i))
+        .expect("a command has at least one piece");
+    let end = pieces[last][PIECE_STAGES - 1].end_ns;
+    // Other pieces of the command in a stage of `component` (any, if `None`) just before `t`,
+    // searched from the most recently granted, since the holder is usually a close one. For
+    // a buffer (`None`), the piece whose release at `t` gave it comes first.
+    let holder = |p: usize, component: Option<Component>, t: u64| {
+        let released = || {
+            (0..pieces.len()).rev().find_map(|q| {
+                let st = pieces[q][PIECE_STAGES - 1];
+                (q != p && st.end_ns == t && st.start_ns < t).then_some((q, PIECE_STAGES - 1))
+            })
+        };
+        let released = if component.is_none() {
+            released()
+        } else {
+            None
+        };
+        released.or_else(|| {
+            (0..pieces.len()).rev().filter(|&q| q != p).find_map(|q| {
+                (0..PIECE_STAGES).rev().find_map(|j| {
+                    let st = pieces[q][j];
+                    let kind = component.is_none_or(|c| c == st.component);
+                    (kind && st.start_ns < t && t <= st.end_ns).then_some((q, j))
+                })
+            })
+        })
+    };
+    let (mut p, mut i, mut t) = (last, PIECE_STAGES - 1, end);
+    // Each step moves `t` back or steps to an earlier stage; the bound is a backstop.
+    let steps_max = 4 * PIECE_STAGES * pieces.len() + 16;
+    for _ in 0..steps_max {
+        let st = pieces[p][i];
+        debug_assert!(st.start_ns <= t && t <= st.end_ns, "{st:?} at {t}");
+        b.ns[st.component as usize] += t - st.start_ns;
+        t = st.start_ns;
+        if i > 0 {
+            let before = pieces[p][i - 1].end_ns;
+            if before < t {
+                if let Some((q, j)) = holder(p, Some(st.component), t) {
+                    (p, i) = (q, j);
+                    continue;
+                }
+                b.ns[queueing] += t - before;
+                t = before;
+            }
+            i -= 1;
+            continue;
+        }
+        if t <= ready_ns {
+            return end;
+        }
+        if let Some((q, j)) = holder(p, None, t) {
+            (p, i) = (q, j);
+            continue;
+        }
+        let earlier = (0..pieces.len())
+            .map(|q| (pieces[q][PIECE_STAGES - 1].end_ns, q))
+            .filter(|&(e, _)| e < t && e > ready_ns)
+            .max();
+        match earlier {
+            Some((e, q)) => {
+                b.ns[queueing] += t - e;
+                (p, i, t) = (q, PIECE_STAGES - 1, e);
+            }
+            None => {
+                b.ns[queueing] += t - ready_ns;
+                return end;
+            }
+        }
+    }
+    debug_assert!(false, "critical path walk did not end");
+    b.ns[queueing] += t - ready_ns;
+    end
 }
 
 #[derive(Clone, Copy, Debug)]
@@ -154,6 +290,9 @@ pub struct Device {
     /// One engine in hardware mode, `firmware_cores` in firmware mode.
     engines: Vec<Timeline>,
     slots: Vec<Slot>,
+    /// Per tag, the stages of each piece of a command that moves in several (kept until it
+    /// completes, for `attribute_critical_path`; the vectors keep their capacity).
+    pieces: Vec<Vec<PieceStages>>,
     free_tags: Vec<u32>,
     waiting_for_tag: VecDeque<Waiting>,
     queue: VecDeque<u32>,
@@ -187,6 +326,7 @@ impl Device {
             ring_fs_per_byte: fs_per_byte(cfg.ring.bandwidth_bytes_per_s as f64 * ring_efficiency),
             engines: vec![Timeline::new(); engines as usize],
             slots: vec![Slot::default(); c.tags as usize],
+            pieces: vec![Vec::new(); c.tags as usize],
             free_tags: (0..c.tags).rev().collect(),
             waiting_for_tag: VecDeque::new(),
             queue: VecDeque::with_capacity(c.tags as usize),
@@ -329,16 +469,30 @@ impl Device {
     fn deliver_command(&mut self, now: u64, len_bytes: u32) -> u64 {
         match self.cfg.interface.protocol {
             // "Reduce command word to 64 bits: allows a single PIO write to issue a request"
-            // (Moneta MICRO'10 slides).
-            Protocol::Moneta => self.link.send(Direction::ToDevice, now, now, 8).1,
+            // (Moneta MICRO'10 slides); DC Express too sends the whole command in one
+            // programmed-I/O write, so the device fetches nothing.
+            Protocol::Moneta | Protocol::DcExpress => {
+                let bytes = u64::from(self.cfg.interface.command_bytes);
+                self.link
+                    .send(Direction::ToDevice, Carries::Protocol, now, now, bytes)
+                    .1
+            }
             Protocol::Nvme => {
-                let doorbell = self.link.send(Direction::ToDevice, now, now, 4).1;
-                let (_, sqe) = self.link.device_reads_host(now, doorbell, 64);
+                let doorbell = self
+                    .link
+                    .send(Direction::ToDevice, Carries::Protocol, now, now, 4)
+                    .1;
+                let sqe = self
+                    .link
+                    .device_reads_host(Carries::Protocol, now, doorbell, 64)
+                    .arrival_ns;
                 let page = u64::from(self.cfg.interface.page_bytes);
                 let pages = u64::from(len_bytes).div_ceil(page);
                 if pages > 2 {
                     // PRP1 is in the SQ entry; PRP2 points to a list of the remaining entries.
-                    self.link.device_reads_host(now, sqe, 8 * (pages - 1)).1
+                    self.link
+                        .device_reads_host(Carries::Protocol, now, sqe, 8 * (pages - 1))
+                        .arrival_ns
                 } else {
                     sqe
                 }
@@ -367,21 +521,24 @@ impl Device {
         };
         let admitted = self.now_ns;
         let ready = self.engine_work(w.arrived_ns.max(admitted), work_ns);
-        self.slots[tag as usize] = Slot {
+        let mut slot = Slot {
             cmd_id: w.cmd.id,
             op_is_read: w.cmd.op == Op::Read,
             offset_bytes: w.cmd.offset_bytes,
             len_bytes: w.cmd.len_bytes,
             submit_ns: w.submit_ns,
-            arrived_ns: w.arrived_ns,
             admitted_ns: admitted,
             unscheduled_bytes: w.cmd.len_bytes,
             pieces_in_flight: 0,
-            controller_ns: work_ns,
-            ring_ns: 0,
-            media_ns: 0,
-            link_ns: 0,
+            breakdown: Breakdown::default(),
+            attributed_ns: w.submit_ns,
         };
+        // Waiting for a tag or for the controller's engine is queueing.
+        slot.attribute(&[
+            stage(Component::CommandFetch, w.submit_ns, w.arrived_ns),
+            stage(Component::Controller, ready - work_ns, ready),
+        ]);
+        self.slots[tag as usize] = slot;
         self.push_event(ready, EventKind::Ready, tag);
     }
 
@@ -455,68 +612,140 @@ impl Device {
             self.ring_fs_per_byte,
         );
         let ring_latency = self.cfg.ring.latency_ns;
-        let (release, media_ns, link_ns) = if slot.op_is_read {
+        let setup = stage(Component::Controller, now, start);
+        let (release, stages) = if slot.op_is_read {
             let (media_start, media_end) =
                 self.memory
                     .access(now, start, Access::Read, offset, u64::from(len));
             let ring_start = self.ring.reserve(now, media_end, ring_ns);
             let ring_end = ring_start + ring_ns + ring_latency;
-            let (link_start, arrival) =
-                self.link
-                    .send(Direction::ToHost, now, ring_end, u64::from(len));
+            let (link_start, arrival) = self.link.send(
+                Direction::ToHost,
+                Carries::Data,
+                now,
+                ring_end,
+                u64::from(len),
+            );
             // The buffer is free once the last byte has left; the data lands one propagation
             // later, while the completion is already on its way behind it (so the breakdown
             // counts that propagation once, in the completion).
             let sent = arrival - self.link.propagation_ns;
-            (sent, media_end - media_start, sent - link_start)
+            (
+                sent,
+                [
+                    // A read has one stage fewer than a write: an empty one keeps the shape.
+                    stage(Component::Controller, now, now),
+                    setup,
+                    stage(Component::Media, media_start, media_end),
+                    stage(Component::Ring, ring_start, ring_end),
+                    stage(Component::Link, link_start, sent),
+                ],
+            )
         } else {
-            let (link_start, arrival) = self.link.device_reads_host(now, start, u64::from(len));
-            let ring_start = self.ring.reserve(now, arrival, ring_ns);
+            let dma = self
+                .link
+                .device_reads_host(Carries::Data, now, start, u64::from(len));
+            let ring_start = self.ring.reserve(now, dma.arrival_ns, ring_ns);
             let ring_end = ring_start + ring_ns + ring_latency;
             let (media_start, media_end) =
                 self.memory
                     .access(now, ring_end, Access::Write, offset, u64::from(len));
             // A write is done only when it is in the media (no write coalescing: Moneta,
             // "storage must guarantee durability by closing row").
-            (media_end, media_end - media_start, arrival - link_start)
+            (
+                media_end,
+                [
+                    setup,
+                    // The read requests and the host's answer, then the data, which may wait
+                    // for the link to the device between the two.
+                    stage(Component::Link, dma.start_ns, dma.data_ready_ns),
+                    stage(Component::Link, dma.data_start_ns, dma.arrival_ns),
+                    stage(Component::Ring, ring_start, ring_end),
+                    stage(Component::Media, media_start, media_end),
+                ],
+            )
         };
         self.buffers_free -= 1;
         self.buffers_busy_ns += release - now;
         let slot = &mut self.slots[tag as usize];
+        let one_piece = slot.len_bytes == len;
         slot.unscheduled_bytes -= len;
         slot.pieces_in_flight += 1;
-        slot.ring_ns = ring_ns + ring_latency;
-        slot.media_ns = media_ns;
-        slot.link_ns = link_ns;
+        if one_piece {
+            slot.attribute(&stages);
+        } else {
+            self.pieces[tag as usize].push(stages);
+        }
         self.push_event(release, EventKind::PieceDone, tag);
     }
 
     /// Posts the completion of `tag`'s command and frees the tag.
     fn complete(&mut self, tag: u32) -> Completion {
         let now = self.now_ns;
+        let protocol = self.cfg.interface.protocol;
         let c = &self.cfg.controller;
+        // A DC Express read completes in its data: nothing is left to post.
+        let in_data = protocol == Protocol::DcExpress && self.slots[tag as usize].op_is_read;
         let work_ns = match c.mode {
+            _ if in_data => 0,
             ControllerMode::Hardware => c.hardware_completion_ns,
             ControllerMode::Firmware => c.firmware_completion_ns,
         };
         let posted = self.engine_work(now, work_ns);
-        let visible = match self.cfg.interface.protocol {
+        let visible = match protocol {
             Protocol::Nvme => {
-                // CQ entry, then the MSI behind it; a polling host sees the entry itself.
-                let (_, cqe) = self.link.send(Direction::ToHost, now, posted, 16);
-                self.link.send(Direction::ToHost, now, posted, 4);
+                // CQ entry, then the MSI behind it; a polling host sees the entry itself, then
+                // writes the CQ head doorbell (OpenExpress's step 9; drivers may batch it,
+                // this charges one per command).
+                let (_, cqe) =
+                    self.link
+                        .send(Direction::ToHost, Carries::Protocol, now, posted, 16);
+                self.link
+                    .send(Direction::ToHost, Carries::Protocol, now, posted, 4);
+                self.link
+                    .send(Direction::ToDevice, Carries::Protocol, now, cqe, 4);
                 cqe
             }
             Protocol::Moneta => {
                 // "It sets some status registers and then raises an interrupt so that the host
                 // can come back and check the status" (Moneta talk).
-                let (_, interrupt) = self.link.send(Direction::ToHost, now, posted, 4);
-                let (_, request) = self.link.send(Direction::ToDevice, now, interrupt, 0);
+                let (_, interrupt) =
+                    self.link
+                        .send(Direction::ToHost, Carries::Protocol, now, posted, 4);
+                let (_, request) =
+                    self.link
+                        .send(Direction::ToDevice, Carries::Protocol, now, interrupt, 0);
                 let answer = request + self.cfg.interface.status_read_ns;
-                self.link.send(Direction::ToHost, now, answer, 8).1
+                self.link
+                    .send(Direction::ToHost, Carries::Protocol, now, answer, 8)
+                    .1
+            }
+            // The last byte of data lands one propagation after it left, and with it the tag
+            // the host is watching ("how to know it's done without an explicit signal", DC
+            // Express slides).
+            Protocol::DcExpress if in_data => now + self.link.propagation_ns,
+            // The seed describes only reads' completion. A write's is modelled as the device
+            // writing an 8-byte status word into host memory, which the polling host watches:
+            // one posted write, no interrupt, no status read.
+            Protocol::DcExpress => {
+                self.link
+                    .send(Direction::ToHost, Carries::Protocol, now, posted, 8)
+                    .1
             }
         };
-        let slot = self.slots[tag as usize];
+        let mut slot = self.slots[tag as usize];
+        let pieces = &mut self.pieces[tag as usize];
+        if !pieces.is_empty() {
+            slot.attributed_ns =
+                attribute_critical_path(pieces, slot.attributed_ns, &mut slot.breakdown);
+            pieces.clear();
+        }
+        debug_assert_eq!(slot.attributed_ns, now, "the last piece ends the data path");
+        slot.attribute(&[
+            stage(Component::Controller, posted - work_ns, posted),
+            stage(Component::Completion, posted, visible),
+        ]);
+        debug_assert_eq!(slot.breakdown.total_ns(), visible - slot.submit_ns);
         self.tags_busy_ns += now - slot.admitted_ns;
         self.commands_done += 1;
         self.free_tags.push(tag);
@@ -524,28 +753,13 @@ impl Device {
             let tag = self.free_tags.pop().expect("just freed");
             self.admit(tag, w);
         }
-
-        let mut b = Breakdown::default();
-        b.set(Component::CommandFetch, slot.arrived_ns - slot.submit_ns);
-        // DMA set-up of the last piece is controller work on the critical path.
-        b.set(
-            Component::Controller,
-            slot.controller_ns + work_ns + self.cfg.controller.dma_setup_ns,
-        );
-        b.set(Component::Ring, slot.ring_ns);
-        b.set(Component::Media, slot.media_ns);
-        b.set(Component::Link, slot.link_ns);
-        b.set(Component::Completion, visible - posted);
-        let total = visible - slot.submit_ns;
-        b.set(Component::Queueing, total.saturating_sub(b.total_ns()));
-        debug_assert_eq!(b.total_ns(), total, "breakdown must add up: {b:?}");
         Completion {
             id: slot.cmd_id,
             op: if slot.op_is_read { Op::Read } else { Op::Write },
             len_bytes: slot.len_bytes,
             submit_ns: slot.submit_ns,
             visible_ns: visible,
-            breakdown: b,
+            breakdown: slot.breakdown,
         }
     }
 
@@ -574,6 +788,14 @@ impl Device {
     /// Flash erases performed.
     pub fn erases(&self) -> u64 {
         self.memory.erases()
+    }
+
+    /// What each direction of the link has carried so far: `(to device, to host)`.
+    pub fn link_traffic(&self) -> (DirectionTraffic, DirectionTraffic) {
+        (
+            self.link.traffic(Direction::ToDevice),
+            self.link.traffic(Direction::ToHost),
+        )
     }
 
     /// Payload bandwidth of one link direction (for reports).

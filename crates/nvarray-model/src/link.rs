@@ -18,6 +18,56 @@ pub enum Direction {
     ToHost,
 }
 
+/// What a transfer carries: the request's data (and the read requests that fetch it), or the
+/// protocol around it (command, doorbell, queue entry, PRP list, completion, interrupt,
+/// status). The split is what DC Express's "minimizes number of packets per command" is about.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Carries {
+    Data,
+    Protocol,
+}
+
+/// Packets (TLPs) and bytes on the wire, headers included.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, serde::Serialize)]
+pub struct Traffic {
+    pub packets: u64,
+    pub wire_bytes: u64,
+}
+
+impl Traffic {
+    fn add(&mut self, packets: u64, wire_bytes: u64) {
+        self.packets += packets;
+        self.wire_bytes += wire_bytes;
+    }
+
+    pub fn plus(self, other: Traffic) -> Traffic {
+        Traffic {
+            packets: self.packets + other.packets,
+            wire_bytes: self.wire_bytes + other.wire_bytes,
+        }
+    }
+}
+
+/// Everything one direction of the link has carried, by what it carried.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, serde::Serialize)]
+pub struct DirectionTraffic {
+    pub data: Traffic,
+    pub protocol: Traffic,
+}
+
+impl DirectionTraffic {
+    pub fn total(&self) -> Traffic {
+        self.data.plus(self.protocol)
+    }
+
+    fn of(&mut self, carries: Carries) -> &mut Traffic {
+        match carries {
+            Carries::Data => &mut self.data,
+            Carries::Protocol => &mut self.protocol,
+        }
+    }
+}
+
 /// Raw bytes per second in one direction, after line encoding (8b/10b for generations 1 and
 /// 2, 128b/130b from generation 3), before TLP overhead. PCIe 1.1 x8 gives 2 GB/s
 /// (Moneta talk: "two gigabytes in each direction").
@@ -34,8 +84,13 @@ pub fn raw_bytes_per_s(generation: u8, lanes: u8) -> f64 {
 /// Bytes on the wire for `payload_bytes` split into TLPs of at most `max_payload_bytes`.
 /// A transfer of zero bytes is one header-only TLP.
 pub fn wire_bytes(payload_bytes: u64, max_payload_bytes: u32, overhead_bytes: u32) -> u64 {
-    let tlps = payload_bytes.div_ceil(u64::from(max_payload_bytes)).max(1);
-    payload_bytes + tlps * u64::from(overhead_bytes)
+    payload_bytes + tlps(payload_bytes, max_payload_bytes) * u64::from(overhead_bytes)
+}
+
+/// TLPs needed for `payload_bytes` at `max_payload_bytes` each (one for zero bytes).
+#[inline]
+fn tlps(payload_bytes: u64, max_payload_bytes: u32) -> u64 {
+    payload_bytes.div_ceil(u64::from(max_payload_bytes)).max(1)
 }
 
 /// Converts a byte count to nanoseconds at a rate given in femtoseconds per byte (rounded up,
@@ -55,10 +110,25 @@ pub fn fs_per_byte(bytes_per_s: f64) -> u64 {
     (1e15 / bytes_per_s).round().max(1.0) as u64
 }
 
+/// The times of one DMA read by the device (`Link::device_reads_host`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct DmaRead {
+    /// The first read request leaves for the host.
+    pub start_ns: u64,
+    /// Host memory has answered: the data could start back.
+    pub data_ready_ns: u64,
+    /// The data starts back (later than `data_ready_ns` if the link to the device is busy).
+    pub data_start_ns: u64,
+    /// The last byte has arrived at the device.
+    pub arrival_ns: u64,
+}
+
 #[derive(Clone, Debug)]
 pub struct Link {
     to_device: Timeline,
     to_host: Timeline,
+    /// What each direction carried: `[to device, to host]`.
+    traffic: [DirectionTraffic; 2],
     fs_per_byte: u64,
     max_payload_bytes: u32,
     overhead_bytes: u32,
@@ -72,6 +142,7 @@ impl Link {
         Link {
             to_device: Timeline::new(),
             to_host: Timeline::new(),
+            traffic: [DirectionTraffic::default(); 2],
             fs_per_byte: fs_per_byte(raw_bytes_per_s(cfg.generation, cfg.lanes)),
             max_payload_bytes: cfg.max_payload_bytes,
             overhead_bytes: cfg.tlp_overhead_bytes,
@@ -93,23 +164,33 @@ impl Link {
     pub fn send(
         &mut self,
         dir: Direction,
+        carries: Carries,
         now_ns: u64,
         ready_ns: u64,
         payload_bytes: u64,
     ) -> (u64, u64) {
-        let wire = wire_bytes(payload_bytes, self.max_payload_bytes, self.overhead_bytes);
+        let packets = tlps(payload_bytes, self.max_payload_bytes);
+        let wire = payload_bytes + packets * u64::from(self.overhead_bytes);
+        self.traffic[dir as usize].of(carries).add(packets, wire);
         let duration = bytes_to_ns(wire, self.fs_per_byte);
         let start = self.timeline(dir).reserve(now_ns, ready_ns, duration);
         (start, start + duration + self.propagation_ns)
     }
 
     /// The device reads `bytes` of host memory by DMA: read requests go to the host, the host
-    /// memory answers, completions carry the data to the device. Returns `(start, arrival)`.
-    pub fn device_reads_host(&mut self, now_ns: u64, ready_ns: u64, bytes: u64) -> (u64, u64) {
-        let requests = bytes
-            .div_ceil(u64::from(self.max_read_request_bytes))
-            .max(1);
+    /// memory answers, completions carry the data to the device.
+    pub fn device_reads_host(
+        &mut self,
+        carries: Carries,
+        now_ns: u64,
+        ready_ns: u64,
+        bytes: u64,
+    ) -> DmaRead {
+        let requests = tlps(bytes, self.max_read_request_bytes);
         let request_wire = requests * u64::from(self.overhead_bytes);
+        self.traffic[Direction::ToHost as usize]
+            .of(carries)
+            .add(requests, request_wire);
         let request_ns = bytes_to_ns(request_wire, self.fs_per_byte);
         let start = self.to_host.reserve(now_ns, ready_ns, request_ns);
         // The first request reaches host memory one propagation later; data flows back as
@@ -118,8 +199,19 @@ impl Link {
             + bytes_to_ns(u64::from(self.overhead_bytes), self.fs_per_byte)
             + self.propagation_ns;
         let data_ready = first_request_arrival + self.host_read_latency_ns;
-        let (_, arrival) = self.send(Direction::ToDevice, now_ns, data_ready, bytes);
-        (start, arrival)
+        let (data_start, arrival) =
+            self.send(Direction::ToDevice, carries, now_ns, data_ready, bytes);
+        DmaRead {
+            start_ns: start,
+            data_ready_ns: data_ready,
+            data_start_ns: data_start,
+            arrival_ns: arrival,
+        }
+    }
+
+    /// Everything `dir` has carried since the link was created.
+    pub fn traffic(&self, dir: Direction) -> DirectionTraffic {
+        self.traffic[dir as usize]
     }
 
     /// Payload bandwidth of one direction for long transfers, after all overheads.
@@ -189,9 +281,9 @@ mod tests {
         };
         let mut link = Link::new(&cfg);
         // 250 MB/s: 4 ns per byte.
-        let (s1, a1) = link.send(Direction::ToHost, 0, 0, 1000);
-        let (s2, a2) = link.send(Direction::ToDevice, 0, 0, 1000);
-        let (s3, _) = link.send(Direction::ToHost, 0, 0, 1000);
+        let (s1, a1) = link.send(Direction::ToHost, Carries::Data, 0, 0, 1000);
+        let (s2, a2) = link.send(Direction::ToDevice, Carries::Data, 0, 0, 1000);
+        let (s3, _) = link.send(Direction::ToHost, Carries::Protocol, 0, 0, 1000);
         assert_eq!((s1, a1), (0, 4100));
         assert_eq!(
             (s2, a2),
@@ -199,6 +291,53 @@ mod tests {
             "full duplex: the other direction is free"
         );
         assert_eq!(s3, 4000, "same direction queues");
+        // 1000 bytes at 128 per TLP: 8 packets, no overhead bytes configured.
+        let to_host = link.traffic(Direction::ToHost);
+        assert_eq!(
+            to_host.data,
+            Traffic {
+                packets: 8,
+                wire_bytes: 1000
+            }
+        );
+        assert_eq!(
+            to_host.protocol,
+            Traffic {
+                packets: 8,
+                wire_bytes: 1000
+            }
+        );
+        assert_eq!(link.traffic(Direction::ToDevice).total().packets, 8);
+    }
+
+    #[test]
+    fn a_dma_read_counts_its_requests_towards_the_host_and_its_data_back() {
+        let cfg = LinkConfig {
+            generation: 3,
+            lanes: 8,
+            max_payload_bytes: 256,
+            tlp_overhead_bytes: 26,
+            max_read_request_bytes: 512,
+            propagation_ns: 100,
+            host_read_latency_ns: 300,
+        };
+        let mut link = Link::new(&cfg);
+        link.device_reads_host(Carries::Data, 0, 0, 4096);
+        // 4096 / 512 = 8 header-only read requests; 4096 / 256 = 16 completions with data.
+        assert_eq!(
+            link.traffic(Direction::ToHost).data,
+            Traffic {
+                packets: 8,
+                wire_bytes: 8 * 26
+            }
+        );
+        assert_eq!(
+            link.traffic(Direction::ToDevice).data,
+            Traffic {
+                packets: 16,
+                wire_bytes: 4096 + 16 * 26
+            }
+        );
     }
 
     #[test]

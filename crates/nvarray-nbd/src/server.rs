@@ -390,7 +390,7 @@ impl Server {
             .lock()
             .expect("queue pair lock poisoned")
             .pop()
-            .unwrap_or_else(|| self.device.queue_pair(self.device.options().completion));
+            .unwrap_or_else(|| self.device.queue_pair(self.device.completion()));
         let stats = Arc::new(Mutex::new(StreamStats::new("nbd")));
         self.shared
             .stats

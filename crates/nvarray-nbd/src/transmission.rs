@@ -356,10 +356,7 @@ impl<'a> Transmission<'a> {
                 Payload::Zeroes => Some(&self.zeroes[..len_bytes as usize]),
                 _ => None,
             };
-            match self
-                .device
-                .prepare(op, offset_bytes, len_bytes, data, false)
-            {
+            match self.device.prepare(op, offset_bytes, len_bytes, data) {
                 Ok(p) => break p,
                 Err(HostError::NoTag { .. }) => {
                     // Other commands (ours or other connections') hold every tag.

@@ -99,9 +99,10 @@ pub struct BenchRunArgs {
     #[arg(long, value_name = "STACK", default_value_t = Stack::Spin)]
     stack: Stack,
     /// How a thread waits for a completion with `--stack spin`: spin | sleep | adaptive (spin
-    /// below --adaptive-threshold, else sleep) | in-data (reads complete in the data buffer).
-    #[arg(long, value_name = "MODE", default_value_t = Completion::Adaptive)]
-    completion: Completion,
+    /// below --adaptive-threshold, else sleep) | in-data (the DC Express protocol's: reads complete in
+    /// their data). Default: in-data for a dc-express device, adaptive for the others.
+    #[arg(long, value_name = "MODE")]
+    completion: Option<Completion>,
     /// Request size from which `--completion adaptive` sleeps instead of spinning.
     #[arg(long, value_name = "SIZE", default_value_t = ADAPTIVE_THRESHOLD_BYTES_DEFAULT,
           value_parser = parse_size_u32)]

@@ -146,9 +146,10 @@ pub struct EmuDeviceArgs {
           value_parser = parse_device_threads)]
     pub device_threads: DeviceThreads,
     /// How a serving thread waits for the device: spin | sleep | adaptive (spin below
-    /// --adaptive-threshold, else sleep) | in-data (reads complete in the data buffer).
-    #[arg(long, value_name = "MODE", default_value_t = Completion::Adaptive)]
-    pub completion: Completion,
+    /// --adaptive-threshold, else sleep) | in-data (the DC Express protocol's: reads complete in
+    /// their data). Default: in-data for a dc-express device, adaptive for the others.
+    #[arg(long, value_name = "MODE")]
+    pub completion: Option<Completion>,
     /// Request size from which `--completion adaptive` sleeps instead of spinning.
     #[arg(long, value_name = "SIZE", default_value_t = ADAPTIVE_THRESHOLD_BYTES_DEFAULT,
           value_parser = parse_size_u32)]

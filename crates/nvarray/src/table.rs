@@ -15,10 +15,7 @@ pub fn device_line(d: &DeviceConfig) -> String {
         d.memory.technology,
         d.link.generation,
         d.link.lanes,
-        match d.interface.protocol {
-            nvarray_model::Protocol::Moneta => "moneta",
-            nvarray_model::Protocol::Nvme => "nvme",
-        },
+        d.interface.protocol.name(),
         match d.controller.mode {
             nvarray_model::ControllerMode::Hardware => "hardware",
             nvarray_model::ControllerMode::Firmware => "firmware",
