@@ -16,6 +16,7 @@ pub mod link;
 pub mod memory;
 pub mod overrides;
 pub mod presets;
+pub mod protocol_cost;
 pub mod timeline;
 pub mod wear;
 

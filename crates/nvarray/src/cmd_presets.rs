@@ -3,8 +3,9 @@
 use anyhow::Result;
 use clap::{Args, Subcommand};
 use nvarray_model::presets::{preset, PRESETS};
+use nvarray_model::protocol_cost::protocol_table;
 
-use crate::input_error;
+use crate::{input_error, table};
 
 #[derive(Args)]
 pub struct PresetsArgs {
@@ -18,6 +19,14 @@ enum PresetsCommand {
     Show {
         /// Preset name, as listed by `nvarray presets`.
         name: String,
+        /// Instead of the TOML: the link traffic of one command (packets and bytes each way,
+        /// data and protocol) for every command protocol on this preset's link, reads and
+        /// writes of 512 B and 4 KiB: DC Express's "fewer packets per command" argument.
+        #[arg(long)]
+        protocol_cost: bool,
+        /// With --protocol-cost: print the rows as JSON.
+        #[arg(long, requires = "protocol_cost")]
+        json: bool,
     },
 }
 
@@ -30,8 +39,23 @@ pub fn run(args: PresetsArgs) -> Result<()> {
             }
             println!("\n`nvarray presets show NAME` prints one as TOML; edit it and pass it with --device FILE.");
         }
-        Some(PresetsCommand::Show { name }) => {
-            print!("{}", preset(&name).map_err(input_error)?.toml)
+        Some(PresetsCommand::Show {
+            name,
+            protocol_cost,
+            json,
+        }) => {
+            let p = preset(&name).map_err(input_error)?;
+            if !protocol_cost {
+                print!("{}", p.toml);
+                return Ok(());
+            }
+            let cfg = p.load(&[]).map_err(input_error)?;
+            let rows = protocol_table(&cfg);
+            if json {
+                println!("{}", serde_json::to_string_pretty(&rows)?);
+            } else {
+                print!("{}", table::protocol_cost(&cfg, &rows));
+            }
         }
     }
     Ok(())

@@ -97,6 +97,12 @@ pub fn input_error(e: impl std::fmt::Display) -> anyhow::Error {
 }
 
 fn main() -> ExitCode {
+    // A reader that goes away (`nvarray presets show moneta --protocol-cost | head`) ends the
+    // process quietly, as it does any Unix filter, instead of a panic on the failed print.
+    // SAFETY: setting a signal's disposition to the default before any thread starts.
+    unsafe {
+        libc::signal(libc::SIGPIPE, libc::SIG_DFL);
+    }
     let cli = Cli::parse();
     let result = match cli.command {
         Command::Bench(a) => cmd_bench::run(*a),

@@ -303,3 +303,53 @@ pub fn comparison(
     }
     s
 }
+
+/// The per-command link traffic of every protocol on one device's link
+/// (`nvarray presets show NAME --protocol-cost`).
+pub fn protocol_cost(
+    d: &DeviceConfig,
+    rows: &[nvarray_model::protocol_cost::CommandTraffic],
+) -> String {
+    use std::fmt::Write;
+    let mut out = String::new();
+    let _ = writeln!(
+        out,
+        "link traffic of one command alone on {}'s link (PCIe gen{} x{}, {}-byte payloads, {} bytes of overhead per packet); * marks the preset's own protocol",
+        d.name, d.link.generation, d.link.lanes, d.link.max_payload_bytes, d.link.tlp_overhead_bytes
+    );
+    let _ = writeln!(
+        out,
+        "packets (bytes on the wire); \"protocol\" is everything but the data and the read requests that fetch it\n"
+    );
+    let _ = writeln!(
+        out,
+        "{:<13} {:<6} {:>5}  {:>22}  {:>22}  {:>7}  {:>8}",
+        "protocol", "op", "size", "to device", "to host", "packets", "protocol"
+    );
+    for r in rows {
+        let own = if r.protocol == d.interface.protocol.name() {
+            " *"
+        } else {
+            ""
+        };
+        let dir = |t: &nvarray_model::link::DirectionTraffic| {
+            let total = t.total();
+            format!("{} ({} B)", total.packets, total.wire_bytes)
+        };
+        let _ = writeln!(
+            out,
+            "{:<13} {:<6} {:>5}  {:>22}  {:>22}  {:>7}  {:>8}",
+            format!("{}{own}", r.protocol),
+            match r.op {
+                nvarray_model::Op::Read => "read",
+                nvarray_model::Op::Write => "write",
+            },
+            nvarray_workload::format_size(u64::from(r.len_bytes)),
+            dir(&r.to_device),
+            dir(&r.to_host),
+            r.packets(),
+            r.protocol_packets(),
+        );
+    }
+    out
+}
