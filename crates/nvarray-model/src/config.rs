@@ -163,6 +163,25 @@ pub struct ControllerConfig {
     /// Hardware mode: time the pipeline is occupied to post a completion.
     #[serde(default)]
     pub hardware_completion_ns: u64,
+    /// Clock of the controller's hardware, in MHz, for the stage costs given in cycles
+    /// (OpenExpress tunes its FPGA from 50 to 250 MHz). 0 when every cost is given in ns.
+    #[serde(default)]
+    pub clock_mhz: u32,
+    /// Hardware mode: pipeline cycles per command (queue dispatch, SQ entry parsing, context
+    /// set-up: OpenExpress's FET and CTX), on top of `hardware_command_ns`.
+    #[serde(default)]
+    pub hardware_command_cycles: u64,
+    /// Hardware mode: pipeline cycles per page of the command (`interface.page_bytes`): PRP
+    /// entry traversal and DMA descriptor set-up (OpenExpress's HTRW).
+    #[serde(default)]
+    pub hardware_page_cycles: u64,
+    /// Hardware mode: pipeline cycles to post a completion (OpenExpress's CMT), on top of
+    /// `hardware_completion_ns`.
+    #[serde(default)]
+    pub hardware_completion_cycles: u64,
+    /// Cycles from granting a buffer to the start of its transfer, on top of `dma_setup_ns`.
+    #[serde(default)]
+    pub dma_setup_cycles: u64,
     /// Firmware mode: embedded cores sharing the per-command work.
     #[serde(default = "one")]
     pub firmware_cores: u32,
@@ -182,6 +201,16 @@ pub struct ControllerConfig {
 
 fn one() -> u32 {
     1
+}
+
+impl ControllerConfig {
+    /// `cycles` at the controller's clock, in ns (rounded up; 0 without a clock).
+    pub fn cycles_ns(&self, cycles: u64) -> u64 {
+        if self.clock_mhz == 0 {
+            return 0;
+        }
+        (cycles * 1000).div_ceil(u64::from(self.clock_mhz))
+    }
 }
 
 /// The internal network between the controller and the memory controllers.
@@ -225,6 +254,25 @@ pub struct MemoryConfig {
     /// Bytes written to a bank between two erases (flash erase block); used when erase_latency_ns > 0.
     #[serde(default)]
     pub erase_block_bytes: u64,
+    /// A hard disk instead of random-access media: each controller is one disk (one bank),
+    /// and an access costs seek by distance plus rotation plus transfer (`disk.rs`);
+    /// `read_latency_ns`/`write_latency_ns` are then the drive's per-command overhead.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub disk: Option<DiskConfig>,
+}
+
+/// A rotating disk's geometry and mechanics (`[memory.disk]`).
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct DiskConfig {
+    /// Spindle speed, revolutions per minute.
+    pub rpm: u32,
+    /// Bytes on one track: the media rate is one track per revolution.
+    pub track_bytes: u32,
+    /// Seek to the next track (head settle included).
+    pub seek_track_to_track_ns: u64,
+    /// Seek across the whole disk.
+    pub seek_full_stroke_ns: u64,
 }
 
 /// Start-gap wear levelling (Qureshi et al., MICRO'09), one instance per memory controller.
@@ -257,6 +305,10 @@ pub mod limits {
     pub const CONTROLLERS_MAX: u32 = 256;
     pub const BANKS_MAX: u32 = 256;
     pub const FIRMWARE_CORES_MAX: u32 = 64;
+    /// 10 GHz: beyond any controller.
+    pub const CLOCK_MHZ_MAX: u32 = 10_000;
+    /// A billion cycles of one stage is a typo, not a controller.
+    pub const CYCLES_MAX: u64 = 1_000_000_000;
     pub const MAX_TRANSFER_BYTES_MAX: u32 = 64 << 20;
     /// Start-gap write counters kept at most (4 bytes each: 1 GiB).
     pub const WEAR_LINES_MAX: u64 = 1 << 28;
@@ -407,6 +459,32 @@ impl DeviceConfig {
             check_latency(field, v)?;
         }
         check(
+            c.clock_mhz <= CLOCK_MHZ_MAX,
+            "controller.clock_mhz",
+            "0 to 10000",
+            c.clock_mhz,
+        )?;
+        for (field, cycles) in [
+            (
+                "controller.hardware_command_cycles",
+                c.hardware_command_cycles,
+            ),
+            ("controller.hardware_page_cycles", c.hardware_page_cycles),
+            (
+                "controller.hardware_completion_cycles",
+                c.hardware_completion_cycles,
+            ),
+            ("controller.dma_setup_cycles", c.dma_setup_cycles),
+        ] {
+            check(
+                cycles == 0 || c.clock_mhz > 0,
+                field,
+                "0 unless controller.clock_mhz is set",
+                cycles,
+            )?;
+            check(cycles <= CYCLES_MAX, field, "0 to 1000000000", cycles)?;
+        }
+        check(
             (1..=FIRMWARE_CORES_MAX).contains(&c.firmware_cores),
             "controller.firmware_cores",
             "1 to 64",
@@ -485,6 +563,53 @@ impl DeviceConfig {
             ),
             m.erase_block_bytes,
         )?;
+
+        if let Some(d) = &m.disk {
+            check(
+                (1_000..=30_000).contains(&d.rpm),
+                "memory.disk.rpm",
+                "1000 to 30000",
+                d.rpm,
+            )?;
+            check(
+                d.track_bytes >= 512,
+                "memory.disk.track_bytes",
+                "at least 512",
+                d.track_bytes,
+            )?;
+            check_latency(
+                "memory.disk.seek_track_to_track_ns",
+                d.seek_track_to_track_ns,
+            )?;
+            check_latency("memory.disk.seek_full_stroke_ns", d.seek_full_stroke_ns)?;
+            check(
+                d.seek_full_stroke_ns >= d.seek_track_to_track_ns,
+                "memory.disk.seek_full_stroke_ns",
+                &format!(
+                    "at least memory.disk.seek_track_to_track_ns ({})",
+                    d.seek_track_to_track_ns
+                ),
+                d.seek_full_stroke_ns,
+            )?;
+            check(
+                m.banks_per_controller == 1,
+                "memory.banks_per_controller",
+                "1 with [memory.disk] (one actuator per disk)",
+                m.banks_per_controller,
+            )?;
+            check(
+                m.erase_latency_ns == 0,
+                "memory.erase_latency_ns",
+                "0 with [memory.disk]",
+                m.erase_latency_ns,
+            )?;
+            check(
+                !self.wear.enabled,
+                "wear.enabled",
+                "false with [memory.disk] (disks are not wear-levelled)",
+                self.wear.enabled,
+            )?;
+        }
 
         let w = &self.wear;
         check_pow2(

@@ -278,10 +278,21 @@ struct Waiting {
     arrived_ns: u64,
 }
 
+/// The controller's hardware stage costs at its clock, in ns (fixed part plus cycles).
+#[derive(Clone, Copy, Debug)]
+struct StageNs {
+    command: u64,
+    page: u64,
+    completion: u64,
+    dma_setup: u64,
+}
+
 /// The modelled array. See the module docs for the life of a command.
 #[derive(Clone, Debug)]
 pub struct Device {
     cfg: DeviceConfig,
+    stage_ns: StageNs,
+    page_bytes: u32,
     now_ns: u64,
     link: Link,
     memory: Memory,
@@ -315,15 +326,20 @@ impl Device {
             ControllerMode::Hardware => 1,
             ControllerMode::Firmware => c.firmware_cores,
         };
-        let ring_payload = f64::from(cfg.ring.packet_payload_bytes);
-        let ring_efficiency =
-            ring_payload / (ring_payload + f64::from(cfg.ring.packet_header_bytes));
         Device {
+            stage_ns: StageNs {
+                command: c.hardware_command_ns + c.cycles_ns(c.hardware_command_cycles),
+                page: c.cycles_ns(c.hardware_page_cycles),
+                completion: c.hardware_completion_ns + c.cycles_ns(c.hardware_completion_cycles),
+                dma_setup: c.dma_setup_ns + c.cycles_ns(c.dma_setup_cycles),
+            },
+            page_bytes: cfg.interface.page_bytes,
             now_ns: 0,
             link: Link::new(&cfg.link),
             memory: Memory::new(&cfg.memory, &cfg.wear),
             ring: Timeline::new(),
-            ring_fs_per_byte: fs_per_byte(cfg.ring.bandwidth_bytes_per_s as f64 * ring_efficiency),
+            // The raw rate: packet headers are counted once, in the wire bytes of each transfer.
+            ring_fs_per_byte: fs_per_byte(cfg.ring.bandwidth_bytes_per_s as f64),
             engines: vec![Timeline::new(); engines as usize],
             slots: vec![Slot::default(); c.tags as usize],
             pieces: vec![Vec::new(); c.tags as usize],
@@ -514,7 +530,10 @@ impl Device {
     fn admit(&mut self, tag: u32, w: Waiting) {
         let c = &self.cfg.controller;
         let work_ns = match c.mode {
-            ControllerMode::Hardware => c.hardware_command_ns,
+            ControllerMode::Hardware => {
+                let pages = u64::from(w.cmd.len_bytes).div_ceil(u64::from(self.page_bytes));
+                self.stage_ns.command + pages * self.stage_ns.page
+            }
             ControllerMode::Firmware => {
                 c.firmware_fetch_ns + c.firmware_prp_ns + c.firmware_translation_ns
             }
@@ -602,7 +621,7 @@ impl Device {
         let slot = self.slots[tag as usize];
         let len = slot.unscheduled_bytes.min(buffer_bytes);
         let offset = slot.offset_bytes + u64::from(slot.len_bytes - slot.unscheduled_bytes);
-        let start = now + self.cfg.controller.dma_setup_ns;
+        let start = now + self.stage_ns.dma_setup;
         let ring_ns = bytes_to_ns(
             wire_bytes(
                 u64::from(len),
@@ -688,7 +707,7 @@ impl Device {
         let in_data = protocol == Protocol::DcExpress && self.slots[tag as usize].op_is_read;
         let work_ns = match c.mode {
             _ if in_data => 0,
-            ControllerMode::Hardware => c.hardware_completion_ns,
+            ControllerMode::Hardware => self.stage_ns.completion,
             ControllerMode::Firmware => c.firmware_completion_ns,
         };
         let posted = self.engine_work(now, work_ns);

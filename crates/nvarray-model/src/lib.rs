@@ -11,6 +11,7 @@
 pub mod breakdown;
 pub mod config;
 pub mod device;
+pub mod disk;
 pub mod error;
 pub mod link;
 pub mod memory;

@@ -9,6 +9,7 @@
 
 use crate::config::MemoryConfig;
 use crate::config::WearConfig;
+use crate::disk::Disk;
 use crate::link::{bytes_to_ns, fs_per_byte};
 use crate::timeline::Timeline;
 use crate::wear::StartGap;
@@ -67,12 +68,19 @@ pub struct Memory {
     /// booked so far (first start, last end).
     booking: Booking,
     erases: u64,
+    /// One per controller when the media is a hard disk (`[memory.disk]`).
+    disks: Option<Vec<Disk>>,
 }
 
 impl Memory {
     pub fn new(cfg: &MemoryConfig, wear: &WearConfig) -> Self {
         let banks = (cfg.controllers * cfg.banks_per_controller) as usize;
-        let line_bytes = u64::from(wear.line_bytes);
+        // A disk is not wear-levelled (validated): its pieces split only at stripe ends.
+        let line_bytes = if cfg.disk.is_some() {
+            u64::from(cfg.stripe_bytes)
+        } else {
+            u64::from(wear.line_bytes)
+        };
         let lines_per_controller = cfg.capacity_bytes / u64::from(cfg.controllers) / line_bytes;
         let row_transfer_ns = bytes_to_ns(
             u64::from(cfg.row_bytes),
@@ -106,6 +114,10 @@ impl Memory {
             }),
             booking: Booking::default(),
             erases: 0,
+            disks: cfg.disk.as_ref().map(|d| {
+                let per_disk = cfg.capacity_bytes / u64::from(cfg.controllers);
+                vec![Disk::new(d, per_disk); cfg.controllers as usize]
+            }),
         }
     }
 
@@ -160,6 +172,23 @@ impl Memory {
 
     #[inline]
     fn add_piece(&mut self, controller: u32, local_bytes: u64, len_bytes: u64, access: Access) {
+        if let Some(disks) = &mut self.disks {
+            // A disk serves accesses one after another in the order they are booked: its
+            // head position and the platter's angle depend on what it did just before, so no
+            // booking may fill a gap before an earlier one.
+            let b = &mut self.booking;
+            let bank = &mut self.banks[controller as usize];
+            let start = b.ready_ns.max(bank.busy_until_ns());
+            let overhead = match access {
+                Access::Read => self.read_latency_ns,
+                Access::Write => self.write_latency_ns,
+            };
+            let ns = disks[controller as usize].service_ns(start, overhead, local_bytes, len_bytes);
+            let start = bank.reserve(b.now_ns, start, ns);
+            b.first_start_ns = b.first_start_ns.min(start);
+            b.last_end_ns = b.last_end_ns.max(start + ns);
+            return;
+        }
         let line_shift = self.line_bytes.trailing_zeros();
         let row_shift = self.row_bytes.trailing_zeros();
         let logical_line = local_bytes >> line_shift;
@@ -328,6 +357,7 @@ mod tests {
             bank_bandwidth_bytes_per_s: 1_000_000_000,
             erase_latency_ns: 0,
             erase_block_bytes: 0,
+            disk: None,
         };
         Memory::new(
             &cfg,

@@ -32,6 +32,12 @@ pub const PRESETS: &[Preset] = &[
     preset!("slc"),
     preset!("mlc"),
     preset!("tlc"),
+    preset!("openexpress"),
+    preset!("optane-p4800x"),
+    preset!("dc-express-gen2x4"),
+    preset!("dc-express-gen3x8"),
+    preset!("hdd"),
+    preset!("pcie-flash-2010"),
 ];
 
 /// The preset called `name`, or an error listing the choices.

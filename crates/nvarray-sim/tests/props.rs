@@ -38,6 +38,8 @@ proptest! {
         let ov = vec![
             ("controller.policy".to_string(), policy.to_string()),
             ("host.software_ns".to_string(), host_ns.to_string()),
+            // Every preset takes the 128 KiB requests below.
+            ("controller.max_transfer_bytes".to_string(), "1m".to_string()),
         ];
         let cfg = PRESETS[preset].load(&ov).unwrap();
         let jobs: Vec<JobSpec> = streams

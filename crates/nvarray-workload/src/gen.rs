@@ -46,7 +46,8 @@ pub struct RequestGen {
     rng: SmallRng,
     region_start_bytes: u64,
     region_len_bytes: u64,
-    block_size_bytes: u64,
+    /// Random offsets are multiples of this (fio's `blockalign`).
+    align_bytes: u64,
     /// The op of every request when the mode is not mixed.
     op_fixed: Op,
     mixed: bool,
@@ -105,6 +106,9 @@ impl RequestGen {
             });
         }
         let block_bytes = u64::from(block_size_bytes);
+        // Random offsets fall on this boundary (fio's blockalign, by default the smallest
+        // request length; region_bytes checked it is a block multiple inside the region).
+        let align_bytes = job.align_bytes();
 
         let mut lens_bytes = [0u32; BSSPLIT_ENTRIES_MAX];
         let mut slots_by_len = [0u64; BSSPLIT_ENTRIES_MAX];
@@ -135,7 +139,7 @@ impl RequestGen {
             let len_bytes = u64::from(lens_bytes[index]);
             // region_bytes checked that every length is a block multiple inside the region.
             assert!(len_bytes <= region_len_bytes);
-            slots_by_len[index] = (region_len_bytes - len_bytes) / block_bytes + 1;
+            slots_by_len[index] = (region_len_bytes - len_bytes) / align_bytes + 1;
         }
 
         let pattern = if job.is_random() {
@@ -143,7 +147,7 @@ impl RequestGen {
                 Distribution::Uniform => Pattern::Uniform,
                 Distribution::Zipf { theta } => {
                     let len_bytes_max = u64::from(job.bs.len_bytes_max());
-                    let slots = (region_len_bytes - len_bytes_max) / block_bytes + 1;
+                    let slots = (region_len_bytes - len_bytes_max) / align_bytes + 1;
                     Pattern::Zipf {
                         zipf: ZipfSampler::new(slots, theta),
                         slots,
@@ -164,7 +168,7 @@ impl RequestGen {
             rng: SmallRng::seed_from_u64(seed),
             region_start_bytes,
             region_len_bytes,
-            block_size_bytes: block_bytes,
+            align_bytes,
             op_fixed: match job.rw {
                 RwMode::Write | RwMode::RandWrite => Op::Write,
                 _ => Op::Read,
@@ -225,7 +229,7 @@ impl RequestGen {
             }
             Pattern::Uniform => {
                 let slot = below(self.rng.next_u64(), self.slots_by_len[len_index]);
-                slot * self.block_size_bytes
+                slot * self.align_bytes
             }
             Pattern::Zipf {
                 zipf,
@@ -234,7 +238,7 @@ impl RequestGen {
             } => {
                 let rank = zipf.sample(&mut self.rng);
                 debug_assert!((1..=*slots).contains(&rank));
-                scatter.apply(rank - 1) * self.block_size_bytes
+                scatter.apply(rank - 1) * self.align_bytes
             }
         };
         debug_assert!(offset_in_region_bytes + u64::from(len_bytes) <= self.region_len_bytes);
@@ -484,6 +488,46 @@ mod tests {
             share > 0.30,
             "hottest 1% of blocks got {share:.3} of requests"
         );
+    }
+
+    /// fio aligns random offsets to `blockalign`, by default the block size ("Default: bs"),
+    /// not to the device's sector: a random 4 KiB read never straddles a 4 KiB boundary
+    /// (a RAID stripe, a flash page) unless asked to with `blockalign=512`.
+    #[test]
+    fn random_offsets_align_to_blockalign_which_defaults_to_the_smallest_size() {
+        let aligned_to = |pairs: &[(&str, &str)]| {
+            let mut g = RequestGen::new(&job(pairs), 0, 1 << 30, 512).unwrap();
+            let offsets: Vec<u64> = (0..2000).map(|_| g.next_request().offset_bytes).collect();
+            [65536u64, 16384, 4096, 1024, 512]
+                .into_iter()
+                .find(|a| offsets.iter().all(|o| o % a == 0))
+        };
+        assert_eq!(aligned_to(&[("rw", "randread"), ("bs", "4k")]), Some(4096));
+        assert_eq!(
+            aligned_to(&[("rw", "randread"), ("bs", "64k")]),
+            Some(65536)
+        );
+        assert_eq!(
+            aligned_to(&[("rw", "randrw"), ("bssplit", "4k/50:64k/50")]),
+            Some(4096)
+        );
+        assert_eq!(
+            aligned_to(&[("rw", "randread"), ("bs", "4k"), ("blockalign", "512")]),
+            Some(512)
+        );
+        assert_eq!(
+            aligned_to(&[("rw", "randread"), ("bs", "4k"), ("ba", "1k")]),
+            Some(1024)
+        );
+        // An alignment the device cannot address is refused, naming the key.
+        let bad = job(&[("rw", "randread"), ("blockalign", "100")]);
+        let e = RequestGen::new(&bad, 0, 1 << 30, 512)
+            .err()
+            .unwrap()
+            .to_string();
+        assert!(e.contains("blockalign"), "{e}");
+        let mut j = JobSpec::default();
+        assert!(j.set("blockalign", "0").is_err());
     }
 
     #[test]

@@ -56,6 +56,8 @@ pub const SUPPORTED_KEYS: &[&str] = &[
     "randseed",
     "offset",
     "size",
+    "blockalign",
+    "ba",
     "thinktime",
     "verify",
 ];
@@ -319,6 +321,9 @@ pub struct JobSpec {
     /// Length of the job's region; `None` (default) means from `offset_bytes` to the end of
     /// the device.
     pub size_bytes: Option<u64>,
+    /// Boundary random offsets are aligned to (fio's `blockalign`, alias `ba`); `None`
+    /// (default) means the smallest request length, as in fio.
+    pub blockalign_bytes: Option<u64>,
     /// Idle time between a completion and the thread's next submission; default 0.
     pub thinktime_ns: u64,
     /// Whether writes carry self-checking data that every read verifies; default off.
@@ -375,6 +380,7 @@ impl Default for JobSpec {
             randseed: RANDSEED_DEFAULT,
             offset_bytes: 0,
             size_bytes: None,
+            blockalign_bytes: None,
             thinktime_ns: 0,
             verify: Verify::None,
         }
@@ -466,6 +472,13 @@ impl JobSpec {
             "offset" => {
                 self.offset_bytes =
                     parse_size(value).map_err(|e| size_value_error(key, value, &e))?;
+            }
+            "blockalign" | "ba" => {
+                let bytes = parse_size(value).map_err(|e| size_value_error(key, value, &e))?;
+                if bytes == 0 {
+                    return Err(value_error(key, value, "must be at least one device block"));
+                }
+                self.blockalign_bytes = Some(bytes);
             }
             "size" => {
                 let size_bytes = parse_size(value).map_err(|e| size_value_error(key, value, &e))?;
@@ -686,7 +699,28 @@ impl JobSpec {
                 );
             }
         }
+        if let Some(align) = self.blockalign_bytes {
+            if align % block_bytes != 0 {
+                return invalid(
+                    "blockalign",
+                    format!("{align} is not a multiple of the device block size {block_bytes}"),
+                );
+            }
+            if align > region_len_bytes {
+                return invalid(
+                    "blockalign",
+                    format!("{align} is larger than the job's region of {region_len_bytes} bytes"),
+                );
+            }
+        }
         Ok((offset_bytes, region_len_bytes))
+    }
+
+    /// The boundary random offsets are aligned to: `blockalign`, else the smallest request
+    /// length (fio's default, "Default: bs").
+    pub fn align_bytes(&self) -> u64 {
+        self.blockalign_bytes
+            .unwrap_or_else(|| u64::from(self.bs.lens_bytes().min().unwrap_or(1)))
     }
 }
 

@@ -100,6 +100,10 @@ pub struct FioArgs {
     /// Length of the region the job touches (default: the whole device).
     #[arg(long)]
     pub size: Option<String>,
+    /// Boundary random offsets are aligned to (fio's blockalign; default the smallest
+    /// request size, as in fio; e.g. 512 for sector-aligned random I/O).
+    #[arg(long)]
+    pub blockalign: Option<String>,
     /// Host time between a completion and the thread's next request (microseconds by default, as in fio).
     #[arg(long)]
     pub thinktime: Option<String>,
@@ -113,7 +117,7 @@ pub struct FioArgs {
 impl FioArgs {
     /// The flags given, as fio key/value pairs in a fixed order.
     pub fn pairs(&self) -> Vec<(&'static str, String)> {
-        let fields: [(&'static str, &Option<String>); 15] = [
+        let fields: [(&'static str, &Option<String>); 16] = [
             ("name", &self.name),
             ("rw", &self.rw),
             ("bs", &self.bs),
@@ -127,6 +131,7 @@ impl FioArgs {
             ("randseed", &self.randseed),
             ("offset", &self.offset),
             ("size", &self.size),
+            ("blockalign", &self.blockalign),
             ("thinktime", &self.thinktime),
             ("verify", &self.verify),
         ];
