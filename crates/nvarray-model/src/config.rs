@@ -163,6 +163,12 @@ pub struct ControllerConfig {
     /// Hardware mode: time the pipeline is occupied to post a completion.
     #[serde(default)]
     pub hardware_completion_ns: u64,
+    /// Hardware mode: latency of the command pipeline beyond the time it is occupied: its
+    /// stages overlap with the next commands', so this delays each command without bounding
+    /// IOPS (a 250 MHz pipeline takes a command every few cycles, yet each spends microseconds
+    /// in it).
+    #[serde(default)]
+    pub pipeline_latency_ns: u64,
     /// Clock of the controller's hardware, in MHz, for the stage costs given in cycles
     /// (OpenExpress tunes its FPGA from 50 to 250 MHz). 0 when every cost is given in ns.
     #[serde(default)]
@@ -445,6 +451,7 @@ impl DeviceConfig {
                 "controller.hardware_completion_ns",
                 c.hardware_completion_ns,
             ),
+            ("controller.pipeline_latency_ns", c.pipeline_latency_ns),
             ("controller.firmware_fetch_ns", c.firmware_fetch_ns),
             ("controller.firmware_prp_ns", c.firmware_prp_ns),
             (

@@ -539,7 +539,12 @@ impl Device {
             }
         };
         let admitted = self.now_ns;
-        let ready = self.engine_work(w.arrived_ns.max(admitted), work_ns);
+        let pipeline_ns = match c.mode {
+            ControllerMode::Hardware => c.pipeline_latency_ns,
+            ControllerMode::Firmware => 0,
+        };
+        let worked = self.engine_work(w.arrived_ns.max(admitted), work_ns);
+        let ready = worked + pipeline_ns;
         let mut slot = Slot {
             cmd_id: w.cmd.id,
             op_is_read: w.cmd.op == Op::Read,
@@ -555,7 +560,7 @@ impl Device {
         // Waiting for a tag or for the controller's engine is queueing.
         slot.attribute(&[
             stage(Component::CommandFetch, w.submit_ns, w.arrived_ns),
-            stage(Component::Controller, ready - work_ns, ready),
+            stage(Component::Controller, worked - work_ns, ready),
         ]);
         self.slots[tag as usize] = slot;
         self.push_event(ready, EventKind::Ready, tag);

@@ -1,0 +1,385 @@
+//! Judging a figure's rows against the published values, and the report: markdown for
+//! people, JSON for scripts, and the data of each plot for the caller to draw.
+
+use std::collections::HashMap;
+use std::fmt::Write as _;
+
+use serde::Serialize;
+use serde_json::Value;
+
+use crate::spec::{Expect, Figure, Plot, Row, Seed};
+
+/// How a row came out.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum Verdict {
+    /// Within the tolerance (or on the right side of a published bound).
+    Within,
+    /// Outside it.
+    Outside,
+    /// A known difference, with its reason.
+    Differs,
+    /// A measurement of this machine, reported and not judged.
+    Measured,
+    /// Could not be measured here (the reason is in `reason`).
+    NotRun,
+}
+
+impl Verdict {
+    pub fn name(self) -> &'static str {
+        match self {
+            Verdict::Within => "within",
+            Verdict::Outside => "OUTSIDE",
+            Verdict::Differs => "differs",
+            Verdict::Measured => "measured",
+            Verdict::NotRun => "not run",
+        }
+    }
+}
+
+#[derive(Clone, Debug, Serialize)]
+pub struct RowResult {
+    pub id: String,
+    pub what: String,
+    pub unit: &'static str,
+    pub published: f64,
+    pub published_text: &'static str,
+    pub source: &'static str,
+    /// nvarray's value; `None` when it could not be measured.
+    pub value: Option<f64>,
+    /// nvarray / published.
+    pub ratio: Option<f64>,
+    /// The rule: "±10 %", "≥ 20000000", "differs", "measured".
+    pub rule: String,
+    pub verdict: Verdict,
+    /// Why it differs, or why it was not run.
+    pub reason: Option<String>,
+    pub note: Option<&'static str>,
+    pub commands: Vec<String>,
+}
+
+/// A plot's data, measured, for the caller to draw.
+#[derive(Clone, Debug, Serialize)]
+#[serde(tag = "kind", rename_all = "kebab-case")]
+pub enum PlotData {
+    Lines {
+        x_label: &'static str,
+        y_label: &'static str,
+        log_x: bool,
+        log_y: bool,
+        /// (label, points); a point that could not be measured is left out.
+        series: Vec<(String, Vec<(f64, f64)>)>,
+        published: Vec<(f64, f64)>,
+    },
+    StackedBars {
+        y_label: &'static str,
+        /// (bar label, parts (name, value)).
+        bars: Vec<(String, Vec<(String, f64)>)>,
+    },
+    RowBars {
+        y_label: &'static str,
+        log_y: bool,
+        /// (row, published, nvarray).
+        rows: Vec<(String, f64, f64)>,
+    },
+}
+
+#[derive(Clone, Debug, Serialize)]
+pub struct FigureResult {
+    pub id: &'static str,
+    pub seed: Seed,
+    pub title: &'static str,
+    pub source: &'static str,
+    pub rows: Vec<RowResult>,
+    pub plot: Option<PlotData>,
+}
+
+impl FigureResult {
+    /// Rows per verdict, in `Verdict` order.
+    pub fn counts(&self) -> [(Verdict, usize); 5] {
+        let n = |v| self.rows.iter().filter(|r| r.verdict == v).count();
+        [
+            (Verdict::Within, n(Verdict::Within)),
+            (Verdict::Outside, n(Verdict::Outside)),
+            (Verdict::Differs, n(Verdict::Differs)),
+            (Verdict::Measured, n(Verdict::Measured)),
+            (Verdict::NotRun, n(Verdict::NotRun)),
+        ]
+    }
+}
+
+type Outcomes = HashMap<String, Result<Value, String>>;
+
+/// The outcomes of `experiments`, or the first reason one is missing.
+fn outcomes_of<'a>(
+    experiments: &[crate::spec::Experiment],
+    outcomes: &'a Outcomes,
+) -> Result<Vec<&'a Value>, String> {
+    experiments
+        .iter()
+        .map(|e| match outcomes.get(&e.command()) {
+            Some(Ok(v)) => Ok(v),
+            Some(Err(reason)) => Err(reason.clone()),
+            None => Err("not run".to_string()),
+        })
+        .collect()
+}
+
+fn judge_row(row: &Row, outcomes: &Outcomes) -> RowResult {
+    let measured = outcomes_of(&row.experiments, outcomes).map(|o| (row.measure)(&o));
+    let (value, mut reason) = match measured {
+        Ok(Some(v)) if v.is_finite() => (Some(v), None),
+        Ok(_) => (None, Some("the outcome lacks the number".to_string())),
+        Err(e) => (None, Some(e)),
+    };
+    let rule = match &row.expect {
+        Expect::Within(t) => format!("±{:.0} %", t * 100.0),
+        Expect::AtLeast(b) => format!("≥ {}", number(*b)),
+        Expect::AtMost(b) => format!("≤ {}", number(*b)),
+        Expect::Differs { .. } => "differs".to_string(),
+        Expect::Measured => "measured".to_string(),
+    };
+    let verdict = match (value, &row.expect) {
+        (None, _) => Verdict::NotRun,
+        (Some(v), Expect::Within(t)) => {
+            if (v / row.published - 1.0).abs() <= *t {
+                Verdict::Within
+            } else {
+                Verdict::Outside
+            }
+        }
+        (Some(v), Expect::AtLeast(b)) if v >= *b => Verdict::Within,
+        (Some(v), Expect::AtMost(b)) if v <= *b => Verdict::Within,
+        (Some(_), Expect::AtLeast(_) | Expect::AtMost(_)) => Verdict::Outside,
+        (Some(_), Expect::Differs { reason: why, .. }) => {
+            reason = Some(why.to_string());
+            Verdict::Differs
+        }
+        (Some(_), Expect::Measured) => Verdict::Measured,
+    };
+    RowResult {
+        id: row.id.clone(),
+        what: row.what.clone(),
+        unit: row.unit,
+        published: row.published,
+        published_text: row.published_text,
+        source: row.source,
+        value,
+        ratio: value.map(|v| v / row.published),
+        rule,
+        verdict,
+        reason,
+        note: row.note,
+        commands: row.experiments.iter().map(|e| e.command()).collect(),
+    }
+}
+
+/// Judges every row of `figure` and gathers its plot's data.
+pub fn judge(figure: &Figure, outcomes: &Outcomes) -> FigureResult {
+    let rows: Vec<RowResult> = figure.rows.iter().map(|r| judge_row(r, outcomes)).collect();
+    let one = |e: &crate::spec::Experiment| match outcomes.get(&e.command()) {
+        Some(Ok(v)) => Some(v),
+        _ => None,
+    };
+    let plot = figure.plot.as_ref().map(|p| match p {
+        Plot::Lines {
+            x_label,
+            y_label,
+            log_x,
+            log_y,
+            series,
+            published,
+        } => PlotData::Lines {
+            x_label,
+            y_label,
+            log_x: *log_x,
+            log_y: *log_y,
+            series: series
+                .iter()
+                .map(|s| {
+                    let points = s
+                        .points
+                        .iter()
+                        .filter_map(|p| Some((p.x, (p.measure)(&[one(&p.experiment)?])?)))
+                        .collect();
+                    (s.label.clone(), points)
+                })
+                .collect(),
+            published: published.clone(),
+        },
+        Plot::StackedBars { y_label, bars } => PlotData::StackedBars {
+            y_label,
+            bars: bars
+                .iter()
+                .filter_map(|b| Some((b.label.clone(), (b.parts)(one(&b.experiment)?))))
+                .collect(),
+        },
+        Plot::RowBars { y_label, log_y } => PlotData::RowBars {
+            y_label,
+            log_y: *log_y,
+            rows: rows
+                .iter()
+                .filter_map(|r| Some((r.what.clone(), r.published, r.value?)))
+                .collect(),
+        },
+    });
+    FigureResult {
+        id: figure.id,
+        seed: figure.seed,
+        title: figure.title,
+        source: figure.source,
+        rows,
+        plot,
+    }
+}
+
+/// A number with three significant digits, without a trail of zeros, in plain notation up
+/// to the billions.
+pub fn number(x: f64) -> String {
+    if x == 0.0 || !x.is_finite() {
+        return format!("{x}");
+    }
+    let magnitude = x.abs().log10().floor() as i32;
+    let decimals = (2 - magnitude).clamp(0, 6) as usize;
+    let text = format!("{x:.decimals$}");
+    if text.contains('.') {
+        text.trim_end_matches('0').trim_end_matches('.').to_string()
+    } else {
+        text
+    }
+}
+
+/// Who made the report and when, for its header.
+pub struct Header {
+    pub version: String,
+    pub commit: String,
+    pub date: String,
+    pub seeds: Vec<Seed>,
+    pub machine: String,
+}
+
+/// The whole report as markdown: a summary, then one section per figure with its table, its
+/// plot (`<id>.svg`) and the commands.
+pub fn markdown(results: &[FigureResult], header: &Header) -> String {
+    let mut out = String::new();
+    let _ = writeln!(out, "# nvarray repro: the seeds' figures, redrawn\n");
+    let _ = writeln!(
+        out,
+        "nvarray {} (commit {}), {}, on {}. Seeds: {}. Written by `nvarray repro`; every \
+         number has the command that made it (job files are in `jobs/`).\n",
+        header.version,
+        header.commit,
+        header.date,
+        header.machine,
+        header
+            .seeds
+            .iter()
+            .map(|s| s.name())
+            .collect::<Vec<_>>()
+            .join(", ")
+    );
+    let _ = writeln!(
+        out,
+        "Verdicts: **within** the tolerance (or on the published side of a stated bound); \
+         **OUTSIDE** it; **differs**, a known difference with its reason; **measured**, a \
+         measurement of this machine (emulator, NVM library, kernel), shown beside the \
+         published value but not judged, since the seeds' machines were not this one; \
+         **not run**, with the reason.\n"
+    );
+    let _ = writeln!(
+        out,
+        "| figure | within | OUTSIDE | differs | measured | not run |"
+    );
+    let _ = writeln!(out, "|---|---|---|---|---|---|");
+    for f in results {
+        let c = f.counts();
+        let _ = writeln!(
+            out,
+            "| [{}](#{}) | {} | {} | {} | {} | {} |",
+            f.title, f.id, c[0].1, c[1].1, c[2].1, c[3].1, c[4].1
+        );
+    }
+    for f in results {
+        let _ = writeln!(
+            out,
+            "\n<a id=\"{}\"></a>\n## {} ({})\n",
+            f.id, f.title, f.seed
+        );
+        let _ = writeln!(out, "Source: {}\n", f.source);
+        if f.plot.is_some() {
+            let _ = writeln!(out, "![{}]({}.svg)\n", f.title, f.id);
+        }
+        if f.rows.is_empty() {
+            continue;
+        }
+        let _ = writeln!(
+            out,
+            "| row | published | nvarray | ratio | rule | verdict | command |"
+        );
+        let _ = writeln!(out, "|---|---|---|---|---|---|---|");
+        for r in &f.rows {
+            let value = r
+                .value
+                .map_or("—".to_string(), |v| format!("{} {}", number(v), r.unit));
+            let ratio = r.ratio.map_or("—".to_string(), |x| format!("{:.2}", x));
+            let commands = r
+                .commands
+                .iter()
+                .map(|c| format!("`{}`", c.replace('|', "\\|")))
+                .collect::<Vec<_>>()
+                .join("<br>");
+            let _ = writeln!(
+                out,
+                "| {} | {} ({}) | {} | {} | {} | {} | {} |",
+                r.what,
+                r.published_text,
+                r.source.replace('|', "\\|"),
+                value,
+                ratio,
+                r.rule,
+                r.verdict.name(),
+                commands
+            );
+        }
+        let notes: Vec<String> = f
+            .rows
+            .iter()
+            .filter_map(|r| {
+                let mut text = String::new();
+                if let Some(reason) = &r.reason {
+                    text.push_str(reason);
+                }
+                if let Some(note) = r.note {
+                    if !text.is_empty() {
+                        text.push(' ');
+                    }
+                    text.push_str(note);
+                }
+                (!text.is_empty()).then(|| format!("- *{}*: {text}", r.what))
+            })
+            .collect();
+        if !notes.is_empty() {
+            let _ = writeln!(out, "\n{}", notes.join("\n"));
+        }
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn numbers_keep_three_significant_digits() {
+        for (x, text) in [
+            (8.2154, "8.22"),
+            (1.0, "1"),
+            (541_234.0, "541234"),
+            (0.012345, "0.0123"),
+            (25_000_000.0, "25000000"),
+            (72.0, "72"),
+        ] {
+            assert_eq!(number(x), text, "{x}");
+        }
+    }
+}

@@ -1,0 +1,332 @@
+//! DC Express (Vucinic, HGST, SNIA 2016): `hgst-dcexpress-2016-slides.md`. Device rows run on
+//! the `dc-express-gen2x4` and `dc-express-gen3x8` presets in the simulator; the packet counts
+//! come from the model's link counters; user space against the kernel is measured on this
+//! machine (the emulator, and fio on a loop device).
+
+use serde_json::Value;
+
+use crate::spec::*;
+
+const GEN2: &str = "dc-express-gen2x4";
+const GEN3: &str = "dc-express-gen3x8";
+const SIZES: [&str; 8] = ["32", "64", "128", "256", "512", "1k", "2k", "4k"];
+
+pub fn figures() -> Vec<Figure> {
+    vec![iops_by_size(), qd1_latency(), packets(), user_vs_kernel()]
+}
+
+fn loaded(preset: &str, bs: &str) -> Experiment {
+    sim(
+        preset,
+        &[],
+        &[
+            ("rw", "randread"),
+            ("bs", bs),
+            ("numjobs", "8"),
+            ("iodepth", "16"),
+            ("runtime", "1ms"),
+        ],
+    )
+}
+
+fn qd1(preset: &str, bs: &str) -> Experiment {
+    sim(
+        preset,
+        &[],
+        &[("rw", "randread"), ("bs", bs), ("number_ios", "2000")],
+    )
+}
+
+fn size_kib(bs: &str) -> f64 {
+    nvarray_workload::parse_size(bs).expect("a size") as f64
+}
+
+fn iops_by_size() -> Figure {
+    let series = [GEN2, GEN3]
+        .into_iter()
+        .map(|preset| LineSeries {
+            label: preset.to_string(),
+            points: SIZES
+                .iter()
+                .map(|bs| PlotPoint {
+                    x: size_kib(bs),
+                    experiment: loaded(preset, bs),
+                    measure: of(|v| Some(iops(v)? / 1e6)),
+                })
+                .collect(),
+        })
+        .collect();
+    Figure {
+        id: "dcexpress-iops-by-size",
+        seed: Seed::DcExpress,
+        title: "DC Express bare protocol: random reads from SRAM, IOPS against transfer size",
+        source: "slides, \"DC express bare protocol performance at gen3x8\" and \"DC express at gen2x4\" (8 threads at QD 16)",
+        rows: vec![Row {
+            id: "dcexpress-iops-by-size.gen3x8-64b".into(),
+            what: "gen3 x8, 64 B random reads".into(),
+            unit: "M IOPS",
+            published: 20.0,
+            published_text: "over 20 M IOPS",
+            source: "slides: \"Max bandwidth much higher, over 20 MIOPS on some systems for <128 B transfers\"",
+            experiments: vec![loaded(GEN3, "64")],
+            measure: of(|v| Some(iops(v)? / 1e6)),
+            expect: Expect::AtLeast(20.0),
+            note: Some("Below 128 B the protocol engine (10 cycles a command at 250 MHz) is the limit; above, the link."),
+        }],
+        plot: Some(Plot::Lines {
+            x_label: "transfer size (bytes)",
+            y_label: "M IOPS",
+            log_x: true,
+            log_y: true,
+            series,
+            published: vec![(64.0, 20.0)],
+        }),
+    }
+}
+
+fn qd1_latency() -> Figure {
+    let series = [GEN2, GEN3]
+        .into_iter()
+        .map(|preset| LineSeries {
+            label: preset.to_string(),
+            points: SIZES
+                .iter()
+                .map(|bs| PlotPoint {
+                    x: size_kib(bs),
+                    experiment: qd1(preset, bs),
+                    measure: of(mean_us),
+                })
+                .collect(),
+        })
+        .collect();
+    Figure {
+        id: "dcexpress-qd1",
+        seed: Seed::DcExpress,
+        title: "DC Express: read latency at queue depth 1, gen2 x4 against gen3 x8",
+        source: "slides, \"DC express bare protocol performance at gen3x8\"",
+        rows: vec![
+            Row {
+                id: "dcexpress-qd1.gen3-vs-gen2".into(),
+                what: "64 B read at QD 1, gen3 x8 latency / gen2 x4".into(),
+                unit: "x",
+                published: 1.0,
+                published_text: "no significant improvement",
+                source: "slides: \"At QD=1 no significant latency improvement over gen2x4, PCIe is limiting\"",
+                experiments: vec![qd1(GEN3, "64"), qd1(GEN2, "64")],
+                measure: ratio(mean_us),
+                expect: Expect::AtLeast(0.9),
+                note: Some("Both are two one-way trips through the link and root complex (2 x 500 ns) plus a few tens of ns on the device; the wider, faster link only shortens the transfer."),
+            },
+            Row {
+                id: "dcexpress-qd1.gen2-512b".into(),
+                what: "512 B read at QD 1, gen2 x4".into(),
+                unit: "us",
+                published: 1.43,
+                published_text: "over 700 K IOPS at QD 1",
+                source: "Vucinic et al., FAST'14, abstract: \"exceed 700,000 IOPS on small random reads at queue depth 1\" (1/700 K = 1.43 us; outside the seed slides)",
+                experiments: vec![qd1(GEN2, "512")],
+                measure: of(mean_us),
+                expect: Expect::Within(0.10),
+                note: None,
+            },
+        ],
+        plot: Some(Plot::Lines {
+            x_label: "transfer size (bytes)",
+            y_label: "latency (us)",
+            log_x: true,
+            log_y: false,
+            series,
+            published: vec![(512.0, 1.43)],
+        }),
+    }
+}
+
+fn packets_of(v: &Value, protocol: &str, op: &str, len: u64) -> Option<f64> {
+    v.as_array()?
+        .iter()
+        .find(|r| {
+            r.get("protocol").and_then(Value::as_str) == Some(protocol)
+                && r.get("op").and_then(Value::as_str) == Some(op)
+                && r.get("len_bytes").and_then(Value::as_u64) == Some(len)
+        })
+        .map(|r| {
+            ["to_device", "to_host"]
+                .iter()
+                .flat_map(|d| ["data", "protocol"].map(|c| at(r, &format!("{d}.{c}.packets"))))
+                .map(|x| x.unwrap_or(0.0))
+                .sum()
+        })
+}
+
+fn packets() -> Figure {
+    let cost = || Experiment::ProtocolCost {
+        preset: GEN3.to_string(),
+    };
+    let fewer = |op: &'static str, len: u64| {
+        Row {
+        id: format!("dcexpress-packets.{op}-{len}"),
+        what: format!("packets per {len} B {op}, DC Express / NVMe"),
+        unit: "x",
+        published: 1.0,
+        published_text: "fewer",
+        source: "slides: \"new, leaner PCIe storage protocol - minimizes number of packets per command\"",
+        experiments: vec![cost()],
+        measure: Box::new(move |o: &[&Value]| {
+            let v = o.first()?;
+            Some(packets_of(v, "dc-express", op, len)? / packets_of(v, "nvme", op, len)?)
+        }),
+        expect: Expect::AtMost(0.99),
+        note: None,
+    }
+    };
+    let bars = ["moneta", "nvme", "dc-express"]
+        .into_iter()
+        .flat_map(|protocol| {
+            [
+                ("read", 512u64),
+                ("read", 4096),
+                ("write", 512),
+                ("write", 4096),
+            ]
+            .into_iter()
+            .map(move |(op, len)| Bar {
+                label: format!("{protocol} {op} {len}"),
+                experiment: cost(),
+                parts: Box::new(move |v: &Value| {
+                    let Some(r) = v.as_array().and_then(|rows| {
+                        rows.iter().find(|r| {
+                            r.get("protocol").and_then(Value::as_str) == Some(protocol)
+                                && r.get("op").and_then(Value::as_str) == Some(op)
+                                && r.get("len_bytes").and_then(Value::as_u64) == Some(len)
+                        })
+                    }) else {
+                        return vec![];
+                    };
+                    let sum = |c: &str| {
+                        ["to_device", "to_host"]
+                            .iter()
+                            .filter_map(|d| at(r, &format!("{d}.{c}.packets")))
+                            .sum::<f64>()
+                    };
+                    vec![
+                        ("data packets".to_string(), sum("data")),
+                        ("protocol packets".to_string(), sum("protocol")),
+                    ]
+                }),
+            })
+        })
+        .collect();
+    Figure {
+        id: "dcexpress-packets",
+        seed: Seed::DcExpress,
+        title: "Packets per command: Moneta, NVMe and DC Express on a gen3 x8 link with 128-byte payloads",
+        source: "slides, \"Blast from the past: DC express at gen2x4\" (the count is the model's, read off its link counters: `nvarray presets show dc-express-gen3x8 --protocol-cost`)",
+        rows: vec![fewer("read", 512), fewer("read", 4096), fewer("write", 512), fewer("write", 4096)],
+        plot: Some(Plot::StackedBars {
+            y_label: "packets (TLPs), both directions",
+            bars,
+        }),
+    }
+}
+
+fn per_core(iops_path: &'static str) -> Measure {
+    of(move |v| Some(at(v, iops_path)? / at(v, "busy_cores")?))
+}
+
+fn user_space() -> Experiment {
+    Experiment::Nvarray {
+        args: [
+            "bench",
+            "--preset",
+            GEN3,
+            "--size",
+            "64m",
+            "--rw",
+            "randread",
+            "--bs",
+            "512",
+            "--iodepth",
+            "4",
+            "--runtime",
+            "2s",
+            "--json",
+        ]
+        .map(String::from)
+        .to_vec(),
+        cpu: true,
+    }
+}
+
+fn kernel() -> Experiment {
+    Experiment::KernelFio {
+        device_bytes: 1 << 30,
+        fio_args: [
+            "--name=kernel",
+            "--ioengine=libaio",
+            "--direct=1",
+            "--rw=randread",
+            "--bs=512",
+            "--iodepth=32",
+            "--numjobs=2",
+            "--runtime=2",
+            "--time_based",
+        ]
+        .map(String::from)
+        .to_vec(),
+    }
+}
+
+fn user_vs_kernel() -> Figure {
+    Figure {
+        id: "dcexpress-user-vs-kernel",
+        seed: Seed::DcExpress,
+        title: "User space against the kernel: 512 B random reads per busy core (this machine)",
+        source: "slides, \"But wait! Kernels aren't ready!\"",
+        rows: vec![
+            Row {
+                id: "dcexpress-user-vs-kernel.user".into(),
+                what: "nvarray's user-space driver at QD 4, one thread (dc-express-gen3x8 emulated)".into(),
+                unit: "IOPS per core",
+                published: 1e6,
+                published_text: "1 M IOPS on 1 core at QD 4",
+                source: "slides: \"Userspace access achieves same performance at QD=4 using only 1 core\"",
+                experiments: vec![user_space()],
+                measure: per_core("iops"),
+                expect: Expect::Measured,
+                note: Some("Busy cores are the whole machine's busy CPU time over the run's wall time (/proc/stat), so the emulated device's thread is counted too."),
+            },
+            Row {
+                id: "dcexpress-user-vs-kernel.kernel".into(),
+                what: "the kernel's block path: fio (libaio, O_DIRECT) on a loop device over a RAM file".into(),
+                unit: "IOPS per core",
+                published: 125e3,
+                published_text: "8 cores for 1 M IOPS",
+                source: "slides: \"8 CPU cores required to exceed 1 MIOPS through Linux kernel: context switch overhead\"",
+                experiments: vec![kernel()],
+                measure: per_core("jobs_read_iops"),
+                expect: Expect::Measured,
+                note: Some("The loop device does no device work of its own (a RAM file), so this is the cheapest the kernel's block path gets: its cost per request, not a device's."),
+            },
+            Row {
+                id: "dcexpress-user-vs-kernel.ratio".into(),
+                what: "IOPS per busy core, user space / kernel".into(),
+                unit: "x",
+                published: 8.0,
+                published_text: "8x",
+                source: "slides, the two figures above",
+                experiments: vec![user_space(), kernel()],
+                measure: Box::new(|o: &[&Value]| {
+                    let user = at(o.first()?, "iops")? / at(o.first()?, "busy_cores")?;
+                    let kernel = at(o.get(1)?, "jobs_read_iops")? / at(o.get(1)?, "busy_cores")?;
+                    Some(user / kernel)
+                }),
+                expect: Expect::AtLeast(2.0),
+                note: None,
+            },
+        ],
+        plot: Some(Plot::RowBars {
+            y_label: "IOPS per busy core",
+            log_y: true,
+        }),
+    }
+}
