@@ -9,6 +9,7 @@ mod cmd_bench;
 mod cmd_mount;
 mod cmd_pm_bench;
 mod cmd_presets;
+mod cmd_repro;
 mod cmd_serve;
 mod cmd_sim;
 mod cmd_sweep;
@@ -72,6 +73,16 @@ enum Command {
     Mount(Box<cmd_mount::MountArgs>),
     /// List the built-in device presets, or print one as TOML.
     Presets(cmd_presets::PresetsArgs),
+    /// Redraw the seed papers' figures beside their published numbers: Moneta, OpenExpress,
+    /// DC Express, vNVML and the Moneta slides' "Future of Storage" table.
+    ///
+    /// Device figures run in the simulator (seconds); the software ladder, user space against
+    /// the kernel and the NVM library's figures run on this machine (the emulator, fio on a
+    /// loop device as root, pm-bench, PMDK when installed). Writes DIR/report.md (every row:
+    /// the published value and where it is quoted from, nvarray's value, the ratio, the
+    /// verdict and the exact command), DIR/results.json, one SVG and one PNG per figure and
+    /// the job files it used; prints one line per figure. `all` takes a few minutes.
+    Repro(cmd_repro::ReproArgs),
     /// Benchmark the transactional NVM library (`nvarray-pm`): transactions per second,
     /// vNVML's page-write microbenchmark, and a YCSB-style key-value workload normalised to
     /// unlogged writes. JSON lines on stdout, shaped like the PMDK peer's
@@ -110,6 +121,7 @@ fn main() -> ExitCode {
         Command::Serve(a) => cmd_serve::run(*a),
         Command::Mount(a) => cmd_mount::run(*a),
         Command::Presets(a) => cmd_presets::run(a),
+        Command::Repro(a) => cmd_repro::run(a),
         Command::PmBench(a) => cmd_pm_bench::run(a),
     };
     match result {

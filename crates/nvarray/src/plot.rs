@@ -422,6 +422,174 @@ where
     Ok(())
 }
 
+/// A bar chart: one group of bars per category, side by side or stacked.
+pub struct Bars<'a> {
+    pub title: &'a str,
+    pub y_label: &'a str,
+    pub log_y: bool,
+    /// One label per position on the x axis.
+    pub categories: &'a [String],
+    /// (legend label, one value per category). A value that cannot be drawn (not finite,
+    /// negative, or not above 0 on a log axis) leaves its bar out.
+    pub groups: &'a [(String, Vec<f64>)],
+    /// Stack each category's values instead of setting them side by side.
+    pub stacked: bool,
+}
+
+/// Writes the bar chart to `path` (`.svg` or `.png`), like `write_chart`.
+pub fn write_bars(path: &Path, bars: &Bars) -> anyhow::Result<()> {
+    let written = match ImageFormat::from_path(path)? {
+        ImageFormat::Svg => {
+            let root = SVGBackend::new(path, IMAGE_SIZE_PX).into_drawing_area();
+            render_bars(&root, bars)
+                .and_then(|()| root.present())
+                .map_err(anyhow::Error::new)
+        }
+        ImageFormat::Png => {
+            let root = BitMapBackend::new(path, IMAGE_SIZE_PX).into_drawing_area();
+            render_bars(&root, bars)
+                .and_then(|()| root.present())
+                .map_err(anyhow::Error::new)
+        }
+    };
+    written.with_context(|| format!("cannot write chart to {}", path.display()))
+}
+
+/// The drawable part of each bar: (category, group, bottom, top).
+fn bar_spans(bars: &Bars, log: bool) -> Vec<(usize, usize, f64, f64)> {
+    let mut spans = Vec::new();
+    for c in 0..bars.categories.len() {
+        let mut base = 0.0;
+        for (g, (_, values)) in bars.groups.iter().enumerate() {
+            let Some(&v) = values.get(c) else { continue };
+            if !is_plottable(v, log) || v < 0.0 {
+                continue;
+            }
+            if bars.stacked {
+                spans.push((c, g, base, base + v));
+                base += v;
+            } else {
+                spans.push((c, g, 0.0, v));
+            }
+        }
+    }
+    spans
+}
+
+fn render_bars<DB: DrawingBackend>(
+    root: &DrawingArea<DB, Shift>,
+    bars: &Bars,
+) -> Result<(), DrawingAreaErrorKind<DB::ErrorType>> {
+    root.fill(&WHITE)?;
+    let spans = bar_spans(bars, bars.log_y);
+    let n = bars.categories.len().max(1);
+    let groups = bars.groups.len().max(1);
+    let x_range = -0.5..(n as f64 - 0.5);
+    let tops = || spans.iter().map(|s| s.3);
+    // Headroom above the tallest bar holds the legend (a third of the height).
+    if bars.log_y {
+        let y = AxisRange::new(tops(), true);
+        let (lo, hi) = (y.lo_value, y.hi_value * (y.hi_value / y.lo_value).powf(0.5));
+        draw_bars(
+            root,
+            bars,
+            &spans,
+            groups,
+            x_range,
+            (lo..hi).log_scale(),
+            lo,
+            y,
+        )
+    } else {
+        let top = tops().fold(0.0, f64::max);
+        let hi = if top > 0.0 { top * 1.5 } else { 1.0 };
+        let y = AxisRange::new([0.0, hi].into_iter(), false);
+        draw_bars(root, bars, &spans, groups, x_range, 0.0..hi, 0.0, y)
+    }
+}
+
+#[allow(clippy::too_many_arguments)]
+fn draw_bars<DB, Y>(
+    root: &DrawingArea<DB, Shift>,
+    bars: &Bars,
+    spans: &[(usize, usize, f64, f64)],
+    groups: usize,
+    x_range: std::ops::Range<f64>,
+    y_spec: Y,
+    floor: f64,
+    y: AxisRange,
+) -> Result<(), DrawingAreaErrorKind<DB::ErrorType>>
+where
+    DB: DrawingBackend,
+    Y: AsRangedCoord<Value = f64>,
+    Y::CoordDescType: ValueFormatter<f64>,
+{
+    let mut context = ChartBuilder::on(root)
+        .caption(bars.title, ("sans-serif", 20))
+        .margin(16)
+        .x_label_area_size(150)
+        .y_label_area_size(80)
+        .build_cartesian_2d(x_range, y_spec)?;
+    let categories = bars.categories;
+    context
+        .configure_mesh()
+        .disable_x_mesh()
+        .x_labels(0)
+        .y_desc(bars.y_label)
+        .y_label_formatter(&|v| format_tick(*v, y.wants_exponent()))
+        .light_line_style(RGBColor(235, 235, 235))
+        .label_style(("sans-serif", 13))
+        .axis_desc_style(("sans-serif", 15))
+        .draw()?;
+    // Category names read downwards from just under their bar (plotters centres rotated tick
+    // labels on the tick, which hides their beginning under the axis).
+    let label_style = ("sans-serif", 12)
+        .into_font()
+        .transform(FontTransform::Rotate90)
+        .into_text_style(root)
+        .pos(plotters::style::text_anchor::Pos::new(
+            plotters::style::text_anchor::HPos::Left,
+            plotters::style::text_anchor::VPos::Center,
+        ));
+    for (i, name) in categories.iter().enumerate() {
+        let (px, py) = context
+            .plotting_area()
+            .map_coordinate(&(i as f64, y.lo_value.max(floor)));
+        root.draw(&Text::new(name.clone(), (px, py + 8), label_style.clone()))?;
+    }
+    let width = 0.8;
+    for (g, (label, _)) in bars.groups.iter().enumerate() {
+        let color = series_color(g);
+        let rects = spans
+            .iter()
+            .filter(|s| s.1 == g)
+            .map(|&(c, _, bottom, top)| {
+                let (left, right) = if bars.stacked {
+                    (c as f64 - width / 2.0, c as f64 + width / 2.0)
+                } else {
+                    let w = width / groups as f64;
+                    let left = c as f64 - width / 2.0 + g as f64 * w;
+                    (left, left + w)
+                };
+                Rectangle::new([(left, bottom.max(floor)), (right, top)], color.filled())
+            });
+        context
+            .draw_series(rects)?
+            .label(label.as_str())
+            .legend(move |(x, y)| Rectangle::new([(x, y - 5), (x + 14, y + 5)], color.filled()));
+    }
+    if !bars.groups.is_empty() {
+        context
+            .configure_series_labels()
+            .position(SeriesLabelPosition::UpperRight)
+            .label_font(("sans-serif", 13))
+            .background_style(WHITE.mix(0.85))
+            .border_style(BLACK)
+            .draw()?;
+    }
+    Ok(())
+}
+
 /// Tick labels with at most six significant digits, in exponent form when `use_exponent`.
 fn format_tick(value: f64, use_exponent: bool) -> String {
     // Round-tripping through six significant digits removes float noise such as
@@ -479,6 +647,56 @@ mod tests {
             series,
             reference,
         }
+    }
+
+    #[test]
+    fn bar_charts_draw_every_group_and_category_and_skip_what_cannot_be_drawn() {
+        let categories: Vec<String> = ["TLC firmware", "MRAM firmware"].map(String::from).to_vec();
+        let groups = vec![
+            ("media".to_string(), vec![0.97, 0.02]),
+            ("controller".to_string(), vec![0.02, f64::NAN]),
+        ];
+        for (stacked, log_y) in [(true, false), (false, true)] {
+            let path = temp_path(&format!("bars-{stacked}-{log_y}.svg"));
+            let bars = Bars {
+                title: "decomposition",
+                y_label: "share",
+                log_y,
+                categories: &categories,
+                groups: &groups,
+                stacked,
+            };
+            write_bars(&path, &bars).unwrap();
+            let svg = std::fs::read_to_string(&path).unwrap();
+            std::fs::remove_file(&path).unwrap();
+            for text in [
+                "decomposition",
+                "share",
+                "media",
+                "controller",
+                "MRAM firmware",
+            ] {
+                assert!(svg.contains(text), "{text} missing");
+            }
+            // The NaN bar is left out: three bars, one per drawable value.
+            assert_eq!(bar_spans(&bars, log_y).len(), 3);
+        }
+        let png = temp_path("bars.png");
+        let none: Vec<String> = vec![];
+        write_bars(
+            &png,
+            &Bars {
+                title: "empty",
+                y_label: "x",
+                log_y: true,
+                categories: &none,
+                groups: &[],
+                stacked: false,
+            },
+        )
+        .unwrap();
+        assert!(std::fs::read(&png).unwrap().starts_with(b"\x89PNG"));
+        std::fs::remove_file(&png).unwrap();
     }
 
     #[test]

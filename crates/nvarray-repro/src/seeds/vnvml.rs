@@ -6,8 +6,8 @@ use serde_json::Value;
 use crate::spec::*;
 
 /// A YCSB run of 64 KiB records (the seed's record size; 2,000 records fit this machine's
-/// time budget), half writes.
-fn ycsb(log: &str, cache: &str) -> Experiment {
+/// time budget), half writes, with key seed `seed`.
+fn ycsb(log: &str, cache: &str, seed: &str) -> Experiment {
     nvarray(&[
         "pm-bench",
         "ycsb",
@@ -23,7 +23,22 @@ fn ycsb(log: &str, cache: &str) -> Experiment {
         log,
         "--cache-size",
         cache,
+        "--seed",
+        seed,
+        "--data-dir",
+        "/dev/shm",
     ])
+}
+
+/// Runs of the library depend on when this 2-core machine schedules its background threads
+/// (the applier, the write-back): each figure is the median over three key seeds, the two
+/// sides of a ratio alternating.
+const SEEDS: [&str; 3] = ["1", "2", "3"];
+
+fn median(mut xs: Vec<f64>) -> Option<f64> {
+    xs.retain(|x| x.is_finite());
+    xs.sort_by(f64::total_cmp);
+    xs.get(xs.len() / 2).copied()
 }
 
 fn normalised(v: &Value) -> Option<f64> {
@@ -33,6 +48,8 @@ fn normalised(v: &Value) -> Option<f64> {
 /// vNVML's page microbenchmark: N bytes into each 4 KiB page of an array, once over. The
 /// paper's array is 2 GB; 256 MiB keeps `nvarray repro all` within its time budget.
 fn pages(write_bytes: &str) -> Experiment {
+    // The backing file in /dev/shm too, as PMDK's pool is (and as scripts/perf_pm.py runs
+    // both): otherwise the comparison is of two storage devices, not two libraries.
     nvarray(&[
         "pm-bench",
         "pages",
@@ -42,6 +59,8 @@ fn pages(write_bytes: &str) -> Experiment {
         write_bytes,
         "--passes",
         "1",
+        "--data-dir",
+        "/dev/shm",
     ])
 }
 
@@ -91,10 +110,19 @@ pub fn figures() -> Vec<Figure> {
                 published: 1.0,
                 published_text: "within 10 %",
                 source: "slides, the log-size figures (\"Log: 2G ... Log: 128M\")",
-                experiments: vec![ycsb("128m", "256m"), ycsb("2g", "256m")],
-                measure: ratio(normalised),
+                experiments: SEEDS
+                    .iter()
+                    .flat_map(|seed| [ycsb("128m", "256m", seed), ycsb("2g", "256m", seed)])
+                    .collect(),
+                measure: Box::new(|o: &[&Value]| {
+                    let ratios = o
+                        .chunks(2)
+                        .map(|pair| Some(normalised(pair.first()?)? / normalised(pair.get(1)?)?))
+                        .collect::<Option<Vec<f64>>>()?;
+                    median(ratios)
+                }),
                 expect: Expect::AtLeast(0.9),
-                note: Some("Each side is normalised to unlogged writes measured in the same run, so the machine's drift cancels."),
+                note: Some("Each side is normalised to unlogged writes measured in the same run, so the machine's drift cancels; the figure is the median of three pairs. 5,000 writes of 64 KiB pass 320 MB through the log: a 128 MiB log wraps and commits wait for the applier (log-full waits), which on 2 cores shares a core with the benchmark. With 1 KB records the log's size matters little from 16 MiB up (docs/perf.md, the sweep). Single runs vary by 2x with the applier's scheduling."),
             }],
             plot: Some(Plot::RowBars { y_label: "ratio", log_y: false }),
         },
@@ -110,8 +138,8 @@ pub fn figures() -> Vec<Figure> {
                 published: 0.9,
                 published_text: "over 90 % of the baseline",
                 source: "slides, the cache-size figures",
-                experiments: vec![ycsb("64m", "256m")],
-                measure: of(normalised),
+                experiments: SEEDS.iter().map(|seed| ycsb("64m", "256m", seed)).collect(),
+                measure: Box::new(|o: &[&Value]| median(o.iter().filter_map(|v| normalised(v)).collect())),
                 expect: Expect::AtLeast(0.9),
                 note: Some("The seed's baseline was MongoDB with journaling off, whose own per-operation cost hides the library's; nvarray's baseline is a bare memcpy into a mapping, so every logged write shows its full price (docs/perf.md, \"YCSB-style key-value workload\")."),
             }],

@@ -1,0 +1,588 @@
+//! `nvarray repro`: redraws the seed papers' figures beside their published numbers.
+//!
+//! The catalogue, the simulator runs and the report's text come from `nvarray-repro`; this
+//! module runs what needs this machine (the emulator and the NVM library's benchmarks as
+//! child `nvarray` processes, fio on a kernel loop device, PMDK's peer), measures busy CPU
+//! time for the per-core rows, and writes the report, the results as JSON, the job files and
+//! one SVG and one PNG plot per figure.
+
+use std::io::Write as _;
+use std::path::{Path, PathBuf};
+use std::process::Command;
+use std::time::Instant;
+
+use anyhow::Context as _;
+use clap::Args;
+use nvarray_repro::report::{self, FigureResult, Header, PlotData};
+use nvarray_repro::spec::Experiment;
+use nvarray_repro::{evaluate, seeds, Runner, Seed, Verdict};
+use serde_json::Value;
+
+use crate::input_error;
+use crate::plot::{write_bars, write_chart, Bars, Chart, Series};
+use crate::progress::Progress;
+
+#[derive(Args, Debug)]
+pub struct ReproArgs {
+    /// Which seeds to reproduce: moneta, openexpress, dc-express, vnvml, storage-future, or
+    /// all. Several may be given.
+    #[arg(value_name = "SEED", default_value = "all")]
+    seeds: Vec<String>,
+    /// Directory for report.md, results.json, the plots (SVG and PNG) and the job files.
+    #[arg(long, value_name = "DIR", default_value = "repro")]
+    out: PathBuf,
+    /// Only the rows the simulator answers (seconds): leave out the emulator, the NVM
+    /// library's benchmarks, fio on a loop device and PMDK.
+    #[arg(long)]
+    sim_only: bool,
+    /// Print every row as JSON on stdout instead of the summary.
+    #[arg(long)]
+    json: bool,
+}
+
+fn parse_seeds(names: &[String]) -> anyhow::Result<Vec<Seed>> {
+    let mut seeds = Vec::new();
+    for name in names {
+        if name == "all" {
+            return Ok(Seed::ALL.to_vec());
+        }
+        let seed = Seed::from_name(name).ok_or_else(|| {
+            let choices: Vec<&str> = Seed::ALL.iter().map(|s| s.name()).collect();
+            input_error(format!(
+                "unknown seed {name:?}: choose from {}, or all",
+                choices.join(", ")
+            ))
+        })?;
+        if !seeds.contains(&seed) {
+            seeds.push(seed);
+        }
+    }
+    Ok(seeds)
+}
+
+pub fn run(args: ReproArgs) -> anyhow::Result<()> {
+    let chosen = parse_seeds(&args.seeds)?;
+    let figures: Vec<_> = chosen.iter().flat_map(|&s| seeds::figures(s)).collect();
+    std::fs::create_dir_all(args.out.join("jobs"))
+        .with_context(|| format!("cannot create {}", args.out.display()))?;
+    for e in nvarray_repro::run::experiments(&figures) {
+        if let Experiment::Sim(run) = e {
+            if let Some(name) = &run.job_file {
+                let path = args.out.join("jobs").join(format!("{name}.fio"));
+                std::fs::write(&path, run.job_file_text())
+                    .with_context(|| format!("cannot write {}", path.display()))?;
+            }
+        }
+    }
+    let started = Instant::now();
+    let mut runner = MachineRunner::new(&args.out, args.sim_only)?;
+    let total = nvarray_repro::run::experiments(&figures).len() as u64;
+    let bar = Progress::new("reproducing", total.max(1));
+    let results = evaluate(&figures, &mut runner, &mut |done, _, command| {
+        bar.set(done as u64, 0.0);
+        bar.set_message(shorten(command, 60));
+    });
+    bar.finish();
+    let header = Header {
+        version: env!("CARGO_PKG_VERSION").to_string(),
+        commit: commit(),
+        date: today(),
+        seeds: chosen,
+        machine: machine(),
+    };
+    std::fs::write(
+        args.out.join("report.md"),
+        report::markdown(&results, &header),
+    )
+    .context("cannot write report.md")?;
+    std::fs::write(
+        args.out.join("results.json"),
+        serde_json::to_string_pretty(&results)?,
+    )
+    .context("cannot write results.json")?;
+    for f in &results {
+        if let Some(plot) = &f.plot {
+            for ext in ["svg", "png"] {
+                draw(&args.out.join(format!("{}.{ext}", f.id)), f, plot)?;
+            }
+        }
+    }
+    if args.json {
+        println!("{}", serde_json::to_string_pretty(&results)?);
+    } else {
+        print!(
+            "{}",
+            summary(&results, &args.out, started.elapsed().as_secs_f64())
+        );
+    }
+    Ok(())
+}
+
+fn shorten(text: &str, max: usize) -> String {
+    if text.chars().count() <= max {
+        text.to_string()
+    } else {
+        let cut: String = text.chars().take(max - 1).collect();
+        format!("{cut}…")
+    }
+}
+
+/// One line per figure, then the totals and where the report is.
+fn summary(results: &[FigureResult], out: &Path, seconds: f64) -> String {
+    let mut text = String::new();
+    let width = results.iter().map(|f| f.id.len()).max().unwrap_or(0);
+    let mut totals = [0usize; 5];
+    for f in results {
+        let counts = f.counts();
+        let parts: Vec<String> = counts
+            .iter()
+            .filter(|(_, n)| *n > 0)
+            .map(|(v, n)| format!("{n} {}", v.name()))
+            .collect();
+        for (i, (_, n)) in counts.iter().enumerate() {
+            totals[i] += n;
+        }
+        let parts = if parts.is_empty() {
+            "plot only".to_string()
+        } else {
+            parts.join(", ")
+        };
+        text.push_str(&format!("{:width$}  {parts}\n", f.id));
+        for r in f.rows.iter().filter(|r| r.verdict == Verdict::Outside) {
+            text.push_str(&format!(
+                "{:width$}    OUTSIDE: {} = {} {} (published {})\n",
+                "",
+                r.what,
+                r.value.map_or("—".into(), report::number),
+                r.unit,
+                r.published_text
+            ));
+        }
+    }
+    let names = ["within", "OUTSIDE", "differs", "measured", "not run"];
+    let totals: Vec<String> = totals
+        .iter()
+        .zip(names)
+        .map(|(n, name)| format!("{n} {name}"))
+        .collect();
+    text.push_str(&format!(
+        "\nrows: {}. {:.0} s. Report: {} (plots and results.json beside it)\n",
+        totals.join(", "),
+        seconds,
+        out.join("report.md").display()
+    ));
+    text
+}
+
+fn draw(path: &Path, figure: &FigureResult, plot: &PlotData) -> anyhow::Result<()> {
+    match plot {
+        PlotData::Lines {
+            x_label,
+            y_label,
+            log_x,
+            log_y,
+            series,
+            published,
+        } => {
+            let series: Vec<Series> = series
+                .iter()
+                .map(|(label, points)| Series {
+                    label: label.clone(),
+                    points: points.clone(),
+                })
+                .collect();
+            let reference = Series {
+                label: "published".to_string(),
+                points: published.clone(),
+            };
+            write_chart(
+                path,
+                &Chart {
+                    title: figure.title,
+                    x_label,
+                    y_label,
+                    log_x: *log_x,
+                    log_y: *log_y,
+                    series: &series,
+                    reference: (!published.is_empty()).then_some(&reference),
+                },
+            )
+        }
+        PlotData::StackedBars { y_label, bars } => {
+            let categories: Vec<String> = bars.iter().map(|(label, _)| label.clone()).collect();
+            let mut names: Vec<String> = Vec::new();
+            for (_, parts) in bars {
+                for (name, _) in parts {
+                    if !names.contains(name) {
+                        names.push(name.clone());
+                    }
+                }
+            }
+            let groups: Vec<(String, Vec<f64>)> = names
+                .iter()
+                .map(|name| {
+                    let values = bars
+                        .iter()
+                        .map(|(_, parts)| {
+                            parts
+                                .iter()
+                                .find(|(n, _)| n == name)
+                                .map_or(0.0, |(_, v)| *v)
+                        })
+                        .collect();
+                    (name.clone(), values)
+                })
+                .collect();
+            write_bars(
+                path,
+                &Bars {
+                    title: figure.title,
+                    y_label,
+                    log_y: false,
+                    categories: &categories,
+                    groups: &groups,
+                    stacked: true,
+                },
+            )
+        }
+        PlotData::RowBars {
+            y_label,
+            log_y,
+            rows,
+        } => {
+            let categories: Vec<String> =
+                rows.iter().map(|(what, _, _)| shorten(what, 30)).collect();
+            let groups = vec![
+                (
+                    "published".to_string(),
+                    rows.iter().map(|r| r.1).collect::<Vec<f64>>(),
+                ),
+                ("nvarray".to_string(), rows.iter().map(|r| r.2).collect()),
+            ];
+            write_bars(
+                path,
+                &Bars {
+                    title: figure.title,
+                    y_label,
+                    log_y: *log_y,
+                    categories: &categories,
+                    groups: &groups,
+                    stacked: false,
+                },
+            )
+        }
+    }
+}
+
+/// Runs the experiments that need this machine.
+struct MachineRunner {
+    exe: PathBuf,
+    out: PathBuf,
+    sim_only: bool,
+    /// The PMDK peer once built (or why it cannot be).
+    pmdk: Option<Result<PathBuf, String>>,
+}
+
+impl MachineRunner {
+    fn new(out: &Path, sim_only: bool) -> anyhow::Result<Self> {
+        Ok(MachineRunner {
+            exe: std::env::current_exe().context("cannot find the nvarray binary")?,
+            out: out.to_path_buf(),
+            sim_only,
+            pmdk: None,
+        })
+    }
+
+    fn pmdk_peer(&mut self) -> Result<PathBuf, String> {
+        if let Some(built) = &self.pmdk {
+            return built.clone();
+        }
+        let built = build_pmdk_peer(&self.out);
+        self.pmdk = Some(built.clone());
+        built
+    }
+}
+
+impl Runner for MachineRunner {
+    fn run_external(&mut self, experiment: &Experiment) -> Result<Value, String> {
+        if self.sim_only {
+            return Err("not run: --sim-only".to_string());
+        }
+        match experiment {
+            Experiment::Nvarray { args, cpu } => {
+                let (mut value, busy) = with_busy_cores(|| run_json(&self.exe, args, &[]))?;
+                if *cpu {
+                    add_busy_cores(&mut value, busy)?;
+                }
+                Ok(value)
+            }
+            Experiment::KernelFio {
+                device_bytes,
+                fio_args,
+            } => kernel_fio(*device_bytes, fio_args),
+            Experiment::PmdkPeer { args } => {
+                let peer = self.pmdk_peer()?;
+                // PMDK on a tmpfs: treat it as persistent memory, as perf_pm.py does.
+                let result = run_json(&peer, args, &[("PMEM_IS_PMEM_FORCE", "1")]);
+                if let Some(i) = args.iter().position(|a| a == "--pool") {
+                    if let Some(pool) = args.get(i + 1) {
+                        let _ = std::fs::remove_file(pool);
+                    }
+                }
+                result
+            }
+            Experiment::Sim(_) | Experiment::ProtocolCost { .. } => {
+                unreachable!("run in process by nvarray-repro")
+            }
+        }
+    }
+}
+
+/// Runs `program args`, whose standard output is JSON: one object, or one per line (then an
+/// array of them).
+fn run_json(program: &Path, args: &[String], env: &[(&str, &str)]) -> Result<Value, String> {
+    let output = Command::new(program)
+        .args(args)
+        .envs(env.iter().copied())
+        .output()
+        .map_err(|e| format!("cannot run {}: {e}", program.display()))?;
+    if !output.status.success() {
+        let stderr = String::from_utf8_lossy(&output.stderr);
+        let last = stderr
+            .lines()
+            .rev()
+            .find(|l| !l.trim().is_empty())
+            .unwrap_or("");
+        return Err(format!(
+            "{} failed ({}): {last}",
+            program.display(),
+            output.status
+        ));
+    }
+    let stdout = String::from_utf8_lossy(&output.stdout);
+    if let Ok(v) = serde_json::from_str::<Value>(&stdout) {
+        return Ok(v);
+    }
+    let lines: Vec<Value> = stdout
+        .lines()
+        .filter(|l| l.trim_start().starts_with('{'))
+        .map(serde_json::from_str)
+        .collect::<Result<_, _>>()
+        .map_err(|e| {
+            format!(
+                "{} printed something other than JSON: {e}",
+                program.display()
+            )
+        })?;
+    match lines.len() {
+        0 => Err(format!("{} printed no JSON", program.display())),
+        1 => Ok(lines.into_iter().next().expect("one")),
+        _ => Ok(Value::Array(lines)),
+    }
+}
+
+fn add_busy_cores(value: &mut Value, busy_cores: f64) -> Result<(), String> {
+    value
+        .as_object_mut()
+        .ok_or("the outcome is not a JSON object")?
+        .insert("busy_cores".to_string(), busy_cores.into());
+    Ok(())
+}
+
+/// Busy CPU time of the whole machine, in seconds, from `/proc/stat`'s first line (every
+/// state but idle and iowait).
+fn busy_seconds() -> Result<f64, String> {
+    let stat = std::fs::read_to_string("/proc/stat").map_err(|e| format!("/proc/stat: {e}"))?;
+    let fields: Vec<u64> = stat
+        .lines()
+        .next()
+        .unwrap_or("")
+        .split_whitespace()
+        .skip(1)
+        .filter_map(|f| f.parse().ok())
+        .collect();
+    if fields.len() < 5 {
+        return Err("/proc/stat has no cpu line".to_string());
+    }
+    let total: u64 = fields.iter().take(8).sum();
+    let idle = fields[3] + fields[4];
+    // SAFETY: sysconf only reads a constant of the system.
+    let ticks_per_s = unsafe { libc::sysconf(libc::_SC_CLK_TCK) };
+    Ok((total - idle) as f64 / ticks_per_s.max(1) as f64)
+}
+
+/// Runs `f` and returns its result with the machine's mean busy cores over its wall time.
+fn with_busy_cores<T>(f: impl FnOnce() -> Result<T, String>) -> Result<(T, f64), String> {
+    let busy_start = busy_seconds()?;
+    let start = Instant::now();
+    let value = f()?;
+    let wall = start.elapsed().as_secs_f64();
+    let busy = busy_seconds()? - busy_start;
+    Ok((value, busy / wall.max(1e-9)))
+}
+
+/// fio on a loop device over a RAM file: the kernel's block path with no device work.
+fn kernel_fio(device_bytes: u64, fio_args: &[String]) -> Result<Value, String> {
+    // SAFETY: geteuid has no preconditions.
+    if unsafe { libc::geteuid() } != 0 {
+        return Err("not run: a loop device needs root".to_string());
+    }
+    let missing = ["fio", "losetup"].into_iter().find(|p| {
+        Command::new("sh")
+            .args(["-c", &format!("command -v {p}")])
+            .output()
+            .map_or(true, |o| !o.status.success())
+    });
+    if let Some(p) = missing {
+        return Err(format!(
+            "not run: {p} is not installed (apt-get install fio util-linux)"
+        ));
+    }
+    let image = PathBuf::from(format!("/dev/shm/nvarray-repro-{}.img", std::process::id()));
+    let file = std::fs::File::create(&image).map_err(|e| format!("{}: {e}", image.display()))?;
+    let loop_device = (|| {
+        file.set_len(device_bytes)
+            .map_err(|e| format!("{}: {e}", image.display()))?;
+        let out = Command::new("losetup")
+            .args(["--find", "--show"])
+            .arg(&image)
+            .output()
+            .map_err(|e| format!("losetup: {e}"))?;
+        if !out.status.success() {
+            return Err(format!(
+                "losetup failed: {}",
+                String::from_utf8_lossy(&out.stderr).trim()
+            ));
+        }
+        Ok(String::from_utf8_lossy(&out.stdout).trim().to_string())
+    })();
+    let result = loop_device.clone().and_then(|dev| {
+        let mut args = vec![format!("--filename={dev}")];
+        args.extend(fio_args.iter().cloned());
+        args.push("--output-format=json".to_string());
+        let (fio, busy) = with_busy_cores(|| run_json(Path::new("fio"), &args, &[]))?;
+        let iops: f64 = fio
+            .get("jobs")
+            .and_then(Value::as_array)
+            .map(|jobs| {
+                jobs.iter()
+                    .filter_map(|j| j.get("read")?.get("iops")?.as_f64())
+                    .sum()
+            })
+            .ok_or("fio's JSON has no jobs")?;
+        Ok(serde_json::json!({ "jobs_read_iops": iops, "busy_cores": busy, "fio": fio }))
+    });
+    if let Ok(dev) = &loop_device {
+        let _ = Command::new("losetup").args(["-d", dev]).status();
+    }
+    let _ = std::fs::remove_file(&image);
+    result
+}
+
+/// PMDK's peer, built from its source (compiled into this binary) with gcc and libpmemobj.
+fn build_pmdk_peer(out: &Path) -> Result<PathBuf, String> {
+    const SOURCE: &str = include_str!("../../nvarray-pm/peer/pmdk_peer.c");
+    if !Path::new("/usr/include/libpmemobj.h").exists() {
+        return Err("not run: PMDK is not installed (apt-get install libpmemobj-dev)".to_string());
+    }
+    let dir = out.join("pmdk");
+    std::fs::create_dir_all(&dir).map_err(|e| format!("{}: {e}", dir.display()))?;
+    let source = dir.join("pmdk_peer.c");
+    std::fs::File::create(&source)
+        .and_then(|mut f| f.write_all(SOURCE.as_bytes()))
+        .map_err(|e| format!("{}: {e}", source.display()))?;
+    let peer = dir.join("pmdk_peer");
+    let status = Command::new("gcc")
+        .args(["-O2", "-Wall", "-o"])
+        .arg(&peer)
+        .arg(&source)
+        .args(["-lpmemobj", "-lpmem", "-lpthread"])
+        .status()
+        .map_err(|e| format!("not run: cannot run gcc ({e}); apt-get install gcc"))?;
+    if !status.success() {
+        return Err(format!("gcc could not build the PMDK peer ({status})"));
+    }
+    Ok(peer)
+}
+
+/// The commit the binary was built from, when it runs from a checkout's target directory.
+fn commit() -> String {
+    let root = std::env::current_exe()
+        .ok()
+        .and_then(|exe| Some(exe.parent()?.parent()?.parent()?.to_path_buf()));
+    root.and_then(|root| {
+        let out = Command::new("git")
+            .arg("-C")
+            .arg(root)
+            .args(["rev-parse", "--short", "HEAD"])
+            .output()
+            .ok()?;
+        out.status
+            .success()
+            .then(|| String::from_utf8_lossy(&out.stdout).trim().to_string())
+    })
+    .unwrap_or_else(|| "unknown".to_string())
+}
+
+/// Today's date (UTC), as YYYY-MM-DD.
+fn today() -> String {
+    let days = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_secs() / 86_400) as i64;
+    // Howard Hinnant's days-to-civil algorithm.
+    let z = days + 719_468;
+    let era = z.div_euclid(146_097);
+    let doe = z - era * 146_097;
+    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
+    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
+    let mp = (5 * doy + 2) / 153;
+    let day = doy - (153 * mp + 2) / 5 + 1;
+    let month = if mp < 10 { mp + 3 } else { mp - 9 };
+    let year = yoe + era * 400 + i64::from(month <= 2);
+    format!("{year:04}-{month:02}-{day:02}")
+}
+
+/// CPU model and core count.
+fn machine() -> String {
+    let cores = std::thread::available_parallelism().map_or(0, |n| n.get());
+    let model = std::fs::read_to_string("/proc/cpuinfo")
+        .ok()
+        .and_then(|text| {
+            text.lines()
+                .find(|l| l.starts_with("model name"))
+                .and_then(|l| l.split_once(':'))
+                .map(|(_, m)| m.trim().to_string())
+        })
+        .unwrap_or_else(|| "an unknown CPU".to_string());
+    format!("{cores} cores of {model}")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn seeds_parse_and_errors_list_the_choices() {
+        assert_eq!(parse_seeds(&["all".into()]).unwrap(), Seed::ALL.to_vec());
+        assert_eq!(
+            parse_seeds(&["moneta".into(), "dc-express".into(), "moneta".into()]).unwrap(),
+            vec![Seed::Moneta, Seed::DcExpress]
+        );
+        let e = parse_seeds(&["nope".into()]).unwrap_err().to_string();
+        assert!(e.contains("storage-future"), "{e}");
+    }
+
+    #[test]
+    fn dates_are_civil() {
+        let d = today();
+        assert_eq!(d.len(), 10);
+        assert!(d.starts_with("20"), "{d}");
+    }
+
+    #[test]
+    fn busy_time_moves_forward() {
+        let a = busy_seconds().unwrap();
+        let b = busy_seconds().unwrap();
+        assert!(b >= a);
+    }
+}
