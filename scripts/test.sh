@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # The project's one test command: installs what is missing, checks formatting and lints,
-# then runs every test (unit, property, calibration, CLI end-to-end) in release-like mode,
+# then runs every test (unit, property, calibration, CLI end-to-end) in release-like mode, a
+# smoke run of every benchmark,
 # the loom models of the lock-free queues and tag pool, and miri over the queue modules.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -9,6 +10,10 @@ cd "$(dirname "$0")/.."
 cargo fmt --all -- --check
 cargo clippy --workspace --all-targets --locked -- -D warnings
 cargo test --workspace --locked --release
+
+# Every benchmark is built and run once, briefly (NVARRAY_BENCH_SMOKE: short runs, nothing
+# timed or asserted), so a bench that breaks fails here instead of rotting unseen.
+NVARRAY_BENCH_SMOKE=1 cargo bench --workspace --benches --locked
 
 # loom explores the thread interleavings of the lock-free structures (own target directory:
 # `--cfg loom` rebuilds every dependency).

@@ -25,8 +25,20 @@ pub fn apply_overrides(
         .try_into()
         .map_err(|e: toml::de::Error| {
             let text = one_line(&e.to_string());
+            // The override the error is about: the one whose field it calls unknown, else the
+            // first that it names (the message also lists every expected field, so "names"
+            // alone would blame whichever override comes first).
+            let unknown = text
+                .split_once("unknown field `")
+                .and_then(|(_, rest)| rest.split_once('`'))
+                .map(|(field, _)| field.to_string());
+            let is_unknown = |k: &String| unknown.as_deref() == k.rsplit('.').next();
             let named = |k: &String| k.split('.').any(|part| text.contains(&format!("`{part}`")));
-            match overrides.iter().find(|(k, _)| named(k)) {
+            let culprit = overrides
+                .iter()
+                .find(|(k, _)| is_unknown(k))
+                .or_else(|| overrides.iter().find(|(k, _)| named(k)));
+            match culprit {
                 Some((key, _)) => ConfigError::Override {
                     key: key.clone(),
                     message: text,
@@ -182,6 +194,23 @@ mod tests {
             assert!(e.contains(needle), "--set {key}={value}: {e}");
             assert!(!e.contains('\n'), "one line: {e}");
         }
+    }
+
+    /// A valid override before a misspelt one: the error names the misspelt one, although the
+    /// message lists every field of the section, the valid one's too.
+    #[test]
+    fn the_misspelt_override_is_blamed_not_the_first() {
+        let overrides = vec![
+            (
+                "controller.hardware_command_ns".to_string(),
+                "100".to_string(),
+            ),
+            ("controller.pipeline_latncy_ns".to_string(), "5".to_string()),
+        ];
+        let e = apply_overrides(crate::presets::PRESETS[0].toml, &overrides)
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("--set controller.pipeline_latncy_ns"), "{e}");
     }
 
     #[test]

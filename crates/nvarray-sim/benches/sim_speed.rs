@@ -11,6 +11,12 @@ use nvarray_workload::{JobSpec, Workload};
 
 const RUNS: usize = 7;
 
+/// With `NVARRAY_BENCH_SMOKE` set (the test command's smoke run): one run of each case with a
+/// hundredth of the requests, so the bench is built and run but nothing is timed.
+fn smoke() -> bool {
+    std::env::var_os("NVARRAY_BENCH_SMOKE").is_some()
+}
+
 /// A benchmark case: name, preset, fio key/value pairs.
 type Case = (
     &'static str,
@@ -78,10 +84,16 @@ fn main() {
             .expect("preset")
             .load(&[])
             .expect("valid preset");
-        let w = workload(&pairs);
-        let mut rates = Vec::with_capacity(RUNS);
+        let runs = if smoke() { 1 } else { RUNS };
+        let mut w = workload(&pairs);
+        if smoke() {
+            for job in &mut w.jobs {
+                job.number_ios = job.number_ios.map(|n| (n / 100).max(1));
+            }
+        }
+        let mut rates = Vec::with_capacity(runs);
         let mut requests = 0;
-        for _ in 0..RUNS {
+        for _ in 0..runs {
             let start = Instant::now();
             let r = nvarray_sim::run(&cfg, &w).expect("run");
             let secs = start.elapsed().as_secs_f64();
@@ -93,7 +105,7 @@ fn main() {
         let raw: Vec<String> = rates.iter().map(|r| format!("{r:.2}")).collect();
         println!(
             "{name:<32} {requests:>12} {:>16.2}   {}",
-            sorted[RUNS / 2],
+            sorted[runs / 2],
             raw.join(" ")
         );
     }
