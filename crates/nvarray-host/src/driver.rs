@@ -195,15 +195,16 @@ impl Device {
         self.tags.tags()
     }
 
-    /// A new queue pair for the calling thread. `completion` is how it waits: in-data on a
-    /// DC Express device (its only mode), any other mode on the others.
+    /// A new queue pair for the calling thread. `completion` is how it waits, as far as the
+    /// protocol allows: a DC Express device completes reads only in their data and raises no
+    /// interrupt, so its queue pairs always poll (`InData`); on other devices `InData` means
+    /// spinning on the completion queue.
     pub fn queue_pair(&self, completion: Completion) -> QueuePair {
-        assert_eq!(
-            completion == Completion::InData,
-            self.config.interface.protocol == Protocol::DcExpress,
-            "completion mode {completion} on a {} device",
-            self.config.interface.protocol.name()
-        );
+        let completion = match (self.config.interface.protocol, completion) {
+            (Protocol::DcExpress, _) => Completion::InData,
+            (_, Completion::InData) => Completion::Spin,
+            (_, other) => other,
+        };
         // Every in-flight command holds a tag, so rings of at least `tags` entries never fill.
         let entries = self
             .tags

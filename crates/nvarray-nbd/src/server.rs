@@ -11,7 +11,7 @@ use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use nvarray_host::{Completion, Device, QueuePair};
+use nvarray_host::{Device, QueuePair};
 use nvarray_report::{process_cpu_seconds, RunReport, StreamStats};
 
 use crate::handshake::{negotiate, Export, Outcome};
@@ -302,7 +302,10 @@ impl Server {
             Ok(())
         });
         // Every connection thread has ended (the scope joined them).
-        let flush = self.device.queue_pair(Completion::Spin).flush(&self.device);
+        let flush = self
+            .device
+            .queue_pair(self.device.completion())
+            .flush(&self.device);
         if let Listener::Unix(_, path) = &self.listener {
             let _ = std::fs::remove_file(path);
         }

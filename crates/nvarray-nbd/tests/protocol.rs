@@ -23,7 +23,15 @@ struct Running {
 
 impl Running {
     fn start(read_only: bool) -> Running {
-        let mut config = presets::preset("dram").unwrap().load(&[]).unwrap();
+        Running::start_speaking(read_only, "nvme")
+    }
+
+    /// The server over the `dram` preset speaking `protocol`.
+    fn start_speaking(read_only: bool, protocol: &str) -> Running {
+        let mut config = presets::preset("dram")
+            .unwrap()
+            .load(&[("interface.protocol".into(), protocol.into())])
+            .unwrap();
         config.memory.capacity_bytes = SIZE_BYTES;
         // Small tags so large requests become several commands.
         let options = Options {
@@ -98,11 +106,22 @@ fn errno(reply: Reply) -> u32 {
 
 #[test]
 fn random_requests_over_two_connections_match_a_reference_array() {
+    random_requests_match_a_reference_array("nvme");
+}
+
+/// The same over a DC Express device, whose reads complete in their data: every queue pair
+/// polls, the shutdown's flush included.
+#[test]
+fn random_requests_over_a_dc_express_device_match_a_reference_array() {
+    random_requests_match_a_reference_array("dc-express");
+}
+
+fn random_requests_match_a_reference_array(protocol: &str) {
     let seed = std::env::var("NBD_SEED")
         .ok()
         .and_then(|s| s.parse().ok())
         .unwrap_or(0x5eed_1234_u64);
-    let server = Running::start(false);
+    let server = Running::start_speaking(false, protocol);
     let mut clients = [server.client(true), server.client(false)];
     assert_eq!(clients[0].info.size_bytes, SIZE_BYTES);
     assert_eq!(clients[0].info.block_bytes_min, 512);
