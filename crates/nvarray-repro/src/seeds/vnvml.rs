@@ -122,7 +122,7 @@ pub fn figures() -> Vec<Figure> {
                     median(ratios)
                 }),
                 expect: Expect::AtLeast(0.9),
-                note: Some("Each side is normalised to unlogged writes measured in the same run, so the machine's drift cancels; the figure is the median of three pairs. 5,000 writes of 64 KiB pass 320 MB through the log: a 128 MiB log wraps and commits wait for the applier (log-full waits), which on 2 cores shares a core with the benchmark. With 1 KB records the log's size matters little from 16 MiB up (docs/perf.md, the sweep). Single runs vary by 2x with the applier's scheduling."),
+                note: Some("Each side is normalised to unlogged writes measured in the same run, so the machine's drift cancels; the figure is the median of three pairs, with the backing file in /dev/shm as PMDK's pool is. With the backing file on this VM's disk (/tmp) two runs gave 0.37 and 0.54: write-backs wait on fdatasync, the applier falls behind and a 128 MiB log fills (log-full waits), where 2 GiB does not."),
             }],
             plot: Some(Plot::RowBars { y_label: "ratio", log_y: false }),
         },
