@@ -219,6 +219,35 @@ pub struct Row {
     pub note: Option<&'static str>,
 }
 
+/// A published value: (the value compared with, as the paper states it, where it is quoted).
+pub type Quote = (f64, &'static str, &'static str);
+
+impl Row {
+    /// A row measured by one experiment.
+    pub fn one(
+        id: String,
+        what: &str,
+        unit: &'static str,
+        (published, published_text, source): Quote,
+        experiment: Experiment,
+        measure: Measure,
+        expect: Expect,
+    ) -> Row {
+        Row {
+            id,
+            what: what.to_string(),
+            unit,
+            published,
+            published_text,
+            source,
+            experiments: vec![experiment],
+            measure,
+            expect,
+            note: None,
+        }
+    }
+}
+
 /// A point of a plotted curve: its x, and the experiment and measure of its y.
 pub struct PlotPoint {
     pub x: f64,

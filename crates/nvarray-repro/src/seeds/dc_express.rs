@@ -12,7 +12,12 @@ const GEN3: &str = "dc-express-gen3x8";
 const SIZES: [&str; 8] = ["32", "64", "128", "256", "512", "1k", "2k", "4k"];
 
 pub fn figures() -> Vec<Figure> {
-    vec![iops_by_size(), qd1_latency(), packets(), user_vs_kernel()]
+    vec![
+        iops_by_size(),
+        qd1_latency(),
+        packets_figure(),
+        user_vs_kernel(),
+    ]
 }
 
 fn loaded(preset: &str, bs: &str) -> Experiment {
@@ -37,25 +42,37 @@ fn qd1(preset: &str, bs: &str) -> Experiment {
     )
 }
 
-fn size_kib(bs: &str) -> f64 {
+fn size_bytes(bs: &str) -> f64 {
     nvarray_workload::parse_size(bs).expect("a size") as f64
 }
 
-fn iops_by_size() -> Figure {
-    let series = [GEN2, GEN3]
+/// One curve per preset over `SIZES`: `run(preset, size)` measured by `measure`.
+fn by_size(
+    run: fn(&str, &str) -> Experiment,
+    measure: fn(&Value) -> Option<f64>,
+) -> Vec<LineSeries> {
+    [GEN2, GEN3]
         .into_iter()
         .map(|preset| LineSeries {
             label: preset.to_string(),
             points: SIZES
                 .iter()
                 .map(|bs| PlotPoint {
-                    x: size_kib(bs),
-                    experiment: loaded(preset, bs),
-                    measure: of(|v| Some(iops(v)? / 1e6)),
+                    x: size_bytes(bs),
+                    experiment: run(preset, bs),
+                    measure: of(measure),
                 })
                 .collect(),
         })
-        .collect();
+        .collect()
+}
+
+fn million_iops(v: &Value) -> Option<f64> {
+    Some(iops(v)? / 1e6)
+}
+
+fn iops_by_size() -> Figure {
+    let series = by_size(loaded, million_iops);
     Figure {
         id: "dcexpress-iops-by-size",
         seed: Seed::DcExpress,
@@ -69,7 +86,7 @@ fn iops_by_size() -> Figure {
             published_text: "over 20 M IOPS",
             source: "slides: \"Max bandwidth much higher, over 20 MIOPS on some systems for <128 B transfers\"",
             experiments: vec![loaded(GEN3, "64")],
-            measure: of(|v| Some(iops(v)? / 1e6)),
+            measure: of(million_iops),
             expect: Expect::AtLeast(20.0),
             note: Some("Below 128 B the protocol engine (10 cycles a command at 250 MHz) is the limit; above, the link."),
         }],
@@ -85,20 +102,7 @@ fn iops_by_size() -> Figure {
 }
 
 fn qd1_latency() -> Figure {
-    let series = [GEN2, GEN3]
-        .into_iter()
-        .map(|preset| LineSeries {
-            label: preset.to_string(),
-            points: SIZES
-                .iter()
-                .map(|bs| PlotPoint {
-                    x: size_kib(bs),
-                    experiment: qd1(preset, bs),
-                    measure: of(mean_us),
-                })
-                .collect(),
-        })
-        .collect();
+    let series = by_size(qd1, mean_us);
     Figure {
         id: "dcexpress-qd1",
         seed: Seed::DcExpress,
@@ -141,24 +145,29 @@ fn qd1_latency() -> Figure {
     }
 }
 
-fn packets_of(v: &Value, protocol: &str, op: &str, len: u64) -> Option<f64> {
-    v.as_array()?
-        .iter()
-        .find(|r| {
-            r.get("protocol").and_then(Value::as_str) == Some(protocol)
-                && r.get("op").and_then(Value::as_str) == Some(op)
-                && r.get("len_bytes").and_then(Value::as_u64) == Some(len)
-        })
-        .map(|r| {
-            ["to_device", "to_host"]
-                .iter()
-                .flat_map(|d| ["data", "protocol"].map(|c| at(r, &format!("{d}.{c}.packets"))))
-                .map(|x| x.unwrap_or(0.0))
-                .sum()
-        })
+/// The row of `nvarray presets show NAME --protocol-cost --json` for one command.
+fn traffic_row<'v>(v: &'v Value, protocol: &str, op: &str, len: u64) -> Option<&'v Value> {
+    v.as_array()?.iter().find(|r| {
+        r.get("protocol").and_then(Value::as_str) == Some(protocol)
+            && r.get("op").and_then(Value::as_str) == Some(op)
+            && r.get("len_bytes").and_then(Value::as_u64) == Some(len)
+    })
 }
 
-fn packets() -> Figure {
+/// Packets of one kind (`data` or `protocol`), both directions.
+fn packets(row: &Value, carries: &str) -> f64 {
+    ["to_device", "to_host"]
+        .iter()
+        .filter_map(|d| at(row, &format!("{d}.{carries}.packets")))
+        .sum()
+}
+
+fn packets_of(v: &Value, protocol: &str, op: &str, len: u64) -> Option<f64> {
+    let row = traffic_row(v, protocol, op, len)?;
+    Some(packets(row, "data") + packets(row, "protocol"))
+}
+
+fn packets_figure() -> Figure {
     let cost = || Experiment::ProtocolCost {
         preset: GEN3.to_string(),
     };
@@ -193,24 +202,12 @@ fn packets() -> Figure {
                 label: format!("{protocol} {op} {len}"),
                 experiment: cost(),
                 parts: Box::new(move |v: &Value| {
-                    let Some(r) = v.as_array().and_then(|rows| {
-                        rows.iter().find(|r| {
-                            r.get("protocol").and_then(Value::as_str) == Some(protocol)
-                                && r.get("op").and_then(Value::as_str) == Some(op)
-                                && r.get("len_bytes").and_then(Value::as_u64) == Some(len)
-                        })
-                    }) else {
+                    let Some(row) = traffic_row(v, protocol, op, len) else {
                         return vec![];
                     };
-                    let sum = |c: &str| {
-                        ["to_device", "to_host"]
-                            .iter()
-                            .filter_map(|d| at(r, &format!("{d}.{c}.packets")))
-                            .sum::<f64>()
-                    };
                     vec![
-                        ("data packets".to_string(), sum("data")),
-                        ("protocol packets".to_string(), sum("protocol")),
+                        ("data packets".to_string(), packets(row, "data")),
+                        ("protocol packets".to_string(), packets(row, "protocol")),
                     ]
                 }),
             })

@@ -121,41 +121,25 @@ fn decomposition() -> Figure {
 }
 
 fn microbenchmarks() -> Figure {
-    let row = |id: &str,
-               what: &str,
-               unit: &'static str,
-               published: f64,
-               text: &'static str,
-               source: &'static str,
-               experiment: Experiment,
-               measure: Measure,
-               expect: Expect| Row {
-        id: format!("openexpress-microbench.{id}"),
-        what: what.to_string(),
-        unit,
-        published,
-        published_text: text,
-        source,
-        experiments: vec![experiment],
-        measure,
-        expect,
-        note: None,
+    let row = |id: &str, what, unit, published, experiment, measure, expect| {
+        let id = format!("openexpress-microbench.{id}");
+        Row::one(id, what, unit, published, experiment, measure, expect)
     };
     let oe = |rw, bs| fio_qd8("openexpress", &[], rw, bs);
     let mut rows = vec![
-        row("read-4k", "4 KiB random reads", "GB/s", 3.0, "3 GB/s", "slide 44: \"no much bandwidth/latency difference between reads and writes (3 GB/sec vs 2.8/sec)\"", oe("randread", "4k"), of(gb_per_s), Expect::Within(0.10)),
-        row("write-4k", "4 KiB random writes", "GB/s", 2.8, "2.8 GB/s", "slide 44, as above", oe("randwrite", "4k"), of(gb_per_s), Expect::Within(0.10)),
-        row("latency-4k", "4 KiB reads, latency", "us", 74.5, "72~77 us", "slide 44: \"OpenExpress latency is 72~77 us at the queue-depth eight\"", oe("randread", "4k"), of(mean_us), Expect::Differs {
+        row("read-4k", "4 KiB random reads", "GB/s", (3.0, "3 GB/s", "slide 44: \"no much bandwidth/latency difference between reads and writes (3 GB/sec vs 2.8/sec)\""), oe("randread", "4k"), of(gb_per_s), Expect::Within(0.10)),
+        row("write-4k", "4 KiB random writes", "GB/s", (2.8, "2.8 GB/s", "slide 44, as above"), oe("randwrite", "4k"), of(gb_per_s), Expect::Within(0.10)),
+        row("latency-4k", "4 KiB reads, latency", "us", (74.5, "72~77 us", "slide 44: \"OpenExpress latency is 72~77 us at the queue-depth eight\""), oe("randread", "4k"), of(mean_us), Expect::Differs {
             nvarray: 108.1,
             reason: "Little's law: 80 requests in flight (10 threads at QD 8) at the published 3 GB/s (732 K IOPS) take 109 us each. The published pair implies about 55 in flight: fio's threads keep fewer outstanding than their queue depth when the host is the bottleneck (\"a single I/O worker cannot extract full bandwidth\"), which the simulator's hosts, always refilling their queues, do not.",
         }),
-        row("read-16k", "16 KiB random reads", "GB/s", 7.0, "7 GB/s", "slide 44: \"7GB/sec for random reads (175 us)\"", oe("randread", "16k"), of(gb_per_s), Expect::Within(0.10)),
-        row("read-16k-latency", "16 KiB random reads, latency", "us", 175.0, "175 us", "slide 44, as above", oe("randread", "16k"), of(mean_us), Expect::Differs {
+        row("read-16k", "16 KiB random reads", "GB/s", (7.0, "7 GB/s", "slide 44: \"7GB/sec for random reads (175 us)\""), oe("randread", "16k"), of(gb_per_s), Expect::Within(0.10)),
+        row("read-16k-latency", "16 KiB random reads, latency", "us", (175.0, "175 us", "slide 44, as above"), oe("randread", "16k"), of(mean_us), Expect::Differs {
             nvarray: 194.5,
             reason: "Little's law again: nvarray's 16 KiB reads reach 6.6 GB/s (6 % under the published 7 GB/s, within tolerance), at which 80 requests in flight take 195 us; 175 us would need the full 7 GB/s with about 75 in flight. The four DMA contexts that make writes 4.7 GB/s keep reads just short of the link's 7.1 GB/s.",
         }),
-        row("write-16k", "16 KiB random writes", "GB/s", 4.7, "4.7 GB/s", "slide 44: \"4.7GB/sec for random writes (258 us)\"", oe("randwrite", "16k"), of(gb_per_s), Expect::Within(0.10)),
-        row("write-16k-latency", "16 KiB random writes, latency", "us", 258.0, "258 us", "slide 44, as above", oe("randwrite", "16k"), of(mean_us), Expect::Within(0.10)),
+        row("write-16k", "16 KiB random writes", "GB/s", (4.7, "4.7 GB/s", "slide 44: \"4.7GB/sec for random writes (258 us)\""), oe("randwrite", "16k"), of(gb_per_s), Expect::Within(0.10)),
+        row("write-16k-latency", "16 KiB random writes, latency", "us", (258.0, "258 us", "slide 44, as above"), oe("randwrite", "16k"), of(mean_us), Expect::Within(0.10)),
     ];
     rows[5].note = Some("Writes are slower than reads because each page's data is fetched by a DMA read from the host (a round trip) while the backend's four DMA contexts wait; reads' data leaves as posted writes.");
     Figure {
@@ -245,24 +229,17 @@ fn frequency() -> Figure {
 fn against_optane() -> Figure {
     let p48 = |rw, bs| fio_qd8("optane-p4800x", &[], rw, bs);
     let bare = [("host.software_ns", "0")];
-    let row = |id: &str,
-               what: &str,
-               unit: &'static str,
-               published: f64,
-               text: &'static str,
-               source: &'static str,
-               experiment: Experiment,
-               measure: Measure| Row {
-        id: format!("openexpress-optane.{id}"),
-        what: what.to_string(),
-        unit,
-        published,
-        published_text: text,
-        source,
-        experiments: vec![experiment],
-        measure,
-        expect: Expect::Within(0.10),
-        note: None,
+    let row = |id: &str, what, unit, published, experiment, measure| {
+        let id = format!("openexpress-optane.{id}");
+        Row::one(
+            id,
+            what,
+            unit,
+            published,
+            experiment,
+            measure,
+            Expect::Within(0.10),
+        )
     };
     const DATASHEET: &str = "Intel P4800X specifications (AnandTech review, 2017)";
     Figure {
@@ -271,13 +248,13 @@ fn against_optane() -> Figure {
         title: "The comparison device: Optane SSD P4800X, on OpenExpress's microbenchmarks and its datasheet",
         source: "slide 44 (\"vs. P4800X offers 120~150 us\", \"532 us~600us\") and the P4800X datasheet",
         rows: vec![
-            row("latency-4k", "P4800X, 4 KiB reads at 10 x QD 8, latency", "us", 135.0, "120~150 us", "slide 44: \"(vs. P4800X offers 120~150 us)\"", p48("randread", "4k"), of(mean_us)),
-            row("latency-16k", "P4800X, 16 KiB reads at 10 x QD 8, latency", "us", 566.0, "532~600 us", "slide 44: \"(vs. P4800X offers 532 us~600us)\"", p48("randread", "16k"), of(mean_us)),
-            row("qd1-read", "P4800X, 4 KiB read at QD 1, device latency", "us", 10.0, "< 10 us", DATASHEET, sim("optane-p4800x", &bare, &[("rw", "randread"), ("bs", "4k"), ("number_ios", "1000")]), of(mean_us)),
-            row("read-iops", "P4800X, 4 KiB random reads, QD 16", "K IOPS", 550.0, "550 K IOPS", DATASHEET, sim("optane-p4800x", &bare, &[("rw", "randread"), ("bs", "4k"), ("iodepth", "16"), ("runtime", "5ms")]), of(|v| Some(iops(v)? / 1e3))),
-            row("write-iops", "P4800X, 4 KiB random writes, QD 16", "K IOPS", 500.0, "500 K IOPS", DATASHEET, sim("optane-p4800x", &bare, &[("rw", "randwrite"), ("bs", "4k"), ("iodepth", "16"), ("runtime", "5ms")]), of(|v| Some(iops(v)? / 1e3))),
-            row("seq-read", "P4800X, sequential 64 KiB reads", "GB/s", 2.4, "2.4 GB/s", DATASHEET, sim("optane-p4800x", &bare, &[("rw", "read"), ("bs", "64k"), ("iodepth", "16"), ("runtime", "5ms")]), of(gb_per_s)),
-            row("seq-write", "P4800X, sequential 64 KiB writes", "GB/s", 2.0, "2.0 GB/s", DATASHEET, sim("optane-p4800x", &bare, &[("rw", "write"), ("bs", "64k"), ("iodepth", "16"), ("runtime", "5ms")]), of(gb_per_s)),
+            row("latency-4k", "P4800X, 4 KiB reads at 10 x QD 8, latency", "us", (135.0, "120~150 us", "slide 44: \"(vs. P4800X offers 120~150 us)\""), p48("randread", "4k"), of(mean_us)),
+            row("latency-16k", "P4800X, 16 KiB reads at 10 x QD 8, latency", "us", (566.0, "532~600 us", "slide 44: \"(vs. P4800X offers 532 us~600us)\""), p48("randread", "16k"), of(mean_us)),
+            row("qd1-read", "P4800X, 4 KiB read at QD 1, device latency", "us", (10.0, "< 10 us", DATASHEET), sim("optane-p4800x", &bare, &[("rw", "randread"), ("bs", "4k"), ("number_ios", "1000")]), of(mean_us)),
+            row("read-iops", "P4800X, 4 KiB random reads, QD 16", "K IOPS", (550.0, "550 K IOPS", DATASHEET), sim("optane-p4800x", &bare, &[("rw", "randread"), ("bs", "4k"), ("iodepth", "16"), ("runtime", "5ms")]), of(|v| Some(iops(v)? / 1e3))),
+            row("write-iops", "P4800X, 4 KiB random writes, QD 16", "K IOPS", (500.0, "500 K IOPS", DATASHEET), sim("optane-p4800x", &bare, &[("rw", "randwrite"), ("bs", "4k"), ("iodepth", "16"), ("runtime", "5ms")]), of(|v| Some(iops(v)? / 1e3))),
+            row("seq-read", "P4800X, sequential 64 KiB reads", "GB/s", (2.4, "2.4 GB/s", DATASHEET), sim("optane-p4800x", &bare, &[("rw", "read"), ("bs", "64k"), ("iodepth", "16"), ("runtime", "5ms")]), of(gb_per_s)),
+            row("seq-write", "P4800X, sequential 64 KiB writes", "GB/s", (2.0, "2.0 GB/s", DATASHEET), sim("optane-p4800x", &bare, &[("rw", "write"), ("bs", "64k"), ("iodepth", "16"), ("runtime", "5ms")]), of(gb_per_s)),
         ],
         plot: Some(Plot::RowBars {
             y_label: "value (each row's unit)",

@@ -32,24 +32,10 @@ fn bandwidth(preset: &str, sets: &[(&str, &str)], runtime: &str) -> Experiment {
 const NVM: [(&str, &str); 1] = [("host.software_ns", "5000")];
 
 pub fn figures() -> Vec<Figure> {
-    let row = |id: &str,
-               what: &str,
-               unit: &'static str,
-               published: f64,
-               text: &'static str,
-               experiment: Experiment,
-               measure: Measure,
-               expect: Expect| Row {
-        id: format!("storage-future.{id}"),
-        what: what.to_string(),
-        unit,
-        published,
-        published_text: text,
-        source: SOURCE,
-        experiments: vec![experiment],
-        measure,
-        expect,
-        note: None,
+    let row = |id: &str, what, unit, published: f64, text, experiment, measure, expect| {
+        let id = format!("storage-future.{id}");
+        let quote = (published, text, SOURCE);
+        Row::one(id, what, unit, quote, experiment, measure, expect)
     };
     let ms = || of(|v| Some(mean_us(v)? / 1e3));
     let mb_per_s = || of(|v| Some(gb_per_s(v)? * 1e3));
