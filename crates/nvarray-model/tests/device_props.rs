@@ -8,10 +8,14 @@ use nvarray_model::presets::PRESETS;
 use nvarray_model::{Command, Component, Device, Op};
 use proptest::prelude::*;
 
-fn config(preset: usize, overrides: Vec<(String, String)>) -> nvarray_model::DeviceConfig {
-    PRESETS[preset % PRESETS.len()]
-        .load(&overrides)
-        .expect("valid overrides")
+fn config(preset: usize, mut overrides: Vec<(String, String)>) -> nvarray_model::DeviceConfig {
+    let p = &PRESETS[preset % PRESETS.len()];
+    if p.load(&[]).expect("valid preset").memory.disk.is_some() {
+        // A disk has one actuator per controller and is not wear-levelled.
+        overrides.retain(|(k, _)| k != "memory.banks_per_controller" && k != "wear.enabled");
+    }
+    p.load(&overrides)
+        .unwrap_or_else(|e| panic!("{}: {e}", p.name))
 }
 
 fn overrides() -> impl Strategy<Value = Vec<(String, String)>> {
