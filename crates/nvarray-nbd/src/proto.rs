@@ -214,11 +214,14 @@ pub fn check_request(h: &RequestHeader, limits: &ExportLimits) -> Result<Command
             h.len_bytes
         )));
     }
+    // FUA is valid on every command once advertised ("the server MUST accept it on all
+    // commands", proto.md; older qemu sets it on FLUSH): a read or a flush ignores it, since
+    // its reply already waits for the device.
     let (name, flags_allowed) = match h.kind {
-        CMD_READ => ("read", 0),
+        CMD_READ => ("read", CMD_FLAG_FUA),
         CMD_WRITE => ("write", CMD_FLAG_FUA),
-        CMD_DISC => ("disconnect", 0),
-        CMD_FLUSH => ("flush", 0),
+        CMD_DISC => ("disconnect", CMD_FLAG_FUA),
+        CMD_FLUSH => ("flush", CMD_FLAG_FUA),
         CMD_TRIM => ("trim", CMD_FLAG_FUA),
         CMD_WRITE_ZEROES => ("write zeroes", CMD_FLAG_FUA | CMD_FLAG_NO_HOLE),
         other => {
@@ -475,11 +478,27 @@ mod tests {
         );
         check(header(CMD_READ, 0, 100, 512), LIMITS, Err(Some(Inval)));
         check(header(CMD_READ, 0, 0, 100), LIMITS, Err(Some(Inval)));
+        // FUA is accepted on every command (older qemu sets it on FLUSH).
         check(
             header(CMD_READ, CMD_FLAG_FUA, 0, 512),
             LIMITS,
-            Err(Some(Inval)),
+            Ok(Command::Read {
+                offset_bytes: 0,
+                len_bytes: 512,
+            }),
         );
+        check(
+            header(CMD_FLUSH, CMD_FLAG_FUA, 0, 0),
+            LIMITS,
+            Ok(Command::Flush),
+        );
+        check(
+            header(CMD_DISC, CMD_FLAG_FUA, 0, 0),
+            LIMITS,
+            Ok(Command::Disconnect),
+        );
+        // Any other flag on a read is still refused.
+        check(header(CMD_READ, 1 << 1, 0, 512), LIMITS, Err(Some(Inval)));
         check(header(9, 0, 0, 512), LIMITS, Err(Some(Inval)));
         check(
             header(CMD_READ, 0, 0, PAYLOAD_BYTES_MAX + 512),

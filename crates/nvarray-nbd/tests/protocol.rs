@@ -183,13 +183,19 @@ fn bad_requests_get_the_specs_errors_and_the_connection_goes_on() {
                 PAYLOAD_BYTES_MAX + 512,
                 NbdErrno::Inval as u32,
             ),
-            (CMD_READ, CMD_FLAG_FUA, 0, 512, NbdErrno::Inval as u32),
+            (CMD_READ, 1 << 1, 0, 512, NbdErrno::Inval as u32),
             (7, 0, 0, 512, NbdErrno::Inval as u32),
             (CMD_WRITE_ZEROES, 0, SIZE_BYTES, 512, NbdErrno::NoSpc as u32),
         ];
         for (kind, flags, offset, len, expected) in cases {
             let r = c.request(kind, flags, offset, len, &[]).unwrap();
             assert_eq!(errno(r), expected, "{kind} {flags} {offset} {len}");
+        }
+        // FUA is accepted on every command the spec allows it on, read and flush included
+        // (older qemu sets it on FLUSH).
+        for (kind, len) in [(CMD_READ, 512), (CMD_FLUSH, 0)] {
+            let r = c.request(kind, CMD_FLAG_FUA, 0, len, &[]).unwrap();
+            assert_eq!(errno(r), 0, "command {kind} with FUA");
         }
         // A refused write's payload is skipped, so the next request is read in step.
         let payload = vec![0xeeu8; 4096];
