@@ -155,6 +155,7 @@ pub fn run_on(
     if let Some(setup) = report.emulator.as_mut() {
         setup.verified_blocks = verified_blocks;
     }
+    report.require_enough_requests();
     Ok(report)
 }
 

@@ -256,7 +256,30 @@ impl StreamStats {
     }
 }
 
+/// A run that completed fewer requests than this measured nothing worth a percentile or a
+/// rate: it is reported, but not called faithful.
+pub const REQUESTS_FEW: u64 = 10;
+
 impl RunReport {
+    /// Refuses to call a run faithful when it completed fewer than `REQUESTS_FEW` requests
+    /// (`--runtime 1ns`; a sweep point at a very high memory latency), saying so: its
+    /// latencies would print as 0.00 us and its rates as measured. Engines call this last, on
+    /// the report of a finished run.
+    pub fn require_enough_requests(&mut self) {
+        let done = self.totals.requests;
+        if done >= REQUESTS_FEW {
+            return;
+        }
+        let why = format!(
+            "too few requests: {done} completed; fewer than {REQUESTS_FEW} give no latency or rate worth reading (lengthen --runtime or set --number_ios)"
+        );
+        self.unfaithful_reason = Some(match self.unfaithful_reason.take() {
+            Some(other) if !self.faithful => format!("{why}; and {other}"),
+            _ => why,
+        });
+        self.faithful = false;
+    }
+
     /// The report of a run over `model`: totals from `streams` (one per job), utilisation and
     /// wear from the model. Both engines build their report here; the fields only they know
     /// (CPU cost, lateness, faithfulness) are set by the caller.
@@ -327,6 +350,42 @@ mod tests {
         }
         let after = process_cpu_seconds();
         assert!(after > before, "{before} -> {after}");
+    }
+
+    #[test]
+    fn a_run_of_too_few_requests_is_not_called_faithful() {
+        for (requests, faithful) in [
+            (0, false),
+            (1, false),
+            (REQUESTS_FEW - 1, false),
+            (REQUESTS_FEW, true),
+        ] {
+            let mut r = RunReport {
+                faithful: true,
+                ..RunReport::default()
+            };
+            r.totals.requests = requests;
+            r.require_enough_requests();
+            assert_eq!(r.faithful, faithful, "{requests} requests");
+            assert_eq!(
+                r.unfaithful_reason.is_some(),
+                !faithful,
+                "{requests}: {:?}",
+                r.unfaithful_reason
+            );
+        }
+        // A reason already given is kept beside it.
+        let mut r = RunReport {
+            faithful: false,
+            unfaithful_reason: Some("lateness".into()),
+            ..RunReport::default()
+        };
+        r.require_enough_requests();
+        let why = r.unfaithful_reason.unwrap();
+        assert!(
+            why.starts_with("too few requests: 0 completed") && why.ends_with("lateness"),
+            "{why}"
+        );
     }
 
     #[test]

@@ -253,10 +253,12 @@ pub fn run(device: &DeviceConfig, workload: &Workload) -> Result<RunReport, SimE
 }
 
 /// The shared report over the model; completions were posted exactly at their modelled time
-/// on the virtual clock, so lateness stays 0 and the run is faithful.
+/// on the virtual clock, so lateness stays 0 and the run is faithful, unless it completed too
+/// few requests to measure anything.
 fn report(model: &Device, streams: &[StreamStats], elapsed_ns: u64, cpu_s: f64) -> RunReport {
     let mut report = RunReport::from_model("sim", model, streams, elapsed_ns);
     let bytes = report.totals.read_bytes + report.totals.write_bytes;
     report.cpu_seconds_per_gb = cpu_seconds_per_gb(cpu_s, bytes);
+    report.require_enough_requests();
     report
 }
