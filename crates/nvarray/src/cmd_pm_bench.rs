@@ -105,6 +105,11 @@ impl Drop for ScratchPool {
     }
 }
 
+/// Bounds of `pm-bench tx`: a day of running, a thousand threads, a 16 GiB pool.
+const TX_SECONDS_MAX: f64 = 86_400.0;
+const TX_THREADS_MAX: usize = 1024;
+const TX_POOL_BYTES_MAX: u64 = 16 << 30;
+
 #[derive(Args, Debug)]
 struct TxArgs {
     #[command(flatten)]
@@ -143,8 +148,34 @@ fn run_tx(a: TxArgs) -> anyhow::Result<()> {
             "--threads, --tx-bytes, --objects and --seconds must be > 0",
         ));
     }
-    let region = (a.tx_bytes * a.objects) as u64;
-    let size = (region * a.threads as u64).max(1 << 20);
+    // Every count is bounded before anything is started: `--seconds inf` used to panic, and
+    // `--threads 100000` to hang while the threads piled up.
+    if a.seconds > TX_SECONDS_MAX {
+        return Err(input_error(format!(
+            "--seconds {:e} is more than a day ({TX_SECONDS_MAX} s)",
+            a.seconds
+        )));
+    }
+    if a.threads > TX_THREADS_MAX {
+        return Err(input_error(format!(
+            "--threads {} is more than {TX_THREADS_MAX}",
+            a.threads
+        )));
+    }
+    // Each thread's objects, then the whole pool.
+    let region = (a.tx_bytes as u64)
+        .checked_mul(a.objects as u64)
+        .unwrap_or(u64::MAX);
+    let size = region
+        .checked_mul(a.threads as u64)
+        .filter(|&bytes| bytes <= TX_POOL_BYTES_MAX)
+        .ok_or_else(|| {
+            input_error(format!(
+                "--tx-bytes x --objects x --threads is more than the {} GiB pool this benchmark allows",
+                TX_POOL_BYTES_MAX >> 30
+            ))
+        })?
+        .max(1 << 20);
     let mut scratch = ScratchPool::new(&a.pool.data_dir, "tx");
     let pool = scratch.open(size, &a.pool.options())?;
     pool.prefault();

@@ -589,3 +589,27 @@ fn a_sweep_with_a_bad_value_fails_before_running_any_point() {
         "the sweep ran a point before refusing"
     );
 }
+
+/// `pm-bench tx` bounds what it would start: an endless or absurd run is refused with exit 2
+/// before any thread or file exists (`--seconds inf` panicked; `--threads 100000` hung while
+/// memory ran out).
+#[test]
+fn pm_bench_refuses_unbounded_runs() {
+    for (args, needle) in [
+        (&["--seconds", "inf"][..], "more than a day"),
+        (&["--seconds", "NaN"][..], "must be > 0"),
+        (&["--threads", "100000"][..], "more than 1024"),
+        (
+            &["--tx-bytes", "1000000", "--objects", "1000000"][..],
+            "GiB pool",
+        ),
+    ] {
+        let mut all = vec!["pm-bench", "tx"];
+        all.extend_from_slice(args);
+        let out = nvarray(&all);
+        assert_eq!(out.status.code(), Some(2), "{args:?}");
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert!(err.contains(needle), "{args:?}: {err}");
+        assert!(!err.contains("panicked"), "{args:?}: {err}");
+    }
+}
