@@ -163,9 +163,7 @@ fn run_tx(a: TxArgs) -> anyhow::Result<()> {
         )));
     }
     // Each thread's objects, then the whole pool.
-    let region = (a.tx_bytes as u64)
-        .checked_mul(a.objects as u64)
-        .unwrap_or(u64::MAX);
+    let region = (a.tx_bytes as u64).saturating_mul(a.objects as u64);
     let size = region
         .checked_mul(a.threads as u64)
         .filter(|&bytes| bytes <= TX_POOL_BYTES_MAX)
