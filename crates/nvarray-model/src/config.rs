@@ -425,15 +425,6 @@ impl DeviceConfig {
             c.buffer_bytes,
         )?;
         check(
-            u64::from(c.buffer_bytes) <= self.memory.capacity_bytes,
-            "controller.buffer_bytes",
-            &format!(
-                "at most memory.capacity_bytes ({})",
-                self.memory.capacity_bytes
-            ),
-            c.buffer_bytes,
-        )?;
-        check(
             c.max_transfer_bytes >= c.block_bytes
                 && c.max_transfer_bytes.is_multiple_of(c.block_bytes)
                 && c.max_transfer_bytes <= MAX_TRANSFER_BYTES_MAX,
@@ -552,6 +543,13 @@ impl DeviceConfig {
             &format!("a non-zero multiple of controllers x max(stripe_bytes, wear.line_bytes) ({stride})"),
             m.capacity_bytes,
         )?;
+        // After the capacity's own check, so a tiny --size blames the size, not the buffers.
+        check(
+            u64::from(c.buffer_bytes) <= m.capacity_bytes,
+            "controller.buffer_bytes",
+            &format!("at most memory.capacity_bytes ({})", m.capacity_bytes),
+            c.buffer_bytes,
+        )?;
         check_latency("memory.read_latency_ns", m.read_latency_ns)?;
         check_latency("memory.write_latency_ns", m.write_latency_ns)?;
         check_latency("memory.erase_latency_ns", m.erase_latency_ns)?;
@@ -637,8 +635,10 @@ impl DeviceConfig {
             !w.enabled || lines * u64::from(m.controllers) <= limits::WEAR_LINES_MAX,
             "wear.line_bytes",
             &format!(
-                "large enough for at most {} lines in all (memory.capacity_bytes / wear.line_bytes); or set wear.enabled=false",
-                limits::WEAR_LINES_MAX
+                "large enough for at most {} start-gap lines in all, where memory.capacity_bytes ({}) / wear.line_bytes makes {}: raise wear.line_bytes, lower memory.capacity_bytes (--size), or set wear.enabled=false",
+                limits::WEAR_LINES_MAX,
+                m.capacity_bytes,
+                lines * u64::from(m.controllers)
             ),
             w.line_bytes,
         )?;

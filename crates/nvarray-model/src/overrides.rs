@@ -16,10 +16,14 @@ pub fn apply_overrides(
         .parse()
         .map_err(|e: toml::de::Error| ConfigError::Toml(one_line(&e.to_string())))?;
     for (key, value) in overrides {
-        set_path(&mut root, key, parse_value(value)).map_err(|message| ConfigError::Override {
-            key: key.clone(),
-            message,
-        })?;
+        for path in expand_alias(key) {
+            set_path(&mut root, path, parse_value(value)).map_err(|message| {
+                ConfigError::Override {
+                    key: key.clone(),
+                    message,
+                }
+            })?;
+        }
     }
     let cfg: DeviceConfig = toml::Value::Table(root)
         .try_into()
@@ -48,6 +52,15 @@ pub fn apply_overrides(
         })?;
     cfg.validate()?;
     Ok(cfg)
+}
+
+/// Keys that stand for several: `memory.latency_ns` sets the read and the write latency (the
+/// Moneta sensitivity figure's one axis), for `--set` and sweeps alike.
+pub fn expand_alias(key: &str) -> Vec<&str> {
+    match key {
+        "memory.latency_ns" => vec!["memory.read_latency_ns", "memory.write_latency_ns"],
+        other => vec![other],
+    }
 }
 
 /// Splits `key=value` as given on the command line.
@@ -211,6 +224,14 @@ mod tests {
             .unwrap_err()
             .to_string();
         assert!(e.contains("--set controller.pipeline_latncy_ns"), "{e}");
+    }
+
+    #[test]
+    fn memory_latency_sets_both_latencies() {
+        let overrides = vec![("memory.latency_ns".to_string(), "1us".to_string())];
+        let cfg = apply_overrides(crate::presets::PRESETS[0].toml, &overrides).unwrap();
+        assert_eq!(cfg.memory.read_latency_ns, 1000);
+        assert_eq!(cfg.memory.write_latency_ns, 1000);
     }
 
     #[test]

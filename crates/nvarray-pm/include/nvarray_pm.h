@@ -15,6 +15,15 @@
  * Options come from the environment: NVARRAY_PM_NVM_DIR (default /dev/shm), NVARRAY_PM_TECH
  * (dram, pcm, stt-mram, optane, ...), NVARRAY_PM_LOG_SIZE, NVARRAY_PM_CACHE_SIZE (e.g. 64m),
  * NVARRAY_PM_WRITEBACK (dirty fraction, default 0.3).
+ *
+ * Threads: a transaction id is a handle, not a thread's property. Any thread may write to,
+ * commit or abort it (hand-off between threads is allowed), one call at a time: a second call
+ * on the same id while one is running returns NV_EBADTID. At most 65,536 transactions are
+ * open in a process; nv_txbegin returns -1 beyond that.
+ *
+ * fork(): pools belong to the process that opened them. In the child, calls on the parent's
+ * pools are refused with NV_ERROR ("opened before fork()"); call nv_allocate again there.
+ * Do not fork while another thread is inside an nv_* call.
  */
 #ifndef NVARRAY_PM_H
 #define NVARRAY_PM_H
@@ -37,10 +46,11 @@ typedef int64_t nv_tid_t;
 #define NV_EBADTID (-3)   /* unknown, committed or aborted transaction id */
 
 /* Opens the pool over the file at path (size bytes; 0 = the existing file's size) and
- * returns its mapping, or NULL (see nv_last_error()). */
+ * returns its mapping, or NULL (see nv_last_error()). mode is 0 or NV_CREATE; other bits are
+ * refused. A file this call created is removed again if the open fails. */
 void *nv_allocate(const char *path, uint64_t size, int mode);
 
-/* Starts a transaction; returns its id (> 0) or -1. */
+/* Starts a transaction; returns its id (> 0) or -1 (65,536 already open). */
 nv_tid_t nv_txbegin(void);
 
 /* Writes len bytes from src to dst (inside a pool's mapping) within tid. */
@@ -55,7 +65,9 @@ int nv_abort(nv_tid_t tid);
 /* Closes the pool mapped at ptr; its open transactions are aborted. */
 int nv_free(void *ptr);
 
-/* Message of the last error on this thread ("" if none). */
+/* Message of the last error on this thread ("" if none). The library owns the string: it
+ * stays valid on this thread until the thread's next failing nv_* call or its exit. Copy it
+ * to keep it; never free it. */
 const char *nv_last_error(void);
 
 #ifdef __cplusplus

@@ -11,7 +11,11 @@
 //!
 //! A transaction is bound to a pool by its first `nv_write` (the seed's `nv_txbegin` takes no
 //! pool), and all of its writes must target that pool (slide 18's limitation 2). A transaction
-//! id may be used by one thread at a time. Options come from the environment:
+//! id is a handle, not a thread's property: any thread may write to, commit or abort it, one
+//! call at a time (a second call on the same id while one runs gets `NV_EBADTID`). At most
+//! [`TX_OPEN_MAX`] transactions are open in a process. Pools are per process: after `fork()`
+//! the child's calls on its parent's pools are refused (`NV_ERROR`, "opened before fork()");
+//! the child opens the pool again. Options come from the environment:
 //! `NVARRAY_PM_NVM_DIR`, `NVARRAY_PM_TECH`, `NVARRAY_PM_LOG_SIZE`, `NVARRAY_PM_CACHE_SIZE`,
 //! `NVARRAY_PM_WRITEBACK` (fraction). Every function returns an error code instead of
 //! panicking; `nv_last_error` describes the last failure on the calling thread.
@@ -21,7 +25,8 @@ use std::collections::HashMap;
 use std::ffi::{c_char, c_int, c_void, CStr, CString};
 use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::path::PathBuf;
-use std::sync::atomic::{AtomicI64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicI64, Ordering};
+use std::sync::Once;
 use std::sync::{Arc, Mutex, MutexGuard};
 
 use crate::error::PmError;
@@ -40,6 +45,14 @@ pub const NV_ECONFLICT: c_int = -2;
 /// No such transaction id (never begun, or already committed or aborted).
 pub const NV_EBADTID: c_int = -3;
 
+/// Every `mode` bit `nv_allocate` knows; any other is refused.
+const NV_MODE_KNOWN: c_int = NV_CREATE;
+
+/// Open transactions a process may hold at once: each costs a few hundred bytes, and a
+/// program that begins without ever committing would otherwise grow without bound (1 M
+/// `nv_txbegin` calls held 317 MB). 65,536 is 20 MB at most.
+pub const TX_OPEN_MAX: usize = 65_536;
+
 struct FfiTx {
     pool: Option<Arc<Pool>>,
     core: Option<TxCore>,
@@ -51,6 +64,67 @@ static NEXT_TID: AtomicI64 = AtomicI64::new(1);
 
 thread_local! {
     static LAST_ERROR: RefCell<CString> = RefCell::new(CString::default());
+    /// Inside a `guarded` call: a panic there becomes an error code and a message, not a
+    /// backtrace on the host program's stderr.
+    static IN_GUARD: std::cell::Cell<bool> = const { std::cell::Cell::new(false) };
+}
+
+/// Set in the child of a `fork()` (by the `pthread_atfork` handler), cleared once the
+/// parent's pools and transactions have been dropped from the child's tables.
+static FORKED: AtomicBool = AtomicBool::new(false);
+static INSTALL: Once = Once::new();
+
+extern "C" fn after_fork_in_child() {
+    FORKED.store(true, Ordering::Relaxed);
+}
+
+/// Installs, once per process, the fork handler and the panic hook that keeps panics inside
+/// the ABI quiet (the previous hook still reports panics anywhere else).
+fn install_hooks() {
+    INSTALL.call_once(|| {
+        // SAFETY: registers a handler that only stores to an atomic, which is
+        // async-signal-safe as the child of a multi-threaded fork requires.
+        unsafe {
+            libc::pthread_atfork(None, None, Some(after_fork_in_child));
+        }
+        let previous = std::panic::take_hook();
+        std::panic::set_hook(Box::new(move |info| {
+            if IN_GUARD.with(|g| g.get()) {
+                set_error(format!("internal error in nvarray-pm: {info}"));
+            } else {
+                previous(info);
+            }
+        }));
+    });
+}
+
+/// In the child of a `fork()`: forgets the parent's pools and transactions without closing
+/// them (their threads do not exist here, and closing would write back the parent's state).
+fn forget_parent_pools() {
+    if FORKED.swap(false, Ordering::Relaxed) {
+        let pools = std::mem::take(&mut *lock(&POOLS));
+        let forgotten = pools.len();
+        std::mem::forget(pools);
+        std::mem::forget(lock(&TXS).take());
+        if forgotten > 0 {
+            *lock(&FORGOTTEN) += forgotten;
+        }
+    }
+}
+
+/// Pools dropped from this process's tables by a `fork()`, for the error message.
+static FORGOTTEN: Mutex<usize> = Mutex::new(0);
+
+fn not_in_a_pool(what: &str, addr: usize) -> String {
+    let forgotten = *lock(&FORGOTTEN);
+    if forgotten > 0 {
+        format!(
+            "{what}: address {addr:#x} is not inside a pool of this process; {forgotten} pool(s) \
+             were opened before fork() and belong to the parent: call nv_allocate again in the child"
+        )
+    } else {
+        format!("{what}: address {addr:#x} is not inside an allocated pool")
+    }
 }
 
 fn set_error(msg: impl std::fmt::Display) {
@@ -71,8 +145,15 @@ fn code(e: &PmError) -> c_int {
 
 /// Runs `f`, turning a panic into `fallback` and an error message.
 fn guarded<T>(fallback: T, f: impl FnOnce() -> T) -> T {
-    catch_unwind(AssertUnwindSafe(f)).unwrap_or_else(|_| {
-        set_error("internal error (panic) in nvarray-pm");
+    install_hooks();
+    forget_parent_pools();
+    let outer = IN_GUARD.with(|g| g.replace(true));
+    let result = catch_unwind(AssertUnwindSafe(f));
+    IN_GUARD.with(|g| g.set(outer));
+    result.unwrap_or_else(|_| {
+        if LAST_ERROR.with(|e| e.borrow().is_empty()) {
+            set_error("internal error (panic) in nvarray-pm");
+        }
         fallback
     })
 }
@@ -118,6 +199,13 @@ pub unsafe extern "C" fn nv_allocate(path: *const c_char, size: u64, mode: c_int
         // SAFETY: the caller passes a NUL-terminated string.
         let path = unsafe { CStr::from_ptr(path) };
         let path = PathBuf::from(String::from_utf8_lossy(path.to_bytes()).into_owned());
+        if mode & !NV_MODE_KNOWN != 0 {
+            set_error(format!(
+                "nv_allocate: unknown mode bits {:#x} (known: NV_CREATE = {NV_CREATE})",
+                mode & !NV_MODE_KNOWN
+            ));
+            return std::ptr::null_mut();
+        }
         let opened = options_from_env().and_then(|mut o| {
             o.create = mode & NV_CREATE != 0;
             Pool::open(&path, size, &o)
@@ -149,8 +237,17 @@ fn pool_at(addr: usize) -> Option<(Arc<Pool>, u64)> {
 #[no_mangle]
 pub extern "C" fn nv_txbegin() -> i64 {
     guarded(-1, || {
+        let mut txs = lock(&TXS);
+        let txs = txs.get_or_insert_with(HashMap::new);
+        if txs.len() >= TX_OPEN_MAX {
+            set_error(format!(
+                "nv_txbegin: {TX_OPEN_MAX} transactions are already open in this process; \
+                 commit or abort some"
+            ));
+            return -1;
+        }
         let tid = NEXT_TID.fetch_add(1, Ordering::Relaxed);
-        lock(&TXS).get_or_insert_with(HashMap::new).insert(
+        txs.insert(
             tid,
             FfiTx {
                 pool: None,
@@ -199,9 +296,7 @@ fn write_in(tx: &mut FfiTx, dst: usize, src: *const c_void, len: usize) -> c_int
         return NV_ERROR;
     }
     let Some((pool, offset)) = pool_at(dst) else {
-        set_error(format!(
-            "nv_write: address {dst:#x} is not inside an allocated pool"
-        ));
+        set_error(not_in_a_pool("nv_write", dst));
         return NV_ERROR;
     };
     if let Some(bound) = &tx.pool {
@@ -283,7 +378,11 @@ pub unsafe extern "C" fn nv_free(ptr: *mut c_void) -> c_int {
                 .iter()
                 .position(|p| std::ptr::eq(p.as_ptr(), ptr as *const u8))
             else {
-                set_error("nv_free: not a pointer returned by nv_allocate");
+                drop(pools);
+                set_error(not_in_a_pool(
+                    "nv_free: not a pointer returned by nv_allocate",
+                    ptr as usize,
+                ));
                 return NV_ERROR;
             };
             pools.swap_remove(i)
@@ -314,7 +413,9 @@ pub unsafe extern "C" fn nv_free(ptr: *mut c_void) -> c_int {
     })
 }
 
-/// The message of the last error on this thread (empty if none). Valid until the next call.
+/// The message of the last error on this thread (empty if none). The string belongs to the
+/// library and stays valid on this thread until its next failing `nv_*` call or its exit;
+/// copy it to keep it.
 #[no_mangle]
 pub extern "C" fn nv_last_error() -> *const c_char {
     LAST_ERROR.with(|e| e.borrow().as_ptr())

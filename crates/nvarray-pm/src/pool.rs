@@ -383,20 +383,73 @@ pub fn nvm_file_path(nvm_dir: &Path, backing_canonical: &Path) -> PathBuf {
     ))
 }
 
+/// Opens the backing file; with `create`, makes it if it does not exist. Also says whether
+/// this call made it.
+fn open_backing(path: &Path, create: bool) -> Result<(File, bool)> {
+    let existing = OpenOptions::new().read(true).write(true).open(path);
+    match existing {
+        Err(e) if create && e.kind() == std::io::ErrorKind::NotFound => {
+            match OpenOptions::new()
+                .read(true)
+                .write(true)
+                .create_new(true)
+                .open(path)
+            {
+                Ok(f) => Ok((f, true)),
+                // Another process made it between the two calls: open theirs.
+                Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => {
+                    open_backing(path, false)
+                }
+                Err(e) => Err(io_err(path)(e)),
+            }
+        }
+        other => other.map(|f| (f, false)).map_err(io_err(path)),
+    }
+}
+
+/// Refuses a fresh NVM tier file of `need` bytes that the file system of `dir` has no room
+/// for: a tmpfs such as /dev/shm takes a sparse file of any size, then the machine runs out
+/// of memory as the cache fills (`--cache-size 1t`).
+fn check_free_space(dir: &Path, need: u64) -> Result<()> {
+    use std::os::unix::ffi::OsStrExt as _;
+    let c_dir = std::ffi::CString::new(dir.as_os_str().as_bytes())
+        .map_err(|_| PmError::BadOption(format!("{}: NUL in path", dir.display())))?;
+    // SAFETY: statvfs is plain data; zeroed is a valid value for it.
+    let mut st: libc::statvfs = unsafe { std::mem::zeroed() };
+    // SAFETY: `c_dir` is NUL-terminated and `st` is a valid out-pointer for the call.
+    if unsafe { libc::statvfs(c_dir.as_ptr(), &mut st) } != 0 {
+        return Err(io_err(dir)(std::io::Error::last_os_error()));
+    }
+    let free = st.f_bavail.saturating_mul(st.f_frsize);
+    if need > free {
+        return Err(PmError::BadOption(format!(
+            "the NVM tier needs {need} bytes (log + cache + header) but {} has {free} bytes \
+             free: lower the log or cache size, or choose another NVM directory",
+            dir.display()
+        )));
+    }
+    Ok(())
+}
+
 impl Pool {
     /// Opens the pool over the backing file `path` of `size` bytes, creating the file if
     /// `options.create` and it does not exist (`size` 0 opens an existing file at its size).
     /// Virtual capacity is the backing file's size, which may far exceed the NVM tier's.
+    ///
+    /// A backing file this call created is removed again if the open fails, so a refused
+    /// `nv_allocate(..., NV_CREATE)` leaves nothing behind.
     pub fn open(path: impl AsRef<Path>, size: u64, options: &PoolOptions) -> Result<Pool> {
         options.validate()?;
         let path = path.as_ref();
-        let backing = OpenOptions::new()
-            .read(true)
-            .write(true)
-            .create(options.create)
-            .truncate(false)
-            .open(path)
-            .map_err(io_err(path))?;
+        let (backing, created) = open_backing(path, options.create)?;
+        let opened = Pool::open_over(backing, path, size, options);
+        if opened.is_err() && created {
+            let _ = std::fs::remove_file(path);
+        }
+        opened
+    }
+
+    fn open_over(backing: File, path: &Path, size: u64, options: &PoolOptions) -> Result<Pool> {
         let len = backing.metadata().map_err(io_err(path))?.len();
         let size = match (len, size) {
             (0, 0) => {
@@ -434,6 +487,11 @@ impl Pool {
         let fresh = nvm_file.metadata().map_err(io_err(&nvm_path))?.len() == 0;
         if fresh {
             let l = Layout::new(size, options.log_size, options.cache_size);
+            if let Err(e) = check_free_space(&options.nvm_dir, l.file_len as u64) {
+                // Nobody else can be using a file that was empty under the open lock.
+                let _ = std::fs::remove_file(&nvm_path);
+                return Err(e);
+            }
             nvm_file
                 .set_len(l.file_len as u64)
                 .map_err(io_err(&nvm_path))?;

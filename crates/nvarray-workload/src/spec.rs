@@ -804,14 +804,20 @@ fn parse_duration_limited(
     } else {
         "microseconds"
     };
-    let reason = format!(
-        "must be a duration of at most {max_ns} ns, such as 10, 500us, 20ms, 5s, 2m, 1h \
-         (no suffix: {unit})"
-    );
-    let duration_ns =
-        parse_duration_ns(value, default_unit_ns).map_err(|_| value_error(key, value, &reason))?;
+    let too_large = || value_error(key, value, &format!("must be at most {max_ns} ns"));
+    let duration_ns = parse_duration_ns(value, default_unit_ns).map_err(|e| {
+        // A well-formed number that overflows is too large; anything else is malformed.
+        if matches!(&e, WorkloadError::Duration { reason, .. } if *reason != crate::units::DURATION_FORMAT) {
+            return too_large();
+        }
+        let reason = format!(
+            "must be a whole number with an optional unit, such as 10, 500us, 20ms, 5s, 2m, \
+             1h (no suffix: {unit}; no fractions: 0.5s is 500ms)"
+        );
+        value_error(key, value, &reason)
+    })?;
     if duration_ns > max_ns {
-        return Err(value_error(key, value, &reason));
+        return Err(too_large());
     }
     Ok(duration_ns)
 }
@@ -1327,8 +1333,10 @@ mod tests {
 
     #[test]
     fn set_durations() {
-        let runtime_reason = "must be a duration of at most 2592000000000000 ns, such as 10, \
-                              500us, 20ms, 5s, 2m, 1h (no suffix: seconds)";
+        let runtime_too_large = "must be at most 2592000000000000 ns";
+        let runtime_malformed = "must be a whole number with an optional unit, such as 10, \
+                                 500us, 20ms, 5s, 2m, 1h (no suffix: seconds; no fractions: \
+                                 0.5s is 500ms)";
         check(
             "runtime",
             "10",
@@ -1380,15 +1388,29 @@ mod tests {
         check(
             "runtime",
             "31d",
-            Err(&format!("runtime: {runtime_reason}, got '31d'")),
+            Err(&format!("runtime: {runtime_too_large}, got '31d'")),
         );
         check(
             "runtime",
             "1.5s",
-            Err(&format!("runtime: {runtime_reason}, got '1.5s'")),
+            Err(&format!("runtime: {runtime_malformed}, got '1.5s'")),
         );
-        let thinktime_reason = "must be a duration of at most 60000000000 ns, such as 10, \
-                                500us, 20ms, 5s, 2m, 1h (no suffix: microseconds)";
+        check(
+            "runtime",
+            "0.5",
+            Err(&format!("runtime: {runtime_malformed}, got '0.5'")),
+        );
+        check(
+            "runtime",
+            "99999999999999999999",
+            Err(&format!(
+                "runtime: {runtime_too_large}, got '99999999999999999999'"
+            )),
+        );
+        let thinktime_too_large = "must be at most 60000000000 ns";
+        let thinktime_malformed = "must be a whole number with an optional unit, such as 10, \
+                                   500us, 20ms, 5s, 2m, 1h (no suffix: microseconds; no \
+                                   fractions: 0.5s is 500ms)";
         check(
             "thinktime",
             "10",
@@ -1424,12 +1446,12 @@ mod tests {
         check(
             "thinktime",
             "61s",
-            Err(&format!("thinktime: {thinktime_reason}, got '61s'")),
+            Err(&format!("thinktime: {thinktime_too_large}, got '61s'")),
         );
         check(
             "thinktime",
             "soon",
-            Err(&format!("thinktime: {thinktime_reason}, got 'soon'")),
+            Err(&format!("thinktime: {thinktime_malformed}, got 'soon'")),
         );
     }
 

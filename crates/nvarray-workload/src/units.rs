@@ -20,7 +20,8 @@ pub(crate) const SIZE_FORMAT: &str =
 const SIZE_IEC: &str = "IEC suffixes (KiB, MiB, ...) are refused because fio's default \
                         kb_base=1024 reads them as powers of 1000; write 4k for 4096 bytes";
 
-const DURATION_FORMAT: &str = "expected an unsigned integer with an optional suffix ns, us, \
+pub(crate) const DURATION_FORMAT: &str =
+    "expected an unsigned integer with an optional suffix ns, us, \
                                ms, s, m, h or d (no suffix: the key's default unit)";
 
 /// Parses a byte count the way fio does with its default `kb_base=1024`.

@@ -63,6 +63,20 @@ fn parse_size(s: &str) -> Result<u64, String> {
 }
 
 impl PoolFlags {
+    /// Both directories exist: a mistyped one is the user's mistake (exit 2), found before
+    /// any work starts.
+    fn check(&self) -> anyhow::Result<()> {
+        for (flag, dir) in [("--nvm-dir", &self.nvm_dir), ("--data-dir", &self.data_dir)] {
+            if !dir.is_dir() {
+                return Err(input_error(format!(
+                    "{flag} {}: not an existing directory",
+                    dir.display()
+                )));
+            }
+        }
+        Ok(())
+    }
+
     fn options(&self) -> PoolOptions {
         PoolOptions {
             nvm_dir: self.nvm_dir.clone(),
@@ -88,20 +102,27 @@ impl ScratchPool {
         }
     }
 
+    /// Opens a fresh pool and unlinks both of its files at once: the pool keeps them open and
+    /// mapped, and nothing is left behind however the run ends, `kill -9` included.
     fn open(&mut self, size: u64, options: &PoolOptions) -> anyhow::Result<Pool> {
         let _ = std::fs::remove_file(&self.path);
         let pool = Pool::open(&self.path, size, options).map_err(input_error)?;
         self.nvm = Some(pool.nvm_path().to_path_buf());
+        self.remove_files();
         Ok(pool)
+    }
+
+    fn remove_files(&self) {
+        let _ = std::fs::remove_file(&self.path);
+        if let Some(nvm) = &self.nvm {
+            let _ = std::fs::remove_file(nvm);
+        }
     }
 }
 
 impl Drop for ScratchPool {
     fn drop(&mut self) {
-        let _ = std::fs::remove_file(&self.path);
-        if let Some(nvm) = &self.nvm {
-            let _ = std::fs::remove_file(nvm);
-        }
+        self.remove_files();
     }
 }
 
@@ -424,6 +445,8 @@ fn ycsb_baseline(a: &YcsbArgs, ops: &[(u64, bool)]) -> anyhow::Result<f64> {
     file.set_len(a.records * a.record_bytes)?;
     // SAFETY: a file this process just created and no one else maps.
     let mut map = unsafe { memmap2::MmapOptions::new().populate().map_mut(&file) }?;
+    // Mapped: the name is no longer needed, and unlinked now it cannot outlive a killed run.
+    drop(scratch);
     let mut record = vec![0u8; a.record_bytes as usize];
     let n = record.len();
     let start = Instant::now();
@@ -459,6 +482,9 @@ fn run_ycsb(a: YcsbArgs) -> anyhow::Result<()> {
         Some(Sweep::LogSize) => a.values.iter().map(|&v| (v, a.pool.cache_size)).collect(),
         Some(Sweep::CacheSize) => a.values.iter().map(|&v| (a.pool.log_size, v)).collect(),
     };
+    if a.sweep.is_some() {
+        crate::output::check_writable(&a.plot)?;
+    }
     let progress = crate::progress::Progress::new("pm-bench ycsb", sizes.len() as u64);
     let mut results = Vec::new();
     for (step, &(log_size, cache_size)) in sizes.iter().enumerate() {
@@ -529,6 +555,11 @@ fn run_ycsb(a: YcsbArgs) -> anyhow::Result<()> {
 }
 
 pub fn run(a: PmBenchArgs) -> anyhow::Result<()> {
+    match &a.bench {
+        PmBench::Tx(a) => a.pool.check()?,
+        PmBench::Pages(a) => a.pool.check()?,
+        PmBench::Ycsb(a) => a.pool.check()?,
+    }
     match a.bench {
         PmBench::Tx(a) => run_tx(a),
         PmBench::Pages(a) => run_pages(a),

@@ -117,29 +117,19 @@ struct SweepReport {
     points: Vec<SweepPoint>,
 }
 
-/// Expands a sweep key into the assignments it stands for.
-fn assignments(key: &str, value: &str) -> Vec<(String, String)> {
-    match key {
-        "memory.latency_ns" => vec![
-            ("memory.read_latency_ns".to_string(), value.to_string()),
-            ("memory.write_latency_ns".to_string(), value.to_string()),
-        ],
-        _ => vec![(key.to_string(), value.to_string())],
-    }
-}
-
 /// The device and workload of one point: device keys (dotted) become overrides, others are
 /// fio keys.
 fn point(args: &RunArgs, settings: &[(&str, &str)]) -> Result<(DeviceConfig, Workload)> {
     let (text, mut overrides) = args.device.base()?;
     let mut fio = Vec::new();
     for (key, value) in settings {
-        for (k, v) in assignments(key, value) {
-            if k.contains('.') {
-                overrides.push((k, v));
-            } else {
-                fio.push((k, v));
-            }
+        // Device keys (dotted) go to the overrides, which expand aliases such as
+        // memory.latency_ns themselves.
+        let pair = (key.to_string(), value.to_string());
+        if key.contains('.') {
+            overrides.push(pair);
+        } else {
+            fio.push(pair);
         }
     }
     let device = apply_overrides(&text, &overrides).map_err(input_error)?;
@@ -179,6 +169,19 @@ pub fn run(args: &SweepSpec, run: &RunArgs, runner: &mut Runner<'_>) -> Result<(
             prepared.push(point(run, &settings).with_context(|| what)?);
         }
     }
+    let out = args
+        .out
+        .clone()
+        .unwrap_or_else(|| PathBuf::from(format!("sweep-{}", args.param.replace('.', "-"))));
+    let json_path = out.with_extension("json");
+    let plot_path = out.with_extension(match args.plot {
+        PlotFormat::Svg => "svg",
+        PlotFormat::Png => "png",
+    });
+    // Before the first point runs, so a bad --out fails now and not after the whole sweep.
+    crate::output::check_writable(&json_path)?;
+    crate::output::check_writable(&plot_path)?;
+
     let total = prepared.len() as u64;
     let bar = Progress::new("sweeping", total);
     let mut points = Vec::with_capacity(total as usize);
@@ -215,17 +218,8 @@ pub fn run(args: &SweepSpec, run: &RunArgs, runner: &mut Runner<'_>) -> Result<(
         metric: args.metric,
         points,
     };
-    let out = args
-        .out
-        .clone()
-        .unwrap_or_else(|| PathBuf::from(format!("sweep-{}", args.param.replace('.', "-"))));
-    let json_path = out.with_extension("json");
     std::fs::write(&json_path, serde_json::to_string_pretty(&sweep)?)
         .with_context(|| format!("cannot write {}", json_path.display()))?;
-    let plot_path = out.with_extension(match args.plot {
-        PlotFormat::Svg => "svg",
-        PlotFormat::Png => "png",
-    });
     plot(args, &sweep, &plot_path)?;
 
     if run.json {

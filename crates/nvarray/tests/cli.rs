@@ -248,6 +248,31 @@ fn bad_input_exits_2_with_one_line_naming_the_field() {
             "--backing file:",
         ),
         (vec!["presets", "show", "nosuch"], "nosuch"),
+        // Each blames what the user typed (issue 15): the size, not the buffers; a fraction,
+        // not a limit; the real key name.
+        (
+            vec!["serve", "--size", "1k"],
+            "memory.capacity_bytes = 1024",
+        ),
+        (vec!["serve", "--size", "1000000T"], "wear.enabled=false"),
+        (vec!["sim", "--runtime", "0.5"], "no fractions"),
+        (
+            vec!["sim", "--set", "memory.latency_ns=abc"],
+            "memory.read_latency_ns",
+        ),
+        (
+            vec![
+                "sim",
+                "sweep",
+                "--param",
+                "bs",
+                "--values",
+                "4k",
+                "--out",
+                "/nonexistent/x",
+            ],
+            "/nonexistent does not exist",
+        ),
     ];
     for (args, needle) in cases {
         let o = nvarray(&args);
@@ -603,6 +628,11 @@ fn pm_bench_refuses_unbounded_runs() {
             &["--tx-bytes", "1000000", "--objects", "1000000"][..],
             "GiB pool",
         ),
+        (&["--cache-size", "1t"][..], "free"),
+        (
+            &["--data-dir", "/nonexistent"][..],
+            "--data-dir /nonexistent",
+        ),
     ] {
         let mut all = vec!["pm-bench", "tx"];
         all.extend_from_slice(args);
@@ -611,5 +641,45 @@ fn pm_bench_refuses_unbounded_runs() {
         let err = String::from_utf8_lossy(&out.stderr);
         assert!(err.contains(needle), "{args:?}: {err}");
         assert!(!err.contains("panicked"), "{args:?}: {err}");
+    }
+}
+
+/// A `pm-bench` run killed with SIGKILL leaves no pool file behind in either directory (it
+/// used to leave `/dev/shm/nvarray-pm-*.nvm` and `/tmp/nvarray-pm-tx-*.pool`).
+#[test]
+fn a_killed_pm_bench_leaves_no_files() {
+    let nvm = scratch("pm-kill-nvm");
+    let data = scratch("pm-kill-data");
+    let mut child = std::process::Command::new(env!("CARGO_BIN_EXE_nvarray"))
+        .args(["pm-bench", "tx", "--seconds", "60", "--log-size", "1m"])
+        .args(["--cache-size", "1m", "--nvm-dir"])
+        .arg(&nvm)
+        .arg("--data-dir")
+        .arg(&data)
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .unwrap();
+    // Wait until the pool is mapped (its files already unlinked), then kill.
+    let maps = format!("/proc/{}/maps", child.id());
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(30);
+    let pool_mapped = || {
+        std::fs::read_to_string(&maps)
+            .unwrap_or_default()
+            .lines()
+            .any(|l| l.contains(nvm.to_str().unwrap()) && l.ends_with("(deleted)"))
+    };
+    while !pool_mapped() {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "the pool never opened"
+        );
+        std::thread::yield_now();
+    }
+    child.kill().unwrap();
+    child.wait().unwrap();
+    for dir in [&nvm, &data] {
+        let left: Vec<_> = std::fs::read_dir(dir).unwrap().flatten().collect();
+        assert!(left.is_empty(), "{}: {left:?}", dir.display());
     }
 }

@@ -1,0 +1,97 @@
+/* The C ABI's edges (issue 15), one line of output per check, read by tests/c_abi.rs:
+ * unknown mode bits, a failed NV_CREATE, the parent's pool in a fork()ed child, a
+ * transaction committed by another thread than the one that began it, and the bound on
+ * open transactions.
+ *
+ *   abi_edges DIR
+ */
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "nvarray_pm.h"
+
+static char path[4096];
+
+static void *begin_and_write(void *arg)
+{
+    int64_t *p = arg;
+    nv_tid_t t = nv_txbegin();
+    int64_t x = 42;
+    if (t < 0 || nv_write(t, &p[0], &x, sizeof x) != NV_OK)
+        return (void *)(intptr_t)-1;
+    return (void *)(intptr_t)t;
+}
+
+int main(int argc, char **argv)
+{
+    if (argc != 2) {
+        fprintf(stderr, "usage: abi_edges DIR\n");
+        return 2;
+    }
+    struct stat st;
+
+    /* 1. Unknown mode bits are refused, and nothing is created. */
+    snprintf(path, sizeof path, "%s/mode.pool", argv[1]);
+    void *m = nv_allocate(path, 1 << 20, NV_CREATE | 0x40);
+    printf("mode: %s created=%d msg=%s\n", m ? "accepted" : "refused", stat(path, &st) == 0,
+           nv_last_error());
+
+    /* 2. A refused NV_CREATE (no size for a new file) leaves no file behind. */
+    snprintf(path, sizeof path, "%s/empty.pool", argv[1]);
+    void *e = nv_allocate(path, 0, NV_CREATE);
+    printf("create: %s left=%d msg=%s\n", e ? "accepted" : "refused", stat(path, &st) == 0,
+           nv_last_error());
+
+    snprintf(path, sizeof path, "%s/edges.pool", argv[1]);
+    int64_t *p = nv_allocate(path, 1 << 20, NV_CREATE);
+    if (p == NULL) {
+        fprintf(stderr, "nv_allocate: %s\n", nv_last_error());
+        return 1;
+    }
+
+    /* 3. A transaction begun and written on one thread, committed on another. */
+    pthread_t th;
+    void *ret;
+    pthread_create(&th, NULL, begin_and_write, p);
+    pthread_join(th, &ret);
+    nv_tid_t t = (nv_tid_t)(intptr_t)ret;
+    int rc = t > 0 ? nv_commit(t) : -99;
+    printf("handoff: rc=%d value=%lld\n", rc, (long long)p[0]);
+
+    /* 4. The parent's pool in a child: a clean refusal, not a panic; reopening works. */
+    fflush(stdout);
+    pid_t child = fork();
+    if (child == 0) {
+        nv_tid_t c = nv_txbegin();
+        int64_t x = 7;
+        int wrc = nv_write(c, &p[1], &x, sizeof x);
+        printf("fork-write: rc=%d msg=%s\n", wrc, nv_last_error());
+        nv_abort(c);
+        fflush(stdout);
+        _exit(0);
+    }
+    int status = 0;
+    waitpid(child, &status, 0);
+    printf("fork-exit: %d\n", WIFEXITED(status) ? WEXITSTATUS(status) : -1);
+
+    /* 5. Open transactions are bounded; finishing one makes room again. */
+    long opened = 0;
+    nv_tid_t last = 0;
+    for (long i = 0; i < 1000000; i++) {
+        nv_tid_t x = nv_txbegin();
+        if (x < 0)
+            break;
+        last = x;
+        opened++;
+    }
+    printf("open-bound: opened=%ld msg=%s\n", opened, nv_last_error());
+    nv_abort(last);
+    printf("open-after-abort: %s\n", nv_txbegin() > 0 ? "ok" : "refused");
+
+    return nv_free(p) == NV_OK ? 0 : 1;
+}
