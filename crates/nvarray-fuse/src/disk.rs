@@ -30,6 +30,9 @@ pub struct DiskStats {
     pub io: StreamStats,
     /// fsync requests, each a device flush.
     pub fsyncs: u64,
+    /// Time spent answering reads, writes and fsyncs: the busy time the mount's rates are
+    /// over (requests are served one at a time, so their sum is the time one was in flight).
+    pub busy_ns: u64,
     /// Requests answered with an error, and the last such error.
     pub errors: u64,
     pub last_error: Option<String>,
@@ -64,6 +67,7 @@ impl DiskIo {
             stats: DiskStats {
                 io: StreamStats::new("fuse"),
                 fsyncs: 0,
+                busy_ns: 0,
                 errors: 0,
                 last_error: None,
             },
@@ -109,9 +113,7 @@ impl DiskIo {
         {
             return Err(self.failed(e.into()));
         }
-        self.stats
-            .io
-            .record_host(true, len as u32, t0.elapsed().as_nanos() as u64);
+        self.record(true, len as u32, t0);
         let at = (offset_bytes - start) as usize;
         Ok(&self.scratch[at..at + len as usize])
     }
@@ -138,18 +140,18 @@ impl DiskIo {
         if let Err(e) = self.write_span(offset_bytes, data) {
             return Err(self.failed(e));
         }
-        self.stats
-            .io
-            .record_host(false, len as u32, t0.elapsed().as_nanos() as u64);
+        self.record(false, len as u32, t0);
         Ok(len as u32)
     }
 
     /// Makes every write acknowledged so far durable (a device flush: with a durable file
     /// backing, `msync` + `fdatasync`).
     pub fn fsync(&mut self) -> Result<(), IoError> {
+        let t0 = Instant::now();
         match self.qp.flush(&self.device) {
             Ok(()) => {
                 self.stats.fsyncs += 1;
+                self.stats.busy_ns += t0.elapsed().as_nanos() as u64;
                 Ok(())
             }
             Err(e) => Err(self.failed(e.into())),
@@ -215,6 +217,13 @@ impl DiskIo {
 
     fn block_ceil(&self, bytes: u64) -> u64 {
         bytes.div_ceil(self.block_bytes) * self.block_bytes
+    }
+
+    /// Counts a request answered now that began at `t0`.
+    fn record(&mut self, is_read: bool, len_bytes: u32, t0: Instant) {
+        let latency_ns = t0.elapsed().as_nanos() as u64;
+        self.stats.busy_ns += latency_ns;
+        self.stats.io.record_host(is_read, len_bytes, latency_ns);
     }
 
     fn failed(&mut self, e: IoError) -> IoError {

@@ -92,12 +92,16 @@ pub fn run_on(
                 iodepth: job.iodepth as usize,
                 ios: job.number_ios.unwrap_or(u64::MAX),
                 runtime,
+                longest_runtime: None,
                 thinktime: Duration::from_nanos(job.thinktime_ns),
                 verify: job.verify != Verify::None,
             });
         }
     }
     let longest = plans.iter().filter_map(|p| p.runtime).max();
+    for p in &mut plans {
+        p.longest_runtime = longest;
+    }
     let ios_total: u64 = plans.iter().map(|p| p.ios).fold(0, u64::saturating_add);
     let done_ios = AtomicU64::new(0);
     let cpu_start = process_cpu_seconds();
@@ -212,6 +216,8 @@ struct ThreadPlan {
     iodepth: usize,
     ios: u64,
     runtime: Option<Duration>,
+    /// The longest job's runtime: a thread with a shorter one ends before the run does.
+    longest_runtime: Option<Duration>,
     thinktime: Duration,
     verify: bool,
 }
@@ -247,6 +253,7 @@ fn run_thread(
     start: Instant,
     done_ios: &AtomicU64,
 ) -> Result<ThreadResult, HostError> {
+    let began = Instant::now();
     let completion = device.completion();
     let mut issuer = Issuer::new(device, shared, completion);
     let block = device.block_bytes() as usize;
@@ -346,6 +353,12 @@ fn run_thread(
             done_ios.fetch_add(1, Ordering::Relaxed);
         }
     }
+    // A thread that stopped before the run did (its number_ios done, or a runtime shorter
+    // than the longest job's) reports its rates over its own time, as fio does.
+    let shorter = plan.runtime.is_some_and(|r| Some(r) < plan.longest_runtime);
+    if issued >= plan.ios || shorter {
+        stats.set_active_ns(began.elapsed().as_nanos() as u64);
+    }
     match error {
         Some(e) => Err(e),
         None => Ok(ThreadResult {
@@ -355,23 +368,35 @@ fn run_thread(
     }
 }
 
-/// Splits each stream's mean latency into the modelled device's components (the model's mean
-/// over every command, which the emulator cannot attribute to single streams) and `host`:
-/// what the software stack and the emulation added on top.
-fn attribute_device_time(report: &mut RunReport, sum: &Breakdown, count: u64) {
-    if count == 0 {
+/// Splits each stream's mean latency into the modelled device's components and `host`: what
+/// the software stack and the emulation added on top. The device's share of a request is
+/// every command's modelled time over the requests they served (the emulator cannot tell
+/// streams apart, so every stream gets the same share): one command per request gives the
+/// model's mean command, and a request split into several commands (a FUSE read-modify-write,
+/// an NBD request larger than a command) carries all of them. Where commands overlapped, so
+/// that their sum exceeds a stream's mean latency, the device's components are scaled down
+/// to that mean and host is 0: the components always add up to the mean, as the report says.
+fn attribute_device_time(report: &mut RunReport, sum: &Breakdown, commands: u64) {
+    let requests = report.totals.requests;
+    if commands == 0 || requests == 0 {
         return;
     }
-    let device_mean = |c: Component| sum.get(c) as f64 / count as f64;
+    let per_request = |c: Component| sum.get(c) as f64 / requests as f64;
     let device_total: f64 = Component::ALL
         .iter()
         .filter(|&&c| c != Component::Host)
-        .map(|&c| device_mean(c))
+        .map(|&c| per_request(c))
         .sum();
     let totals =
         std::iter::once(&mut report.totals).chain(report.streams.iter_mut().map(|s| &mut s.totals));
     for t in totals {
-        let host = (t.latency_ns.mean - device_total).max(0.0);
+        let mean = t.latency_ns.mean;
+        let scale = if device_total > mean && device_total > 0.0 {
+            mean / device_total
+        } else {
+            1.0
+        };
+        let host = (mean - device_total * scale).max(0.0);
         for (name, ns) in t.breakdown_ns.0.iter_mut() {
             let c = Component::ALL
                 .iter()
@@ -381,8 +406,78 @@ fn attribute_device_time(report: &mut RunReport, sum: &Breakdown, count: u64) {
             *ns = if c == Component::Host {
                 host
             } else {
-                device_mean(c)
+                per_request(c) * scale
             };
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use nvarray_report::StreamStats;
+
+    /// A report of `requests` requests of `latency_ns` each, all host time as recorded.
+    fn report(requests: u64, latency_ns: u64) -> RunReport {
+        let mut s = StreamStats::new("s");
+        let mut b = Breakdown::default();
+        b.set(Component::Host, latency_ns);
+        for _ in 0..requests {
+            s.record(true, 4096, latency_ns, &b);
+        }
+        RunReport {
+            totals: s.totals(1_000_000),
+            ..RunReport::default()
+        }
+    }
+
+    fn parts(r: &RunReport) -> f64 {
+        r.totals.breakdown_ns.0.iter().map(|(_, ns)| ns).sum()
+    }
+
+    fn get(r: &RunReport, name: &str) -> f64 {
+        r.totals
+            .breakdown_ns
+            .0
+            .iter()
+            .find(|(n, _)| *n == name)
+            .unwrap()
+            .1
+    }
+
+    #[test]
+    fn one_command_per_request_keeps_the_models_mean_command() {
+        let mut r = report(10, 15_000);
+        let mut sum = Breakdown::default();
+        sum.set(Component::Media, 10 * 4_000);
+        sum.set(Component::Link, 10 * 1_000);
+        attribute_device_time(&mut r, &sum, 10);
+        assert_eq!(get(&r, "media"), 4_000.0);
+        assert_eq!(get(&r, "link"), 1_000.0);
+        assert_eq!(get(&r, "host"), 10_000.0);
+        assert_eq!(parts(&r), 15_000.0);
+    }
+
+    /// A FUSE request that became a read and a write (read-modify-write) carries both: the
+    /// per-command mean under-counted it; and where commands overlap, the parts are scaled so
+    /// they still add up (the report printed 15.12 µs mean, parts 15.57 µs, host 0).
+    #[test]
+    fn split_and_overlapping_commands_still_add_up_to_the_mean() {
+        let mut r = report(10, 15_000);
+        let mut sum = Breakdown::default();
+        sum.set(Component::Media, 20 * 5_000);
+        attribute_device_time(&mut r, &sum, 20);
+        assert_eq!(get(&r, "media"), 10_000.0);
+        assert_eq!(get(&r, "host"), 5_000.0);
+        assert_eq!(parts(&r), 15_000.0);
+
+        let mut r = report(10, 15_000);
+        let mut sum = Breakdown::default();
+        sum.set(Component::Media, 20 * 12_000);
+        sum.set(Component::Link, 20 * 3_000);
+        attribute_device_time(&mut r, &sum, 20);
+        assert_eq!(get(&r, "host"), 0.0);
+        assert!((parts(&r) - 15_000.0).abs() < 1e-6, "{}", parts(&r));
+        assert!((get(&r, "media") / get(&r, "link") - 4.0).abs() < 1e-9);
     }
 }

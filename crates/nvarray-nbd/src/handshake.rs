@@ -7,7 +7,7 @@
 //! requests (the spec's clean error), never a read-modify-write race.
 
 use std::io::{self, Read, Write};
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
 use crate::io::Stream;
 use crate::proto::*;
@@ -53,14 +53,20 @@ pub enum Outcome {
     Closed,
 }
 
+/// A handshake during which the client sends nothing for this long is closed. Real clients
+/// answer in well under a millisecond; a silent connection (a port scanner, a client that
+/// hangs) must not hold a handshake slot for long.
+pub const HANDSHAKE_IDLE: Duration = Duration::from_secs(3);
+
 fn read_array<const N: usize>(s: &mut Stream, deadline: Instant) -> io::Result<[u8; N]> {
     let mut b = [0u8; N];
     read_before(s, &mut b, deadline)?;
     Ok(b)
 }
 
-/// Fills `buf` before `deadline`. The whole handshake has one deadline, so a client that
-/// drips a byte now and then cannot hold its connection slot for ever.
+/// Fills `buf` before `deadline`, with no silence longer than `HANDSHAKE_IDLE`. The whole
+/// handshake has one deadline, so a client that drips a byte now and then cannot hold its
+/// handshake slot for ever either.
 fn read_before(s: &mut Stream, buf: &mut [u8], deadline: Instant) -> io::Result<()> {
     let mut at = 0;
     while at < buf.len() {
@@ -71,11 +77,20 @@ fn read_before(s: &mut Stream, buf: &mut [u8], deadline: Instant) -> io::Result<
                 "client did not finish the handshake in time",
             ));
         }
-        s.set_read_timeout(Some(left))?;
+        s.set_read_timeout(Some(left.min(HANDSHAKE_IDLE)))?;
         match s.read(&mut buf[at..]) {
             Ok(0) => return Err(io::Error::from(io::ErrorKind::UnexpectedEof)),
             Ok(n) => at += n,
             Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+            Err(e) if e.kind() == io::ErrorKind::WouldBlock && left > HANDSHAKE_IDLE => {
+                return Err(io::Error::new(
+                    io::ErrorKind::TimedOut,
+                    format!(
+                        "client sent nothing for {} s during the handshake",
+                        HANDSHAKE_IDLE.as_secs()
+                    ),
+                ));
+            }
             // The socket's timeout ran out: the deadline check above reports it.
             Err(e) if e.kind() == io::ErrorKind::WouldBlock => {}
             Err(e) => return Err(e),
@@ -100,14 +115,18 @@ fn error_reply(s: &mut Stream, option: u32, kind: u32, message: &str) -> io::Res
 }
 
 /// Runs the handshake on a blocking stream. With `refuse`, every option is answered with
-/// `NBD_REP_ERR_POLICY` (or `_SHUTDOWN`) carrying that message until the client gives up: how
-/// a client over the connection limit, or arriving during shutdown, learns why. A client
-/// that has not finished by `deadline` is dropped (`TimedOut`); the caller sets a write
-/// timeout too, so one that stops taking replies is dropped as well.
+/// `NBD_REP_ERR_SHUTDOWN` (or another error) carrying that message until the client gives up:
+/// how a client arriving during shutdown learns why. `admit` is asked when the client chooses
+/// the export (`GO` or `EXPORT_NAME`), and takes its serving slot: a refusal's message goes
+/// back as `NBD_REP_ERR_POLICY` to `GO` (the client reports it) and closes the connection on
+/// `EXPORT_NAME` (which has no error reply). A client that has not finished by `deadline`, or
+/// is silent for `HANDSHAKE_IDLE`, is dropped (`TimedOut`); the caller sets a write timeout
+/// too, so one that stops taking replies is dropped as well.
 pub fn negotiate(
     s: &mut Stream,
     export: &Export,
     refuse: Option<(u32, &str)>,
+    admit: &mut dyn FnMut() -> Result<(), String>,
     deadline: Instant,
     log: &mut dyn FnMut(&str),
 ) -> io::Result<Outcome> {
@@ -164,6 +183,12 @@ pub fn negotiate(
                     ));
                     return Ok(Outcome::Closed);
                 }
+                if let Err(message) = admit() {
+                    log(&format!(
+                        "{message}; closing (EXPORT_NAME has no error reply)"
+                    ));
+                    return Ok(Outcome::Closed);
+                }
                 let mut out = Vec::with_capacity(10 + 124);
                 out.extend_from_slice(&export.limits.size_bytes.to_be_bytes());
                 out.extend_from_slice(&export.transmission_flags().to_be_bytes());
@@ -188,6 +213,12 @@ pub fn negotiate(
                     );
                     error_reply(s, option, REP_ERR_UNKNOWN, &message)?;
                     continue;
+                }
+                if option == OPT_GO {
+                    if let Err(message) = admit() {
+                        error_reply(s, option, REP_ERR_POLICY, &message)?;
+                        continue;
+                    }
                 }
                 send_info(s, option, export, &request.requests)?;
                 reply(s, option, REP_ACK, &[])?;

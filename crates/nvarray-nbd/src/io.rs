@@ -58,6 +58,15 @@ impl Stream {
         };
     }
 
+    /// Closes both directions: a thread blocked waiting to send to a client that takes no
+    /// replies wakes with an error (shutdown's last resort).
+    pub fn shutdown_both(&self) {
+        let _ = match self {
+            Stream::Unix(s) => s.shutdown(Shutdown::Both),
+            Stream::Tcp(s) => s.shutdown(Shutdown::Both),
+        };
+    }
+
     /// Who is connected, for log lines.
     pub fn peer(&self) -> String {
         match self {

@@ -23,7 +23,7 @@ pub mod proto;
 pub mod server;
 pub mod transmission;
 
-pub use server::{Listen, Server, ServerOptions, ShutdownHandle};
+pub use server::{Bound, Listen, Server, ServerOptions, ShutdownHandle};
 
 use thiserror::Error;
 

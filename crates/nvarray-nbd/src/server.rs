@@ -1,5 +1,11 @@
-//! The server: a listener, one thread per connection (bounded), one queue pair per connection
-//! (reused by the next), shutdown that lets in-flight requests finish, and the device report.
+//! The server: a listener, one thread per connection, one queue pair per connection (reused by
+//! the next), shutdown that lets in-flight requests finish, and the device report.
+//!
+//! Connections are bounded in two phases: at most `HANDSHAKES_MAX` in the handshake (each
+//! closed after `HANDSHAKE_IDLE` of silence), and at most `connections_max` serving, a slot
+//! taken only when the client chooses the export. Silent or slow clients therefore cannot
+//! lock real ones out. What the server keeps of a connection after it ends is its statistics,
+//! merged into one record: memory does not grow with the number of connections ever served.
 
 use std::io;
 use std::net::{SocketAddr, TcpListener, ToSocketAddrs};
@@ -8,16 +14,16 @@ use std::os::unix::net::UnixListener;
 use std::path::{Path, PathBuf};
 use std::str::FromStr;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
-use std::sync::{Arc, Mutex};
+use std::sync::{Arc, Condvar, Mutex};
 use std::time::{Duration, Instant};
 
 use nvarray_host::{Device, QueuePair};
-use nvarray_report::{process_cpu_seconds, RunReport, StreamStats};
+use nvarray_report::{process_cpu_seconds, BusyClock, RunReport, StreamStats};
 
-use crate::handshake::{negotiate, Export, Outcome};
+use crate::handshake::{negotiate, Export, Outcome, HANDSHAKE_IDLE};
 use crate::io::Stream;
-use crate::proto::{ExportLimits, REP_ERR_POLICY, REP_ERR_SHUTDOWN};
-use crate::transmission::{Negotiated, Transmission};
+use crate::proto::{ExportLimits, REP_ERR_SHUTDOWN};
+use crate::transmission::{Meters, Negotiated, Transmission};
 use crate::NbdError;
 
 /// Default listening address: loopback only. Any other address must be given explicitly.
@@ -27,9 +33,19 @@ pub const LISTEN_DEFAULT: &str = "tcp:127.0.0.1:10809";
 pub const CONNECTIONS_DEFAULT: usize = 16;
 pub const CONNECTIONS_MAX: usize = 256;
 
-/// A client is dropped if its handshake takes longer than this in all, so it cannot hold a
-/// connection slot for ever.
-const HANDSHAKE_TIMEOUT: Duration = Duration::from_secs(30);
+/// A client is dropped if its handshake takes longer than this in all (and sooner, after
+/// `HANDSHAKE_IDLE` of silence), so it cannot hold a handshake slot for ever.
+const HANDSHAKE_TIMEOUT: Duration = Duration::from_secs(10);
+
+/// Connections in the handshake at once, apart from the serving ones. Beyond it a new
+/// connection is closed at once: only a flood gets there, since a silent client is closed
+/// after `HANDSHAKE_IDLE`.
+pub const HANDSHAKES_MAX: usize = 64;
+
+/// At shutdown, how long connections have to answer the requests they have read before
+/// their sockets are closed both ways (a client that stopped taking replies would otherwise
+/// hold the exit for `io::STALL_MAX`).
+pub const SHUTDOWN_GRACE: Duration = Duration::from_secs(2);
 
 /// How long the server waits before accepting again after `accept` failed.
 const ACCEPT_RETRY_AFTER: Duration = Duration::from_millis(100);
@@ -85,6 +101,53 @@ enum Listener {
     Tcp(TcpListener),
 }
 
+/// A listening socket, bound before the device exists: preparing a large device takes
+/// seconds (every page is allocated up front), and a client that connects meanwhile waits in
+/// the kernel's backlog until the server accepts, instead of being refused.
+pub struct Bound {
+    listener: Listener,
+}
+
+impl Bound {
+    /// Binds `listen`. A Unix socket path left behind by a server that is gone is replaced;
+    /// one a live server answers on is an error.
+    pub fn listen(listen: &Listen) -> Result<Bound, NbdError> {
+        let listener = match listen {
+            Listen::Unix(path) => Listener::Unix(bind_unix(path)?, path.clone()),
+            Listen::Tcp(addr) => {
+                let addrs: Vec<SocketAddr> = addr
+                    .to_socket_addrs()
+                    .map_err(|e| NbdError::Config(format!("cannot resolve {addr}: {e}")))?
+                    .collect();
+                let l = TcpListener::bind(&addrs[..]).map_err(|source| NbdError::Bind {
+                    addr: format!("tcp:{addr}"),
+                    source,
+                })?;
+                Listener::Tcp(l)
+            }
+        };
+        Ok(Bound { listener })
+    }
+
+    /// Where clients connect: `unix:PATH` or `tcp:IP:PORT` (the bound port, if 0 was asked).
+    pub fn address(&self) -> String {
+        match &self.listener {
+            Listener::Unix(_, path) => format!("unix:{}", path.display()),
+            Listener::Tcp(l) => l
+                .local_addr()
+                .map_or_else(|_| "tcp:?".into(), |a| format!("tcp:{a}")),
+        }
+    }
+}
+
+impl Drop for Bound {
+    fn drop(&mut self) {
+        if let Listener::Unix(_, path) = &self.listener {
+            let _ = std::fs::remove_file(path);
+        }
+    }
+}
+
 /// A connection's entry while it runs.
 struct Live {
     id: u64,
@@ -97,13 +160,22 @@ struct Shared {
     /// Written by `ShutdownHandle::shutdown` to wake the accept loop.
     wake_fd: OwnedFd,
     live: Mutex<Vec<Live>>,
-    connections: AtomicUsize,
+    /// Connection threads running (handshaking or serving), and the condition a shutdown
+    /// waits on for them to end.
+    threads: Mutex<usize>,
+    thread_ended: Condvar,
+    handshaking: AtomicUsize,
+    serving: AtomicUsize,
     accepted: AtomicUsize,
     /// Idle queue pairs from connections that ended (the emulator keeps every queue pair it
     /// was given, so connections reuse them instead of adding new ones).
     queue_pairs: Mutex<Vec<QueuePair>>,
-    /// One entry per connection ever served (stats live on after it ends).
-    stats: Mutex<Vec<Arc<Mutex<StreamStats>>>>,
+    /// The statistics of each serving connection, by connection id.
+    stats: Mutex<Vec<(u64, Arc<Mutex<StreamStats>>)>>,
+    /// Every ended connection's statistics, merged.
+    ended_stats: Mutex<StreamStats>,
+    /// Time with at least one request in flight on any connection.
+    busy: BusyClock,
     started: Instant,
     cpu_start: f64,
 }
@@ -130,7 +202,7 @@ impl ShutdownHandle {
 /// An NBD server over one emulated device.
 pub struct Server {
     device: Arc<Device>,
-    listener: Listener,
+    bound: Bound,
     options: ServerOptions,
     export: Export,
     shared: Arc<Shared>,
@@ -138,33 +210,25 @@ pub struct Server {
 }
 
 impl Server {
-    /// Binds the listening socket. A Unix socket path left behind by a server that is gone is
-    /// replaced; one a live server answers on is an error.
+    /// Binds the listening socket (`Bound::listen`) and makes the server over `device`.
     pub fn bind(
         device: Arc<Device>,
         options: ServerOptions,
         log: Arc<dyn Fn(&str) + Send + Sync>,
     ) -> Result<Server, NbdError> {
-        if options.connections_max == 0 || options.connections_max > CONNECTIONS_MAX {
-            return Err(NbdError::Config(format!(
-                "connection limit {} is out of range: expected 1 to {CONNECTIONS_MAX}",
-                options.connections_max
-            )));
-        }
-        let listener = match &options.listen {
-            Listen::Unix(path) => Listener::Unix(bind_unix(path)?, path.clone()),
-            Listen::Tcp(addr) => {
-                let addrs: Vec<SocketAddr> = addr
-                    .to_socket_addrs()
-                    .map_err(|e| NbdError::Config(format!("cannot resolve {addr}: {e}")))?
-                    .collect();
-                let l = TcpListener::bind(&addrs[..]).map_err(|source| NbdError::Bind {
-                    addr: format!("tcp:{addr}"),
-                    source,
-                })?;
-                Listener::Tcp(l)
-            }
-        };
+        check_options(&options)?;
+        let bound = Bound::listen(&options.listen)?;
+        Server::over(device, bound, options, log)
+    }
+
+    /// The server over `device`, accepting on `bound` (bound to `options.listen`).
+    pub fn over(
+        device: Arc<Device>,
+        bound: Bound,
+        options: ServerOptions,
+        log: Arc<dyn Fn(&str) + Send + Sync>,
+    ) -> Result<Server, NbdError> {
+        check_options(&options)?;
         // SAFETY: eventfd takes two integers and returns a new descriptor or -1 (checked).
         let fd = unsafe { libc::eventfd(0, libc::EFD_CLOEXEC | libc::EFD_NONBLOCK) };
         if fd < 0 {
@@ -189,17 +253,22 @@ impl Server {
         };
         Ok(Server {
             device,
-            listener,
+            bound,
             options,
             export,
             shared: Arc::new(Shared {
                 shutdown: AtomicBool::new(false),
                 wake_fd,
                 live: Mutex::new(Vec::new()),
-                connections: AtomicUsize::new(0),
+                threads: Mutex::new(0),
+                thread_ended: Condvar::new(),
+                handshaking: AtomicUsize::new(0),
+                serving: AtomicUsize::new(0),
                 accepted: AtomicUsize::new(0),
                 queue_pairs: Mutex::new(Vec::new()),
                 stats: Mutex::new(Vec::new()),
+                ended_stats: Mutex::new(StreamStats::new("nbd")),
+                busy: BusyClock::new(),
                 started: Instant::now(),
                 cpu_start: process_cpu_seconds(),
             }),
@@ -209,18 +278,13 @@ impl Server {
 
     /// Where clients connect: `unix:PATH` or `tcp:IP:PORT` (the bound port, if 0 was asked).
     pub fn address(&self) -> String {
-        match &self.listener {
-            Listener::Unix(_, path) => format!("unix:{}", path.display()),
-            Listener::Tcp(l) => l
-                .local_addr()
-                .map_or_else(|_| "tcp:?".into(), |a| format!("tcp:{a}")),
-        }
+        self.bound.address()
     }
 
     /// The NBD URI of the export (libnbd's form, as nbdinfo, nbdcopy and qemu take it).
     pub fn uri(&self) -> String {
         let name = &self.options.export_name;
-        match &self.listener {
+        match &self.bound.listener {
             Listener::Unix(_, path) => format!("nbd+unix:///{name}?socket={}", path.display()),
             Listener::Tcp(l) => match l.local_addr() {
                 Ok(SocketAddr::V6(a)) => format!("nbd://[{}]:{}/{name}", a.ip(), a.port()),
@@ -241,24 +305,31 @@ impl Server {
     /// The device report so far: every request answered on every connection.
     pub fn report(&self) -> RunReport {
         let mut all = StreamStats::new("nbd");
-        for s in self
-            .shared
-            .stats
-            .lock()
-            .expect("stats lock poisoned")
-            .iter()
-        {
+        // Live ones first, under their list's lock, so a connection ending meanwhile (moved
+        // from the list to the merged record under the same lock) is counted exactly once.
+        let live = self.shared.stats.lock().expect("stats lock poisoned");
+        for (_, s) in live.iter() {
             all.merge(&s.lock().expect("stats lock poisoned"));
         }
-        let elapsed_ns = self.shared.started.elapsed().as_nanos() as u64;
+        all.merge(&self.shared.ended_stats.lock().expect("stats lock poisoned"));
+        drop(live);
+        let uptime_ns = self.shared.started.elapsed().as_nanos() as u64;
         let cpu = process_cpu_seconds() - self.shared.cpu_start;
-        nvarray_host::bench::device_report(&self.device, &[all], elapsed_ns, cpu)
+        // Rates and utilisation over the busy time: idle hours between clients dilute nothing.
+        let mut report = nvarray_host::bench::device_report(
+            &self.device,
+            &[all],
+            self.shared.busy.busy_ns(),
+            cpu,
+        );
+        report.uptime_ns = Some(uptime_ns);
+        report
     }
 
     /// Accepts and serves connections until `shutdown`; then waits for every connection to
     /// finish and flushes the device.
     pub fn run(&self) -> Result<(), NbdError> {
-        let listen_fd = match &self.listener {
+        let listen_fd = match &self.bound.listener {
             Listener::Unix(l, _) => {
                 l.set_nonblocking(true)?;
                 l.as_raw_fd()
@@ -286,19 +357,23 @@ impl Server {
                     }
                 };
                 let id = self.shared.accepted.fetch_add(1, Ordering::Relaxed) as u64;
-                let running = self.shared.connections.fetch_add(1, Ordering::SeqCst);
-                if running >= self.options.connections_max * 2 {
+                let handshaking = self.shared.handshaking.fetch_add(1, Ordering::SeqCst);
+                if handshaking >= HANDSHAKES_MAX {
                     // Not even a polite refusal for a flood: close at once.
-                    self.shared.connections.fetch_sub(1, Ordering::SeqCst);
-                    (self.log)(&format!("connection {id} dropped: far over the limit"));
+                    self.shared.handshaking.fetch_sub(1, Ordering::SeqCst);
+                    (self.log)(&format!(
+                        "connection {id} dropped: {HANDSHAKES_MAX} handshakes already in progress"
+                    ));
                     continue;
                 }
-                let refuse = running >= self.options.connections_max;
+                *self.shared.threads.lock().expect("threads lock poisoned") += 1;
                 scope.spawn(move || {
-                    self.connection(id, stream, refuse);
-                    self.shared.connections.fetch_sub(1, Ordering::SeqCst);
+                    self.connection(id, stream);
+                    *self.shared.threads.lock().expect("threads lock poisoned") -= 1;
+                    self.shared.thread_ended.notify_all();
                 });
             }
+            self.close_stalled_after_grace();
             Ok(())
         });
         // Every connection thread has ended (the scope joined them).
@@ -306,7 +381,7 @@ impl Server {
             .device
             .queue_pair(self.device.completion())
             .flush(&self.device);
-        if let Listener::Unix(_, path) = &self.listener {
+        if let Listener::Unix(_, path) = &self.bound.listener {
             let _ = std::fs::remove_file(path);
         }
         result?;
@@ -314,7 +389,7 @@ impl Server {
     }
 
     fn accept(&self) -> io::Result<Option<Stream>> {
-        let r = match &self.listener {
+        let r = match &self.bound.listener {
             Listener::Unix(l, _) => l.accept().map(|(s, _)| Stream::Unix(s)),
             Listener::Tcp(l) => l.accept().map(|(s, _)| {
                 // Replies are batched already; Nagle would only delay the last one.
@@ -332,8 +407,52 @@ impl Server {
         }
     }
 
+    /// Waits up to `SHUTDOWN_GRACE` for the connections to end by themselves, then closes the
+    /// sockets of those left (clients that take no replies) so they end now.
+    fn close_stalled_after_grace(&self) {
+        let deadline = Instant::now() + SHUTDOWN_GRACE;
+        let mut threads = self.shared.threads.lock().expect("threads lock poisoned");
+        while *threads > 0 {
+            let left = deadline.saturating_duration_since(Instant::now());
+            if left.is_zero() {
+                break;
+            }
+            threads = self
+                .shared
+                .thread_ended
+                .wait_timeout(threads, left)
+                .expect("threads lock poisoned")
+                .0;
+        }
+        if *threads > 0 {
+            drop(threads);
+            for live in self.shared.live.lock().expect("live lock poisoned").iter() {
+                (self.log)(&format!(
+                    "connection {}: closed at shutdown after {} s (its client took no replies)",
+                    live.id,
+                    SHUTDOWN_GRACE.as_secs()
+                ));
+                live.stream.shutdown_both();
+            }
+        }
+    }
+
+    /// Takes a serving slot if fewer than `connections_max` connections are serving.
+    fn take_serving_slot(&self) -> Result<ServingSlot<'_>, String> {
+        let max = self.options.connections_max;
+        self.shared
+            .serving
+            .fetch_update(Ordering::SeqCst, Ordering::SeqCst, |n| {
+                (n < max).then_some(n + 1)
+            })
+            .map(|_| ServingSlot(&self.shared.serving))
+            .map_err(|_| {
+                format!("nvarray serve: too many connections (limit {max}; see --connections)")
+            })
+    }
+
     /// One connection, from handshake to close.
-    fn connection(&self, id: u64, mut stream: Stream, over_limit: bool) {
+    fn connection(&self, id: u64, mut stream: Stream) {
         let peer = stream.peer();
         let log = |m: &str| (self.log)(&format!("connection {id} ({peer}): {m}"));
         let registered = stream.try_clone().map(|clone| {
@@ -350,35 +469,34 @@ impl Server {
                 REP_ERR_SHUTDOWN,
                 "nvarray serve is shutting down".to_string(),
             ))
-        } else if over_limit {
-            Some((
-                REP_ERR_POLICY,
-                format!(
-                    "nvarray serve: too many connections (limit {}; see --connections)",
-                    self.options.connections_max
-                ),
-            ))
         } else {
             None
         };
-        let _ = stream.set_write_timeout(Some(HANDSHAKE_TIMEOUT));
+        let _ = stream.set_write_timeout(Some(HANDSHAKE_IDLE));
+        let mut slot = None;
         let outcome = negotiate(
             &mut stream,
             &self.export,
             refuse.as_ref().map(|(k, m)| (*k, m.as_str())),
+            &mut || {
+                slot = Some(self.take_serving_slot()?);
+                Ok(())
+            },
             Instant::now() + HANDSHAKE_TIMEOUT,
             &mut |m| log(m),
         );
+        self.shared.handshaking.fetch_sub(1, Ordering::SeqCst);
         match outcome {
             Ok(Outcome::Transmission { structured }) => {
                 let _ = stream.set_read_timeout(None);
                 let _ = stream.set_write_timeout(None);
-                self.transmit(stream, structured, &log);
+                self.transmit(id, stream, structured, &log);
             }
             Ok(Outcome::Closed) => {}
             Err(e) if e.kind() == io::ErrorKind::UnexpectedEof => {}
             Err(e) => log(&format!("handshake failed: {e}")),
         }
+        drop(slot);
         self.shared
             .live
             .lock()
@@ -386,7 +504,7 @@ impl Server {
             .retain(|l| l.id != id);
     }
 
-    fn transmit(&self, stream: Stream, structured: bool, log: &(dyn Fn(&str) + Sync)) {
+    fn transmit(&self, id: u64, stream: Stream, structured: bool, log: &(dyn Fn(&str) + Sync)) {
         let qp = self
             .shared
             .queue_pairs
@@ -399,14 +517,17 @@ impl Server {
             .stats
             .lock()
             .expect("stats lock poisoned")
-            .push(Arc::clone(&stats));
+            .push((id, Arc::clone(&stats)));
         let t = Transmission::new(
             &self.device,
             qp,
             stream,
             self.export.limits,
             Negotiated { structured },
-            &stats,
+            Meters {
+                stats: &stats,
+                busy: &self.shared.busy,
+            },
             log,
         );
         let (qp, result) = t.run();
@@ -415,6 +536,17 @@ impl Server {
             .lock()
             .expect("queue pair lock poisoned")
             .push(qp);
+        {
+            // Merge into the one record of ended connections, under the list's lock (see
+            // `report`), and forget this connection's own.
+            let mut live = self.shared.stats.lock().expect("stats lock poisoned");
+            live.retain(|(i, _)| *i != id);
+            self.shared
+                .ended_stats
+                .lock()
+                .expect("stats lock poisoned")
+                .merge(&stats.lock().expect("stats lock poisoned"));
+        }
         if let Err(e) = result {
             if !matches!(
                 e.kind(),
@@ -428,12 +560,24 @@ impl Server {
     }
 }
 
-impl Drop for Server {
+/// A serving slot, given back when dropped.
+struct ServingSlot<'a>(&'a AtomicUsize);
+
+impl Drop for ServingSlot<'_> {
     fn drop(&mut self) {
-        if let Listener::Unix(_, path) = &self.listener {
-            let _ = std::fs::remove_file(path);
-        }
+        self.0.fetch_sub(1, Ordering::SeqCst);
     }
+}
+
+/// The connection limit is in range.
+pub fn check_options(options: &ServerOptions) -> Result<(), NbdError> {
+    if options.connections_max == 0 || options.connections_max > CONNECTIONS_MAX {
+        return Err(NbdError::Config(format!(
+            "connection limit {} is out of range: expected 1 to {CONNECTIONS_MAX}",
+            options.connections_max
+        )));
+    }
+    Ok(())
 }
 
 /// Waits until the listener or the wake-up descriptor is readable. Returns whether the

@@ -16,7 +16,7 @@ use std::time::{Duration, Instant};
 
 use nvarray_host::{Device, Done, HostError, IoOp, QueuePair};
 use nvarray_model::{Breakdown, Component};
-use nvarray_report::StreamStats;
+use nvarray_report::{BusyClock, StreamStats};
 
 use crate::io::{wait_fd, write_all, Fill, Input, Stream};
 use crate::proto::*;
@@ -82,6 +82,14 @@ struct Request {
     started: Instant,
 }
 
+/// Where a connection records what it measures: its own statistics, and the server's busy
+/// time (every request from the moment it takes a slot to its reply).
+#[derive(Clone, Copy)]
+pub struct Meters<'a> {
+    pub stats: &'a Mutex<StreamStats>,
+    pub busy: &'a BusyClock,
+}
+
 /// What the connection learned from the client.
 #[derive(Clone, Copy, Debug, Default)]
 pub struct Negotiated {
@@ -110,6 +118,8 @@ pub struct Transmission<'a> {
     zeroes: Box<[u8]>,
     closing: bool,
     stats: &'a Mutex<StreamStats>,
+    /// The server's busy time: every request from the moment it takes a slot to its reply.
+    busy: &'a BusyClock,
     log: &'a (dyn Fn(&str) + Sync),
 }
 
@@ -120,7 +130,7 @@ impl<'a> Transmission<'a> {
         stream: Stream,
         limits: ExportLimits,
         negotiated: Negotiated,
-        stats: &'a Mutex<StreamStats>,
+        meters: Meters<'a>,
         log: &'a (dyn Fn(&str) + Sync),
     ) -> Transmission<'a> {
         Transmission {
@@ -140,7 +150,8 @@ impl<'a> Transmission<'a> {
             finished: Vec::with_capacity(device.tags()),
             zeroes: vec![0u8; device.command_bytes_max() as usize].into_boxed_slice(),
             closing: false,
-            stats,
+            stats: meters.stats,
+            busy: meters.busy,
             log,
         }
     }
@@ -155,6 +166,10 @@ impl<'a> Transmission<'a> {
             self.reap(true);
         }
         let result = result.and_then(|()| write_all(&mut self.stream, &mut self.out));
+        // Requests the connection ended without answering are no longer in flight.
+        for _ in self.requests.iter().flatten() {
+            self.busy.end();
+        }
         (self.qp, result)
     }
 
@@ -307,6 +322,7 @@ impl<'a> Transmission<'a> {
         if kind == Kind::Read {
             self.read_bytes_live += u64::from(len_bytes);
         }
+        self.busy.begin();
         let assembled = (kind == Kind::Read && !self.structured && commands > 1)
             .then(|| vec![0u8; len_bytes as usize]);
         self.requests[slot] = Some(Request {
@@ -491,6 +507,7 @@ impl<'a> Transmission<'a> {
         }
         let request = self.requests[slot].take().expect("live request");
         self.free_slots.push(slot);
+        self.busy.end();
         let is_read = request.kind == Kind::Read;
         if is_read {
             self.read_bytes_live -= u64::from(request.len_bytes);

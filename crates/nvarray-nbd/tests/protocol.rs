@@ -2,86 +2,13 @@
 //! connections, every kind of bad request, shutdown.
 
 use std::os::unix::net::UnixStream;
-use std::path::PathBuf;
-use std::sync::Arc;
 
-use nvarray_host::{Device, Options};
-use nvarray_model::presets;
 use nvarray_nbd::client::{Client, Reply};
 use nvarray_nbd::io::Stream;
 use nvarray_nbd::proto::*;
-use nvarray_nbd::{Listen, Server, ServerOptions, ShutdownHandle};
 
-const SIZE_BYTES: u64 = 8 << 20;
-
-struct Running {
-    socket: PathBuf,
-    shutdown: ShutdownHandle,
-    thread: Option<std::thread::JoinHandle<Result<(), nvarray_nbd::NbdError>>>,
-    _dir: tempfile::TempDir,
-}
-
-impl Running {
-    fn start(read_only: bool) -> Running {
-        Running::start_speaking(read_only, "nvme")
-    }
-
-    /// The server over the `dram` preset speaking `protocol`.
-    fn start_speaking(read_only: bool, protocol: &str) -> Running {
-        let mut config = presets::preset("dram")
-            .unwrap()
-            .load(&[("interface.protocol".into(), protocol.into())])
-            .unwrap();
-        config.memory.capacity_bytes = SIZE_BYTES;
-        // Small tags so large requests become several commands.
-        let options = Options {
-            device_threads: 0,
-            buffer_bytes: Some(64 * 1024),
-            ..Options::default()
-        };
-        let device = Arc::new(Device::open(&config, &options).unwrap());
-        let dir = tempfile::tempdir().unwrap();
-        let socket = dir.path().join("s.sock");
-        let server = Server::bind(
-            device,
-            ServerOptions {
-                listen: Listen::Unix(socket.clone()),
-                export_name: "nvarray".into(),
-                read_only,
-                connections_max: 4,
-            },
-            Arc::new(|m: &str| eprintln!("server: {m}")),
-        )
-        .unwrap();
-        let shutdown = server.shutdown_handle();
-        let thread = std::thread::spawn(move || server.run());
-        Running {
-            socket,
-            shutdown,
-            thread: Some(thread),
-            _dir: dir,
-        }
-    }
-
-    fn client(&self, structured: bool) -> Client {
-        let s = UnixStream::connect(&self.socket).unwrap();
-        Client::connect(Stream::Unix(s), "", structured).unwrap()
-    }
-
-    fn stop(mut self) {
-        self.shutdown.shutdown();
-        self.thread.take().unwrap().join().unwrap().unwrap();
-    }
-}
-
-impl Drop for Running {
-    fn drop(&mut self) {
-        if let Some(t) = self.thread.take() {
-            self.shutdown.shutdown();
-            let _ = t.join();
-        }
-    }
-}
+mod common;
+use common::{Running, SIZE_BYTES};
 
 /// xorshift64*: a seeded sequence without a dependency.
 struct Rng(u64);
@@ -389,5 +316,132 @@ fn a_burst_of_large_reads_is_answered_in_bounded_memory() {
         "the process grew by {} MiB while answering the burst",
         grown >> 20
     );
+    server.stop();
+}
+
+/// Connections that never speak hold handshake slots, not serving slots, and are closed after
+/// `HANDSHAKE_IDLE`: a real client is served at once beside 20 silent ones (the limit is 4
+/// here). Before, every accepted connection took a serving slot for up to 30 s.
+#[test]
+fn silent_connections_neither_lock_out_clients_nor_stay_long() {
+    use std::io::Read;
+    let server = Running::start(false);
+    let silent: Vec<UnixStream> = (0..20)
+        .map(|_| {
+            let mut s = UnixStream::connect(&server.socket).unwrap();
+            let mut greeting = [0u8; 18];
+            s.read_exact(&mut greeting).unwrap();
+            s
+        })
+        .collect();
+    let mut c = server.client(true);
+    assert_eq!(c.read(0, 512).unwrap(), Reply::Ok(vec![0; 512]));
+    // The server closes a silent handshake itself: end of file, well before the old 30 s.
+    let started = std::time::Instant::now();
+    for mut s in silent {
+        s.set_read_timeout(Some(std::time::Duration::from_secs(20)))
+            .unwrap();
+        let mut rest = Vec::new();
+        s.read_to_end(&mut rest)
+            .expect("closed by the server, not timed out");
+    }
+    assert!(
+        started.elapsed() < nvarray_nbd::handshake::HANDSHAKE_IDLE * 3,
+        "silent handshakes were closed after {:?}",
+        started.elapsed()
+    );
+    drop(c);
+    server.stop();
+}
+
+/// Serving slots are still bounded: with 4 serving, a fifth client's GO is refused with a
+/// message naming the limit; once one ends, the next is served.
+#[test]
+fn serving_connections_over_the_limit_are_refused_with_a_message() {
+    let server = Running::start(false);
+    let held: Vec<Client> = (0..4).map(|_| server.client(true)).collect();
+    let s = UnixStream::connect(&server.socket).unwrap();
+    let Err(e) = Client::connect(Stream::Unix(s), "", true) else {
+        panic!("a fifth client was served beside 4 with the limit at 4");
+    };
+    assert!(e.to_string().contains("too many connections"), "{e}");
+    drop(held);
+    // The slots come back as each connection ends; its thread may still be finishing.
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+    let mut c = loop {
+        let s = UnixStream::connect(&server.socket).unwrap();
+        match Client::connect(Stream::Unix(s), "", true) {
+            Ok(c) => break c,
+            Err(e) => assert!(std::time::Instant::now() < deadline, "{e}"),
+        }
+    };
+    assert_eq!(c.read(0, 512).unwrap(), Reply::Ok(vec![0; 512]));
+    drop(c);
+    server.stop();
+}
+
+/// A client that sends requests and stops taking replies does not hold shutdown for the
+/// 30 s stall limit: after `SHUTDOWN_GRACE` its socket is closed and the server exits.
+#[test]
+fn shutdown_does_not_wait_for_a_client_that_takes_no_replies() {
+    let server = Running::start(false);
+    let mut c = server.client(false);
+    let mut burst = Vec::new();
+    for cookie in 0..64u64 {
+        let header = RequestHeader {
+            magic: REQUEST_MAGIC,
+            flags: 0,
+            kind: CMD_READ,
+            cookie,
+            offset_bytes: 0,
+            len_bytes: 4 << 20,
+        };
+        burst.extend_from_slice(&header.encode());
+    }
+    c.send_raw(&burst).unwrap();
+    // Wait until the server is stuck sending: it has answered some, and no more fit.
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(20);
+    while server.server.report().totals.requests == 0 {
+        assert!(std::time::Instant::now() < deadline, "no request answered");
+        std::thread::yield_now();
+    }
+    let started = std::time::Instant::now();
+    server.stop();
+    assert!(
+        started.elapsed() < nvarray_nbd::server::SHUTDOWN_GRACE + std::time::Duration::from_secs(8),
+        "shutdown took {:?}",
+        started.elapsed()
+    );
+    drop(c);
+}
+
+/// The report's rates are over the time requests were in flight, not the uptime: the
+/// requests of a burst, then idle time, leave IOPS at requests / busy time.
+#[test]
+fn the_report_divides_by_busy_time_and_gives_the_uptime_too() {
+    let server = Running::start(false);
+    let mut c = server.client(true);
+    for i in 0..200u64 {
+        c.read((i % 64) * 4096, 4096).unwrap();
+    }
+    drop(c);
+    let r = server.server.report();
+    let uptime = r.uptime_ns.expect("a server reports its uptime");
+    assert_eq!(r.totals.requests, 200);
+    assert!(
+        r.elapsed_ns > 0 && r.elapsed_ns <= uptime,
+        "{} of {uptime}",
+        r.elapsed_ns
+    );
+    let expected = 200.0 / (r.elapsed_ns as f64 / 1e9);
+    assert!(
+        (r.totals.iops - expected).abs() <= expected * 1e-9,
+        "{} vs {expected}",
+        r.totals.iops
+    );
+    // Idle time does not move the busy time.
+    let later = server.server.report();
+    assert_eq!(later.elapsed_ns, r.elapsed_ns);
+    assert!(later.uptime_ns.unwrap() > uptime);
     server.stop();
 }

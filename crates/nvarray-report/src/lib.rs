@@ -103,8 +103,14 @@ pub struct WearReport {
 pub struct RunReport {
     pub engine: &'static str,
     pub device: String,
-    /// Time the measurement covers (virtual time for the simulator).
+    /// Time the measurement covers (virtual time for the simulator), which rates and
+    /// utilisation are divided by. For a server (`serve`, `mount`) it is the busy time: the
+    /// time at least one request was in flight; `uptime_ns` is then the whole time it ran.
     pub elapsed_ns: u64,
+    /// A server's whole running time, idle included (absent for a benchmark run, whose
+    /// elapsed time is its running time).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub uptime_ns: Option<u64>,
     #[serde(flatten)]
     pub totals: Totals,
     pub utilisation: Utilisation,
@@ -168,6 +174,60 @@ pub fn cpu_seconds_per_gb(cpu_seconds: f64, bytes: u64) -> f64 {
     cpu_seconds / (bytes as f64 / 1e9)
 }
 
+/// Time during which at least one request was in flight, over any number of threads: the
+/// busy time a server's rates are divided by, so idle hours between clients do not dilute
+/// them (a server up 10 s that served fio for 3 s reports fio's rate, not a third of it).
+#[derive(Debug, Default)]
+pub struct BusyClock {
+    state: std::sync::Mutex<BusyState>,
+}
+
+#[derive(Debug, Default)]
+struct BusyState {
+    in_flight: u64,
+    /// When `in_flight` last rose from 0.
+    since: Option<std::time::Instant>,
+    /// Busy intervals that have ended.
+    ended_ns: u64,
+}
+
+impl BusyClock {
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    fn state(&self) -> std::sync::MutexGuard<'_, BusyState> {
+        self.state.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// A request has started.
+    pub fn begin(&self) {
+        let mut s = self.state();
+        if s.in_flight == 0 {
+            s.since = Some(std::time::Instant::now());
+        }
+        s.in_flight += 1;
+    }
+
+    /// A request begun with `begin` has ended (answered, failed or abandoned).
+    pub fn end(&self) {
+        let mut s = self.state();
+        debug_assert!(s.in_flight > 0, "end without begin");
+        s.in_flight = s.in_flight.saturating_sub(1);
+        if s.in_flight == 0 {
+            if let Some(since) = s.since.take() {
+                s.ended_ns += since.elapsed().as_nanos() as u64;
+            }
+        }
+    }
+
+    /// Busy nanoseconds so far, the interval under way included.
+    pub fn busy_ns(&self) -> u64 {
+        let s = self.state();
+        s.ended_ns + s.since.map_or(0, |t| t.elapsed().as_nanos() as u64)
+    }
+}
+
 /// Accumulates one stream's completions.
 #[derive(Clone, Debug)]
 pub struct StreamStats {
@@ -178,6 +238,10 @@ pub struct StreamStats {
     read_requests: u64,
     read_bytes: u64,
     write_bytes: u64,
+    /// The stream's own active time, if it differs from the run's: a job that finished its
+    /// `number_ios` early, or ran a shorter `runtime`, reports its rates over its own time,
+    /// as fio does.
+    active_ns: Option<u64>,
 }
 
 impl StreamStats {
@@ -192,7 +256,18 @@ impl StreamStats {
             read_requests: 0,
             read_bytes: 0,
             write_bytes: 0,
+            active_ns: None,
         }
+    }
+
+    /// Sets the stream's own active time (see `active_ns`); rates are over it.
+    pub fn set_active_ns(&mut self, ns: u64) {
+        self.active_ns = Some(ns);
+    }
+
+    /// The time this stream's rates are over: its own active time, or else `run_ns`.
+    pub fn active_or(&self, run_ns: u64) -> u64 {
+        self.active_ns.unwrap_or(run_ns)
     }
 
     #[inline]
@@ -223,6 +298,12 @@ impl StreamStats {
         self.read_requests += other.read_requests;
         self.read_bytes += other.read_bytes;
         self.write_bytes += other.write_bytes;
+        // Threads of one stream ran side by side: the stream was active as long as the
+        // longest of them.
+        self.active_ns = match (self.active_ns, other.active_ns) {
+            (Some(a), Some(b)) => Some(a.max(b)),
+            (a, b) => a.or(b),
+        };
     }
 
     pub fn totals(&self, elapsed_ns: u64) -> Totals {
@@ -320,7 +401,7 @@ impl RunReport {
                 .iter()
                 .map(|s| StreamReport {
                     name: s.name.clone(),
-                    totals: s.totals(elapsed_ns),
+                    totals: s.totals(s.active_or(elapsed_ns)),
                 })
                 .collect(),
             faithful: true,
@@ -332,6 +413,33 @@ impl RunReport {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// Overlapping requests count once, and the time between two is not busy.
+    #[test]
+    fn busy_time_is_the_union_of_requests_in_flight() {
+        let clock = BusyClock::new();
+        assert_eq!(clock.busy_ns(), 0);
+        let wall = std::time::Instant::now();
+        clock.begin();
+        clock.begin();
+        std::thread::sleep(std::time::Duration::from_millis(20));
+        clock.end();
+        clock.end();
+        let wall_ns = wall.elapsed().as_nanos() as u64;
+        let first = clock.busy_ns();
+        // Counted once: at least the 20 ms, at most the wall time around it (twice, if each
+        // request counted on its own).
+        assert!(
+            (20_000_000..=wall_ns).contains(&first),
+            "{first} of {wall_ns}"
+        );
+        // Idle: nothing in flight, the clock stands still.
+        std::thread::sleep(std::time::Duration::from_millis(5));
+        assert_eq!(clock.busy_ns(), first);
+        clock.begin();
+        assert!(clock.busy_ns() >= first, "an interval under way counts");
+        clock.end();
+    }
 
     #[test]
     fn cpu_seconds_per_gb_divides_by_gigabytes() {

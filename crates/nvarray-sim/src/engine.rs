@@ -184,6 +184,8 @@ pub fn run(device: &DeviceConfig, workload: &Workload) -> Result<RunReport, SimE
     }
 
     let mut last_completion_ns = 0u64;
+    // Per stream: its last completion.
+    let mut stream_last_ns = vec![0u64; streams.len()];
     let stop_ns = end_ns.unwrap_or(u64::MAX);
     // Whether the run reached `stop_ns` (rather than running out of work first).
     let mut stopped_by_time = false;
@@ -228,6 +230,7 @@ pub fn run(device: &DeviceConfig, workload: &Workload) -> Result<RunReport, SimE
                 debug_assert_eq!(breakdown.total_ns(), latency);
                 let th = &host.threads[p.thread as usize];
                 streams[th.stream].record(c.op == Op::Read, c.len_bytes, latency, &breakdown);
+                stream_last_ns[th.stream] = t;
                 let next_ns = t + th.thinktime_ns;
                 last_completion_ns = t;
                 host.free_ids.push(x);
@@ -248,6 +251,19 @@ pub fn run(device: &DeviceConfig, workload: &Workload) -> Result<RunReport, SimE
         last_completion_ns
     }
     .max(1);
+    // A stream that stopped before the run did (its number_ios done, or a shorter runtime)
+    // reports its rates over its own time, as fio does.
+    for (stream, stats) in streams.iter_mut().enumerate() {
+        let own = || host.threads.iter().filter(|t| t.stream == stream);
+        let Some(runtime_ns) = own().map(|t| t.end_ns).next() else {
+            continue;
+        };
+        if own().all(|t| t.remaining == 0) {
+            stats.set_active_ns(stream_last_ns[stream].max(1));
+        } else if runtime_ns < elapsed_ns {
+            stats.set_active_ns(runtime_ns);
+        }
+    }
     let cpu_s = process_cpu_seconds() - cpu_start_s;
     Ok(report(&model, &streams, elapsed_ns, cpu_s))
 }

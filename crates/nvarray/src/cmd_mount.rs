@@ -103,14 +103,15 @@ pub fn run(args: MountArgs) -> Result<()> {
     });
     let source = format!("FUSE file {}", mounted.disk_path().display());
     let report = |stats: &DiskStats| {
-        let elapsed_ns = start.elapsed().as_nanos() as u64;
         let cpu_seconds = process_cpu_seconds() - cpu_start;
-        let report = nvarray_host::bench::device_report(
+        // Rates over the busy time, not the uptime (idle time between programs included).
+        let mut report = nvarray_host::bench::device_report(
             &device,
             std::slice::from_ref(&stats.io),
-            elapsed_ns,
+            stats.busy_ns,
             cpu_seconds,
         );
+        report.uptime_ns = Some(start.elapsed().as_nanos() as u64);
         print_report(&config, &source, stats, &report, args.json);
     };
     // Ends when the session is over; a stop request while the file is in use only says so.

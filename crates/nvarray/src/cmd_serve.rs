@@ -8,8 +8,8 @@ use std::sync::Arc;
 use anyhow::{Context, Result};
 use clap::Args;
 use nvarray_host::options::BackingKind;
-use nvarray_nbd::server::{CONNECTIONS_DEFAULT, LISTEN_DEFAULT};
-use nvarray_nbd::{Listen, NbdError, Server, ServerOptions};
+use nvarray_nbd::server::{check_options, CONNECTIONS_DEFAULT, LISTEN_DEFAULT};
+use nvarray_nbd::{Bound, Listen, NbdError, Server, ServerOptions};
 use signal_hook::consts::{SIGINT, SIGTERM, SIGUSR1};
 use signal_hook::iterator::Signals;
 
@@ -51,24 +51,24 @@ pub fn run(args: ServeArgs) -> Result<()> {
             if *durable { ", durable flushes" } else { "" }
         ),
     };
+    let server_options = ServerOptions {
+        listen: args.listen.clone(),
+        export_name: args.export_name.clone(),
+        read_only: args.read_only,
+        connections_max: args.connections,
+    };
+    let nbd_error = |e| match e {
+        e @ (NbdError::Config(_) | NbdError::Bind { .. }) => input_error(e),
+        e => anyhow::Error::new(e),
+    };
+    // Listen before the device is prepared (seconds for a large one): a client that connects
+    // meanwhile waits in the backlog instead of being refused.
+    check_options(&server_options).map_err(nbd_error)?;
+    let bound = Bound::listen(&args.listen).map_err(nbd_error)?;
     let device = open_device(&config, &options)?;
     let log: Arc<dyn Fn(&str) + Send + Sync> = Arc::new(|m: &str| eprintln!("nvarray serve: {m}"));
-    let server = Arc::new(
-        Server::bind(
-            Arc::clone(&device),
-            ServerOptions {
-                listen: args.listen.clone(),
-                export_name: args.export_name.clone(),
-                read_only: args.read_only,
-                connections_max: args.connections,
-            },
-            log,
-        )
-        .map_err(|e| match e {
-            e @ (NbdError::Config(_) | NbdError::Bind { .. }) => input_error(e),
-            e => anyhow::Error::new(e),
-        })?,
-    );
+    let server =
+        Arc::new(Server::over(Arc::clone(&device), bound, server_options, log).map_err(nbd_error)?);
     let uri = server.uri();
     let export = server.export();
     let mut out = std::io::stdout().lock();

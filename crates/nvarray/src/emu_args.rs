@@ -177,9 +177,24 @@ impl EmuDeviceArgs {
     }
 }
 
-/// Opens the emulated device for a front end; a bad setting is an input error (exit 2).
+/// RAM devices from this size up show a progress bar while their pages are allocated.
+const PREPARE_PROGRESS_BYTES: u64 = 1 << 30;
+
+/// Opens the emulated device for a front end; a bad setting is an input error (exit 2). A
+/// large RAM device says so on stderr and shows the allocation's progress (4 GiB take ~3 s).
 pub fn open_device(config: &DeviceConfig, options: &Options) -> Result<Arc<Device>> {
-    let device = Device::open(config, options).map_err(|e| {
+    let size = config.memory.capacity_bytes;
+    let progress = (matches!(options.backing, BackingKind::Ram) && size >= PREPARE_PROGRESS_BYTES)
+        .then(|| {
+            eprintln!(
+                "preparing the device: allocating {} MiB of RAM...",
+                size >> 20
+            );
+            PrepareProgress::start(size)
+        });
+    let opened = Device::open(config, options);
+    drop(progress);
+    let device = opened.map_err(|e| {
         if e.is_input_error() {
             input_error(e)
         } else {
@@ -187,6 +202,57 @@ pub fn open_device(config: &DeviceConfig, options: &Options) -> Result<Arc<Devic
         }
     })?;
     Ok(Arc::new(device))
+}
+
+/// A bar that follows the process's resident memory while a RAM device's pages are
+/// allocated (the allocation is one `madvise` call, which reports nothing itself).
+struct PrepareProgress {
+    done: Arc<std::sync::atomic::AtomicBool>,
+    thread: Option<std::thread::JoinHandle<()>>,
+}
+
+impl PrepareProgress {
+    fn start(size_bytes: u64) -> PrepareProgress {
+        use std::sync::atomic::{AtomicBool, Ordering};
+        let done = Arc::new(AtomicBool::new(false));
+        let seen = Arc::clone(&done);
+        let base = resident_bytes();
+        let thread = std::thread::spawn(move || {
+            let bar = crate::progress::Progress::new("preparing the device", 1);
+            while !seen.load(Ordering::Acquire) {
+                let grown = resident_bytes().saturating_sub(base);
+                bar.set(0, grown as f64 / size_bytes as f64);
+                // A display refresh, woken early when the device is ready.
+                std::thread::park_timeout(std::time::Duration::from_millis(100));
+            }
+            bar.finish();
+        });
+        PrepareProgress {
+            done,
+            thread: Some(thread),
+        }
+    }
+}
+
+impl Drop for PrepareProgress {
+    fn drop(&mut self) {
+        self.done.store(true, std::sync::atomic::Ordering::Release);
+        if let Some(t) = self.thread.take() {
+            t.thread().unpark();
+            let _ = t.join();
+        }
+    }
+}
+
+/// This process's resident memory, from `/proc/self/statm` (0 where it cannot be read).
+fn resident_bytes() -> u64 {
+    let pages: u64 = std::fs::read_to_string("/proc/self/statm")
+        .ok()
+        .and_then(|s| s.split_whitespace().nth(1)?.parse().ok())
+        .unwrap_or(0);
+    // SAFETY: sysconf only reads a system constant.
+    let page = unsafe { libc::sysconf(libc::_SC_PAGESIZE) }.max(1) as u64;
+    pages * page
 }
 
 #[cfg(test)]

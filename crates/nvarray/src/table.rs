@@ -126,17 +126,28 @@ pub fn served_report(device: &DeviceConfig, source: &str, r: &RunReport) -> Stri
 /// utilisation, wear, CPU and lateness.
 fn report_body(r: &RunReport) -> String {
     let mut s = String::new();
+    let time = match r.uptime_ns {
+        // A server: say which time the rates are over.
+        Some(up) => format!(
+            "{:.3} ms busy (a request in flight) of {:.3} s up; rates and utilisation are over the busy time",
+            r.elapsed_ns as f64 / 1e6,
+            up as f64 / 1e9
+        ),
+        None => format!(
+            "{:.3} ms of {}",
+            r.elapsed_ns as f64 / 1e6,
+            if r.engine == "sim" {
+                "device time"
+            } else {
+                "wall-clock time"
+            }
+        ),
+    };
     let _ = writeln!(
         s,
-        "engine   {}{} ({:.3} ms of {})",
+        "engine   {}{} ({time})",
         r.engine,
         r.emulator.as_ref().map(setup_line).unwrap_or_default(),
-        r.elapsed_ns as f64 / 1e6,
-        if r.engine == "sim" {
-            "device time"
-        } else {
-            "wall-clock time"
-        }
     );
     // First, so nobody reads the numbers below without knowing they are not the model's.
     if let Some(line) = unfaithful_line(r) {

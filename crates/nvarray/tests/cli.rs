@@ -96,6 +96,37 @@ fn a_job_file_gives_one_stream_per_section() {
     assert_eq!(r["requests"].as_u64().unwrap(), total);
 }
 
+/// A stream that finishes its `number_ios` early reports its rate over its own active time,
+/// as fio does: beside an identical time-based stream sharing the device, its IOPS are of the
+/// same order (over the whole run they were a fraction of it).
+#[test]
+fn a_stream_that_ends_early_reports_its_rate_over_its_own_time() {
+    let dir = scratch("active");
+    let path = dir.join("early.fio");
+    std::fs::write(
+        &path,
+        "[global]\nrw=randread\nbs=4k\nsize=64m\n[short]\nnumber_ios=2000\n[long]\nruntime=200ms\n",
+    )
+    .unwrap();
+    for engine in [
+        &["sim"][..],
+        &["bench", "--engine", "emu", "--size", "64m"][..],
+    ] {
+        let mut args = engine.to_vec();
+        args.extend([path.to_str().unwrap(), "--json"]);
+        let r = json(&args);
+        let streams = r["streams"].as_array().unwrap();
+        let iops = |i: usize| streams[i]["iops"].as_f64().unwrap();
+        assert_eq!(streams[0]["requests"], 2000, "{engine:?}");
+        assert!(
+            iops(0) > 0.3 * iops(1),
+            "{engine:?}: short {} IOPS vs long {} IOPS",
+            iops(0),
+            iops(1)
+        );
+    }
+}
+
 #[test]
 fn a_printed_preset_runs_like_the_preset() {
     let toml = nvarray(&["presets", "show", "optane"]);

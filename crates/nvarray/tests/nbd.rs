@@ -369,11 +369,16 @@ fn connections_over_the_limit_are_refused_with_a_message() {
     }
     let dir = scratch("limit");
     let serve = Serve::start(&dir, &["--connections", "1"]);
-    // Hold the one connection: the greeting proves the server took it.
-    let mut held = std::os::unix::net::UnixStream::connect(&serve.socket).unwrap();
-    let mut greeting = [0u8; 18];
-    held.read_exact(&mut greeting).unwrap();
-    assert_eq!(&greeting[..8], b"NBDMAGIC");
+    // Hold the one serving slot: a client past the handshake, in transmission. (A connection
+    // still in its handshake holds no serving slot.)
+    let held = nvarray_nbd::client::Client::connect(
+        nvarray_nbd::io::Stream::Unix(
+            std::os::unix::net::UnixStream::connect(&serve.socket).unwrap(),
+        ),
+        "",
+        true,
+    )
+    .unwrap();
     // libnbd logs the server's message only in debug mode.
     let out = Command::new("nbdinfo")
         .arg(serve.uri())
@@ -401,4 +406,45 @@ fn bad_listen_addresses_are_input_errors() {
         let err = String::from_utf8_lossy(&out.stderr);
         assert!(err.contains("--listen"), "{addr}: {err}");
     }
+}
+
+/// `serve` listens before it prepares the device (seconds for a large one): a client that
+/// connects as soon as the socket exists waits in the backlog and is served, instead of
+/// failing because nothing listens yet.
+#[test]
+fn serve_listens_before_it_prepares_a_large_device() {
+    let dir = scratch("listen-first");
+    let socket = dir.join("nbd.sock");
+    let mut child = Command::new(env!("CARGO_BIN_EXE_nvarray"))
+        .args(["serve", "--preset", "dram", "--size", "2G", "--listen"])
+        .arg(format!("unix:{}", socket.display()))
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let deadline = Instant::now() + Duration::from_secs(60);
+    while !socket.exists() {
+        assert!(Instant::now() < deadline, "no socket");
+        assert!(child.try_wait().unwrap().is_none(), "serve exited");
+        std::thread::yield_now();
+    }
+    let mut c = nvarray_nbd::client::Client::connect(
+        nvarray_nbd::io::Stream::Unix(std::os::unix::net::UnixStream::connect(&socket).unwrap()),
+        "",
+        true,
+    )
+    .expect("served once the device is ready");
+    assert_eq!(c.info.size_bytes, 2 << 30);
+    assert_eq!(
+        c.read(0, 4096).unwrap(),
+        nvarray_nbd::client::Reply::Ok(vec![0; 4096])
+    );
+    drop(c);
+    let _ = Command::new("kill")
+        .args(["-INT", &child.id().to_string()])
+        .status();
+    let out = child.wait_with_output().unwrap();
+    assert!(out.status.success());
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains("preparing the device"), "{err}");
 }
