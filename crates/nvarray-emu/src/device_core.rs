@@ -39,10 +39,15 @@ pub enum Status {
     /// A field of the command is malformed: a tag outside the device's tags, a PRP entry
     /// outside the queue pair's DMA memory.
     BadField,
+    /// The command named a tag that already has a command in flight. This completion is the
+    /// refused command's, not the tag's command in flight (which completes on its own later):
+    /// a driver must not take it for that one's (NVMe: Command ID Conflict, generic status
+    /// 03h).
+    TagConflict,
 }
 
 impl Status {
-    pub const ALL: [Status; 7] = [
+    pub const ALL: [Status; 8] = [
         Status::Ok,
         Status::OutOfRange,
         Status::Misaligned,
@@ -50,6 +55,7 @@ impl Status {
         Status::IoError,
         Status::BadOpcode,
         Status::BadField,
+        Status::TagConflict,
     ];
 
     /// The 4-bit code carried in completion words.
@@ -80,6 +86,7 @@ impl std::fmt::Display for Status {
             Status::IoError => "backing store I/O error",
             Status::BadOpcode => "unknown opcode",
             Status::BadField => "malformed command field",
+            Status::TagConflict => "tag already has a command in flight (command refused)",
         })
     }
 }

@@ -88,7 +88,9 @@ struct QueueSlot {
 
 struct State {
     core: DeviceCore,
-    queues: Vec<QueueSlot>,
+    /// Attached queue pairs by id; `None` where one was detached (its id is given to the next
+    /// queue pair attached).
+    queues: Vec<Option<QueueSlot>>,
     /// Per tag: a command is in flight (a second command on a busy tag is refused: its buffer
     /// is in use) and whether its completion goes into the data.
     tag_busy: Vec<bool>,
@@ -192,11 +194,19 @@ impl Emulator {
         !self.threads.is_empty()
     }
 
-    /// Connects the device's ends of a new queue pair; returns its queue id.
+    /// Connects the device's ends of a new queue pair; returns its queue id (a detached
+    /// pair's id is reused, so ids stay below the most pairs ever attached at once).
     pub fn attach(&self, queue: DeviceQueue, irq: Arc<Irq>, may_sleep: bool) -> u16 {
         let mut state = self.lock();
-        let id = state.queues.len();
-        assert!(id < usize::from(u16::MAX), "queue ids are 16-bit");
+        let id = state
+            .queues
+            .iter()
+            .position(Option::is_none)
+            .unwrap_or(state.queues.len());
+        assert!(
+            id < usize::from(u16::MAX),
+            "queue ids are 16-bit: 65,535 queue pairs attached at once"
+        );
         let matches = matches!(
             (&queue, self.shared.protocol),
             (
@@ -205,14 +215,37 @@ impl Emulator {
             ) | (DeviceQueue::Nvme { .. }, Protocol::Nvme)
         );
         assert!(matches, "queue pair protocol differs from the device's");
-        state.queues.push(QueueSlot {
+        let slot = Some(QueueSlot {
             queue,
             irq,
             may_sleep,
             backlog: Vec::with_capacity(16),
             sq_taken: 0,
         });
+        if id == state.queues.len() {
+            state.queues.push(slot);
+        } else {
+            state.queues[id] = slot;
+        }
         id as u16
+    }
+
+    /// Disconnects queue pair `id`, freeing its rings. The host must have collected every
+    /// completion of its commands first (`QueuePair`'s drop does); anything the device still
+    /// had for it is dropped. Trailing free ids are trimmed so the table shrinks too.
+    pub fn detach(&self, id: u16) {
+        let mut state = self.lock();
+        if let Some(slot) = state.queues.get_mut(usize::from(id)) {
+            *slot = None;
+        }
+        while state.queues.last().is_some_and(Option::is_none) {
+            state.queues.pop();
+        }
+    }
+
+    /// Queue pairs attached now.
+    pub fn queue_pairs(&self) -> usize {
+        self.lock().queues.iter().flatten().count()
     }
 
     /// One pass of the device, if no other thread is running one (inline mode). Returns
@@ -326,6 +359,7 @@ fn service(shared: &Shared, state: &mut State) -> bool {
     let mut last_reading = None;
     let mut taken = 0u64;
     for (qid, slot) in queues.iter_mut().enumerate() {
+        let Some(slot) = slot else { continue };
         let qid = qid as u16;
         for posted in std::mem::take(&mut slot.backlog) {
             post(slot, dma, posted, false);
@@ -366,8 +400,14 @@ fn service(shared: &Shared, state: &mut State) -> bool {
             let tag = usize::from(submission.tag);
             if tag >= tag_busy.len() || tag_busy[tag] {
                 // A tag the host does not have, or one already in flight: its buffer is not
-                // the device's to touch.
-                let refused = immediate(submission.queue, submission.tag, Status::BadField);
+                // the device's to touch. The second gets a status of its own, so the driver
+                // cannot take the refusal for the completion of the command in flight.
+                let status = if tag < tag_busy.len() {
+                    Status::TagConflict
+                } else {
+                    Status::BadField
+                };
+                let refused = immediate(submission.queue, submission.tag, status);
                 post(slot, dma, refused, false);
                 continue;
             }
@@ -395,7 +435,10 @@ fn service(shared: &Shared, state: &mut State) -> bool {
         if tag < tag_busy.len() {
             tag_busy[tag] = false;
         }
-        post(&mut queues[usize::from(posted.queue)], dma, posted, in_data);
+        // A queue pair detached with this command in flight is gone: nothing to tell it.
+        if let Some(Some(slot)) = queues.get_mut(usize::from(posted.queue)) {
+            post(slot, dma, posted, in_data);
+        }
     });
     if taken > 0 || core.in_flight() > 0 {
         *last_busy_ns = now;

@@ -110,6 +110,8 @@ pub mod nvme {
     pub const SC_SUCCESS: u16 = 0x00;
     pub const SC_INVALID_OPCODE: u16 = 0x01;
     pub const SC_INVALID_FIELD: u16 = 0x02;
+    /// NVMe base specification, generic command status 03h.
+    pub const SC_COMMAND_ID_CONFLICT: u16 = 0x03;
     pub const SC_DATA_TRANSFER_ERROR: u16 = 0x04;
     pub const SC_LBA_OUT_OF_RANGE: u16 = 0x80;
 
@@ -144,6 +146,7 @@ pub mod nvme {
             Status::OutOfRange => SC_LBA_OUT_OF_RANGE,
             Status::BadOpcode => SC_INVALID_OPCODE,
             Status::IoError => SC_DATA_TRANSFER_ERROR,
+            Status::TagConflict => SC_COMMAND_ID_CONFLICT,
             // NVMe reports these as "invalid field"; the emulator keeps the exact reason in
             // the otherwise unused dword 0 (see `Cqe::result`).
             Status::Misaligned | Status::BadLength | Status::BadField => SC_INVALID_FIELD,

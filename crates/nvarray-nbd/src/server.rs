@@ -167,8 +167,9 @@ struct Shared {
     handshaking: AtomicUsize,
     serving: AtomicUsize,
     accepted: AtomicUsize,
-    /// Idle queue pairs from connections that ended (the emulator keeps every queue pair it
-    /// was given, so connections reuse them instead of adding new ones).
+    /// Idle queue pairs from connections that ended, reused by the next ones (building a
+    /// pair's rings costs more than taking one from here; at most as many as were ever
+    /// serving at once).
     queue_pairs: Mutex<Vec<QueuePair>>,
     /// The statistics of each serving connection, by connection id.
     stats: Mutex<Vec<(u64, Arc<Mutex<StreamStats>>)>>,
