@@ -14,7 +14,7 @@ use std::time::Instant;
 
 use nvarray_host::{Completion, Device, QueuePair};
 use nvarray_model::{Breakdown, Component};
-use nvarray_report::StreamStats;
+use nvarray_report::{BusyClock, StreamStats};
 
 use crate::error::IoError;
 
@@ -30,8 +30,8 @@ pub struct DiskStats {
     pub io: StreamStats,
     /// fsync requests, each a device flush.
     pub fsyncs: u64,
-    /// Time spent answering reads, writes and fsyncs: the busy time the mount's rates are
-    /// over (requests are served one at a time, so their sum is the time one was in flight).
+    /// Active time: reads, writes and fsyncs in progress, and the short gaps between them
+    /// (`nvarray_report::BusyClock`), which the mount's rates are over.
     pub busy_ns: u64,
     /// Requests answered with an error, and the last such error.
     pub errors: u64,
@@ -47,6 +47,7 @@ pub struct DiskIo {
     size_bytes: u64,
     scratch: Box<[u8]>,
     stats: DiskStats,
+    busy: BusyClock,
 }
 
 impl DiskIo {
@@ -64,6 +65,7 @@ impl DiskIo {
             block_bytes,
             size_bytes,
             scratch: vec![0u8; scratch_bytes].into_boxed_slice(),
+            busy: BusyClock::new(),
             stats: DiskStats {
                 io: StreamStats::new("fuse"),
                 fsyncs: 0,
@@ -147,11 +149,13 @@ impl DiskIo {
     /// Makes every write acknowledged so far durable (a device flush: with a durable file
     /// backing, `msync` + `fdatasync`).
     pub fn fsync(&mut self) -> Result<(), IoError> {
-        let t0 = Instant::now();
-        match self.qp.flush(&self.device) {
+        self.busy.begin();
+        let flushed = self.qp.flush(&self.device);
+        self.busy.end();
+        self.stats.busy_ns = self.busy.busy_ns();
+        match flushed {
             Ok(()) => {
                 self.stats.fsyncs += 1;
-                self.stats.busy_ns += t0.elapsed().as_nanos() as u64;
                 Ok(())
             }
             Err(e) => Err(self.failed(e.into())),
@@ -222,7 +226,10 @@ impl DiskIo {
     /// Counts a request answered now that began at `t0`.
     fn record(&mut self, is_read: bool, len_bytes: u32, t0: Instant) {
         let latency_ns = t0.elapsed().as_nanos() as u64;
-        self.stats.busy_ns += latency_ns;
+        // Serial requests: the clock's begin is this request's start, its end now.
+        self.busy.begin_at(t0);
+        self.busy.end();
+        self.stats.busy_ns = self.busy.busy_ns();
         self.stats.io.record_host(is_read, len_bytes, latency_ns);
     }
 

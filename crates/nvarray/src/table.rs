@@ -129,8 +129,9 @@ fn report_body(r: &RunReport) -> String {
     let time = match r.uptime_ns {
         // A server: say which time the rates are over.
         Some(up) => format!(
-            "{:.3} ms busy (a request in flight) of {:.3} s up; rates and utilisation are over the busy time",
+            "{:.3} ms active (requests in flight, and gaps under {} ms between them) of {:.3} s up; rates and utilisation are over the active time",
             r.elapsed_ns as f64 / 1e6,
+            nvarray_report::ACTIVE_GAP_MAX.as_millis(),
             up as f64 / 1e9
         ),
         None => format!(
