@@ -63,8 +63,10 @@ fn parse_seeds(names: &[String]) -> anyhow::Result<Vec<Seed>> {
 pub fn run(args: ReproArgs) -> anyhow::Result<()> {
     let chosen = parse_seeds(&args.seeds)?;
     let figures: Vec<_> = chosen.iter().flat_map(|&s| seeds::figures(s)).collect();
+    // The directory is the user's choice: one that cannot be made is their mistake (exit 2),
+    // found before any figure runs.
     std::fs::create_dir_all(args.out.join("jobs"))
-        .with_context(|| format!("cannot create {}", args.out.display()))?;
+        .map_err(|e| input_error(format!("--out: cannot create {}: {e}", args.out.display())))?;
     for e in nvarray_repro::run::experiments(&figures) {
         if let Experiment::Sim(run) = e {
             if let Some(name) = &run.job_file {

@@ -304,6 +304,10 @@ fn bad_input_exits_2_with_one_line_naming_the_field() {
             ],
             "/nonexistent does not exist",
         ),
+        (
+            vec!["repro", "--out", "/proc/x", "moneta"],
+            "--out: cannot create /proc/x",
+        ),
     ];
     for (args, needle) in cases {
         let o = nvarray(&args);
