@@ -129,14 +129,14 @@ fn bad_input_is_an_error_that_names_the_choices() {
         err.contains("unknown seed") && err.contains("dc-express"),
         "{err}"
     );
-    // An output directory that cannot be made: an error, not a panic.
+    // An output directory that cannot be made: the user's mistake (exit 2), not a panic.
     let out = nvarray_in(
         &dir,
         &["repro", "moneta", "--sim-only", "--out", "/proc/nvarray"],
     );
     assert_eq!(
         out.status.code(),
-        Some(1),
+        Some(2),
         "{}",
         String::from_utf8_lossy(&out.stderr)
     );
