@@ -847,23 +847,29 @@ mod tests {
     use super::*;
     use nvarray_model::presets::preset;
 
+    /// A 1 MiB `dram` device speaking `protocol`, inline (no device thread), 4 KiB commands.
+    fn small_device(protocol: &str) -> Device {
+        let config = preset("dram")
+            .unwrap()
+            .load(&[
+                ("memory.capacity_bytes".into(), "1m".into()),
+                ("interface.protocol".into(), protocol.into()),
+            ])
+            .unwrap();
+        let options = Options {
+            buffer_bytes: Some(4096),
+            device_threads: 0,
+            ..Options::default()
+        };
+        Device::open(&config, &options).unwrap()
+    }
+
     /// An in-data read the device refuses completes through the completion queue; its tag
     /// leaves the in-data watch list with it, so the tag's next command cannot be taken for
     /// done by the word the refused read left behind.
     #[test]
     fn a_refused_in_data_read_leaves_no_watcher_behind() {
-        let config = preset("dram")
-            .unwrap()
-            .load(&[
-                ("memory.capacity_bytes".into(), "1m".into()),
-                ("interface.protocol".into(), "dc-express".into()),
-            ])
-            .unwrap();
-        let options = Options {
-            buffer_bytes: Some(4096),
-            ..Options::default()
-        };
-        let device = Device::open(&config, &options).unwrap();
+        let device = small_device("dc-express");
         assert_eq!(
             device.completion(),
             Completion::InData,
@@ -894,19 +900,7 @@ mod tests {
     #[test]
     fn a_command_on_a_busy_tag_is_refused_distinguishably() {
         for protocol in ["moneta", "nvme"] {
-            let config = preset("dram")
-                .unwrap()
-                .load(&[
-                    ("memory.capacity_bytes".into(), "1m".into()),
-                    ("interface.protocol".into(), protocol.into()),
-                ])
-                .unwrap();
-            let options = Options {
-                buffer_bytes: Some(4096),
-                device_threads: 0,
-                ..Options::default()
-            };
-            let device = Device::open(&config, &options).unwrap();
+            let device = small_device(protocol);
             let mut qp = device.queue_pair(Completion::Spin);
             let data = vec![0xabu8; 4096];
             let p = device
@@ -960,16 +954,7 @@ mod tests {
     /// every pair stayed attached for ever, and the 65,536th attach panicked on its 16-bit id.
     #[test]
     fn queue_pairs_attach_and_detach_200_000_times() {
-        let config = preset("dram")
-            .unwrap()
-            .load(&[("memory.capacity_bytes".into(), "1m".into())])
-            .unwrap();
-        let options = Options {
-            buffer_bytes: Some(4096),
-            device_threads: 0,
-            ..Options::default()
-        };
-        let device = Device::open(&config, &options).unwrap();
+        let device = small_device("nvme");
         let tags = device.tags();
         for i in 0..200_000u64 {
             let mut qp = device.queue_pair(Completion::Spin);

@@ -266,6 +266,24 @@ fn malformed_handshakes_are_closed_without_harm() {
     server.stop();
 }
 
+/// Read requests of `len_bytes` at offset 0, one per cookie, as one buffer to send at once.
+fn read_burst(cookies: impl IntoIterator<Item = u64>, len_bytes: u32) -> Vec<u8> {
+    cookies
+        .into_iter()
+        .flat_map(|cookie| {
+            RequestHeader {
+                magic: REQUEST_MAGIC,
+                flags: 0,
+                kind: CMD_READ,
+                cookie,
+                offset_bytes: 0,
+                len_bytes,
+            }
+            .encode()
+        })
+        .collect()
+}
+
 /// The most memory this process has held so far, in bytes.
 fn peak_rss_bytes() -> u64 {
     // SAFETY: getrusage only writes the struct it is given.
@@ -288,18 +306,7 @@ fn a_burst_of_large_reads_is_answered_in_bounded_memory() {
     c.write(0, &vec![0xa5u8; SIZE_BYTES as usize], false)
         .unwrap();
     let requests = 128u64;
-    let mut burst = Vec::new();
-    for cookie in 1..=requests {
-        let header = RequestHeader {
-            magic: REQUEST_MAGIC,
-            flags: 0,
-            kind: CMD_READ,
-            cookie,
-            offset_bytes: 0,
-            len_bytes: SIZE_BYTES as u32,
-        };
-        burst.extend_from_slice(&header.encode());
-    }
+    let burst = read_burst(1..=requests, SIZE_BYTES as u32);
     let before = peak_rss_bytes();
     c.send_raw(&burst).unwrap();
     let mut answered = std::collections::BTreeSet::new();
@@ -386,18 +393,7 @@ fn serving_connections_over_the_limit_are_refused_with_a_message() {
 fn shutdown_does_not_wait_for_a_client_that_takes_no_replies() {
     let server = Running::start(false);
     let mut c = server.client(false);
-    let mut burst = Vec::new();
-    for cookie in 0..64u64 {
-        let header = RequestHeader {
-            magic: REQUEST_MAGIC,
-            flags: 0,
-            kind: CMD_READ,
-            cookie,
-            offset_bytes: 0,
-            len_bytes: 4 << 20,
-        };
-        burst.extend_from_slice(&header.encode());
-    }
+    let burst = read_burst(0..64, 4 << 20);
     c.send_raw(&burst).unwrap();
     // Wait until the server is stuck sending: it has answered some, and no more fit.
     let deadline = std::time::Instant::now() + std::time::Duration::from_secs(20);
