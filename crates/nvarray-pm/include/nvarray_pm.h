@@ -42,7 +42,11 @@ typedef int64_t nv_tid_t;
 
 #define NV_OK 0
 #define NV_ERROR (-1)     /* see nv_last_error() */
-#define NV_ECONFLICT (-2) /* an older transaction holds these bytes: abort and retry */
+/* Not done, retry: from nv_write, an older transaction holds these bytes (abort, then retry);
+ * from nv_commit, the transaction stalled over a second between reserving log space and
+ * writing its record (the process was stopped) and later commits fenced it off: nothing was
+ * committed and the id is gone. */
+#define NV_ECONFLICT (-2)
 #define NV_EBADTID (-3)   /* unknown, committed or aborted transaction id */
 
 /* Opens the pool over the file at path (size bytes; 0 = the existing file's size) and

@@ -23,16 +23,36 @@
 //! prefix reaches it, survivors *settle* it: keep the record if it is whole, otherwise fill
 //! the rest with padding records; then the prefix passes it. The reaper of a dead process
 //! waits for that before it makes the process's records visible and releases its page locks.
-//! Publishing has no timeout: each earlier record is either being written by a live
-//! committer, whole (and then passed by any waiter), or abandoned (and then settled).
+//!
+//! Publishing needs no timeout of its own: each earlier record is whole (passed by any
+//! waiter), abandoned by a dead process (settled), being written by a live committer (a copy
+//! of a few hundred bytes, waited for), or not yet begun by a live committer. That last one
+//! may never begin, if its process was stopped (`SIGSTOP`, a debugger) between reserving and
+//! writing, so after `PoolOptions::stall_timeout` a waiter *fences* it. The reservation's
+//! state word (`TX_RES_STATE`) decides who owns the bytes: the committer moves it from
+//! reserved to writing before it writes a byte, a fencer from reserved to fenced before it
+//! pads; one compare-and-swap wins. A fenced reservation is padded and passed like an
+//! abandoned one, and its committer, when it runs again, writes nothing and fails with
+//! `PmError::Fenced`: the transaction is not committed and can be retried. A committer
+//! stopped *inside* the copy of its own record (the writing state) is waited for: those bytes
+//! are its own until it is done, and no store can be taken back.
 
 use std::sync::atomic::{AtomicU64, Ordering};
 
 use crate::coord::{self, Acquired, Waiter};
-use crate::error::Result;
-use crate::layout::{self, TX_OWNER, TX_RES_END, TX_RES_START, TX_SLOTS};
+use std::time::{Duration, Instant};
+
+use crate::error::{PmError, Result};
+use crate::layout::{self, TX_OWNER, TX_RES_END, TX_RES_START, TX_RES_STATE, TX_SLOTS};
 use crate::log::{self, KIND_TX};
 use crate::pool::{Counter, Inner};
+
+/// `TX_RES_STATE`: no reservation, or it is reserved and not yet written.
+pub(crate) const RES_RESERVED: u64 = 0;
+/// Its committer is copying its record in: the bytes are the committer's.
+pub(crate) const RES_WRITING: u64 = 1;
+/// A waiter fenced it: the bytes are padding, its committer must not write.
+pub(crate) const RES_FENCED: u64 = 2;
 
 /// Log bytes reserved for one record: `[start, lsn)` is padding up to the ring's end (usually
 /// empty), `[lsn, end)` the record.
@@ -72,6 +92,8 @@ impl Inner {
                     end: tail + pad + len,
                 };
                 self.set_tx_lsn(slot, Some(r.lsn));
+                self.tx_word(slot, TX_RES_STATE)
+                    .store(RES_RESERVED, Ordering::Relaxed);
                 self.tx_word(slot, TX_RES_START)
                     .store(r.start, Ordering::Relaxed);
                 self.tx_word(slot, TX_RES_END)
@@ -91,9 +113,28 @@ impl Inner {
         }
     }
 
-    /// Writes `record` (sealed for `r.lsn`) and the padding before it into the reservation,
-    /// flushes and fences: the record is durable when this returns.
-    pub(crate) fn write_reserved(&self, r: &Reservation, record: &[u8]) {
+    /// Writes `record` (sealed for `r.lsn`) and the padding before it into slot `slot`'s
+    /// reservation, flushes and fences: the record is durable when this returns. Fails with
+    /// `Fenced`, writing nothing, if a waiter fenced the reservation first (see the module
+    /// comment); the reservation is then passed and released before this returns.
+    pub(crate) fn write_reserved(&self, slot: usize, r: &Reservation, record: &[u8]) -> Result<()> {
+        let state = self.tx_word(slot, TX_RES_STATE);
+        if state
+            .compare_exchange(
+                RES_RESERVED,
+                RES_WRITING,
+                Ordering::AcqRel,
+                Ordering::Acquire,
+            )
+            .is_err()
+        {
+            self.pass_reservation_of(slot)?;
+            self.set_tx_lsn(slot, None);
+            state.store(RES_RESERVED, Ordering::Release);
+            return Err(PmError::Fenced {
+                stalled_ms: self.opts.stall_timeout.as_millis() as u64,
+            });
+        }
         let ring = self.ring();
         if r.lsn > r.start {
             self.write_pads(r.start, r.lsn);
@@ -102,6 +143,7 @@ impl Inner {
         self.nvm.write(at, record);
         self.nvm.flush(at, record.len());
         self.nvm.fence();
+        Ok(())
     }
 
     /// Padding records over `[start, end)` (flushed, not fenced), split at the ring's end.
@@ -127,6 +169,7 @@ impl Inner {
     pub(crate) fn publish(&self, slot: usize, r: &Reservation) {
         let durable = self.durable();
         let mut waiter = Waiter::new(self.opts.timeout);
+        let mut stall = StallClock::default();
         loop {
             let d = durable.load(Ordering::Acquire);
             if d >= r.end {
@@ -143,10 +186,12 @@ impl Inner {
                 continue;
             }
             if waiter.pause_forever() {
-                let _ = self.pass_abandoned();
+                let _ = self.pass_blocking(stall.stalled(d, self.opts.stall_timeout));
             }
         }
         self.tx_word(slot, TX_RES_END).store(0, Ordering::Release);
+        self.tx_word(slot, TX_RES_STATE)
+            .store(RES_RESERVED, Ordering::Release);
     }
 
     /// Passes the record or padding at durable position `d` if it is whole: flushes and fences
@@ -170,9 +215,16 @@ impl Inner {
             .is_ok()
     }
 
-    /// Moves the durable prefix past reservations of dead processes that it has reached.
-    /// Cheap when there are none.
+    /// Moves the durable prefix past reservations of dead processes, and fenced ones, that it
+    /// has reached. Cheap when there are none.
     pub(crate) fn pass_abandoned(&self) -> Result<()> {
+        self.pass_blocking(false)
+    }
+
+    /// `pass_abandoned`; with `fence`, first fences the unwritten reservation of a live
+    /// committer that the prefix has been stuck at for `stall_timeout`.
+    fn pass_blocking(&self, fence: bool) -> Result<()> {
+        let mut fence = fence;
         loop {
             let d = self.durable().load(Ordering::Acquire);
             if d >= self.tail().load(Ordering::Acquire) {
@@ -181,7 +233,8 @@ impl Inner {
             let Some(s) = self.reservation_at(d) else {
                 return Ok(()); // its committer is publishing it right now
             };
-            if !self.abandoned(s) || !self.settle_now(s)? {
+            let passable = self.abandoned(s) || self.fenced(s);
+            if !(passable || fence) || !self.settle_now(s, std::mem::take(&mut fence))? {
                 return Ok(());
             }
         }
@@ -195,6 +248,10 @@ impl Inner {
         })
     }
 
+    fn fenced(&self, s: usize) -> bool {
+        self.tx_word(s, TX_RES_STATE).load(Ordering::Acquire) == RES_FENCED
+    }
+
     /// Whether slot `s`'s transaction belongs to a process that has died.
     fn abandoned(&self, s: usize) -> bool {
         match self.tx_word(s, TX_OWNER).load(Ordering::Acquire) {
@@ -203,35 +260,59 @@ impl Inner {
         }
     }
 
-    /// `settle` under the log lock.
-    fn settle_now(&self, s: usize) -> Result<bool> {
+    /// `settle` under the log lock; with `fence`, first fences slot `s`'s reservation if the
+    /// durable prefix is at it and its committer has not begun writing.
+    fn settle_now(&self, s: usize, fence: bool) -> Result<bool> {
         let _log = self.lock_log()?;
+        if fence && self.at_prefix(s).is_some() {
+            let fenced = self
+                .tx_word(s, TX_RES_STATE)
+                .compare_exchange(
+                    RES_RESERVED,
+                    RES_FENCED,
+                    Ordering::AcqRel,
+                    Ordering::Acquire,
+                )
+                .is_ok();
+            if fenced {
+                self.count(Counter::Fenced, 1);
+            }
+        }
         self.settle(s)
+    }
+
+    /// Slot `s`'s reservation `(start, lsn, end)` if the durable prefix is at it: at its start
+    /// or, past its wrap padding, its record.
+    fn at_prefix(&self, s: usize) -> Option<(u64, u64, u64)> {
+        let end = self.tx_word(s, TX_RES_END).load(Ordering::Acquire);
+        let start = self.tx_word(s, TX_RES_START).load(Ordering::Acquire);
+        let lsn = self.tx_lsn(s)?;
+        let d = self.durable().load(Ordering::Acquire);
+        (end != 0 && (d == start || d == lsn) && d < end).then_some((start, lsn, end))
     }
 
     /// If slot `s` holds a dead process's reservation that the durable prefix has reached,
     /// makes the rest of it whole (its record if intact, else padding) and moves the prefix
-    /// past it. Returns whether the prefix moved. Caller holds the log lock, under which the
-    /// slot is checked again (it may have been settled, freed and reused meanwhile).
+    /// past it; a fenced reservation is padded whole. Returns whether the prefix moved.
+    /// Caller holds the log lock, under which the slot is checked again (it may have been
+    /// settled, freed and reused meanwhile).
     ///
     /// A kept record is not made visible here: like any record of a dead committer, the
     /// applier or the reaper does that under the maintenance lock, then the reaper releases
     /// its page locks.
     fn settle(&self, s: usize) -> Result<bool> {
-        let end = self.tx_word(s, TX_RES_END).load(Ordering::Acquire);
-        let start = self.tx_word(s, TX_RES_START).load(Ordering::Acquire);
-        let Some(lsn) = self.tx_lsn(s) else {
+        let Some((_, lsn, end)) = self.at_prefix(s) else {
             return Ok(false);
         };
         let d = self.durable().load(Ordering::Acquire);
-        // The prefix stops only at the reservation's start or, past its wrap padding, its
-        // record.
-        if end == 0 || !(d == start || d == lsn) || d >= end || !self.abandoned(s) {
+        let fenced = self.fenced(s);
+        if !fenced && !self.abandoned(s) {
             return Ok(false);
         }
         let ring = self.ring();
         let whole = ring.header(lsn).filter(|h| {
-            h.kind == KIND_TX
+            !fenced
+                && h.kind == KIND_TX
                 && h.owner as usize == s
                 && h.lsn + h.len == end
                 && ring.body_intact(h)
@@ -298,6 +379,26 @@ impl Inner {
     }
 }
 
+/// How long a waiter has seen the durable prefix stuck at one position (read only every
+/// 256 pauses, like `Waiter`'s clock).
+#[derive(Default)]
+struct StallClock {
+    at: Option<(u64, Instant)>,
+}
+
+impl StallClock {
+    /// Whether the prefix has been at `d` for longer than `limit`.
+    fn stalled(&mut self, d: u64, limit: Duration) -> bool {
+        match self.at {
+            Some((at, since)) if at == d => since.elapsed() > limit,
+            _ => {
+                self.at = Some((d, Instant::now()));
+                false
+            }
+        }
+    }
+}
+
 struct LogGuard<'a>(&'a AtomicU64);
 
 impl Drop for LogGuard<'_> {
@@ -311,8 +412,11 @@ mod tests {
     use std::sync::atomic::Ordering;
     use std::sync::Arc;
 
-    use super::Reservation;
-    use crate::layout::{TX_OWNER, TX_RES_END};
+    use std::time::Duration;
+
+    use super::{Reservation, RES_WRITING};
+    use crate::error::PmError;
+    use crate::layout::{TX_OWNER, TX_RES_END, TX_RES_STATE};
     use crate::log::{self, KIND_PAD, KIND_TX};
     use crate::pool::Inner;
     use crate::sim::SimWorld;
@@ -381,8 +485,8 @@ mod tests {
         assert_eq!(inner.durable().load(Ordering::Acquire), r1.start);
         // The first committer wrote its record but was "descheduled" before publishing: the
         // second passes it, then publishes itself.
-        inner.write_reserved(&r1, &rec1);
-        inner.write_reserved(&r2, &rec2);
+        inner.write_reserved(3, &r1, &rec1).unwrap();
+        inner.write_reserved(4, &r2, &rec2).unwrap();
         inner.publish(4, &r2);
         assert_eq!(inner.durable().load(Ordering::Acquire), r2.end);
         assert_eq!(inner.tx_word(4, TX_RES_END).load(Ordering::Acquire), 0);
@@ -406,7 +510,7 @@ mod tests {
         let me = inner.live.me();
         let (r1, _never_written) = reserve(inner, 5, DEAD, 0, 1);
         let (r2, rec2) = reserve(inner, 6, me, 4096, 2);
-        inner.write_reserved(&r2, &rec2);
+        inner.write_reserved(6, &r2, &rec2).unwrap();
         // Blocks on the dead reservation until it settles it (no timeout: it must end).
         inner.publish(6, &r2);
         assert_eq!(inner.durable().load(Ordering::Acquire), r2.end);
@@ -438,7 +542,7 @@ mod tests {
         let pool = real(&dir);
         let inner = pool.inner();
         let (r1, rec1) = reserve(inner, 7, DEAD, 8192, 9);
-        inner.write_reserved(&r1, &rec1);
+        inner.write_reserved(7, &r1, &rec1).unwrap();
         inner.proc_state(DEAD).store(1, Ordering::Release);
         inner.reap(DEAD).unwrap();
         assert_eq!(inner.durable().load(Ordering::Acquire), r1.end);
@@ -456,9 +560,84 @@ mod tests {
         let pool = real(&dir);
         let inner = pool.inner();
         let (r1, _) = reserve(inner, 5, inner.live.me(), 0, 1);
-        assert!(!inner.settle_now(5).unwrap());
+        assert!(!inner.settle_now(5, false).unwrap());
         assert!(inner.ring().header(r1.start).is_none(), "nothing padded");
         assert_eq!(inner.durable().load(Ordering::Acquire), r1.start);
+        inner.tx_word(5, TX_RES_END).store(0, Ordering::Release);
+        inner.tx_word(5, TX_OWNER).store(0, Ordering::Release);
+        inner.tail().store(r1.start, Ordering::Release);
+    }
+
+    #[test]
+    fn a_stopped_committer_is_fenced_so_later_commits_pass_it_and_it_writes_nothing() {
+        // Transaction slot 5 reserved log space and its (live) process stopped before writing
+        // a byte, as under SIGSTOP; slot 6 reserved after it, wrote its record and publishes.
+        let dir = tempfile::tempdir().unwrap();
+        let opts = PoolOptions {
+            nvm_dir: dir.path().to_path_buf(),
+            stall_timeout: Duration::from_millis(50),
+            ..options()
+        };
+        let pool = Pool::open(dir.path().join("pool.data"), SIZE, &opts).unwrap();
+        let inner = pool.inner();
+        let me = inner.live.me();
+        let (r1, rec1) = reserve(inner, 5, me, 0, 1);
+        let (r2, rec2) = reserve(inner, 6, me, 4096, 2);
+        inner.write_reserved(6, &r2, &rec2).unwrap();
+        let (done_tx, done) = std::sync::mpsc::channel();
+        let late = std::thread::scope(|scope| {
+            scope.spawn(|| {
+                inner.publish(6, &r2);
+                done_tx.send(()).unwrap();
+            });
+            let passed = done.recv_timeout(Duration::from_secs(30)).is_ok();
+            // The stopped committer runs again. Had nobody passed it, its write unblocks the
+            // publisher so that this test fails instead of hanging.
+            let late = inner.write_reserved(5, &r1, &rec1);
+            if !passed {
+                inner.publish(5, &r1);
+            }
+            assert!(
+                passed,
+                "a live committer that never writes held the later commit"
+            );
+            late
+        });
+        assert!(matches!(late, Err(PmError::Fenced { .. })), "{late:?}");
+        assert_eq!(inner.durable().load(Ordering::Acquire), r2.end);
+        let pad = inner
+            .ring()
+            .header(r1.start)
+            .expect("the fenced bytes are padding");
+        assert_eq!((pad.kind, pad.len), (KIND_PAD, r1.end - r1.start));
+        assert_eq!(inner.tx_word(5, TX_RES_END).load(Ordering::Acquire), 0);
+        assert_eq!(inner.tx_lsn(5), None);
+        assert_eq!(pool.stats().fenced, 1);
+        // The later commit applies; the fenced one never does.
+        inner
+            .make_visible(&inner.ring().header(r2.lsn).unwrap())
+            .unwrap();
+        pool.maintain().unwrap();
+        let mut b = [0u8; 2];
+        pool.read(0, &mut b[..1]).unwrap();
+        pool.read(4096, &mut b[1..]).unwrap();
+        assert_eq!(b, [0, 2]);
+    }
+
+    #[test]
+    fn a_committer_stopped_while_copying_its_record_is_not_fenced() {
+        // Its bytes are its own until it is done: padding them under it would tear the log.
+        let dir = tempfile::tempdir().unwrap();
+        let pool = real(&dir);
+        let inner = pool.inner();
+        let (r1, _) = reserve(inner, 5, inner.live.me(), 0, 1);
+        inner
+            .tx_word(5, TX_RES_STATE)
+            .store(RES_WRITING, Ordering::Release);
+        assert!(!inner.settle_now(5, true).unwrap());
+        assert!(inner.ring().header(r1.start).is_none(), "nothing padded");
+        assert_eq!(inner.durable().load(Ordering::Acquire), r1.start);
+        assert_eq!(pool.stats().fenced, 0);
         inner.tx_word(5, TX_RES_END).store(0, Ordering::Release);
         inner.tx_word(5, TX_OWNER).store(0, Ordering::Release);
         inner.tail().store(r1.start, Ordering::Release);

@@ -33,6 +33,12 @@ pub enum PmError {
     Conflict { page: u64 },
     #[error("waited {waited_ms} ms for {what}; giving up")]
     Timeout { what: &'static str, waited_ms: u64 },
+    #[error(
+        "commit not made: this transaction reserved log space, then stalled {stalled_ms} ms or \
+         more before writing its record, so later commits fenced it off; nothing was written, \
+         retry"
+    )]
+    Fenced { stalled_ms: u64 },
     #[error("all {0} transaction slots are in use")]
     NoTxSlot(usize),
     #[error("all {0} process slots of the pool are in use")]

@@ -40,7 +40,8 @@ pub const NV_CREATE: c_int = 1;
 pub const NV_OK: c_int = 0;
 /// Any failure; see `nv_last_error`.
 pub const NV_ERROR: c_int = -1;
-/// An older transaction holds the bytes: abort this one and retry.
+/// Not done, retry: an older transaction holds the bytes (`nv_write`), or the commit stalled
+/// and was fenced off (`nv_commit`, `PmError::Fenced`; nothing was committed).
 pub const NV_ECONFLICT: c_int = -2;
 /// No such transaction id (never begun, or already committed or aborted).
 pub const NV_EBADTID: c_int = -3;
@@ -138,7 +139,7 @@ fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
 
 fn code(e: &PmError) -> c_int {
     match e {
-        PmError::Conflict { .. } => NV_ECONFLICT,
+        PmError::Conflict { .. } | PmError::Fenced { .. } => NV_ECONFLICT,
         _ => NV_ERROR,
     }
 }

@@ -84,6 +84,8 @@ pub const TX_RES_END: usize = 4;
 /// Commits and log bytes of the transactions run in this slot (summed by `Pool::stats`).
 pub const TX_COMMITS: usize = 5;
 pub const TX_BYTES_LOGGED: usize = 6;
+/// Where the committer of that reservation is: `append::RES_*` (reserved, writing, fenced).
+pub const TX_RES_STATE: usize = 7;
 pub const V_LOCKS: usize = V_TX + TX_SLOTS * TX_BYTES;
 
 /// Log record and cache geometry of one pool.

@@ -28,6 +28,11 @@ pub struct PoolOptions {
     pub background: bool,
     /// How long to wait for a lock, for log space or for a cache page before giving up.
     pub timeout: Duration,
+    /// How long later commits wait for a live committer that reserved log space and has not
+    /// begun writing its record (stopped with SIGSTOP, or descheduled that long) before they
+    /// *fence* its reservation: pad it and pass it. Its commit then fails with
+    /// `PmError::Fenced` and writes nothing (`append.rs`).
+    pub stall_timeout: Duration,
     /// Create the backing file if it does not exist.
     pub create: bool,
 }
@@ -43,6 +48,7 @@ impl Default for PoolOptions {
             writeback_threshold: 0.30,
             background: true,
             timeout: Duration::from_secs(10),
+            stall_timeout: Duration::from_secs(1),
             create: true,
         }
     }

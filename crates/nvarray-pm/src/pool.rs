@@ -36,9 +36,10 @@ pub(crate) enum Counter {
     LogFullWaits,
     CacheEvictions,
     ProcessesReaped,
+    Fenced,
 }
 
-const _: () = assert!((Counter::ProcessesReaped as usize) < layout::COUNTERS);
+const _: () = assert!((Counter::Fenced as usize) < layout::COUNTERS);
 const _: () = assert!(
     layout::LOCK_WORDS == 1 << 16,
     "coord::page_lock_index hashes to 16 bits"
@@ -61,6 +62,9 @@ pub struct Stats {
     pub cache_evictions: u64,
     /// Dead processes whose transactions another process cleaned up.
     pub processes_reaped: u64,
+    /// Reservations of stalled live committers that later commits fenced and passed
+    /// (`PoolOptions::stall_timeout`); each one's commit failed with `Fenced`.
+    pub fenced: u64,
     pub dirty_pages: u64,
     pub cache_pages: u64,
     /// Log bytes not yet applied to the cache.
@@ -70,7 +74,7 @@ pub struct Stats {
 
 impl Stats {
     /// (name, value) of every field, for tables and JSON.
-    pub fn fields(&self) -> [(&'static str, u64); 14] {
+    pub fn fields(&self) -> [(&'static str, u64); 15] {
         [
             ("commits", self.commits),
             ("aborts", self.aborts),
@@ -82,6 +86,7 @@ impl Stats {
             ("log_full_waits", self.log_full_waits),
             ("cache_evictions", self.cache_evictions),
             ("processes_reaped", self.processes_reaped),
+            ("fenced", self.fenced),
             ("dirty_pages", self.dirty_pages),
             ("cache_pages", self.cache_pages),
             ("log_used", self.log_used),
@@ -332,6 +337,7 @@ impl Inner {
             log_full_waits: self.counter(Counter::LogFullWaits),
             cache_evictions: self.counter(Counter::CacheEvictions),
             processes_reaped: self.counter(Counter::ProcessesReaped),
+            fenced: self.counter(Counter::Fenced),
             dirty_pages: self.dirty_pages(),
             cache_pages: self.layout.cache_pages,
             log_used: tail.saturating_sub(head),

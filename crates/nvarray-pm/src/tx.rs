@@ -245,7 +245,7 @@ impl TxCore {
     fn append(&self, inner: &Inner, record: &mut [u8]) -> Result<u64> {
         let r = inner.reserve(self.slot, record.len() as u64)?;
         log::seal(record, r.lsn, self.slot as u32);
-        inner.write_reserved(&r, record);
+        inner.write_reserved(self.slot, &r, record)?;
         let deadline = inner.barrier_deadline();
         inner.publish(self.slot, &r);
         inner.wait_persisted(deadline);
