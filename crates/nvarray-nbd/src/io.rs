@@ -271,23 +271,37 @@ impl Default for Input {
 /// Writes all of `out` to the (non-blocking) socket, waiting for room when it is full, and
 /// empties `out`.
 pub fn write_all(stream: &mut Stream, out: &mut Vec<u8>) -> io::Result<()> {
+    while !write_some(stream, out)? {
+        wait_for_client(stream, libc::POLLOUT, "took no replies")?;
+    }
+    Ok(())
+}
+
+/// Writes as much of `out` as the (non-blocking) socket takes now and removes it from `out`.
+/// True when `out` is empty.
+pub fn write_some(stream: &mut Stream, out: &mut Vec<u8>) -> io::Result<bool> {
     let mut at = 0;
-    while at < out.len() {
+    let result = loop {
+        if at == out.len() {
+            break Ok(true);
+        }
         match stream.write(&out[at..]) {
             Ok(0) => {
-                return Err(io::Error::new(
+                break Err(io::Error::new(
                     io::ErrorKind::WriteZero,
                     "client stopped taking replies",
                 ))
             }
             Ok(n) => at += n,
-            Err(e) if e.kind() == io::ErrorKind::WouldBlock => {
-                wait_for_client(stream, libc::POLLOUT, "took no replies")?;
-            }
+            Err(e) if e.kind() == io::ErrorKind::WouldBlock => break Ok(false),
             Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
-            Err(e) => return Err(e),
+            Err(e) => break Err(e),
         }
+    };
+    if at == out.len() {
+        out.clear();
+    } else {
+        out.drain(..at);
     }
-    out.clear();
-    Ok(())
+    result
 }

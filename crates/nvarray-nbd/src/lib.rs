@@ -21,6 +21,7 @@ pub mod handshake;
 pub mod io;
 pub mod proto;
 pub mod server;
+pub mod tag_share;
 pub mod transmission;
 
 pub use server::{Bound, Listen, Server, ServerOptions, ShutdownHandle};

@@ -23,7 +23,8 @@ use nvarray_report::{process_cpu_seconds, BusyClock, RunReport, StreamStats};
 use crate::handshake::{negotiate, Export, Outcome, HANDSHAKE_IDLE};
 use crate::io::Stream;
 use crate::proto::{ExportLimits, REP_ERR_SHUTDOWN};
-use crate::transmission::{Meters, Negotiated, Transmission};
+use crate::tag_share::TagShare;
+use crate::transmission::{Negotiated, ServerLinks, Transmission};
 use crate::NbdError;
 
 /// Default listening address: loopback only. Any other address must be given explicitly.
@@ -177,6 +178,8 @@ struct Shared {
     ended_stats: Mutex<StreamStats>,
     /// Time with at least one request in flight on any connection.
     busy: BusyClock,
+    /// Each serving connection's fair share of the device's tags.
+    tags: TagShare,
     started: Instant,
     cpu_start: f64,
 }
@@ -252,6 +255,7 @@ impl Server {
             },
             preferred_block_bytes: block_bytes.max(4096),
         };
+        let tags = TagShare::new(device.tags());
         Ok(Server {
             device,
             bound,
@@ -270,6 +274,7 @@ impl Server {
                 stats: Mutex::new(Vec::new()),
                 ended_stats: Mutex::new(StreamStats::new("nbd")),
                 busy: BusyClock::new(),
+                tags,
                 started: Instant::now(),
                 cpu_start: process_cpu_seconds(),
             }),
@@ -525,9 +530,10 @@ impl Server {
             stream,
             self.export.limits,
             Negotiated { structured },
-            Meters {
+            ServerLinks {
                 stats: &stats,
                 busy: &self.shared.busy,
+                tags: &self.shared.tags,
             },
             log,
         );

@@ -18,8 +18,9 @@ use nvarray_host::{Device, Done, HostError, IoOp, QueuePair};
 use nvarray_model::{Breakdown, Component};
 use nvarray_report::{BusyClock, StreamStats};
 
-use crate::io::{wait_fd, write_all, Fill, Input, Stream};
+use crate::io::{wait_fd, write_all, write_some, Fill, Input, Stream};
 use crate::proto::*;
+use crate::tag_share::{Seat, TagShare};
 
 /// Requests one connection keeps in flight at most (beyond it, the connection stops reading
 /// until replies go out; clients use 16 to 64).
@@ -82,12 +83,14 @@ struct Request {
     started: Instant,
 }
 
-/// Where a connection records what it measures: its own statistics, and the server's busy
-/// time (every request from the moment it takes a slot to its reply).
+/// What a connection shares with the rest of its server: its own statistics (read by the
+/// report), the server's busy time (every request from the moment it takes a slot to its
+/// reply) and the fair shares of the device's tags.
 #[derive(Clone, Copy)]
-pub struct Meters<'a> {
+pub struct ServerLinks<'a> {
     pub stats: &'a Mutex<StreamStats>,
     pub busy: &'a BusyClock,
+    pub tags: &'a TagShare,
 }
 
 /// What the connection learned from the client.
@@ -112,6 +115,8 @@ pub struct Transmission<'a> {
     /// Requests whose data is done and whose FUA flush is still to issue.
     fua_pending: Vec<usize>,
     commands_in_flight: usize,
+    /// This connection's standing in the device's tag shares (`tag_share.rs`).
+    seat: Seat<'a>,
     /// Bytes of the read requests in flight (see `READ_BYTES_BUDGET`).
     read_bytes_live: u64,
     finished: Vec<Done>,
@@ -130,7 +135,7 @@ impl<'a> Transmission<'a> {
         stream: Stream,
         limits: ExportLimits,
         negotiated: Negotiated,
-        meters: Meters<'a>,
+        links: ServerLinks<'a>,
         log: &'a (dyn Fn(&str) + Sync),
     ) -> Transmission<'a> {
         Transmission {
@@ -146,12 +151,13 @@ impl<'a> Transmission<'a> {
             tag_slot: vec![usize::MAX; device.tags()],
             fua_pending: Vec::with_capacity(REQUESTS_MAX),
             commands_in_flight: 0,
+            seat: links.tags.seat(),
             read_bytes_live: 0,
             finished: Vec::with_capacity(device.tags()),
             zeroes: vec![0u8; device.command_bytes_max() as usize].into_boxed_slice(),
             closing: false,
-            stats: meters.stats,
-            busy: meters.busy,
+            stats: links.stats,
+            busy: links.busy,
             log,
         }
     }
@@ -201,7 +207,7 @@ impl<'a> Transmission<'a> {
                     || self.out.len() >= OUTPUT_FLUSH_BYTES
                     || progressed)
             {
-                write_all(&mut self.stream, &mut self.out)?;
+                self.send_replies()?;
             }
             if self.closing && self.commands_in_flight == 0 && self.fua_pending.is_empty() {
                 return Ok(());
@@ -358,7 +364,8 @@ impl<'a> Transmission<'a> {
         Ok(())
     }
 
-    /// Issues one command of request `slot`, waiting for a free tag if every one is in flight.
+    /// Issues one command of request `slot`, waiting for a free tag if every one is in flight
+    /// or this connection holds its share of them.
     fn issue(
         &mut self,
         slot: usize,
@@ -372,6 +379,11 @@ impl<'a> Transmission<'a> {
                 Payload::Zeroes => Some(&self.zeroes[..len_bytes as usize]),
                 _ => None,
             };
+            if !self.seat.may_issue(self.commands_in_flight) {
+                // Other connections are active: wait for one of ours to give a tag back.
+                self.reap(true);
+                continue;
+            }
             match self.device.prepare(op, offset_bytes, len_bytes, data) {
                 Ok(p) => break p,
                 Err(HostError::NoTag { .. }) => {
@@ -451,6 +463,9 @@ impl<'a> Transmission<'a> {
 
     fn complete(&mut self, done: Done) {
         self.commands_in_flight -= 1;
+        if self.commands_in_flight == 0 {
+            self.seat.idle(); // active again at its next command
+        }
         let slot = self.tag_slot[done.tag.index()];
         let request = self.requests[slot]
             .as_mut()
@@ -567,6 +582,21 @@ impl<'a> Transmission<'a> {
     }
 
     /// Nothing happened on the last pass: wait a little for the device or the client. With
+    /// Sends the replies in `out`. While the client takes none, the connection goes on
+    /// collecting its commands' completions, so that the device tags they hold go back to
+    /// the other connections instead of waiting on this client (the replies pile up in `out`,
+    /// within `READ_BYTES_BUDGET`); only with nothing left in flight does it wait for the
+    /// client, at most `io::STALL_MAX`.
+    fn send_replies(&mut self) -> io::Result<()> {
+        while !write_some(&mut self.stream, &mut self.out)? {
+            if self.commands_in_flight == 0 {
+                return write_all(&mut self.stream, &mut self.out);
+            }
+            self.reap(true);
+        }
+        Ok(())
+    }
+
     /// device threads, spin; inline, nap in `ppoll` on the socket until shortly before the
     /// model's next deadline when that is far enough away.
     fn wait_a_little(&mut self) {
@@ -582,7 +612,7 @@ impl<'a> Transmission<'a> {
         let wait = Duration::from_nanos(deadline_ns.saturating_sub(emu.now_ns()));
         if wait >= NAP_MIN && !self.closing {
             // Replies already computed go out before the nap.
-            if write_all(&mut self.stream, &mut self.out).is_ok() {
+            if self.send_replies().is_ok() && self.commands_in_flight > 0 {
                 // A wake-up by new input is fine: the loop reads it next.
                 let _ = wait_fd(
                     self.stream.as_raw_fd(),

@@ -8,7 +8,7 @@ use nvarray_nbd::io::Stream;
 use nvarray_nbd::proto::*;
 
 mod common;
-use common::{Running, SIZE_BYTES};
+use common::{read_burst, Running, SIZE_BYTES};
 
 /// xorshift64*: a seeded sequence without a dependency.
 struct Rng(u64);
@@ -264,24 +264,6 @@ fn malformed_handshakes_are_closed_without_harm() {
     assert_eq!(c.read(0, 512).unwrap(), Reply::Ok(vec![0; 512]));
     drop(c);
     server.stop();
-}
-
-/// Read requests of `len_bytes` at offset 0, one per cookie, as one buffer to send at once.
-fn read_burst(cookies: impl IntoIterator<Item = u64>, len_bytes: u32) -> Vec<u8> {
-    cookies
-        .into_iter()
-        .flat_map(|cookie| {
-            RequestHeader {
-                magic: REQUEST_MAGIC,
-                flags: 0,
-                kind: CMD_READ,
-                cookie,
-                offset_bytes: 0,
-                len_bytes,
-            }
-            .encode()
-        })
-        .collect()
 }
 
 /// The most memory this process has held so far, in bytes.

@@ -9,6 +9,7 @@ use nvarray_host::{Device, Options};
 use nvarray_model::presets;
 use nvarray_nbd::client::Client;
 use nvarray_nbd::io::Stream;
+use nvarray_nbd::proto::{RequestHeader, CMD_READ, REQUEST_MAGIC};
 use nvarray_nbd::{Listen, Server, ServerOptions, ShutdownHandle};
 
 pub const SIZE_BYTES: u64 = 8 << 20;
@@ -28,10 +29,16 @@ impl Running {
 
     /// The server over the `dram` preset speaking `protocol`.
     pub fn start_speaking(read_only: bool, protocol: &str) -> Running {
-        let mut config = presets::preset("dram")
-            .unwrap()
-            .load(&[("interface.protocol".into(), protocol.into())])
-            .unwrap();
+        Running::start_with(read_only, &[("interface.protocol", protocol)])
+    }
+
+    /// The server over the `dram` preset with `overrides` (`--set` keys and values).
+    pub fn start_with(read_only: bool, overrides: &[(&str, &str)]) -> Running {
+        let overrides: Vec<(String, String)> = overrides
+            .iter()
+            .map(|&(k, v)| (k.to_string(), v.to_string()))
+            .collect();
+        let mut config = presets::preset("dram").unwrap().load(&overrides).unwrap();
         config.memory.capacity_bytes = SIZE_BYTES;
         // Small tags so large requests become several commands.
         let options = Options {
@@ -84,4 +91,22 @@ impl Drop for Running {
             let _ = t.join();
         }
     }
+}
+
+/// Read requests of `len_bytes` at offset 0, one per cookie, as one buffer to send at once.
+pub fn read_burst(cookies: impl IntoIterator<Item = u64>, len_bytes: u32) -> Vec<u8> {
+    cookies
+        .into_iter()
+        .flat_map(|cookie| {
+            RequestHeader {
+                magic: REQUEST_MAGIC,
+                flags: 0,
+                kind: CMD_READ,
+                cookie,
+                offset_bytes: 0,
+                len_bytes,
+            }
+            .encode()
+        })
+        .collect()
 }
