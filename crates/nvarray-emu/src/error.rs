@@ -15,7 +15,11 @@ pub enum EmuError {
         path: PathBuf,
         source: std::io::Error,
     },
-    #[error("{path} is {file_bytes} bytes but the device is {size_bytes}: use --size {file_bytes} or another file")]
+    #[error(
+        "{path} is {file_bytes} bytes but the device is {size_bytes}: make the device \
+         {file_bytes} bytes (serve, mount: --size {file_bytes}; bench: --set \
+         memory.capacity_bytes={file_bytes}) or use another file"
+    )]
     FileSize {
         path: PathBuf,
         file_bytes: u64,

@@ -220,14 +220,14 @@ mod tests {
 
     proptest! {
         #![proptest_config(ProptestConfig {
-            cases: if cfg!(miri) { 8 } else { 256 },
+            cases: if cfg!(miri) { 3 } else { 256 },
             failure_persistence: None,
             ..ProptestConfig::default()
         })]
 
         /// Posting and popping across many laps behaves as a bounded FIFO.
         #[test]
-        fn matches_vecdeque(log2 in 1u32..=3, ops in proptest::collection::vec(any::<bool>(), 0..400)) {
+        fn matches_vecdeque(log2 in 1u32..=3, ops in proptest::collection::vec(any::<bool>(), 0..if cfg!(miri) { 40 } else { 400 })) {
             let capacity = 1usize << log2;
             let (mut dev, mut host) = split(capacity).unwrap();
             let mut reference = VecDeque::new();

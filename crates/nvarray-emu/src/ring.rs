@@ -402,7 +402,7 @@ mod tests {
 
     #[test]
     fn wraps_around_many_times() {
-        let rounds = if cfg!(miri) { 200 } else { 100_000 };
+        let rounds = if cfg!(miri) { 40 } else { 100_000 };
         let (mut p, mut c) = split::<u64>(4).unwrap();
         let mut next_push = 0u64;
         let mut next_pop = 0u64;
@@ -452,7 +452,7 @@ mod tests {
     #[test]
     fn two_threads_preserve_order() {
         // Each entry carries its complement so that a torn or stale slot read shows up.
-        let entries: u64 = if cfg!(miri) { 2_000 } else { 1_000_000 };
+        let entries: u64 = if cfg!(miri) { 300 } else { 1_000_000 };
         let (mut p, mut c) = split::<(u64, u64)>(64).unwrap();
         let producer = thread::spawn(move || {
             for v in 1..=entries {
@@ -499,7 +499,7 @@ mod tests {
 
     proptest! {
         #![proptest_config(ProptestConfig {
-            cases: if cfg!(miri) { 8 } else { 256 },
+            cases: if cfg!(miri) { 3 } else { 256 },
             failure_persistence: None,
             ..ProptestConfig::default()
         })]
@@ -507,7 +507,7 @@ mod tests {
         #[test]
         fn matches_vecdeque(
             capacity_log2 in 1u32..=5,
-            ops in proptest::collection::vec(op(), 0..400),
+            ops in proptest::collection::vec(op(), 0..if cfg!(miri) { 40 } else { 400 }),
         ) {
             let capacity = 1usize << capacity_log2;
             let (mut p, mut c) = split::<u32>(capacity).unwrap();

@@ -148,7 +148,7 @@ mod tests {
     #[test]
     fn two_threads_preserve_order() {
         let (mut p, mut c) = split(8).unwrap();
-        let n: u64 = if cfg!(miri) { 500 } else { 500_000 };
+        let n: u64 = if cfg!(miri) { 200 } else { 500_000 };
         thread::scope(|s| {
             s.spawn(move || {
                 for w in 1..=n {
@@ -170,13 +170,13 @@ mod tests {
 
     proptest! {
         #![proptest_config(ProptestConfig {
-            cases: if cfg!(miri) { 8 } else { 256 },
+            cases: if cfg!(miri) { 3 } else { 256 },
             failure_persistence: None,
             ..ProptestConfig::default()
         })]
 
         #[test]
-        fn matches_vecdeque(log2 in 1u32..=4, ops in proptest::collection::vec(any::<Option<u64>>(), 0..300)) {
+        fn matches_vecdeque(log2 in 1u32..=4, ops in proptest::collection::vec(any::<Option<u64>>(), 0..if cfg!(miri) { 40 } else { 300 })) {
             let capacity = 1usize << log2;
             let (mut p, mut c) = split(capacity).unwrap();
             let mut reference = VecDeque::new();

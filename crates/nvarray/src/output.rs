@@ -2,14 +2,12 @@
 //! before a long run starts, so a mistyped directory fails at once with exit 2 instead of
 //! after every point has run and its results are lost.
 
-use std::ffi::CString;
-use std::os::unix::ffi::OsStrExt as _;
 use std::path::Path;
 
 use crate::input_error;
 
-/// Refuses `path` as an output file unless its directory exists, is a directory and is
-/// writable by this process, and `path` itself is not a directory.
+/// Refuses `path` as an output file unless it can be opened for writing there (its
+/// directory exists and takes new files) and is not a directory. Leaves no file behind.
 pub fn check_writable(path: &Path) -> anyhow::Result<()> {
     let parent = match path.parent() {
         Some(p) if !p.as_os_str().is_empty() => p,
@@ -28,17 +26,22 @@ pub fn check_writable(path: &Path) -> anyhow::Result<()> {
             parent.display()
         )));
     }
-    let c_parent = CString::new(parent.as_os_str().as_bytes())
-        .map_err(|_| input_error(format!("cannot write {}: NUL in path", path.display())))?;
-    // SAFETY: `c_parent` is a valid NUL-terminated string that outlives the call; access(2)
-    // only reads it.
-    if unsafe { libc::access(c_parent.as_ptr(), libc::W_OK) } != 0 {
-        return Err(input_error(format!(
-            "cannot write {}: directory {} is not writable ({})",
-            path.display(),
-            parent.display(),
-            std::io::Error::last_os_error()
-        )));
+    // Opening is the only real test (root passes access(2) on /proc, where no file can be
+    // made). An existing file is opened without truncating; one made here is removed again.
+    let existed = path.exists();
+    match std::fs::OpenOptions::new()
+        .write(true)
+        .create(true)
+        .truncate(false)
+        .open(path)
+    {
+        Ok(_) if !existed => {
+            let _ = std::fs::remove_file(path);
+        }
+        Ok(_) => {}
+        Err(e) => {
+            return Err(input_error(format!("cannot write {}: {e}", path.display())));
+        }
     }
     Ok(())
 }
@@ -57,5 +60,10 @@ mod tests {
         assert!(e.downcast_ref::<crate::InputError>().is_some());
         let e = check_writable(&dir).unwrap_err();
         assert!(e.to_string().contains("is a directory"), "{e}");
+        // A directory that exists but takes no new files (root may write to /proc itself,
+        // but cannot make a file there).
+        let e = check_writable(Path::new("/proc/nvarray-output-test.json")).unwrap_err();
+        assert!(e.downcast_ref::<crate::InputError>().is_some(), "{e}");
+        assert!(!Path::new("/proc/nvarray-output-test.json").exists());
     }
 }

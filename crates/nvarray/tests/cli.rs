@@ -472,6 +472,51 @@ fn bench_bad_options_exit_2_naming_the_flag() {
     }
 }
 
+/// Mistakes found by trying the commands as a new user: each exits 2 naming what to change.
+/// (Before, a sweep's --out in a directory that takes no files exited 1 after the check had
+/// let it through, and a backing file of the wrong size told `bench` users to pass --size,
+/// which for bench is the job's region, not the device's.)
+#[test]
+fn output_and_backing_mistakes_exit_2_saying_what_to_change() {
+    let dir = scratch("mistakes");
+    let small = dir.join("small.img");
+    std::fs::File::create(&small)
+        .unwrap()
+        .set_len(1 << 20)
+        .unwrap();
+    let backing = format!("file:{}", small.display());
+    let cases: [(Vec<&str>, &str); 2] = [
+        (
+            vec!["bench", "--backing", &backing, "--runtime", "1ms"],
+            "--set memory.capacity_bytes=1048576",
+        ),
+        (
+            vec![
+                "sim",
+                "sweep",
+                "--param",
+                "bs",
+                "--values",
+                "4k",
+                "--runtime",
+                "1ms",
+                "--out",
+                "/proc/nvarray-sweep",
+            ],
+            "cannot write /proc/nvarray-sweep",
+        ),
+    ];
+    for (args, needle) in cases {
+        let o = nvarray(&args);
+        let err = String::from_utf8_lossy(&o.stderr);
+        assert_eq!(o.status.code(), Some(2), "nvarray {args:?}: {err}");
+        assert!(
+            err.contains(needle),
+            "nvarray {args:?}: `{needle}` not in {err}"
+        );
+    }
+}
+
 #[test]
 fn bench_sweep_runs_the_chosen_engine_and_writes_json_and_a_plot() {
     let dir = scratch("bench-sweep");
