@@ -26,4 +26,12 @@ if [ ${#need[@]} -gt 0 ]; then
 fi
 
 command -v cargo >/dev/null || { echo "setup: cargo not found; install Rust stable (rustup)" >&2; exit 1; }
+# miri (undefined-behaviour checks of the unsafe code, run by scripts/test.sh) comes with the
+# nightly toolchain. Installed when rustup is here and NVARRAY_SKIP_MIRI is not set.
+if [ "${NVARRAY_SKIP_MIRI:-0}" != 1 ] && command -v rustup >/dev/null \
+    && ! cargo +nightly miri --version >/dev/null 2>&1; then
+  echo "setup: installing the nightly toolchain's miri component"
+  rustup toolchain install nightly --profile minimal --component miri,rust-src >/dev/null
+  cargo +nightly miri setup >/dev/null
+fi
 cargo build --release --locked -p nvarray

@@ -661,9 +661,12 @@ pub(crate) fn fine_timer_slack() {
     }
     DONE.with(|done| {
         if !done.replace(true) {
+            #[cfg(not(miri))] // a hint miri cannot run
             // SAFETY: PR_SET_TIMERSLACK takes an integer and affects only the calling thread;
             // failure leaves the default slack, which is only slower.
-            unsafe { libc::prctl(libc::PR_SET_TIMERSLACK, 1_000 as libc::c_ulong) };
+            unsafe {
+                libc::prctl(libc::PR_SET_TIMERSLACK, 1_000 as libc::c_ulong)
+            };
         }
     });
 }

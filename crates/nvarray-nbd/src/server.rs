@@ -300,6 +300,12 @@ impl Server {
         }
     }
 
+    /// Connections whose thread still runs (handshaking, serving, or finishing the commands
+    /// of a client that went away).
+    pub fn connections(&self) -> usize {
+        *self.shared.threads.lock().expect("threads lock poisoned")
+    }
+
     pub fn export(&self) -> &Export {
         &self.export
     }

@@ -8,7 +8,8 @@
 //! Every write, flush, fence and sync is one *operation*. At the chosen operation the world
 //! cuts power: it keeps every durable unit and, for each pending one, flips a seeded coin to
 //! keep its current content or its last durable content (a line or page the hardware may or
-//! may not have written back on its own). The pool keeps running afterwards; the test reads
+//! may not have written back on its own); with `tear_lines`, a pending NVM line may also be
+//! torn, any mix of its old and new 8-byte words. The pool keeps running afterwards; the test reads
 //! the images that were taken at the crash and reopens a pool over them.
 
 use std::collections::BTreeSet;
@@ -57,6 +58,8 @@ struct State {
     pending: [BTreeSet<usize>; 2],
     flushed: [BTreeSet<usize>; 2],
     crash: Option<CrashImage>,
+    /// Whether a pending NVM line may also be torn (`tear_lines`).
+    tear: bool,
 }
 
 impl SimWorld {
@@ -79,6 +82,7 @@ impl SimWorld {
                 pending: Default::default(),
                 flushed: Default::default(),
                 crash: None,
+                tear: false,
             }),
         }
     }
@@ -96,6 +100,13 @@ impl SimWorld {
     }
 
     /// Cuts power before operation `at` (counted from the world's creation).
+    /// Lets a pending NVM line be torn at the crash, any mix of its old and new 8-byte words,
+    /// as the CPU guarantees only 8-byte stores reach NVM whole (pmreorder's torn-write
+    /// mode). Off by default: the pool is not yet proven against it (docs/reliability.md).
+    pub fn tear_lines(&self, on: bool) {
+        self.lock().tear = on;
+    }
+
     pub fn arm(&self, at: u64) {
         self.lock().crash_at = Some(at);
     }
@@ -138,9 +149,16 @@ impl SimWorld {
         let current = self.current(tier);
         let pending: Vec<usize> = s.pending[t].iter().copied().collect();
         for u in pending {
+            let range = u * unit..((u + 1) * unit).min(img.len());
             if next_coin(&mut s.rng) {
-                let range = u * unit..((u + 1) * unit).min(img.len());
                 img[range.clone()].copy_from_slice(&current[range]);
+            } else if s.tear && tier == Tier::Nvm && next_coin(&mut s.rng) {
+                // Torn (`tear_lines`).
+                for w in range.step_by(8) {
+                    if next_coin(&mut s.rng) {
+                        img[w..w + 8].copy_from_slice(&current[w..w + 8]);
+                    }
+                }
             }
         }
         img

@@ -173,30 +173,66 @@ fn a_worker_killed_at_random_moments_never_loses_an_acknowledged_transaction() {
     }
 }
 
+/// Several worker processes share one pool; one of them, chosen at random, is killed first
+/// and the others must keep committing (the dead one may have held locks and log space),
+/// then all are killed and the pool is checked.
+///
+/// The test command runs `NVARRAY_PM_KILL_TRIALS` trials (default 30) of
+/// `NVARRAY_PM_KILL_WORKERS` workers (default 2); `scripts/campaign.sh pm-kill` runs 1,000 of 4.
 #[test]
-fn two_workers_share_a_pool_and_killing_one_neither_corrupts_nor_blocks_the_other() {
+fn workers_share_a_pool_and_killing_one_neither_corrupts_nor_blocks_the_others() {
+    let trials = common::campaign_env("NVARRAY_PM_KILL_TRIALS", 30);
+    let workers = common::campaign_env("NVARRAY_PM_KILL_WORKERS", 2);
+    let seed = common::campaign_env("NVARRAY_PM_KILL_SEED", 0x0074_776f);
+    assert!((1..=8).contains(&workers) && SLOTS % workers == 0);
     let s = common::Scratch::new();
     let dir = s.dir.path();
-    let mut rng = SmallRng::seed_from_u64(0x0074_776f);
+    let mut rng = SmallRng::seed_from_u64(seed);
     let mut checker = Checker {
-        workers: 2,
+        workers,
         min_stamp: HashMap::new(),
         counter: 0,
     };
-    for trial in 1..=30u64 {
-        let w0 = spawn(dir, 0, 2, trial);
-        let w1 = spawn(dir, 1, 2, trial);
-        let mut acked0 = Vec::new();
-        let mut acked1 = Vec::new();
-        w0.wait_acks(rng.gen_range(1..100), &mut acked0);
-        w1.wait_acks(rng.gen_range(1..100), &mut acked1);
-        w1.kill(&mut acked1);
-        // The survivor keeps committing, though the dead one may have held the counter's lock.
-        w0.wait_acks(50, &mut acked0);
-        w0.kill(&mut acked0);
-        let acked: Vec<(u64, u64)> = (acked0.iter().map(|&k| (0, k)))
-            .chain(acked1.iter().map(|&k| (1, k)))
+    eprintln!(
+        "pm kill campaign: a failure at trial T replays with NVARRAY_PM_KILL_SEED={seed} \
+         NVARRAY_PM_KILL_WORKERS={workers} NVARRAY_PM_KILL_TRIALS=T cargo test --release -p \
+         nvarray-pm --test kill -- workers_share"
+    );
+    let started = std::time::Instant::now();
+    let mut total = 0usize;
+    for trial in 1..=trials {
+        let running: Vec<Worker> = (0..workers)
+            .map(|w| spawn(dir, w, workers, trial))
             .collect();
-        checker.check(dir, &acked, 2, trial);
+        let mut acked: Vec<Vec<u64>> = vec![Vec::new(); workers as usize];
+        for (w, worker) in running.iter().enumerate() {
+            worker.wait_acks(rng.gen_range(1..100), &mut acked[w]);
+        }
+        let first = rng.gen_range(0..workers as usize);
+        let mut running: Vec<Option<Worker>> = running.into_iter().map(Some).collect();
+        running[first].take().unwrap().kill(&mut acked[first]);
+        // The survivors keep committing, though the dead one may have held the counter's lock.
+        for (w, worker) in running.iter().enumerate() {
+            if let Some(worker) = worker {
+                worker.wait_acks(50, &mut acked[w]);
+            }
+        }
+        for (w, worker) in running.into_iter().enumerate() {
+            if let Some(worker) = worker {
+                worker.kill(&mut acked[w]);
+            }
+        }
+        let acked: Vec<(u64, u64)> = acked
+            .iter()
+            .enumerate()
+            .flat_map(|(w, ks)| ks.iter().map(move |&k| (w as u64, k)))
+            .collect();
+        total += acked.len();
+        checker.check(dir, &acked, workers, trial);
     }
+    println!(
+        "pm kill -9 campaign: seed {seed:#x}, {trials} trials of {workers} processes sharing \
+         a pool, {total} acknowledged transactions, 0 torn, 0 lost, {:.0} s",
+        started.elapsed().as_secs_f64()
+    );
 }

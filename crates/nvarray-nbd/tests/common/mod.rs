@@ -34,6 +34,19 @@ impl Running {
 
     /// The server over the `dram` preset with `overrides` (`--set` keys and values).
     pub fn start_with(read_only: bool, overrides: &[(&str, &str)]) -> Running {
+        Running::start_logging(
+            read_only,
+            overrides,
+            Arc::new(|m: &str| eprintln!("server: {m}")),
+        )
+    }
+
+    /// `start_with`, the server's messages going to `log`.
+    pub fn start_logging(
+        read_only: bool,
+        overrides: &[(&str, &str)],
+        log: Arc<dyn Fn(&str) + Send + Sync>,
+    ) -> Running {
         let overrides: Vec<(String, String)> = overrides
             .iter()
             .map(|&(k, v)| (k.to_string(), v.to_string()))
@@ -57,7 +70,7 @@ impl Running {
                 read_only,
                 connections_max: 4,
             },
-            Arc::new(|m: &str| eprintln!("server: {m}")),
+            log,
         )
         .unwrap();
         let shutdown = server.shutdown_handle();
