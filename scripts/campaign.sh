@@ -8,9 +8,14 @@
 #   scripts/campaign.sh nbd-fuzz  [SEED]   10,000,000 requests of the stateful NBD fuzzer
 #   scripts/campaign.sh pm-kill   [SEED]   1,000 kill -9 trials of 4 processes sharing a pool
 #   scripts/campaign.sh pm-power  [FIRST]  10,000 simulated power cuts (1,250 workloads x 8)
+#   scripts/campaign.sh fuse-kill [SEED]   300 kill -9 trials of mount under XFS + SQLite
+#   scripts/campaign.sh fuzz               every cargo fuzz target in fuzz/, 300 s each
+#   scripts/campaign.sh soak               30 min of verified fio through NBD and FUSE at once,
+#                                          memory and descriptors sampled every minute (docs/soak.md)
 #   scripts/campaign.sh all
 #
-# Counts can be changed with TRIALS=N (REQUESTS=N for nbd-fuzz).
+# Counts can be changed with TRIALS=N (REQUESTS=N for nbd-fuzz, SECONDS_PER_TARGET=N for fuzz,
+# MINUTES=N for soak).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -35,7 +40,8 @@ run() { # name, summary-line prefix, env..., -- cargo args...
         exit 1
     fi
     local summary
-    summary=$(grep -h "^$prefix" "$out" | tail -1)
+    # (libtest prints the test's name and then its output on the same line.)
+    summary=$(grep -ho "$prefix.*" "$out" | tail -1 || true)
     echo "$summary"
     printf '| %s | %s | %s | %s | `%s cargo test --release %s` |\n' \
         "$(date -u +%Y-%m-%d)" "$(git rev-parse --short HEAD)" "$name" \
@@ -48,7 +54,81 @@ nbd_kill() {
         NVARRAY_KILL_SEED="${seed:-7020945324}" -- -p nvarray --test nbd \
         acknowledged_writes_survive_kill_9_at_random
 }
-nbd_fuzz() {
+nbd_fuse_kill() {
+    run fuse-kill "fuse kill -9 campaign" NVARRAY_FUSE_KILL_TRIALS="${TRIALS:-300}" \
+        NVARRAY_FUSE_KILL_SEED="${seed:-1718973285}" -- -p nvarray --test fuse \
+        sqlite_on_xfs_survives_kill_9
+}
+
+soak() {
+    local minutes=${MINUTES:-30} d bin
+    bin=$PWD/target/release/nvarray
+    cargo build --release --locked -p nvarray
+    d=$(mktemp -d /tmp/nvarray-soak.XXXXXX)
+    mkdir "$d/mnt"
+    "$bin" serve --preset dram --size 256M --listen "unix:$d/nbd.sock" >"$d/serve.log" 2>&1 &
+    local serve=$!
+    "$bin" mount "$d/mnt" --preset dram --size 256M >"$d/mount.log" 2>&1 &
+    local mount=$!
+    # shellcheck disable=SC2064
+    trap "kill -INT $serve $mount 2>/dev/null; sleep 3; fusermount3 -u -z $d/mnt 2>/dev/null; rm -rf $d" EXIT
+    until [ -S "$d/nbd.sock" ] && [ -e "$d/mnt/disk" ]; do sleep 0.2; done
+    local end=$(( $(date +%s) + minutes * 60 ))
+    # Verified I/O, pass after pass, until the end: every block written is read back and
+    # checked (crc32c); a mismatch stops fio with an error and fails the soak.
+    verified() { # name, fio args...
+        local name=$1 passes=0
+        shift
+        while [ "$(date +%s)" -lt "$end" ]; do
+            (cd "$d" && fio --name="$name" "$@" --rw=randrw --bs=4k --size=64M --iodepth=16 \
+                --verify=crc32c --do_verify=1 --verify_fatal=1 --output="$d/$name.out") \
+                || { echo "soak: fio $name failed a verify pass:" >&2; cat "$d/$name.out" >&2; return 1; }
+            passes=$((passes + 1))
+            echo "$passes" >"$d/$name.passes"
+        done
+    }
+    verified nbd --ioengine=nbd --uri="nbd+unix:///nvarray?socket=$d/nbd.sock" --numjobs=2 \
+        --offset_increment=64M &
+    local fio_nbd=$!
+    verified fuse --ioengine=psync --filename="$d/mnt/disk" --numjobs=2 --offset_increment=64M &
+    local fio_fuse=$!
+    sample() { # pid -> "rss_kB fds"
+        echo "$(awk '/VmRSS/ {print $2}' /proc/"$1"/status) $(ls /proc/"$1"/fd | wc -l)"
+    }
+    {
+        echo "# Soak: $minutes min of verified fio through NBD and FUSE at once"
+        echo
+        echo "\`scripts/campaign.sh soak\`, commit $(git rev-parse --short HEAD), $(date -u +%Y-%m-%d)." \
+            "Two fio jobs (randrw 4 KiB, QD 16, crc32c verify) on \`nvarray serve\` and two on" \
+            "\`nvarray mount\`'s file, pass after pass; resident memory and open descriptors of" \
+            "each server every minute."
+        echo
+        echo "| Minute | serve RSS (kB) | serve fds | mount RSS (kB) | mount fds | fio passes NBD / FUSE |"
+        echo "|---|---|---|---|---|---|"
+    } >docs/soak.md
+    local m=0 first_rss="" last_rss=""
+    while [ "$(date +%s)" -lt "$end" ]; do
+        sleep 60
+        m=$((m + 1))
+        kill -0 "$serve" 2>/dev/null || { echo "soak: serve died" >&2; exit 1; }
+        kill -0 "$mount" 2>/dev/null || { echo "soak: mount died" >&2; exit 1; }
+        read -r s_rss s_fd <<<"$(sample "$serve")"
+        read -r m_rss m_fd <<<"$(sample "$mount")"
+        echo "| $m | $s_rss | $s_fd | $m_rss | $m_fd | $(cat "$d/nbd.passes" 2>/dev/null || echo 0) / $(cat "$d/fuse.passes" 2>/dev/null || echo 0) |" \
+            | tee -a docs/soak.md
+        [ "$m" = 2 ] && first_rss=$((s_rss + m_rss))
+        last_rss=$((s_rss + m_rss))
+    done
+    wait "$fio_nbd" || exit 1
+    wait "$fio_fuse" || exit 1
+    local growth="n/a"
+    [ -n "$first_rss" ] && growth="$(( (last_rss - first_rss) * 100 / first_rss )) %"
+    printf '| %s | %s | soak | %s min, fio verify passes NBD %s / FUSE %s, 0 verify errors; RSS (serve + mount) minute 2 to end: %s (docs/soak.md) | `scripts/campaign.sh soak` |\n' \
+        "$(date -u +%Y-%m-%d)" "$(git rev-parse --short HEAD)" "$minutes" \
+        "$(cat "$d/nbd.passes")" "$(cat "$d/fuse.passes")" "$growth" >>"$log"
+}
+
+fuzz() {
     run nbd-fuzz "stateful fuzz" NVARRAY_FUZZ_REQUESTS="${REQUESTS:-10000000}" \
         NVARRAY_FUZZ_SEED="${seed:-1851941990}" -- -p nvarray-nbd --test stateful_fuzz
 }
@@ -63,14 +143,113 @@ pm_power() {
         recovery_after_a_power_cut
 }
 
+fuse_kill() {
+    run fuse-kill "fuse kill -9 campaign" NVARRAY_FUSE_KILL_TRIALS="${TRIALS:-300}" \
+        NVARRAY_FUSE_KILL_SEED="${seed:-1718973285}" -- -p nvarray --test fuse \
+        sqlite_on_xfs_survives_kill_9
+}
+
+soak() {
+    local minutes=${MINUTES:-30} d bin
+    bin=$PWD/target/release/nvarray
+    cargo build --release --locked -p nvarray
+    d=$(mktemp -d /tmp/nvarray-soak.XXXXXX)
+    mkdir "$d/mnt"
+    "$bin" serve --preset dram --size 256M --listen "unix:$d/nbd.sock" >"$d/serve.log" 2>&1 &
+    local serve=$!
+    "$bin" mount "$d/mnt" --preset dram --size 256M >"$d/mount.log" 2>&1 &
+    local mount=$!
+    # shellcheck disable=SC2064
+    trap "kill -INT $serve $mount 2>/dev/null; sleep 3; fusermount3 -u -z $d/mnt 2>/dev/null; rm -rf $d" EXIT
+    until [ -S "$d/nbd.sock" ] && [ -e "$d/mnt/disk" ]; do sleep 0.2; done
+    local end=$(( $(date +%s) + minutes * 60 ))
+    # Verified I/O, pass after pass, until the end: every block written is read back and
+    # checked (crc32c); a mismatch stops fio with an error and fails the soak.
+    verified() { # name, fio args...
+        local name=$1 passes=0
+        shift
+        while [ "$(date +%s)" -lt "$end" ]; do
+            (cd "$d" && fio --name="$name" "$@" --rw=randrw --bs=4k --size=64M --iodepth=16 \
+                --verify=crc32c --do_verify=1 --verify_fatal=1 --output="$d/$name.out") \
+                || { echo "soak: fio $name failed a verify pass:" >&2; cat "$d/$name.out" >&2; return 1; }
+            passes=$((passes + 1))
+            echo "$passes" >"$d/$name.passes"
+        done
+    }
+    verified nbd --ioengine=nbd --uri="nbd+unix:///nvarray?socket=$d/nbd.sock" --numjobs=2 \
+        --offset_increment=64M &
+    local fio_nbd=$!
+    verified fuse --ioengine=psync --filename="$d/mnt/disk" --numjobs=2 --offset_increment=64M &
+    local fio_fuse=$!
+    sample() { # pid -> "rss_kB fds"
+        echo "$(awk '/VmRSS/ {print $2}' /proc/"$1"/status) $(ls /proc/"$1"/fd | wc -l)"
+    }
+    {
+        echo "# Soak: $minutes min of verified fio through NBD and FUSE at once"
+        echo
+        echo "\`scripts/campaign.sh soak\`, commit $(git rev-parse --short HEAD), $(date -u +%Y-%m-%d)." \
+            "Two fio jobs (randrw 4 KiB, QD 16, crc32c verify) on \`nvarray serve\` and two on" \
+            "\`nvarray mount\`'s file, pass after pass; resident memory and open descriptors of" \
+            "each server every minute."
+        echo
+        echo "| Minute | serve RSS (kB) | serve fds | mount RSS (kB) | mount fds | fio passes NBD / FUSE |"
+        echo "|---|---|---|---|---|---|"
+    } >docs/soak.md
+    local m=0 first_rss="" last_rss=""
+    while [ "$(date +%s)" -lt "$end" ]; do
+        sleep 60
+        m=$((m + 1))
+        kill -0 "$serve" 2>/dev/null || { echo "soak: serve died" >&2; exit 1; }
+        kill -0 "$mount" 2>/dev/null || { echo "soak: mount died" >&2; exit 1; }
+        read -r s_rss s_fd <<<"$(sample "$serve")"
+        read -r m_rss m_fd <<<"$(sample "$mount")"
+        echo "| $m | $s_rss | $s_fd | $m_rss | $m_fd | $(cat "$d/nbd.passes" 2>/dev/null || echo 0) / $(cat "$d/fuse.passes" 2>/dev/null || echo 0) |" \
+            | tee -a docs/soak.md
+        [ "$m" = 2 ] && first_rss=$((s_rss + m_rss))
+        last_rss=$((s_rss + m_rss))
+    done
+    wait "$fio_nbd" || exit 1
+    wait "$fio_fuse" || exit 1
+    local growth="n/a"
+    [ -n "$first_rss" ] && growth="$(( (last_rss - first_rss) * 100 / first_rss )) %"
+    printf '| %s | %s | soak | %s min, fio verify passes NBD %s / FUSE %s, 0 verify errors; RSS (serve + mount) minute 2 to end: %s (docs/soak.md) | `scripts/campaign.sh soak` |\n' \
+        "$(date -u +%Y-%m-%d)" "$(git rev-parse --short HEAD)" "$minutes" \
+        "$(cat "$d/nbd.passes")" "$(cat "$d/fuse.passes")" "$growth" >>"$log"
+}
+
+fuzz() {
+    command -v cargo-fuzz >/dev/null || cargo install cargo-fuzz --locked
+    local seconds=${SECONDS_PER_TARGET:-300} target out runs
+    for target in $(cd fuzz && cargo +nightly fuzz list); do
+        out=$(mktemp)
+        echo "campaign fuzz: $target for $seconds s" >&2
+        if ! (cd fuzz && cargo +nightly fuzz run "$target" -- -max_total_time="$seconds" \
+            -print_final_stats=1) >"$out" 2>&1; then
+            grep -E "panicked|ERROR|Test unit written" "$out" >&2 || tail -30 "$out" >&2
+            echo "campaign fuzz: $target FAILED (the crashing input is under fuzz/artifacts/$target;" \
+                "replay: cd fuzz && cargo +nightly fuzz run $target ARTIFACT; output: $out)" >&2
+            exit 1
+        fi
+        runs=$(grep -oE "stat::number_of_executed_units: *[0-9]+" "$out" | grep -oE "[0-9]+$" | tail -1)
+        echo "fuzz $target: $runs runs in $seconds s, 0 crashes"
+        printf '| %s | %s | fuzz %s | %s runs in %s s, 0 crashes | `cd fuzz && cargo +nightly fuzz run %s -- -max_total_time=%s` |\n' \
+            "$(date -u +%Y-%m-%d)" "$(git rev-parse --short HEAD)" "$target" "$runs" "$seconds" \
+            "$target" "$seconds" >>"$log"
+        rm -f "$out"
+    done
+}
+
 case "$part" in
     nbd-kill) nbd_kill ;;
     nbd-fuzz) nbd_fuzz ;;
     pm-kill) pm_kill ;;
     pm-power) pm_power ;;
-    all) nbd_kill; pm_kill; pm_power; nbd_fuzz ;;
+    fuse-kill) fuse_kill ;;
+    fuzz) fuzz ;;
+    soak) soak ;;
+    all) nbd_kill; pm_kill; pm_power; nbd_fuzz; fuse_kill; fuzz; soak ;;
     *)
-        sed -n '2,13p' "$0" | sed 's/^# \{0,1\}//' >&2
+        sed -n '2,18p' "$0" | sed 's/^# \{0,1\}//' >&2
         exit 2
         ;;
 esac

@@ -615,3 +615,145 @@ fn mount_refuses_a_missing_dir_or_a_file_with_one_line() {
         "{help}"
     );
 }
+
+/// A count or seed from the environment (`scripts/campaign.sh fuse-kill` sets them).
+fn campaign_env(name: &str, default: u64) -> u64 {
+    std::env::var(name)
+        .ok()
+        .map(|v| {
+            v.replace('_', "")
+                .parse()
+                .unwrap_or_else(|_| panic!("{name}={v}: not a number"))
+        })
+        .unwrap_or(default)
+}
+
+/// SQLite (through Python's `sqlite3`, the real library) committing transactions of 50 rows
+/// on XFS, printing each transaction's number once its COMMIT has returned.
+const SQLITE_WRITER: &str = r#"
+import sqlite3, sys
+db = sqlite3.connect(sys.argv[1], isolation_level=None)
+db.execute("PRAGMA synchronous=FULL")
+db.execute("CREATE TABLE IF NOT EXISTS t(txn INTEGER NOT NULL, k INTEGER NOT NULL, v TEXT NOT NULL)")
+n = db.execute("SELECT coalesce(max(txn), 0) FROM t").fetchone()[0]
+while True:
+    n += 1
+    db.execute("BEGIN")
+    for k in range(50):
+        db.execute("INSERT INTO t VALUES (?, ?, ?)", (n, k, "%016x" % (n * 1000003 + k)))
+    db.execute("COMMIT")
+    print(n, flush=True)
+"#;
+
+/// kill -9 of `nvarray mount` at a random moment while SQLite commits on XFS over a loop
+/// device over the FUSE file (file backing). After each kill: unmount what is left, restart
+/// the server on the same file, replay XFS's log (mount, unmount), then `xfs_repair -n` must
+/// find nothing, SQLite's `integrity_check` must say ok, and every transaction whose COMMIT
+/// returned must be there whole.
+///
+/// The test command runs `NVARRAY_FUSE_KILL_TRIALS` trials (default 1); `scripts/campaign.sh
+/// fuse-kill` runs 300.
+#[test]
+fn sqlite_on_xfs_survives_kill_9_of_the_server_at_random_moments() {
+    use rand::rngs::SmallRng;
+    use rand::{Rng, SeedableRng};
+    use std::io::{BufRead, BufReader};
+
+    let name = "sqlite_on_xfs_survives_kill_9_of_the_server_at_random_moments";
+    if let Some(reason) = loop_missing(&["mkfs.xfs", "xfs_repair", "python3"]) {
+        return skipped(name, &reason);
+    }
+    let trials = campaign_env("NVARRAY_FUSE_KILL_TRIALS", 1);
+    let seed = campaign_env("NVARRAY_FUSE_KILL_SEED", 0x6675_7365);
+    let mut rng = SmallRng::seed_from_u64(seed);
+    let work = tempfile::tempdir().unwrap();
+    let (dir, fs_dir) = (work.path().join("fuse"), work.path().join("xfs"));
+    let backing = work.path().join("device.img");
+    let args = [
+        "--size",
+        XFS_SIZE,
+        "--backing",
+        &format!("file:{}", backing.display()),
+    ];
+    let db = fs_dir.join("test.db");
+    let db = db.to_str().unwrap().to_string();
+    let mut committed = 0u64;
+    let started = Instant::now();
+    for trial in 1..=trials {
+        let replay = format!(
+            "replay: NVARRAY_FUSE_KILL_SEED={seed} NVARRAY_FUSE_KILL_TRIALS={trial} cargo test \
+             --release -p nvarray --test fuse -- {name}"
+        );
+        let mut server = Server::start(work.path(), &dir, &args);
+        let disk = server.disk();
+        let lo = LoopDevice::attach(&disk).expect("loop device over the FUSE file");
+        if trial == 1 {
+            run_ok("mkfs.xfs", &["-q", &lo.dev]);
+        }
+        let fs = FsMount::mount(&lo.dev, &fs_dir);
+        let mut writer = Command::new("python3")
+            .args(["-c", SQLITE_WRITER, &db])
+            .stdout(Stdio::piped())
+            .stderr(Stdio::null())
+            .spawn()
+            .expect("start the SQLite writer");
+        let stdout = writer.stdout.take().unwrap();
+        let reader = std::thread::spawn(move || {
+            BufReader::new(stdout)
+                .lines()
+                .map_while(Result::ok)
+                .filter_map(|l| l.trim().parse::<u64>().ok())
+                .max()
+        });
+        // The random moment: from the writer's start to well into its commits.
+        std::thread::sleep(Duration::from_millis(rng.gen_range(0..1500)));
+        server.kill9();
+        let _ = writer.kill();
+        let _ = writer.wait();
+        if let Some(n) = reader.join().unwrap() {
+            committed = committed.max(n);
+        }
+        // What a user does after a crashed server: unmount XFS (it has shut down on the I/O
+        // errors), detach the loop device.
+        drop(fs);
+        drop(lo);
+
+        let server = Server::start(work.path(), &dir, &args);
+        let disk = server.disk();
+        let lo = LoopDevice::attach(&disk).expect("loop device after the restart");
+        // Mounting replays XFS's log; the check must then find nothing to repair.
+        FsMount::mount(&lo.dev, &fs_dir).unmount();
+        let repair = run("xfs_repair", &["-n", &lo.dev]);
+        assert!(
+            repair.status.success(),
+            "trial {trial}: xfs_repair -n found damage:\n{}\n{replay}",
+            String::from_utf8_lossy(&repair.stdout)
+        );
+        let fs = FsMount::mount(&lo.dev, &fs_dir);
+        if committed > 0 {
+            let out = sqlite(
+                &db,
+                &format!(
+                    "PRAGMA integrity_check;\n\
+                     SELECT count(DISTINCT txn) FROM t WHERE txn <= {committed};\n\
+                     SELECT count(*) FROM (SELECT txn FROM t GROUP BY txn HAVING count(*) != 50);\n"
+                ),
+            );
+            let lines: Vec<&str> = out.lines().collect();
+            assert_eq!(
+                lines,
+                ["ok", &committed.to_string(), "0"],
+                "trial {trial}: integrity, committed transactions ({committed}), torn \
+                 transactions; {replay}"
+            );
+        }
+        fs.unmount();
+        lo.detach(&disk);
+        drop(server);
+    }
+    println!(
+        "fuse kill -9 campaign: seed {seed:#x}, {trials} trials, {committed} SQLite \
+         transactions committed on XFS, xfs_repair clean, integrity ok, 0 lost, {:.0} s",
+        started.elapsed().as_secs_f64()
+    );
+}
