@@ -6,7 +6,7 @@
 #
 #   scripts/campaign.sh nbd-kill  [SEED]   1,000 kill -9 trials of a file-backed serve, 3 writers
 #   scripts/campaign.sh nbd-fuzz  [SEED]   10,000,000 requests of the stateful NBD fuzzer
-#   scripts/campaign.sh pm-kill   [SEED]   1,000 kill -9 trials of 4 processes sharing a pool
+#   scripts/campaign.sh pm-kill   [SEED]   1,000 kill -9 trials of 4 processes sharing a pool (C ABI)
 #   scripts/campaign.sh pm-power  [FIRST]  10,000 simulated power cuts (1,250 workloads x 8)
 #   scripts/campaign.sh fuse-kill [SEED]   300 kill -9 trials of mount under XFS + SQLite
 #   scripts/campaign.sh fuzz               every cargo fuzz target in fuzz/, 300 s each
@@ -134,7 +134,7 @@ fuzz() {
 }
 pm_kill() {
     run pm-kill "pm kill -9 campaign" NVARRAY_PM_KILL_TRIALS="${TRIALS:-1000}" \
-        NVARRAY_PM_KILL_WORKERS=4 NVARRAY_PM_KILL_SEED="${seed:-7632751}" -- -p nvarray-pm \
+        NVARRAY_PM_KILL_WORKERS=4 NVARRAY_PM_KILL_ABI=c NVARRAY_PM_KILL_SEED="${seed:-7632751}" -- -p nvarray-pm \
         --test kill workers_share
 }
 pm_power() {

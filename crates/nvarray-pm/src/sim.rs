@@ -102,7 +102,7 @@ impl SimWorld {
     /// Cuts power before operation `at` (counted from the world's creation).
     /// Lets a pending NVM line be torn at the crash, any mix of its old and new 8-byte words,
     /// as the CPU guarantees only 8-byte stores reach NVM whole (pmreorder's torn-write
-    /// mode). Off by default: the pool is not yet proven against it (docs/reliability.md).
+    /// mode). Off unless asked for; the crash tests ask for it.
     pub fn tear_lines(&self, on: bool) {
         self.lock().tear = on;
     }

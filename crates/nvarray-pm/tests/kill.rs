@@ -31,7 +31,13 @@ struct Worker {
 }
 
 fn spawn(dir: &Path, worker: u64, workers: u64, generation: u64) -> Worker {
+    spawn_with(dir, worker, workers, generation, "rust")
+}
+
+/// A worker using `abi`: `rust` (the `Pool` API) or `c` (the C ABI's entry points).
+fn spawn_with(dir: &Path, worker: u64, workers: u64, generation: u64, abi: &str) -> Worker {
     let mut child = Command::new(env!("CARGO_BIN_EXE_nvarray-pm-worker"))
+        .env("NVARRAY_PM_WORKER_ABI", abi)
         .arg(dir.join("pool.data"))
         .arg(dir)
         .args([worker, workers, generation].map(|n| n.to_string()))
@@ -177,13 +183,24 @@ fn a_worker_killed_at_random_moments_never_loses_an_acknowledged_transaction() {
 /// and the others must keep committing (the dead one may have held locks and log space),
 /// then all are killed and the pool is checked.
 ///
-/// The test command runs `NVARRAY_PM_KILL_TRIALS` trials (default 30) of
-/// `NVARRAY_PM_KILL_WORKERS` workers (default 2); `scripts/campaign.sh pm-kill` runs 1,000 of 4.
+/// The test command runs 30 trials of 2 workers on the Rust API and 8 of 4 through the C
+/// ABI; `scripts/campaign.sh pm-kill` runs 1,000 of 4 through the C ABI
+/// (`NVARRAY_PM_KILL_TRIALS`, `NVARRAY_PM_KILL_WORKERS`, `NVARRAY_PM_KILL_ABI`).
 #[test]
 fn workers_share_a_pool_and_killing_one_neither_corrupts_nor_blocks_the_others() {
+    let abi = std::env::var("NVARRAY_PM_KILL_ABI").unwrap_or_else(|_| "rust".into());
     let trials = common::campaign_env("NVARRAY_PM_KILL_TRIALS", 30);
     let workers = common::campaign_env("NVARRAY_PM_KILL_WORKERS", 2);
     let seed = common::campaign_env("NVARRAY_PM_KILL_SEED", 0x0074_776f);
+    kill_campaign(&abi, trials, workers, seed);
+}
+
+#[test]
+fn c_abi_workers_share_a_pool_and_killing_one_neither_corrupts_nor_blocks_the_others() {
+    kill_campaign("c", 8, 4, 0x00ab_1c0d);
+}
+
+fn kill_campaign(abi: &str, trials: u64, workers: u64, seed: u64) {
     assert!((1..=8).contains(&workers) && SLOTS % workers == 0);
     let s = common::Scratch::new();
     let dir = s.dir.path();
@@ -195,14 +212,14 @@ fn workers_share_a_pool_and_killing_one_neither_corrupts_nor_blocks_the_others()
     };
     eprintln!(
         "pm kill campaign: a failure at trial T replays with NVARRAY_PM_KILL_SEED={seed} \
-         NVARRAY_PM_KILL_WORKERS={workers} NVARRAY_PM_KILL_TRIALS=T cargo test --release -p \
-         nvarray-pm --test kill -- workers_share"
+         NVARRAY_PM_KILL_WORKERS={workers} NVARRAY_PM_KILL_ABI={abi} NVARRAY_PM_KILL_TRIALS=T \
+         cargo test --release -p nvarray-pm --test kill -- workers_share"
     );
     let started = std::time::Instant::now();
     let mut total = 0usize;
     for trial in 1..=trials {
         let running: Vec<Worker> = (0..workers)
-            .map(|w| spawn(dir, w, workers, trial))
+            .map(|w| spawn_with(dir, w, workers, trial, abi))
             .collect();
         let mut acked: Vec<Vec<u64>> = vec![Vec::new(); workers as usize];
         for (w, worker) in running.iter().enumerate() {
@@ -230,9 +247,14 @@ fn workers_share_a_pool_and_killing_one_neither_corrupts_nor_blocks_the_others()
         total += acked.len();
         checker.check(dir, &acked, workers, trial);
     }
+    let api = if abi == "c" {
+        "the C ABI"
+    } else {
+        "the Rust API"
+    };
     println!(
         "pm kill -9 campaign: seed {seed:#x}, {trials} trials of {workers} processes sharing \
-         a pool, {total} acknowledged transactions, 0 torn, 0 lost, {:.0} s",
+         a pool through {api}, {total} acknowledged transactions, 0 torn, 0 lost, {:.0} s",
         started.elapsed().as_secs_f64()
     );
 }
