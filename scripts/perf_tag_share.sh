@@ -34,7 +34,7 @@ cost() { # binary -> IOPS at QD 16
     local pid
     pid=$(serve "$1")
     fio_json --name=qd16 --rw=randread --iodepth=16 \
-        | python3 -c 'import json,sys; print(round(json.load(sys.stdin)["jobs"][0]["read"]["iops"]))'
+        | python3 -c 'import json,sys; s=sys.stdin.read(); print(round(json.loads(s[s.index("{"):])["jobs"][0]["read"]["iops"]))'
     kill -INT "$pid"
     wait "$pid" 2>/dev/null || true
 }
@@ -45,7 +45,8 @@ fair() { # binary -> "p50_us p99_us" of the QD 1 client beside a QD 64 one
     fio_json --name=greedy --rw=randread --iodepth=64 --name=qd1 --rw=randread --iodepth=1 \
         | python3 -c '
 import json, sys
-job = [j for j in json.load(sys.stdin)["jobs"] if j["jobname"] == "qd1"][0]
+s = sys.stdin.read()  # the nbd engine prints a line before the JSON
+job = [j for j in json.loads(s[s.index("{"):])["jobs"] if j["jobname"] == "qd1"][0]
 p = job["read"]["clat_ns"]["percentile"]
 print(round(p["50.000000"] / 1000, 1), round(p["99.000000"] / 1000, 1))'
     kill -INT "$pid"
