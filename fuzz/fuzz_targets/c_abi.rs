@@ -58,9 +58,8 @@ fuzz_target!(|data: &[u8]| {
                 let src = vec![op[0]; len.max(1)];
                 // SAFETY: `src` holds at least `len` readable bytes; `at` is only an address
                 // for nv_write to check, never dereferenced here.
-                let _ = unsafe {
-                    nv_write(tid, at as *mut c_void, src.as_ptr() as *const c_void, len)
-                };
+                let _ =
+                    unsafe { nv_write(tid, at as *mut c_void, src.as_ptr() as *const c_void, len) };
             }
             3 if !tids.is_empty() => {
                 let tid = tids.swap_remove(pick(tids.len()));
@@ -82,7 +81,14 @@ fuzz_target!(|data: &[u8]| {
         let byte = data.first().copied().unwrap_or(7);
         let at = base + POOL_BYTES - 1;
         // SAFETY: one readable byte at `&byte`; `at` is the pool's last byte.
-        let rc = unsafe { nv_write(tid, at as *mut c_void, &byte as *const u8 as *const c_void, 1) };
+        let rc = unsafe {
+            nv_write(
+                tid,
+                at as *mut c_void,
+                &byte as *const u8 as *const c_void,
+                1,
+            )
+        };
         if rc == NV_OK && nv_commit(tid) == NV_OK {
             // SAFETY: `at` is inside the mapping nv_allocate returned, which stays mapped.
             assert_eq!(unsafe { *(at as *const u8) }, byte);

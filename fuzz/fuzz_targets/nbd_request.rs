@@ -16,8 +16,15 @@ fuzz_target!(|data: &[u8]| {
         block_bytes: 512,
         read_only: data.len() % 2 == 0,
     };
-    if let Ok(Command::Read { offset_bytes, len_bytes })
-    | Ok(Command::Write { offset_bytes, len_bytes, .. }) = check_request(&header, &limits)
+    if let Ok(Command::Read {
+        offset_bytes,
+        len_bytes,
+    })
+    | Ok(Command::Write {
+        offset_bytes,
+        len_bytes,
+        ..
+    }) = check_request(&header, &limits)
     {
         assert!(offset_bytes + u64::from(len_bytes) <= limits.size_bytes);
         assert!(len_bytes <= PAYLOAD_BYTES_MAX);

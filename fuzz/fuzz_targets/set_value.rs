@@ -11,7 +11,6 @@ fuzz_target!(|data: &[u8]| {
     let mut lines = text.lines();
     let name = ["moneta", "dram", "optane", "z-nand", "dc-express-gen3x8"]
         [lines.next().map_or(0, str::len) % 5];
-    let overrides: Vec<(String, String)> =
-        lines.filter_map(|l| parse_assignment(l).ok()).collect();
+    let overrides: Vec<(String, String)> = lines.filter_map(|l| parse_assignment(l).ok()).collect();
     let _ = preset(name).expect("a built-in preset").load(&overrides);
 });

@@ -201,7 +201,7 @@ fn c_abi_workers_share_a_pool_and_killing_one_neither_corrupts_nor_blocks_the_ot
 }
 
 fn kill_campaign(abi: &str, trials: u64, workers: u64, seed: u64) {
-    assert!((1..=8).contains(&workers) && SLOTS % workers == 0);
+    assert!((1..=8).contains(&workers) && SLOTS.is_multiple_of(workers));
     let s = common::Scratch::new();
     let dir = s.dir.path();
     let mut rng = SmallRng::seed_from_u64(seed);
