@@ -14,8 +14,10 @@
 //! 1. a record is applied to the cache only once it is visible in the backing mapping, so a
 //!    write-back (`fdatasync`) always carries everything the cache holds; the lines it touches
 //!    are copied *from the mapping* (whole lines, a superset of the record's bytes);
-//! 2. cache lines and the line mask are persistent before the directory calls the page dirty,
-//!    and the directory before the log head moves past the record;
+//! 2. cache lines are persistent before the line mask that names them (a dirty page's mask is
+//!    read by recovery, so it may never name a line not yet written), the mask before the
+//!    directory calls the page dirty, and the directory before the log head moves past the
+//!    record;
 //! 3. a slot is reused only when clean, and a page marked clean only after `fdatasync`; a
 //!    clean slot's mask means nothing and is replaced when it turns dirty again.
 //!
