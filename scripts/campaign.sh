@@ -86,7 +86,7 @@ soak() {
     "$bin" mount "$d/mnt" --preset dram --size 256M >"$d/mount.log" 2>&1 &
     local mount=$!
     # shellcheck disable=SC2064
-    trap "kill -INT $serve $mount 2>/dev/null; sleep 3; fusermount3 -u -z $d/mnt 2>/dev/null; rm -rf $d" EXIT
+    trap "kill -INT $serve $mount 2>/dev/null || true; sleep 3; fusermount3 -u -z $d/mnt 2>/dev/null || true; rm -rf $d" EXIT
     until [ -S "$d/nbd.sock" ] && [ -e "$d/mnt/disk" ]; do sleep 0.2; done
     local end=$(( $(date +%s) + minutes * 60 ))
     # Verified I/O, pass after pass, until the end: every block written is read back and
