@@ -20,7 +20,7 @@ use rand::rngs::SmallRng;
 use rand::{Rng, RngCore, SeedableRng};
 
 mod common;
-use common::{Running, SIZE_BYTES};
+use common::{campaign_env, Running, SIZE_BYTES};
 
 const EINVAL: u32 = 22;
 const ENOSPC: u32 = 28;
@@ -364,21 +364,10 @@ impl Fuzzer {
     }
 }
 
-fn env_u64(name: &str, default: u64) -> u64 {
-    std::env::var(name)
-        .ok()
-        .map(|v| {
-            v.replace('_', "")
-                .parse()
-                .unwrap_or_else(|_| panic!("{name}={v}: not a number"))
-        })
-        .unwrap_or(default)
-}
-
 #[test]
 fn the_server_survives_a_seeded_stream_of_valid_and_malformed_requests() {
-    let seed = env_u64("NVARRAY_FUZZ_SEED", 0x6e62_6466);
-    let requests = env_u64("NVARRAY_FUZZ_REQUESTS", 20_000);
+    let seed = campaign_env("NVARRAY_FUZZ_SEED", 0x6e62_6466);
+    let requests = campaign_env("NVARRAY_FUZZ_REQUESTS", 20_000);
     // The server's messages (one per refused handshake or dropped connection) are counted,
     // not printed: ten million requests make a million of them.
     let messages = Arc::new(AtomicU64::new(0));

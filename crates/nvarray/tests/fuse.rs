@@ -14,7 +14,7 @@ use std::process::{Child, Command, ExitStatus, Stdio};
 use std::time::{Duration, Instant};
 
 mod common;
-use common::{run, run_ok};
+use common::{campaign_env, run, run_ok};
 
 /// Small and fast: the DRAM preset. XFS refuses file systems under 300 MiB.
 const XFS_SIZE: &str = "320M";
@@ -614,18 +614,6 @@ fn mount_refuses_a_missing_dir_or_a_file_with_one_line() {
         help.contains("losetup") && help.contains("--backing"),
         "{help}"
     );
-}
-
-/// A count or seed from the environment (`scripts/campaign.sh fuse-kill` sets them).
-fn campaign_env(name: &str, default: u64) -> u64 {
-    std::env::var(name)
-        .ok()
-        .map(|v| {
-            v.replace('_', "")
-                .parse()
-                .unwrap_or_else(|_| panic!("{name}={v}: not a number"))
-        })
-        .unwrap_or(default)
 }
 
 /// SQLite (through Python's `sqlite3`, the real library) committing transactions of 50 rows

@@ -10,7 +10,7 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 mod common;
-use common::{run, run_ok};
+use common::{campaign_env, run, run_ok};
 
 fn scratch(name: &str) -> PathBuf {
     let dir = std::env::temp_dir().join(format!("nvarray-nbd-{}-{name}", std::process::id()));
@@ -447,18 +447,6 @@ fn serve_listens_before_it_prepares_a_large_device() {
     assert!(out.status.success());
     let err = String::from_utf8_lossy(&out.stderr);
     assert!(err.contains("preparing the device"), "{err}");
-}
-
-/// Knobs of the kill -9 campaign (`scripts/campaign.sh nbd-kill` sets them): trials and seed.
-fn campaign_env(name: &str, default: u64) -> u64 {
-    std::env::var(name)
-        .ok()
-        .map(|v| {
-            v.replace('_', "")
-                .parse()
-                .unwrap_or_else(|_| panic!("{name}={v}: not a number"))
-        })
-        .unwrap_or(default)
 }
 
 /// Bytes of one device block (the export's minimum block size, the `dram` preset's 512): the

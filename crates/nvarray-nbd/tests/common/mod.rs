@@ -123,3 +123,16 @@ pub fn read_burst(cookies: impl IntoIterator<Item = u64>, len_bytes: u32) -> Vec
         })
         .collect()
 }
+
+/// A count or seed from the environment (`scripts/campaign.sh` sets them), else `default`.
+#[allow(dead_code)]
+pub fn campaign_env(name: &str, default: u64) -> u64 {
+    std::env::var(name)
+        .ok()
+        .map(|v| {
+            v.replace('_', "")
+                .parse()
+                .unwrap_or_else(|_| panic!("{name}={v}: not a number"))
+        })
+        .unwrap_or(default)
+}

@@ -22,3 +22,16 @@ pub fn run_ok(program: &str, args: &[&str]) -> String {
     );
     String::from_utf8_lossy(&out.stdout).into_owned()
 }
+
+/// A count or seed from the environment (`scripts/campaign.sh` sets them), else `default`.
+#[allow(dead_code)]
+pub fn campaign_env(name: &str, default: u64) -> u64 {
+    std::env::var(name)
+        .ok()
+        .map(|v| {
+            v.replace('_', "")
+                .parse()
+                .unwrap_or_else(|_| panic!("{name}={v}: not a number"))
+        })
+        .unwrap_or(default)
+}
