@@ -16,11 +16,11 @@ fuzz_target!(|data: &[u8]| {
         block_bytes: 512,
         read_only: data.len() % 2 == 0,
     };
-    if let Ok(Command::Read {
+    if let Ok(CheckedRequest::Read {
         offset_bytes,
         len_bytes,
     })
-    | Ok(Command::Write {
+    | Ok(CheckedRequest::Write {
         offset_bytes,
         len_bytes,
         ..

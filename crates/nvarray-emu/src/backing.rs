@@ -161,14 +161,6 @@ impl Backing {
         })
     }
 
-    pub fn size_bytes(&self) -> u64 {
-        self.size_bytes
-    }
-
-    pub fn kind(&self) -> &BackingKind {
-        &self.kind
-    }
-
     fn check(&self, offset_bytes: u64, len_bytes: usize) -> Result<(), EmuError> {
         match offset_bytes.checked_add(len_bytes as u64) {
             Some(end) if end <= self.size_bytes => Ok(()),
@@ -229,20 +221,6 @@ impl Backing {
                 data.as_ptr(),
                 self.map.as_mut_ptr().add(offset_bytes as usize),
                 data.len(),
-            );
-        }
-        Ok(())
-    }
-
-    /// Fills `[offset, offset + len)` with zeroes (TRIM / WRITE_ZEROES).
-    pub fn zero(&mut self, offset_bytes: u64, len_bytes: u64) -> Result<(), EmuError> {
-        self.check(offset_bytes, len_bytes as usize)?;
-        // SAFETY: as in `write`: in range, exclusive.
-        unsafe {
-            std::ptr::write_bytes(
-                self.map.as_mut_ptr().add(offset_bytes as usize),
-                0,
-                len_bytes as usize,
             );
         }
         Ok(())
@@ -416,9 +394,6 @@ mod tests {
         let mut buf = [0u8; 5];
         b.read(4096, &mut buf).unwrap();
         assert_eq!(&buf, b"hello");
-        b.zero(4096, 2).unwrap();
-        b.read(4096, &mut buf).unwrap();
-        assert_eq!(&buf, b"\0\0llo");
     }
 
     #[test]

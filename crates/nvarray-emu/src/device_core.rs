@@ -8,105 +8,20 @@
 use std::cmp::Reverse;
 use std::collections::BinaryHeap;
 
-use nvarray_model::{Breakdown, Command, CommandError, Device, DeviceConfig, Op};
+use nvarray_model::{Breakdown, Command, Device, DeviceConfig, Op};
 
 use crate::backing::{Backing, BackingKind};
 use crate::clock::Clock;
 use crate::error::EmuError;
 use crate::lateness::Lateness;
-
-/// What a command asks for.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum IoOp {
-    Read,
-    Write,
-    /// Make every completed write durable (with a durable backing file); completes at once in
-    /// the model.
-    Flush,
-}
-
-/// How a command ended. Anything but `Ok` left the data untouched.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Status {
-    Ok,
-    OutOfRange,
-    Misaligned,
-    BadLength,
-    /// The backing store failed (e.g. `fdatasync` error on flush).
-    IoError,
-    /// The opcode is not one the device knows.
-    BadOpcode,
-    /// A field of the command is malformed: a tag outside the device's tags, a PRP entry
-    /// outside the queue pair's DMA memory.
-    BadField,
-    /// The command named a tag that already has a command in flight. This completion is the
-    /// refused command's, not the tag's command in flight (which completes on its own later):
-    /// a driver must not take it for that one's (NVMe: Command ID Conflict, generic status
-    /// 03h).
-    TagConflict,
-}
-
-impl Status {
-    pub const ALL: [Status; 8] = [
-        Status::Ok,
-        Status::OutOfRange,
-        Status::Misaligned,
-        Status::BadLength,
-        Status::IoError,
-        Status::BadOpcode,
-        Status::BadField,
-        Status::TagConflict,
-    ];
-
-    /// The 4-bit code carried in completion words.
-    pub fn code(self) -> u8 {
-        self as u8
-    }
-
-    /// The status of a 4-bit code; unknown codes read as `BadField`.
-    pub fn from_code(code: u8) -> Status {
-        Status::ALL
-            .get(usize::from(code))
-            .copied()
-            .unwrap_or(Status::BadField)
-    }
-
-    pub fn is_ok(self) -> bool {
-        self == Status::Ok
-    }
-}
-
-impl std::fmt::Display for Status {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str(match self {
-            Status::Ok => "ok",
-            Status::OutOfRange => "offset + length beyond the end of the device",
-            Status::Misaligned => "offset or length not a multiple of the block size",
-            Status::BadLength => "length zero or above the maximum transfer",
-            Status::IoError => "backing store I/O error",
-            Status::BadOpcode => "unknown opcode",
-            Status::BadField => "malformed command field",
-            Status::TagConflict => "tag already has a command in flight (command refused)",
-        })
-    }
-}
-
-impl From<&CommandError> for Status {
-    fn from(e: &CommandError) -> Self {
-        match e {
-            CommandError::OutOfRange { .. } => Status::OutOfRange,
-            CommandError::Misaligned { .. } => Status::Misaligned,
-            CommandError::BadLength { .. } => Status::BadLength,
-        }
-    }
-}
+use crate::protocol::{Opcode, Status};
 
 /// A command as the device sees it: which queue pair and tag it came from, and what it asks.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Submission {
     pub queue: u16,
     pub tag: u16,
-    pub op: IoOp,
+    pub op: Opcode,
     pub offset_bytes: u64,
     pub len_bytes: u32,
 }
@@ -189,10 +104,6 @@ impl DeviceCore {
         &self.lateness
     }
 
-    pub fn config(&self) -> &DeviceConfig {
-        self.model.config()
-    }
-
     /// The timing model (for its utilisation and wear figures).
     pub fn model(&self) -> &Device {
         &self.model
@@ -219,7 +130,7 @@ impl DeviceCore {
                 posted_ns: now,
             })
         };
-        if s.op == IoOp::Flush {
+        if s.op == Opcode::Flush {
             let status = if self.backing.flush().is_ok() {
                 Status::Ok
             } else {
@@ -237,18 +148,18 @@ impl DeviceCore {
             return refuse(self, Status::BadLength);
         }
         let op = match s.op {
-            IoOp::Read if s.len_bytes <= COPY_WHEN_DONE_MAX_BYTES => {
+            Opcode::Read if s.len_bytes <= COPY_WHEN_DONE_MAX_BYTES => {
                 self.backing.prefetch(s.offset_bytes, s.len_bytes as usize);
                 Op::Read
             }
-            IoOp::Read => {
+            Opcode::Read => {
                 let data = &mut buffer[..s.len_bytes as usize];
                 if self.backing.read(s.offset_bytes, data).is_err() {
                     return refuse(self, Status::IoError);
                 }
                 Op::Read
             }
-            IoOp::Write => {
+            Opcode::Write => {
                 // Taking the data at submission makes an acknowledged write durable in the
                 // backing no matter when the process dies afterwards.
                 let data = &buffer[..s.len_bytes as usize];
@@ -257,7 +168,7 @@ impl DeviceCore {
                 }
                 Op::Write
             }
-            IoOp::Flush => unreachable!("handled above"),
+            Opcode::Flush => unreachable!("handled above"),
         };
         let id = match self.free_ids.pop() {
             Some(id) => id,
@@ -269,7 +180,7 @@ impl DeviceCore {
         self.in_flight[id as usize] = Some(InFlight {
             submission: s,
             submit_ns: now,
-            copy_when_done: s.op == IoOp::Read && s.len_bytes <= COPY_WHEN_DONE_MAX_BYTES,
+            copy_when_done: s.op == Opcode::Read && s.len_bytes <= COPY_WHEN_DONE_MAX_BYTES,
             status: Status::Ok,
         });
         let cmd = Command {
@@ -282,6 +193,7 @@ impl DeviceCore {
     }
 
     /// `advance`, then `post_due`: everything due by `now` (a clock reading).
+    #[cfg(test)]
     pub fn poll<'b>(
         &mut self,
         now: u64,
@@ -415,7 +327,7 @@ mod tests {
         panic!("command never completed");
     }
 
-    fn sub(op: IoOp, offset_bytes: u64, len_bytes: u32) -> Submission {
+    fn sub(op: Opcode, offset_bytes: u64, len_bytes: u32) -> Submission {
         Submission {
             queue: 0,
             tag: 1,
@@ -430,11 +342,11 @@ mod tests {
         let mut c = core(&[]);
         let mut buf = vec![0u8; 8192];
         buf[..4096].fill(0xab);
-        let w = run(&mut c, sub(IoOp::Write, 8192, 4096), &mut buf);
+        let w = run(&mut c, sub(Opcode::Write, 8192, 4096), &mut buf);
         assert_eq!(w.status, Status::Ok);
         assert!(w.posted_ns >= w.deadline_ns);
         buf.fill(0);
-        let r = run(&mut c, sub(IoOp::Read, 8192, 4096), &mut buf);
+        let r = run(&mut c, sub(Opcode::Read, 8192, 4096), &mut buf);
         assert_eq!(r.status, Status::Ok);
         assert!(r.posted_ns >= r.deadline_ns);
         assert!(buf[..4096].iter().all(|&b| b == 0xab));
@@ -448,18 +360,18 @@ mod tests {
         let mut buf = vec![0x5au8; 8192];
         let size = 16u64 << 20;
         for (s, status) in [
-            (sub(IoOp::Write, size, 512), Status::OutOfRange),
-            (sub(IoOp::Write, size - 512, 1024), Status::OutOfRange),
-            (sub(IoOp::Write, 1, 512), Status::Misaligned),
-            (sub(IoOp::Write, 0, 100), Status::Misaligned),
-            (sub(IoOp::Write, 0, 0), Status::BadLength),
-            (sub(IoOp::Write, 0, 16384), Status::BadLength),
+            (sub(Opcode::Write, size, 512), Status::OutOfRange),
+            (sub(Opcode::Write, size - 512, 1024), Status::OutOfRange),
+            (sub(Opcode::Write, 1, 512), Status::Misaligned),
+            (sub(Opcode::Write, 0, 100), Status::Misaligned),
+            (sub(Opcode::Write, 0, 0), Status::BadLength),
+            (sub(Opcode::Write, 0, 16384), Status::BadLength),
         ] {
             assert_eq!(run(&mut c, s, &mut buf).status, status, "{s:?}");
         }
         let mut check = vec![0xffu8; 8192];
         assert_eq!(
-            run(&mut c, sub(IoOp::Read, 0, 8192), &mut check).status,
+            run(&mut c, sub(Opcode::Read, 0, 8192), &mut check).status,
             Status::Ok
         );
         assert!(
@@ -481,10 +393,10 @@ mod tests {
                 let (offset, len) = (block * 512, blocks * 512);
                 if write {
                     buf[..len as usize].fill(fill);
-                    prop_assert_eq!(run(&mut c, sub(IoOp::Write, offset, len), &mut buf).status, Status::Ok);
+                    prop_assert_eq!(run(&mut c, sub(Opcode::Write, offset, len), &mut buf).status, Status::Ok);
                     reference[offset as usize..(offset + u64::from(len)) as usize].fill(fill);
                 } else {
-                    prop_assert_eq!(run(&mut c, sub(IoOp::Read, offset, len), &mut buf).status, Status::Ok);
+                    prop_assert_eq!(run(&mut c, sub(Opcode::Read, offset, len), &mut buf).status, Status::Ok);
                     prop_assert_eq!(&buf[..len as usize], &reference[offset as usize..(offset + u64::from(len)) as usize]);
                 }
             }

@@ -11,11 +11,12 @@ use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard, TryLockError};
 use std::thread::JoinHandle;
 
-use nvarray_model::{DeviceConfig, Protocol};
+use nvarray_model::{Breakdown, DeviceConfig, Protocol};
 
 use crate::arena::Arena;
 use crate::backing::BackingKind;
-use crate::device_core::{DeviceCore, IoOp, Posted, Status, Submission};
+use crate::device_core::{DeviceCore, Posted, Submission};
+use crate::protocol::{Opcode, Status};
 use crate::error::EmuError;
 use crate::irq::Irq;
 use crate::lateness::LatenessReport;
@@ -275,9 +276,13 @@ impl Emulator {
         self.lock().core.lateness().report(None)
     }
 
-    /// The model's utilisation figures etc. are read through this.
-    pub fn with_core<R>(&self, f: impl FnOnce(&DeviceCore) -> R) -> R {
-        f(&self.lock().core)
+    /// Reads the timing model (its utilisation and wear) together with the sum of the
+    /// breakdowns of every command it completed and their count, under one lock so the three
+    /// agree.
+    pub fn with_model<R>(&self, f: impl FnOnce(&nvarray_model::Device, &Breakdown, u64) -> R) -> R {
+        let state = self.lock();
+        let (sum, count) = state.core.modelled();
+        f(state.core.model(), sum, count)
     }
 
     /// Commands the device has taken from submission queues.
@@ -496,7 +501,7 @@ type Decoded = Result<(Submission, bool), Posted>;
 
 /// A command word: Moneta's, or DC Express's, whose reads complete in their data.
 fn decode_word(word: u64, queue: u16, shared: &Shared) -> Decoded {
-    let c = moneta::Command::decode(word);
+    let c = moneta::CommandWord::decode(word);
     let Some(op) = c.op() else {
         return Err(immediate(queue, c.tag, Status::BadOpcode));
     };
@@ -509,7 +514,7 @@ fn decode_word(word: u64, queue: u16, shared: &Shared) -> Decoded {
             offset_bytes: c.offset_blocks * block_bytes,
             len_bytes: u32::try_from(c.len_blocks * block_bytes).unwrap_or(u32::MAX),
         },
-        op == IoOp::Read && shared.protocol == Protocol::DcExpress,
+        op == Opcode::Read && shared.protocol == Protocol::DcExpress,
     ))
 }
 
@@ -524,9 +529,9 @@ fn decode_nvme(
 ) -> Decoded {
     let refuse = |status| Err(immediate(queue, sqe.cid, status));
     let op = match sqe.opcode {
-        nvme::OPCODE_READ => IoOp::Read,
-        nvme::OPCODE_WRITE => IoOp::Write,
-        nvme::OPCODE_FLUSH => IoOp::Flush,
+        nvme::OPCODE_READ => Opcode::Read,
+        nvme::OPCODE_WRITE => Opcode::Write,
+        nvme::OPCODE_FLUSH => Opcode::Flush,
         _ => return refuse(Status::BadOpcode),
     };
     if sqe.nsid != 1 {
@@ -539,7 +544,7 @@ fn decode_nvme(
         offset_bytes: 0,
         len_bytes: 0,
     };
-    if op == IoOp::Flush {
+    if op == Opcode::Flush {
         return Ok((s, false));
     }
     let blocks = u64::from(sqe.cdw12 & 0xffff) + 1;

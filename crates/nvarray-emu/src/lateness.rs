@@ -64,17 +64,12 @@ impl Lateness {
         self.modelled_ns_sum += u128::from(modelled_ns);
     }
 
-    pub fn merge(&mut self, other: &Lateness) {
-        self.histogram.add(&other.histogram).expect("same bounds");
-        self.modelled_ns_sum += other.modelled_ns_sum;
-        self.early += other.early;
-    }
-
     pub fn count(&self) -> u64 {
         self.histogram.len()
     }
 
     /// Completions posted before their deadline (always 0 unless the engine has a bug).
+    #[cfg(test)]
     pub fn early(&self) -> u64 {
         self.early
     }

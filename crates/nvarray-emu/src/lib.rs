@@ -5,17 +5,31 @@
 //! `nvarray_model::Device` as the simulator — there is no second copy of the timing logic —
 //! and posts each completion when the wall clock reaches the model's deadline, never earlier.
 
-pub mod arena;
-pub mod backing;
-pub mod clock;
-pub mod device_core;
-pub mod engine;
-pub mod error;
+// The shared-memory interface between host and device, as hardware would define it: the
+// queues (the driver holds one end of each), the wire formats of commands and completions,
+// the tag pool and the interrupt word. Public because the driver builds on them.
 pub mod irq;
-pub mod lateness;
 pub mod nvme_cq;
 pub mod protocol;
 pub mod ring;
-mod sync;
 pub mod tag_pool;
 pub mod word_ring;
+
+// The device itself: crate-private. The driver sees it only through the items below.
+mod arena;
+mod backing;
+mod clock;
+mod device_core;
+mod engine;
+mod error;
+mod lateness;
+mod sync;
+
+#[cfg(test)]
+mod backing_kill_tests;
+
+pub use backing::BackingKind;
+pub use protocol::{Opcode, Status};
+pub use engine::{DeviceQueue, DmaMemory, Emulator, EmulatorOptions, IN_DATA_DONE};
+pub use error::EmuError;
+pub use lateness::LatenessReport;

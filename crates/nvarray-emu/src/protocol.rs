@@ -6,7 +6,94 @@
 //! they live with the device. Decoding never trusts the bits: every field is checked by the
 //! device before anything is touched.
 
-use crate::device_core::{IoOp, Status};
+use nvarray_model::CommandError;
+
+/// What a command asks for.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Opcode {
+    Read,
+    Write,
+    /// Make every completed write durable (with a durable backing file); completes at once in
+    /// the model.
+    Flush,
+}
+
+/// How a command ended. Anything but `Ok` left the data untouched.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Status {
+    Ok,
+    OutOfRange,
+    Misaligned,
+    BadLength,
+    /// The backing store failed (e.g. `fdatasync` error on flush).
+    IoError,
+    /// The opcode is not one the device knows.
+    BadOpcode,
+    /// A field of the command is malformed: a tag outside the device's tags, a PRP entry
+    /// outside the queue pair's DMA memory.
+    BadField,
+    /// The command named a tag that already has a command in flight. This completion is the
+    /// refused command's, not the tag's command in flight (which completes on its own later):
+    /// a driver must not take it for that one's (NVMe: Command ID Conflict, generic status
+    /// 03h).
+    TagConflict,
+}
+
+impl Status {
+    pub const ALL: [Status; 8] = [
+        Status::Ok,
+        Status::OutOfRange,
+        Status::Misaligned,
+        Status::BadLength,
+        Status::IoError,
+        Status::BadOpcode,
+        Status::BadField,
+        Status::TagConflict,
+    ];
+
+    /// The 4-bit code carried in completion words.
+    pub fn code(self) -> u8 {
+        self as u8
+    }
+
+    /// The status of a 4-bit code; unknown codes read as `BadField`.
+    pub fn from_code(code: u8) -> Status {
+        Status::ALL
+            .get(usize::from(code))
+            .copied()
+            .unwrap_or(Status::BadField)
+    }
+
+    pub fn is_ok(self) -> bool {
+        self == Status::Ok
+    }
+}
+
+impl std::fmt::Display for Status {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(match self {
+            Status::Ok => "ok",
+            Status::OutOfRange => "offset + length beyond the end of the device",
+            Status::Misaligned => "offset or length not a multiple of the block size",
+            Status::BadLength => "length zero or above the maximum transfer",
+            Status::IoError => "backing store I/O error",
+            Status::BadOpcode => "unknown opcode",
+            Status::BadField => "malformed command field",
+            Status::TagConflict => "tag already has a command in flight (command refused)",
+        })
+    }
+}
+
+impl From<&CommandError> for Status {
+    fn from(e: &CommandError) -> Self {
+        match e {
+            CommandError::OutOfRange { .. } => Status::OutOfRange,
+            CommandError::Misaligned { .. } => Status::Misaligned,
+            CommandError::BadLength { .. } => Status::BadLength,
+        }
+    }
+}
+
 
 /// Moneta command word (Moneta: "issue command with one 64-bit write"; per-tag DMA buffers,
 /// so no address travels in it). Layout, from the top bit:
@@ -35,14 +122,14 @@ pub mod moneta {
 
     /// A decoded command word. Lengths and offsets are in blocks.
     #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-    pub struct Command {
+    pub struct CommandWord {
         pub opcode: u64,
         pub tag: u16,
         pub offset_blocks: u64,
         pub len_blocks: u64,
     }
 
-    impl Command {
+    impl CommandWord {
         /// The word for this command. Fields must fit (the driver checks before encoding).
         pub fn encode(self) -> u64 {
             assert!(self.opcode < 8);
@@ -56,8 +143,8 @@ pub mod moneta {
                 | self.offset_blocks
         }
 
-        pub fn decode(word: u64) -> Command {
-            Command {
+        pub fn decode(word: u64) -> CommandWord {
+            CommandWord {
                 opcode: (word >> 60) & 0x7,
                 tag: ((word >> 48) & ((1 << TAG_BITS) - 1)) as u16,
                 len_blocks: ((word >> OFFSET_BITS) & ((1 << LEN_BITS) - 1)) + 1,
@@ -66,11 +153,11 @@ pub mod moneta {
         }
 
         /// What the opcode asks for.
-        pub fn op(self) -> Option<IoOp> {
+        pub fn op(self) -> Option<Opcode> {
             match self.opcode {
-                OPCODE_READ => Some(IoOp::Read),
-                OPCODE_WRITE => Some(IoOp::Write),
-                OPCODE_FLUSH => Some(IoOp::Flush),
+                OPCODE_READ => Some(Opcode::Read),
+                OPCODE_WRITE => Some(Opcode::Write),
+                OPCODE_FLUSH => Some(Opcode::Flush),
                 _ => None,
             }
         }
@@ -169,10 +256,10 @@ mod tests {
             len_blocks in 1..=LEN_BLOCKS_MAX,
             offset_blocks in 0..=OFFSET_BLOCKS_MAX,
         ) {
-            let c = Command { opcode, tag, offset_blocks, len_blocks };
+            let c = CommandWord { opcode, tag, offset_blocks, len_blocks };
             let w = c.encode();
             prop_assert!(w != 0);
-            prop_assert_eq!(Command::decode(w), c);
+            prop_assert_eq!(CommandWord::decode(w), c);
         }
 
         #[test]
@@ -185,13 +272,13 @@ mod tests {
     #[test]
     fn unknown_opcodes_decode_to_none() {
         for opcode in 3..8 {
-            let c = Command {
+            let c = CommandWord {
                 opcode,
                 tag: 0,
                 offset_blocks: 0,
                 len_blocks: 1,
             };
-            assert_eq!(Command::decode(c.encode()).op(), None);
+            assert_eq!(CommandWord::decode(c.encode()).op(), None);
         }
     }
 }

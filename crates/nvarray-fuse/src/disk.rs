@@ -12,8 +12,7 @@
 use std::sync::Arc;
 use std::time::Instant;
 
-use nvarray_host::{Completion, Device, QueuePair};
-use nvarray_model::{Breakdown, Component};
+use nvarray_host::{CompletionMode, Device, QueuePair};
 use nvarray_report::{BusyClock, StreamStats};
 
 use crate::error::IoError;
@@ -53,7 +52,7 @@ pub struct DiskIo {
 impl DiskIo {
     /// The file over `device`, with a queue pair of its own that waits for completions as
     /// `completion` says.
-    pub fn new(device: Arc<Device>, completion: Completion) -> Self {
+    pub fn new(device: Arc<Device>, completion: CompletionMode) -> Self {
         let block_bytes = u64::from(device.block_bytes());
         let size_bytes = device.size_bytes() / block_bytes * block_bytes;
         // A read of IO_BYTES_MAX at an unaligned offset covers at most two more blocks.
@@ -237,19 +236,5 @@ impl DiskIo {
         self.stats.errors += 1;
         self.stats.last_error = Some(e.to_string());
         e
-    }
-}
-
-/// Recording a request's whole latency as host time: `nvarray_host::bench::device_report`
-/// moves the modelled device's share to its components, as for `nvarray bench`.
-trait RecordHost {
-    fn record_host(&mut self, is_read: bool, len_bytes: u32, latency_ns: u64);
-}
-
-impl RecordHost for StreamStats {
-    fn record_host(&mut self, is_read: bool, len_bytes: u32, latency_ns: u64) {
-        let mut breakdown = Breakdown::default();
-        breakdown.set(Component::Host, latency_ns);
-        self.record(is_read, len_bytes, latency_ns, &breakdown);
     }
 }

@@ -5,7 +5,7 @@
 use std::sync::Arc;
 
 use nvarray_fuse::{DiskIo, IoError, IO_BYTES_MAX};
-use nvarray_host::{Completion, Device, Options};
+use nvarray_host::{CompletionMode, Device, Options};
 use proptest::prelude::*;
 
 /// A small DRAM device (the fastest preset, so the property test runs quickly) with
@@ -97,7 +97,7 @@ proptest! {
         ops in prop::collection::vec(op(4 << 20), 1..40),
     ) {
         let size = 4u64 << 20;
-        let mut io = DiskIo::new(device(size, 1 << block_shift), Completion::Spin);
+        let mut io = DiskIo::new(device(size, 1 << block_shift), CompletionMode::Spin);
         let mut reference = vec![0u8; size as usize];
         for op in &ops {
             check(&mut io, &mut reference, op);
@@ -115,7 +115,7 @@ proptest! {
 #[test]
 fn the_end_of_the_file_clips_reads_and_refuses_writes() {
     let size = 1u64 << 20;
-    let mut io = DiskIo::new(device(size, 512), Completion::Adaptive);
+    let mut io = DiskIo::new(device(size, 512), CompletionMode::Adaptive);
     assert_eq!(io.size_bytes(), size);
     assert_eq!(io.read(size, 4096).unwrap().len(), 0, "read at the end");
     assert_eq!(io.read(u64::MAX, 4096).unwrap().len(), 0, "read far beyond");

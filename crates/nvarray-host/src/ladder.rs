@@ -15,8 +15,8 @@ use std::thread::JoinHandle;
 
 use nvarray_emu::irq::Irq;
 
-use crate::driver::{Device, Done, Prepared, QueuePair};
-use crate::options::{Completion, Stack};
+use crate::{Device, Done, Prepared, QueuePair};
+use crate::options::{CompletionMode, Stack};
 
 /// One thread's way to the device.
 pub enum Issuer {
@@ -28,10 +28,10 @@ pub enum Issuer {
 impl Issuer {
     /// The issuer `stack` gives a new thread. `shared` holds the stack's shared state, built
     /// by `LadderShared::new` once per device.
-    pub fn new(device: &Device, shared: &LadderShared, completion: Completion) -> Issuer {
+    pub fn new(device: &Device, shared: &LadderShared, completion: CompletionMode) -> Issuer {
         match (device.options().stack, shared) {
             (Stack::Spin, _) => Issuer::Own(device.queue_pair(completion)),
-            (Stack::Atomic, _) => Issuer::Own(device.queue_pair(Completion::Sleep)),
+            (Stack::Atomic, _) => Issuer::Own(device.queue_pair(CompletionMode::Sleep)),
             (_, LadderShared::Locked(q)) => Issuer::Shared(Arc::clone(q)),
             (_, LadderShared::Scheduled(q, s)) => Issuer::Scheduled(Arc::clone(q), Arc::clone(s)),
             (_, LadderShared::None) => {
@@ -101,7 +101,7 @@ struct SharedInner {
 
 impl SharedQueue {
     fn new(device: &Device) -> SharedQueue {
-        let qp = device.queue_pair(Completion::Sleep);
+        let qp = device.queue_pair(CompletionMode::Sleep);
         let irq = Arc::clone(qp.irq());
         SharedQueue {
             inner: Mutex::new(SharedInner {
@@ -151,7 +151,7 @@ impl SharedQueue {
                 if others {
                     self.irq.raise();
                 }
-                crate::driver::inline_nap(&emu);
+                crate::nap::inline_nap(&emu);
                 continue;
             }
             // Arm under the lock: any thread that parks a completion for us after this takes

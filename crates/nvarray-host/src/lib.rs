@@ -1,17 +1,28 @@
-//! `nvarray-host`: the user-space, polled driver for the emulated device.
+//! `nvarray-host`: the user-space, polled driver for the emulated device, and the only door
+//! to it: front ends and runners reach the device through this crate alone.
 //!
 //! `Device::open` starts the emulator in-process; each thread takes a `QueuePair` and issues
-//! commands without a lock or a system call (Moneta, DC Express). `bench` runs fio-like
-//! workloads through it and reports in the same shape as the simulator.
+//! commands without a lock or a system call (Moneta, DC Express).
+//!
+//! - `device`: opening, preparing and finishing commands (tags and DMA buffers);
+//! - `queue_pair`: one thread's rings, issuing, polling and waiting;
+//! - `encode`: the command word and the NVMe SQE (the emulator decodes them);
+//! - `sync_io`: `read_at` / `write_at` / `flush` on a queue pair;
+//! - `nap`: the waiting policy (`QueuePair::nap_time`);
+//! - `ladder`: the Moneta software-stack ladder; `options`: how the device is driven.
 
-pub mod bench;
-pub mod driver;
+mod device;
+mod encode;
 pub mod error;
 pub mod ladder;
+mod nap;
 pub mod options;
-pub mod verify;
+mod queue_pair;
+mod sync_io;
 
-pub use driver::{Device, Done, Prepared, QueuePair};
+pub use device::{Device, Done, Prepared, BUFFER_BYTES_DEFAULT};
 pub use error::HostError;
-pub use nvarray_emu::device_core::{IoOp, Status};
-pub use options::{Completion, Options, Stack};
+pub use nap::fine_timer_slack;
+pub use nvarray_emu::{Opcode, LatenessReport, Status};
+pub use options::{BackingKind, CompletionMode, Options, Stack};
+pub use queue_pair::QueuePair;

@@ -4,7 +4,7 @@
 use std::fmt;
 use std::str::FromStr;
 
-pub use nvarray_emu::backing::BackingKind;
+pub use nvarray_emu::BackingKind;
 
 /// The Moneta software-stack ladder (Moneta slides, "Software optimizations": baseline, then
 /// remove the I/O scheduler (−10 % software latency), then issue with one atomic 64-bit write
@@ -42,7 +42,7 @@ impl Stack {
 
 /// How a thread waits for its command to complete.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
-pub enum Completion {
+pub enum CompletionMode {
     /// Poll the completion queue until the entry appears.
     Spin,
     /// Sleep on a futex until the device (or whoever drains the queue) wakes the thread.
@@ -57,31 +57,31 @@ pub enum Completion {
     InData,
 }
 
-impl Completion {
+impl CompletionMode {
     /// The completion mode a device speaking `protocol` gets unless one is asked for: in-data
     /// for DC Express (it has no other), adaptive otherwise.
-    pub fn default_for(protocol: nvarray_model::Protocol) -> Completion {
+    pub fn default_for(protocol: nvarray_model::Protocol) -> CompletionMode {
         match protocol {
-            nvarray_model::Protocol::DcExpress => Completion::InData,
-            _ => Completion::Adaptive,
+            nvarray_model::Protocol::DcExpress => CompletionMode::InData,
+            _ => CompletionMode::Adaptive,
         }
     }
 }
 
-impl Completion {
-    pub const ALL: [Completion; 4] = [
-        Completion::Spin,
-        Completion::Sleep,
-        Completion::Adaptive,
-        Completion::InData,
+impl CompletionMode {
+    pub const ALL: [CompletionMode; 4] = [
+        CompletionMode::Spin,
+        CompletionMode::Sleep,
+        CompletionMode::Adaptive,
+        CompletionMode::InData,
     ];
 
     pub fn name(self) -> &'static str {
         match self {
-            Completion::Spin => "spin",
-            Completion::Sleep => "sleep",
-            Completion::Adaptive => "adaptive",
-            Completion::InData => "in-data",
+            CompletionMode::Spin => "spin",
+            CompletionMode::Sleep => "sleep",
+            CompletionMode::Adaptive => "adaptive",
+            CompletionMode::InData => "in-data",
         }
     }
 }
@@ -114,9 +114,9 @@ macro_rules! name_parsing {
 }
 
 name_parsing!(Stack, "stack");
-name_parsing!(Completion, "completion mode");
+name_parsing!(CompletionMode, "completion mode");
 
-/// Below this request size `Completion::Adaptive` spins, from this size up it sleeps.
+/// Below this request size `CompletionMode::Adaptive` spins, from this size up it sleeps.
 ///
 /// Moneta's rule is 4 KB; this default is measured on the project's 2-core VMs
 /// (`docs/perf.md`, "Spin versus sleep").
@@ -130,8 +130,8 @@ pub struct Options {
     /// mode): fewer spinning threads than cores when a server and a client share the machine.
     pub device_threads: usize,
     pub stack: Stack,
-    /// How threads wait; `None` takes the protocol's (`Completion::default_for`).
-    pub completion: Option<Completion>,
+    /// How threads wait; `None` takes the protocol's (`CompletionMode::default_for`).
+    pub completion: Option<CompletionMode>,
     pub adaptive_threshold_bytes: u32,
     /// Size of each tag's DMA buffer: the largest single command. Larger requests are split by
     /// the sync API. Default: the device's maximum transfer, capped so the arena stays small.
@@ -180,8 +180,8 @@ mod tests {
         for s in Stack::ALL {
             assert_eq!(s.name().parse::<Stack>().unwrap(), s);
         }
-        for c in Completion::ALL {
-            assert_eq!(c.name().parse::<Completion>().unwrap(), c);
+        for c in CompletionMode::ALL {
+            assert_eq!(c.name().parse::<CompletionMode>().unwrap(), c);
         }
         assert_eq!(
             "fast".parse::<Stack>().unwrap_err(),

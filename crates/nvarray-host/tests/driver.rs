@@ -2,7 +2,7 @@
 //! pairs (checked against a plain byte array), both command protocols, inline and threaded
 //! devices, every completion mode, and the device's refusal of bad commands.
 
-use nvarray_host::{Completion, Device, HostError, IoOp, Options, Stack, Status};
+use nvarray_host::{CompletionMode, Device, HostError, Opcode, Options, Stack, Status};
 use nvarray_model::{presets::preset, DeviceConfig};
 use proptest::prelude::*;
 
@@ -71,10 +71,10 @@ fn action(blocks_total: u64) -> impl Strategy<Value = Action> {
 fn check_against_reference(device: &Device, actions: &[Action]) -> Result<(), TestCaseError> {
     let block = u64::from(device.block_bytes());
     let mut reference = vec![0u8; device.size_bytes() as usize];
-    let modes = if device.completion() == Completion::InData {
-        [Completion::InData; 3]
+    let modes = if device.completion() == CompletionMode::InData {
+        [CompletionMode::InData; 3]
     } else {
-        [Completion::Spin, Completion::Sleep, Completion::Adaptive]
+        [CompletionMode::Spin, CompletionMode::Sleep, CompletionMode::Adaptive]
     };
     let mut qps: Vec<_> = modes.iter().map(|&c| device.queue_pair(c)).collect();
     for a in actions {
@@ -196,16 +196,16 @@ fn device_refuses_bad_commands_and_touches_nothing() {
         qp.write_at(&device, &pattern, 0).unwrap();
         qp.write_at(&device, &pattern, size - 16 * 1024).unwrap();
         let junk = vec![0x11u8; 16 * 1024];
-        let cases: [(IoOp, u64, u32, Status); 3] = [
+        let cases: [(Opcode, u64, u32, Status); 3] = [
             // Past the end (the command encodings carry block units, so misalignment cannot
             // reach the device; the driver refuses it, checked below).
-            (IoOp::Write, size - 512, 1024, Status::OutOfRange),
-            (IoOp::Write, size, 512, Status::OutOfRange),
+            (Opcode::Write, size - 512, 1024, Status::OutOfRange),
+            (Opcode::Write, size, 512, Status::OutOfRange),
             // More than the tag's buffer holds.
-            (IoOp::Read, 0, 32 * 1024, Status::BadLength),
+            (Opcode::Read, 0, 32 * 1024, Status::BadLength),
         ];
         for (op, offset, len, status) in cases {
-            let data = (op == IoOp::Write).then_some(&junk[..]);
+            let data = (op == Opcode::Write).then_some(&junk[..]);
             let p = device.prepare_unchecked(op, offset, len, data).unwrap();
             qp.issue(p);
             let mut got = None;
@@ -216,7 +216,7 @@ fn device_refuses_bad_commands_and_touches_nothing() {
         }
         // An opcode the device does not know, carrying a write's data: refused, nothing written.
         let p = device
-            .prepare(IoOp::Write, 0, 512, Some(&junk[..512]))
+            .prepare(Opcode::Write, 0, 512, Some(&junk[..512]))
             .unwrap()
             .with_raw_opcode(if preset_name == "moneta" { 6 } else { 0x7f });
         qp.issue(p);
@@ -255,7 +255,7 @@ fn stack_and_options_defaults_are_the_fastest() {
 fn open_refuses_options_no_command_could_honour() {
     let config_error =
         |config: &DeviceConfig, options: Options| match Device::open(config, &options) {
-            Err(HostError::Config(message)) => message,
+            Err(e) if e.is_input_error() => e.to_string(),
             Err(e) => panic!("expected a configuration error, got {e}"),
             Ok(_) => panic!("opened with {options:?}"),
         };
@@ -266,7 +266,7 @@ fn open_refuses_options_no_command_could_honour() {
             &small("dc-express", 1 << 20),
             Options {
                 stack,
-                completion: Some(Completion::InData),
+                completion: Some(CompletionMode::InData),
                 ..Options::default()
             },
         );
@@ -277,12 +277,12 @@ fn open_refuses_options_no_command_could_honour() {
     let message = config_error(
         &small("dram", 1 << 20),
         Options {
-            completion: Some(Completion::InData),
+            completion: Some(CompletionMode::InData),
             ..Options::default()
         },
     );
     assert!(message.contains("DC Express protocol's"), "{message}");
-    for completion in [Completion::Spin, Completion::Sleep, Completion::Adaptive] {
+    for completion in [CompletionMode::Spin, CompletionMode::Sleep, CompletionMode::Adaptive] {
         let message = config_error(
             &small("dc-express", 1 << 20),
             Options {
@@ -295,6 +295,15 @@ fn open_refuses_options_no_command_could_honour() {
             "{message}"
         );
     }
+    // The emulator's tag pool holds 4,096 tags; more used to be clamped silently, so the
+    // model and the emulator ran with different tag counts.
+    let mut many_tags = small("dram", 1 << 20);
+    many_tags.controller.tags = 5000;
+    let message = config_error(&many_tags, Options::default());
+    assert!(
+        message.contains("controller.tags 5000 is more than the emulator's 4096"),
+        "{message}"
+    );
     // An NVMe command counts blocks in 16 bits: a 64 MiB buffer of 512-byte blocks is 131,072.
     let mut big = small("dram", 128 << 20);
     big.controller.max_transfer_bytes = 64 << 20;
@@ -351,7 +360,7 @@ fn no_host_sees_a_read_faster_than_the_idle_model() {
         let dir = tempfile::tempdir().unwrap();
         let options = Options {
             device_threads,
-            backing: nvarray_emu::backing::BackingKind::File {
+            backing: nvarray_host::BackingKind::File {
                 path: dir.path().join("image"),
                 durable: true,
             },
@@ -362,8 +371,8 @@ fn no_host_sees_a_read_faster_than_the_idle_model() {
         let stop = std::sync::atomic::AtomicBool::new(false);
         // The writer's queue pair first: a pass serves queues in that order, so a read
         // submitted during the flush is taken later in the same pass.
-        let mut writer_qp = device.queue_pair(Completion::Spin);
-        let mut qp = device.queue_pair(Completion::Spin);
+        let mut writer_qp = device.queue_pair(CompletionMode::Spin);
+        let mut qp = device.queue_pair(CompletionMode::Spin);
         let fastest_ns = std::thread::scope(|s| {
             let writer = s.spawn(|| {
                 let data = vec![7u8; 64 << 10];
@@ -391,5 +400,61 @@ fn no_host_sees_a_read_faster_than_the_idle_model() {
             fastest_ns >= read_floor_ns,
             "device threads {device_threads}: a 512 B read completed in {fastest_ns} ns, the idle model takes {read_floor_ns} ns"
         );
+    }
+}
+
+/// The one waiting policy: `nap_time` allows a nap only inline, with a command in flight
+/// whose deadline is far enough away, and never past the deadline minus the wake-up margin.
+#[test]
+fn nap_time_allows_a_nap_only_when_it_cannot_make_a_completion_late() {
+    let mut config = small("dram", 1 << 20);
+    config.memory.read_latency_ns = 1_000_000;
+    for device_threads in [0, 1] {
+        let device = Device::open(
+            &config,
+            &Options {
+                device_threads,
+                buffer_bytes: Some(16 * 1024),
+                ..Options::default()
+            },
+        )
+        .unwrap();
+        let mut qp = device.queue_pair(CompletionMode::Spin);
+        assert_eq!(qp.nap_time(), None, "nothing in flight");
+        let p = device.prepare(Opcode::Read, 0, 4096, None).unwrap();
+        qp.issue(p);
+        // The model's first events (command delivery, a few hundred ns) are too close for a
+        // nap; polling moves it on to the media access, which leaves one. Bounded: the read
+        // completing first fails the test.
+        let mut nap = None;
+        let mut completed = false;
+        while nap.is_none() && !completed {
+            qp.poll(|d| {
+                completed = true;
+                device.finish(d, None).unwrap();
+            });
+            nap = qp.nap_time();
+            if device_threads > 0 {
+                break;
+            }
+        }
+        let asked = std::time::Instant::now();
+        while qp.in_flight() > 0 {
+            qp.wait(|d| device.finish(d, None).unwrap());
+        }
+        let completed = asked.elapsed();
+        if device_threads == 0 {
+            let nap = nap.expect("a 1 ms read leaves time for a nap");
+            // The completion is never posted before its deadline, so a nap that ends before
+            // the completion arrived could not have made it late.
+            assert!(
+                nap + std::time::Duration::from_micros(25) <= completed,
+                "a nap of {nap:?} (+ 25 µs margin) reaches past the completion at {completed:?}"
+            );
+            assert!(nap >= std::time::Duration::from_micros(35), "{nap:?}");
+        } else {
+            assert_eq!(nap, None, "device threads raise the interrupt; nothing to nap for");
+        }
+        assert_eq!(qp.nap_time(), None, "nothing in flight again");
     }
 }

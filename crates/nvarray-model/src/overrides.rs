@@ -2,7 +2,10 @@
 //!
 //! Overrides are applied to the TOML tree before it is deserialised, so the one set of serde
 //! rules and `validate` checks every value, whether it came from a file, a preset or the
-//! command line.
+//! command line. Sizes and durations in a value are read by `nvarray-units`, the same parser
+//! that reads fio keys, so `4k` or `1.5us` means the same in `--set` as in a job.
+
+use nvarray_units::{DurationErrorKind, SizeErrorKind};
 
 use crate::config::{one_line, DeviceConfig};
 use crate::error::ConfigError;
@@ -16,12 +19,14 @@ pub fn apply_overrides(
         .parse()
         .map_err(|e: toml::de::Error| ConfigError::Toml(one_line(&e.to_string())))?;
     for (key, value) in overrides {
+        let value = read_value(value).map_err(|message| ConfigError::Override {
+            key: key.clone(),
+            message,
+        })?;
         for path in expand_alias(key) {
-            set_path(&mut root, path, parse_value(value)).map_err(|message| {
-                ConfigError::Override {
-                    key: key.clone(),
-                    message,
-                }
+            set_path(&mut root, path, value.clone()).map_err(|message| ConfigError::Override {
+                key: key.clone(),
+                message,
             })?;
         }
     }
@@ -101,48 +106,55 @@ fn set_path(root: &mut toml::Table, key: &str, value: toml::Value) -> Result<(),
     Ok(())
 }
 
-/// Reads a command-line value as the TOML type it looks like. Integers accept size suffixes
-/// (`4k` = 4096, binary like fio) and time suffixes (`1us` = 1000, values in nanoseconds).
+/// Reads a command-line value as the TOML type it looks like: a boolean, an integer, a float,
+/// a size or a duration as an integer, else a string.
+///
+/// Sizes and durations are read by `nvarray-units`, with the rules fio keys follow: `4k` is
+/// 4096 (powers of 1024, like fio), `0.5k` is 512, `0x1000` is 4096, `1us` is 1000 (values in
+/// nanoseconds), `1.5us` is 1500. Text that is both a size and a duration (`2m`) is read as a
+/// size, 2 MiB, because the key it is for is not known here; write `120s` for two minutes.
+/// A size or duration that breaks a rule (`4KiB`, `0.3k`) comes back as a string; through
+/// [`apply_overrides`] it is an error that says why.
 pub fn parse_value(text: &str) -> toml::Value {
-    if let Ok(b) = text.parse::<bool>() {
-        return toml::Value::Boolean(b);
+    read_value(text).unwrap_or_else(|_| toml::Value::String(text.to_string()))
+}
+
+/// [`parse_value`], except that a size or a duration that `nvarray-units` refuses for a reason
+/// other than not looking like one at all is an error, with that reason.
+fn read_value(text: &str) -> Result<toml::Value, String> {
+    let trimmed = text.trim();
+    if let Ok(b) = trimmed.parse::<bool>() {
+        return Ok(toml::Value::Boolean(b));
     }
-    if let Ok(i) = text.parse::<i64>() {
-        return toml::Value::Integer(i);
+    if let Ok(i) = trimmed.parse::<i64>() {
+        return Ok(toml::Value::Integer(i));
     }
-    if let Some(i) = parse_suffixed(text) {
-        return toml::Value::Integer(i);
-    }
-    if let Ok(f) = text.parse::<f64>() {
+    if let Ok(f) = trimmed.parse::<f64>() {
         if f.is_finite() {
             // Integral floats such as 4e9 are meant as integers (bandwidths, capacities).
             if f.fract() == 0.0 && f.abs() < 9.0e18 {
-                return toml::Value::Integer(f as i64);
+                return Ok(toml::Value::Integer(f as i64));
             }
-            return toml::Value::Float(f);
+            return Ok(toml::Value::Float(f));
         }
     }
-    toml::Value::String(text.to_string())
-}
-
-fn parse_suffixed(text: &str) -> Option<i64> {
-    let lower = text.to_ascii_lowercase();
-    let split = lower.find(|c: char| !(c.is_ascii_digit() || c == '.'))?;
-    let (num, suffix) = lower.split_at(split);
-    let num: f64 = num.parse().ok()?;
-    let scale: f64 = match suffix {
-        "k" | "kib" | "kb" => 1024.0,
-        "m" | "mib" | "mb" => 1024.0 * 1024.0,
-        "g" | "gib" | "gb" => 1024.0 * 1024.0 * 1024.0,
-        "t" | "tib" | "tb" => 1024.0 * 1024.0 * 1024.0 * 1024.0,
-        "ns" => 1.0,
-        "us" => 1e3,
-        "ms" => 1e6,
-        "s" => 1e9,
-        _ => return None,
+    let number = match nvarray_units::parse_size(trimmed) {
+        Ok(size_bytes) => size_bytes,
+        Err(e) if e.kind() != SizeErrorKind::Malformed => return Err(e.to_string()),
+        Err(_) => match nvarray_units::parse_duration_ns(trimmed, 1) {
+            Ok(duration_ns) => duration_ns,
+            Err(e) if e.kind() != DurationErrorKind::Malformed => return Err(e.to_string()),
+            Err(_) => return Ok(toml::Value::String(text.to_string())),
+        },
     };
-    let v = num * scale;
-    (v.is_finite() && v.fract() == 0.0 && v < 9.0e18).then_some(v as i64)
+    i64::try_from(number)
+        .map(toml::Value::Integer)
+        .map_err(|_| {
+            format!(
+                "'{text}' is {number}, larger than the largest TOML integer, {}",
+                i64::MAX
+            )
+        })
 }
 
 #[cfg(test)]
@@ -166,6 +178,89 @@ mod tests {
         check("true", Boolean(true));
         check("round-robin", String("round-robin".into()));
         check("4kx", String("4kx".into()));
+        // The rules of nvarray-units: exact fractions, hex, fio's `b` suffixes; `m` is a size.
+        check("0.5k", Integer(512));
+        check("1.5us", Integer(1500));
+        check("0x1000", Integer(4096));
+        check("4kb", Integer(4096));
+        check("512b", Integer(512));
+        check("1p", Integer(1 << 50));
+        check("2m", Integer(2 << 20));
+        check("2min", Integer(120_000_000_000));
+        check("1h", Integer(3_600_000_000_000));
+        check("1.3", Float(1.3));
+        check(" 42 ", Integer(42));
+        // Refused sizes and durations stay strings here; apply_overrides says why.
+        check("4KiB", String("4KiB".into()));
+        check("0.3k", String("0.3k".into()));
+        check("0.5ns", String("0.5ns".into()));
+        check("8191p", Integer(8191 << 50));
+        check("8192p", String("8192p".into()));
+    }
+
+    /// Sizes and durations mean in `--set` what they mean in a fio job: both are read by
+    /// `nvarray-units` (`nvarray-workload` has the same test for its keys).
+    #[test]
+    fn overrides_read_numbers_as_nvarray_units_does() {
+        for text in [
+            "4k", "0.5k", "1.5m", "0x1000", "512b", "3gb", "4KiB", "1.3k", "0.3k",
+        ] {
+            let expected = nvarray_units::parse_size(text).map_err(|e| e.to_string());
+            let actual = match read_value(text) {
+                Ok(toml::Value::Integer(i)) => Ok(u64::try_from(i).unwrap()),
+                other => Err(other.unwrap_err()),
+            };
+            assert_eq!(actual, expected, "--set x={text}");
+        }
+        for text in ["1us", "1.5us", "128us", "2ms", "0.5ns", "1.0000001ms"] {
+            let expected = nvarray_units::parse_duration_ns(text, 1).map_err(|e| e.to_string());
+            let actual = match read_value(text) {
+                Ok(toml::Value::Integer(i)) => Ok(u64::try_from(i).unwrap()),
+                other => Err(other.unwrap_err()),
+            };
+            assert_eq!(actual, expected, "--set x={text}");
+        }
+    }
+
+    /// A size or duration that breaks a rule is refused with the rule, naming the key.
+    #[test]
+    fn refused_sizes_and_durations_say_why() {
+        for (key, value, expected) in [
+            (
+                "controller.buffer_bytes",
+                "4KiB",
+                "--set controller.buffer_bytes: size '4KiB': IEC suffixes (KiB, MiB, ...) are \
+                 refused because fio's default kb_base=1024 reads them as powers of 1000; write \
+                 4k for 4096 bytes",
+            ),
+            (
+                "memory.capacity_bytes",
+                "1.3k",
+                "--set memory.capacity_bytes: size '1.3k': a fraction must come to a whole \
+                 number of bytes, as 0.5k (512) does",
+            ),
+            (
+                "memory.latency_ns",
+                "0.5ns",
+                "--set memory.latency_ns: duration '0.5ns': a fraction must come to a whole \
+                 number of nanoseconds, as 1.5us (1500ns) does",
+            ),
+            (
+                "memory.capacity_bytes",
+                "16384p",
+                "--set memory.capacity_bytes: size '16384p': does not fit in 64 bits",
+            ),
+            (
+                "memory.capacity_bytes",
+                "8192p",
+                "--set memory.capacity_bytes: '8192p' is 9223372036854775808, larger than the \
+                 largest TOML integer, 9223372036854775807",
+            ),
+        ] {
+            assert_eq!(err(key, value), expected, "--set {key}={value}");
+        }
+        let cfg = apply_overrides(BASE, &[("memory.capacity_bytes".into(), "1.5g".into())]);
+        assert_eq!(cfg.unwrap().memory.capacity_bytes, 3 << 29);
     }
 
     const BASE: &str = include_str!("presets/moneta.toml");

@@ -157,7 +157,7 @@ pub struct ExportLimits {
 
 /// A checked request: what the connection should do.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Command {
+pub enum CheckedRequest {
     Read {
         offset_bytes: u64,
         len_bytes: u32,
@@ -201,7 +201,7 @@ fn refused(errno: NbdErrno, message: String) -> RequestError {
 /// Checks a request against the export and the spec (flags valid for the command, offset and
 /// length aligned and inside the export, payload bounded, nothing that writes on a read-only
 /// export). Any input gives an answer; none panics.
-pub fn check_request(h: &RequestHeader, limits: &ExportLimits) -> Result<Command, RequestError> {
+pub fn check_request(h: &RequestHeader, limits: &ExportLimits) -> Result<CheckedRequest, RequestError> {
     if h.magic != REQUEST_MAGIC {
         return Err(RequestError::Fatal(format!(
             "bad request magic {:#010x} (expected {REQUEST_MAGIC:#010x})",
@@ -240,8 +240,8 @@ pub fn check_request(h: &RequestHeader, limits: &ExportLimits) -> Result<Command
     let fua = h.flags & CMD_FLAG_FUA != 0;
     let (offset_bytes, len_bytes) = (h.offset_bytes, h.len_bytes);
     match h.kind {
-        CMD_DISC => return Ok(Command::Disconnect),
-        CMD_FLUSH => return Ok(Command::Flush),
+        CMD_DISC => return Ok(CheckedRequest::Disconnect),
+        CMD_FLUSH => return Ok(CheckedRequest::Flush),
         _ => {}
     }
     let writes = h.kind != CMD_READ;
@@ -286,21 +286,21 @@ pub fn check_request(h: &RequestHeader, limits: &ExportLimits) -> Result<Command
         ));
     }
     Ok(match h.kind {
-        CMD_READ => Command::Read {
+        CMD_READ => CheckedRequest::Read {
             offset_bytes,
             len_bytes,
         },
-        CMD_WRITE => Command::Write {
-            offset_bytes,
-            len_bytes,
-            fua,
-        },
-        CMD_TRIM => Command::Trim {
+        CMD_WRITE => CheckedRequest::Write {
             offset_bytes,
             len_bytes,
             fua,
         },
-        _ => Command::WriteZeroes {
+        CMD_TRIM => CheckedRequest::Trim {
+            offset_bytes,
+            len_bytes,
+            fua,
+        },
+        _ => CheckedRequest::WriteZeroes {
             offset_bytes,
             len_bytes,
             fua,
@@ -446,7 +446,7 @@ mod tests {
     }
 
     /// `expected`: Ok(command) or the errno (None for a fatal error).
-    fn check(h: RequestHeader, limits: ExportLimits, expected: Result<Command, Option<NbdErrno>>) {
+    fn check(h: RequestHeader, limits: ExportLimits, expected: Result<CheckedRequest, Option<NbdErrno>>) {
         let got = check_request(&h, &limits).map_err(|e| match e {
             RequestError::Fatal(_) => None,
             RequestError::Refused { errno, .. } => Some(errno),
@@ -458,7 +458,7 @@ mod tests {
     fn requests_are_checked_like_the_spec_says() {
         use NbdErrno::*;
         let read = |o, l| {
-            Ok(Command::Read {
+            Ok(CheckedRequest::Read {
                 offset_bytes: o,
                 len_bytes: l,
             })
@@ -482,7 +482,7 @@ mod tests {
         check(
             header(CMD_READ, CMD_FLAG_FUA, 0, 512),
             LIMITS,
-            Ok(Command::Read {
+            Ok(CheckedRequest::Read {
                 offset_bytes: 0,
                 len_bytes: 512,
             }),
@@ -490,12 +490,12 @@ mod tests {
         check(
             header(CMD_FLUSH, CMD_FLAG_FUA, 0, 0),
             LIMITS,
-            Ok(Command::Flush),
+            Ok(CheckedRequest::Flush),
         );
         check(
             header(CMD_DISC, CMD_FLAG_FUA, 0, 0),
             LIMITS,
-            Ok(Command::Disconnect),
+            Ok(CheckedRequest::Disconnect),
         );
         // Any other flag on a read is still refused.
         check(header(CMD_READ, 1 << 1, 0, 512), LIMITS, Err(Some(Inval)));
@@ -513,14 +513,14 @@ mod tests {
         check(
             header(CMD_WRITE, CMD_FLAG_FUA, 512, 512),
             LIMITS,
-            Ok(Command::Write {
+            Ok(CheckedRequest::Write {
                 offset_bytes: 512,
                 len_bytes: 512,
                 fua: true,
             }),
         );
-        check(header(CMD_FLUSH, 0, 0, 0), LIMITS, Ok(Command::Flush));
-        check(header(CMD_DISC, 0, 0, 0), LIMITS, Ok(Command::Disconnect));
+        check(header(CMD_FLUSH, 0, 0, 0), LIMITS, Ok(CheckedRequest::Flush));
+        check(header(CMD_DISC, 0, 0, 0), LIMITS, Ok(CheckedRequest::Disconnect));
         let read_only = ExportLimits {
             read_only: true,
             ..LIMITS
@@ -579,18 +579,18 @@ mod tests {
             prop_assert_eq!(RequestHeader::decode(&h.encode()), h);
             let limits = ExportLimits { read_only, ..LIMITS };
             match check_request(&h, &limits) {
-                Ok(Command::Read { offset_bytes, len_bytes })
-                | Ok(Command::Write { offset_bytes, len_bytes, .. })
-                | Ok(Command::WriteZeroes { offset_bytes, len_bytes, .. })
-                | Ok(Command::Trim { offset_bytes, len_bytes, .. }) => {
+                Ok(CheckedRequest::Read { offset_bytes, len_bytes })
+                | Ok(CheckedRequest::Write { offset_bytes, len_bytes, .. })
+                | Ok(CheckedRequest::WriteZeroes { offset_bytes, len_bytes, .. })
+                | Ok(CheckedRequest::Trim { offset_bytes, len_bytes, .. }) => {
                     prop_assert!(offset_bytes + u64::from(len_bytes) <= limits.size_bytes);
                     prop_assert_eq!(offset_bytes % 512, 0);
                     prop_assert_eq!(len_bytes % 512, 0);
                     prop_assert!(len_bytes <= PAYLOAD_BYTES_MAX);
                     prop_assert!(h.kind == CMD_READ || !read_only);
                 }
-                Ok(Command::Flush) => prop_assert_eq!(h.kind, CMD_FLUSH),
-                Ok(Command::Disconnect) => prop_assert_eq!(h.kind, CMD_DISC),
+                Ok(CheckedRequest::Flush) => prop_assert_eq!(h.kind, CMD_FLUSH),
+                Ok(CheckedRequest::Disconnect) => prop_assert_eq!(h.kind, CMD_DISC),
                 Err(RequestError::Fatal(_)) => {
                     prop_assert!(h.magic != REQUEST_MAGIC || h.payload_bytes() > PAYLOAD_BYTES_MAX)
                 }

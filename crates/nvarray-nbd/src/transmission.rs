@@ -12,10 +12,9 @@
 use std::io;
 use std::os::fd::AsRawFd;
 use std::sync::Mutex;
-use std::time::{Duration, Instant};
+use std::time::Instant;
 
-use nvarray_host::{Device, Done, HostError, IoOp, QueuePair};
-use nvarray_model::{Breakdown, Component};
+use nvarray_host::{Device, Done, HostError, Opcode, QueuePair};
 use nvarray_report::{BusyClock, StreamStats};
 
 use crate::io::{wait_fd, write_all, write_some, Fill, Input, Stream};
@@ -35,12 +34,6 @@ const OUTPUT_FLUSH_BYTES: usize = 1 << 20;
 /// replies faster than they were sent. Twice the largest request, so one always fits.
 const READ_BYTES_BUDGET: u64 = 2 * PAYLOAD_BYTES_MAX as u64;
 
-/// A connection naps in `ppoll` (woken early by new requests) only when the device's next
-/// completion is further away than this; closer ones are polled for. The margin is the wake-up
-/// overshoot of a kernel sleep on the test VMs (`nvarray_host` uses the same reasoning).
-const NAP_MIN: Duration = Duration::from_micros(60);
-const NAP_WAKE_MARGIN: Duration = Duration::from_micros(25);
-
 /// Device polls between two looks at the socket while commands are in flight.
 const SPINS_PER_SOCKET_CHECK: u32 = 64;
 
@@ -55,17 +48,11 @@ enum Payload {
     Zeroes,
 }
 
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-enum Kind {
-    Read,
-    Write,
-    Flush,
-}
-
 /// One request in flight.
 struct Request {
     cookie: u64,
-    kind: Kind,
+    /// The device command the request becomes (a trim with FUA is a flush).
+    kind: Opcode,
     offset_bytes: u64,
     len_bytes: u32,
     /// Device commands issued and not yet completed.
@@ -272,43 +259,43 @@ impl<'a> Transmission<'a> {
             }
         };
         let (kind, offset_bytes, len_bytes, fua) = match command {
-            Command::Disconnect => {
+            CheckedRequest::Disconnect => {
                 self.closing = true;
                 return Ok(());
             }
             // The modelled device has no deallocate command and the spec makes trimmed data
             // undefined until rewritten, so a checked trim needs no device work; with FUA it
             // still waits for a flush like any write.
-            Command::Trim { fua: false, .. } => {
+            CheckedRequest::Trim { fua: false, .. } => {
                 self.reply_ok(header.cookie);
                 return Ok(());
             }
-            Command::Trim { fua: true, .. } | Command::Flush => (Kind::Flush, 0, 0, false),
-            Command::Read {
+            CheckedRequest::Trim { fua: true, .. } | CheckedRequest::Flush => (Opcode::Flush, 0, 0, false),
+            CheckedRequest::Read {
                 offset_bytes,
                 len_bytes,
-            } => (Kind::Read, offset_bytes, len_bytes, false),
-            Command::Write {
+            } => (Opcode::Read, offset_bytes, len_bytes, false),
+            CheckedRequest::Write {
                 offset_bytes,
                 len_bytes,
                 fua,
             }
-            | Command::WriteZeroes {
+            | CheckedRequest::WriteZeroes {
                 offset_bytes,
                 len_bytes,
                 fua,
-            } => (Kind::Write, offset_bytes, len_bytes, fua),
+            } => (Opcode::Write, offset_bytes, len_bytes, fua),
         };
-        let zeroes = matches!(command, Command::WriteZeroes { .. });
+        let zeroes = matches!(command, CheckedRequest::WriteZeroes { .. });
         let step = self.device.command_bytes_max();
-        let commands = if kind == Kind::Flush {
+        let commands = if kind == Opcode::Flush {
             1
         } else {
             len_bytes.div_ceil(step)
         };
         if commands == 0 {
             // A zero-length read or write: nothing to do (the spec leaves it undefined).
-            if kind == Kind::Read && self.structured {
+            if kind == Opcode::Read && self.structured {
                 put_chunk_header(
                     &mut self.out,
                     header.cookie,
@@ -325,11 +312,11 @@ impl<'a> Transmission<'a> {
             .free_slots
             .pop()
             .expect("caller checked a slot is free");
-        if kind == Kind::Read {
+        if kind == Opcode::Read {
             self.read_bytes_live += u64::from(len_bytes);
         }
         self.busy.begin();
-        let assembled = (kind == Kind::Read && !self.structured && commands > 1)
+        let assembled = (kind == Opcode::Read && !self.structured && commands > 1)
             .then(|| vec![0u8; len_bytes as usize]);
         self.requests[slot] = Some(Request {
             cookie: header.cookie,
@@ -344,21 +331,21 @@ impl<'a> Transmission<'a> {
             done_sent: false,
             started,
         });
-        if kind == Kind::Flush {
-            self.issue(slot, IoOp::Flush, 0, 0, Payload::None)?;
+        if kind == Opcode::Flush {
+            self.issue(slot, Opcode::Flush, 0, 0, Payload::None)?;
             return Ok(());
         }
         let mut at = 0u32;
         while at < len_bytes {
             let n = step.min(len_bytes - at);
             let offset = offset_bytes + u64::from(at);
-            let (op, payload) = match kind {
-                Kind::Read => (IoOp::Read, Payload::None),
-                Kind::Write if zeroes => (IoOp::Write, Payload::Zeroes),
-                Kind::Write => (IoOp::Write, Payload::Socket),
-                Kind::Flush => unreachable!("handled above"),
+            let payload = match kind {
+                Opcode::Read => Payload::None,
+                Opcode::Write if zeroes => Payload::Zeroes,
+                Opcode::Write => Payload::Socket,
+                Opcode::Flush => unreachable!("handled above"),
             };
-            self.issue(slot, op, offset, n, payload)?;
+            self.issue(slot, kind, offset, n, payload)?;
             at += n;
         }
         Ok(())
@@ -369,7 +356,7 @@ impl<'a> Transmission<'a> {
     fn issue(
         &mut self,
         slot: usize,
-        op: IoOp,
+        op: Opcode,
         offset_bytes: u64,
         len_bytes: u32,
         payload: Payload,
@@ -436,7 +423,7 @@ impl<'a> Transmission<'a> {
             request.fua = false;
             request.unissued = 1;
             // A flush carries no payload; it cannot fail the socket.
-            self.issue(slot, IoOp::Flush, 0, 0, Payload::None)
+            self.issue(slot, Opcode::Flush, 0, 0, Payload::None)
                 .expect("a flush reads nothing from the socket");
         }
     }
@@ -472,7 +459,7 @@ impl<'a> Transmission<'a> {
             .expect("a completion of a live request");
         request.commands_left -= 1;
         if done.status.is_ok() {
-            if done.op == IoOp::Read {
+            if done.op == Opcode::Read {
                 let data = self.device.read_data(&done);
                 let at = (done.offset_bytes - request.offset_bytes) as usize;
                 if let Some(assembled) = request.assembled.as_mut() {
@@ -523,7 +510,7 @@ impl<'a> Transmission<'a> {
         let request = self.requests[slot].take().expect("live request");
         self.free_slots.push(slot);
         self.busy.end();
-        let is_read = request.kind == Kind::Read;
+        let is_read = request.kind == Opcode::Read;
         if is_read {
             self.read_bytes_live -= u64::from(request.len_bytes);
         }
@@ -552,17 +539,15 @@ impl<'a> Transmission<'a> {
         }
         if request.error.is_none() {
             let latency_ns = request.started.elapsed().as_nanos() as u64;
-            let mut breakdown = Breakdown::default();
-            breakdown.set(Component::Host, latency_ns);
             let len = match request.kind {
-                Kind::Flush => 0,
+                Opcode::Flush => 0,
                 _ => request.len_bytes,
             };
             // Flushes count as requests of no bytes, like fio counts them.
             self.stats
                 .lock()
                 .expect("stats lock poisoned")
-                .record(is_read, len, latency_ns, &breakdown);
+                .record_host(is_read, len, latency_ns);
         }
     }
 
@@ -581,7 +566,6 @@ impl<'a> Transmission<'a> {
         }
     }
 
-    /// Nothing happened on the last pass: wait a little for the device or the client. With
     /// Sends the replies in `out`. While the client takes none, the connection goes on
     /// collecting its commands' completions, so that the device tags they hold go back to
     /// the other connections instead of waiting on this client (the replies pile up in `out`,
@@ -597,31 +581,19 @@ impl<'a> Transmission<'a> {
         Ok(())
     }
 
-    /// device threads, spin; inline, nap in `ppoll` on the socket until shortly before the
-    /// model's next deadline when that is far enough away.
+    /// Nothing happened on the last pass: wait a little for the device or the client. With
+    /// device threads, spin; inline, nap in `ppoll` on the socket (woken early by new
+    /// requests) for as long as the driver says a nap cannot make a completion late.
     fn wait_a_little(&mut self) {
-        let emu = self.device.emulator();
-        if self.commands_in_flight == 0 || emu.has_device_threads() {
-            std::hint::spin_loop();
-            return;
-        }
-        let Some(deadline_ns) = emu.next_deadline_ns() else {
-            std::hint::spin_loop();
-            return;
-        };
-        let wait = Duration::from_nanos(deadline_ns.saturating_sub(emu.now_ns()));
-        if wait >= NAP_MIN && !self.closing {
-            // Replies already computed go out before the nap.
-            if self.send_replies().is_ok() && self.commands_in_flight > 0 {
-                // A wake-up by new input is fine: the loop reads it next.
-                let _ = wait_fd(
-                    self.stream.as_raw_fd(),
-                    libc::POLLIN,
-                    Some(wait - NAP_WAKE_MARGIN),
-                );
+        match self.qp.nap_time() {
+            Some(nap) if !self.closing => {
+                // Replies already computed go out before the nap.
+                if self.send_replies().is_ok() && self.commands_in_flight > 0 {
+                    // A wake-up by new input is fine: the loop reads it next.
+                    let _ = wait_fd(self.stream.as_raw_fd(), libc::POLLIN, Some(nap));
+                }
             }
-        } else {
-            std::hint::spin_loop();
+            _ => std::hint::spin_loop(),
         }
     }
 }

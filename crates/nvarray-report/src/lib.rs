@@ -317,8 +317,23 @@ impl StreamStats {
         latency_ns: u64,
         breakdown: &Breakdown,
     ) {
-        self.histogram.saturating_record(latency_ns.max(1));
         self.breakdown_sum.add(breakdown);
+        self.count(is_read, len_bytes, latency_ns);
+    }
+
+    /// Records a request whose whole latency is host time as measured: what a front end or
+    /// the emulator's runner sees from outside the device. `nvarray_run::device_report` then
+    /// moves the modelled device's share to its components.
+    #[inline]
+    pub fn record_host(&mut self, is_read: bool, len_bytes: u32, latency_ns: u64) {
+        let host_ns = self.breakdown_sum.get(Component::Host);
+        self.breakdown_sum.set(Component::Host, host_ns + latency_ns);
+        self.count(is_read, len_bytes, latency_ns);
+    }
+
+    #[inline]
+    fn count(&mut self, is_read: bool, len_bytes: u32, latency_ns: u64) {
+        self.histogram.saturating_record(latency_ns.max(1));
         self.requests += 1;
         if is_read {
             self.read_requests += 1;
@@ -452,6 +467,24 @@ impl RunReport {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// `record_host` is `record` with the whole latency as host time, request for request,
+    /// however the requests mix reads, writes and sizes.
+    #[test]
+    fn record_host_counts_as_a_breakdown_of_only_host_time() {
+        let (mut by_host, mut by_breakdown) = (StreamStats::new("a"), StreamStats::new("b"));
+        for (i, latency_ns) in [1u64, 700, 15_000, 3_000_000].into_iter().enumerate() {
+            let (is_read, len) = (i % 2 == 0, 512 << i);
+            by_host.record_host(is_read, len, latency_ns);
+            let mut b = Breakdown::default();
+            b.set(Component::Host, latency_ns);
+            by_breakdown.record(is_read, len, latency_ns, &b);
+        }
+        let (h, b) = (by_host.totals(1_000_000), by_breakdown.totals(1_000_000));
+        assert_eq!(serde_json::to_value(&h).unwrap(), serde_json::to_value(&b).unwrap());
+        let host = h.breakdown_ns.0.iter().find(|(n, _)| *n == "host").unwrap().1;
+        assert_eq!(host, h.latency_ns.mean, "all of the mean is host time");
+    }
 
     /// Overlapping requests count once, and without gap bridging the time between two is
     /// not busy.

@@ -63,7 +63,7 @@ fn run_sim(run: &SimRun) -> Result<Value, String> {
             Workload { jobs: vec![job] }
         }
     };
-    let report = nvarray_sim::run(&cfg, &workload).map_err(|e| e.to_string())?;
+    let report = nvarray_run::sim::run(&cfg, &workload).map_err(|e| e.to_string())?;
     serde_json::to_value(report).map_err(|e| e.to_string())
 }
 

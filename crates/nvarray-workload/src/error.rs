@@ -153,3 +153,12 @@ impl WorkloadError {
         }
     }
 }
+
+/// A [`WorkloadError::Value`]: `key` was given `value`, and `reason` says what it accepts.
+pub(crate) fn value_error(key: &str, value: &str, reason: &str) -> WorkloadError {
+    WorkloadError::Value {
+        key: key.to_string(),
+        value: value.to_string(),
+        reason: reason.to_string(),
+    }
+}

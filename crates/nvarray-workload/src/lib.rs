@@ -7,7 +7,9 @@
 //!   where a `key=value` pair is parsed and range-checked, for job files and command lines
 //!   alike.
 //! - [`parse_job_file`]: fio's INI job files into a [`Workload`].
-//! - [`parse_size`] and [`parse_duration_ns`]: fio's size and time syntax.
+//! - [`parse_size`] and [`parse_duration_ns`]: fio's size and time syntax, read by
+//!   `nvarray-units` (the workspace's one size and time parser) and reported as a
+//!   [`WorkloadError`].
 //! - [`RequestGen`]: the request stream of one thread of one job, a pure function of the
 //!   job, the thread index and the device geometry.
 //!
@@ -16,8 +18,8 @@
 //!
 //! # What it must never do
 //!
-//! - Depend on another nvarray crate: the device model, the simulator and the emulator
-//!   depend on this crate, never the reverse.
+//! - Depend on another nvarray crate except `nvarray-units`, the bottom of the graph: the
+//!   device model, the simulator and the emulator depend on this crate, never the reverse.
 //! - Read a clock, start a thread, or do I/O: it parses only strings it is handed, and time
 //!   appears only as durations in a job (`runtime_ns`, `thinktime_ns`).
 //! - Panic on input from outside: every bad key or value is a [`WorkloadError`] that names
@@ -63,5 +65,7 @@ pub use spec::{
     BS_BYTES_MAX, IGNORED_KEYS, IODEPTH_MAX, NAME_BYTES_MAX, NUMBER_IOS_MAX, NUMJOBS_MAX,
     RANDSEED_DEFAULT, RUNTIME_NS_MAX, SUPPORTED_KEYS, THINKTIME_NS_MAX, ZIPF_THETA_MAX,
 };
-pub use units::{format_size, parse_duration_ns, parse_size, NS_PER_MS, NS_PER_S, NS_PER_US};
+pub use units::{
+    format_duration_ns, format_size, parse_duration_ns, parse_size, NS_PER_MS, NS_PER_S, NS_PER_US,
+};
 pub use zipf::ZipfSampler;

@@ -6,7 +6,8 @@
 use anyhow::Result;
 use clap::{Args, Subcommand, ValueEnum};
 use nvarray_host::options::ADAPTIVE_THRESHOLD_BYTES_DEFAULT;
-use nvarray_host::{Completion, HostError, Options, Stack};
+use nvarray_host::{CompletionMode, Options, Stack};
+use nvarray_run::EmuRunError;
 use nvarray_model::DeviceConfig;
 use nvarray_report::RunReport;
 use nvarray_workload::Workload;
@@ -102,7 +103,7 @@ pub struct BenchRunArgs {
     /// below --adaptive-threshold, else sleep) | in-data (the DC Express protocol's: reads complete in
     /// their data). Default: in-data for a dc-express device, adaptive for the others.
     #[arg(long, value_name = "MODE")]
-    completion: Option<Completion>,
+    completion: Option<CompletionMode>,
     /// Request size from which `--completion adaptive` sleeps instead of spinning.
     #[arg(long, value_name = "SIZE", default_value_t = ADAPTIVE_THRESHOLD_BYTES_DEFAULT,
           value_parser = parse_size_u32)]
@@ -153,8 +154,8 @@ fn run_engine(
         }
         Engine::Emu => {
             let options = options_for(options, threads, workload);
-            nvarray_host::bench::run(device, workload, &options, progress).map_err(
-                |e: HostError| {
+            nvarray_run::emu::run(device, workload, &options, progress).map_err(
+                |e: EmuRunError| {
                     if e.is_input_error() {
                         input_error(e)
                     } else {

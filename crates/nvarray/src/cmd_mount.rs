@@ -105,7 +105,7 @@ pub fn run(args: MountArgs) -> Result<()> {
     let report = |stats: &DiskStats| {
         let cpu_seconds = process_cpu_seconds() - cpu_start;
         // Rates over the busy time, not the uptime (idle time between programs included).
-        let mut report = nvarray_host::bench::device_report(
+        let mut report = nvarray_run::device_report(
             &device,
             std::slice::from_ref(&stats.io),
             stats.busy_ns,

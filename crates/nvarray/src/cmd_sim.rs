@@ -67,8 +67,8 @@ pub fn run(args: SimArgs) -> Result<()> {
 
 /// Runs the simulator, classing workload problems as input errors.
 pub fn simulate(device: &DeviceConfig, workload: &Workload) -> Result<nvarray_report::RunReport> {
-    nvarray_sim::run(device, workload).map_err(|e| match e {
-        nvarray_sim::SimError::Command(_) => anyhow::Error::new(e),
+    nvarray_run::sim::run(device, workload).map_err(|e| match e {
+        nvarray_run::SimError::Command(_) => anyhow::Error::new(e),
         other => input_error(other),
     })
 }

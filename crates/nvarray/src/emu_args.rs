@@ -10,7 +10,7 @@ use clap::Args;
 use nvarray_host::options::{
     device_threads_auto, BackingKind, ADAPTIVE_THRESHOLD_BYTES_DEFAULT, DEVICE_THREADS_MAX,
 };
-use nvarray_host::{Completion, Device, Options, Stack};
+use nvarray_host::{CompletionMode, Device, Options, Stack};
 use nvarray_model::DeviceConfig;
 use nvarray_workload::parse_size;
 
@@ -149,7 +149,7 @@ pub struct EmuDeviceArgs {
     /// --adaptive-threshold, else sleep) | in-data (the DC Express protocol's: reads complete in
     /// their data). Default: in-data for a dc-express device, adaptive for the others.
     #[arg(long, value_name = "MODE")]
-    pub completion: Option<Completion>,
+    pub completion: Option<CompletionMode>,
     /// Request size from which `--completion adaptive` sleeps instead of spinning.
     #[arg(long, value_name = "SIZE", default_value_t = ADAPTIVE_THRESHOLD_BYTES_DEFAULT,
           value_parser = parse_size_u32)]

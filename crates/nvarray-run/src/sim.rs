@@ -1,5 +1,11 @@
-//! The discrete-event loop: simulated host threads issue requests into the timing model on a
-//! virtual clock.
+//! The simulator: a discrete-event loop in which simulated host threads issue requests into
+//! the timing model on a virtual clock.
+//!
+//! It owns the virtual clock, the simulated host threads (the job plan's, each with its queue
+//! depth and per-request software cost) and the statistics of a run. Runs are deterministic
+//! for a given device, workload and seed, except `cpu_seconds_per_gb`, which is this
+//! machine's CPU time for the run. It never sleeps, never reads the wall clock and never
+//! touches data: the emulator does that, over the same model.
 //!
 //! Two event sources are merged in time order: the host's (a thread is ready to issue; a
 //! completion becomes visible) and the device's (`Device::next_event_ns`). On a tie the device
@@ -14,10 +20,8 @@ use nvarray_model::{Command, Completion, Component, Device, DeviceConfig, Op};
 use nvarray_workload::{Op as WorkOp, RequestGen, Workload};
 
 use crate::error::SimError;
+use crate::plan::Plan;
 use nvarray_report::{cpu_seconds_per_gb, process_cpu_seconds, RunReport, StreamStats};
-
-/// Simulated time a run covers when the workload sets neither `runtime` nor `number_ios`.
-pub const DEFAULT_RUNTIME_NS: u64 = 100_000_000;
 
 /// Outstanding requests across all threads; bounds the host-side bookkeeping.
 pub const OUTSTANDING_MAX: u64 = 1 << 20;
@@ -116,9 +120,6 @@ impl Host {
 
 /// Runs `workload` against a device built from `device` and returns what it measured.
 pub fn run(device: &DeviceConfig, workload: &Workload) -> Result<RunReport, SimError> {
-    if workload.jobs.is_empty() {
-        return Err(SimError::NoJobs);
-    }
     // CPU time, not the wall clock: the cost of simulating, comparable with the emulator's.
     let cpu_start_s = process_cpu_seconds();
     let capacity = device.memory.capacity_bytes;
@@ -130,38 +131,30 @@ pub fn run(device: &DeviceConfig, workload: &Workload) -> Result<RunReport, SimE
         .map_err(SimError::InvalidWorkload)?;
     let mut model = Device::new(device);
 
-    let mut streams = Vec::with_capacity(workload.jobs.len());
-    let mut threads = Vec::new();
-    let mut first_issues = Vec::new();
-    let mut outstanding_total: u64 = 0;
-    let mut end_ns: Option<u64> = None;
-    for (stream, job) in workload.jobs.iter().enumerate() {
-        let workload_error = |e| SimError::Workload {
-            job: job.name.clone(),
-            source: e,
-        };
-        streams.push(StreamStats::new(&job.name));
-        let runtime = match (job.runtime_ns, job.number_ios) {
-            (None, None) => Some(DEFAULT_RUNTIME_NS),
-            (runtime, _) => runtime,
-        };
-        if let Some(r) = runtime {
-            end_ns = Some(end_ns.map_or(r, |e: u64| e.max(r)));
-        }
-        for t in 0..job.numjobs {
-            let gen = RequestGen::new(job, t, capacity, block).map_err(workload_error)?;
-            first_issues.push((threads.len() as u32, job.iodepth));
-            threads.push(Thread {
-                stream,
-                gen,
-                remaining: job.number_ios.unwrap_or(u64::MAX),
-                thinktime_ns: job.thinktime_ns,
-                end_ns: runtime.unwrap_or(u64::MAX),
+    let plan = Plan::new(workload, capacity, block)?;
+    let mut streams: Vec<StreamStats> = workload
+        .jobs
+        .iter()
+        .map(|j| StreamStats::new(&j.name))
+        .collect();
+    let outstanding_total = plan.outstanding();
+    let end_ns = plan.longest_runtime_ns;
+    let mut first_issues = Vec::with_capacity(plan.threads.len());
+    let threads: Vec<Thread> = plan
+        .threads
+        .into_iter()
+        .map(|t| {
+            first_issues.push((t.index as u32, t.iodepth));
+            Thread {
+                stream: t.stream,
+                gen: t.gen,
+                remaining: t.ios,
+                thinktime_ns: t.thinktime_ns,
+                end_ns: t.runtime_ns.unwrap_or(u64::MAX),
                 cpu_free_ns: 0,
-            });
-            outstanding_total += u64::from(job.iodepth);
-        }
-    }
+            }
+        })
+        .collect();
     if outstanding_total > OUTSTANDING_MAX {
         return Err(SimError::TooManyOutstanding {
             outstanding: outstanding_total,

@@ -1,7 +1,7 @@
 //! Simulation speed: simulated requests per wall-clock second on one core.
 //!
 //! Target (issue 2): at least 5 million simulated 4 KiB random reads per second with the
-//! `moneta` preset. Run with `cargo bench -p nvarray-sim --bench sim_speed`; it prints the
+//! `moneta` preset. Run with `cargo bench -p nvarray-run --bench sim_speed`; it prints the
 //! median of several runs for a few workloads, and the raw runs, for docs/perf.md.
 
 use std::time::Instant;
@@ -95,7 +95,7 @@ fn main() {
         let mut requests = 0;
         for _ in 0..runs {
             let start = Instant::now();
-            let r = nvarray_sim::run(&cfg, &w).expect("run");
+            let r = nvarray_run::sim::run(&cfg, &w).expect("run");
             let secs = start.elapsed().as_secs_f64();
             requests = r.totals.requests;
             rates.push(requests as f64 / secs / 1e6);

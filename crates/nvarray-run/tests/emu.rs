@@ -3,8 +3,9 @@
 
 use std::time::Instant;
 
-use nvarray_emu::backing::BackingKind;
-use nvarray_host::{bench, Device, HostError, Options};
+use nvarray_host::BackingKind;
+use nvarray_host::{Device, Options};
+use nvarray_run::{emu, EmuRunError};
 use nvarray_model::presets::preset;
 use nvarray_model::DeviceConfig;
 use nvarray_workload::{JobSpec, Workload};
@@ -43,7 +44,7 @@ fn verify_checks_what_several_threads_wrote() {
         ("number_ios", "3000"),
         ("verify", "crc32c"),
     ]);
-    let report = bench::run_on(&device, &w, &mut |_| {}).unwrap();
+    let report = emu::run_on(&device, &w, &mut |_| {}).unwrap();
     let verified = report.emulator.unwrap().verified_blocks;
     assert!(
         verified > 1000,
@@ -67,13 +68,13 @@ fn verify_stops_the_run_on_data_the_run_did_not_write() {
     };
     let device = Device::open(&config(), &options).unwrap();
     let w = workload(&[("rw", "randread"), ("number_ios", "10"), ("verify", "1")]);
-    match bench::run_on(&device, &w, &mut |_| {}) {
-        Err(HostError::Verify(reason)) => assert!(reason.contains("neither zeroes"), "{reason}"),
+    match emu::run_on(&device, &w, &mut |_| {}) {
+        Err(EmuRunError::Verify(reason)) => assert!(reason.contains("neither zeroes"), "{reason}"),
         other => panic!("expected a verification error, got {other:?}"),
     }
     // Without verify the same run passes: the check is what failed it.
     let w = workload(&[("rw", "randread"), ("number_ios", "10")]);
-    bench::run_on(&device, &w, &mut |_| {}).unwrap();
+    emu::run_on(&device, &w, &mut |_| {}).unwrap();
 }
 
 #[test]
@@ -87,7 +88,7 @@ fn thinktime_spaces_each_threads_requests() {
         ("thinktime", &think_us.to_string()),
     ]);
     let t0 = Instant::now();
-    let report = bench::run_on(&device, &w, &mut |_| {}).unwrap();
+    let report = emu::run_on(&device, &w, &mut |_| {}).unwrap();
     let elapsed_us = t0.elapsed().as_micros() as u64;
     assert_eq!(report.totals.requests, ios);
     // Each request after the first waits a full think time after the previous completion.
@@ -108,7 +109,7 @@ fn too_many_threads_are_refused_before_any_starts() {
     let device = Device::open(&config(), &options).unwrap();
     let mut w = workload(&[("rw", "randread"), ("numjobs", "1024"), ("number_ios", "1")]);
     w.jobs.push(w.jobs[0].clone());
-    let Err(HostError::Workload(message)) = bench::run_on(&device, &w, &mut |_| {}) else {
+    let Err(EmuRunError::Workload(message)) = emu::run_on(&device, &w, &mut |_| {}) else {
         panic!("2048 threads were not refused");
     };
     assert!(message.contains("2048 threads"), "{message}");

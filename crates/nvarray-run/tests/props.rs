@@ -62,7 +62,7 @@ proptest! {
             })
             .collect();
         let workload = Workload { jobs: jobs.clone() };
-        let r = nvarray_sim::run(&cfg, &workload).unwrap();
+        let r = nvarray_run::sim::run(&cfg, &workload).unwrap();
 
         // Replay the generators to know exactly what was asked for.
         for (j, stream) in jobs.iter().zip(&r.streams) {
@@ -94,22 +94,22 @@ proptest! {
 fn a_workload_that_does_not_fit_the_device_is_refused() {
     let cfg = PRESETS[0].load(&[]).unwrap();
     let big = job("big", &[("bs", "16m".to_string())]);
-    let e = nvarray_sim::run(&cfg, &Workload { jobs: vec![big] })
+    let e = nvarray_run::sim::run(&cfg, &Workload { jobs: vec![big] })
         .unwrap_err()
         .to_string();
     assert!(e.contains("big"), "{e}");
     let outside = job("outside", &[("offset", "1t".to_string())]);
-    assert!(nvarray_sim::run(
+    assert!(nvarray_run::sim::run(
         &cfg,
         &Workload {
             jobs: vec![outside]
         }
     )
     .is_err());
-    assert!(nvarray_sim::run(&cfg, &Workload { jobs: vec![] }).is_err());
+    assert!(nvarray_run::sim::run(&cfg, &Workload { jobs: vec![] }).is_err());
 }
 
-fn run(overrides: &[(&str, &str)], jobs: Vec<JobSpec>) -> nvarray_sim::RunReport {
+fn run(overrides: &[(&str, &str)], jobs: Vec<JobSpec>) -> nvarray_run::RunReport {
     let ov: Vec<(String, String)> = overrides
         .iter()
         .map(|(k, v)| (k.to_string(), v.to_string()))
@@ -118,7 +118,7 @@ fn run(overrides: &[(&str, &str)], jobs: Vec<JobSpec>) -> nvarray_sim::RunReport
         .unwrap()
         .load(&ov)
         .unwrap();
-    nvarray_sim::run(&cfg, &Workload { jobs }).unwrap()
+    nvarray_run::sim::run(&cfg, &Workload { jobs }).unwrap()
 }
 
 fn job_of(name: &str, pairs: &[(&str, &str)]) -> JobSpec {

@@ -7,7 +7,7 @@ use std::io::{BufRead, BufReader};
 use std::path::PathBuf;
 use std::process::{Command, Stdio};
 
-use nvarray_emu::backing::{Backing, BackingKind};
+use crate::backing::{Backing, BackingKind};
 
 const SIZE_BYTES: u64 = 1 << 20;
 const RECORD_BYTES: usize = 512;
@@ -48,7 +48,7 @@ fn acknowledged_writes_survive_kill_9() {
         let mut child = Command::new(std::env::current_exe().unwrap())
             .args([
                 "--exact",
-                "child_writer",
+                "backing_kill_tests::child_writer",
                 "--nocapture",
                 "--test-threads",
                 "1",

@@ -2,7 +2,8 @@
 //! multi-queue-depth workload to the end: each command completes exactly once (no lost
 //! wake-up hangs the run, no completion is delivered to the wrong thread or twice).
 
-use nvarray_host::{bench, Completion, Device, Options, Stack};
+use nvarray_host::{CompletionMode, Device, Options, Stack};
+use nvarray_run::emu;
 use nvarray_model::presets::preset;
 use nvarray_workload::{JobSpec, Workload};
 
@@ -37,12 +38,12 @@ fn every_stack_and_completion_mode_completes_every_command() {
             .unwrap();
         for device_threads in [1, 0] {
             for stack in Stack::ALL {
-                for completion in Completion::ALL {
-                    if stack != Stack::Spin && completion != Completion::Adaptive {
+                for completion in CompletionMode::ALL {
+                    if stack != Stack::Spin && completion != CompletionMode::Adaptive {
                         // Below `spin` the stack decides how threads wait.
                         continue;
                     }
-                    if (completion == Completion::InData) != (protocol == "dc-express")
+                    if (completion == CompletionMode::InData) != (protocol == "dc-express")
                         || (protocol == "dc-express" && stack != Stack::Spin)
                     {
                         // In-data is DC Express's only completion mode, and needs spinning.
@@ -56,7 +57,7 @@ fn every_stack_and_completion_mode_completes_every_command() {
                         ..Options::default()
                     };
                     let device = Device::open(&config, &options).unwrap();
-                    let report = bench::run_on(&device, &workload(ios), &mut |_| {}).unwrap();
+                    let report = emu::run_on(&device, &workload(ios), &mut |_| {}).unwrap();
                     let what = format!(
                         "{preset_name} ({protocol}) threads={device_threads} {stack} {completion}"
                     );
@@ -66,7 +67,7 @@ fn every_stack_and_completion_mode_completes_every_command() {
                         3 * ios * 4096,
                         "{what}"
                     );
-                    assert_eq!(device.emulator().commands(), 3 * ios, "{what}");
+                    assert_eq!(device.commands_taken(), 3 * ios, "{what}");
                 }
             }
         }

@@ -1,0 +1,77 @@
+//! Command encoding, the driver's half of `nvarray_emu::protocol` (whose decoding the device
+//! does): the Moneta / DC Express command word and the NVMe SQE with its PRP list.
+
+use nvarray_emu::protocol::{moneta, nvme};
+use nvarray_emu::{DmaMemory, Opcode};
+
+use crate::device::Prepared;
+
+/// The Moneta / DC Express command word for `p` (`p.raw_opcode`, when set, in place of the
+/// command's own opcode).
+pub(crate) fn command_word(p: &Prepared, block_bytes: u64) -> u64 {
+    let opcode = match p.op {
+        Opcode::Read => moneta::OPCODE_READ,
+        Opcode::Write => moneta::OPCODE_WRITE,
+        Opcode::Flush => moneta::OPCODE_FLUSH,
+    };
+    let opcode = p.raw_opcode.map_or(opcode, |raw| u64::from(raw & 0x7));
+    moneta::CommandWord {
+        opcode,
+        tag: p.tag.index() as u16,
+        offset_blocks: (p.offset_bytes / block_bytes).min(moneta::OFFSET_BLOCKS_MAX),
+        len_blocks: (u64::from(p.len_bytes) / block_bytes).clamp(1, moneta::LEN_BLOCKS_MAX),
+    }
+    .encode()
+}
+
+/// The SQE for `p`, writing its PRP list into the tag's list pages when it spans more
+/// than two pages.
+pub(crate) fn nvme_sqe(dma: &DmaMemory, block_bytes: u64, p: &Prepared) -> nvme::Sqe {
+    let tag = p.tag.index();
+    let page = dma.page_bytes as u64;
+    let base = nvme::DATA_IOVA + (tag * dma.buffer_bytes()) as u64;
+    let mut sqe = nvme::Sqe {
+        opcode: match p.op {
+            Opcode::Read => nvme::OPCODE_READ,
+            Opcode::Write => nvme::OPCODE_WRITE,
+            Opcode::Flush => nvme::OPCODE_FLUSH,
+        },
+        cid: tag as u16,
+        nsid: 1,
+        ..nvme::Sqe::default()
+    };
+    if let Some(raw) = p.raw_opcode {
+        sqe.opcode = raw;
+    }
+    if p.op == Opcode::Flush {
+        return sqe;
+    }
+    sqe.slba = p.offset_bytes / block_bytes;
+    sqe.cdw12 = ((u64::from(p.len_bytes) / block_bytes).max(1) - 1)
+        .min(nvme::BLOCKS_PER_COMMAND_MAX - 1) as u32;
+    sqe.prp1 = base;
+    let pages = (p.len_bytes as usize).div_ceil(dma.page_bytes);
+    if pages == 2 {
+        sqe.prp2 = base + page;
+    } else if pages > 2 {
+        let lists = dma.lists.as_ref().expect("NVMe devices have PRP lists");
+        let list_base = nvme::LIST_IOVA + (tag * lists.buffer_bytes()) as u64;
+        // SAFETY: we hold the tag, so its list pages are ours until the command is issued.
+        let list = unsafe { lists.buffer(tag) };
+        let per_page = dma.page_bytes / 8;
+        let mut at = 0usize;
+        for i in 1..pages {
+            if at % per_page == per_page - 1 && i < pages - 1 {
+                // Chain to the next list page (NVMe §4.3).
+                let next = list_base + ((at + 1) * 8) as u64;
+                list[at * 8..at * 8 + 8].copy_from_slice(&next.to_le_bytes());
+                at += 1;
+            }
+            let entry = base + i as u64 * page;
+            list[at * 8..at * 8 + 8].copy_from_slice(&entry.to_le_bytes());
+            at += 1;
+        }
+        sqe.prp2 = list_base;
+    }
+    sqe
+}

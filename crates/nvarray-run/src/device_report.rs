@@ -1,0 +1,154 @@
+//! The one report of an emulated device: what `nvarray bench --engine emu` prints, and what
+//! the front ends (`nvarray serve`, `nvarray mount`) print for the device they served.
+
+use nvarray_host::Device;
+use nvarray_model::{Breakdown, Component};
+use nvarray_report::{cpu_seconds_per_gb, EmulatorSetup, LatenessNs, RunReport, StreamStats};
+
+/// The report of a run on an opened `device`: totals from `streams` (what the host side
+/// measured, each latency recorded as `host` time), the model's utilisation and wear, the
+/// modelled device's share of the mean latency moved from `host` to its components, CPU
+/// seconds per GB, the emulator's lateness and faithfulness verdict, and its setup.
+/// `nvarray bench` and the front ends (`nvarray serve`, `nvarray mount`) all report through
+/// it, so their tables read the same; `verified_blocks` is left 0 for the caller to fill.
+pub fn device_report(
+    device: &Device,
+    streams: &[StreamStats],
+    elapsed_ns: u64,
+    cpu_seconds: f64,
+) -> RunReport {
+    let mut report = device.with_model(|model, sum, count| {
+        let mut report = RunReport::from_model("emu", model, streams, elapsed_ns);
+        attribute_device_time(&mut report, sum, count);
+        report
+    });
+    let bytes = report.totals.read_bytes + report.totals.write_bytes;
+    report.cpu_seconds_per_gb = cpu_seconds_per_gb(cpu_seconds, bytes);
+    let lateness = device.lateness();
+    report.lateness_ns = LatenessNs {
+        p50: lateness.p50_ns,
+        p99: lateness.p99_ns,
+        max: lateness.max_ns,
+    };
+    report.faithful = lateness.faithful;
+    report.unfaithful_reason = lateness.unfaithful_reason;
+    let options = device.options();
+    report.emulator = Some(EmulatorSetup {
+        device_threads: options.device_threads,
+        stack: options.stack.name(),
+        completion: device.completion().name(),
+        verified_blocks: 0,
+    });
+    report
+}
+
+/// Splits each stream's mean latency into the modelled device's components and `host`: what
+/// the software stack and the emulation added on top. The device's share of a request is
+/// every command's modelled time over the requests they served (the emulator cannot tell
+/// streams apart, so every stream gets the same share): one command per request gives the
+/// model's mean command, and a request split into several commands (a FUSE read-modify-write,
+/// an NBD request larger than a command) carries all of them. Where commands overlapped, so
+/// that their sum exceeds a stream's mean latency, the device's components are scaled down
+/// to that mean and host is 0: the components always add up to the mean, as the report says.
+fn attribute_device_time(report: &mut RunReport, sum: &Breakdown, commands: u64) {
+    let requests = report.totals.requests;
+    if commands == 0 || requests == 0 {
+        return;
+    }
+    let per_request = |c: Component| sum.get(c) as f64 / requests as f64;
+    let device_total: f64 = Component::ALL
+        .iter()
+        .filter(|&&c| c != Component::Host)
+        .map(|&c| per_request(c))
+        .sum();
+    let totals =
+        std::iter::once(&mut report.totals).chain(report.streams.iter_mut().map(|s| &mut s.totals));
+    for t in totals {
+        let mean = t.latency_ns.mean;
+        let scale = if device_total > mean && device_total > 0.0 {
+            mean / device_total
+        } else {
+            1.0
+        };
+        let host = (mean - device_total * scale).max(0.0);
+        for (name, ns) in t.breakdown_ns.0.iter_mut() {
+            let c = Component::ALL
+                .iter()
+                .copied()
+                .find(|c| c.name() == *name)
+                .expect("breakdown names are component names");
+            *ns = if c == Component::Host {
+                host
+            } else {
+                per_request(c) * scale
+            };
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A report of `requests` requests of `latency_ns` each, all host time as recorded.
+    fn report(requests: u64, latency_ns: u64) -> RunReport {
+        let mut s = StreamStats::new("s");
+        for _ in 0..requests {
+            s.record_host(true, 4096, latency_ns);
+        }
+        RunReport {
+            totals: s.totals(1_000_000),
+            ..RunReport::default()
+        }
+    }
+
+    fn parts(r: &RunReport) -> f64 {
+        r.totals.breakdown_ns.0.iter().map(|(_, ns)| ns).sum()
+    }
+
+    fn get(r: &RunReport, name: &str) -> f64 {
+        r.totals
+            .breakdown_ns
+            .0
+            .iter()
+            .find(|(n, _)| *n == name)
+            .unwrap()
+            .1
+    }
+
+    #[test]
+    fn one_command_per_request_keeps_the_models_mean_command() {
+        let mut r = report(10, 15_000);
+        let mut sum = Breakdown::default();
+        sum.set(Component::Media, 10 * 4_000);
+        sum.set(Component::Link, 10 * 1_000);
+        attribute_device_time(&mut r, &sum, 10);
+        assert_eq!(get(&r, "media"), 4_000.0);
+        assert_eq!(get(&r, "link"), 1_000.0);
+        assert_eq!(get(&r, "host"), 10_000.0);
+        assert_eq!(parts(&r), 15_000.0);
+    }
+
+    /// A FUSE request that became a read and a write (read-modify-write) carries both: the
+    /// per-command mean under-counted it; and where commands overlap, the parts are scaled so
+    /// they still add up (the report printed 15.12 µs mean, parts 15.57 µs, host 0).
+    #[test]
+    fn split_and_overlapping_commands_still_add_up_to_the_mean() {
+        let mut r = report(10, 15_000);
+        let mut sum = Breakdown::default();
+        sum.set(Component::Media, 20 * 5_000);
+        attribute_device_time(&mut r, &sum, 20);
+        assert_eq!(get(&r, "media"), 10_000.0);
+        assert_eq!(get(&r, "host"), 5_000.0);
+        assert_eq!(parts(&r), 15_000.0);
+
+        let mut r = report(10, 15_000);
+        let mut sum = Breakdown::default();
+        sum.set(Component::Media, 20 * 12_000);
+        sum.set(Component::Link, 20 * 3_000);
+        attribute_device_time(&mut r, &sum, 20);
+        assert_eq!(get(&r, "host"), 0.0);
+        assert!((parts(&r) - 15_000.0).abs() < 1e-6, "{}", parts(&r));
+        assert!((get(&r, "media") / get(&r, "link") - 4.0).abs() < 1e-9);
+    }
+}

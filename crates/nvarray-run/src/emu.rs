@@ -1,0 +1,283 @@
+//! `nvarray bench --engine emu`: fio-like workloads through the driver against the wall clock.
+//!
+//! One host thread per thread of the job plan, each keeping its queue depth of commands in
+//! flight on its own way to the device (see `nvarray_host::ladder`). Latency is what the host
+//! thread observes: from preparing the command (taking a tag, copying a write's data) to
+//! finishing it (copying a read's data out), so it includes the driver's whole cost.
+
+use std::collections::VecDeque;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::{Duration, Instant};
+
+use nvarray_host::ladder::{Issuer, LadderShared};
+use nvarray_host::{fine_timer_slack, Device, HostError, Opcode, Options};
+use nvarray_model::DeviceConfig;
+use nvarray_report::{process_cpu_seconds, RunReport, StreamStats};
+use nvarray_workload::{Op, Workload};
+
+use crate::device_report::device_report;
+use crate::error::EmuRunError;
+use crate::plan::{Plan, ThreadPlan};
+use crate::verify;
+
+/// Runs `workload` on an emulated `device`. `progress` is called now and then with the
+/// fraction done (0.0 to 1.0).
+pub fn run(
+    device: &DeviceConfig,
+    workload: &Workload,
+    options: &Options,
+    progress: &mut dyn FnMut(f64),
+) -> Result<RunReport, EmuRunError> {
+    let opened = Device::open(device, options)?;
+    workload
+        .validate(
+            opened.size_bytes(),
+            opened.block_bytes(),
+            opened.command_bytes_max(),
+        )
+        .map_err(|e| {
+            EmuRunError::Workload(format!(
+                "{e} (the emulator's largest command is the tag buffer size, --buffer-size)"
+            ))
+        })?;
+    run_on(&opened, workload, progress)
+}
+
+/// Host threads one emulator run starts at most: each is a real thread with its own queue
+/// pair, and more than this only take turns on the cores.
+pub const HOST_THREADS_MAX: usize = 1024;
+
+/// Runs `workload` on an opened device (so tests and servers can reuse one).
+pub fn run_on(
+    device: &Device,
+    workload: &Workload,
+    progress: &mut dyn FnMut(f64),
+) -> Result<RunReport, EmuRunError> {
+    let plan = Plan::new(workload, device.size_bytes(), device.block_bytes())?;
+    let block = device.block_bytes() as usize;
+    if plan.threads.iter().any(|t| t.verify) && block < verify::HEADER_BYTES {
+        return Err(EmuRunError::Workload(format!(
+            "verify needs blocks of at least {} bytes for its header; this device's are {block}",
+            verify::HEADER_BYTES
+        )));
+    }
+    let threads = plan.threads.len();
+    if threads > HOST_THREADS_MAX {
+        return Err(EmuRunError::Workload(format!(
+            "the workload asks for {threads} threads (numjobs summed over its jobs); the emulator runs each as a real thread with its own queue pair, at most {HOST_THREADS_MAX} (the simulator, --engine sim, has no such limit)"
+        )));
+    }
+    let shared = LadderShared::new(device);
+    let longest = plan.longest_runtime_ns.map(Duration::from_nanos);
+    let ios_total = plan.ios();
+    let done_ios = AtomicU64::new(0);
+    let cpu_start = process_cpu_seconds();
+    let start = Instant::now();
+    let results: Vec<Result<(usize, ThreadResult), EmuRunError>> = std::thread::scope(|s| {
+        let handles = plan
+            .threads
+            .into_iter()
+            .map(|plan| {
+                let (shared, done_ios) = (&shared, &done_ios);
+                std::thread::Builder::new()
+                    .name(format!("nvarray-job-{}", plan.stream))
+                    .spawn_scoped(s, move || {
+                        let stream = plan.stream;
+                        run_thread(device, shared, plan, longest, start, done_ios).map(|st| (stream, st))
+                    })
+            })
+            .collect::<Result<Vec<_>, _>>();
+        let handles = match handles {
+            Ok(handles) => handles,
+            // The threads already started end on their own (the workload bounds them); the
+            // scope waits for them.
+            Err(e) => return vec![Err(EmuRunError::ThreadStart(e))],
+        };
+        // The calling thread reports progress while the workers run.
+        while !handles.iter().all(|h| h.is_finished()) {
+            let by_time = longest.map(|r| start.elapsed().as_secs_f64() / r.as_secs_f64());
+            let by_ios = done_ios.load(Ordering::Relaxed) as f64 / ios_total.max(1) as f64;
+            progress(by_time.unwrap_or(0.0).max(by_ios).min(1.0));
+            std::thread::sleep(Duration::from_millis(50));
+        }
+        handles
+            .into_iter()
+            .map(|h| h.join().expect("bench thread panicked"))
+            .collect()
+    });
+    let elapsed_ns = start.elapsed().as_nanos() as u64;
+    progress(1.0);
+    let mut streams: Vec<StreamStats> = workload
+        .jobs
+        .iter()
+        .map(|j| StreamStats::new(&j.name))
+        .collect();
+    let mut verified_blocks = 0;
+    for r in results {
+        let (stream, result) = r?;
+        streams[stream].merge(&result.stats);
+        verified_blocks += result.verified_blocks;
+    }
+    let cpu_seconds = process_cpu_seconds() - cpu_start;
+    let mut report = device_report(device, &streams, elapsed_ns, cpu_seconds);
+    if let Some(setup) = report.emulator.as_mut() {
+        setup.verified_blocks = verified_blocks;
+    }
+    report.require_enough_requests();
+    Ok(report)
+}
+
+/// What one host thread measured.
+struct ThreadResult {
+    stats: StreamStats,
+    /// Blocks read back that held data this run wrote and passed verification.
+    verified_blocks: u64,
+}
+
+/// Naps shorter than this are spun instead of slept (a kernel sleep overshoots by tens of
+/// microseconds; see `driver::NAP_WAKE_MARGIN_NS`).
+const THINK_SPIN_BELOW: Duration = Duration::from_micros(50);
+
+/// Waits until `until`: sleeps for all but the last `THINK_SPIN_BELOW`, spins the rest.
+fn think_until(until: Instant) {
+    let now = Instant::now();
+    if until <= now {
+        return;
+    }
+    if until - now > THINK_SPIN_BELOW {
+        fine_timer_slack();
+        std::thread::sleep(until - now - THINK_SPIN_BELOW);
+    }
+    while Instant::now() < until {
+        std::hint::spin_loop();
+    }
+}
+
+/// One host thread: keeps `iodepth` commands in flight until its run ends, then drains. With
+/// `thinktime`, each completion frees its slot only that long after it arrived (as in the
+/// simulator; with `iodepth` > 1 a slot that frees while the thread waits for a completion
+/// is used once the thread wakes). With `verify`, every write carries self-checking data
+/// (`verify`) and every read is checked.
+fn run_thread(
+    device: &Device,
+    shared: &LadderShared,
+    mut plan: ThreadPlan,
+    longest_runtime: Option<Duration>,
+    start: Instant,
+    done_ios: &AtomicU64,
+) -> Result<ThreadResult, EmuRunError> {
+    let began = Instant::now();
+    let completion = device.completion();
+    let mut issuer = Issuer::new(device, shared, completion);
+    let block = device.block_bytes() as usize;
+    let mut stats = StreamStats::new("thread");
+    // Per tag: when this thread prepared the command (tags are device-wide, so index by tag).
+    let mut started: Vec<Option<Instant>> = vec![None; device.tags()];
+    let mut scratch = vec![0u8; device.command_bytes_max() as usize];
+    let mut write_data = vec![0x5au8; device.command_bytes_max() as usize];
+    let runtime = plan.runtime_ns.map(Duration::from_nanos);
+    let deadline = runtime.map(|r| start + r);
+    let thinktime = Duration::from_nanos(plan.thinktime_ns);
+    // When each of the `iodepth` slots may issue again.
+    let mut slots: VecDeque<Instant> = std::iter::repeat_n(start, plan.iodepth as usize).collect();
+    let mut issued = 0u64;
+    let mut in_flight = 0usize;
+    let mut verified_blocks = 0u64;
+    let mut error = None;
+    let mut finished = Vec::with_capacity(device.tags());
+    loop {
+        let time_up = deadline.is_some_and(|d| Instant::now() >= d);
+        let more = !time_up && error.is_none() && issued < plan.ios;
+        if more && in_flight == 0 {
+            if let Some(&ready) = slots.front() {
+                // Nothing to wait for but the think time.
+                think_until(ready);
+            }
+        }
+        while more && issued < plan.ios {
+            let now = Instant::now();
+            match slots.front() {
+                Some(&ready) if ready <= now => {}
+                _ => break,
+            }
+            let r = plan.gen.next_request();
+            let len = r.len_bytes as usize;
+            let (op, data) = match r.op {
+                Op::Read => (Opcode::Read, None),
+                Op::Write => {
+                    if plan.verify {
+                        let stamp = (plan.index << 40) | issued;
+                        verify::fill(&mut write_data[..len], r.offset_bytes, block, stamp);
+                    }
+                    (Opcode::Write, Some(&write_data[..len]))
+                }
+            };
+            let t0 = Instant::now();
+            match device.prepare(op, r.offset_bytes, r.len_bytes, data) {
+                Ok(p) => {
+                    started[p.tag().index()] = Some(t0);
+                    issuer.issue(p);
+                    slots.pop_front();
+                    issued += 1;
+                    in_flight += 1;
+                }
+                // Other threads hold every tag: collect our own completions first.
+                Err(HostError::NoTag { .. }) if in_flight > 0 => break,
+                Err(HostError::NoTag { .. }) => std::hint::spin_loop(),
+                Err(e) => {
+                    error = Some(e.into());
+                    break;
+                }
+            }
+        }
+        if in_flight == 0 {
+            if more && !slots.is_empty() {
+                continue;
+            }
+            break;
+        }
+        let mine = |tag: usize| started.get(tag).is_some_and(|s| s.is_some());
+        issuer.wait(&mine, &mut |done| finished.push(done));
+        for done in finished.drain(..) {
+            let t0 = started[done.tag.index()].take().expect("started");
+            let (is_read, len, offset) = (done.op == Opcode::Read, done.len_bytes, done.offset_bytes);
+            let out = is_read.then_some(&mut scratch[..len as usize]);
+            match device.finish(done, out) {
+                Ok(()) => {
+                    let latency_ns = t0.elapsed().as_nanos() as u64;
+                    // All of it as host time for now; `device_report` moves the modelled
+                    // device's share to its components.
+                    stats.record_host(is_read, len, latency_ns);
+                    if is_read && plan.verify {
+                        match verify::check(&scratch[..len as usize], offset, block) {
+                            Ok(n) => verified_blocks += n,
+                            Err(e) => {
+                                error.get_or_insert(EmuRunError::Verify(e));
+                            }
+                        }
+                    }
+                }
+                Err(e) => {
+                    error.get_or_insert(e.into());
+                }
+            }
+            in_flight -= 1;
+            slots.push_back(Instant::now() + thinktime);
+            done_ios.fetch_add(1, Ordering::Relaxed);
+        }
+    }
+    // A thread that stopped before the run did (its number_ios done, or a runtime shorter
+    // than the longest job's) reports its rates over its own time, as fio does.
+    let shorter = runtime.is_some_and(|r| Some(r) < longest_runtime);
+    if issued >= plan.ios || shorter {
+        stats.set_active_ns(began.elapsed().as_nanos() as u64);
+    }
+    match error {
+        Some(e) => Err(e),
+        None => Ok(ThreadResult {
+            stats,
+            verified_blocks,
+        }),
+    }
+}
+

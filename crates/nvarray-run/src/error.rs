@@ -1,0 +1,52 @@
+//! Errors of a run, one line each, naming the value and the accepted range.
+
+use nvarray_host::HostError;
+use nvarray_model::CommandError;
+use nvarray_workload::WorkloadError;
+use thiserror::Error;
+
+use crate::plan::PlanError;
+
+/// Why the simulator could not run a workload.
+#[derive(Debug, Error)]
+pub enum SimError {
+    #[error(transparent)]
+    Plan(#[from] PlanError),
+    #[error("{0}")]
+    InvalidWorkload(WorkloadError),
+    #[error(
+        "{outstanding} requests outstanding (iodepth x numjobs summed over jobs); at most {max}"
+    )]
+    TooManyOutstanding { outstanding: u64, max: u64 },
+    #[error("device refused a generated request: {0}")]
+    Command(CommandError),
+}
+
+/// Why the emulator's runner could not run a workload, or what went wrong in the run.
+#[derive(Debug, Error)]
+pub enum EmuRunError {
+    /// The device could not be opened, or a command failed.
+    #[error(transparent)]
+    Host(#[from] HostError),
+    #[error(transparent)]
+    Plan(#[from] PlanError),
+    /// The workload does not fit this device.
+    #[error("{0}")]
+    Workload(String),
+    #[error("data verification failed: {0}")]
+    Verify(String),
+    #[error("cannot start a job thread: {0}")]
+    ThreadStart(std::io::Error),
+}
+
+impl EmuRunError {
+    /// Whether the error is in what the user asked for (a bad setting or workload) rather than
+    /// in the device or the machine.
+    pub fn is_input_error(&self) -> bool {
+        match self {
+            EmuRunError::Host(e) => e.is_input_error(),
+            EmuRunError::Plan(_) | EmuRunError::Workload(_) => true,
+            EmuRunError::Verify(_) | EmuRunError::ThreadStart(_) => false,
+        }
+    }
+}

@@ -1,0 +1,23 @@
+//! `nvarray-run`: running a workload on a device, in either engine.
+//!
+//! - `plan`: the workload's jobs as host threads (queue depth, bounds, think time, verify),
+//!   the same for both engines, with their defaults.
+//! - `sim`: the discrete-event simulator over `nvarray-model` (virtual clock, no data).
+//! - `emu`: the emulator's runner: real host threads issue through the driver
+//!   (`nvarray-host`) against the wall clock, with data verification (`verify`).
+//! - `device_report`: the one report of an emulated device, for `nvarray bench` and the front
+//!   ends alike.
+//!
+//! The driver only drives; everything that decides what to issue and measures it lives here.
+
+pub mod device_report;
+pub mod emu;
+pub mod error;
+pub mod plan;
+pub mod sim;
+pub mod verify;
+
+pub use device_report::device_report;
+pub use error::{EmuRunError, SimError};
+pub use nvarray_report::{LatencySummary, RunReport, StreamReport, Totals};
+pub use plan::{Plan, PlanError, ThreadPlan, DEFAULT_RUNTIME_NS};

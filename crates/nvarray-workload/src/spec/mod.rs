@@ -1,0 +1,186 @@
+//! One job in fio's vocabulary, [`JobSpec`]: its fields, their defaults and limits, and what
+//! they imply (the read fraction, the alignment of random offsets).
+//!
+//! The rest of a job lives beside it, one concern per file:
+//!
+//! - `vocabulary.rs`: the value types a job is made of (`RwMode`, `Distribution`, `BlockSize`,
+//!   `Verify`) and the `Request` a generator issues.
+//! - `keys.rs`: [`JobSpec::set`], the one place a fio `key=value` is parsed, and the lists of
+//!   supported and ignored keys.
+//! - `validate.rs`: range checks on every field and [`JobSpec::validate`] against a device.
+
+use serde::Serialize;
+
+use crate::units::NS_PER_S;
+
+mod keys;
+mod validate;
+mod vocabulary;
+
+pub use keys::{IGNORED_KEYS, SUPPORTED_KEYS};
+pub use vocabulary::{BlockSize, Distribution, Op, Request, RwMode, Verify};
+
+/// Seed used when a job sets no `randseed`.
+///
+/// fio's own default differs between versions; nvarray only promises that a job without
+/// `randseed` is reproducible, so any fixed value does.
+pub const RANDSEED_DEFAULT: u64 = 0x89;
+/// Largest accepted `iodepth`.
+pub const IODEPTH_MAX: u32 = 4096;
+/// Largest accepted `numjobs`.
+pub const NUMJOBS_MAX: u32 = 1024;
+/// Largest accepted request length (`bs` or a `bssplit` entry), 1 GiB.
+///
+/// Real devices cap transfers far lower (see `max_transfer_bytes` in [`JobSpec::validate`]);
+/// this bound only keeps arithmetic on lengths far away from `u32` overflow.
+pub const BS_BYTES_MAX: u32 = 1 << 30;
+/// Most entries a `bssplit` may have; fio's own limit (`BSSPLIT_MAX`) is also 64.
+pub const BSSPLIT_ENTRIES_MAX: usize = 64;
+/// Largest accepted zipf theta. Beyond this practically every request hits the hottest block.
+pub const ZIPF_THETA_MAX: f64 = 100.0;
+/// Longest accepted `runtime`: 30 days of simulated time.
+pub const RUNTIME_NS_MAX: u64 = 30 * 86_400 * NS_PER_S;
+/// Longest accepted `thinktime`: one minute between requests.
+pub const THINKTIME_NS_MAX: u64 = 60 * NS_PER_S;
+/// Largest accepted `number_ios`, about 1.1e12 requests per thread.
+pub const NUMBER_IOS_MAX: u64 = 1 << 40;
+/// Longest accepted job name, in bytes.
+pub const NAME_BYTES_MAX: usize = 255;
+
+/// One job (one section of a fio job file): what `numjobs` identical threads do.
+///
+/// Build it with [`JobSpec::default`] and [`JobSpec::set`]; check it against a device with
+/// [`JobSpec::validate`]. The fields are public for reading and for tests; code that writes
+/// them directly must call `validate`, which re-checks every range `set` enforces.
+///
+/// A job never ends on its own: generators wrap around the region (fio's `time_based`), and
+/// the simulator stops a job on `runtime_ns` or `number_ios`.
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct JobSpec {
+    /// Job name: the section name in a job file, `job0` by default.
+    pub name: String,
+    /// Access pattern; default [`RwMode::Read`], as in fio.
+    pub rw: RwMode,
+    /// Request lengths; default `Fixed(4096)`.
+    pub bs: BlockSize,
+    /// Percentage of reads for `rw` and `randrw`, `0..=100`; default 50.
+    pub rwmixread: u8,
+    /// Requests in flight per thread, `1..=IODEPTH_MAX`; default 1.
+    pub iodepth: u32,
+    /// Identical threads running this job, `1..=NUMJOBS_MAX`; default 1.
+    pub numjobs: u32,
+    /// Run time limit; `None` (default, or `runtime=0`) means no time limit.
+    pub runtime_ns: Option<u64>,
+    /// Requests per thread; `None` (default, or `number_ios=0`) means no count limit.
+    pub number_ios: Option<u64>,
+    /// Offset distribution for random modes; default [`Distribution::Uniform`].
+    pub random_distribution: Distribution,
+    /// Seed of every random choice; default [`RANDSEED_DEFAULT`] (0x89).
+    pub randseed: u64,
+    /// Start of the job's region on the device; default 0.
+    pub offset_bytes: u64,
+    /// Length of the job's region; `None` (default) means from `offset_bytes` to the end of
+    /// the device.
+    pub size_bytes: Option<u64>,
+    /// Boundary random offsets are aligned to (fio's `blockalign`, alias `ba`); `None`
+    /// (default) means the smallest request length, as in fio.
+    pub blockalign_bytes: Option<u64>,
+    /// Idle time between a completion and the thread's next submission; default 0.
+    pub thinktime_ns: u64,
+    /// Whether writes carry self-checking data that every read verifies; default off.
+    pub verify: Verify,
+}
+
+impl Default for JobSpec {
+    fn default() -> Self {
+        JobSpec {
+            name: "job0".to_string(),
+            rw: RwMode::Read,
+            bs: BlockSize::Fixed(4096),
+            rwmixread: 50,
+            iodepth: 1,
+            numjobs: 1,
+            runtime_ns: None,
+            number_ios: None,
+            random_distribution: Distribution::Uniform,
+            randseed: RANDSEED_DEFAULT,
+            offset_bytes: 0,
+            size_bytes: None,
+            blockalign_bytes: None,
+            thinktime_ns: 0,
+            verify: Verify::None,
+        }
+    }
+}
+
+impl JobSpec {
+    /// Fraction of requests that are reads: 1 for `read`/`randread`, 0 for
+    /// `write`/`randwrite`, `rwmixread / 100` for `rw`/`randrw`.
+    pub fn read_fraction(&self) -> f64 {
+        match self.rw {
+            RwMode::Read | RwMode::RandRead => 1.0,
+            RwMode::Write | RwMode::RandWrite => 0.0,
+            RwMode::Rw | RwMode::RandRw => f64::from(self.rwmixread) / 100.0,
+        }
+    }
+
+    /// True when offsets are random (`randread`, `randwrite`, `randrw`).
+    pub fn is_random(&self) -> bool {
+        self.rw.is_random()
+    }
+
+    /// The boundary random offsets are aligned to: `blockalign`, else the smallest request
+    /// length (fio's default, "Default: bs").
+    pub fn align_bytes(&self) -> u64 {
+        self.blockalign_bytes
+            .unwrap_or_else(|| u64::from(self.bs.lens_bytes().min().unwrap_or(1)))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn d() -> JobSpec {
+        JobSpec::default()
+    }
+
+    #[test]
+    fn defaults() {
+        let job = d();
+        assert_eq!(job.name, "job0");
+        assert_eq!(job.rw, RwMode::Read);
+        assert_eq!(job.bs, BlockSize::Fixed(4096));
+        assert_eq!(job.rwmixread, 50);
+        assert_eq!(job.iodepth, 1);
+        assert_eq!(job.numjobs, 1);
+        assert_eq!(job.runtime_ns, None);
+        assert_eq!(job.number_ios, None);
+        assert_eq!(job.random_distribution, Distribution::Uniform);
+        assert_eq!(job.randseed, 0x89);
+        assert_eq!(job.offset_bytes, 0);
+        assert_eq!(job.size_bytes, None);
+        assert_eq!(job.thinktime_ns, 0);
+        assert_eq!(job.check_fields(), Ok(()));
+    }
+
+    #[test]
+    fn read_fraction_and_is_random() {
+        for (rw, read_fraction, is_random) in [
+            (RwMode::Read, 1.0, false),
+            (RwMode::RandRead, 1.0, true),
+            (RwMode::Write, 0.0, false),
+            (RwMode::RandWrite, 0.0, true),
+            (RwMode::Rw, 0.7, false),
+            (RwMode::RandRw, 0.7, true),
+        ] {
+            let job = JobSpec {
+                rw,
+                rwmixread: 70,
+                ..d()
+            };
+            assert_eq!(job.read_fraction(), read_fraction, "{rw}");
+            assert_eq!(job.is_random(), is_random, "{rw}");
+        }
+    }
+}

@@ -1,0 +1,275 @@
+//! The value types of fio's vocabulary that a job is made of: the direction of a request,
+//! access patterns (`rw`), offset distributions, request-length mixes (`bs`, `bssplit`) and
+//! data verification, each with fio's names for reading and writing it back.
+
+use std::fmt;
+use std::str::FromStr;
+
+use serde::Serialize;
+
+use super::validate::{check_distribution, theta_range};
+use crate::error::{value_error, WorkloadError};
+use crate::units::format_size;
+
+/// The direction of one request.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize)]
+pub enum Op {
+    /// Read from the device.
+    Read,
+    /// Write to the device.
+    Write,
+}
+
+/// One request as the generator issues it; the simulator adds time and a tag.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize)]
+pub struct Request {
+    /// Read or write.
+    pub op: Op,
+    /// Byte offset from the start of the device; a multiple of the device block size.
+    pub offset_bytes: u64,
+    /// Transfer length; a nonzero multiple of the device block size.
+    pub len_bytes: u32,
+}
+
+/// Access pattern, with fio's `--rw` names.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum RwMode {
+    /// `read`: sequential reads (fio's default).
+    Read,
+    /// `write`: sequential writes.
+    Write,
+    /// `randread`: random reads.
+    RandRead,
+    /// `randwrite`: random writes.
+    RandWrite,
+    /// `rw` or `readwrite`: sequential, mixed by `rwmixread`.
+    Rw,
+    /// `randrw`: random, mixed by `rwmixread`.
+    RandRw,
+}
+
+impl RwMode {
+    /// fio's name for this mode.
+    pub fn fio_name(self) -> &'static str {
+        match self {
+            RwMode::Read => "read",
+            RwMode::Write => "write",
+            RwMode::RandRead => "randread",
+            RwMode::RandWrite => "randwrite",
+            RwMode::Rw => "rw",
+            RwMode::RandRw => "randrw",
+        }
+    }
+
+    /// True for `randread`, `randwrite` and `randrw`.
+    pub fn is_random(self) -> bool {
+        matches!(self, RwMode::RandRead | RwMode::RandWrite | RwMode::RandRw)
+    }
+
+    /// True for `rw` and `randrw`, the modes where `rwmixread` applies.
+    pub fn is_mixed(self) -> bool {
+        matches!(self, RwMode::Rw | RwMode::RandRw)
+    }
+}
+
+impl fmt::Display for RwMode {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.fio_name())
+    }
+}
+
+impl FromStr for RwMode {
+    type Err = WorkloadError;
+
+    /// Parses fio's `--rw` values: `read`, `write`, `randread`, `randwrite`, `rw`,
+    /// `readwrite` (alias of `rw`) and `randrw`.
+    fn from_str(s: &str) -> Result<Self, Self::Err> {
+        let mode = match s.trim() {
+            "read" => RwMode::Read,
+            "write" => RwMode::Write,
+            "randread" => RwMode::RandRead,
+            "randwrite" => RwMode::RandWrite,
+            "rw" | "readwrite" => RwMode::Rw,
+            "randrw" => RwMode::RandRw,
+            _ => {
+                return Err(value_error(
+                    "rw",
+                    s,
+                    "must be one of read, write, randread, randwrite, rw (readwrite), randrw \
+                     (trim modes and ':N' offset modifiers are not supported)",
+                ))
+            }
+        };
+        Ok(mode)
+    }
+}
+
+/// How random offsets are spread over a job's region (fio `--random_distribution`).
+/// Sequential jobs ignore it, as fio does.
+#[derive(Clone, Copy, Debug, PartialEq, Serialize)]
+pub enum Distribution {
+    /// `random`: every aligned offset equally likely.
+    Uniform,
+    /// `zipf:THETA`: the k-th hottest block is hit with probability proportional to
+    /// `1 / k^theta`; the hot blocks are scattered over the region, not packed at its start.
+    Zipf {
+        /// Skew, in `(0, ZIPF_THETA_MAX]`; larger is more skewed. 1.0 is accepted.
+        theta: f64,
+    },
+}
+
+impl fmt::Display for Distribution {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Distribution::Uniform => f.write_str("random"),
+            Distribution::Zipf { theta } => write!(f, "zipf:{theta}"),
+        }
+    }
+}
+
+impl FromStr for Distribution {
+    type Err = WorkloadError;
+
+    /// Parses `random` or `zipf:THETA`.
+    fn from_str(s: &str) -> Result<Self, Self::Err> {
+        const KEY: &str = "random_distribution";
+        let text = s.trim();
+        if text == "random" {
+            return Ok(Distribution::Uniform);
+        }
+        let Some(theta_text) = text.strip_prefix("zipf:") else {
+            return Err(value_error(
+                KEY,
+                s,
+                "must be random or zipf:THETA (pareto, normal and zoned are not supported)",
+            ));
+        };
+        let theta: f64 = theta_text
+            .trim()
+            .parse()
+            .map_err(|_| value_error(KEY, s, &theta_range()))?;
+        let distribution = Distribution::Zipf { theta };
+        check_distribution(&distribution).map_err(|_| value_error(KEY, s, &theta_range()))?;
+        Ok(distribution)
+    }
+}
+
+/// Request lengths (fio `--bs` or `--bssplit`).
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+pub enum BlockSize {
+    /// Every request has this length in bytes.
+    Fixed(u32),
+    /// `(len_bytes, percent)` pairs: each request picks a length with the given probability
+    /// in percent. The percentages sum to 100; an entry may have 0 percent.
+    Split(Vec<(u32, u32)>),
+}
+
+impl BlockSize {
+    /// The job key that sets this variant, for error messages.
+    pub fn key(&self) -> &'static str {
+        match self {
+            BlockSize::Fixed(_) => "bs",
+            BlockSize::Split(_) => "bssplit",
+        }
+    }
+
+    /// Every length a request may have, including `bssplit` entries with 0 percent.
+    pub fn lens_bytes(&self) -> impl Iterator<Item = u32> + '_ {
+        let (fixed, split): (Option<u32>, &[(u32, u32)]) = match self {
+            BlockSize::Fixed(len_bytes) => (Some(*len_bytes), &[]),
+            BlockSize::Split(entries) => (None, entries),
+        };
+        fixed
+            .into_iter()
+            .chain(split.iter().map(|&(len_bytes, _)| len_bytes))
+    }
+
+    /// The longest request length.
+    pub fn len_bytes_max(&self) -> u32 {
+        self.lens_bytes().max().unwrap_or(0)
+    }
+}
+
+impl fmt::Display for BlockSize {
+    /// Writes the value back in the syntax `bs=` or `bssplit=` accepts.
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            BlockSize::Fixed(len_bytes) => f.write_str(&format_size(u64::from(*len_bytes))),
+            BlockSize::Split(entries) => {
+                for (i, (len_bytes, percent)) in entries.iter().enumerate() {
+                    if i > 0 {
+                        f.write_str(":")?;
+                    }
+                    write!(f, "{}/{percent}", format_size(u64::from(*len_bytes)))?;
+                }
+                Ok(())
+            }
+        }
+    }
+}
+
+/// Data verification, fio's `verify` key. Only engines that move data (the emulator) verify;
+/// the simulator moves none and ignores it.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash, Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Verify {
+    /// `verify=0` or `verify=none`: data is not checked.
+    #[default]
+    None,
+    /// `verify=crc32c` (or `verify=1`): every block written carries a header (its own offset, a
+    /// write stamp) and a CRC-32C of its contents; every block read must be all zeroes (never
+    /// written) or carry a valid header for its own offset and a matching CRC.
+    Crc32c,
+}
+
+impl FromStr for Verify {
+    type Err = String;
+
+    fn from_str(s: &str) -> Result<Self, String> {
+        match s {
+            "0" | "none" => Ok(Verify::None),
+            "1" | "crc32c" => Ok(Verify::Crc32c),
+            _ => Err("must be crc32c (or 1) to verify, none (or 0) not to".to_string()),
+        }
+    }
+}
+
+impl fmt::Display for Verify {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(match self {
+            Verify::None => "none",
+            Verify::Crc32c => "crc32c",
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::spec::JobSpec;
+
+    fn d() -> JobSpec {
+        JobSpec::default()
+    }
+
+    #[test]
+    fn display_round_trips_through_set() {
+        for text in ["4k", "1536", "1m"] {
+            let mut job = d();
+            job.set("bs", text).unwrap();
+            assert_eq!(job.bs.to_string(), text);
+        }
+        let mut job = d();
+        job.set("bssplit", "4k/10:1536/20:1m/70").unwrap();
+        assert_eq!(job.bs.to_string(), "4k/10:1536/20:1m/70");
+        for text in ["random", "zipf:1.2", "zipf:1"] {
+            let mut job = d();
+            job.set("random_distribution", text).unwrap();
+            assert_eq!(job.random_distribution.to_string(), text);
+        }
+        for rw in ["read", "write", "randread", "randwrite", "rw", "randrw"] {
+            assert_eq!(rw.parse::<RwMode>().unwrap().to_string(), rw);
+        }
+    }
+}

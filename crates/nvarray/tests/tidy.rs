@@ -1,0 +1,218 @@
+//! The dependency rules of ARCHITECTURE.md, checked against the code (a "tidy" test, as
+//! rust-analyzer keeps one): each crate's manifest may name, and its sources may use, only the
+//! nvarray crates its row of the "Dependency rules" table allows; every crate has a row; and
+//! `nvarray-emu` makes public only the modules ARCHITECTURE.md names. The rules are read from
+//! ARCHITECTURE.md itself, so the map and the code cannot drift apart silently.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::path::{Path, PathBuf};
+
+fn root() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("../..")
+}
+
+/// The rows of the table under `## Dependency rules`: crate → the nvarray crates it may
+/// depend on. A row reads ``| `nvarray-x` | `nvarray-a`, `nvarray-b` |`` (or `none`, or
+/// `any`: `None` in the map).
+fn rules(architecture: &str) -> BTreeMap<String, Option<BTreeSet<String>>> {
+    let section = architecture
+        .split("\n## ")
+        .find(|s| s.starts_with("Dependency rules"))
+        .expect("ARCHITECTURE.md has a `## Dependency rules` section");
+    let mut rules = BTreeMap::new();
+    for line in section.lines().filter(|l| l.starts_with("| `nvarray")) {
+        let cells: Vec<&str> = line.split('|').map(str::trim).collect();
+        let name = cells[1].trim_matches('`').to_string();
+        let allowed = match cells[2] {
+            "any" => None,
+            "none" => Some(BTreeSet::new()),
+            list => Some(
+                list.split(',')
+                    .map(|c| c.trim().trim_matches('`').to_string())
+                    .collect(),
+            ),
+        };
+        rules.insert(name, allowed);
+    }
+    rules
+}
+
+/// The nvarray crates named under `[dependencies]` of a manifest (not dev-dependencies: tests
+/// may build devices from presets).
+fn manifest_dependencies(manifest: &str) -> BTreeSet<String> {
+    let manifest: toml::Table = manifest.parse().expect("a valid manifest");
+    manifest
+        .get("dependencies")
+        .and_then(|d| d.as_table())
+        .map(|d| {
+            d.keys()
+                .filter(|k| k.starts_with("nvarray"))
+                .cloned()
+                .collect()
+        })
+        .unwrap_or_default()
+}
+
+/// The nvarray crates a source file refers to (`nvarray_x::` or `use nvarray_x`), comments
+/// left out, as crate names (`nvarray-x`).
+fn source_references(source: &str) -> BTreeSet<String> {
+    let mut found = BTreeSet::new();
+    for line in source.lines() {
+        let code = line.split("//").next().unwrap_or("");
+        let mut rest = code;
+        while let Some(at) = rest.find("nvarray_") {
+            let before_ok = at == 0
+                || !rest[..at]
+                    .chars()
+                    .next_back()
+                    .is_some_and(|c| c.is_alphanumeric() || c == '_' || c == '"');
+            let tail = &rest[at..];
+            let end = tail
+                .find(|c: char| !(c.is_ascii_lowercase() || c == '_'))
+                .unwrap_or(tail.len());
+            let name = &tail[..end];
+            if before_ok && (tail[end..].starts_with("::") || code.trim_start().starts_with("use ")) {
+                found.insert(name.replace('_', "-"));
+            }
+            rest = &tail[end..];
+        }
+    }
+    found
+}
+
+fn rust_files(dir: &Path, out: &mut Vec<PathBuf>) {
+    let Ok(entries) = std::fs::read_dir(dir) else {
+        return;
+    };
+    for entry in entries.flatten() {
+        let path = entry.path();
+        if path.is_dir() {
+            rust_files(&path, out);
+        } else if path.extension().is_some_and(|e| e == "rs") {
+            out.push(path);
+        }
+    }
+}
+
+/// Every way crate `name` breaks its rule: a manifest dependency or a source reference to an
+/// nvarray crate its row does not allow.
+fn violations(
+    name: &str,
+    allowed: &BTreeSet<String>,
+    manifest: &str,
+    sources: &[(String, String)],
+) -> Vec<String> {
+    let mut out = Vec::new();
+    for dep in manifest_dependencies(manifest) {
+        if !allowed.contains(&dep) {
+            out.push(format!("{name}/Cargo.toml depends on {dep}"));
+        }
+    }
+    for (file, text) in sources {
+        for used in source_references(text) {
+            if used != name && !allowed.contains(&used) {
+                out.push(format!("{file} uses {used}"));
+            }
+        }
+    }
+    out
+}
+
+#[test]
+fn every_crate_keeps_the_dependency_rules_of_architecture_md() {
+    let root = root();
+    let architecture = std::fs::read_to_string(root.join("ARCHITECTURE.md")).unwrap();
+    let rules = rules(&architecture);
+    assert!(rules.len() >= 10, "too few rules parsed: {rules:?}");
+    let mut broken = Vec::new();
+    let mut crates = 0;
+    for entry in std::fs::read_dir(root.join("crates")).unwrap() {
+        let dir = entry.unwrap().path();
+        let name = dir.file_name().unwrap().to_string_lossy().to_string();
+        let Ok(manifest) = std::fs::read_to_string(dir.join("Cargo.toml")) else {
+            continue;
+        };
+        crates += 1;
+        let Some(rule) = rules.get(&name) else {
+            broken.push(format!(
+                "{name} has no row in ARCHITECTURE.md's dependency rules: add one"
+            ));
+            continue;
+        };
+        let Some(allowed) = rule else {
+            continue;
+        };
+        let mut files = Vec::new();
+        rust_files(&dir.join("src"), &mut files);
+        let sources: Vec<(String, String)> = files
+            .iter()
+            .map(|f| {
+                let shown = f.strip_prefix(&root).unwrap_or(f).display().to_string();
+                (shown, std::fs::read_to_string(f).unwrap())
+            })
+            .collect();
+        broken.extend(violations(&name, allowed, &manifest, &sources));
+    }
+    assert!(crates >= 10, "found only {crates} crates under crates/");
+    assert!(
+        broken.is_empty(),
+        "dependency rules of ARCHITECTURE.md broken:\n  {}",
+        broken.join("\n  ")
+    );
+}
+
+/// `nvarray-emu`'s public modules are exactly the ones ARCHITECTURE.md names (the queues and
+/// wire formats the driver builds on); the device's internals stay private to the crate.
+#[test]
+fn the_emulator_exposes_only_the_modules_architecture_md_names() {
+    let root = root();
+    let architecture = std::fs::read_to_string(root.join("ARCHITECTURE.md")).unwrap();
+    let line = architecture
+        .lines()
+        .find(|l| l.starts_with("Public modules of `nvarray-emu`:"))
+        .expect("ARCHITECTURE.md names the public modules of nvarray-emu");
+    let named: BTreeSet<String> = line
+        .split(':')
+        .nth(1)
+        .unwrap()
+        .split(',')
+        .map(|m| m.trim().trim_end_matches('.').trim_matches('`').to_string())
+        .collect();
+    let lib = std::fs::read_to_string(root.join("crates/nvarray-emu/src/lib.rs")).unwrap();
+    let public: BTreeSet<String> = lib
+        .lines()
+        .filter_map(|l| l.strip_prefix("pub mod "))
+        .map(|m| m.trim_end_matches(';').to_string())
+        .collect();
+    assert_eq!(public, named, "pub mod lines of nvarray-emu/src/lib.rs");
+}
+
+/// The checker itself: a front end that names the model in its manifest, or reaches the
+/// emulator in its code, is caught; comments and string literals are not references.
+#[test]
+fn the_checker_catches_a_front_end_reaching_past_the_driver() {
+    let allowed: BTreeSet<String> = ["nvarray-host".to_string()].into();
+    let manifest = "[package]\nname = \"nvarray-nbd\"\n[dependencies]\nnvarray-host.workspace = true\nnvarray-model.workspace = true\n[dev-dependencies]\nnvarray-emu.workspace = true\n";
+    let sources = vec![(
+        "nbd/src/x.rs".to_string(),
+        "use nvarray_host::Device;\n// nvarray_emu::Emulator in a comment\nlet s = \"nvarray_emu::x\";\nfn f() { nvarray_emu::Emulator::start(); }\n".to_string(),
+    )];
+    let found = violations("nvarray-nbd", &allowed, manifest, &sources);
+    assert_eq!(
+        found,
+        [
+            "nvarray-nbd/Cargo.toml depends on nvarray-model",
+            "nbd/src/x.rs uses nvarray-emu"
+        ]
+    );
+    let rules = rules(
+        "# A\n\n## Dependency rules\n\n| crate | may depend on |\n|---|---|\n| `nvarray-model` | none |\n| `nvarray` | any |\n| `nvarray-nbd` | `nvarray-host`, `nvarray-run` |\n\n## Next\n| `nvarray-x` | none |\n",
+    );
+    assert_eq!(rules.len(), 3, "{rules:?}");
+    assert_eq!(rules["nvarray-model"], Some(BTreeSet::new()));
+    assert_eq!(rules["nvarray"], None);
+    assert_eq!(
+        rules["nvarray-nbd"],
+        Some(["nvarray-host".to_string(), "nvarray-run".to_string()].into())
+    );
+}
