@@ -11,6 +11,9 @@ cd "$(dirname "$0")/.."
 cargo fmt --all -- --check
 cargo clippy --workspace --all-targets --locked -- -D warnings
 cargo test --workspace --locked --release
+# The timing model checks its contracts (bookings, address mapping, lockstep, link counts) in
+# debug assertions, which the release run above compiles out: its tests run once with them on.
+cargo test --locked -p nvarray-model
 
 # Every benchmark is built and run once, briefly (NVARRAY_BENCH_SMOKE: short runs, nothing
 # timed or asserted), so a bench that breaks fails here instead of rotting unseen.

@@ -1,14 +1,14 @@
 //! The device side of the emulator: the timing model against the wall clock, with real data.
 //!
 //! `DeviceCore` takes commands (already popped from a submission ring), validates them before
-//! touching data, moves the data, drives `nvarray_model::Device` with the wall clock, and
+//! touching data, moves the data, drives `nvarray_model::DeviceModel` with the wall clock, and
 //! posts each completion once the clock has reached the model's deadline — never earlier.
 //! Whoever polls it (a device thread, or a host thread in inline mode) calls `poll`.
 
 use std::cmp::Reverse;
 use std::collections::BinaryHeap;
 
-use nvarray_model::{Breakdown, Command, Device, DeviceConfig, Op};
+use nvarray_model::{Breakdown, Command, DeviceConfig, DeviceModel, Op};
 
 use crate::backing::{Backing, BackingKind};
 use crate::clock::Clock;
@@ -64,7 +64,7 @@ pub const COPY_WHEN_DONE_MAX_BYTES: u32 = crate::backing::PREFETCH_MAX_BYTES as 
 pub const IN_FLIGHT_MAX: usize = 1 << 16;
 
 pub struct DeviceCore {
-    model: Device,
+    model: DeviceModel,
     backing: Backing,
     clock: Clock,
     lateness: Lateness,
@@ -83,7 +83,7 @@ impl DeviceCore {
     pub fn open(config: &DeviceConfig, backing: &BackingKind) -> Result<Self, EmuError> {
         let backing = Backing::open(backing, config.memory.capacity_bytes)?;
         Ok(DeviceCore {
-            model: Device::new(config),
+            model: DeviceModel::new(config),
             backing,
             clock: Clock::new(),
             lateness: Lateness::new(),
@@ -105,7 +105,7 @@ impl DeviceCore {
     }
 
     /// The timing model (for its utilisation and wear figures).
-    pub fn model(&self) -> &Device {
+    pub fn model(&self) -> &DeviceModel {
         &self.model
     }
 

@@ -16,12 +16,12 @@ use nvarray_model::{Breakdown, DeviceConfig, Protocol};
 use crate::arena::Arena;
 use crate::backing::BackingKind;
 use crate::device_core::{DeviceCore, Posted, Submission};
-use crate::protocol::{Opcode, Status};
 use crate::error::EmuError;
 use crate::irq::Irq;
 use crate::lateness::LatenessReport;
 use crate::nvme_cq::{CqDevice, Cqe};
 use crate::protocol::{moneta, nvme};
+use crate::protocol::{Opcode, Status};
 use crate::ring::Consumer;
 use crate::word_ring::{WordConsumer, WordProducer};
 
@@ -279,7 +279,10 @@ impl Emulator {
     /// Reads the timing model (its utilisation and wear) together with the sum of the
     /// breakdowns of every command it completed and their count, under one lock so the three
     /// agree.
-    pub fn with_model<R>(&self, f: impl FnOnce(&nvarray_model::Device, &Breakdown, u64) -> R) -> R {
+    pub fn with_model<R>(
+        &self,
+        f: impl FnOnce(&nvarray_model::DeviceModel, &Breakdown, u64) -> R,
+    ) -> R {
         let state = self.lock();
         let (sum, count) = state.core.modelled();
         f(state.core.model(), sum, count)

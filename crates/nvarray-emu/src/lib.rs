@@ -2,7 +2,7 @@
 //!
 //! It owns the backing store (RAM or a file), the device side of the queue pairs (rings and
 //! tags), the wall clock, and the accounting of its own lateness. It drives the same
-//! `nvarray_model::Device` as the simulator — there is no second copy of the timing logic —
+//! `nvarray_model::DeviceModel` as the simulator — there is no second copy of the timing logic —
 //! and posts each completion when the wall clock reaches the model's deadline, never earlier.
 
 // The shared-memory interface between host and device, as hardware would define it: the
@@ -29,7 +29,7 @@ mod sync;
 mod backing_kill_tests;
 
 pub use backing::BackingKind;
-pub use protocol::{Opcode, Status};
 pub use engine::{DeviceQueue, DmaMemory, Emulator, EmulatorOptions, IN_DATA_DONE};
 pub use error::EmuError;
 pub use lateness::LatenessReport;
+pub use protocol::{Opcode, Status};

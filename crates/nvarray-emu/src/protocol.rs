@@ -94,7 +94,6 @@ impl From<&CommandError> for Status {
     }
 }
 
-
 /// Moneta command word (Moneta: "issue command with one 64-bit write"; per-tag DMA buffers,
 /// so no address travels in it). Layout, from the top bit:
 ///

@@ -11,7 +11,7 @@ use std::sync::Arc;
 
 use nvarray_emu::protocol::{moneta, nvme};
 use nvarray_emu::tag_pool::{cpu_hint, Tag, TagPool, TAGS_MAX};
-use nvarray_emu::{Emulator, EmulatorOptions, Opcode, LatenessReport, Status};
+use nvarray_emu::{Emulator, EmulatorOptions, LatenessReport, Opcode, Status};
 use nvarray_model::{Breakdown, DeviceConfig, Protocol};
 
 use crate::options::{CompletionMode, Options, Stack, DEVICE_THREADS_MAX};
@@ -167,7 +167,10 @@ impl Device {
 
     /// Reads the timing model (its utilisation and wear figures) together with the sum of
     /// the modelled breakdowns of every command it completed and their count, consistently.
-    pub fn with_model<R>(&self, f: impl FnOnce(&nvarray_model::Device, &Breakdown, u64) -> R) -> R {
+    pub fn with_model<R>(
+        &self,
+        f: impl FnOnce(&nvarray_model::DeviceModel, &Breakdown, u64) -> R,
+    ) -> R {
         self.emu.with_model(f)
     }
 

@@ -44,7 +44,10 @@ pub enum HostError {
         "memory.capacity_bytes {capacity_bytes} is beyond what the Moneta command word addresses: at most {} blocks of {block_bytes} bytes",
         moneta::OFFSET_BLOCKS_MAX + 1
     )]
-    CapacityBeyondCommandWord { capacity_bytes: u64, block_bytes: u32 },
+    CapacityBeyondCommandWord {
+        capacity_bytes: u64,
+        block_bytes: u32,
+    },
     #[error(
         "completion mode {mode} does not fit a dc-express device: it raises no interrupt and posts no read completion, its reads complete in their data (use --completion in-data, its default)"
     )]

@@ -15,8 +15,8 @@ use std::thread::JoinHandle;
 
 use nvarray_emu::irq::Irq;
 
-use crate::{Device, Done, Prepared, QueuePair};
 use crate::options::{CompletionMode, Stack};
+use crate::{Device, Done, Prepared, QueuePair};
 
 /// One thread's way to the device.
 pub enum Issuer {

@@ -74,7 +74,11 @@ fn check_against_reference(device: &Device, actions: &[Action]) -> Result<(), Te
     let modes = if device.completion() == CompletionMode::InData {
         [CompletionMode::InData; 3]
     } else {
-        [CompletionMode::Spin, CompletionMode::Sleep, CompletionMode::Adaptive]
+        [
+            CompletionMode::Spin,
+            CompletionMode::Sleep,
+            CompletionMode::Adaptive,
+        ]
     };
     let mut qps: Vec<_> = modes.iter().map(|&c| device.queue_pair(c)).collect();
     for a in actions {
@@ -282,7 +286,11 @@ fn open_refuses_options_no_command_could_honour() {
         },
     );
     assert!(message.contains("DC Express protocol's"), "{message}");
-    for completion in [CompletionMode::Spin, CompletionMode::Sleep, CompletionMode::Adaptive] {
+    for completion in [
+        CompletionMode::Spin,
+        CompletionMode::Sleep,
+        CompletionMode::Adaptive,
+    ] {
         let message = config_error(
             &small("dc-express", 1 << 20),
             Options {
@@ -330,7 +338,7 @@ fn open_refuses_options_no_command_could_honour() {
 /// The modelled latency of one command on an idle device: a lower bound on what any host
 /// can observe for it.
 fn idle_latency_ns(config: &DeviceConfig, op: nvarray_model::Op, len_bytes: u32) -> u64 {
-    let mut model = nvarray_model::Device::new(config);
+    let mut model = nvarray_model::DeviceModel::new(config);
     let cmd = nvarray_model::Command {
         id: 0,
         op,
@@ -453,7 +461,10 @@ fn nap_time_allows_a_nap_only_when_it_cannot_make_a_completion_late() {
             );
             assert!(nap >= std::time::Duration::from_micros(35), "{nap:?}");
         } else {
-            assert_eq!(nap, None, "device threads raise the interrupt; nothing to nap for");
+            assert_eq!(
+                nap, None,
+                "device threads raise the interrupt; nothing to nap for"
+            );
         }
         assert_eq!(qp.nap_time(), None, "nothing in flight again");
     }

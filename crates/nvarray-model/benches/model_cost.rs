@@ -1,6 +1,6 @@
 //! The timing model's own cost per command, called the way the emulator calls it.
 //!
-//! The emulator's device thread runs one `Device` against the wall clock; at QD 32 with the
+//! The emulator's device thread runs one `DeviceModel` against the wall clock; at QD 32 with the
 //! `dram` preset its per-command budget for the ≥ 3 M IOPS target (issue 3) is 333 ns, and the
 //! model is the largest single share of it. This bench drives the model as the emulator's
 //! passes do — submit the commands that arrived since the last pass at one `now`, then
@@ -15,7 +15,7 @@ use std::hint::black_box;
 use std::time::Instant;
 
 use nvarray_model::presets::preset;
-use nvarray_model::{Command, Device, Op};
+use nvarray_model::{Command, DeviceModel, Op};
 
 const RUNS: usize = 7;
 const COMMANDS: u64 = 2_000_000;
@@ -65,7 +65,7 @@ fn run(case: &Case, commands: u64) -> (u64, u64) {
         .expect("known preset")
         .load(&overrides)
         .expect("valid preset");
-    let mut device = Device::new(&cfg);
+    let mut device = DeviceModel::new(&cfg);
     let blocks = cfg.memory.capacity_bytes / u64::from(case.len_bytes);
     let mut rng = 0x9e37_79b9_7f4a_7c15u64;
     let mut digest = 0u64;

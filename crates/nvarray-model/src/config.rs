@@ -64,7 +64,7 @@ pub enum Protocol {
     /// packets per command". The host writes the whole command in one programmed-I/O write;
     /// a read completes in its data (the host watches a unique tag that the data overwrites:
     /// no completion entry, no interrupt, no status read); a write completes with one posted
-    /// write of a status word into host memory (the seed does not say; see `Device::complete`).
+    /// write of a status word into host memory (the seed does not say; see `DeviceModel::complete`).
     DcExpress,
 }
 

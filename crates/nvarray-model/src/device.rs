@@ -289,7 +289,7 @@ struct StageNs {
 
 /// The modelled array. See the module docs for the life of a command.
 #[derive(Clone, Debug)]
-pub struct Device {
+pub struct DeviceModel {
     cfg: DeviceConfig,
     stage_ns: StageNs,
     page_bytes: u32,
@@ -317,7 +317,7 @@ pub struct Device {
     commands_done: u64,
 }
 
-impl Device {
+impl DeviceModel {
     /// Builds the device; the config must already be valid (`DeviceConfig::validate`).
     pub fn new(cfg: &DeviceConfig) -> Self {
         debug_assert!(cfg.validate().is_ok());
@@ -326,7 +326,7 @@ impl Device {
             ControllerMode::Hardware => 1,
             ControllerMode::Firmware => c.firmware_cores,
         };
-        Device {
+        DeviceModel {
             stage_ns: StageNs {
                 command: c.hardware_command_ns + c.cycles_ns(c.hardware_command_cycles),
                 page: c.cycles_ns(c.hardware_page_cycles),

@@ -36,6 +36,17 @@ pub struct Disk {
 impl Disk {
     /// A disk of `capacity_bytes` with its head on track 0.
     pub fn new(cfg: &DiskConfig, capacity_bytes: u64) -> Disk {
+        debug_assert!(cfg.rpm > 0, "expected a spinning disk, found rpm=0");
+        debug_assert!(
+            cfg.track_bytes > 0,
+            "expected tracks that hold data, found track_bytes=0"
+        );
+        debug_assert!(
+            cfg.seek_full_stroke_ns >= cfg.seek_track_to_track_ns,
+            "expected a full-stroke seek at least as long as a track-to-track one, found {} < {}",
+            cfg.seek_full_stroke_ns,
+            cfg.seek_track_to_track_ns
+        );
         let track_bytes = u64::from(cfg.track_bytes);
         Disk {
             revolution_ns: 60_000_000_000 / u64::from(cfg.rpm),
@@ -57,6 +68,12 @@ impl Disk {
         len_bytes: u64,
     ) -> u64 {
         let track = offset_bytes / self.track_bytes;
+        debug_assert!(
+            track < self.tracks,
+            "disk access past the last track: expected track < {}, found {track} (offset \
+             {offset_bytes})",
+            self.tracks
+        );
         let seek = self.seek_ns(track.abs_diff(self.head_track));
         let on_track_ns = start_ns + overhead_ns + seek;
         let revolution = self.revolution_ns;
@@ -68,6 +85,22 @@ impl Disk {
         // sector just arriving, never just passed (which would cost a whole revolution).
         let transfer = (len_bytes * revolution / self.track_bytes).max(1);
         self.head_track = (offset_bytes + len_bytes.max(1) - 1) / self.track_bytes;
+        debug_assert!(
+            self.head_track < self.tracks,
+            "disk access ends past the last track: expected track < {}, found {} (offset \
+             {offset_bytes}, len {len_bytes})",
+            self.tracks,
+            self.head_track
+        );
+        debug_assert!(
+            rotation < revolution,
+            "waited a whole revolution or more: expected rotation < {revolution}, found {rotation}"
+        );
+        debug_assert!(
+            seek <= self.full_stroke_ns,
+            "seek longer than a full stroke: expected <= {}, found {seek}",
+            self.full_stroke_ns
+        );
         overhead_ns + seek + rotation + transfer
     }
 
@@ -128,6 +161,14 @@ mod tests {
         let mut d3 = disk();
         let first = d3.service_ns(0, 0, 0, 4096);
         assert_eq!(d3.service_ns(first, 0, 4096, 4096), first);
+    }
+
+    /// The disk holds 1,000 tracks of 1 MB: offset 1e9 is on track 1,000, past the last.
+    #[cfg(debug_assertions)]
+    #[test]
+    #[should_panic(expected = "disk access past the last track: expected track < 1000, found 1000")]
+    fn an_access_past_the_last_track_is_caught() {
+        disk().service_ns(0, 0, 1_000_000_000, 4096);
     }
 
     #[test]

@@ -23,7 +23,7 @@ pub mod wear;
 
 pub use breakdown::{Breakdown, Component};
 pub use config::{ControllerMode, DeviceConfig, Policy, Protocol};
-pub use device::{Command, Completion, Device, Op, ResourceBusy};
+pub use device::{Command, Completion, DeviceModel, Op, ResourceBusy};
 pub use error::{CommandError, ConfigError};
 pub use memory::WearStats;
 pub use overrides::{apply_overrides, parse_assignment};

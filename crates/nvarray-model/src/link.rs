@@ -36,6 +36,10 @@ pub struct Traffic {
 
 impl Traffic {
     fn add(&mut self, packets: u64, wire_bytes: u64) {
+        debug_assert!(
+            packets >= 1,
+            "traffic without a packet: expected at least 1, found 0 ({wire_bytes} wire bytes)"
+        );
         self.packets += packets;
         self.wire_bytes += wire_bytes;
     }
@@ -90,23 +94,56 @@ pub fn wire_bytes(payload_bytes: u64, max_payload_bytes: u32, overhead_bytes: u3
 /// TLPs needed for `payload_bytes` at `max_payload_bytes` each (one for zero bytes).
 #[inline]
 fn tlps(payload_bytes: u64, max_payload_bytes: u32) -> u64 {
-    payload_bytes.div_ceil(u64::from(max_payload_bytes)).max(1)
+    debug_assert!(
+        max_payload_bytes > 0,
+        "TLPs with no room for payload: expected max payload > 0, found 0"
+    );
+    let packets = payload_bytes.div_ceil(u64::from(max_payload_bytes)).max(1);
+    // The fewest packets that hold the payload: one more than the last full one.
+    debug_assert!(
+        packets * u64::from(max_payload_bytes) >= payload_bytes,
+        "{packets} TLPs of {max_payload_bytes} bytes cannot hold {payload_bytes} bytes"
+    );
+    debug_assert!(
+        packets == 1 || (packets - 1) * u64::from(max_payload_bytes) < payload_bytes,
+        "too many TLPs: expected {packets} - 1 TLPs of {max_payload_bytes} bytes to be too few \
+         for {payload_bytes} bytes"
+    );
+    packets
 }
 
 /// Converts a byte count to nanoseconds at a rate given in femtoseconds per byte (rounded up,
 /// so a transfer never takes zero time).
 #[inline]
 pub fn bytes_to_ns(bytes: u64, fs_per_byte: u64) -> u64 {
+    debug_assert!(
+        fs_per_byte >= 1,
+        "infinite bandwidth: expected at least 1 fs per byte, found 0"
+    );
     // The 64-bit path covers every transfer the model accepts (up to 64 MiB at 1 MB/s); the
     // 128-bit division is a library call that would dominate the simulator's profile.
-    match bytes.checked_mul(fs_per_byte) {
+    let ns = match bytes.checked_mul(fs_per_byte) {
         Some(fs) => fs.div_ceil(1_000_000),
         None => (u128::from(bytes) * u128::from(fs_per_byte)).div_ceil(1_000_000) as u64,
-    }
+    };
+    debug_assert_eq!(
+        u128::from(ns),
+        (u128::from(bytes) * u128::from(fs_per_byte)).div_ceil(1_000_000),
+        "{bytes} bytes at {fs_per_byte} fs per byte: expected the exact time rounded up to a ns"
+    );
+    ns
 }
 
 /// Femtoseconds per byte for a bandwidth in bytes per second.
 pub fn fs_per_byte(bytes_per_s: f64) -> u64 {
+    debug_assert!(
+        bytes_per_s > 0.0,
+        "expected a positive bandwidth, found {bytes_per_s} bytes/s"
+    );
+    debug_assert!(
+        bytes_per_s.is_finite(),
+        "expected a finite bandwidth, found {bytes_per_s} bytes/s"
+    );
     (1e15 / bytes_per_s).round().max(1.0) as u64
 }
 
@@ -171,9 +208,25 @@ impl Link {
     ) -> (u64, u64) {
         let packets = tlps(payload_bytes, self.max_payload_bytes);
         let wire = payload_bytes + packets * u64::from(self.overhead_bytes);
+        debug_assert!(
+            packets >= 1,
+            "a transfer without a TLP: expected at least 1, found 0 for {payload_bytes} bytes"
+        );
+        debug_assert!(
+            wire >= payload_bytes,
+            "fewer bytes on the wire than in the payload: expected >= {payload_bytes}, found {wire}"
+        );
         self.traffic[dir as usize].of(carries).add(packets, wire);
         let duration = bytes_to_ns(wire, self.fs_per_byte);
+        debug_assert!(
+            wire == 0 || duration > 0,
+            "{wire} bytes on the wire took no time: expected a duration > 0"
+        );
         let start = self.timeline(dir).reserve(now_ns, ready_ns, duration);
+        debug_assert!(
+            start >= ready_ns,
+            "transfer left before it was ready: expected start >= {ready_ns}, found {start}"
+        );
         (start, start + duration + self.propagation_ns)
     }
 
@@ -201,12 +254,36 @@ impl Link {
         let data_ready = first_request_arrival + self.host_read_latency_ns;
         let (data_start, arrival) =
             self.send(Direction::ToDevice, carries, now_ns, data_ready, bytes);
-        DmaRead {
+        let dma = DmaRead {
             start_ns: start,
             data_ready_ns: data_ready,
             data_start_ns: data_start,
             arrival_ns: arrival,
-        }
+        };
+        // The device's breakdown reads these as consecutive stages of one piece.
+        debug_assert!(
+            dma.start_ns >= ready_ns,
+            "DMA read requested before it was ready: expected start >= {ready_ns}, found {dma:?}"
+        );
+        debug_assert!(
+            dma.data_ready_ns >= dma.start_ns + self.propagation_ns + self.host_read_latency_ns,
+            "host answered a DMA read before its request arrived: expected data ready >= start + \
+             propagation {} + host latency {}, found {dma:?}",
+            self.propagation_ns,
+            self.host_read_latency_ns
+        );
+        debug_assert!(
+            dma.data_start_ns >= dma.data_ready_ns,
+            "DMA data left before the host answered: expected data start >= data ready, found \
+             {dma:?}"
+        );
+        debug_assert!(
+            dma.arrival_ns >= dma.data_start_ns + self.propagation_ns,
+            "DMA data arrived before it crossed the link: expected arrival >= data start + \
+             propagation {}, found {dma:?}",
+            self.propagation_ns
+        );
+        dma
     }
 
     /// Everything `dir` has carried since the link was created.
@@ -338,6 +415,20 @@ mod tests {
                 wire_bytes: 4096 + 16 * 26
             }
         );
+    }
+
+    #[cfg(debug_assertions)]
+    #[test]
+    #[should_panic(expected = "infinite bandwidth: expected at least 1 fs per byte, found 0")]
+    fn a_link_without_a_rate_is_caught() {
+        bytes_to_ns(100, 0);
+    }
+
+    #[cfg(debug_assertions)]
+    #[test]
+    #[should_panic(expected = "TLPs with no room for payload")]
+    fn tlps_without_payload_room_are_caught() {
+        tlps(100, 0);
     }
 
     #[test]

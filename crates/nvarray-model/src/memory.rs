@@ -41,6 +41,8 @@ struct Booking {
 
 #[derive(Clone, Debug)]
 pub struct Memory {
+    /// Bytes addressable (`memory.capacity_bytes`); every access lies inside.
+    capacity_bytes: u64,
     controllers: u32,
     banks_per_controller: u32,
     stripe_bytes: u64,
@@ -82,11 +84,73 @@ impl Memory {
             u64::from(wear.line_bytes)
         };
         let lines_per_controller = cfg.capacity_bytes / u64::from(cfg.controllers) / line_bytes;
+        // What the address arithmetic of `access` relies on (`DeviceConfig::validate` checks
+        // each; a `Memory` built from an unchecked config would book the wrong banks).
+        debug_assert!(
+            cfg.controllers >= 1,
+            "expected at least one controller, found {}",
+            cfg.controllers
+        );
+        debug_assert!(
+            cfg.banks_per_controller >= 1,
+            "expected at least one bank per controller, found {}",
+            cfg.banks_per_controller
+        );
+        debug_assert!(
+            cfg.stripe_bytes.is_power_of_two(),
+            "expected a power-of-two stripe, found {}",
+            cfg.stripe_bytes
+        );
+        debug_assert!(
+            cfg.row_bytes.is_power_of_two(),
+            "expected a power-of-two row, found {}",
+            cfg.row_bytes
+        );
+        debug_assert!(
+            line_bytes.is_power_of_two(),
+            "expected a power-of-two line, found {line_bytes}"
+        );
+        debug_assert!(
+            line_bytes >= u64::from(cfg.row_bytes),
+            "expected a line of at least one row, found line={line_bytes} row={}",
+            cfg.row_bytes
+        );
+        debug_assert!(
+            cfg.capacity_bytes > 0,
+            "expected a non-empty memory, found capacity 0"
+        );
+        debug_assert!(
+            cfg.capacity_bytes.is_multiple_of(
+                u64::from(cfg.controllers) * line_bytes.max(u64::from(cfg.stripe_bytes))
+            ),
+            "expected a capacity that is a multiple of controllers x max(stripe, line) ({} x {}), \
+             found {}",
+            cfg.controllers,
+            line_bytes.max(u64::from(cfg.stripe_bytes)),
+            cfg.capacity_bytes
+        );
+        debug_assert!(
+            cfg.erase_latency_ns == 0 || cfg.erase_block_bytes > 0,
+            "expected an erase block when erases cost time, found erase_block_bytes=0 with \
+             erase_latency_ns={}",
+            cfg.erase_latency_ns
+        );
+        debug_assert!(
+            !wear.enabled || lines_per_controller <= u64::from(u32::MAX - 1),
+            "expected at most {} start-gap lines per controller, found {lines_per_controller}",
+            u32::MAX - 1
+        );
+        debug_assert!(
+            cfg.disk.is_none() || cfg.banks_per_controller == 1,
+            "expected one bank (one actuator) per disk, found {}",
+            cfg.banks_per_controller
+        );
         let row_transfer_ns = bytes_to_ns(
             u64::from(cfg.row_bytes),
             fs_per_byte(cfg.bank_bandwidth_bytes_per_s as f64),
         );
         Memory {
+            capacity_bytes: cfg.capacity_bytes,
             controllers: cfg.controllers,
             banks_per_controller: cfg.banks_per_controller,
             stripe_bytes: u64::from(cfg.stripe_bytes),
@@ -122,7 +186,8 @@ impl Memory {
     }
 
     /// Books the media for `access` of `[offset, offset + len)` once `ready_ns`; returns
-    /// `(first bank start, last bank end)`.
+    /// `(first bank start, last bank end)`. The access is not empty and lies inside the
+    /// capacity (the device checks every command first).
     pub fn access(
         &mut self,
         now_ns: u64,
@@ -131,6 +196,23 @@ impl Memory {
         offset_bytes: u64,
         len_bytes: u64,
     ) -> (u64, u64) {
+        debug_assert!(
+            len_bytes > 0,
+            "empty media access: expected len > 0, found len=0 at offset {offset_bytes}"
+        );
+        debug_assert!(
+            offset_bytes
+                .checked_add(len_bytes)
+                .is_some_and(|end| end <= self.capacity_bytes),
+            "media access past the end: expected offset + len <= {}, found offset={offset_bytes} \
+             len={len_bytes}",
+            self.capacity_bytes
+        );
+        debug_assert!(
+            ready_ns >= now_ns,
+            "media access ready in the past: expected ready >= now, found ready={ready_ns} \
+             now={now_ns}"
+        );
         // Stripe, line and row sizes are powers of two (validated), so the address arithmetic
         // is shifts and masks; the controller count need not be, so it is divided once and
         // then stepped.
@@ -154,6 +236,8 @@ impl Memory {
             // at the line's end.
             let line_left = self.line_bytes - (local & (self.line_bytes - 1));
             let piece = left.min(self.stripe_bytes - in_stripe).min(line_left);
+            #[cfg(debug_assertions)]
+            self.check_piece(offset_bytes + (len_bytes - left), controller, local, piece);
             self.add_piece(controller, local, piece, access);
             left -= piece;
             in_stripe += piece;
@@ -167,7 +251,69 @@ impl Memory {
             }
         }
         let b = self.booking;
+        debug_assert!(
+            b.first_start_ns != u64::MAX,
+            "a media access booked no bank: expected at least one booking for offset \
+             {offset_bytes} len {len_bytes}"
+        );
+        debug_assert!(
+            b.first_start_ns >= ready_ns,
+            "media started before the access was ready: expected first start >= {ready_ns}, \
+             found {}",
+            b.first_start_ns
+        );
+        debug_assert!(
+            b.last_end_ns > b.first_start_ns,
+            "media access took no time: expected last end > first start {}, found {}",
+            b.first_start_ns,
+            b.last_end_ns
+        );
         (b.first_start_ns.min(b.last_end_ns), b.last_end_ns)
+    }
+
+    /// Checks one piece of an access against the address layout, computed directly from the
+    /// piece's device address `global_bytes` rather than stepped as `access` does: the right
+    /// controller and controller-local address for the striping, inside one stripe and one
+    /// line, inside the controller's share of the capacity.
+    #[cfg(debug_assertions)]
+    fn check_piece(&self, global_bytes: u64, controller: u32, local_bytes: u64, len_bytes: u64) {
+        let controllers = u64::from(self.controllers);
+        let stripe = global_bytes / self.stripe_bytes;
+        let in_stripe = global_bytes % self.stripe_bytes;
+        assert_eq!(
+            u64::from(controller),
+            stripe % controllers,
+            "address {global_bytes} on the wrong controller: expected stripe {stripe} mod \
+             {controllers}, found controller {controller}"
+        );
+        assert_eq!(
+            local_bytes,
+            stripe / controllers * self.stripe_bytes + in_stripe,
+            "address {global_bytes} at the wrong controller-local address: expected stripe \
+             {stripe} / {controllers} x {} + {in_stripe}, found {local_bytes}",
+            self.stripe_bytes
+        );
+        assert!(
+            len_bytes > 0,
+            "empty piece at address {global_bytes}: expected len > 0, found 0"
+        );
+        assert!(
+            in_stripe + len_bytes <= self.stripe_bytes,
+            "piece crosses a stripe: expected {in_stripe} + {len_bytes} <= {}",
+            self.stripe_bytes
+        );
+        let in_line = local_bytes % self.line_bytes;
+        assert!(
+            in_line + len_bytes <= self.line_bytes,
+            "piece crosses a line: expected {in_line} + {len_bytes} <= {}",
+            self.line_bytes
+        );
+        let per_controller = self.capacity_bytes / controllers;
+        assert!(
+            local_bytes + len_bytes <= per_controller,
+            "piece past the controller's end: expected {local_bytes} + {len_bytes} <= \
+             {per_controller}"
+        );
     }
 
     #[inline]
@@ -184,7 +330,13 @@ impl Memory {
                 Access::Write => self.write_latency_ns,
             };
             let ns = disks[controller as usize].service_ns(start, overhead, local_bytes, len_bytes);
-            let start = bank.reserve(b.now_ns, start, ns);
+            let booked = bank.reserve(b.now_ns, start, ns);
+            debug_assert_eq!(
+                booked, start,
+                "a disk booking filled a gap: expected it to start after the last one, at \
+                 {start}, found {booked}"
+            );
+            let start = booked;
             b.first_start_ns = b.first_start_ns.min(start);
             b.last_end_ns = b.last_end_ns.max(start + ns);
             return;
@@ -208,6 +360,40 @@ impl Memory {
         let line_first_row = physical_line * self.rows_per_line;
         let first_row = line_first_row + (in_line >> row_shift);
         let last_row = line_first_row + ((in_line + len_bytes - 1) >> row_shift);
+        #[cfg(debug_assertions)]
+        {
+            // Start-gap keeps one spare physical line per controller.
+            let lines = self.capacity_bytes / u64::from(self.controllers) / self.line_bytes;
+            let physical_lines = lines + u64::from(self.wear.is_some());
+            assert!(
+                logical_line < lines,
+                "logical line out of range: expected < {lines}, found {logical_line}"
+            );
+            assert!(
+                physical_line < physical_lines,
+                "start-gap mapped line {logical_line} out of range: expected < \
+                 {physical_lines}, found {physical_line}"
+            );
+            assert!(
+                first_row <= last_row,
+                "piece's rows reversed: expected first row {first_row} <= last row {last_row}"
+            );
+            assert!(
+                last_row < line_first_row + self.rows_per_line,
+                "piece's rows leave its line: expected last row < {}, found {last_row}",
+                line_first_row + self.rows_per_line
+            );
+            if let Some(mv) = gap_move {
+                assert!(
+                    u64::from(mv.from) < physical_lines,
+                    "gap move from a line out of range: expected < {physical_lines}, found {mv:?}"
+                );
+                assert!(
+                    u64::from(mv.to) < physical_lines,
+                    "gap move to a line out of range: expected < {physical_lines}, found {mv:?}"
+                );
+            }
+        }
         self.add_rows(
             controller,
             first_row,
@@ -238,6 +424,21 @@ impl Memory {
     /// Spreads `rows` consecutive rows over the controller's banks (row r on bank r mod banks).
     #[inline]
     fn add_rows(&mut self, controller: u32, first_row: u64, rows: u64, bytes: u64, access: Access) {
+        debug_assert!(
+            controller < self.controllers,
+            "controller out of range: expected < {}, found {controller}",
+            self.controllers
+        );
+        debug_assert!(
+            rows >= 1,
+            "no rows to book: expected rows >= 1, found 0 ({bytes} bytes)"
+        );
+        debug_assert!(bytes >= 1, "no bytes to book: expected bytes >= 1, found 0");
+        debug_assert!(
+            bytes <= rows * self.row_bytes,
+            "bytes do not fit their rows: expected bytes <= {rows} x {}, found {bytes}",
+            self.row_bytes
+        );
         let banks = u64::from(self.banks_per_controller);
         let base = (controller * self.banks_per_controller) as usize;
         // Divisions are a large share of the simulator's time; bank counts are usually powers
@@ -248,6 +449,20 @@ impl Memory {
         } else {
             (rows / banks, rows % banks, first_row % banks)
         };
+        debug_assert_eq!(
+            per_bank * banks + extra,
+            rows,
+            "rows split wrongly over {banks} banks: expected per bank x banks + extra = rows, \
+             found per bank {per_bank}, extra {extra}"
+        );
+        debug_assert!(
+            extra < banks,
+            "leftover rows out of range: expected < {banks}, found {extra}"
+        );
+        debug_assert!(
+            first_bank < banks,
+            "first bank out of range: expected < {banks}, found {first_bank}"
+        );
         // Every row costs the same: one access latency plus its bytes at the bank's rate.
         let (bytes_per_row, row_ns) = if bytes == rows * self.row_bytes {
             let ns = match access {
@@ -267,6 +482,8 @@ impl Memory {
             )
         };
         if self.lockstep[controller as usize] {
+            #[cfg(debug_assertions)]
+            self.check_lockstep(controller);
             if extra == 0 {
                 // Every bank gets `per_bank` rows, ready at the same time: the banks' timelines
                 // stay identical, so booking the first one is exact and 1/banks of the work.
@@ -283,6 +500,14 @@ impl Memory {
                 self.banks[base + i] = self.banks[base].schedule_copy();
             }
             self.lockstep[controller as usize] = false;
+            debug_assert!(
+                self.banks[base..base + banks as usize]
+                    .iter()
+                    .all(|t| t.busy_until_ns() == self.banks[base].busy_until_ns()),
+                "banks parting from lockstep do not share the first bank's schedule: expected \
+                 every bank busy until {}",
+                self.banks[base].busy_until_ns()
+            );
         }
         let erase = access == Access::Write && self.erase_latency_ns > 0;
         let mut bank = first_bank as usize;
@@ -290,6 +515,10 @@ impl Memory {
             let n = per_bank + u64::from(i < extra);
             let mut ns = n * row_ns;
             let index = base + bank;
+            debug_assert!(
+                bank < banks as usize,
+                "bank out of range: expected < {banks}, found {bank}"
+            );
             if erase {
                 let written = &mut self.bank_bytes_since_erase[index];
                 *written += (n * bytes_per_row).min(bytes);
@@ -298,6 +527,12 @@ impl Memory {
                     ns += self.erase_latency_ns;
                     self.erases += 1;
                 }
+                debug_assert!(
+                    *written < self.erase_block_bytes,
+                    "bank written past an erase block without erasing: expected < {}, found {}",
+                    self.erase_block_bytes,
+                    *written
+                );
             }
             // Booking each piece as it comes is the same as summing per bank first: two
             // bookings ready at the same time land back to back (or fill gaps, which is better).
@@ -309,6 +544,35 @@ impl Memory {
             if bank as u64 == banks {
                 bank = 0;
             }
+        }
+    }
+
+    /// What lets a lockstep controller book only its first bank: the media has no erase
+    /// (whose per-bank counters would diverge) and the other banks were never booked, so the
+    /// first bank's timeline is every bank's (they get a copy of it when they part).
+    #[cfg(debug_assertions)]
+    fn check_lockstep(&self, controller: u32) {
+        assert_eq!(
+            self.erase_latency_ns, 0,
+            "controller {controller} in lockstep on media with erases: expected erase latency \
+             0, found {}",
+            self.erase_latency_ns
+        );
+        let base = (controller * self.banks_per_controller) as usize;
+        for i in 1..self.banks_per_controller as usize {
+            let bank = &self.banks[base + i];
+            assert_eq!(
+                bank.busy_until_ns(),
+                0,
+                "bank {i} of controller {controller} booked while in lockstep: expected an \
+                 untouched timeline, found one busy until the time shown"
+            );
+            assert_eq!(
+                bank.busy_ns_total(),
+                0,
+                "bank {i} of controller {controller} booked while in lockstep: expected no busy \
+                 time, found the time shown"
+            );
         }
     }
 
@@ -345,9 +609,13 @@ mod tests {
     use super::*;
 
     fn memory(controllers: u32, banks: u32, wear: bool) -> Memory {
+        memory_of(1 << 24, controllers, banks, wear)
+    }
+
+    fn memory_of(capacity_bytes: u64, controllers: u32, banks: u32, wear: bool) -> Memory {
         let cfg = MemoryConfig {
             technology: "test".into(),
-            capacity_bytes: 1 << 24,
+            capacity_bytes,
             controllers,
             banks_per_controller: banks,
             stripe_bytes: 1024,
@@ -370,7 +638,9 @@ mod tests {
     }
 
     /// Booking a controller's banks in lockstep gives exactly what booking each bank gives,
-    /// including after the banks part ways.
+    /// including after the banks part ways: while a controller is in lockstep, every one of
+    /// its banks booked one by one has the first bank's timeline; once they part, each bank
+    /// has its own twin's.
     #[test]
     fn lockstep_booking_is_exact() {
         use proptest::prelude::*;
@@ -378,9 +648,11 @@ mod tests {
             (0u64..2000, 0u64..3000, any::<bool>(), 0u64..4096, 1u64..40),
             1..150,
         );
-        proptest!(ProptestConfig::with_cases(200), |(ops in accesses)| {
-            let mut fast = memory(4, 4, true);
-            let mut exact = memory(4, 4, true);
+        let shape = (1u32..6, 2u32..7, any::<bool>());
+        proptest!(ProptestConfig::with_cases(200), |((controllers, banks, wear) in shape, ops in accesses)| {
+            let capacity = u64::from(controllers) << 22;
+            let mut fast = memory_of(capacity, controllers, banks, wear);
+            let mut exact = memory_of(capacity, controllers, banks, wear);
             exact.lockstep.iter_mut().for_each(|l| *l = false);
             let mut now = 0;
             for (advance, delay, read, block, blocks) in ops {
@@ -391,6 +663,17 @@ mod tests {
                 let a = fast.access(now, now + delay, access, offset, len);
                 let b = exact.access(now, now + delay, access, offset, len);
                 prop_assert_eq!(a, b);
+                for c in 0..controllers as usize {
+                    let base = c * banks as usize;
+                    for i in 0..banks as usize {
+                        let twin = if fast.lockstep[c] { base } else { base + i };
+                        prop_assert_eq!(
+                            fast.banks[twin].intervals(),
+                            exact.banks[base + i].intervals(),
+                            "controller {} bank {} (lockstep {})", c, i, fast.lockstep[c]
+                        );
+                    }
+                }
             }
             prop_assert_eq!(fast.bank_busy_ns_total(), exact.bank_busy_ns_total());
         });
@@ -414,6 +697,39 @@ mod tests {
         let (start2, _) = m.access(0, 0, Access::Write, 64, 64);
         assert_eq!(end1, 300 + 64);
         assert_eq!(start2, end1);
+    }
+
+    #[cfg(debug_assertions)]
+    #[test]
+    #[should_panic(expected = "media access past the end: expected offset + len <= 16777216")]
+    fn an_access_past_the_capacity_is_caught() {
+        memory(4, 4, false).access(0, 0, Access::Read, (1 << 24) - 64, 128);
+    }
+
+    #[cfg(debug_assertions)]
+    #[test]
+    #[should_panic(expected = "empty media access")]
+    fn an_empty_access_is_caught() {
+        memory(4, 4, false).access(0, 0, Access::Read, 0, 0);
+    }
+
+    /// Address 1024 is stripe 1, which lives on controller 1 of 4.
+    #[cfg(debug_assertions)]
+    #[test]
+    #[should_panic(expected = "address 1024 on the wrong controller")]
+    fn a_piece_on_the_wrong_controller_is_caught() {
+        memory(4, 4, false).check_piece(1024, 0, 0, 64);
+    }
+
+    /// A bank that a lockstep controller's first bank stands for must not carry bookings of
+    /// its own: they would be lost when the banks part.
+    #[cfg(debug_assertions)]
+    #[test]
+    #[should_panic(expected = "bank 1 of controller 0 booked while in lockstep")]
+    fn a_bank_booked_behind_lockstep_is_caught() {
+        let mut m = memory(4, 4, false);
+        m.banks[1].reserve(0, 0, 10);
+        m.access(0, 0, Access::Read, 0, 4096);
     }
 
     #[test]

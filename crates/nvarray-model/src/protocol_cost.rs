@@ -1,13 +1,13 @@
 //! What one command costs on the host link under each command protocol: packets (TLPs) and
 //! bytes in each direction, split into the data and the protocol around it. This is DC
 //! Express's argument ("minimizes number of packets per command", HGST 2016 slides) made
-//! visible, and it is measured, not tabulated: one command runs alone on a fresh `Device`
+//! visible, and it is measured, not tabulated: one command runs alone on a fresh `DeviceModel`
 //! and the link's own counters are read, so the table cannot drift from the timing model.
 
 use serde::Serialize;
 
 use crate::config::{DeviceConfig, Protocol};
-use crate::device::{Command, Device, Op};
+use crate::device::{Command, DeviceModel, Op};
 use crate::link::DirectionTraffic;
 
 /// The link traffic of one command.
@@ -49,7 +49,7 @@ pub fn command_traffic(
     cfg.memory.capacity_bytes = stride * (u64::from(len_bytes).div_ceil(stride) + 1);
     cfg.wear.enabled = false;
     cfg.validate().ok()?;
-    let mut dev = Device::new(&cfg);
+    let mut dev = DeviceModel::new(&cfg);
     let cmd = Command {
         id: 0,
         op,

@@ -50,16 +50,27 @@ impl StartGap {
     /// Physical line holding logical line `logical`.
     #[inline]
     pub fn physical(&self, logical: u32) -> u32 {
-        debug_assert!(logical < self.lines);
+        debug_assert!(
+            logical < self.lines,
+            "logical line out of range: expected < {}, found {logical}",
+            self.lines
+        );
         let mut p = logical + self.start;
         if p >= self.lines {
             p -= self.lines;
         }
-        if p >= self.gap {
-            p + 1
-        } else {
-            p
-        }
+        let physical = if p >= self.gap { p + 1 } else { p };
+        // Every logical line has a home other than the gap, among `lines + 1`.
+        debug_assert!(
+            physical <= self.lines,
+            "line {logical} mapped out of range: expected <= {}, found {physical}",
+            self.lines
+        );
+        debug_assert!(
+            physical != self.gap,
+            "line {logical} mapped onto the gap {physical}: expected any other line"
+        );
+        physical
     }
 
     /// Records one write to `logical` and returns the gap move it triggered, if any. The
@@ -93,6 +104,24 @@ impl StartGap {
                 to: self.gap + 1,
             }
         };
+        // The line next to the gap moved into it, and its old place is the new gap.
+        debug_assert_eq!(
+            mv.from, self.gap,
+            "gap move left the gap elsewhere: expected the gap at the source {mv:?}, found {}",
+            self.gap
+        );
+        debug_assert!(
+            self.gap <= self.lines,
+            "gap out of range: expected <= {}, found {}",
+            self.lines,
+            self.gap
+        );
+        debug_assert!(
+            self.start < self.lines,
+            "start out of range: expected < {}, found {}",
+            self.lines,
+            self.start
+        );
         self.bump(mv.to);
         Some(mv)
     }
@@ -209,6 +238,13 @@ mod tests {
             "max {} mean {mean}",
             sg.write_count_max()
         );
+    }
+
+    #[cfg(debug_assertions)]
+    #[test]
+    #[should_panic(expected = "logical line out of range: expected < 4, found 4")]
+    fn a_line_past_the_end_is_caught() {
+        StartGap::new(4, 1).physical(4);
     }
 
     proptest! {

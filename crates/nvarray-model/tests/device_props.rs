@@ -5,7 +5,7 @@
 use std::collections::BTreeMap;
 
 use nvarray_model::presets::PRESETS;
-use nvarray_model::{Command, Component, Device, Op};
+use nvarray_model::{Command, Component, DeviceModel, Op};
 use proptest::prelude::*;
 
 fn config(preset: usize, mut overrides: Vec<(String, String)>) -> nvarray_model::DeviceConfig {
@@ -60,7 +60,7 @@ proptest! {
         cmds in proptest::collection::vec((0u64..20_000, any::<bool>(), 0u64..4096, 1u32..40), 1..120),
     ) {
         let cfg = config(preset, ov);
-        let mut dev = Device::new(&cfg);
+        let mut dev = DeviceModel::new(&cfg);
         let block = u64::from(cfg.controller.block_bytes);
         let blocks = cfg.memory.capacity_bytes / block;
         let mut now = 0u64;
@@ -102,7 +102,7 @@ proptest! {
 }
 
 /// Runs one command alone on the device from `now` and returns its completion.
-fn alone(dev: &mut Device, cmd: Command, now: u64) -> nvarray_model::Completion {
+fn alone(dev: &mut DeviceModel, cmd: Command, now: u64) -> nvarray_model::Completion {
     dev.submit(cmd, now).expect("valid command");
     let mut done = None;
     while let Some(t) = dev.next_event_ns() {
@@ -127,7 +127,7 @@ proptest! {
         let mut ov = ov;
         ov.push(("interface.protocol".into(), protocol.into()));
         let cfg = config(preset, ov);
-        let mut dev = Device::new(&cfg);
+        let mut dev = DeviceModel::new(&cfg);
         let block = u64::from(cfg.controller.block_bytes);
         let blocks = cfg.memory.capacity_bytes / block;
         let mut now = 0;
@@ -157,7 +157,7 @@ fn a_pipelined_large_request_is_attributed_to_its_bottleneck() {
     let cfg = PRESETS[0].load(&[]).unwrap();
     assert_eq!(cfg.name, "moneta");
     for op in [Op::Read, Op::Write] {
-        let mut dev = Device::new(&cfg);
+        let mut dev = DeviceModel::new(&cfg);
         let cmd = Command {
             id: 0,
             op,
@@ -175,7 +175,7 @@ fn a_pipelined_large_request_is_attributed_to_its_bottleneck() {
 #[test]
 fn bad_commands_are_refused_and_change_nothing() {
     let cfg = PRESETS[0].load(&[]).unwrap();
-    let mut dev = Device::new(&cfg);
+    let mut dev = DeviceModel::new(&cfg);
     let size = cfg.memory.capacity_bytes;
     let max = cfg.controller.max_transfer_bytes;
     for (offset, len) in [

@@ -201,7 +201,10 @@ fn refused(errno: NbdErrno, message: String) -> RequestError {
 /// Checks a request against the export and the spec (flags valid for the command, offset and
 /// length aligned and inside the export, payload bounded, nothing that writes on a read-only
 /// export). Any input gives an answer; none panics.
-pub fn check_request(h: &RequestHeader, limits: &ExportLimits) -> Result<CheckedRequest, RequestError> {
+pub fn check_request(
+    h: &RequestHeader,
+    limits: &ExportLimits,
+) -> Result<CheckedRequest, RequestError> {
     if h.magic != REQUEST_MAGIC {
         return Err(RequestError::Fatal(format!(
             "bad request magic {:#010x} (expected {REQUEST_MAGIC:#010x})",
@@ -446,7 +449,11 @@ mod tests {
     }
 
     /// `expected`: Ok(command) or the errno (None for a fatal error).
-    fn check(h: RequestHeader, limits: ExportLimits, expected: Result<CheckedRequest, Option<NbdErrno>>) {
+    fn check(
+        h: RequestHeader,
+        limits: ExportLimits,
+        expected: Result<CheckedRequest, Option<NbdErrno>>,
+    ) {
         let got = check_request(&h, &limits).map_err(|e| match e {
             RequestError::Fatal(_) => None,
             RequestError::Refused { errno, .. } => Some(errno),
@@ -519,8 +526,16 @@ mod tests {
                 fua: true,
             }),
         );
-        check(header(CMD_FLUSH, 0, 0, 0), LIMITS, Ok(CheckedRequest::Flush));
-        check(header(CMD_DISC, 0, 0, 0), LIMITS, Ok(CheckedRequest::Disconnect));
+        check(
+            header(CMD_FLUSH, 0, 0, 0),
+            LIMITS,
+            Ok(CheckedRequest::Flush),
+        );
+        check(
+            header(CMD_DISC, 0, 0, 0),
+            LIMITS,
+            Ok(CheckedRequest::Disconnect),
+        );
         let read_only = ExportLimits {
             read_only: true,
             ..LIMITS

@@ -328,12 +328,8 @@ impl Server {
         let uptime_ns = self.shared.started.elapsed().as_nanos() as u64;
         let cpu = process_cpu_seconds() - self.shared.cpu_start;
         // Rates and utilisation over the busy time: idle hours between clients dilute nothing.
-        let mut report = nvarray_run::device_report(
-            &self.device,
-            &[all],
-            self.shared.busy.busy_ns(),
-            cpu,
-        );
+        let mut report =
+            nvarray_run::device_report(&self.device, &[all], self.shared.busy.busy_ns(), cpu);
         report.uptime_ns = Some(uptime_ns);
         report
     }

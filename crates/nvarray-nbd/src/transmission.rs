@@ -270,7 +270,9 @@ impl<'a> Transmission<'a> {
                 self.reply_ok(header.cookie);
                 return Ok(());
             }
-            CheckedRequest::Trim { fua: true, .. } | CheckedRequest::Flush => (Opcode::Flush, 0, 0, false),
+            CheckedRequest::Trim { fua: true, .. } | CheckedRequest::Flush => {
+                (Opcode::Flush, 0, 0, false)
+            }
             CheckedRequest::Read {
                 offset_bytes,
                 len_bytes,

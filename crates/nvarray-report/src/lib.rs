@@ -327,7 +327,8 @@ impl StreamStats {
     #[inline]
     pub fn record_host(&mut self, is_read: bool, len_bytes: u32, latency_ns: u64) {
         let host_ns = self.breakdown_sum.get(Component::Host);
-        self.breakdown_sum.set(Component::Host, host_ns + latency_ns);
+        self.breakdown_sum
+            .set(Component::Host, host_ns + latency_ns);
         self.count(is_read, len_bytes, latency_ns);
     }
 
@@ -420,7 +421,7 @@ impl RunReport {
     /// (CPU cost, lateness, faithfulness) are set by the caller.
     pub fn from_model(
         engine: &'static str,
-        model: &nvarray_model::Device,
+        model: &nvarray_model::DeviceModel,
         streams: &[StreamStats],
         elapsed_ns: u64,
     ) -> RunReport {
@@ -481,8 +482,17 @@ mod tests {
             by_breakdown.record(is_read, len, latency_ns, &b);
         }
         let (h, b) = (by_host.totals(1_000_000), by_breakdown.totals(1_000_000));
-        assert_eq!(serde_json::to_value(&h).unwrap(), serde_json::to_value(&b).unwrap());
-        let host = h.breakdown_ns.0.iter().find(|(n, _)| *n == "host").unwrap().1;
+        assert_eq!(
+            serde_json::to_value(&h).unwrap(),
+            serde_json::to_value(&b).unwrap()
+        );
+        let host = h
+            .breakdown_ns
+            .0
+            .iter()
+            .find(|(n, _)| *n == "host")
+            .unwrap()
+            .1;
         assert_eq!(host, h.latency_ns.mean, "all of the mean is host time");
     }
 

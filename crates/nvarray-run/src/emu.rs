@@ -13,7 +13,7 @@ use nvarray_host::ladder::{Issuer, LadderShared};
 use nvarray_host::{fine_timer_slack, Device, HostError, Opcode, Options};
 use nvarray_model::DeviceConfig;
 use nvarray_report::{process_cpu_seconds, RunReport, StreamStats};
-use nvarray_workload::{Op, Workload};
+use nvarray_workload::{Direction, Workload};
 
 use crate::device_report::device_report;
 use crate::error::EmuRunError;
@@ -83,7 +83,8 @@ pub fn run_on(
                     .name(format!("nvarray-job-{}", plan.stream))
                     .spawn_scoped(s, move || {
                         let stream = plan.stream;
-                        run_thread(device, shared, plan, longest, start, done_ios).map(|st| (stream, st))
+                        run_thread(device, shared, plan, longest, start, done_ios)
+                            .map(|st| (stream, st))
                     })
             })
             .collect::<Result<Vec<_>, _>>();
@@ -203,8 +204,8 @@ fn run_thread(
             let r = plan.gen.next_request();
             let len = r.len_bytes as usize;
             let (op, data) = match r.op {
-                Op::Read => (Opcode::Read, None),
-                Op::Write => {
+                Direction::Read => (Opcode::Read, None),
+                Direction::Write => {
                     if plan.verify {
                         let stamp = (plan.index << 40) | issued;
                         verify::fill(&mut write_data[..len], r.offset_bytes, block, stamp);
@@ -240,7 +241,8 @@ fn run_thread(
         issuer.wait(&mine, &mut |done| finished.push(done));
         for done in finished.drain(..) {
             let t0 = started[done.tag.index()].take().expect("started");
-            let (is_read, len, offset) = (done.op == Opcode::Read, done.len_bytes, done.offset_bytes);
+            let (is_read, len, offset) =
+                (done.op == Opcode::Read, done.len_bytes, done.offset_bytes);
             let out = is_read.then_some(&mut scratch[..len as usize]);
             match device.finish(done, out) {
                 Ok(()) => {
@@ -280,4 +282,3 @@ fn run_thread(
         }),
     }
 }
-

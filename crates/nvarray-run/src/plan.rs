@@ -90,7 +90,10 @@ impl Plan {
 
     /// Requests the run issues at most (saturating: `u64::MAX` when time bounds it).
     pub fn ios(&self) -> u64 {
-        self.threads.iter().map(|t| t.ios).fold(0, u64::saturating_add)
+        self.threads
+            .iter()
+            .map(|t| t.ios)
+            .fold(0, u64::saturating_add)
     }
 }
 
@@ -124,7 +127,11 @@ mod tests {
             [(0, 0), (1, 0), (2, 1), (3, 2)]
         );
         assert_eq!(t[0].iodepth, 4);
-        assert_eq!(t[0].runtime_ns, Some(DEFAULT_RUNTIME_NS), "neither bound given");
+        assert_eq!(
+            t[0].runtime_ns,
+            Some(DEFAULT_RUNTIME_NS),
+            "neither bound given"
+        );
         assert_eq!((t[2].ios, t[2].runtime_ns), (10, None), "a count alone");
         assert_eq!(t[2].thinktime_ns, 5_000, "fio's thinktime is in µs");
         assert_eq!(t[3].runtime_ns, Some(2_000_000_000));
@@ -135,7 +142,9 @@ mod tests {
 
     #[test]
     fn no_jobs_is_an_error() {
-        let e = Plan::new(&Workload { jobs: vec![] }, 1 << 20, 512).err().unwrap();
+        let e = Plan::new(&Workload { jobs: vec![] }, 1 << 20, 512)
+            .err()
+            .unwrap();
         assert!(matches!(e, PlanError::NoJobs));
     }
 }

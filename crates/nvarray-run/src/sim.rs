@@ -8,7 +8,7 @@
 //! touches data: the emulator does that, over the same model.
 //!
 //! Two event sources are merged in time order: the host's (a thread is ready to issue; a
-//! completion becomes visible) and the device's (`Device::next_event_ns`). On a tie the device
+//! completion becomes visible) and the device's (`DeviceModel::next_event_ns`). On a tie the device
 //! goes first, so a submission never lands before device work that was due at the same
 //! instant. Every queue is ordered by `(time, sequence number)`, so a run is a pure function of
 //! its inputs and seeds.
@@ -16,8 +16,8 @@
 use std::cmp::Reverse;
 use std::collections::BinaryHeap;
 
-use nvarray_model::{Command, Completion, Component, Device, DeviceConfig, Op};
-use nvarray_workload::{Op as WorkOp, RequestGen, Workload};
+use nvarray_model::{Command, Completion, Component, DeviceConfig, DeviceModel, Op};
+use nvarray_workload::{Direction, RequestGen, Workload};
 
 use crate::error::SimError;
 use crate::plan::Plan;
@@ -74,7 +74,7 @@ impl Host {
     }
 
     /// Thread `x` issues its next request at `t`, if it still has work.
-    fn issue(&mut self, model: &mut Device, x: u32, t: u64) -> Result<(), SimError> {
+    fn issue(&mut self, model: &mut DeviceModel, x: u32, t: u64) -> Result<(), SimError> {
         let th = &mut self.threads[x as usize];
         if th.remaining == 0 || t >= th.end_ns {
             return Ok(());
@@ -85,8 +85,8 @@ impl Host {
         let submit = start + self.software_ns;
         th.cpu_free_ns = submit;
         let op = match r.op {
-            WorkOp::Read => Op::Read,
-            WorkOp::Write => Op::Write,
+            Direction::Read => Op::Read,
+            Direction::Write => Op::Write,
         };
         let mut p = Pending {
             thread: x,
@@ -129,7 +129,7 @@ pub fn run(device: &DeviceConfig, workload: &Workload) -> Result<RunReport, SimE
     workload
         .validate(capacity, block, device.controller.max_transfer_bytes)
         .map_err(SimError::InvalidWorkload)?;
-    let mut model = Device::new(device);
+    let mut model = DeviceModel::new(device);
 
     let plan = Plan::new(workload, capacity, block)?;
     let mut streams: Vec<StreamStats> = workload
@@ -264,7 +264,7 @@ pub fn run(device: &DeviceConfig, workload: &Workload) -> Result<RunReport, SimE
 /// The shared report over the model; completions were posted exactly at their modelled time
 /// on the virtual clock, so lateness stays 0 and the run is faithful, unless it completed too
 /// few requests to measure anything.
-fn report(model: &Device, streams: &[StreamStats], elapsed_ns: u64, cpu_s: f64) -> RunReport {
+fn report(model: &DeviceModel, streams: &[StreamStats], elapsed_ns: u64, cpu_s: f64) -> RunReport {
     let mut report = RunReport::from_model("sim", model, streams, elapsed_ns);
     let bytes = report.totals.read_bytes + report.totals.write_bytes;
     report.cpu_seconds_per_gb = cpu_seconds_per_gb(cpu_s, bytes);

@@ -5,9 +5,9 @@ use std::time::Instant;
 
 use nvarray_host::BackingKind;
 use nvarray_host::{Device, Options};
-use nvarray_run::{emu, EmuRunError};
 use nvarray_model::presets::preset;
 use nvarray_model::DeviceConfig;
+use nvarray_run::{emu, EmuRunError};
 use nvarray_workload::{JobSpec, Workload};
 
 const SIZE: u64 = 4 << 20;

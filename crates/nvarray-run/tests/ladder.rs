@@ -3,8 +3,8 @@
 //! wake-up hangs the run, no completion is delivered to the wrong thread or twice).
 
 use nvarray_host::{CompletionMode, Device, Options, Stack};
-use nvarray_run::emu;
 use nvarray_model::presets::preset;
+use nvarray_run::emu;
 use nvarray_workload::{JobSpec, Workload};
 
 fn workload(ios: u64) -> Workload {

@@ -72,8 +72,8 @@ proptest! {
                 for _ in 0..j.number_ios.unwrap() {
                     let q = g.next_request();
                     match q.op {
-                        nvarray_workload::Op::Read => { reads += 1; read_bytes += u64::from(q.len_bytes); }
-                        nvarray_workload::Op::Write => { writes += 1; write_bytes += u64::from(q.len_bytes); }
+                        nvarray_workload::Direction::Read => { reads += 1; read_bytes += u64::from(q.len_bytes); }
+                        nvarray_workload::Direction::Write => { writes += 1; write_bytes += u64::from(q.len_bytes); }
                     }
                 }
             }

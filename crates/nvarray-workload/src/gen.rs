@@ -10,7 +10,9 @@ use rand::rngs::SmallRng;
 use rand::{RngCore, SeedableRng};
 
 use crate::error::WorkloadError;
-use crate::spec::{BlockSize, Distribution, JobSpec, Op, Request, RwMode, BSSPLIT_ENTRIES_MAX};
+use crate::spec::{
+    BlockSize, Direction, Distribution, JobSpec, Request, RwMode, BSSPLIT_ENTRIES_MAX,
+};
 use crate::zipf::ZipfSampler;
 
 /// Resolution of the `bssplit` table: one entry per percent.
@@ -49,7 +51,7 @@ pub struct RequestGen {
     /// Random offsets are multiples of this (fio's `blockalign`).
     align_bytes: u64,
     /// The op of every request when the mode is not mixed.
-    op_fixed: Op,
+    op_fixed: Direction,
     mixed: bool,
     /// A request is a read when a uniform draw in `0..100` is below this.
     read_percent: u64,
@@ -66,7 +68,7 @@ pub struct RequestGen {
 
 #[derive(Clone, Debug)]
 enum Pattern {
-    /// Next offset of each direction, relative to the region start, indexed by `Op as usize`.
+    /// Next offset of each direction, relative to the region start, indexed by `Direction as usize`.
     Sequential {
         cursor_bytes: [u64; 2],
     },
@@ -170,8 +172,8 @@ impl RequestGen {
             region_len_bytes,
             align_bytes,
             op_fixed: match job.rw {
-                RwMode::Write | RwMode::RandWrite => Op::Write,
-                _ => Op::Read,
+                RwMode::Write | RwMode::RandWrite => Direction::Write,
+                _ => Direction::Read,
             },
             mixed: job.rw.is_mixed(),
             read_percent: u64::from(job.rwmixread),
@@ -206,9 +208,9 @@ impl RequestGen {
         };
         let op = if self.mixed {
             if percent_of(bits >> 32) < self.read_percent {
-                Op::Read
+                Direction::Read
             } else {
-                Op::Write
+                Direction::Write
             }
         } else {
             self.op_fixed
@@ -387,7 +389,7 @@ mod tests {
         let job = job(&[("rw", "write"), ("size", "64k")]);
         let requests = take(&job, 0, GIB, 40);
         for (i, request) in requests.iter().enumerate() {
-            assert_eq!(request.op, Op::Write);
+            assert_eq!(request.op, Direction::Write);
             assert_eq!(request.len_bytes, 4096);
             assert_eq!(request.offset_bytes, (i as u64 % 16) * 4096, "request {i}");
         }
@@ -437,7 +439,7 @@ mod tests {
             *expected = request.offset_bytes + u64::from(request.len_bytes);
         }
         assert!(wraps > 0, "2000 requests of about 6k must wrap a 1m region");
-        let reads = requests.iter().filter(|r| r.op == Op::Read).count();
+        let reads = requests.iter().filter(|r| r.op == Direction::Read).count();
         assert!((900..1100).contains(&reads), "{reads} reads of 2000");
     }
 
@@ -578,7 +580,7 @@ mod tests {
             assert_eq!(
                 request,
                 Request {
-                    op: Op::Write,
+                    op: Direction::Write,
                     offset_bytes: 4096,
                     len_bytes: 8192
                 }

@@ -30,7 +30,7 @@
 //! # Example
 //!
 //! ```
-//! use nvarray_workload::{parse_job_file, Op, RequestGen};
+//! use nvarray_workload::{parse_job_file, Direction, RequestGen};
 //!
 //! let workload = parse_job_file(
 //!     "[global]\n\
@@ -44,7 +44,7 @@
 //! workload.validate(device_size_bytes, 4096, 128 * 1024).unwrap();
 //! let mut gen = RequestGen::new(&workload.jobs[0], 0, device_size_bytes, 4096).unwrap();
 //! let request = gen.next_request();
-//! assert_eq!(request.op, Op::Write);
+//! assert_eq!(request.op, Direction::Write);
 //! assert_eq!(request.offset_bytes % 4096, 0);
 //! ```
 
@@ -61,7 +61,7 @@ pub use error::WorkloadError;
 pub use gen::RequestGen;
 pub use jobfile::{parse_job_file, Workload, JOBS_MAX, JOB_FILE_BYTES_MAX};
 pub use spec::{
-    BlockSize, Distribution, JobSpec, Op, Request, RwMode, Verify, BSSPLIT_ENTRIES_MAX,
+    BlockSize, Direction, Distribution, JobSpec, Request, RwMode, Verify, BSSPLIT_ENTRIES_MAX,
     BS_BYTES_MAX, IGNORED_KEYS, IODEPTH_MAX, NAME_BYTES_MAX, NUMBER_IOS_MAX, NUMJOBS_MAX,
     RANDSEED_DEFAULT, RUNTIME_NS_MAX, SUPPORTED_KEYS, THINKTIME_NS_MAX, ZIPF_THETA_MAX,
 };

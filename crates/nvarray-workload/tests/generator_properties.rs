@@ -4,7 +4,7 @@
 //! it allows and the directions its mode allows. Failures print the job, the device and
 //! proptest's seed, which together replay them.
 
-use nvarray_workload::{BlockSize, Distribution, JobSpec, Op, Request, RequestGen, RwMode};
+use nvarray_workload::{BlockSize, Direction, Distribution, JobSpec, Request, RequestGen, RwMode};
 use proptest::prelude::*;
 
 /// A job that is valid on its device, with the geometry it was built for.
@@ -162,8 +162,8 @@ proptest! {
             prop_assert!(end <= region_end, "{:?} ends past {}", request, region_end);
             prop_assert!(end <= case.device_size_bytes);
             match job.rw {
-                RwMode::Read | RwMode::RandRead => prop_assert_eq!(request.op, Op::Read),
-                RwMode::Write | RwMode::RandWrite => prop_assert_eq!(request.op, Op::Write),
+                RwMode::Read | RwMode::RandRead => prop_assert_eq!(request.op, Direction::Read),
+                RwMode::Write | RwMode::RandWrite => prop_assert_eq!(request.op, Direction::Write),
                 RwMode::Rw | RwMode::RandRw => {}
             }
         }
@@ -199,7 +199,7 @@ proptest! {
     #[test]
     fn read_share_is_within_3_points_of_rwmixread(case in arb_case()) {
         let requests = generate(&case, 20_000);
-        let reads = requests.iter().filter(|r| r.op == Op::Read).count();
+        let reads = requests.iter().filter(|r| r.op == Direction::Read).count();
         let read_share = reads as f64 / requests.len() as f64;
         let expected = case.job.read_fraction();
         prop_assert!(

@@ -7,9 +7,9 @@ use anyhow::Result;
 use clap::{Args, Subcommand, ValueEnum};
 use nvarray_host::options::ADAPTIVE_THRESHOLD_BYTES_DEFAULT;
 use nvarray_host::{CompletionMode, Options, Stack};
-use nvarray_run::EmuRunError;
 use nvarray_model::DeviceConfig;
 use nvarray_report::RunReport;
+use nvarray_run::EmuRunError;
 use nvarray_workload::Workload;
 use serde::Serialize;
 
@@ -154,15 +154,13 @@ fn run_engine(
         }
         Engine::Emu => {
             let options = options_for(options, threads, workload);
-            nvarray_run::emu::run(device, workload, &options, progress).map_err(
-                |e: EmuRunError| {
-                    if e.is_input_error() {
-                        input_error(e)
-                    } else {
-                        anyhow::Error::new(e)
-                    }
-                },
-            )
+            nvarray_run::emu::run(device, workload, &options, progress).map_err(|e: EmuRunError| {
+                if e.is_input_error() {
+                    input_error(e)
+                } else {
+                    anyhow::Error::new(e)
+                }
+            })
         }
     }
 }

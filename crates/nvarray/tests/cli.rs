@@ -286,7 +286,10 @@ fn bad_input_exits_2_with_one_line_naming_the_field() {
             "memory.capacity_bytes = 1024",
         ),
         (vec!["serve", "--size", "1000000T"], "wear.enabled=false"),
-        (vec!["sim", "--runtime", "0.5ns"], "whole number of nanoseconds"),
+        (
+            vec!["sim", "--runtime", "0.5ns"],
+            "whole number of nanoseconds",
+        ),
         (vec!["sim", "--set", "memory.capacity_bytes=4KiB"], "IEC"),
         (
             vec!["sim", "--set", "memory.latency_ns=abc"],

@@ -71,7 +71,8 @@ fn source_references(source: &str) -> BTreeSet<String> {
                 .find(|c: char| !(c.is_ascii_lowercase() || c == '_'))
                 .unwrap_or(tail.len());
             let name = &tail[..end];
-            if before_ok && (tail[end..].starts_with("::") || code.trim_start().starts_with("use ")) {
+            if before_ok && (tail[end..].starts_with("::") || code.trim_start().starts_with("use "))
+            {
                 found.insert(name.replace('_', "-"));
             }
             rest = &tail[end..];

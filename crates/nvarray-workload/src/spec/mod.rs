@@ -18,7 +18,7 @@ mod validate;
 mod vocabulary;
 
 pub use keys::{IGNORED_KEYS, SUPPORTED_KEYS};
-pub use vocabulary::{BlockSize, Distribution, Op, Request, RwMode, Verify};
+pub use vocabulary::{BlockSize, Direction, Distribution, Request, RwMode, Verify};
 
 /// Seed used when a job sets no `randseed`.
 ///

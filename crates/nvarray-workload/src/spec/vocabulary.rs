@@ -13,7 +13,7 @@ use crate::units::format_size;
 
 /// The direction of one request.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize)]
-pub enum Op {
+pub enum Direction {
     /// Read from the device.
     Read,
     /// Write to the device.
@@ -24,7 +24,7 @@ pub enum Op {
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize)]
 pub struct Request {
     /// Read or write.
-    pub op: Op,
+    pub op: Direction,
     /// Byte offset from the start of the device; a multiple of the device block size.
     pub offset_bytes: u64,
     /// Transfer length; a nonzero multiple of the device block size.
