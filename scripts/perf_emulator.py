@@ -6,6 +6,7 @@ Needs root for the kernel comparison (loop device over a file in /dev/shm) and f
 
     sudo ./scripts/perf_emulator.py --out target/perf            # everything, ~4 minutes
     sudo ./scripts/perf_emulator.py --only kernel,ladder         # a subset
+    NVARRAY_BIN=/tmp/nvarray-old ./scripts/perf_emulator.py --only overhead,throughput
 """
 
 import argparse
@@ -15,7 +16,10 @@ import shutil
 import subprocess
 import sys
 
-NVARRAY = os.path.join(os.path.dirname(__file__), "..", "target", "release", "nvarray")
+# NVARRAY_BIN runs another build (e.g. one from before a change, for a before/after table).
+NVARRAY = os.environ.get(
+    "NVARRAY_BIN", os.path.join(os.path.dirname(__file__), "..", "target", "release", "nvarray")
+)
 SECTIONS = ["overhead", "throughput", "kernel", "threshold", "fidelity", "ladder"]
 
 

@@ -45,7 +45,7 @@ use std::time::{Duration, Instant};
 use crate::error::{PmError, Result};
 use crate::layout::{self, TX_OWNER, TX_RES_END, TX_RES_START, TX_RES_STATE, TX_SLOTS};
 use crate::log::{self, KIND_TX};
-use crate::pool::{Counter, Inner};
+use crate::pool_state::{Counter, PoolState};
 
 /// `TX_RES_STATE`: no reservation, or it is reserved and not yet written.
 pub(crate) const RES_RESERVED: u64 = 0;
@@ -63,7 +63,7 @@ pub(crate) struct Reservation {
     pub end: u64,
 }
 
-impl Inner {
+impl PoolState {
     /// Every log record below this position is durable.
     pub(crate) fn durable(&self) -> &AtomicU64 {
         self.nvm.word(layout::V_LOG_DURABLE)
@@ -418,7 +418,7 @@ mod tests {
     use crate::error::PmError;
     use crate::layout::{TX_OWNER, TX_RES_END, TX_RES_STATE};
     use crate::log::{self, KIND_PAD, KIND_TX};
-    use crate::pool::Inner;
+    use crate::pool_state::PoolState;
     use crate::sim::SimWorld;
     use crate::{Pool, PoolOptions};
 
@@ -426,8 +426,8 @@ mod tests {
 
     fn options() -> PoolOptions {
         PoolOptions {
-            log_size: 64 << 10,
-            cache_size: 64 << 10,
+            log_size_bytes: 64 << 10,
+            cache_size_bytes: 64 << 10,
             persist_ns: Some(0),
             background: false,
             ..Default::default()
@@ -456,7 +456,7 @@ mod tests {
     /// A sealed record for transaction slot `slot`, owned by process `owner`, writing
     /// `byte` × 100 at `offset`, and its reservation.
     fn reserve(
-        inner: &Inner,
+        inner: &PoolState,
         slot: usize,
         owner: usize,
         offset: u64,

@@ -10,10 +10,14 @@
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::thread::JoinHandle;
+use std::time::Duration;
 
-use crate::pool::{Inner, IDLE};
+use crate::pool_state::PoolState;
 
-pub(crate) fn spawn(inner: &Arc<Inner>, stop: &Arc<AtomicBool>) -> Vec<JoinHandle<()>> {
+/// How long background threads sleep when they have nothing to do.
+pub(crate) const IDLE: Duration = Duration::from_micros(500);
+
+pub(crate) fn spawn(inner: &Arc<PoolState>, stop: &Arc<AtomicBool>) -> Vec<JoinHandle<()>> {
     let applier = {
         let (inner, stop) = (inner.clone(), stop.clone());
         std::thread::Builder::new()
@@ -35,7 +39,7 @@ pub(crate) fn spawn(inner: &Arc<Inner>, stop: &Arc<AtomicBool>) -> Vec<JoinHandl
 }
 
 /// Repeats `step` until stopped; sleeps when a step found nothing to do.
-fn run(inner: &Inner, stop: &AtomicBool, step: fn(&Inner) -> bool) {
+fn run(inner: &PoolState, stop: &AtomicBool, step: fn(&PoolState) -> bool) {
     while !stop.load(Ordering::Acquire) {
         if !step(inner) {
             std::thread::park_timeout(IDLE);
@@ -44,7 +48,7 @@ fn run(inner: &Inner, stop: &AtomicBool, step: fn(&Inner) -> bool) {
 }
 
 /// One batch of the applier. True if it applied anything.
-fn apply_once(inner: &Inner) -> bool {
+fn apply_once(inner: &PoolState) -> bool {
     let head = inner.nvm.load_word(crate::layout::H_LOG_HEAD);
     if inner.durable().load(Ordering::Acquire) == head {
         if inner.tail().load(Ordering::Acquire) != head {
@@ -68,7 +72,7 @@ fn apply_once(inner: &Inner) -> bool {
 }
 
 /// One write-back if the cache is over its dirty threshold. True if it wrote back.
-fn write_back_once(inner: &Inner) -> bool {
+fn write_back_once(inner: &PoolState) -> bool {
     if !inner.over_threshold() {
         return false;
     }

@@ -31,7 +31,7 @@ use crate::error::{PmError, Result};
 use crate::layout::{DIR_BYTES, PAGE, V_CLOCK_HAND, V_DIRTY};
 use crate::log::{self, KIND_PAD, STATE_COMMITTED, STATE_VISIBLE};
 use crate::media::LINE;
-use crate::pool::{Counter, Inner};
+use crate::pool_state::{Counter, PoolState};
 
 /// Directory entry states.
 const CLEAN: u64 = 1;
@@ -111,7 +111,7 @@ pub(crate) struct Mark {
     fresh: bool,
 }
 
-impl Inner {
+impl PoolState {
     fn dir_off(&self, slot: u64) -> usize {
         self.layout.directory + slot as usize * DIR_BYTES
     }
@@ -285,11 +285,12 @@ impl Inner {
                 _ => break, // its committer is still copying it into the mapping
             }
             let body = ring.body(&h);
-            let writes =
-                log::entries(body, &h, self.layout.pool_size).map_err(|what| PmError::Corrupt {
+            let writes = log::entries(body, &h, self.layout.pool_size_bytes).map_err(|what| {
+                PmError::Corrupt {
                     path: self.nvm_path.clone(),
                     what,
-                })?;
+                }
+            })?;
             // Find every page's slot first, so a record is applied whole or not at all.
             let before = batch.marks.len();
             if !self.mark_pages(&writes, batch) {
@@ -366,7 +367,7 @@ impl Inner {
         if marks.is_empty() && head == start {
             return Ok(0);
         }
-        let pool = self.layout.pool_size;
+        let pool = self.layout.pool_size_bytes;
         for m in marks {
             for (first, run) in line_runs(m.lines) {
                 let at = m.page * PAGE as u64 + first * LINE as u64;
@@ -462,12 +463,13 @@ impl Inner {
         if self.nvm.load_word(ring.state_offset(h.lsn)) != STATE_COMMITTED {
             return Ok(());
         }
-        let writes = log::entries(ring.body(h), h, self.layout.pool_size).map_err(|what| {
-            PmError::Corrupt {
-                path: self.nvm_path.clone(),
-                what,
-            }
-        })?;
+        let writes =
+            log::entries(ring.body(h), h, self.layout.pool_size_bytes).map_err(|what| {
+                PmError::Corrupt {
+                    path: self.nvm_path.clone(),
+                    what,
+                }
+            })?;
         for (off, data) in writes {
             self.storage.write(off as usize, data);
         }
@@ -502,7 +504,7 @@ mod tests {
         /// The page index (open addressing, backward-shift deletion) agrees with a map.
         #[test]
         fn index_matches_a_map(ops in proptest::collection::vec((any::<bool>(), 0u64..200), 1..400)) {
-            let opts = PoolOptions { log_size: 64 << 10, cache_size: 64 << 10, ..Default::default() };
+            let opts = PoolOptions { log_size_bytes: 64 << 10, cache_size_bytes: 64 << 10, ..Default::default() };
             let (n, s) = Pool::simulated_sizes(1 << 20, &opts);
             let world = Arc::new(SimWorld::new(&vec![0; n], &vec![0; s], None, 0));
             let pool = Pool::open_simulated(world, 1 << 20, &opts).unwrap();

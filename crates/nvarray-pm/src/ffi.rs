@@ -172,10 +172,10 @@ fn options_from_env() -> Result<PoolOptions, PmError> {
         o.tech = v;
     }
     if let Some(v) = var("NVARRAY_PM_LOG_SIZE") {
-        o.log_size = size("NVARRAY_PM_LOG_SIZE", v)?;
+        o.log_size_bytes = size("NVARRAY_PM_LOG_SIZE", v)?;
     }
     if let Some(v) = var("NVARRAY_PM_CACHE_SIZE") {
-        o.cache_size = size("NVARRAY_PM_CACHE_SIZE", v)?;
+        o.cache_size_bytes = size("NVARRAY_PM_CACHE_SIZE", v)?;
     }
     if let Some(v) = var("NVARRAY_PM_WRITEBACK") {
         o.writeback_threshold = v.parse().map_err(|_| {

@@ -76,7 +76,7 @@ pub const TX_OWNER: usize = 0;
 /// Start time in ns of `CLOCK_MONOTONIC`, one clock for every process (wait-die age; ties go
 /// to the lower slot).
 pub const TX_SEQ: usize = 1;
-/// Log position + 1 of the record being committed (0 when none): `Inner::tx_lsn`.
+/// Log position + 1 of the record being committed (0 when none): `PoolState::tx_lsn`.
 pub const TX_LSN: usize = 2;
 /// The log bytes reserved for that record, padding included: start and end (end 0: none).
 pub const TX_RES_START: usize = 3;
@@ -91,8 +91,8 @@ pub const V_LOCKS: usize = V_TX + TX_SLOTS * TX_BYTES;
 /// Log record and cache geometry of one pool.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Layout {
-    pub pool_size: u64,
-    pub log_size: u64,
+    pub pool_size_bytes: u64,
+    pub log_size_bytes: u64,
     pub cache_pages: u64,
     /// Cache index slots (a power of two, at least twice the cache pages).
     pub index_slots: u64,
@@ -108,18 +108,18 @@ fn round_up(x: usize, to: usize) -> usize {
 }
 
 impl Layout {
-    pub fn new(pool_size: u64, log_size: u64, cache_size: u64) -> Layout {
-        let log_size = log_size / PAGE as u64 * PAGE as u64;
-        let cache_pages = cache_size / PAGE as u64;
+    pub fn new(pool_size_bytes: u64, log_size_bytes: u64, cache_size_bytes: u64) -> Layout {
+        let log_size_bytes = log_size_bytes / PAGE as u64 * PAGE as u64;
+        let cache_pages = cache_size_bytes / PAGE as u64;
         let index_slots = (cache_pages * 2).next_power_of_two();
         let index = V_LOCKS + LOCK_WORDS * 8;
         let directory = round_up(index + index_slots as usize * 8, PAGE);
         let log = round_up(directory + cache_pages as usize * DIR_BYTES, PAGE);
-        let cache = log + log_size as usize;
+        let cache = log + log_size_bytes as usize;
         let file_len = cache + cache_pages as usize * PAGE;
         Layout {
-            pool_size,
-            log_size,
+            pool_size_bytes,
+            log_size_bytes,
             cache_pages,
             index_slots,
             index,
@@ -189,8 +189,8 @@ impl Layout {
         h[H_MAGIC..H_MAGIC + 8].copy_from_slice(MAGIC);
         let mut put = |off: usize, v: u64| h[off..off + 8].copy_from_slice(&v.to_le_bytes());
         put(H_VERSION, VERSION as u64);
-        put(H_POOL_SIZE, self.pool_size);
-        put(H_LOG_SIZE, self.log_size);
+        put(H_POOL_SIZE, self.pool_size_bytes);
+        put(H_LOG_SIZE, self.log_size_bytes);
         put(H_CACHE_PAGES, self.cache_pages);
         put(H_BACKING_ID, backing_id(backing));
         put(H_PATH_LEN, path.len() as u64);

@@ -25,10 +25,12 @@
 //!
 //! Isolation, recovery and multi-process rules are on `Pool`; the C ABI (the seed's
 //! `nv_allocate`, `nv_txbegin`, `nv_write`, `nv_commit`, `nv_abort`, `nv_free`) is in `ffi`
-//! with its header in `include/nvarray_pm.h`.
+//! with its header in `include/nvarray_pm.h`. `bench` is the harness behind `nvarray pm-bench`
+//! (transactions per second, vNVML's page microbenchmark, YCSB against unlogged writes).
 
 mod append;
 mod background;
+pub mod bench;
 mod cache;
 mod coord;
 pub mod error;
@@ -38,6 +40,7 @@ mod log;
 mod media;
 pub mod options;
 mod pool;
+mod pool_state;
 mod recovery;
 pub mod sim;
 mod tx;

@@ -165,7 +165,7 @@ impl Ring<'_> {
 pub fn entries<'b>(
     body: &'b [u8],
     h: &Header,
-    pool_size: u64,
+    pool_size_bytes: u64,
 ) -> Result<Vec<(u64, &'b [u8])>, String> {
     let n = h.entries as usize;
     let mut data_at = n * ENTRY;
@@ -178,7 +178,10 @@ pub fn entries<'b>(
             .checked_add(len)
             .filter(|&end| end <= body.len())
             .ok_or_else(|| format!("entry {i} runs past the record at lsn {}", h.lsn))?;
-        if off.checked_add(len as u64).is_none_or(|e| e > pool_size) {
+        if off
+            .checked_add(len as u64)
+            .is_none_or(|e| e > pool_size_bytes)
+        {
             return Err(format!(
                 "entry {i} of the record at lsn {} writes {len} bytes at {off}, outside the pool",
                 h.lsn

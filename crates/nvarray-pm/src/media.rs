@@ -3,7 +3,8 @@
 //! * The **NVM tier** is a shared mapping of a file on /dev/shm or a DAX file system. A store
 //!   is persistent once its cache line has been written back (`clwb`, else `clflushopt`, else
 //!   `clflush`) and an `sfence` has ordered it: the x86 persistence model for memory behind an
-//!   ADR domain. The technology's write latency is charged by the caller (`pool::Barrier`).
+//!   ADR domain. The technology's write latency is charged by the caller
+//!   (`PoolState::persist_barrier`, `pool_state.rs`).
 //! * The **storage tier** is a shared mapping of the backing file; the kernel's page cache is
 //!   the DRAM read cache of the seed. A page is persistent after `msync(MS_SYNC)` or
 //!   `fdatasync` (the seed's "msync" arrow on slide 18).

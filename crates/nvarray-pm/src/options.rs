@@ -19,9 +19,9 @@ pub struct PoolOptions {
     /// Overrides the technology's barrier cost, in nanoseconds.
     pub persist_ns: Option<u64>,
     /// Size of the redo log on the NVM tier. A transaction may log at most a quarter of it.
-    pub log_size: u64,
+    pub log_size_bytes: u64,
     /// Size of the NVM write cache (4 KiB pages).
-    pub cache_size: u64,
+    pub cache_size_bytes: u64,
     /// Fraction of cache pages that may be dirty before write-back starts (seed: 30 %).
     pub writeback_threshold: f64,
     /// Run the log applier and the write-back thread. Off, `Pool::maintain` does their work.
@@ -43,8 +43,8 @@ impl Default for PoolOptions {
             nvm_dir: PathBuf::from("/dev/shm"),
             tech: "dram".into(),
             persist_ns: None,
-            log_size: 64 << 20,
-            cache_size: 256 << 20,
+            log_size_bytes: 64 << 20,
+            cache_size_bytes: 256 << 20,
             writeback_threshold: 0.30,
             background: true,
             timeout: Duration::from_secs(10),
@@ -65,16 +65,16 @@ impl PoolOptions {
     /// Checks every field, naming the one that is wrong and its accepted range.
     pub fn validate(&self) -> Result<()> {
         let bad = |m: String| Err(PmError::BadOption(m));
-        if !(MIN_LOG..=MAX_LOG).contains(&self.log_size) {
+        if !(MIN_LOG..=MAX_LOG).contains(&self.log_size_bytes) {
             return bad(format!(
                 "log_size {} outside {MIN_LOG}..={MAX_LOG} bytes",
-                self.log_size
+                self.log_size_bytes
             ));
         }
-        if !(MIN_CACHE..=MAX_CACHE).contains(&self.cache_size) {
+        if !(MIN_CACHE..=MAX_CACHE).contains(&self.cache_size_bytes) {
             return bad(format!(
                 "cache_size {} outside {MIN_CACHE}..={MAX_CACHE} bytes",
-                self.cache_size
+                self.cache_size_bytes
             ));
         }
         if !(self.writeback_threshold > 0.0 && self.writeback_threshold <= 1.0) {

@@ -1,49 +1,26 @@
 //! A pool: the backing file as one byte array, read through a shared mapping and changed by
 //! transactions. Opening attaches this process to the pool's NVM-tier file, recovering it
-//! first if the last process to use it did not close it cleanly.
+//! first if the last process to use it did not close it cleanly. The state that the pool's
+//! handles and background threads share, and what they do with it, is in `pool_state.rs`.
 
 use std::fs::{File, OpenOptions};
 use std::path::{Path, PathBuf};
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::thread::JoinHandle;
-use std::time::Duration;
 
-use crate::coord::{self, Acquired, Liveness, OpenLock};
+use crate::coord::{self, Liveness, OpenLock};
 use crate::error::{io_err, PmError, Result};
-use crate::layout::{
-    self, Layout, PROCS, PROC_BYTES, TX_BYTES, TX_BYTES_LOGGED, TX_COMMITS, TX_LSN, TX_OWNER,
-    TX_SLOTS,
-};
-use crate::log::{Ring, STATE_COMMITTED};
+use crate::layout::{self, Layout, PROCS};
 use crate::media::Media;
 use crate::options::PoolOptions;
+use crate::pool_state::PoolState;
 use crate::recovery::{self, RecoveryReport};
 use crate::sim::{SimWorld, Tier};
 use crate::tx::Tx;
 
 /// Largest pool: page numbers must fit the cache index (36 bits of 4 KiB pages).
 pub const MAX_POOL: u64 = 1 << 48;
-
-/// Pool-wide counters, shared by every attached process.
-#[derive(Clone, Copy, Debug)]
-pub(crate) enum Counter {
-    Aborts,
-    Conflicts,
-    RecordsDigested,
-    PagesWrittenBack,
-    WritebackRounds,
-    LogFullWaits,
-    CacheEvictions,
-    ProcessesReaped,
-    Fenced,
-}
-
-const _: () = assert!((Counter::Fenced as usize) < layout::COUNTERS);
-const _: () = assert!(
-    layout::LOCK_WORDS == 1 << 16,
-    "coord::page_lock_index hashes to 16 bits"
-);
 
 /// What the pool has done since the first process attached to it.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
@@ -68,8 +45,8 @@ pub struct Stats {
     pub dirty_pages: u64,
     pub cache_pages: u64,
     /// Log bytes not yet applied to the cache.
-    pub log_used: u64,
-    pub log_size: u64,
+    pub log_used_bytes: u64,
+    pub log_size_bytes: u64,
 }
 
 impl Stats {
@@ -89,24 +66,10 @@ impl Stats {
             ("fenced", self.fenced),
             ("dirty_pages", self.dirty_pages),
             ("cache_pages", self.cache_pages),
-            ("log_used", self.log_used),
-            ("log_size", self.log_size),
+            ("log_used", self.log_used_bytes),
+            ("log_size", self.log_size_bytes),
         ]
     }
-}
-
-/// The state every handle and background thread of one attached process shares.
-pub(crate) struct Inner {
-    pub nvm: Media,
-    pub storage: Media,
-    pub layout: Layout,
-    pub nvm_path: PathBuf,
-    pub backing_path: PathBuf,
-    pub nvm_file: Option<File>,
-    pub live: Liveness,
-    pub persist_ns: u64,
-    pub opts: PoolOptions,
-    pub recovery: Option<RecoveryReport>,
 }
 
 /// An open pool. Share it between threads by reference (it is `Sync`); every thread may run
@@ -119,7 +82,7 @@ pub(crate) struct Inner {
 /// `PmError::Conflict` and should abort and retry), so the first writer commits first. A read
 /// that races a commit may see some of that commit's writes and not yet others.
 pub struct Pool {
-    inner: Arc<Inner>,
+    inner: Arc<PoolState>,
     stop: Arc<AtomicBool>,
     threads: Vec<JoinHandle<()>>,
     closed: bool,
@@ -130,254 +93,8 @@ impl std::fmt::Debug for Pool {
         f.debug_struct("Pool")
             .field("backing", &self.inner.backing_path)
             .field("nvm", &self.inner.nvm_path)
-            .field("size", &self.inner.layout.pool_size)
+            .field("size", &self.inner.layout.pool_size_bytes)
             .finish()
-    }
-}
-
-pub(crate) fn mono_ns() -> u64 {
-    let mut ts = libc::timespec {
-        tv_sec: 0,
-        tv_nsec: 0,
-    };
-    // SAFETY: valid pointer to a timespec; CLOCK_MONOTONIC always exists on Linux. It is one
-    // clock for every process, which transaction ages compared across processes need.
-    unsafe { libc::clock_gettime(libc::CLOCK_MONOTONIC, &mut ts) };
-    ts.tv_sec as u64 * 1_000_000_000 + ts.tv_nsec as u64
-}
-
-impl Inner {
-    pub(crate) fn ring(&self) -> Ring<'_> {
-        Ring {
-            nvm: &self.nvm,
-            base: self.layout.log,
-            size: self.layout.log_size,
-        }
-    }
-
-    pub(crate) fn tail(&self) -> &AtomicU64 {
-        self.nvm.word(layout::V_LOG_TAIL)
-    }
-
-    pub(crate) fn count(&self, c: Counter, n: u64) {
-        if n > 0 {
-            self.nvm
-                .word(layout::V_COUNTERS + c as usize * 8)
-                .fetch_add(n, Ordering::Relaxed);
-        }
-    }
-
-    fn counter(&self, c: Counter) -> u64 {
-        self.nvm
-            .word(layout::V_COUNTERS + c as usize * 8)
-            .load(Ordering::Relaxed)
-    }
-
-    /// Counts a commit of `bytes` log bytes in the committer's own slot, off the shared lines.
-    pub(crate) fn count_commit(&self, slot: usize, bytes: u64) {
-        self.tx_word(slot, TX_COMMITS)
-            .fetch_add(1, Ordering::Relaxed);
-        self.tx_word(slot, TX_BYTES_LOGGED)
-            .fetch_add(bytes, Ordering::Relaxed);
-    }
-
-    fn slot_counter(&self, field: usize) -> u64 {
-        (0..TX_SLOTS)
-            .map(|s| self.tx_word(s, field).load(Ordering::Relaxed))
-            .sum()
-    }
-
-    /// The time a persist barrier issued now completes on the modelled NVM (0: no cost).
-    /// Barriers need not complete in order: the log orders its records itself (`append.rs`).
-    pub(crate) fn barrier_deadline(&self) -> u64 {
-        if self.persist_ns == 0 {
-            return 0;
-        }
-        mono_ns() + self.persist_ns
-    }
-
-    /// Spins until a barrier's deadline: the modelled write latency of the NVM technology.
-    pub(crate) fn wait_persisted(&self, deadline: u64) {
-        while deadline != 0 && mono_ns() < deadline {
-            std::hint::spin_loop();
-        }
-    }
-
-    /// Fence the flushed lines and pay the technology's write latency.
-    pub(crate) fn persist_barrier(&self) {
-        self.nvm.fence();
-        self.wait_persisted(self.barrier_deadline());
-    }
-
-    pub(crate) fn proc_state(&self, p: usize) -> &AtomicU64 {
-        self.nvm.word(layout::V_PROCS + p * PROC_BYTES)
-    }
-
-    fn proc_pid(&self, p: usize) -> &AtomicU64 {
-        self.nvm.word(layout::V_PROCS + p * PROC_BYTES + 8)
-    }
-
-    /// Word `field` (`layout::TX_*`) of transaction slot `slot`.
-    pub(crate) fn tx_word(&self, slot: usize, field: usize) -> &AtomicU64 {
-        self.nvm.word(layout::V_TX + slot * TX_BYTES + field * 8)
-    }
-
-    /// The log position of the record slot `slot` is committing, if any (stored plus one, as
-    /// 0 is a valid position).
-    pub(crate) fn tx_lsn(&self, slot: usize) -> Option<u64> {
-        self.tx_word(slot, TX_LSN)
-            .load(Ordering::Acquire)
-            .checked_sub(1)
-    }
-
-    pub(crate) fn set_tx_lsn(&self, slot: usize, lsn: Option<u64>) {
-        self.tx_word(slot, TX_LSN)
-            .store(lsn.map_or(0, |l| l + 1), Ordering::Release);
-    }
-
-    pub(crate) fn lock_word(&self, i: usize) -> &AtomicU64 {
-        self.nvm.word(layout::V_LOCKS + i * 8)
-    }
-
-    /// Whether the transaction in slot `tx` belongs to a live process.
-    pub(crate) fn owner_alive(&self, tx: u32) -> bool {
-        let owner = self
-            .tx_word(tx as usize % TX_SLOTS, TX_OWNER)
-            .load(Ordering::Acquire);
-        owner != 0 && self.live.alive(owner as usize - 1)
-    }
-
-    /// Takes the maintenance lock (cache and log head); repairs after a dead holder.
-    pub(crate) fn lock_maintenance(&self) -> Result<MaintenanceGuard<'_>> {
-        let word = self.nvm.word(layout::V_MAINT_LOCK);
-        let how = coord::lock_robust(word, &self.live, self.opts.timeout, "the maintenance lock")?;
-        if let Acquired::FromDead(_) = how {
-            self.recount_dirty();
-        }
-        Ok(MaintenanceGuard(self))
-    }
-
-    pub(crate) fn try_lock_maintenance(&self) -> Option<MaintenanceGuard<'_>> {
-        let how = coord::try_lock_robust(self.nvm.word(layout::V_MAINT_LOCK), &self.live)?;
-        if let Acquired::FromDead(_) = how {
-            self.recount_dirty();
-        }
-        Some(MaintenanceGuard(self))
-    }
-
-    /// Applies what it can of the log without waiting for the lock (a committer short of log
-    /// space helps the applier).
-    pub(crate) fn try_digest(&self) -> Result<usize> {
-        match self.try_lock_maintenance() {
-            Some(_g) => self.digest(DIGEST_BATCH),
-            None => Ok(0),
-        }
-    }
-
-    /// Cleans up after a dead process: waits for the durable prefix to pass its unpublished
-    /// log reservations (`append.rs`), finishes making its committed transactions visible,
-    /// releases its page locks and frees its slots.
-    pub(crate) fn reap(&self, p: usize) -> Result<()> {
-        let _g = self.lock_maintenance()?;
-        if self.proc_state(p).load(Ordering::Acquire) == 0 || self.live.alive(p) {
-            return Ok(());
-        }
-        self.reap_locked(p)
-    }
-
-    /// `reap` of a process known to be dead; the caller holds the maintenance lock.
-    fn reap_locked(&self, p: usize) -> Result<()> {
-        let ring = self.ring();
-        for s in 0..TX_SLOTS {
-            if self.tx_word(s, TX_OWNER).load(Ordering::Acquire) != p as u64 + 1 {
-                continue;
-            }
-            // Durable first (with everything before it), then visible, then unlocked.
-            self.pass_reservation_of(s)?;
-            let head = self.nvm.load_word(layout::H_LOG_HEAD);
-            if let Some(lsn) = self.tx_lsn(s).filter(|&l| l >= head) {
-                if let Some(h) = ring.header(lsn).filter(|h| h.owner as usize == s) {
-                    if self.nvm.load_word(ring.state_offset(lsn)) == STATE_COMMITTED
-                        && ring.body_intact(&h)
-                    {
-                        self.make_visible(&h)?;
-                    }
-                }
-            }
-            self.release_locks_of(s);
-            self.set_tx_lsn(s, None);
-            self.tx_word(s, TX_OWNER).store(0, Ordering::Release);
-        }
-        self.proc_state(p).store(0, Ordering::Release);
-        self.count(Counter::ProcessesReaped, 1);
-        Ok(())
-    }
-
-    fn release_locks_of(&self, tx: usize) {
-        let me = tx as u64 + 1;
-        for i in 0..layout::LOCK_WORDS {
-            let w = self.lock_word(i);
-            if w.load(Ordering::Relaxed) == me {
-                let _ = w.compare_exchange(me, 0, Ordering::Release, Ordering::Relaxed);
-            }
-        }
-    }
-
-    fn stats(&self) -> Stats {
-        let head = self.nvm.load_word(layout::H_LOG_HEAD);
-        let tail = self.tail().load(Ordering::Relaxed);
-        Stats {
-            commits: self.slot_counter(TX_COMMITS),
-            aborts: self.counter(Counter::Aborts),
-            conflicts: self.counter(Counter::Conflicts),
-            bytes_logged: self.slot_counter(TX_BYTES_LOGGED),
-            records_digested: self.counter(Counter::RecordsDigested),
-            pages_written_back: self.counter(Counter::PagesWrittenBack),
-            writeback_rounds: self.counter(Counter::WritebackRounds),
-            log_full_waits: self.counter(Counter::LogFullWaits),
-            cache_evictions: self.counter(Counter::CacheEvictions),
-            processes_reaped: self.counter(Counter::ProcessesReaped),
-            fenced: self.counter(Counter::Fenced),
-            dirty_pages: self.dirty_pages(),
-            cache_pages: self.layout.cache_pages,
-            log_used: tail.saturating_sub(head),
-            log_size: self.layout.log_size,
-        }
-    }
-
-    /// Applies the whole log and, if `write_back_all` or over the threshold, writes back.
-    fn maintain(&self, write_back_all: bool) -> Result<()> {
-        let mut waiter = coord::Waiter::new(self.opts.timeout);
-        loop {
-            let tail = self.tail().load(Ordering::Acquire);
-            {
-                let _g = self.lock_maintenance()?;
-                while self.digest(DIGEST_BATCH)? > 0 {}
-                let head = self.nvm.load_word(layout::H_LOG_HEAD);
-                if head >= tail {
-                    if write_back_all || self.over_threshold() {
-                        self.write_back()?;
-                    }
-                    return Ok(());
-                }
-            }
-            // A record at the head is still being written, published or made visible by its
-            // committer, or was abandoned by a dead one.
-            if waiter.pause("a committer to finish")? {
-                self.pass_abandoned()?;
-            }
-        }
-    }
-}
-
-/// Records applied per hold of the maintenance lock.
-const DIGEST_BATCH: usize = 256;
-
-pub(crate) struct MaintenanceGuard<'a>(&'a Inner);
-
-impl Drop for MaintenanceGuard<'_> {
-    fn drop(&mut self) {
-        coord::unlock_robust(self.0.nvm.word(layout::V_MAINT_LOCK));
     }
 }
 
@@ -492,7 +209,7 @@ impl Pool {
         let _open = OpenLock::take(&lock_file).map_err(io_err(&nvm_path))?;
         let fresh = nvm_file.metadata().map_err(io_err(&nvm_path))?.len() == 0;
         if fresh {
-            let l = Layout::new(size, options.log_size, options.cache_size);
+            let l = Layout::new(size, options.log_size_bytes, options.cache_size_bytes);
             if let Err(e) = check_free_space(&options.nvm_dir, l.file_len as u64) {
                 // Nobody else can be using a file that was empty under the open lock.
                 let _ = std::fs::remove_file(&nvm_path);
@@ -504,7 +221,7 @@ impl Pool {
         }
         let nvm = Media::nvm(&nvm_file, &nvm_path)?;
         let layout = if fresh {
-            let l = Layout::new(size, options.log_size, options.cache_size);
+            let l = Layout::new(size, options.log_size_bytes, options.cache_size_bytes);
             l.format(&nvm, &canonical)?;
             nvm.store_word(layout::H_CLEAN, 1);
             nvm.persist(layout::H_CLEAN, 8);
@@ -521,12 +238,12 @@ impl Pool {
                     ),
                 });
             }
-            if l.pool_size != size {
+            if l.pool_size_bytes != size {
                 return Err(PmError::Mismatch {
                     path: nvm_path,
                     what: format!(
                         "records a pool of {} bytes but {} is {size} bytes",
-                        l.pool_size,
+                        l.pool_size_bytes,
                         canonical.display()
                     ),
                 });
@@ -537,7 +254,7 @@ impl Pool {
         let first = !(0..PROCS).any(|p| Liveness::new(Some(&nvm_file), usize::MAX).alive(p));
         let mut live = Liveness::new(Some(&nvm_file), 0);
         live.act_as_outsider(0);
-        let mut inner = Inner {
+        let mut inner = PoolState {
             live,
             nvm,
             storage,
@@ -557,7 +274,7 @@ impl Pool {
     /// else the slot of a dead process not yet reaped, reaped first as an outsider so its
     /// transactions, log reservations and locks are cleaned up before this process takes its
     /// number. Called under the open lock, so no other process attaches meanwhile.
-    fn claim_process_slot(inner: &mut Inner, first: bool) -> Result<usize> {
+    fn claim_process_slot(inner: &mut PoolState, first: bool) -> Result<usize> {
         let file = inner.nvm_file.as_ref().expect("a pool over files");
         for p in 0..PROCS {
             let clean = first || inner.proc_state(p).load(Ordering::Acquire) == 0;
@@ -588,7 +305,7 @@ impl Pool {
         let storage = Media::simulated(world, Tier::Storage);
         let path = PathBuf::from("<simulated nvm>");
         let layout = if nvm.load_word(0) == 0 {
-            let l = Layout::new(size, options.log_size, options.cache_size);
+            let l = Layout::new(size, options.log_size_bytes, options.cache_size_bytes);
             l.format(&nvm, Path::new("<simulated storage>"))?;
             nvm.store_word(layout::H_CLEAN, 1);
             nvm.persist(layout::H_CLEAN, 8);
@@ -596,7 +313,7 @@ impl Pool {
         } else {
             Layout::from_header(&nvm, &path)?
         };
-        let inner = Inner {
+        let inner = PoolState {
             live: Liveness::new(None, 0),
             nvm,
             storage,
@@ -616,12 +333,12 @@ impl Pool {
 
     /// Sizes of both simulated tiers for a pool of `size` bytes with these options.
     pub fn simulated_sizes(size: u64, options: &PoolOptions) -> (usize, usize) {
-        let l = Layout::new(size, options.log_size, options.cache_size);
+        let l = Layout::new(size, options.log_size_bytes, options.cache_size_bytes);
         (l.file_len, size as usize)
     }
 
     /// Second half of opening: recovery if first, the process slot, the background threads.
-    fn attach(mut inner: Inner, first: bool, me: usize) -> Result<Pool> {
+    fn attach(mut inner: PoolState, first: bool, me: usize) -> Result<Pool> {
         if first {
             if inner.nvm.load_word(layout::H_CLEAN) == 0 {
                 inner.recovery = Some(recovery::recover(&inner)?);
@@ -659,7 +376,7 @@ impl Pool {
 
     /// Virtual capacity in bytes.
     pub fn size(&self) -> u64 {
-        self.inner.layout.pool_size
+        self.inner.layout.pool_size_bytes
     }
 
     /// The start of the mapping. Bytes `[0, size)` may be read through it (committed data,
@@ -715,7 +432,7 @@ impl Pool {
         Tx::begin(self)
     }
 
-    pub(crate) fn inner(&self) -> &Arc<Inner> {
+    pub(crate) fn inner(&self) -> &Arc<PoolState> {
         &self.inner
     }
 
@@ -809,6 +526,3 @@ impl Drop for Pool {
         }
     }
 }
-
-/// How long background threads sleep when they have nothing to do.
-pub(crate) const IDLE: Duration = Duration::from_micros(500);

@@ -17,7 +17,7 @@ use crate::error::{PmError, Result};
 use crate::layout::{self, PAGE, TX_SLOTS};
 use crate::log::{self, KIND_PAD};
 use crate::media::LINE;
-use crate::pool::Inner;
+use crate::pool_state::PoolState;
 
 /// What recovery did.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
@@ -34,7 +34,7 @@ pub struct RecoveryReport {
     pub duration: Duration,
 }
 
-pub(crate) fn recover(inner: &Inner) -> Result<RecoveryReport> {
+pub(crate) fn recover(inner: &PoolState) -> Result<RecoveryReport> {
     let started = Instant::now();
     let corrupt = |what: String| PmError::Corrupt {
         path: inner.nvm_path.clone(),
@@ -50,7 +50,7 @@ pub(crate) fn recover(inner: &Inner) -> Result<RecoveryReport> {
         let (page, _) = decode_dir(entry).expect("dirty entries decode");
         let at = page
             .checked_mul(PAGE as u64)
-            .filter(|&a| a < l.pool_size)
+            .filter(|&a| a < l.pool_size_bytes)
             .ok_or_else(|| {
                 corrupt(format!(
                     "write-cache directory entry {slot} names page {page}, outside the pool"
@@ -59,10 +59,10 @@ pub(crate) fn recover(inner: &Inner) -> Result<RecoveryReport> {
         // The lines the slot holds, one run of consecutive lines at a time.
         for (first, run) in line_runs(inner.lines(slot)) {
             let from = at + first * LINE as u64;
-            if from >= l.pool_size {
+            if from >= l.pool_size_bytes {
                 break;
             }
-            let n = (run * LINE as u64).min(l.pool_size - from) as usize;
+            let n = (run * LINE as u64).min(l.pool_size_bytes - from) as usize;
             let mut buf = vec![0u8; n];
             inner
                 .nvm
@@ -83,7 +83,7 @@ pub(crate) fn recover(inner: &Inner) -> Result<RecoveryReport> {
         if !ring.body_intact(&h) {
             break;
         }
-        let writes = log::entries(ring.body(&h), &h, l.pool_size).map_err(&corrupt)?;
+        let writes = log::entries(ring.body(&h), &h, l.pool_size_bytes).map_err(&corrupt)?;
         for (off, data) in writes {
             inner.storage.write(off as usize, data);
             report.bytes += data.len() as u64;
@@ -133,7 +133,7 @@ pub(crate) fn recover(inner: &Inner) -> Result<RecoveryReport> {
 }
 
 /// Resets the shared volatile area for a first process: no locks, no slots, tail at head.
-pub(crate) fn reset_shared(inner: &Inner) {
+pub(crate) fn reset_shared(inner: &PoolState) {
     let head = inner.nvm.load_word(layout::H_LOG_HEAD);
     for off in (layout::V_LOG_LOCK..layout::V_LOCKS + layout::LOCK_WORDS * 8).step_by(8) {
         inner.nvm.word(off).store(0, Ordering::Relaxed);

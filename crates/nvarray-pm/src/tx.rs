@@ -18,7 +18,8 @@ use crate::coord::{page_lock_index, Waiter};
 use crate::error::{PmError, Result};
 use crate::layout::{PAGE, TX_OWNER, TX_SEQ, TX_SLOTS};
 use crate::log::{self, STATE_VISIBLE};
-use crate::pool::{mono_ns, Counter, Inner, Pool};
+use crate::pool::Pool;
+use crate::pool_state::{mono_ns, Counter, PoolState};
 
 /// A finished transaction's buffers, kept for the thread's next one: small transactions then
 /// allocate nothing (allocation was a tenth of a 256-byte commit's time).
@@ -58,7 +59,7 @@ pub(crate) struct TxCore {
 }
 
 impl TxCore {
-    pub fn begin(inner: &Inner) -> Result<TxCore> {
+    pub fn begin(inner: &PoolState) -> Result<TxCore> {
         let me = inner.live.me() as u64 + 1;
         // Start where this thread found a slot last time: usually free again, and its line is
         // already in this core's cache. A thread's first search starts at its own spot.
@@ -94,16 +95,16 @@ impl TxCore {
     }
 
     /// Largest record a transaction may log: a quarter of the log.
-    fn limit(inner: &Inner) -> u64 {
-        inner.layout.log_size / 4
+    fn limit(inner: &PoolState) -> u64 {
+        inner.layout.log_size_bytes / 4
     }
 
-    pub fn write(&mut self, inner: &Inner, offset: u64, bytes: &[u8]) -> Result<()> {
+    pub fn write(&mut self, inner: &PoolState, offset: u64, bytes: &[u8]) -> Result<()> {
         let len = bytes.len() as u64;
         if len == 0 {
             return Err(PmError::ZeroLength(offset));
         }
-        let size = inner.layout.pool_size;
+        let size = inner.layout.pool_size_bytes;
         let end = offset
             .checked_add(len)
             .filter(|&e| e <= size)
@@ -136,7 +137,7 @@ impl TxCore {
     }
 
     /// Takes the lock of `page` for this transaction (wait-die against older holders).
-    fn lock_page(&mut self, inner: &Inner, page: u64) -> Result<()> {
+    fn lock_page(&mut self, inner: &PoolState, page: u64) -> Result<()> {
         let idx = page_lock_index(page) as u32;
         let Err(at) = self.locks.binary_search(&idx) else {
             return Ok(());
@@ -168,8 +169,8 @@ impl TxCore {
     }
 
     /// Locks `[offset, offset + len)` for this transaction without writing (read for update).
-    pub fn lock_range(&mut self, inner: &Inner, offset: u64, len: u64) -> Result<()> {
-        let size = inner.layout.pool_size;
+    pub fn lock_range(&mut self, inner: &PoolState, offset: u64, len: u64) -> Result<()> {
+        let size = inner.layout.pool_size_bytes;
         let end = offset
             .checked_add(len)
             .filter(|&e| e <= size)
@@ -181,9 +182,9 @@ impl TxCore {
     }
 
     /// Committed bytes overlaid with this transaction's own writes.
-    pub fn read(&self, inner: &Inner, offset: u64, buf: &mut [u8]) -> Result<()> {
+    pub fn read(&self, inner: &PoolState, offset: u64, buf: &mut [u8]) -> Result<()> {
         let len = buf.len() as u64;
-        let size = inner.layout.pool_size;
+        let size = inner.layout.pool_size_bytes;
         let end = offset
             .checked_add(len)
             .filter(|&e| e <= size)
@@ -209,7 +210,7 @@ impl TxCore {
 
     /// Makes the writes durable and visible; returns the record's log position (0 if the
     /// transaction wrote nothing).
-    pub fn commit(&mut self, inner: &Inner) -> Result<u64> {
+    pub fn commit(&mut self, inner: &PoolState) -> Result<u64> {
         if let Some(page) = self.doomed {
             self.abort(inner);
             return Err(PmError::Conflict { page });
@@ -242,7 +243,7 @@ impl TxCore {
     }
 
     /// Writes the record into the log, durable and published (`append.rs`). Returns its lsn.
-    fn append(&self, inner: &Inner, record: &mut [u8]) -> Result<u64> {
+    fn append(&self, inner: &PoolState, record: &mut [u8]) -> Result<u64> {
         let r = inner.reserve(self.slot, record.len() as u64)?;
         log::seal(record, r.lsn, self.slot as u32);
         inner.write_reserved(self.slot, &r, record)?;
@@ -253,14 +254,14 @@ impl TxCore {
     }
 
     /// Drops the writes and releases the locks.
-    pub fn abort(&mut self, inner: &Inner) {
+    pub fn abort(&mut self, inner: &PoolState) {
         if !self.writes.is_empty() || self.doomed.is_some() {
             inner.count(Counter::Aborts, 1);
         }
         self.release(inner);
     }
 
-    fn release(&mut self, inner: &Inner) {
+    fn release(&mut self, inner: &PoolState) {
         let me = self.slot as u64 + 1;
         for &idx in &self.locks {
             let _ = inner.lock_word(idx as usize).compare_exchange(
@@ -278,7 +279,7 @@ impl TxCore {
     }
 
     /// Gives the transaction slot back (after commit or abort).
-    pub fn end(mut self, inner: &Inner) {
+    pub fn end(mut self, inner: &PoolState) {
         self.release(inner);
         inner
             .tx_word(self.slot, TX_OWNER)
@@ -309,7 +310,7 @@ impl<'p> Tx<'p> {
         })
     }
 
-    fn parts(&mut self) -> (&Inner, &mut TxCore) {
+    fn parts(&mut self) -> (&PoolState, &mut TxCore) {
         (
             self.pool.inner(),
             self.core.as_mut().expect("a live transaction has its core"),

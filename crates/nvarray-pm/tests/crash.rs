@@ -18,8 +18,8 @@ const SIZE: u64 = 256 << 10;
 
 fn options() -> PoolOptions {
     PoolOptions {
-        log_size: 64 << 10,
-        cache_size: 64 << 10,
+        log_size_bytes: 64 << 10,
+        cache_size_bytes: 64 << 10,
         persist_ns: Some(0),
         background: false,
         ..Default::default()

@@ -88,8 +88,8 @@ impl Worker {
 fn options(dir: &Path) -> PoolOptions {
     PoolOptions {
         nvm_dir: dir.to_path_buf(),
-        log_size: 256 << 10,
-        cache_size: 256 << 10,
+        log_size_bytes: 256 << 10,
+        cache_size_bytes: 256 << 10,
         ..Default::default()
     }
 }

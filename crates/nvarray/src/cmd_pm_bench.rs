@@ -8,16 +8,18 @@
 //!   mix) on the library and on unlogged writes to a plain mapping of the same file; the
 //!   library's throughput normalised to that baseline (the seed's slides 22–30). `--sweep`
 //!   varies the log or cache size and draws the sensitivity curve.
+//!
+//! The harness (pools, threads, timing, histograms, the unlogged baseline) is
+//! `nvarray_pm::bench`; this file parses the flags, calls it, words its refusals in terms of
+//! the flags, and prints its results and the sweep's chart.
 
-use std::path::{Path, PathBuf};
-use std::time::{Duration, Instant};
+use std::path::PathBuf;
 
-use anyhow::Context as _;
 use clap::{Args, Subcommand, ValueEnum};
-use nvarray_pm::{PmError, Pool, PoolOptions};
-use rand::rngs::SmallRng;
-use rand::{Rng, SeedableRng};
-use serde::Serialize;
+use nvarray_pm::bench::{
+    self, BenchError, Invalid, KeyDist, PagesConfig, TxConfig, Ycsb, YcsbConfig, YcsbResult,
+};
+use nvarray_pm::PoolOptions;
 
 use crate::input_error;
 use crate::plot::{write_chart, Chart, Series};
@@ -81,55 +83,22 @@ impl PoolFlags {
         PoolOptions {
             nvm_dir: self.nvm_dir.clone(),
             tech: self.tech.clone(),
-            log_size: self.log_size,
-            cache_size: self.cache_size,
+            log_size_bytes: self.log_size,
+            cache_size_bytes: self.cache_size,
             ..Default::default()
         }
     }
 }
 
-/// A backing file made for one run, removed with its NVM-tier file afterwards.
-struct ScratchPool {
-    path: PathBuf,
-    nvm: Option<PathBuf>,
-}
-
-impl ScratchPool {
-    fn new(dir: &Path, what: &str) -> ScratchPool {
-        ScratchPool {
-            path: dir.join(format!("nvarray-pm-{what}-{}.pool", std::process::id())),
-            nvm: None,
-        }
-    }
-
-    /// Opens a fresh pool and unlinks both of its files at once: the pool keeps them open and
-    /// mapped, and nothing is left behind however the run ends, `kill -9` included.
-    fn open(&mut self, size: u64, options: &PoolOptions) -> anyhow::Result<Pool> {
-        let _ = std::fs::remove_file(&self.path);
-        let pool = Pool::open(&self.path, size, options).map_err(input_error)?;
-        self.nvm = Some(pool.nvm_path().to_path_buf());
-        self.remove_files();
-        Ok(pool)
-    }
-
-    fn remove_files(&self) {
-        let _ = std::fs::remove_file(&self.path);
-        if let Some(nvm) = &self.nvm {
-            let _ = std::fs::remove_file(nvm);
-        }
+/// A harness error: a pool that cannot be opened is the user's to fix (exit 2), like a bad
+/// flag; anything else is a failure of the run.
+fn run_error(e: BenchError) -> anyhow::Error {
+    match e {
+        BenchError::Open(e) => input_error(e),
+        BenchError::Invalid(e) => input_error(e),
+        e => anyhow::Error::new(e),
     }
 }
-
-impl Drop for ScratchPool {
-    fn drop(&mut self) {
-        self.remove_files();
-    }
-}
-
-/// Bounds of `pm-bench tx`: a day of running, a thousand threads, a 16 GiB pool.
-const TX_SECONDS_MAX: f64 = 86_400.0;
-const TX_THREADS_MAX: usize = 1024;
-const TX_POOL_BYTES_MAX: u64 = 16 << 30;
 
 #[derive(Args, Debug)]
 struct TxArgs {
@@ -147,110 +116,42 @@ struct TxArgs {
     seconds: f64,
 }
 
-#[derive(Serialize)]
-struct TxResult {
-    peer: &'static str,
-    bench: &'static str,
-    tech: String,
-    persist_ns: u64,
-    threads: usize,
-    tx_bytes: usize,
-    transactions: u64,
-    seconds: f64,
-    tx_per_s: f64,
-    p50_ns: u64,
-    p99_ns: u64,
-}
-
 fn run_tx(a: TxArgs) -> anyhow::Result<()> {
-    if a.threads == 0 || a.tx_bytes == 0 || a.objects == 0 || a.seconds.is_nan() || a.seconds <= 0.0
-    {
-        return Err(input_error(
-            "--threads, --tx-bytes, --objects and --seconds must be > 0",
-        ));
-    }
-    // Every count is bounded before anything is started: `--seconds inf` used to panic, and
-    // `--threads 100000` to hang while the threads piled up.
-    if a.seconds > TX_SECONDS_MAX {
-        return Err(input_error(format!(
-            "--seconds {:e} is more than a day ({TX_SECONDS_MAX} s)",
-            a.seconds
-        )));
-    }
-    if a.threads > TX_THREADS_MAX {
-        return Err(input_error(format!(
-            "--threads {} is more than {TX_THREADS_MAX}",
-            a.threads
-        )));
-    }
-    // Each thread's objects, then the whole pool.
-    let region = (a.tx_bytes as u64).saturating_mul(a.objects as u64);
-    let size = region
-        .checked_mul(a.threads as u64)
-        .filter(|&bytes| bytes <= TX_POOL_BYTES_MAX)
-        .ok_or_else(|| {
-            input_error(format!(
-                "--tx-bytes x --objects x --threads is more than the {} GiB pool this benchmark allows",
-                TX_POOL_BYTES_MAX >> 30
-            ))
-        })?
-        .max(1 << 20);
-    let mut scratch = ScratchPool::new(&a.pool.data_dir, "tx");
-    let pool = scratch.open(size, &a.pool.options())?;
-    pool.prefault();
-    let run_for = Duration::from_secs_f64(a.seconds);
-    let start = Instant::now();
-    let per_thread: Vec<(u64, hdrhistogram::Histogram<u64>)> = std::thread::scope(|s| {
-        let handles: Vec<_> = (0..a.threads)
-            .map(|t| {
-                let pool = &pool;
-                s.spawn(move || -> Result<_, PmError> {
-                    let mut hist = hdrhistogram::Histogram::<u64>::new(3).expect("histogram");
-                    let mut data = vec![t as u8; a.tx_bytes];
-                    let mut n = 0u64;
-                    let base = t as u64 * region;
-                    while start.elapsed() < run_for {
-                        data[0] = n as u8;
-                        let t0 = Instant::now();
-                        let mut tx = pool.begin()?;
-                        let obj = n % a.objects as u64;
-                        tx.write(base + obj * a.tx_bytes as u64, &data)?;
-                        tx.commit()?;
-                        let _ = hist.record(t0.elapsed().as_nanos() as u64);
-                        n += 1;
-                    }
-                    Ok((n, hist))
-                })
-            })
-            .collect();
-        handles
-            .into_iter()
-            .map(|h| h.join().expect("benchmark thread"))
-            .collect::<Result<Vec<_>, _>>()
-    })?;
-    let seconds = start.elapsed().as_secs_f64();
-    let mut hist = hdrhistogram::Histogram::<u64>::new(3).expect("histogram");
-    let mut transactions = 0;
-    for (n, h) in &per_thread {
-        transactions += n;
-        hist.add(h).expect("same histogram bounds");
-    }
-    let result = TxResult {
-        peer: "nvarray-pm",
-        bench: "tx",
-        tech: a.pool.tech.clone(),
-        persist_ns: pool.persist_cost_ns(),
+    let config = TxConfig {
         threads: a.threads,
         tx_bytes: a.tx_bytes,
-        transactions,
-        seconds,
-        tx_per_s: transactions as f64 / seconds,
-        p50_ns: hist.value_at_quantile(0.5),
-        p99_ns: hist.value_at_quantile(0.99),
+        objects: a.objects,
+        seconds: a.seconds,
     };
-    pool.close().map_err(anyhow::Error::new)?;
+    let result =
+        bench::run_tx(&a.pool.data_dir, &a.pool.options(), &config).map_err(|e| tx_error(&a, e))?;
     println!("{}", serde_json::to_string(&result)?);
     Ok(())
+}
+
+/// `run_error`, with the refusals of `bench::run_tx` in the flags' words.
+fn tx_error(a: &TxArgs, e: BenchError) -> anyhow::Error {
+    match e {
+        BenchError::Invalid(Invalid::NotPositive { .. }) => {
+            input_error("--threads, --tx-bytes, --objects and --seconds must be > 0")
+        }
+        BenchError::Invalid(Invalid::SecondsOverMax { .. }) => input_error(format!(
+            "--seconds {:e} is more than a day ({} s)",
+            a.seconds,
+            bench::TX_SECONDS_MAX
+        )),
+        BenchError::Invalid(Invalid::ThreadsOverMax { .. }) => input_error(format!(
+            "--threads {} is more than {}",
+            a.threads,
+            bench::TX_THREADS_MAX
+        )),
+        BenchError::Invalid(Invalid::PoolOverMax) => input_error(format!(
+            "--tx-bytes x --objects x --threads is more than the {} GiB pool this benchmark \
+             allows",
+            bench::TX_POOL_BYTES_MAX >> 30
+        )),
+        e => run_error(e),
+    }
 }
 
 #[derive(Args, Debug)]
@@ -268,65 +169,36 @@ struct PagesArgs {
     passes: u32,
 }
 
-#[derive(Serialize)]
-struct PagesResult {
-    peer: &'static str,
-    bench: &'static str,
-    tech: String,
-    array_bytes: u64,
-    write_bytes: u64,
-    passes: u32,
-    transactions: u64,
-    seconds: f64,
-    records_digested: u64,
-    pages_written_back: u64,
-}
-
 fn run_pages(a: PagesArgs) -> anyhow::Result<()> {
-    let page = nvarray_pm::PAGE as u64;
-    if !(1..=page).contains(&a.write_bytes) || a.array_bytes < page || a.passes == 0 {
-        return Err(input_error(
-            "--write-bytes must be 1..=4096, --array-bytes at least 4096, --passes > 0",
-        ));
-    }
-    let mut scratch = ScratchPool::new(&a.pool.data_dir, "pages");
-    let pool = scratch.open(a.array_bytes, &a.pool.options())?;
-    // Fault the mapping in first, as the peers do, so the timing is of the writes.
-    pool.prefault();
-    let data = vec![0xa5u8; a.write_bytes as usize];
-    let pages = a.array_bytes / page;
-    let start = Instant::now();
-    for _ in 0..a.passes {
-        for p in 0..pages {
-            let mut tx = pool.begin()?;
-            tx.write(p * page, &data)?;
-            tx.commit()?;
-        }
-    }
-    let seconds = start.elapsed().as_secs_f64();
-    let st = pool.stats();
-    let result = PagesResult {
-        peer: "nvarray-pm",
-        bench: "pages",
-        tech: a.pool.tech.clone(),
+    let config = PagesConfig {
         array_bytes: a.array_bytes,
         write_bytes: a.write_bytes,
         passes: a.passes,
-        transactions: pages * a.passes as u64,
-        seconds,
-        records_digested: st.records_digested,
-        pages_written_back: st.pages_written_back,
     };
-    pool.close().map_err(anyhow::Error::new)?;
+    let result =
+        bench::run_pages(&a.pool.data_dir, &a.pool.options(), &config).map_err(|e| match e {
+            BenchError::Invalid(_) => input_error(
+                "--write-bytes must be 1..=4096, --array-bytes at least 4096, --passes > 0",
+            ),
+            e => run_error(e),
+        })?;
     println!("{}", serde_json::to_string(&result)?);
     Ok(())
 }
 
-#[derive(Clone, Copy, Debug, ValueEnum, Serialize)]
-#[serde(rename_all = "lowercase")]
+#[derive(Clone, Copy, Debug, ValueEnum)]
 enum Dist {
     Uniform,
     Zipf,
+}
+
+impl From<Dist> for KeyDist {
+    fn from(d: Dist) -> KeyDist {
+        match d {
+            Dist::Uniform => KeyDist::Uniform,
+            Dist::Zipf => KeyDist::Zipf,
+        }
+    }
 }
 
 #[derive(Clone, Copy, Debug, ValueEnum, PartialEq, Eq)]
@@ -368,114 +240,21 @@ struct YcsbArgs {
     seed: u64,
 }
 
-#[derive(Serialize)]
-struct YcsbResult {
-    bench: &'static str,
-    tech: String,
-    record_bytes: u64,
-    records: u64,
-    dist: Dist,
-    write_pct: u32,
-    ops: u64,
-    log_size: u64,
-    cache_size: u64,
-    library_ops_per_s: f64,
-    baseline_ops_per_s: f64,
-    normalised: f64,
-    log_full_waits: u64,
-    writeback_rounds: u64,
-}
-
-/// The keys and operation kinds of one run, drawn up front so both sides see the same ones.
-fn ycsb_ops(a: &YcsbArgs) -> Vec<(u64, bool)> {
-    let mut rng = SmallRng::seed_from_u64(a.seed);
-    let zipf = nvarray_workload::ZipfSampler::new(a.records, a.theta);
-    (0..a.ops)
-        .map(|_| {
-            let key = match a.dist {
-                Dist::Uniform => rng.gen_range(0..a.records),
-                // Scatter the popular ranks over the key space, as YCSB's scrambled zipfian.
-                Dist::Zipf => {
-                    (zipf.sample(&mut rng) - 1).wrapping_mul(0x9e37_79b9_7f4a_7c15) % a.records
-                }
-            };
-            (key, rng.gen_range(0..100) < a.write_pct)
-        })
-        .collect()
-}
-
-fn ycsb_library(
-    a: &YcsbArgs,
-    opts: &PoolOptions,
-    ops: &[(u64, bool)],
-) -> anyhow::Result<(f64, nvarray_pm::Stats)> {
-    let mut scratch = ScratchPool::new(&a.pool.data_dir, "ycsb");
-    let pool = scratch.open(a.records * a.record_bytes, opts)?;
-    pool.prefault();
-    let mut record = vec![0u8; a.record_bytes as usize];
-    let start = Instant::now();
-    for (i, &(key, write)) in ops.iter().enumerate() {
-        let off = key * a.record_bytes;
-        if write {
-            record[..8].copy_from_slice(&(i as u64).to_le_bytes());
-            let mut tx = pool.begin()?;
-            tx.write(off, &record)?;
-            tx.commit()?;
-        } else {
-            pool.read(off, &mut record)?;
-        }
-    }
-    let rate = ops.len() as f64 / start.elapsed().as_secs_f64();
-    let stats = pool.stats();
-    pool.close()?;
-    Ok((rate, stats))
-}
-
-/// The same operations as plain loads and stores on a shared mapping of a file in the same
-/// directory: no log, no cache, no persistence (the seed's baseline).
-fn ycsb_baseline(a: &YcsbArgs, ops: &[(u64, bool)]) -> anyhow::Result<f64> {
-    let scratch = ScratchPool::new(&a.pool.data_dir, "ycsb-baseline");
-    let file = std::fs::OpenOptions::new()
-        .read(true)
-        .write(true)
-        .create(true)
-        .truncate(true)
-        .open(&scratch.path)
-        .with_context(|| scratch.path.display().to_string())?;
-    file.set_len(a.records * a.record_bytes)?;
-    // SAFETY: a file this process just created and no one else maps.
-    let mut map = unsafe { memmap2::MmapOptions::new().populate().map_mut(&file) }?;
-    // Mapped: the name is no longer needed, and unlinked now it cannot outlive a killed run.
-    drop(scratch);
-    let mut record = vec![0u8; a.record_bytes as usize];
-    let n = record.len();
-    let start = Instant::now();
-    for (i, &(key, write)) in ops.iter().enumerate() {
-        let off = (key * a.record_bytes) as usize;
-        if write {
-            record[..8].copy_from_slice(&(i as u64).to_le_bytes());
-            map[off..off + n].copy_from_slice(&record);
-        } else {
-            record.copy_from_slice(&map[off..off + n]);
-        }
-    }
-    std::hint::black_box(&record);
-    Ok(ops.len() as f64 / start.elapsed().as_secs_f64())
-}
-
 fn run_ycsb(a: YcsbArgs) -> anyhow::Result<()> {
-    if a.records == 0
-        || a.record_bytes == 0
-        || a.ops == 0
-        || a.write_pct > 100
-        || a.theta.is_nan()
-        || a.theta <= 0.0
-    {
-        return Err(input_error(
+    let ycsb = Ycsb::new(YcsbConfig {
+        record_bytes: a.record_bytes,
+        records: a.records,
+        dist: a.dist.into(),
+        theta: a.theta,
+        write_pct: a.write_pct,
+        ops: a.ops,
+        seed: a.seed,
+    })
+    .map_err(|_| {
+        input_error(
             "--records, --record-bytes and --ops must be > 0, --write-pct 0..=100, --theta > 0",
-        ));
-    }
-    let ops = ycsb_ops(&a);
+        )
+    })?;
     let sizes: Vec<(u64, u64)> = match a.sweep {
         None => vec![(a.pool.log_size, a.pool.cache_size)],
         Some(_) if a.values.is_empty() => return Err(input_error("--sweep needs --values")),
@@ -491,28 +270,11 @@ fn run_ycsb(a: YcsbArgs) -> anyhow::Result<()> {
         progress.set_message(format!("log {log_size} B, cache {cache_size} B"));
         progress.set(step as u64, 0.0);
         let opts = PoolOptions {
-            log_size,
-            cache_size,
+            log_size_bytes: log_size,
+            cache_size_bytes: cache_size,
             ..a.pool.options()
         };
-        let baseline = ycsb_baseline(&a, &ops)?;
-        let (library, stats) = ycsb_library(&a, &opts, &ops)?;
-        let r = YcsbResult {
-            bench: "ycsb",
-            tech: a.pool.tech.clone(),
-            record_bytes: a.record_bytes,
-            records: a.records,
-            dist: a.dist,
-            write_pct: a.write_pct,
-            ops: a.ops,
-            log_size,
-            cache_size,
-            library_ops_per_s: library,
-            baseline_ops_per_s: baseline,
-            normalised: library / baseline,
-            log_full_waits: stats.log_full_waits,
-            writeback_rounds: stats.writeback_rounds,
-        };
+        let r = ycsb.run(&a.pool.data_dir, &opts).map_err(run_error)?;
         println!("{}", serde_json::to_string(&r)?);
         results.push(r);
     }
@@ -523,8 +285,8 @@ fn run_ycsb(a: YcsbArgs) -> anyhow::Result<()> {
             Sweep::CacheSize => "cache size (MiB)",
         };
         let x = |r: &YcsbResult| match sweep {
-            Sweep::LogSize => r.log_size,
-            Sweep::CacheSize => r.cache_size,
+            Sweep::LogSize => r.log_size_bytes,
+            Sweep::CacheSize => r.cache_size_bytes,
         };
         let series = [Series {
             label: format!(

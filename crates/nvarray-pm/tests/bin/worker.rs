@@ -37,8 +37,8 @@ fn main() {
     }
     let options = PoolOptions {
         nvm_dir: args[2].clone().into(),
-        log_size: 256 << 10,
-        cache_size: 256 << 10,
+        log_size_bytes: 256 << 10,
+        cache_size_bytes: 256 << 10,
         ..Default::default()
     };
     let pool = Pool::open(&args[1], 1 << 20, &options).unwrap_or_else(|e| {

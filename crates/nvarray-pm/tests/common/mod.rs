@@ -24,8 +24,8 @@ impl Scratch {
     pub fn small(&self) -> PoolOptions {
         PoolOptions {
             nvm_dir: self.dir.path().to_path_buf(),
-            log_size: 64 << 10,
-            cache_size: 64 << 10,
+            log_size_bytes: 64 << 10,
+            cache_size_bytes: 64 << 10,
             persist_ns: Some(0),
             ..Default::default()
         }
