@@ -15,12 +15,14 @@ use crate::clock::Clock;
 use crate::error::EmuError;
 use crate::lateness::Lateness;
 use crate::protocol::{Opcode, Status};
+use crate::tag_pool::Tag;
 
 /// A command as the device sees it: which queue pair and tag it came from, and what it asks.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Submission {
     pub queue: u16,
-    pub tag: u16,
+    /// As the command carried it: not yet checked against the device's tags.
+    pub tag: Tag,
     pub op: Opcode,
     pub offset_bytes: u64,
     pub len_bytes: u32,
@@ -30,7 +32,7 @@ pub struct Submission {
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Posted {
     pub queue: u16,
-    pub tag: u16,
+    pub tag: Tag,
     pub status: Status,
     /// The model's deadline and the time the completion was posted.
     pub deadline_ns: u64,
@@ -197,7 +199,7 @@ impl DeviceCore {
     pub fn poll<'b>(
         &mut self,
         now: u64,
-        buffer: impl FnMut(u16, u16) -> &'b mut [u8],
+        buffer: impl FnMut(u16, Tag) -> &'b mut [u8],
         post: impl FnMut(Posted),
     ) {
         self.advance(now, buffer);
@@ -208,7 +210,7 @@ impl DeviceCore {
     /// copies the small reads among them into their buffers (`buffer(queue, tag)` gives a
     /// command's DMA buffer) and queues their completions for `post_due`. Call it before
     /// `submit` at the same `now`: a command arriving then finds the device as it is then.
-    pub fn advance<'b>(&mut self, now: u64, mut buffer: impl FnMut(u16, u16) -> &'b mut [u8]) {
+    pub fn advance<'b>(&mut self, now: u64, mut buffer: impl FnMut(u16, Tag) -> &'b mut [u8]) {
         if self.model.next_event_ns().is_some_and(|t| t <= now) {
             let (due, sum, count, in_flight, backing) = (
                 &mut self.due,
@@ -330,7 +332,7 @@ mod tests {
     fn sub(op: Opcode, offset_bytes: u64, len_bytes: u32) -> Submission {
         Submission {
             queue: 0,
-            tag: 1,
+            tag: Tag::new(1),
             op,
             offset_bytes,
             len_bytes,

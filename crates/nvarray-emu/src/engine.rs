@@ -23,6 +23,7 @@ use crate::nvme_cq::{CqDevice, Cqe};
 use crate::protocol::{moneta, nvme};
 use crate::protocol::{Opcode, Status};
 use crate::ring::Consumer;
+use crate::tag_pool::Tag;
 use crate::word_ring::{WordConsumer, WordProducer};
 
 /// Commands taken from one submission queue per pass, so one busy queue cannot starve the
@@ -361,7 +362,7 @@ fn service(shared: &Shared, state: &mut State) -> bool {
     let dma = &*shared.dma;
     // SAFETY: `DeviceCore` asks only for the buffers of commands in flight, which the device
     // owns until their completions are posted (after the buffer's use).
-    let buffers = |_, tag: u16| unsafe { dma.data.buffer(usize::from(tag)) };
+    let buffers = |_, tag: Tag| unsafe { dma.data.buffer(tag.index()) };
     // The clock is read once per queue that had commands, after taking them, and once more
     // only if none had any: one reading per pass in the common single-queue case.
     let mut last_reading = None;
@@ -405,7 +406,7 @@ fn service(shared: &Shared, state: &mut State) -> bool {
                     continue;
                 }
             };
-            let tag = usize::from(submission.tag);
+            let tag = submission.tag.index();
             if tag >= tag_busy.len() || tag_busy[tag] {
                 // A tag the host does not have, or one already in flight: its buffer is not
                 // the device's to touch. The second gets a status of its own, so the driver
@@ -438,7 +439,7 @@ fn service(shared: &Shared, state: &mut State) -> bool {
     let now = last_reading.unwrap_or_else(|| core.clock().now_ns());
     core.advance(now, buffers);
     core.post_due(now, |posted| {
-        let tag = usize::from(posted.tag);
+        let tag = posted.tag.index();
         let in_data = tag < tag_busy.len() && tag_busy[tag] && tag_in_data[tag];
         if tag < tag_busy.len() {
             tag_busy[tag] = false;
@@ -456,7 +457,7 @@ fn service(shared: &Shared, state: &mut State) -> bool {
     }
 }
 
-fn immediate(queue: u16, tag: u16, status: Status) -> Posted {
+fn immediate(queue: u16, tag: Tag, status: Status) -> Posted {
     Posted {
         queue,
         tag,
@@ -471,7 +472,7 @@ fn immediate(queue: u16, tag: u16, status: Status) -> Posted {
 fn post(slot: &mut QueueSlot, dma: &DmaMemory, posted: Posted, in_data: bool) {
     if in_data {
         // Release publishes the read data written into the buffer before this word.
-        dma.in_data[usize::from(posted.tag)].store(
+        dma.in_data[posted.tag.index()].store(
             IN_DATA_DONE | u64::from(posted.status.code()),
             Ordering::Release,
         );
@@ -479,14 +480,14 @@ fn post(slot: &mut QueueSlot, dma: &DmaMemory, posted: Posted, in_data: bool) {
     }
     let delivered = match &mut slot.queue {
         DeviceQueue::Word { cq, .. } => cq
-            .push(moneta::completion(posted.tag, posted.status))
+            .push(moneta::completion(posted.tag.raw(), posted.status))
             .is_ok(),
         DeviceQueue::Nvme { cq, .. } => cq
             .post(Cqe {
                 result: u32::from(posted.status.code()),
                 sq_head: slot.sq_taken as u16,
                 sq_id: posted.queue,
-                cid: posted.tag,
+                cid: posted.tag.raw(),
                 status: nvme::status_code(posted.status),
             })
             .is_ok(),
@@ -506,13 +507,13 @@ type Decoded = Result<(Submission, bool), Posted>;
 fn decode_word(word: u64, queue: u16, shared: &Shared) -> Decoded {
     let c = moneta::CommandWord::decode(word);
     let Some(op) = c.op() else {
-        return Err(immediate(queue, c.tag, Status::BadOpcode));
+        return Err(immediate(queue, Tag::new(c.tag), Status::BadOpcode));
     };
     let block_bytes = shared.block_bytes;
     Ok((
         Submission {
             queue,
-            tag: c.tag,
+            tag: Tag::new(c.tag),
             op,
             offset_bytes: c.offset_blocks * block_bytes,
             len_bytes: u32::try_from(c.len_blocks * block_bytes).unwrap_or(u32::MAX),
@@ -530,7 +531,7 @@ fn decode_nvme(
     dma: &DmaMemory,
     tag_busy: &[bool],
 ) -> Decoded {
-    let refuse = |status| Err(immediate(queue, sqe.cid, status));
+    let refuse = |status| Err(immediate(queue, Tag::new(sqe.cid), status));
     let op = match sqe.opcode {
         nvme::OPCODE_READ => Opcode::Read,
         nvme::OPCODE_WRITE => Opcode::Write,
@@ -542,7 +543,7 @@ fn decode_nvme(
     }
     let mut s = Submission {
         queue,
-        tag: sqe.cid,
+        tag: Tag::new(sqe.cid),
         op,
         offset_bytes: 0,
         len_bytes: 0,

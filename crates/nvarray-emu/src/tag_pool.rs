@@ -79,6 +79,11 @@ impl Tag {
     pub const fn index(self) -> usize {
         self.0 as usize
     }
+
+    /// The tag's number as the wire formats carry it (command word, NVMe command identifier).
+    pub const fn raw(self) -> u16 {
+        self.0
+    }
 }
 
 impl fmt::Display for Tag {

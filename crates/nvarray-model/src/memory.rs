@@ -41,8 +41,6 @@ struct Booking {
 
 #[derive(Clone, Debug)]
 pub struct Memory {
-    /// Bytes addressable (`memory.capacity_bytes`); every access lies inside.
-    capacity_bytes: u64,
     controllers: u32,
     banks_per_controller: u32,
     stripe_bytes: u64,
@@ -72,6 +70,9 @@ pub struct Memory {
     erases: u64,
     /// One per controller when the media is a hard disk (`[memory.disk]`).
     disks: Option<Vec<Disk>>,
+    /// Bytes addressable (`memory.capacity_bytes`); every access lies inside (checked in
+    /// debug builds; last, so the hot fields keep their places).
+    capacity_bytes: u64,
 }
 
 impl Memory {

@@ -102,7 +102,7 @@ impl Timeline {
     }
 
     /// The booking itself (see `reserve`, which checks its contract in debug builds).
-    #[inline(always)]
+    #[inline]
     fn book(&mut self, now_ns: u64, ready_ns: u64, duration_ns: u64) -> u64 {
         if duration_ns == 0 {
             return ready_ns;
