@@ -111,8 +111,8 @@ impl DeviceCore {
         &self.model
     }
 
-    /// Accepts a command that the device took from a queue at `now`: a clock reading taken
-    /// after the command was in the queue, and after `advance(now, ..)`, so the model has done
+    /// Accepts a command that the device took from a queue at `now_ns`: a clock reading taken
+    /// after the command was in the queue, and after `advance(now_ns, ..)`, so the model has done
     /// everything due before the command arrived. `buffer` is the command's DMA buffer, owned by the device
     /// until the completion is posted: a write's data is taken from it now; a read's data is
     /// put in it now, or for a small read when the model finishes it
@@ -122,14 +122,14 @@ impl DeviceCore {
     /// device: overlapping commands in flight have no defined order (NVMe leaves it to the
     /// host). A refused command is posted with its error status on the next poll and changes
     /// nothing.
-    pub fn submit(&mut self, s: Submission, buffer: &mut [u8], now: u64) {
+    pub fn submit(&mut self, s: Submission, buffer: &mut [u8], now_ns: u64) {
         let refuse = |core: &mut Self, status| {
             core.immediate.push(Posted {
                 queue: s.queue,
                 tag: s.tag,
                 status,
-                deadline_ns: now,
-                posted_ns: now,
+                deadline_ns: now_ns,
+                posted_ns: now_ns,
             })
         };
         if s.op == Opcode::Flush {
@@ -181,7 +181,7 @@ impl DeviceCore {
         };
         self.in_flight[id as usize] = Some(InFlight {
             submission: s,
-            submit_ns: now,
+            submit_ns: now_ns,
             copy_when_done: s.op == Opcode::Read && s.len_bytes <= COPY_WHEN_DONE_MAX_BYTES,
             status: Status::Ok,
         });
@@ -191,27 +191,27 @@ impl DeviceCore {
             offset_bytes: s.offset_bytes,
             len_bytes: s.len_bytes,
         };
-        self.model.submit(cmd, now).expect("checked above");
+        self.model.submit(cmd, now_ns).expect("checked above");
     }
 
-    /// `advance`, then `post_due`: everything due by `now` (a clock reading).
+    /// `advance`, then `post_due`: everything due by `now_ns` (a clock reading).
     #[cfg(test)]
     pub fn poll<'b>(
         &mut self,
-        now: u64,
+        now_ns: u64,
         buffer: impl FnMut(u16, Tag) -> &'b mut [u8],
         post: impl FnMut(Posted),
     ) {
-        self.advance(now, buffer);
-        self.post_due(now, post);
+        self.advance(now_ns, buffer);
+        self.post_due(now_ns, post);
     }
 
-    /// Runs the model up to `now` (a clock reading): it finishes the commands due by then,
+    /// Runs the model up to `now_ns` (a clock reading): it finishes the commands due by then,
     /// copies the small reads among them into their buffers (`buffer(queue, tag)` gives a
     /// command's DMA buffer) and queues their completions for `post_due`. Call it before
-    /// `submit` at the same `now`: a command arriving then finds the device as it is then.
-    pub fn advance<'b>(&mut self, now: u64, mut buffer: impl FnMut(u16, Tag) -> &'b mut [u8]) {
-        if self.model.next_event_ns().is_some_and(|t| t <= now) {
+    /// `submit` at the same `now_ns`: a command arriving then finds the device as it is then.
+    pub fn advance<'b>(&mut self, now_ns: u64, mut buffer: impl FnMut(u16, Tag) -> &'b mut [u8]) {
+        if self.model.next_event_ns().is_some_and(|t| t <= now_ns) {
             let (due, sum, count, in_flight, backing) = (
                 &mut self.due,
                 &mut self.modelled_sum,
@@ -219,7 +219,7 @@ impl DeviceCore {
                 &mut self.in_flight,
                 &self.backing,
             );
-            self.model.advance(now, |c| {
+            self.model.advance(now_ns, |c| {
                 sum.add(&c.breakdown);
                 *count += 1;
                 let f = in_flight[c.id as usize]
@@ -238,15 +238,15 @@ impl DeviceCore {
         }
     }
 
-    /// Posts every completion whose deadline has passed by `now` (a clock reading), in
+    /// Posts every completion whose deadline has passed by `now_ns` (a clock reading), in
     /// deadline order, after its data is in place, and the refusals since the last call. Each
     /// completion's posting time is read afresh, so the lateness recorded is the true one.
-    pub fn post_due(&mut self, now: u64, mut post: impl FnMut(Posted)) {
+    pub fn post_due(&mut self, now_ns: u64, mut post: impl FnMut(Posted)) {
         for p in self.immediate.drain(..) {
             post(p);
         }
         while let Some(&Reverse((deadline, id))) = self.due.peek() {
-            if deadline > now {
+            if deadline > now_ns {
                 break;
             }
             self.due.pop();
@@ -314,14 +314,14 @@ mod tests {
         c.submit(s, buf, c.clock().now_ns());
         let mut done = None;
         for _ in 0..10_000_000 {
-            let now = match c.next_deadline_ns() {
+            let now_ns = match c.next_deadline_ns() {
                 Some(t) => c.clock().spin_until(t),
                 None => c.clock().now_ns(),
             };
             let raw = buf as *mut [u8];
             // SAFETY: `buf` is not used while `poll` runs; the slice is the one buffer of the
             // one command in flight, handed to the device as a DMA buffer would be.
-            c.poll(now, |_, _| unsafe { &mut *raw }, |p| done = Some(p));
+            c.poll(now_ns, |_, _| unsafe { &mut *raw }, |p| done = Some(p));
             if let Some(p) = done {
                 return p;
             }

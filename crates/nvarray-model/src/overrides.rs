@@ -18,16 +18,20 @@ pub fn apply_overrides(
     let mut root: toml::Table = base_toml
         .parse()
         .map_err(|e: toml::de::Error| ConfigError::Toml(one_line(&e.to_string())))?;
-    for (key, value) in overrides {
-        let value = read_value(value).map_err(|message| ConfigError::Override {
+    for (key, text) in overrides {
+        let error = |message| ConfigError::Override {
             key: key.clone(),
             message,
-        })?;
+        };
         for path in expand_alias(key) {
-            set_path(&mut root, path, value.clone()).map_err(|message| ConfigError::Override {
-                key: key.clone(),
-                message,
-            })?;
+            // A key whose value is text (a name, a technology label) takes the text as it is:
+            // `3d` there is a label, not three days.
+            let value = if holds_text(&root, path) {
+                toml::Value::String(text.clone())
+            } else {
+                read_value(text).map_err(error)?
+            };
+            set_path(&mut root, path, value).map_err(error)?;
         }
     }
     let cfg: DeviceConfig = toml::Value::Table(root)
@@ -79,6 +83,20 @@ pub fn parse_assignment(text: &str) -> Result<(String, String), ConfigError> {
                     .to_string(),
         }),
     }
+}
+
+/// Whether the dotted `key` names a string in `root` now.
+fn holds_text(root: &toml::Table, key: &str) -> bool {
+    let mut parts = key.split('.').peekable();
+    let mut table = root;
+    while let Some(part) = parts.next() {
+        match (table.get(part), parts.peek()) {
+            (Some(toml::Value::String(_)), None) => return true,
+            (Some(toml::Value::Table(t)), Some(_)) => table = t,
+            _ => return false,
+        }
+    }
+    false
 }
 
 fn set_path(root: &mut toml::Table, key: &str, value: toml::Value) -> Result<(), String> {
@@ -327,6 +345,21 @@ mod tests {
         let cfg = apply_overrides(crate::presets::PRESETS[0].toml, &overrides).unwrap();
         assert_eq!(cfg.memory.read_latency_ns, 1000);
         assert_eq!(cfg.memory.write_latency_ns, 1000);
+    }
+
+    /// A text field takes the text as typed, even when it reads as a size or a time (`3d`
+    /// would be three days, `0x10` sixteen): before, such a label failed as a type error.
+    #[test]
+    fn a_text_field_keeps_text_that_looks_like_a_number() {
+        for label in ["3d", "0x10", "4k", "1.5us"] {
+            let overrides = vec![("memory.technology".to_string(), label.to_string())];
+            let cfg = apply_overrides(crate::presets::PRESETS[0].toml, &overrides).unwrap();
+            assert_eq!(cfg.memory.technology, label);
+        }
+        // A number field still reads the size.
+        let overrides = vec![("memory.stripe_bytes".to_string(), "4k".to_string())];
+        let cfg = apply_overrides(crate::presets::PRESETS[0].toml, &overrides).unwrap();
+        assert_eq!(cfg.memory.stripe_bytes, 4096);
     }
 
     #[test]

@@ -161,20 +161,25 @@ impl Pool {
     ///
     /// A backing file this call created is removed again if the open fails, so a refused
     /// `nv_allocate(..., NV_CREATE)` leaves nothing behind.
-    pub fn open(path: impl AsRef<Path>, size: u64, options: &PoolOptions) -> Result<Pool> {
+    pub fn open(path: impl AsRef<Path>, size_bytes: u64, options: &PoolOptions) -> Result<Pool> {
         options.validate()?;
         let path = path.as_ref();
         let (backing, created) = open_backing(path, options.create)?;
-        let opened = Pool::open_over(backing, path, size, options);
+        let opened = Pool::open_over(backing, path, size_bytes, options);
         if opened.is_err() && created {
             let _ = std::fs::remove_file(path);
         }
         opened
     }
 
-    fn open_over(backing: File, path: &Path, size: u64, options: &PoolOptions) -> Result<Pool> {
+    fn open_over(
+        backing: File,
+        path: &Path,
+        size_bytes: u64,
+        options: &PoolOptions,
+    ) -> Result<Pool> {
         let len = backing.metadata().map_err(io_err(path))?.len();
-        let size = match (len, size) {
+        let size_bytes = match (len, size_bytes) {
             (0, 0) => {
                 return Err(PmError::Mismatch {
                     path: path.to_path_buf(),
@@ -195,7 +200,7 @@ impl Pool {
                 })
             }
         };
-        check_pool_size(path, size)?;
+        check_pool_size(path, size_bytes)?;
         let canonical = path.canonicalize().map_err(io_err(path))?;
         let nvm_path = nvm_file_path(&options.nvm_dir, &canonical);
         let nvm_file = OpenOptions::new()
@@ -209,7 +214,7 @@ impl Pool {
         let _open = OpenLock::take(&lock_file).map_err(io_err(&nvm_path))?;
         let fresh = nvm_file.metadata().map_err(io_err(&nvm_path))?.len() == 0;
         if fresh {
-            let l = Layout::new(size, options.log_size_bytes, options.cache_size_bytes);
+            let l = Layout::new(size_bytes, options.log_size_bytes, options.cache_size_bytes);
             if let Err(e) = check_free_space(&options.nvm_dir, l.file_len as u64) {
                 // Nobody else can be using a file that was empty under the open lock.
                 let _ = std::fs::remove_file(&nvm_path);
@@ -221,7 +226,7 @@ impl Pool {
         }
         let nvm = Media::nvm(&nvm_file, &nvm_path)?;
         let layout = if fresh {
-            let l = Layout::new(size, options.log_size_bytes, options.cache_size_bytes);
+            let l = Layout::new(size_bytes, options.log_size_bytes, options.cache_size_bytes);
             l.format(&nvm, &canonical)?;
             nvm.store_word(layout::H_CLEAN, 1);
             nvm.persist(layout::H_CLEAN, 8);
@@ -238,11 +243,11 @@ impl Pool {
                     ),
                 });
             }
-            if l.pool_size_bytes != size {
+            if l.pool_size_bytes != size_bytes {
                 return Err(PmError::Mismatch {
                     path: nvm_path,
                     what: format!(
-                        "records a pool of {} bytes but {} is {size} bytes",
+                        "records a pool of {} bytes but {} is {size_bytes} bytes",
                         l.pool_size_bytes,
                         canonical.display()
                     ),
@@ -299,13 +304,17 @@ impl Pool {
 
     /// A pool over simulated tiers (crash tests). `world` holds both tiers' bytes; a fresh
     /// world (all zeros) is formatted, anything else is recovered like a crashed pool.
-    pub fn open_simulated(world: Arc<SimWorld>, size: u64, options: &PoolOptions) -> Result<Pool> {
+    pub fn open_simulated(
+        world: Arc<SimWorld>,
+        size_bytes: u64,
+        options: &PoolOptions,
+    ) -> Result<Pool> {
         options.validate()?;
         let nvm = Media::simulated(world.clone(), Tier::Nvm);
         let storage = Media::simulated(world, Tier::Storage);
         let path = PathBuf::from("<simulated nvm>");
         let layout = if nvm.load_word(0) == 0 {
-            let l = Layout::new(size, options.log_size_bytes, options.cache_size_bytes);
+            let l = Layout::new(size_bytes, options.log_size_bytes, options.cache_size_bytes);
             l.format(&nvm, Path::new("<simulated storage>"))?;
             nvm.store_word(layout::H_CLEAN, 1);
             nvm.persist(layout::H_CLEAN, 8);
@@ -331,10 +340,10 @@ impl Pool {
         Pool::attach(inner, true, 0)
     }
 
-    /// Sizes of both simulated tiers for a pool of `size` bytes with these options.
-    pub fn simulated_sizes(size: u64, options: &PoolOptions) -> (usize, usize) {
-        let l = Layout::new(size, options.log_size_bytes, options.cache_size_bytes);
-        (l.file_len, size as usize)
+    /// Sizes of both simulated tiers for a pool of `size_bytes` bytes with these options.
+    pub fn simulated_sizes(size_bytes: u64, options: &PoolOptions) -> (usize, usize) {
+        let l = Layout::new(size_bytes, options.log_size_bytes, options.cache_size_bytes);
+        (l.file_len, size_bytes as usize)
     }
 
     /// Second half of opening: recovery if first, the process slot, the background threads.
