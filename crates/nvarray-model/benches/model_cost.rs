@@ -10,11 +10,15 @@
 //! Run with `cargo bench -p nvarray-model --bench model_cost`. It prints the median ns per
 //! command over several runs and a digest of every completion's time and breakdown: a
 //! change meant to make the model faster, not different, must leave the digest unchanged.
+//! `model_cost digests [COMMANDS]` prints the digest of every preset under three workloads
+//! (4 KiB random reads, 4 KiB random writes, a 30 % write mix of 4–64 KiB), which is the
+//! wider check that such a change is exact: pieces, erases, wear levelling, disks, firmware
+//! controllers and every protocol.
 
 use std::hint::black_box;
 use std::time::Instant;
 
-use nvarray_model::presets::preset;
+use nvarray_model::presets::{preset, PRESETS};
 use nvarray_model::{Command, DeviceModel, Op};
 
 const RUNS: usize = 7;
@@ -41,7 +45,10 @@ struct Case {
     name: &'static str,
     preset: &'static str,
     overrides: &'static [(&'static str, &'static str)],
-    len_bytes: u32,
+    /// Transfer sizes, drawn uniformly per command.
+    lens_bytes: &'static [u32],
+    /// Share of writes, in percent.
+    write_percent: u64,
     queue_depth: usize,
     step_ns: u64,
 }
@@ -66,7 +73,9 @@ fn run(case: &Case, commands: u64) -> (u64, u64) {
         .load(&overrides)
         .expect("valid preset");
     let mut device = DeviceModel::new(&cfg);
-    let blocks = cfg.memory.capacity_bytes / u64::from(case.len_bytes);
+    // Offsets are multiples of the largest size, so every command is aligned and inside.
+    let largest = u64::from(*case.lens_bytes.iter().max().expect("a size"));
+    let blocks = cfg.memory.capacity_bytes / largest;
     let mut rng = 0x9e37_79b9_7f4a_7c15u64;
     let mut digest = 0u64;
     let mut now = 0u64;
@@ -87,12 +96,25 @@ fn run(case: &Case, commands: u64) -> (u64, u64) {
             ready += 1;
         });
         while ready > 0 && issued < commands {
-            let offset_bytes = next_random(&mut rng) % blocks * u64::from(case.len_bytes);
+            let offset_bytes = next_random(&mut rng) % blocks * largest;
+            let (op, len_bytes) = if case.lens_bytes.len() == 1 && case.write_percent == 0 {
+                // The timed cases draw one number per command, as they always have.
+                (Op::Read, case.lens_bytes[0])
+            } else {
+                let draw = next_random(&mut rng);
+                let op = if draw % 100 < case.write_percent {
+                    Op::Write
+                } else {
+                    Op::Read
+                };
+                let len = case.lens_bytes[(draw / 100) as usize % case.lens_bytes.len()];
+                (op, len)
+            };
             let cmd = Command {
                 id: issued,
-                op: Op::Read,
+                op,
                 offset_bytes,
-                len_bytes: case.len_bytes,
+                len_bytes,
             };
             device.submit(cmd, now).expect("valid command");
             issued += 1;
@@ -114,7 +136,8 @@ fn main() {
             name: "dram nvme 512 B randread qd32",
             preset: "dram",
             overrides: &[("memory.capacity_bytes", "1g")],
-            len_bytes: 512,
+            lens_bytes: &[512],
+            write_percent: 0,
             queue_depth: 32,
             step_ns: 300,
         },
@@ -122,11 +145,20 @@ fn main() {
             name: "moneta 4 KiB randread qd16",
             preset: "moneta",
             overrides: &[],
-            len_bytes: 4096,
+            lens_bytes: &[4096],
+            write_percent: 0,
             queue_depth: 16,
             step_ns: 300,
         },
     ];
+    if std::env::args().nth(1).as_deref() == Some("digests") {
+        let commands = std::env::args()
+            .nth(2)
+            .and_then(|a| a.parse().ok())
+            .unwrap_or(20_000);
+        print_digests(commands);
+        return;
+    }
     println!(
         "{:<34} {:>10} {:>16} {:>18}  raw runs (ns/command)",
         "case", "commands", "median ns/cmd", "digest"
@@ -155,5 +187,30 @@ fn main() {
             digests[0],
             raw.join(" ")
         );
+    }
+}
+
+/// Every preset under three workloads, one digest each (see the module docs).
+fn print_digests(commands: u64) {
+    let workloads: [(&str, &'static [u32], u64, usize); 3] = [
+        ("4k randread qd16", &[4096], 0, 16),
+        ("4k randwrite qd16", &[4096], 100, 16),
+        ("4k-64k 30% writes qd32", &[4096, 16384, 65536], 30, 32),
+    ];
+    println!("{:<20} {:<24} {:>18}", "preset", "workload", "digest");
+    for p in PRESETS {
+        for &(workload, lens_bytes, write_percent, queue_depth) in &workloads {
+            let case = Case {
+                name: workload,
+                preset: p.name,
+                overrides: &[],
+                lens_bytes,
+                write_percent,
+                queue_depth,
+                step_ns: 300,
+            };
+            let (_, digest) = run(&case, commands);
+            println!("{:<20} {:<24} {:>18x}", p.name, workload, digest);
+        }
     }
 }

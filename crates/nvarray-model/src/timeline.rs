@@ -7,8 +7,6 @@
 //! (first-come, first-served by readiness as far as the gaps allow). Intervals that ended
 //! before `now_ns` are forgotten, so the list stays as short as the number of pieces in flight.
 
-use std::collections::VecDeque;
-
 /// Bookings a gap search looks through at most: with this many kept, a booking that would
 /// need a gap goes after the last one instead (never earlier than a correct schedule would
 /// allow, only possibly later). Bounded so a pathological workload cannot make every booking
@@ -25,8 +23,12 @@ pub struct Timeline {
     /// The latest booking, kept inline: the fast path (a booking after everything booked so
     /// far) touches only this, not the heap memory of `earlier`. Empty when `last.1 == 0`.
     last: (u64, u64),
-    /// Earlier bookings: sorted, disjoint, non-touching `[start, end)`, all before `last`.
-    earlier: VecDeque<(u64, u64)>,
+    /// Earlier bookings from index `head` on: sorted, disjoint, non-touching `[start, end)`,
+    /// all before `last`. Entries before `head` are forgotten; forgetting moves `head` rather
+    /// than the entries, and the vector is compacted only once that prefix is long, so a
+    /// booking in a gap costs a binary search and a short move of the entries after it.
+    earlier: Vec<(u64, u64)>,
+    head: usize,
     busy_ns_total: u64,
     /// The latest `now_ns` a booking was made at (debug builds only): bookings that ended
     /// by then may have been forgotten, so a booking dated earlier could land on one.
@@ -116,22 +118,36 @@ impl Timeline {
                 // Every booking has ended: forget them all at once.
                 if !self.earlier.is_empty() {
                     self.earlier.clear();
+                    self.head = 0;
                 }
                 self.last = (ready_ns, end);
             } else if ready_ns == self.last.1 {
                 self.last.1 = end;
             } else {
-                self.earlier.push_back(self.last);
+                self.earlier.push(self.last);
                 self.last = (ready_ns, end);
-                if self.earlier.len() > PRUNE_AT {
+                if self.earlier.len() - self.head > PRUNE_AT {
                     self.prune(now_ns);
                 }
             }
             return ready_ns;
         }
-        self.prune(now_ns);
 
-        if self.earlier.len() >= INTERVALS_MAX {
+        self.prune(now_ns);
+        if self.earlier.len() - self.head >= INTERVALS_MAX {
+            let start = self.last.1;
+            self.last.1 += duration_ns;
+            return start;
+        }
+
+        // Every earlier booking ended by `ready_ns` (the common case of a booking that lands
+        // before `last`): the only gap to try is the one right before `last`.
+        let len = self.earlier.len();
+        if self.earlier.last().is_none_or(|&(_, e)| e <= ready_ns) {
+            if end <= self.last.0 {
+                self.insert(len, ready_ns, end);
+                return ready_ns;
+            }
             let start = self.last.1;
             self.last.1 += duration_ns;
             return start;
@@ -142,26 +158,23 @@ impl Timeline {
         // since a scan from the front over every booking in flight was the model's largest
         // cost at queue depth 32 (`benches/model_cost.rs`).
         let mut start = ready_ns;
-        let mut index = self.earlier.partition_point(|&(_, e)| e <= ready_ns);
-        while index < self.earlier.len() {
+        let mut index =
+            self.head + self.earlier[self.head..].partition_point(|&(_, e)| e <= ready_ns);
+        while index < len {
             let (s, e) = self.earlier[index];
-            if e <= start {
-                index += 1;
-                continue;
-            }
             if s >= start + duration_ns {
                 break;
             }
             start = e;
             index += 1;
         }
-        if index == self.earlier.len() && start + duration_ns > self.last.0 {
+        if index == len && start + duration_ns > self.last.0 {
             // No gap before `last`: go after it.
             let start = self.last.1.max(start);
             if start == self.last.1 {
                 self.last.1 += duration_ns;
             } else {
-                self.earlier.push_back(self.last);
+                self.earlier.push(self.last);
                 self.last = (start, start + duration_ns);
             }
             return start;
@@ -172,17 +185,14 @@ impl Timeline {
 
     /// Booked time at or after `t`, over the bookings still kept (debug checks only: bookings
     /// ending by the current `now` may have been forgotten, later ones never are). Plain
-    /// loops over the two halves of the ring buffer: a debug build runs these on every
-    /// booking, and iterator chains over a `VecDeque` made a simulation 4x slower there.
+    /// loops: a debug build runs these on every booking, and iterator chains over a
+    /// `VecDeque` once made a simulation 4x slower there.
     #[cfg(debug_assertions)]
     fn booked_ns_from(&self, t: u64) -> u64 {
-        let (front, back) = self.earlier.as_slices();
         let mut booked_ns = 0;
-        for half in [front, back] {
-            for &(start, end) in half {
-                if end > t {
-                    booked_ns += end - start.max(t);
-                }
+        for &(start, end) in &self.earlier[self.head..] {
+            if end > t {
+                booked_ns += end - start.max(t);
             }
         }
         if self.last.1 > t {
@@ -199,9 +209,9 @@ impl Timeline {
     fn check_invariants(&self, t: u64, booking: (u64, u64)) -> u64 {
         if self.last.1 == 0 {
             assert!(
-                self.earlier.is_empty(),
+                self.earlier.len() == self.head,
                 "bookings kept with an empty last booking: expected none, found {:?}",
-                self.earlier
+                &self.earlier[self.head..]
             );
             assert!(
                 booking.0 == booking.1,
@@ -210,7 +220,6 @@ impl Timeline {
             );
             return 0;
         }
-        let (front, back) = self.earlier.as_slices();
         let mut booked_ns = 0;
         let mut held = booking.0 == booking.1;
         let mut previous_end: Option<u64> = None;
@@ -232,10 +241,7 @@ impl Timeline {
             }
             held |= start <= booking.0 && booking.1 <= end;
         };
-        for &interval in front {
-            visit(interval);
-        }
-        for &interval in back {
+        for &interval in &self.earlier[self.head..] {
             visit(interval);
         }
         visit(self.last);
@@ -243,33 +249,37 @@ impl Timeline {
             held,
             "booking {booking:?} is not in the timeline after booking it: expected a kept \
              booking to hold it, found {:?} then {:?}",
-            self.earlier, self.last
+            &self.earlier[self.head..],
+            self.last
         );
         booked_ns
     }
 
-    /// Forgets bookings that ended by `now_ns`.
+    /// Forgets bookings that ended by `now_ns`: moves `head` past them, and drops the
+    /// forgotten prefix once it is longer than what is kept.
     fn prune(&mut self, now_ns: u64) {
-        while let Some(&(_, end)) = self.earlier.front() {
-            if end > now_ns {
-                break;
-            }
-            self.earlier.pop_front();
+        // A scan, not a binary search: usually none or one has ended since the last call.
+        while self
+            .earlier
+            .get(self.head)
+            .is_some_and(|&(_, e)| e <= now_ns)
+        {
+            self.head += 1;
+        }
+        if self.head > PRUNE_AT && self.head * 2 > self.earlier.len() {
+            self.earlier.drain(..self.head);
+            self.head = 0;
         }
     }
 
-    /// Inserts `[start, end)` into `earlier` at `index` (it ends at or before `last` starts),
-    /// merging with touching neighbours.
+    /// Inserts `[start, end)` into `earlier` at `index` (it ends at or before `last` starts,
+    /// and after every kept booking before `index`), merging with touching neighbours.
     fn insert(&mut self, index: usize, start: u64, end: u64) {
-        let touches_prev = index > 0 && self.earlier[index - 1].1 == start;
-        let next = if index < self.earlier.len() {
-            Some(self.earlier[index].0)
-        } else {
-            None
-        };
+        let touches_prev = index > self.head && self.earlier[index - 1].1 == start;
+        let next = self.earlier.get(index).map(|&(s, _)| s);
         if next.is_none() && end == self.last.0 {
             if touches_prev {
-                let (s, _) = self.earlier.remove(index - 1).expect("exists");
+                let (s, _) = self.earlier.pop().expect("exists");
                 self.last.0 = s;
             } else {
                 self.last.0 = start;
@@ -294,7 +304,8 @@ impl Timeline {
     pub fn schedule_copy(&self) -> Timeline {
         Timeline {
             last: self.last,
-            earlier: self.earlier.clone(),
+            earlier: self.earlier[self.head..].to_vec(),
+            head: 0,
             busy_ns_total: 0,
             #[cfg(debug_assertions)]
             now_ns_max: self.now_ns_max,
@@ -314,7 +325,7 @@ impl Timeline {
 
     #[cfg(test)]
     pub(crate) fn intervals(&self) -> Vec<(u64, u64)> {
-        let mut v: Vec<(u64, u64)> = self.earlier.iter().copied().collect();
+        let mut v: Vec<(u64, u64)> = self.earlier[self.head..].to_vec();
         if self.last.1 > 0 {
             v.push(self.last);
         }
@@ -349,15 +360,20 @@ mod tests {
     #[test]
     fn past_intervals_are_forgotten() {
         let mut t = Timeline::new();
-        t.reserve(0, 0, 10);
-        t.reserve(0, 20, 10);
-        // A booking that needs a gap search prunes first.
-        t.reserve(25, 25, 5);
-        assert_eq!(t.intervals(), vec![(20, 35)]);
-        assert_eq!(t.busy_ns_total(), 25);
+        // PRUNE_AT + 2 bookings with gaps between them, then one far ahead.
+        let count = PRUNE_AT as u64 + 2;
+        for i in 0..count {
+            t.reserve(0, 20 * i, 10);
+        }
+        t.reserve(0, 5000, 10);
+        // A booking in a gap once the list is long forgets the bookings that ended by now:
+        // at 335, those up to [320, 330); the new one touches [340, 350) and merges with it.
+        t.reserve(335, 335, 5);
+        assert_eq!(t.intervals(), vec![(335, 350), (5000, 5010)]);
+        assert_eq!(t.busy_ns_total(), count * 10 + 10 + 5);
         // A booking after everything has ended starts a fresh list.
-        t.reserve(100, 100, 5);
-        assert_eq!(t.intervals(), vec![(100, 105)]);
+        t.reserve(6000, 6000, 5);
+        assert_eq!(t.intervals(), vec![(6000, 6005)]);
     }
 
     #[test]
@@ -387,7 +403,7 @@ mod tests {
     #[should_panic(expected = "bookings out of order, overlapping or unmerged")]
     fn overlapping_bookings_next_to_a_new_one_are_caught() {
         let mut t = Timeline::new();
-        t.earlier = VecDeque::from([(0, 10), (25, 45)]);
+        t.earlier = vec![(0, 10), (25, 45)];
         t.last = (40, 50);
         // Fast path: the last booking moves into `earlier`, behind one it overlaps.
         t.reserve(0, 60, 5);
@@ -399,7 +415,7 @@ mod tests {
     #[should_panic(expected = "bookings out of order, overlapping or unmerged")]
     fn overlapping_bookings_anywhere_are_caught() {
         let mut t = Timeline::new();
-        t.earlier = VecDeque::from([(0, 10), (5, 20), (100, 110)]);
+        t.earlier = vec![(0, 10), (5, 20), (100, 110)];
         t.last = (300, 400);
         t.reserve(0, 200, 5);
     }
