@@ -19,7 +19,8 @@ use crate::breakdown::{Breakdown, Component};
 use crate::config::{ControllerMode, DeviceConfig, Policy, Protocol};
 use crate::error::CommandError;
 use crate::link::{
-    bytes_to_ns, fs_per_byte, wire_bytes, Carries, Direction, DirectionTraffic, Link,
+    bytes_to_ns, fs_per_byte, wire_bytes, Carries, Direction, DirectionTraffic, DmaTransfer, Link,
+    Transfer,
 };
 use crate::memory::{Access, Memory, WearStats};
 use crate::timeline::Timeline;
@@ -287,6 +288,35 @@ struct StageNs {
     dma_setup: u64,
 }
 
+/// The link cost of each fixed-size protocol message, computed when the device is built.
+#[derive(Clone, Copy, Debug)]
+struct Messages {
+    /// A 4-byte posted write: an NVMe doorbell, an MSI, Moneta's interrupt.
+    word: Transfer,
+    /// Moneta's and DC Express's command, one programmed-I/O write of `command_bytes`.
+    command: Transfer,
+    /// The device fetching a 64-byte NVMe submission queue entry.
+    sqe: DmaTransfer,
+    /// A 16-byte NVMe completion queue entry.
+    cqe: Transfer,
+    /// A header-only read request (Moneta's status read).
+    request: Transfer,
+    /// An 8-byte status word: Moneta's status answer, DC Express's write status.
+    status: Transfer,
+}
+
+/// What one piece of a given size costs on the ring and the link, kept for the last size
+/// seen (a workload of one transfer size computes it once).
+#[derive(Clone, Copy, Debug, Default)]
+struct PieceCosts {
+    len_bytes: u32,
+    ring_ns: u64,
+    /// A read's data to the host.
+    to_host: Transfer,
+    /// A write's data, read from the host by DMA.
+    from_host: DmaTransfer,
+}
+
 /// The modelled array. See the module docs for the life of a command.
 #[derive(Clone, Debug)]
 pub struct DeviceModel {
@@ -295,6 +325,8 @@ pub struct DeviceModel {
     page_bytes: u32,
     now_ns: u64,
     link: Link,
+    messages: Messages,
+    piece_costs: PieceCosts,
     memory: Memory,
     ring: Timeline,
     ring_fs_per_byte: u64,
@@ -326,6 +358,15 @@ impl DeviceModel {
             ControllerMode::Hardware => 1,
             ControllerMode::Firmware => c.firmware_cores,
         };
+        let link = Link::new(&cfg.link);
+        let messages = Messages {
+            word: link.transfer(4),
+            command: link.transfer(u64::from(cfg.interface.command_bytes)),
+            sqe: link.dma_transfer(64),
+            cqe: link.transfer(16),
+            request: link.transfer(0),
+            status: link.transfer(8),
+        };
         DeviceModel {
             stage_ns: StageNs {
                 command: c.hardware_command_ns + c.cycles_ns(c.hardware_command_cycles),
@@ -335,7 +376,9 @@ impl DeviceModel {
             },
             page_bytes: cfg.interface.page_bytes,
             now_ns: 0,
-            link: Link::new(&cfg.link),
+            link,
+            messages,
+            piece_costs: PieceCosts::default(),
             memory: Memory::new(&cfg.memory, &cfg.wear),
             ring: Timeline::new(),
             // The raw rate: packet headers are counted once, in the wire bytes of each transfer.
@@ -488,19 +531,25 @@ impl DeviceModel {
             // (Moneta MICRO'10 slides); DC Express too sends the whole command in one
             // programmed-I/O write, so the device fetches nothing.
             Protocol::Moneta | Protocol::DcExpress => {
-                let bytes = u64::from(self.cfg.interface.command_bytes);
                 self.link
-                    .send(Direction::ToDevice, Carries::Protocol, now, now, bytes)
+                    .send_transfer(
+                        Direction::ToDevice,
+                        Carries::Protocol,
+                        now,
+                        now,
+                        self.messages.command,
+                    )
                     .1
             }
             Protocol::Nvme => {
+                let m = self.messages;
                 let doorbell = self
                     .link
-                    .send(Direction::ToDevice, Carries::Protocol, now, now, 4)
+                    .send_transfer(Direction::ToDevice, Carries::Protocol, now, now, m.word)
                     .1;
                 let sqe = self
                     .link
-                    .device_reads_host(Carries::Protocol, now, doorbell, 64)
+                    .dma_read(Carries::Protocol, now, doorbell, m.sqe)
                     .arrival_ns;
                 let page = u64::from(self.cfg.interface.page_bytes);
                 let pages = u64::from(len_bytes).div_ceil(page);
@@ -627,14 +676,8 @@ impl DeviceModel {
         let len = slot.unscheduled_bytes.min(buffer_bytes);
         let offset = slot.offset_bytes + u64::from(slot.len_bytes - slot.unscheduled_bytes);
         let start = now + self.stage_ns.dma_setup;
-        let ring_ns = bytes_to_ns(
-            wire_bytes(
-                u64::from(len),
-                self.cfg.ring.packet_payload_bytes,
-                self.cfg.ring.packet_header_bytes,
-            ),
-            self.ring_fs_per_byte,
-        );
+        let costs = self.piece_costs(len);
+        let ring_ns = costs.ring_ns;
         let ring_latency = self.cfg.ring.latency_ns;
         let setup = stage(Component::Controller, now, start);
         let (release, stages) = if slot.op_is_read {
@@ -643,12 +686,12 @@ impl DeviceModel {
                     .access(now, start, Access::Read, offset, u64::from(len));
             let ring_start = self.ring.reserve(now, media_end, ring_ns);
             let ring_end = ring_start + ring_ns + ring_latency;
-            let (link_start, arrival) = self.link.send(
+            let (link_start, arrival) = self.link.send_transfer(
                 Direction::ToHost,
                 Carries::Data,
                 now,
                 ring_end,
-                u64::from(len),
+                costs.to_host,
             );
             // The buffer is free once the last byte has left; the data lands one propagation
             // later, while the completion is already on its way behind it (so the breakdown
@@ -668,7 +711,7 @@ impl DeviceModel {
         } else {
             let dma = self
                 .link
-                .device_reads_host(Carries::Data, now, start, u64::from(len));
+                .dma_read(Carries::Data, now, start, costs.from_host);
             let ring_start = self.ring.reserve(now, dma.arrival_ns, ring_ns);
             let ring_end = ring_start + ring_ns + ring_latency;
             let (media_start, media_end) =
@@ -703,6 +746,26 @@ impl DeviceModel {
         self.push_event(release, EventKind::PieceDone, tag);
     }
 
+    /// The ring and link costs of a piece of `len_bytes` (computed again only when the size
+    /// changes).
+    #[inline]
+    fn piece_costs(&mut self, len_bytes: u32) -> PieceCosts {
+        if self.piece_costs.len_bytes != len_bytes {
+            let len = u64::from(len_bytes);
+            let ring = &self.cfg.ring;
+            self.piece_costs = PieceCosts {
+                len_bytes,
+                ring_ns: bytes_to_ns(
+                    wire_bytes(len, ring.packet_payload_bytes, ring.packet_header_bytes),
+                    self.ring_fs_per_byte,
+                ),
+                to_host: self.link.transfer(len),
+                from_host: self.link.dma_transfer(len),
+            };
+        }
+        self.piece_costs
+    }
+
     /// Posts the completion of `tag`'s command and frees the tag.
     fn complete(&mut self, tag: u32) -> Completion {
         let now = self.now_ns;
@@ -716,32 +779,30 @@ impl DeviceModel {
             ControllerMode::Firmware => c.firmware_completion_ns,
         };
         let posted = self.engine_work(now, work_ns);
+        let m = self.messages;
+        let (to_host, to_device, protocol_bytes) =
+            (Direction::ToHost, Direction::ToDevice, Carries::Protocol);
         let visible = match protocol {
             Protocol::Nvme => {
                 // CQ entry, then the MSI behind it; a polling host sees the entry itself, then
                 // writes the CQ head doorbell (OpenExpress's step 9; drivers may batch it,
                 // this charges one per command).
-                let (_, cqe) =
-                    self.link
-                        .send(Direction::ToHost, Carries::Protocol, now, posted, 16);
-                self.link
-                    .send(Direction::ToHost, Carries::Protocol, now, posted, 4);
-                self.link
-                    .send(Direction::ToDevice, Carries::Protocol, now, cqe, 4);
+                let link = &mut self.link;
+                let (_, cqe) = link.send_transfer(to_host, protocol_bytes, now, posted, m.cqe);
+                link.send_transfer(to_host, protocol_bytes, now, posted, m.word);
+                link.send_transfer(to_device, protocol_bytes, now, cqe, m.word);
                 cqe
             }
             Protocol::Moneta => {
                 // "It sets some status registers and then raises an interrupt so that the host
                 // can come back and check the status" (Moneta talk).
+                let link = &mut self.link;
                 let (_, interrupt) =
-                    self.link
-                        .send(Direction::ToHost, Carries::Protocol, now, posted, 4);
+                    link.send_transfer(to_host, protocol_bytes, now, posted, m.word);
                 let (_, request) =
-                    self.link
-                        .send(Direction::ToDevice, Carries::Protocol, now, interrupt, 0);
+                    link.send_transfer(to_device, protocol_bytes, now, interrupt, m.request);
                 let answer = request + self.cfg.interface.status_read_ns;
-                self.link
-                    .send(Direction::ToHost, Carries::Protocol, now, answer, 8)
+                link.send_transfer(to_host, protocol_bytes, now, answer, m.status)
                     .1
             }
             // The last byte of data lands one propagation after it left, and with it the tag
@@ -753,7 +814,7 @@ impl DeviceModel {
             // one posted write, no interrupt, no status read.
             Protocol::DcExpress => {
                 self.link
-                    .send(Direction::ToHost, Carries::Protocol, now, posted, 8)
+                    .send_transfer(to_host, protocol_bytes, now, posted, m.status)
                     .1
             }
         };

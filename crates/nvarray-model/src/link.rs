@@ -147,6 +147,26 @@ pub fn fs_per_byte(bytes_per_s: f64) -> u64 {
     (1e15 / bytes_per_s).round().max(1.0) as u64
 }
 
+/// A transfer's packets, wire bytes and time on one direction of the link, computed once for
+/// its payload size (`Link::transfer`). Protocol messages have fixed sizes, so the device
+/// computes theirs when it is built, and a piece's data once per transfer size: the divisions
+/// stay off the per-command path.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Transfer {
+    pub packets: u64,
+    pub wire_bytes: u64,
+    pub ns: u64,
+}
+
+/// A DMA read by the device of one size, computed once (`Link::dma_transfer`): the header-only
+/// read requests towards the host, the first request's own time, and the data coming back.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct DmaTransfer {
+    requests: Transfer,
+    first_request_ns: u64,
+    data: Transfer,
+}
+
 /// The times of one DMA read by the device (`Link::device_reads_host`).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct DmaRead {
@@ -196,6 +216,42 @@ impl Link {
         }
     }
 
+    /// What sending `payload_bytes` (0 for a header-only TLP) costs: packets, wire bytes, time.
+    pub fn transfer(&self, payload_bytes: u64) -> Transfer {
+        let packets = tlps(payload_bytes, self.max_payload_bytes);
+        let wire_bytes = payload_bytes + packets * u64::from(self.overhead_bytes);
+        debug_assert!(
+            wire_bytes >= payload_bytes,
+            "fewer bytes on the wire than in the payload: expected >= {payload_bytes}, found \
+             {wire_bytes}"
+        );
+        let ns = bytes_to_ns(wire_bytes, self.fs_per_byte);
+        debug_assert!(
+            wire_bytes == 0 || ns > 0,
+            "{wire_bytes} bytes on the wire took no time: expected a duration > 0"
+        );
+        Transfer {
+            packets,
+            wire_bytes,
+            ns,
+        }
+    }
+
+    /// What a DMA read of `bytes` by the device costs (see `device_reads_host`).
+    pub fn dma_transfer(&self, bytes: u64) -> DmaTransfer {
+        let requests = tlps(bytes, self.max_read_request_bytes);
+        let request_wire = requests * u64::from(self.overhead_bytes);
+        DmaTransfer {
+            requests: Transfer {
+                packets: requests,
+                wire_bytes: request_wire,
+                ns: bytes_to_ns(request_wire, self.fs_per_byte),
+            },
+            first_request_ns: bytes_to_ns(u64::from(self.overhead_bytes), self.fs_per_byte),
+            data: self.transfer(bytes),
+        }
+    }
+
     /// Sends `payload_bytes` (0 for a header-only TLP) once it is ready; returns
     /// `(start, arrival)`: when the first byte left and when the last byte arrived.
     pub fn send(
@@ -206,28 +262,34 @@ impl Link {
         ready_ns: u64,
         payload_bytes: u64,
     ) -> (u64, u64) {
-        let packets = tlps(payload_bytes, self.max_payload_bytes);
-        let wire = payload_bytes + packets * u64::from(self.overhead_bytes);
-        debug_assert!(
-            packets >= 1,
-            "a transfer without a TLP: expected at least 1, found 0 for {payload_bytes} bytes"
+        let transfer = self.transfer(payload_bytes);
+        self.send_transfer(dir, carries, now_ns, ready_ns, transfer)
+    }
+
+    /// `send` of a transfer whose cost was computed before (`transfer`).
+    #[inline]
+    pub fn send_transfer(
+        &mut self,
+        dir: Direction,
+        carries: Carries,
+        now_ns: u64,
+        ready_ns: u64,
+        transfer: Transfer,
+    ) -> (u64, u64) {
+        debug_assert_eq!(
+            transfer,
+            self.transfer(transfer.wire_bytes - transfer.packets * u64::from(self.overhead_bytes)),
+            "a transfer computed for another link: expected its cost on this one"
         );
-        debug_assert!(
-            wire >= payload_bytes,
-            "fewer bytes on the wire than in the payload: expected >= {payload_bytes}, found {wire}"
-        );
-        self.traffic[dir as usize].of(carries).add(packets, wire);
-        let duration = bytes_to_ns(wire, self.fs_per_byte);
-        debug_assert!(
-            wire == 0 || duration > 0,
-            "{wire} bytes on the wire took no time: expected a duration > 0"
-        );
-        let start = self.timeline(dir).reserve(now_ns, ready_ns, duration);
+        self.traffic[dir as usize]
+            .of(carries)
+            .add(transfer.packets, transfer.wire_bytes);
+        let start = self.timeline(dir).reserve(now_ns, ready_ns, transfer.ns);
         debug_assert!(
             start >= ready_ns,
             "transfer left before it was ready: expected start >= {ready_ns}, found {start}"
         );
-        (start, start + duration + self.propagation_ns)
+        (start, start + transfer.ns + self.propagation_ns)
     }
 
     /// The device reads `bytes` of host memory by DMA: read requests go to the host, the host
@@ -239,21 +301,35 @@ impl Link {
         ready_ns: u64,
         bytes: u64,
     ) -> DmaRead {
-        let requests = tlps(bytes, self.max_read_request_bytes);
-        let request_wire = requests * u64::from(self.overhead_bytes);
+        let dma = self.dma_transfer(bytes);
+        self.dma_read(carries, now_ns, ready_ns, dma)
+    }
+
+    /// `device_reads_host` of a read whose cost was computed before (`dma_transfer`).
+    #[inline]
+    pub fn dma_read(
+        &mut self,
+        carries: Carries,
+        now_ns: u64,
+        ready_ns: u64,
+        transfer: DmaTransfer,
+    ) -> DmaRead {
+        let requests = transfer.requests;
         self.traffic[Direction::ToHost as usize]
             .of(carries)
-            .add(requests, request_wire);
-        let request_ns = bytes_to_ns(request_wire, self.fs_per_byte);
-        let start = self.to_host.reserve(now_ns, ready_ns, request_ns);
+            .add(requests.packets, requests.wire_bytes);
+        let start = self.to_host.reserve(now_ns, ready_ns, requests.ns);
         // The first request reaches host memory one propagation later; data flows back as
         // soon as the host answers, overlapping the remaining requests.
-        let first_request_arrival = start
-            + bytes_to_ns(u64::from(self.overhead_bytes), self.fs_per_byte)
-            + self.propagation_ns;
+        let first_request_arrival = start + transfer.first_request_ns + self.propagation_ns;
         let data_ready = first_request_arrival + self.host_read_latency_ns;
-        let (data_start, arrival) =
-            self.send(Direction::ToDevice, carries, now_ns, data_ready, bytes);
+        let (data_start, arrival) = self.send_transfer(
+            Direction::ToDevice,
+            carries,
+            now_ns,
+            data_ready,
+            transfer.data,
+        );
         let dma = DmaRead {
             start_ns: start,
             data_ready_ns: data_ready,
