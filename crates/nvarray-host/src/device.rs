@@ -271,9 +271,12 @@ impl Device {
         len_bytes: u32,
         data: Option<&[u8]>,
     ) -> Result<Prepared, HostError> {
-        let tag = self.tags.acquire(cpu_hint()).ok_or(HostError::NoTag {
-            tags: self.tags.tags(),
-        })?;
+        let tag = self
+            .tags
+            .acquire(cpu_hint())
+            .ok_or_else(|| HostError::NoTag {
+                tags: self.tags.tags(),
+            })?;
         let dma = self.emu.dma();
         if let Some(data) = data {
             // SAFETY: we hold `tag`, so no command uses its buffer until we issue one.

@@ -26,6 +26,33 @@ pub struct DeviceConfig {
     pub wear: WearConfig,
     #[serde(default)]
     pub host: HostConfig,
+    #[serde(default)]
+    pub model: ModelConfig,
+}
+
+/// Which timing model runs the device.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ModelConfig {
+    #[serde(default)]
+    pub kind: ModelKind,
+    /// For `kind = "null"`: how long after its submission every command completes.
+    #[serde(default)]
+    pub null_latency_ns: u64,
+}
+
+/// The timing model behind a device.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum ModelKind {
+    /// The whole array: link, command protocol, controller, buffers, ring, memory.
+    #[default]
+    Array,
+    /// Every command completes `model.null_latency_ns` after it is submitted, with no shared
+    /// resource, like Linux's `null_blk`: a target for testing software, and the emulator's
+    /// own path with the model's cost near zero. The other sections still give the device's
+    /// size, block size, largest transfer, tags and command protocol.
+    Null,
 }
 
 /// The PCIe host link. Both directions have the full bandwidth (full duplex).
@@ -389,6 +416,7 @@ impl DeviceConfig {
         )?;
         check_latency("link.propagation_ns", l.propagation_ns)?;
         check_latency("link.host_read_latency_ns", l.host_read_latency_ns)?;
+        check_latency("model.null_latency_ns", self.model.null_latency_ns)?;
 
         let i = &self.interface;
         check_latency("interface.status_read_ns", i.status_read_ns)?;

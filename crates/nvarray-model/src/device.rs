@@ -272,6 +272,42 @@ fn attribute_critical_path(pieces: &[PieceStages], ready_ns: u64, b: &mut Breakd
     end
 }
 
+/// Checks a command against the device's geometry: a length from one block to the largest
+/// transfer, block-aligned, inside the capacity.
+pub(crate) fn check_command(
+    cfg: &DeviceConfig,
+    offset_bytes: u64,
+    len_bytes: u32,
+) -> Result<(), CommandError> {
+    let c = &cfg.controller;
+    if len_bytes == 0 || len_bytes > c.max_transfer_bytes {
+        return Err(CommandError::BadLength {
+            len_bytes,
+            max_transfer_bytes: c.max_transfer_bytes,
+        });
+    }
+    let block = u64::from(c.block_bytes);
+    if !offset_bytes.is_multiple_of(block) || u64::from(len_bytes) % block != 0 {
+        return Err(CommandError::Misaligned {
+            offset_bytes,
+            len_bytes,
+            block_bytes: c.block_bytes,
+        });
+    }
+    let size_bytes = cfg.memory.capacity_bytes;
+    if offset_bytes
+        .checked_add(u64::from(len_bytes))
+        .is_none_or(|end| end > size_bytes)
+    {
+        return Err(CommandError::OutOfRange {
+            offset_bytes,
+            len_bytes,
+            size_bytes,
+        });
+    }
+    Ok(())
+}
+
 #[derive(Clone, Copy, Debug)]
 struct Waiting {
     cmd: Command,
@@ -319,7 +355,7 @@ struct PieceCosts {
 
 /// The modelled array. See the module docs for the life of a command.
 #[derive(Clone, Debug)]
-pub struct DeviceModel {
+pub struct ArrayModel {
     cfg: DeviceConfig,
     stage_ns: StageNs,
     page_bytes: u32,
@@ -349,7 +385,7 @@ pub struct DeviceModel {
     commands_done: u64,
 }
 
-impl DeviceModel {
+impl ArrayModel {
     /// Builds the device; the config must already be valid (`DeviceConfig::validate`).
     pub fn new(cfg: &DeviceConfig) -> Self {
         debug_assert!(cfg.validate().is_ok());
@@ -367,7 +403,7 @@ impl DeviceModel {
             request: link.transfer(0),
             status: link.transfer(8),
         };
-        DeviceModel {
+        ArrayModel {
             stage_ns: StageNs {
                 command: c.hardware_command_ns + c.cycles_ns(c.hardware_command_cycles),
                 page: c.cycles_ns(c.hardware_page_cycles),
@@ -411,33 +447,7 @@ impl DeviceModel {
 
     /// Checks a command against the device's geometry without changing anything.
     pub fn check(&self, offset_bytes: u64, len_bytes: u32) -> Result<(), CommandError> {
-        let c = &self.cfg.controller;
-        if len_bytes == 0 || len_bytes > c.max_transfer_bytes {
-            return Err(CommandError::BadLength {
-                len_bytes,
-                max_transfer_bytes: c.max_transfer_bytes,
-            });
-        }
-        let block = u64::from(c.block_bytes);
-        if !offset_bytes.is_multiple_of(block) || u64::from(len_bytes) % block != 0 {
-            return Err(CommandError::Misaligned {
-                offset_bytes,
-                len_bytes,
-                block_bytes: c.block_bytes,
-            });
-        }
-        let size_bytes = self.capacity_bytes();
-        if offset_bytes
-            .checked_add(u64::from(len_bytes))
-            .is_none_or(|end| end > size_bytes)
-        {
-            return Err(CommandError::OutOfRange {
-                offset_bytes,
-                len_bytes,
-                size_bytes,
-            });
-        }
-        Ok(())
+        check_command(&self.cfg, offset_bytes, len_bytes)
     }
 
     /// Issues `cmd` at `now_ns` (not before the last call's time, and after `advance` has

@@ -11,10 +11,12 @@
 pub mod breakdown;
 pub mod config;
 pub mod device;
+pub mod device_model;
 pub mod disk;
 pub mod error;
 pub mod link;
 pub mod memory;
+pub mod null_device;
 pub mod overrides;
 pub mod presets;
 pub mod protocol_cost;
@@ -22,8 +24,9 @@ pub mod timeline;
 pub mod wear;
 
 pub use breakdown::{Breakdown, Component};
-pub use config::{ControllerMode, DeviceConfig, Policy, Protocol};
-pub use device::{Command, Completion, DeviceModel, Op, ResourceBusy};
+pub use config::{ControllerMode, DeviceConfig, ModelKind, Policy, Protocol};
+pub use device::{ArrayModel, Command, Completion, Op, ResourceBusy};
+pub use device_model::DeviceModel;
 pub use error::{CommandError, ConfigError};
 pub use memory::WearStats;
 pub use overrides::{apply_overrides, parse_assignment};

@@ -38,6 +38,7 @@ pub const PRESETS: &[Preset] = &[
     preset!("dc-express-gen3x8"),
     preset!("hdd"),
     preset!("pcie-flash-2010"),
+    preset!("null"),
 ];
 
 /// The preset called `name`, or an error listing the choices.

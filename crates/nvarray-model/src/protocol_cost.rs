@@ -7,7 +7,8 @@
 use serde::Serialize;
 
 use crate::config::{DeviceConfig, Protocol};
-use crate::device::{Command, DeviceModel, Op};
+use crate::device::{Command, Op};
+use crate::device_model::DeviceModel;
 use crate::link::DirectionTraffic;
 
 /// The link traffic of one command.

@@ -5,7 +5,7 @@
 use std::collections::BTreeMap;
 
 use nvarray_model::presets::PRESETS;
-use nvarray_model::{Command, Component, DeviceModel, Op};
+use nvarray_model::{Command, Component, DeviceModel, ModelKind, Op};
 use proptest::prelude::*;
 
 fn config(preset: usize, mut overrides: Vec<(String, String)>) -> nvarray_model::DeviceConfig {
@@ -71,7 +71,11 @@ proptest! {
             assert_eq!(c.submit_ns, submit);
             assert_eq!(c.len_bytes, len);
             assert!(c.visible_ns >= reported_at, "completion visible at {} reported at {reported_at}", c.visible_ns);
-            assert!(c.visible_ns > submit);
+            match cfg.model.kind {
+                // Every part of the array takes time.
+                ModelKind::Array => assert!(c.visible_ns > submit),
+                ModelKind::Null => assert_eq!(c.visible_ns, submit + cfg.model.null_latency_ns),
+            }
             assert_eq!(c.breakdown.total_ns(), c.visible_ns - c.submit_ns, "breakdown {:?}", c.breakdown);
             assert!(done.insert(c.id, c.visible_ns).is_none(), "command {} completed twice", c.id);
         };

@@ -10,7 +10,8 @@ use nvarray_model::{Breakdown, Component};
 use serde::ser::SerializeMap;
 use serde::{Serialize, Serializer};
 
-/// Latency percentiles in nanoseconds, from an HDR histogram (3 significant digits).
+/// Latency percentiles in nanoseconds, from an HDR histogram (3 significant digits), with the
+/// exact minimum and maximum.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Serialize)]
 pub struct LatencySummary {
     pub mean: f64,
@@ -24,19 +25,26 @@ pub struct LatencySummary {
 }
 
 impl LatencySummary {
-    pub fn from_histogram(h: &Histogram<u64>) -> Self {
+    /// The summary of the values recorded in `h`, whose exact least and greatest were
+    /// `min_ns` and `max_ns`. A histogram answers with the top of the bucket a value fell in
+    /// (3,001 for a run of requests that all took 3,000 ns); percentiles are kept inside the
+    /// exact range, so no figure is outside what was measured. Values are recorded in `h`
+    /// one higher than they were, so that 0 keeps its own bucket.
+    pub fn from_histogram(h: &Histogram<u64>, min_ns: u64, max_ns: u64) -> Self {
         if h.is_empty() {
             return Self::default();
         }
+        // Values are recorded one higher (the histogram's least value is 1; see `count`).
+        let at = |q: f64| (h.value_at_quantile(q) - 1).clamp(min_ns, max_ns);
         LatencySummary {
             mean: h.mean(),
-            min: h.min(),
-            p50: h.value_at_quantile(0.50),
-            p99: h.value_at_quantile(0.99),
-            p999: h.value_at_quantile(0.999),
-            p9999: h.value_at_quantile(0.9999),
-            p99999: h.value_at_quantile(0.99999),
-            max: h.max(),
+            min: min_ns,
+            p50: at(0.50),
+            p99: at(0.99),
+            p999: at(0.999),
+            p9999: at(0.9999),
+            p99999: at(0.99999),
+            max: max_ns,
         }
     }
 }
@@ -272,6 +280,9 @@ impl BusyClock {
 pub struct StreamStats {
     pub name: String,
     histogram: Histogram<u64>,
+    /// The exact least and greatest latency recorded (the histogram's are bucketed).
+    latency_min_ns: u64,
+    latency_max_ns: u64,
     breakdown_sum: Breakdown,
     requests: u64,
     read_requests: u64,
@@ -290,6 +301,8 @@ impl StreamStats {
             // 1 ns to one hour at 3 significant digits.
             histogram: Histogram::new_with_bounds(1, 3_600_000_000_000, 3)
                 .expect("valid histogram bounds"),
+            latency_min_ns: u64::MAX,
+            latency_max_ns: 0,
             breakdown_sum: Breakdown::default(),
             requests: 0,
             read_requests: 0,
@@ -334,7 +347,10 @@ impl StreamStats {
 
     #[inline]
     fn count(&mut self, is_read: bool, len_bytes: u32, latency_ns: u64) {
-        self.histogram.saturating_record(latency_ns.max(1));
+        // One higher, so a request of 0 ns (the null device) is not counted as 1 ns.
+        self.histogram.saturating_record(latency_ns + 1);
+        self.latency_min_ns = self.latency_min_ns.min(latency_ns);
+        self.latency_max_ns = self.latency_max_ns.max(latency_ns);
         self.requests += 1;
         if is_read {
             self.read_requests += 1;
@@ -348,6 +364,8 @@ impl StreamStats {
         self.histogram
             .add(&other.histogram)
             .expect("same histogram bounds");
+        self.latency_min_ns = self.latency_min_ns.min(other.latency_min_ns);
+        self.latency_max_ns = self.latency_max_ns.max(other.latency_max_ns);
         self.breakdown_sum.add(&other.breakdown_sum);
         self.requests += other.requests;
         self.read_requests += other.read_requests;
@@ -380,7 +398,11 @@ impl StreamStats {
                 } else {
                     self.breakdown_sum.total_ns() as f64 / n
                 },
-                ..LatencySummary::from_histogram(&self.histogram)
+                ..LatencySummary::from_histogram(
+                    &self.histogram,
+                    self.latency_min_ns,
+                    self.latency_max_ns,
+                )
             },
             breakdown_ns: BreakdownNs(
                 Component::ALL
@@ -468,6 +490,35 @@ impl RunReport {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// Percentiles never leave the range that was measured, and the least and greatest are
+    /// exact, though the histogram keeps 3 significant digits: requests that all took
+    /// 3,000 ns report 3,000 everywhere (the histogram alone says 3,001), and a greatest
+    /// value between two buckets' tops is reported as it was.
+    #[test]
+    fn latency_figures_stay_inside_what_was_measured() {
+        let mut all_equal = StreamStats::new("a");
+        for _ in 0..100 {
+            all_equal.record_host(true, 512, 3000);
+        }
+        let t = all_equal.totals(1_000_000).latency_ns;
+        assert_eq!(
+            (t.min, t.p50, t.p99, t.p99999, t.max),
+            (3000, 3000, 3000, 3000, 3000)
+        );
+        let mut spread = StreamStats::new("b");
+        for latency_ns in [1_000, 2_000, 1_234_567] {
+            spread.record_host(false, 4096, latency_ns);
+        }
+        let t = spread.totals(1_000_000).latency_ns;
+        assert_eq!((t.min, t.max), (1_000, 1_234_567));
+        assert!(t.p99 <= t.max && t.p50 >= t.min, "{t:?}");
+        let mut merged = StreamStats::new("all");
+        merged.merge(&all_equal);
+        merged.merge(&spread);
+        let t = merged.totals(1_000_000).latency_ns;
+        assert_eq!((t.min, t.max), (1_000, 1_234_567));
+    }
 
     /// `record_host` is `record` with the whole latency as host time, request for request,
     /// however the requests mix reads, writes and sizes.

@@ -115,3 +115,51 @@ fn too_many_threads_are_refused_before_any_starts() {
     assert!(message.contains("2048 threads"), "{message}");
     assert!(message.contains("--engine sim"), "{message}");
 }
+
+/// The null device through the whole emulator: no request is seen before its fixed latency
+/// has passed, and the model's share of every request is exactly that latency (what is left
+/// is the emulator's and the host's own time).
+#[test]
+fn the_null_device_completes_every_request_its_latency_after_submission() {
+    let latency_ns = 20_000;
+    let cfg = preset("null")
+        .unwrap()
+        .load(&[
+            ("memory.capacity_bytes".into(), SIZE.to_string()),
+            ("model.null_latency_ns".into(), latency_ns.to_string()),
+        ])
+        .unwrap();
+    for device_threads in [0, 1] {
+        let options = Options {
+            device_threads,
+            ..Options::default()
+        };
+        let device = Device::open(&cfg, &options).unwrap();
+        let w = workload(&[
+            ("rw", "randrw"),
+            ("bssplit", "512/50:16k/50"),
+            ("iodepth", "4"),
+            ("number_ios", "2000"),
+        ]);
+        let report = emu::run_on(&device, &w, &mut |_| {}).unwrap();
+        let totals = &report.totals;
+        assert_eq!(totals.requests, 2000);
+        assert!(
+            totals.latency_ns.min >= latency_ns,
+            "a request was seen {} ns after submission, before the null device's {latency_ns} ns \
+             ({device_threads} device threads)",
+            totals.latency_ns.min
+        );
+        let media = totals
+            .breakdown_ns
+            .0
+            .iter()
+            .find(|(name, _)| *name == "media")
+            .unwrap()
+            .1;
+        assert_eq!(
+            media, latency_ns as f64,
+            "the model's share of each request"
+        );
+    }
+}

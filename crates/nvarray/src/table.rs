@@ -8,6 +8,15 @@ use nvarray_workload::{JobSpec, Verify, Workload};
 
 /// One line describing the device.
 pub fn device_line(d: &DeviceConfig) -> String {
+    if d.model.kind == nvarray_model::ModelKind::Null {
+        return format!(
+            "{} — {} null device: every command completes {} ns after submission, nothing shared, {} interface",
+            d.name,
+            nvarray_workload::format_size(d.memory.capacity_bytes),
+            d.model.null_latency_ns,
+            d.interface.protocol.name(),
+        );
+    }
     format!(
         "{} — {} of {} media, PCIe gen{} x{}, {} interface, {} controller, policy {}, {} memory controllers x {} banks",
         d.name,

@@ -191,6 +191,36 @@ fn set_changes_the_model() {
     assert_eq!(host["breakdown_ns"]["host"].as_f64().unwrap(), 5000.0);
 }
 
+/// The null preset in the simulator: every request takes exactly the fixed latency, all of it
+/// the device's, and the device line says what the device is rather than listing unused parts.
+#[test]
+fn the_null_preset_completes_every_request_after_its_fixed_latency() {
+    let r = json(&[
+        "sim",
+        "--preset",
+        "null",
+        "--set",
+        "model.null_latency_ns=3us",
+        "--rw",
+        "randrw",
+        "--iodepth",
+        "8",
+        "--number_ios",
+        "500",
+        "--json",
+    ]);
+    for p in ["min", "p50", "max"] {
+        assert_eq!(r["latency_ns"][p].as_u64().unwrap(), 3000, "{p} of {r}");
+    }
+    assert_eq!(r["breakdown_ns"]["media"].as_f64().unwrap(), 3000.0);
+    let out = nvarray(&["sim", "--preset", "null", "--number_ios", "100"]);
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        text.contains("null device: every command completes 0 ns after submission"),
+        "{text}"
+    );
+}
+
 #[test]
 fn sweep_writes_json_and_a_plot() {
     let dir = scratch("sweep");
