@@ -15,6 +15,7 @@ pub const LATENESS_PERCENT_TOLERATED: u64 = 5;
 /// Lateness percentiles and the verdict.
 #[derive(Clone, Debug, PartialEq)]
 pub struct LatenessReport {
+    pub mean_ns: f64,
     pub p50_ns: u64,
     pub p99_ns: u64,
     pub max_ns: u64,
@@ -29,6 +30,8 @@ pub struct Lateness {
     histogram: Histogram<u64>,
     /// The exact greatest lateness (the histogram's is the top of its bucket).
     max_ns: u64,
+    /// Every lateness summed, for the exact mean.
+    late_ns_sum: u128,
     modelled_ns_sum: u128,
     early: u64,
 }
@@ -45,6 +48,7 @@ impl Lateness {
             // 1 ns to one hour, 3 significant digits.
             histogram: Histogram::new_with_bounds(1, 3_600_000_000_000, 3).expect("valid bounds"),
             max_ns: 0,
+            late_ns_sum: 0,
             modelled_ns_sum: 0,
             early: 0,
         }
@@ -65,6 +69,7 @@ impl Lateness {
         let late_ns = posted_ns.saturating_sub(deadline_ns);
         self.histogram.saturating_record(late_ns + 1);
         self.max_ns = self.max_ns.max(late_ns);
+        self.late_ns_sum += u128::from(late_ns);
         self.modelled_ns_sum += u128::from(modelled_ns);
     }
 
@@ -83,6 +88,7 @@ impl Lateness {
     pub fn report(&self, hint: Option<&str>) -> LatenessReport {
         if self.histogram.is_empty() {
             return LatenessReport {
+                mean_ns: 0.0,
                 p50_ns: 0,
                 p99_ns: 0,
                 max_ns: 0,
@@ -113,6 +119,7 @@ impl Lateness {
             reasons.push(r);
         }
         LatenessReport {
+            mean_ns: self.late_ns_sum as f64 / self.count() as f64,
             p50_ns: p50,
             p99_ns: p99,
             max_ns: max,
@@ -169,6 +176,7 @@ mod tests {
         let r = l.report(None);
         assert!((490..=510).contains(&r.p50_ns), "{r:?}");
         assert_eq!(r.max_ns, 990, "the greatest lateness, exactly");
+        assert_eq!(r.mean_ns, 495.0, "the mean of 0, 10, ..., 990");
         // On time is 0 late, not the histogram's least value of 1.
         let mut on_time = Lateness::new();
         for i in 0..100u64 {

@@ -155,8 +155,9 @@ pub struct EmulatorSetup {
 }
 
 /// Completion posting time minus its modelled deadline, in nanoseconds.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Serialize)]
 pub struct LatenessNs {
+    pub mean: f64,
     pub p50: u64,
     pub p99: u64,
     pub max: u64,

@@ -26,6 +26,7 @@ pub fn device_report(
     report.cpu_seconds_per_gb = cpu_seconds_per_gb(cpu_seconds, bytes);
     let lateness = device.lateness();
     report.lateness_ns = LatenessNs {
+        mean: lateness.mean_ns,
         p50: lateness.p50_ns,
         p99: lateness.p99_ns,
         max: lateness.max_ns,

@@ -209,6 +209,8 @@ struct Comparison<'a> {
     emu: &'a RunReport,
     /// emu / sim for each of `table::COMPARED`, null where the model's value is 0.
     ratio: serde_json::Map<String, serde_json::Value>,
+    /// Where the mean latencies differ, in ns (null when either run completed no request).
+    difference_ns: Option<table::Difference>,
 }
 
 fn compare(
@@ -239,6 +241,7 @@ fn compare(
             sim: &sim,
             emu: &emu,
             ratio,
+            difference_ns: table::difference(&sim, &emu),
         };
         println!("{}", serde_json::to_string_pretty(&comparison)?);
     } else {

@@ -5,6 +5,7 @@ use std::fmt::Write;
 use nvarray_model::DeviceConfig;
 use nvarray_report::{EmulatorSetup, RunReport, Totals};
 use nvarray_workload::{JobSpec, Verify, Workload};
+use serde::Serialize;
 
 /// One line describing the device.
 pub fn device_line(d: &DeviceConfig) -> String {
@@ -319,9 +320,86 @@ pub fn comparison(
             ratio(e, m).map_or_else(|| "-".to_string(), |x| format!("{x:.3}"))
         );
     }
+    s.push('\n');
+    s.push_str(&difference_in_words(sim, emu));
     if let Some(line) = unfaithful_line(emu) {
         let _ = writeln!(s, "\n{line}");
     }
+    s
+}
+
+/// Where the emulated mean latency differs from the model's, in nanoseconds; the three parts
+/// add up to `total`.
+#[derive(Clone, Copy, Debug, Serialize)]
+pub struct Difference {
+    /// Emulated mean latency minus the model's.
+    pub total: f64,
+    /// The host's own software and waiting: the emulator's `host` component, less the
+    /// lateness inside it and the host time the simulator charges too (`host.software_ns`).
+    pub host_software: f64,
+    /// The emulator posting completions after the model's time (mean lateness).
+    pub lateness: f64,
+    /// The modelled device itself: its share of the emulated run against the simulator's
+    /// (requests that arrive at other times meet other queues).
+    pub device: f64,
+}
+
+/// `Difference` of two runs of the same device and workload, or None when either completed
+/// no request.
+pub fn difference(sim: &RunReport, emu: &RunReport) -> Option<Difference> {
+    let (sim_t, emu_t) = (&sim.totals, &emu.totals);
+    if sim_t.requests == 0 || emu_t.requests == 0 {
+        return None;
+    }
+    let host = |t: &Totals| {
+        t.breakdown_ns
+            .0
+            .iter()
+            .find(|(name, _)| *name == "host")
+            .map_or(0.0, |(_, ns)| *ns)
+    };
+    let (sim_host, emu_host) = (host(sim_t), host(emu_t));
+    // The emulator's host component holds everything the model did not produce.
+    let lateness = emu.lateness_ns.mean.min(emu_host);
+    Some(Difference {
+        total: emu_t.latency_ns.mean - sim_t.latency_ns.mean,
+        host_software: emu_host - lateness - sim_host,
+        lateness,
+        device: (emu_t.latency_ns.mean - emu_host) - (sim_t.latency_ns.mean - sim_host),
+    })
+}
+
+/// `difference` in words, one line per part.
+pub fn difference_in_words(sim: &RunReport, emu: &RunReport) -> String {
+    let Some(d) = difference(sim, emu) else {
+        return "no difference to explain: one of the runs completed no request\n".into();
+    };
+    let us = |ns: f64| ns / 1e3;
+    let mut s = format!(
+        "mean latency: emulated {:.2} µs, modelled {:.2} µs, difference {:+.2} µs:\n",
+        us(emu.totals.latency_ns.mean),
+        us(sim.totals.latency_ns.mean),
+        us(d.total)
+    );
+    let setup = emu.emulator.as_ref();
+    let _ = writeln!(
+        s,
+        "  {:+.2} µs host software and waiting (driver, polling, wake-ups: --stack {}, --completion {})",
+        us(d.host_software),
+        setup.map_or("?", |e| e.stack),
+        setup.map_or("?", |e| e.completion),
+    );
+    let _ = writeln!(
+        s,
+        "  {:+.2} µs lateness (the emulator posted completions after the model's time; p99 {:.2} µs)",
+        us(d.lateness),
+        us(emu.lateness_ns.p99 as f64)
+    );
+    let _ = writeln!(
+        s,
+        "  {:+.2} µs the modelled device (requests arriving at other times meet other queues)",
+        us(d.device)
+    );
     s
 }
 

@@ -627,6 +627,23 @@ fn compare_sim_sets_model_and_emulator_side_by_side() {
         ratio["write_bandwidth_bytes_per_s"].is_null(),
         "no writes in the model: no ratio"
     );
+    // The difference in mean latency is split into parts that add up to it.
+    let d = &c["difference_ns"];
+    let mean = |r: &serde_json::Value| r["latency_ns"]["mean"].as_f64().unwrap();
+    let total = d["total"].as_f64().unwrap();
+    assert!(
+        (total - (mean(&c["emu"]) - mean(&c["sim"]))).abs() < 1e-6,
+        "{d}"
+    );
+    let parts: f64 = ["host_software", "lateness", "device"]
+        .iter()
+        .map(|k| d[k].as_f64().unwrap())
+        .sum();
+    assert!(
+        (parts - total).abs() < 1e-6,
+        "parts {parts} != total {total}: {d}"
+    );
+    assert!(d["lateness"].as_f64().unwrap() >= 0.0, "{d}");
 
     let o = nvarray(&args);
     assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
@@ -637,6 +654,9 @@ fn compare_sim_sets_model_and_emulator_side_by_side() {
         "emu/sim",
         "p99 latency",
         "IOPS",
+        "host software and waiting",
+        "lateness (the emulator posted completions after the model's time",
+        "the modelled device",
     ] {
         assert!(table.contains(needle), "`{needle}` not in:\n{table}");
     }
