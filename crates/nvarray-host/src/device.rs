@@ -14,6 +14,7 @@ use nvarray_emu::tag_pool::{cpu_hint, Tag, TagPool, TAGS_MAX};
 use nvarray_emu::{Emulator, EmulatorOptions, LatenessReport, Opcode, Status};
 use nvarray_model::{Breakdown, DeviceConfig, Protocol};
 
+use crate::nap::AdaptiveRule;
 use crate::options::{CompletionMode, Options, Stack, DEVICE_THREADS_MAX};
 use crate::queue_pair::QueuePair;
 use crate::HostError;
@@ -216,11 +217,13 @@ impl Device {
             (_, CompletionMode::InData) => CompletionMode::Spin,
             (_, other) => other,
         };
+        let adaptive = (completion == CompletionMode::Adaptive)
+            .then(|| AdaptiveRule::new(&self.config, self.options.adaptive_threshold_ns));
         QueuePair::attach(
             &self.emu,
             &self.tags,
             completion,
-            self.options.adaptive_threshold_bytes,
+            adaptive,
             u64::from(self.block_bytes()),
         )
     }

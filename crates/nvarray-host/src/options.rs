@@ -47,8 +47,9 @@ pub enum CompletionMode {
     Spin,
     /// Sleep on a futex until the device (or whoever drains the queue) wakes the thread.
     Sleep,
-    /// Spin for requests smaller than the threshold, sleep for the others (Moneta's rule; the
-    /// threshold is `Options::adaptive_threshold_bytes`).
+    /// Spin for commands whose modelled latency on an idle device is under the threshold
+    /// (`Options::adaptive_threshold_ns`), sleep while every command in flight takes at least
+    /// that long (Moneta's rule, on time rather than size; see `nap::AdaptiveRule`).
     #[default]
     Adaptive,
     /// The DC Express protocol's, and only its: reads complete in the data (the device writes
@@ -116,11 +117,11 @@ macro_rules! name_parsing {
 name_parsing!(Stack, "stack");
 name_parsing!(CompletionMode, "completion mode");
 
-/// Below this request size `CompletionMode::Adaptive` spins, from this size up it sleeps.
-///
-/// Moneta's rule is 4 KB; this default is measured on the project's 2-core VMs
-/// (`docs/perf.md`, "Spin versus sleep").
-pub const ADAPTIVE_THRESHOLD_BYTES_DEFAULT: u32 = 4096;
+/// `CompletionMode::Adaptive` spins for commands modelled to take less than this on an idle
+/// device and may sleep from it up: a futex wake-up costs 12–28 µs on the project's 2-core
+/// VMs (`docs/perf.md`, "Spin versus sleep"), so from 100 µs a sleep costs at most about a
+/// fifth of the command at the median wake-up.
+pub const ADAPTIVE_THRESHOLD_NS_DEFAULT: u64 = 100_000;
 
 /// Everything `Device::open` needs besides the device description.
 #[derive(Clone, Debug)]
@@ -132,7 +133,8 @@ pub struct Options {
     pub stack: Stack,
     /// How threads wait; `None` takes the protocol's (`CompletionMode::default_for`).
     pub completion: Option<CompletionMode>,
-    pub adaptive_threshold_bytes: u32,
+    /// See `CompletionMode::Adaptive`.
+    pub adaptive_threshold_ns: u64,
     /// Size of each tag's DMA buffer: the largest single command. Larger requests are split by
     /// the sync API. Default: the device's maximum transfer, capped so the arena stays small.
     pub buffer_bytes: Option<u32>,
@@ -145,7 +147,7 @@ impl Default for Options {
             device_threads: 1,
             stack: Stack::default(),
             completion: None,
-            adaptive_threshold_bytes: ADAPTIVE_THRESHOLD_BYTES_DEFAULT,
+            adaptive_threshold_ns: ADAPTIVE_THRESHOLD_NS_DEFAULT,
             buffer_bytes: None,
         }
     }

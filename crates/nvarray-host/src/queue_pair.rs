@@ -14,7 +14,7 @@ use nvarray_model::Protocol;
 
 use crate::device::{Done, Prepared};
 use crate::encode;
-use crate::nap::inline_nap;
+use crate::nap::{inline_nap, AdaptiveRule};
 use crate::options::CompletionMode;
 
 pub(crate) enum HostEnds {
@@ -39,13 +39,15 @@ pub struct QueuePair {
     irq: Arc<Irq>,
     id: u16,
     completion: CompletionMode,
-    adaptive_threshold_bytes: u32,
-    /// Per tag: the command this queue pair has in flight on it.
-    pending: Box<[Option<Prepared>]>,
+    /// `CompletionMode::Adaptive`'s rule (None in the other modes).
+    adaptive: Option<AdaptiveRule>,
+    /// Per tag: the command this queue pair has in flight on it, and whether it is one the
+    /// adaptive rule spins for.
+    pending: Box<[Option<(Prepared, bool)>]>,
     pending_count: usize,
-    /// Commands in flight below the adaptive threshold (kept as a count so the wait loop does
+    /// Commands in flight the adaptive rule spins for (kept as a count so the wait loop does
     /// not scan every tag on each spin).
-    small_in_flight: usize,
+    spinning_in_flight: usize,
     /// Tags of in-flight reads that complete in the data.
     in_data: Vec<Tag>,
     block_bytes: u64,
@@ -63,7 +65,7 @@ impl QueuePair {
         emu: &Arc<Emulator>,
         tags: &Arc<TagPool>,
         completion: CompletionMode,
-        adaptive_threshold_bytes: u32,
+        adaptive: Option<AdaptiveRule>,
         block_bytes: u64,
     ) -> QueuePair {
         // Every in-flight command holds a tag, so rings of at least `tags` entries never fill.
@@ -97,10 +99,10 @@ impl QueuePair {
             irq,
             id,
             completion,
-            adaptive_threshold_bytes,
+            adaptive,
             pending: (0..tags.tags()).map(|_| None).collect(),
             pending_count: 0,
-            small_in_flight: 0,
+            spinning_in_flight: 0,
             in_data: Vec::with_capacity(tags.tags()),
             block_bytes,
             tag_conflicts: 0,
@@ -137,8 +139,12 @@ impl QueuePair {
         if p.in_data {
             self.in_data.push(p.tag);
         }
-        self.small_in_flight += usize::from(p.len_bytes < self.adaptive_threshold_bytes);
-        self.pending[tag] = Some(p);
+        let spins = self
+            .adaptive
+            .as_mut()
+            .is_some_and(|rule| !rule.sleeps_for(p.op, p.len_bytes));
+        self.spinning_in_flight += usize::from(spins);
+        self.pending[tag] = Some((p, spins));
         self.pending_count += 1;
     }
 
@@ -211,9 +217,9 @@ impl QueuePair {
         }
         // A completion for a tag this queue pair has not issued can only come from a device
         // bug; it is dropped rather than trusted.
-        let p = self.pending.get_mut(tag)?.take()?;
+        let (p, spins) = self.pending.get_mut(tag)?.take()?;
         self.pending_count -= 1;
-        self.small_in_flight -= usize::from(p.len_bytes < self.adaptive_threshold_bytes);
+        self.spinning_in_flight -= usize::from(spins);
         Some(Done {
             tag: p.tag,
             op: p.op,
@@ -244,12 +250,12 @@ impl QueuePair {
     }
 
     /// Whether waiting now should sleep: always for `Sleep`, never for `Spin` or in-data, and
-    /// for `Adaptive` when no command in flight is smaller than the threshold.
+    /// for `Adaptive` when no command in flight is one it spins for.
     fn should_sleep(&self) -> bool {
         match self.completion {
             CompletionMode::Spin | CompletionMode::InData => false,
             CompletionMode::Sleep => true,
-            CompletionMode::Adaptive => self.small_in_flight == 0,
+            CompletionMode::Adaptive => self.spinning_in_flight == 0,
         }
     }
 

@@ -5,7 +5,6 @@
 
 use anyhow::Result;
 use clap::{Args, Subcommand, ValueEnum};
-use nvarray_host::options::ADAPTIVE_THRESHOLD_BYTES_DEFAULT;
 use nvarray_host::{CompletionMode, Options, Stack};
 use nvarray_model::DeviceConfig;
 use nvarray_report::RunReport;
@@ -15,8 +14,8 @@ use serde::Serialize;
 
 use crate::cmd_sim::{simulate, RunArgs};
 use crate::emu_args::{
-    backing_kind, device_with_size, parse_backing, parse_device_threads, parse_size_u32, Backing,
-    DeviceThreads,
+    backing_kind, device_with_size, parse_backing, parse_device_threads, parse_size_u32,
+    parse_time_ns, Backing, DeviceThreads,
 };
 use crate::progress::Progress;
 use crate::{cmd_sweep, input_error, table};
@@ -100,14 +99,15 @@ pub struct BenchRunArgs {
     #[arg(long, value_name = "STACK", default_value_t = Stack::Spin)]
     stack: Stack,
     /// How a thread waits for a completion with `--stack spin`: spin | sleep | adaptive (spin
-    /// below --adaptive-threshold, else sleep) | in-data (the DC Express protocol's: reads complete in
-    /// their data). Default: in-data for a dc-express device, adaptive for the others.
+    /// unless the command takes --adaptive-threshold or longer) | in-data (the DC Express
+    /// protocol's: reads complete in their data). Default: in-data for a dc-express device, adaptive for the others.
     #[arg(long, value_name = "MODE")]
     completion: Option<CompletionMode>,
-    /// Request size from which `--completion adaptive` sleeps instead of spinning.
-    #[arg(long, value_name = "SIZE", default_value_t = ADAPTIVE_THRESHOLD_BYTES_DEFAULT,
-          value_parser = parse_size_u32)]
-    adaptive_threshold: u32,
+    /// Modelled latency from which `--completion adaptive` lets a thread sleep: it spins for
+    /// a command that the device, idle, would finish sooner (a wake-up costs 12-28 µs on the
+    /// project's 2-core VMs, so from 100 µs a sleep costs at most about a fifth of it).
+    #[arg(long, value_name = "TIME", default_value = "100us", value_parser = parse_time_ns)]
+    adaptive_threshold: u64,
     /// Size of each tag's DMA buffer, the largest single command; larger requests are split.
     /// Default: the device's maximum transfer, capped to keep the buffers small.
     #[arg(long, value_name = "SIZE", value_parser = parse_size_u32)]
@@ -131,7 +131,7 @@ impl BenchRunArgs {
             device_threads: 0,
             stack: self.stack,
             completion: self.completion,
-            adaptive_threshold_bytes: self.adaptive_threshold,
+            adaptive_threshold_ns: self.adaptive_threshold,
             buffer_bytes: self.buffer_size,
         })
     }
