@@ -28,10 +28,37 @@ pub enum BackingKind {
 /// are copied when the model finishes them (`device_core::COPY_WHEN_DONE_MAX_BYTES`).
 pub const PREFETCH_MAX_BYTES: usize = 4096;
 
+/// The pages behind a memory backing: a random read of a large device is a TLB miss on 4 KiB
+/// pages, and on a VM a two-level one (`docs/perf.md`, "Huge pages for the backing").
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum BackingPages {
+    /// Explicit 1 GiB pages (`MAP_HUGETLB`), taken when the administrator reserved enough
+    /// (`/sys/kernel/mm/hugepages/hugepages-1048576kB/nr_hugepages`).
+    Huge1G,
+    /// Explicit 2 MiB pages (`MAP_HUGETLB`; `/proc/sys/vm/nr_hugepages`).
+    Huge2M,
+    /// Ordinary memory with `MADV_HUGEPAGE`: 2 MiB pages where the kernel finds them.
+    Transparent,
+    /// A file's page cache (`--backing file:`).
+    File,
+}
+
+impl BackingPages {
+    pub fn name(self) -> &'static str {
+        match self {
+            BackingPages::Huge1G => "1 GiB huge pages",
+            BackingPages::Huge2M => "2 MiB huge pages",
+            BackingPages::Transparent => "transparent huge pages",
+            BackingPages::File => "page cache",
+        }
+    }
+}
+
 /// The bytes of the emulated device.
 pub struct Backing {
     map: MmapRaw,
     size_bytes: u64,
+    pages: BackingPages,
     file: Option<File>,
     durable: bool,
     kind: BackingKind,
@@ -49,6 +76,11 @@ impl std::fmt::Debug for Backing {
 }
 
 impl Backing {
+    /// The pages behind the device's bytes.
+    pub fn pages(&self) -> BackingPages {
+        self.pages
+    }
+
     pub fn open(kind: &BackingKind, size_bytes: u64) -> Result<Self, EmuError> {
         if size_bytes == 0 || size_bytes > BACKING_BYTES_MAX {
             return Err(EmuError::BackingSize {
@@ -74,24 +106,10 @@ impl Backing {
                 });
             }
         }
-        let mut map = MmapOptions::new()
-            .len(size_bytes as usize)
-            .map_anon()
-            .map_err(|error| EmuError::Map {
-                what: "anonymous memory".into(),
-                error,
-            })?;
-        // Huge pages cut TLB misses on random access; the kernel may refuse, which is fine.
-        // (A hint only, so miri, which cannot run madvise, skips it.)
-        #[cfg(all(target_os = "linux", not(miri)))]
-        // SAFETY: the range is exactly the mapping just created; madvise only sets a hint.
-        unsafe {
-            libc::madvise(
-                map.as_ptr() as *mut libc::c_void,
-                map.len(),
-                libc::MADV_HUGEPAGE,
-            );
-        }
+        let (mut map, pages) = match map_hugetlb(size_bytes) {
+            Some(mapped) => mapped,
+            None => (map_transparent(size_bytes)?, BackingPages::Transparent),
+        };
         prefault(&mut map).map_err(|error| EmuError::Map {
             what: format!("{size_bytes} bytes of memory for the device"),
             error,
@@ -99,6 +117,7 @@ impl Backing {
         Ok(Backing {
             map: MmapRaw::from(map),
             size_bytes,
+            pages,
             file: None,
             durable: false,
             kind: BackingKind::Ram,
@@ -153,6 +172,7 @@ impl Backing {
             size_bytes,
             file: Some(file),
             durable,
+            pages: BackingPages::File,
             kind: BackingKind::File {
                 path: path.to_path_buf(),
                 durable,
@@ -296,6 +316,62 @@ fn allocate(file: &std::fs::File, size_bytes: u64) -> std::io::Result<()> {
     #[cfg(not(target_os = "linux"))]
     let _ = (file, size_bytes);
     Ok(())
+}
+
+/// Maps `size_bytes` on explicit huge pages, the largest size the administrator reserved
+/// enough free pages of for the whole device (and that divides it); None when none did, or
+/// the kernel refused (the caller falls back to transparent huge pages).
+fn map_hugetlb(size_bytes: u64) -> Option<(memmap2::MmapMut, BackingPages)> {
+    if cfg!(miri) || !cfg!(target_os = "linux") {
+        return None;
+    }
+    for (page_bits, pages) in [(30u8, BackingPages::Huge1G), (21, BackingPages::Huge2M)] {
+        let page_bytes = 1u64 << page_bits;
+        let free = free_huge_pages(page_bytes).unwrap_or(0);
+        if !size_bytes.is_multiple_of(page_bytes) || free * page_bytes < size_bytes {
+            continue;
+        }
+        if let Ok(map) = MmapOptions::new()
+            .len(size_bytes as usize)
+            .huge(Some(page_bits))
+            .map_anon()
+        {
+            return Some((map, pages));
+        }
+    }
+    None
+}
+
+/// Free explicit huge pages of `page_bytes`, from sysfs (None where it cannot be read).
+fn free_huge_pages(page_bytes: u64) -> Option<u64> {
+    let path = format!(
+        "/sys/kernel/mm/hugepages/hugepages-{}kB/free_hugepages",
+        page_bytes / 1024
+    );
+    std::fs::read_to_string(path).ok()?.trim().parse().ok()
+}
+
+/// Ordinary anonymous memory, with the hint to back it with transparent huge pages.
+fn map_transparent(size_bytes: u64) -> Result<memmap2::MmapMut, EmuError> {
+    let map = MmapOptions::new()
+        .len(size_bytes as usize)
+        .map_anon()
+        .map_err(|error| EmuError::Map {
+            what: "anonymous memory".into(),
+            error,
+        })?;
+    // Huge pages cut TLB misses on random access; the kernel may refuse, which is fine.
+    // (A hint only, so miri, which cannot run madvise, skips it.)
+    #[cfg(all(target_os = "linux", not(miri)))]
+    // SAFETY: the range is exactly the mapping just created; madvise only sets a hint.
+    unsafe {
+        libc::madvise(
+            map.as_ptr() as *mut libc::c_void,
+            map.len(),
+            libc::MADV_HUGEPAGE,
+        );
+    }
+    Ok(map)
 }
 
 /// Linux 5.14's `MADV_POPULATE_WRITE` (not in every libc release yet).

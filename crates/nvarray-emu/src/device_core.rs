@@ -10,7 +10,7 @@ use std::collections::BinaryHeap;
 
 use nvarray_model::{Breakdown, Command, DeviceConfig, DeviceModel, Op};
 
-use crate::backing::{Backing, BackingKind};
+use crate::backing::{Backing, BackingKind, BackingPages};
 use crate::clock::Clock;
 use crate::error::EmuError;
 use crate::lateness::Lateness;
@@ -284,6 +284,10 @@ impl DeviceCore {
     /// modelled device spent its time.
     pub fn modelled(&self) -> (&Breakdown, u64) {
         (&self.modelled_sum, self.modelled_count)
+    }
+
+    pub fn backing_pages(&self) -> BackingPages {
+        self.backing.pages()
     }
 
     /// Commands accepted and not yet posted.

@@ -14,7 +14,7 @@ use std::thread::JoinHandle;
 use nvarray_model::{Breakdown, DeviceConfig, Protocol};
 
 use crate::arena::Arena;
-use crate::backing::BackingKind;
+use crate::backing::{BackingKind, BackingPages};
 use crate::device_core::{DeviceCore, Posted, Submission};
 use crate::error::EmuError;
 use crate::irq::Irq;
@@ -110,6 +110,7 @@ struct Shared {
     protocol: Protocol,
     block_bytes: u64,
     commands: AtomicU64,
+    backing_pages: BackingPages,
 }
 
 /// A running emulated device.
@@ -132,6 +133,7 @@ pub struct EmulatorOptions {
 impl Emulator {
     pub fn start(config: &DeviceConfig, options: &EmulatorOptions) -> Result<Self, EmuError> {
         let core = DeviceCore::open(config, &options.backing)?;
+        let backing_pages = core.backing_pages();
         let page_bytes = config.interface.page_bytes as usize;
         let data = Arena::new(options.tags, options.buffer_bytes).ok_or(EmuError::Arena {
             tags: options.tags,
@@ -167,6 +169,7 @@ impl Emulator {
             protocol: config.interface.protocol,
             block_bytes: u64::from(config.controller.block_bytes),
             commands: AtomicU64::new(0),
+            backing_pages,
         });
         let threads = (0..options.device_threads)
             .map(|i| {
@@ -185,6 +188,11 @@ impl Emulator {
 
     pub fn dma(&self) -> &Arc<DmaMemory> {
         &self.shared.dma
+    }
+
+    /// The pages behind the device's bytes (explicit huge pages when reserved).
+    pub fn backing_pages(&self) -> BackingPages {
+        self.shared.backing_pages
     }
 
     pub fn protocol(&self) -> Protocol {

@@ -28,7 +28,7 @@ mod sync;
 #[cfg(test)]
 mod backing_kill_tests;
 
-pub use backing::BackingKind;
+pub use backing::{BackingKind, BackingPages};
 pub use engine::{DeviceQueue, DmaMemory, Emulator, EmulatorOptions, IN_DATA_DONE};
 pub use error::EmuError;
 pub use lateness::LatenessReport;

@@ -159,6 +159,12 @@ impl Device {
         &self.options
     }
 
+    /// The pages behind the device's bytes (explicit huge pages when the administrator
+    /// reserved enough for the device, else transparent ones, or a file's page cache).
+    pub fn backing_pages(&self) -> nvarray_emu::BackingPages {
+        self.emu.backing_pages()
+    }
+
     /// How the device's queue pairs wait, the protocol's default applied.
     pub fn completion(&self) -> CompletionMode {
         self.options

@@ -23,6 +23,6 @@ mod sync_io;
 pub use device::{Device, Done, Prepared, BUFFER_BYTES_DEFAULT};
 pub use error::HostError;
 pub use nap::fine_timer_slack;
-pub use nvarray_emu::{LatenessReport, Opcode, Status};
+pub use nvarray_emu::{BackingPages, LatenessReport, Opcode, Status};
 pub use options::{BackingKind, CompletionMode, Options, Stack};
 pub use queue_pair::QueuePair;

@@ -147,6 +147,9 @@ pub struct RunReport {
 pub struct EmulatorSetup {
     /// Threads that ran the device; 0 means inline, on the host threads.
     pub device_threads: usize,
+    /// The pages behind the device's bytes: "1 GiB huge pages", "2 MiB huge pages",
+    /// "transparent huge pages" or "page cache".
+    pub backing_pages: &'static str,
     /// The host software stack (`--stack`) and completion mode (`--completion`).
     pub stack: &'static str,
     pub completion: &'static str,

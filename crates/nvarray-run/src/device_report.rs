@@ -36,6 +36,7 @@ pub fn device_report(
     let options = device.options();
     report.emulator = Some(EmulatorSetup {
         device_threads: options.device_threads,
+        backing_pages: device.backing_pages().name(),
         stack: options.stack.name(),
         completion: device.completion().name(),
         verified_blocks: 0,

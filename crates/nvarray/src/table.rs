@@ -44,8 +44,8 @@ fn setup_line(e: &EmulatorSetup) -> String {
         n => format!("{n} device threads"),
     };
     let mut s = format!(
-        ": {threads}, stack {}, completion {}",
-        e.stack, e.completion
+        ": {threads}, stack {}, completion {}, backing on {}",
+        e.stack, e.completion, e.backing_pages
     );
     if e.verified_blocks > 0 {
         s += &format!(", {} blocks verified", e.verified_blocks);
