@@ -223,8 +223,12 @@ impl Device {
             (_, CompletionMode::InData) => CompletionMode::Spin,
             (_, other) => other,
         };
-        let adaptive = (completion == CompletionMode::Adaptive)
-            .then(|| AdaptiveRule::new(&self.config, self.options.adaptive_threshold_ns));
+        let adaptive = (completion == CompletionMode::Adaptive).then(|| {
+            Box::new(AdaptiveRule::new(
+                &self.config,
+                self.options.adaptive_threshold_ns,
+            ))
+        });
         QueuePair::attach(
             &self.emu,
             &self.tags,

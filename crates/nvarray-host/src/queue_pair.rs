@@ -39,8 +39,9 @@ pub struct QueuePair {
     irq: Arc<Irq>,
     id: u16,
     completion: CompletionMode,
-    /// `CompletionMode::Adaptive`'s rule (None in the other modes).
-    adaptive: Option<AdaptiveRule>,
+    /// `CompletionMode::Adaptive`'s rule (None in the other modes; boxed, as it holds the
+    /// device's description).
+    adaptive: Option<Box<AdaptiveRule>>,
     /// Per tag: the command this queue pair has in flight on it, and whether it is one the
     /// adaptive rule spins for.
     pending: Box<[Option<(Prepared, bool)>]>,
@@ -65,7 +66,7 @@ impl QueuePair {
         emu: &Arc<Emulator>,
         tags: &Arc<TagPool>,
         completion: CompletionMode,
-        adaptive: Option<AdaptiveRule>,
+        adaptive: Option<Box<AdaptiveRule>>,
         block_bytes: u64,
     ) -> QueuePair {
         // Every in-flight command holds a tag, so rings of at least `tags` entries never fill.

@@ -9,6 +9,9 @@ use crate::link::DirectionTraffic;
 use crate::memory::WearStats;
 use crate::null_device::NullModel;
 
+// One per device, never moved on the hot path: boxing the array would add a pointer chase to
+// every call for no memory worth saving.
+#[allow(clippy::large_enum_variant)]
 #[derive(Clone, Debug)]
 pub enum DeviceModel {
     Array(ArrayModel),
