@@ -210,8 +210,14 @@ impl DeviceCore {
     /// copies the small reads among them into their buffers (`buffer(queue, tag)` gives a
     /// command's DMA buffer) and queues their completions for `post_due`. Call it before
     /// `submit` at the same `now_ns`: a command arriving then finds the device as it is then.
-    pub fn advance<'b>(&mut self, now_ns: u64, mut buffer: impl FnMut(u16, Tag) -> &'b mut [u8]) {
-        if self.model.next_event_ns().is_some_and(|t| t <= now_ns) {
+    /// Returns whether the model had anything due (work was done).
+    pub fn advance<'b>(
+        &mut self,
+        now_ns: u64,
+        mut buffer: impl FnMut(u16, Tag) -> &'b mut [u8],
+    ) -> bool {
+        let due = self.model.next_event_ns().is_some_and(|t| t <= now_ns);
+        if due {
             let (due, sum, count, in_flight, backing) = (
                 &mut self.due,
                 &mut self.modelled_sum,
@@ -236,12 +242,15 @@ impl DeviceCore {
                 due.push(Reverse((c.visible_ns, c.id as u32)))
             });
         }
+        due
     }
 
     /// Posts every completion whose deadline has passed by `now_ns` (a clock reading), in
     /// deadline order, after its data is in place, and the refusals since the last call. Each
     /// completion's posting time is read afresh, so the lateness recorded is the true one.
-    pub fn post_due(&mut self, now_ns: u64, mut post: impl FnMut(Posted)) {
+    /// Returns how many it posted.
+    pub fn post_due(&mut self, now_ns: u64, mut post: impl FnMut(Posted)) -> usize {
+        let mut posted_count = self.immediate.len();
         for p in self.immediate.drain(..) {
             post(p);
         }
@@ -266,7 +275,9 @@ impl DeviceCore {
                 deadline_ns: deadline,
                 posted_ns: posted,
             });
+            posted_count += 1;
         }
+        posted_count
     }
 
     /// The deadline of the earliest completion the model has produced, if any (a poller may

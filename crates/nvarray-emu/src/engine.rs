@@ -15,9 +15,11 @@ use nvarray_model::{Breakdown, DeviceConfig, Protocol};
 
 use crate::arena::Arena;
 use crate::backing::{BackingKind, BackingPages};
+use crate::cpus::{pin_this_thread, CpuList};
 use crate::device_core::{DeviceCore, Posted, Submission};
 use crate::error::EmuError;
 use crate::irq::Irq;
+use crate::jitter::{this_runner, JitterProbe, JitterReport};
 use crate::lateness::LatenessReport;
 use crate::nvme_cq::{CqDevice, Cqe};
 use crate::protocol::{moneta, nvme};
@@ -98,6 +100,8 @@ struct State {
     tag_busy: Vec<bool>,
     tag_in_data: Vec<bool>,
     last_busy_ns: u64,
+    /// The machine's own jitter, sampled in the passes that find nothing to do.
+    jitter: JitterProbe,
     /// Commands taken from one submission queue in one pass, before they are dated (kept to
     /// reuse its allocation).
     batch: Vec<Decoded>,
@@ -128,10 +132,14 @@ pub struct EmulatorOptions {
     pub tags: usize,
     /// Bytes per tag buffer: the largest command.
     pub buffer_bytes: usize,
+    /// CPUs to pin threads to: device thread `i` runs on `cpus.nth(i)`; the host threads take
+    /// the ones after (`CpuList`). Empty: nothing is pinned.
+    pub cpus: CpuList,
 }
 
 impl Emulator {
     pub fn start(config: &DeviceConfig, options: &EmulatorOptions) -> Result<Self, EmuError> {
+        options.cpus.check_allowed().map_err(EmuError::Cpus)?;
         let core = DeviceCore::open(config, &options.backing)?;
         let backing_pages = core.backing_pages();
         let page_bytes = config.interface.page_bytes as usize;
@@ -162,6 +170,7 @@ impl Emulator {
                 tag_busy: vec![false; options.tags],
                 tag_in_data: vec![false; options.tags],
                 last_busy_ns: 0,
+                jitter: JitterProbe::new(),
                 batch: Vec::with_capacity(SQ_BATCH_MAX),
             }),
             stop: AtomicBool::new(false),
@@ -171,19 +180,36 @@ impl Emulator {
             commands: AtomicU64::new(0),
             backing_pages,
         });
-        let threads = (0..options.device_threads)
-            .map(|i| {
-                let shared = Arc::clone(&shared);
-                std::thread::Builder::new()
-                    .name(format!("nvarray-device-{i}"))
-                    .spawn(move || {
-                        let _stop_process_if_this_panics = AbortOnPanic;
+        let mut emulator = Emulator {
+            shared,
+            threads: Vec::new(),
+        };
+        for i in 0..options.device_threads {
+            let shared = Arc::clone(&emulator.shared);
+            let cpu = options.cpus.nth(i);
+            let (pinned_tx, pinned) = std::sync::mpsc::channel();
+            let thread = std::thread::Builder::new()
+                .name(format!("nvarray-device-{i}"))
+                .spawn(move || {
+                    let _stop_process_if_this_panics = AbortOnPanic;
+                    let pinned = cpu.map_or(Ok(()), pin_this_thread);
+                    let ok = pinned.is_ok();
+                    let _ = pinned_tx.send(pinned);
+                    if ok {
                         device_thread(&shared)
-                    })
-                    .map_err(|source| EmuError::Thread { source })
-            })
-            .collect::<Result<Vec<_>, _>>()?;
-        Ok(Emulator { shared, threads })
+                    }
+                })
+                .map_err(|source| EmuError::Thread { source })?;
+            // Dropping `emulator` on an error stops the threads already started.
+            emulator.threads.push(thread);
+            let pinned = pinned.recv().unwrap_or(Ok(()));
+            if let (Err(e), Some(cpu)) = (pinned, cpu) {
+                return Err(EmuError::Cpus(format!(
+                    "cannot pin device thread {i} to CPU {cpu}: {e}"
+                )));
+            }
+        }
+        Ok(emulator)
     }
 
     pub fn dma(&self) -> &Arc<DmaMemory> {
@@ -259,11 +285,13 @@ impl Emulator {
     }
 
     /// One pass of the device, if no other thread is running one (inline mode). Returns
-    /// whether this thread ran it.
-    pub fn try_service(&self) -> bool {
+    /// whether this thread ran it. `spinning`: the calling thread has done nothing but spin
+    /// since its previous call (no sleep, no other work), so the time between the two passes
+    /// measures the machine's jitter when both were idle (`jitter`).
+    pub fn try_service(&self, spinning: bool) -> bool {
         match self.shared.state.try_lock() {
             Ok(mut state) => {
-                service(&self.shared, &mut state);
+                service(&self.shared, &mut state, spinning);
                 true
             }
             Err(TryLockError::WouldBlock) => false,
@@ -283,6 +311,12 @@ impl Emulator {
     /// Lateness percentiles and the faithfulness verdict so far.
     pub fn lateness(&self) -> LatenessReport {
         self.lock().core.lateness().report(None)
+    }
+
+    /// The machine's own jitter as the device's spinning threads saw it so far (`None` if
+    /// they never spun idle; see `jitter`).
+    pub fn jitter(&self) -> Option<JitterReport> {
+        self.lock().jitter.report()
     }
 
     /// Reads the timing model (its utilisation and wear) together with the sum of the
@@ -342,8 +376,10 @@ fn device_thread(shared: &Shared) {
     while !shared.stop.load(Ordering::Relaxed) {
         let mut state = shared.state.lock().expect("device state poisoned");
         let mut idle = false;
-        for _ in 0..PASSES_PER_LOCK {
-            idle = service(shared, &mut state);
+        for pass in 0..PASSES_PER_LOCK {
+            // The first pass after taking the lock follows a lock hand-over or a yield: the
+            // time since the previous one is not a spin loop's.
+            idle = service(shared, &mut state, pass > 0);
             if idle {
                 break;
             }
@@ -357,14 +393,16 @@ fn device_thread(shared: &Shared) {
 }
 
 /// One pass: take commands, post due completions. Returns whether the device has been idle
-/// for `IDLE_YIELD_NS` (nothing in flight, nothing new).
-fn service(shared: &Shared, state: &mut State) -> bool {
+/// for `IDLE_YIELD_NS` (nothing in flight, nothing new). `spinning`: the calling thread did
+/// nothing but spin since its previous pass (for the jitter probe).
+fn service(shared: &Shared, state: &mut State, spinning: bool) -> bool {
     let State {
         core,
         queues,
         tag_busy,
         tag_in_data,
         last_busy_ns,
+        jitter,
         batch,
     } = state;
     let dma = &*shared.dma;
@@ -375,11 +413,13 @@ fn service(shared: &Shared, state: &mut State) -> bool {
     // only if none had any: one reading per pass in the common single-queue case.
     let mut last_reading = None;
     let mut taken = 0u64;
+    let mut backlog_posted = false;
     for (qid, slot) in queues.iter_mut().enumerate() {
         let Some(slot) = slot else { continue };
         let qid = qid as u16;
         for posted in std::mem::take(&mut slot.backlog) {
             post(slot, dma, posted, false);
+            backlog_posted = true;
         }
         batch.clear();
         while batch.len() < SQ_BATCH_MAX {
@@ -445,8 +485,11 @@ fn service(shared: &Shared, state: &mut State) -> bool {
         shared.commands.fetch_add(taken, Ordering::Relaxed);
     }
     let now = last_reading.unwrap_or_else(|| core.clock().now_ns());
-    core.advance(now, buffers);
-    core.post_due(now, |posted| {
+    if taken == 0 && !backlog_posted {
+        jitter.idle_reading(now, this_runner(), spinning);
+    }
+    let advanced = core.advance(now, buffers);
+    let posted = core.post_due(now, |posted| {
         let tag = posted.tag.index();
         let in_data = tag < tag_busy.len() && tag_busy[tag] && tag_in_data[tag];
         if tag < tag_busy.len() {
@@ -457,6 +500,9 @@ fn service(shared: &Shared, state: &mut State) -> bool {
             post(slot, dma, posted, in_data);
         }
     });
+    if taken > 0 || backlog_posted || advanced || posted > 0 {
+        jitter.worked();
+    }
     if taken > 0 || core.in_flight() > 0 {
         *last_busy_ns = now;
         false

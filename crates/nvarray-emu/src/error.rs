@@ -37,6 +37,8 @@ pub enum EmuError {
     Arena { tags: usize, buffer_bytes: usize },
     #[error("cannot start a device thread: {source}")]
     Thread { source: std::io::Error },
+    #[error("--cpus: {0}")]
+    Cpus(String),
     #[error(
         "a RAM device of {:.1} GiB does not fit in the {:.1} GiB of memory this machine has available: use --backing file:PATH or a smaller --size",
         *.size_bytes as f64 / GIB,
@@ -68,6 +70,7 @@ impl EmuError {
                 | EmuError::Allocate { .. }
                 | EmuError::Arena { .. }
                 | EmuError::NotEnoughMemory { .. }
+                | EmuError::Cpus(_)
         )
     }
 }

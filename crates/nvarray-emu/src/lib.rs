@@ -22,8 +22,12 @@ mod clock;
 mod device_core;
 mod engine;
 mod error;
+mod jitter;
 mod lateness;
 mod sync;
+
+// Where the threads run (`--cpus`): public so the host pins its threads by the same list.
+pub mod cpus;
 
 #[cfg(test)]
 mod backing_kill_tests;
@@ -31,5 +35,6 @@ mod backing_kill_tests;
 pub use backing::{BackingKind, BackingPages};
 pub use engine::{DeviceQueue, DmaMemory, Emulator, EmulatorOptions, IN_DATA_DONE};
 pub use error::EmuError;
+pub use jitter::{JitterReport, JITTER_SAMPLE_PERIOD_NS};
 pub use lateness::LatenessReport;
 pub use protocol::{Opcode, Status};

@@ -16,6 +16,7 @@ use fuser::{
     ReplyDirectory, ReplyEmpty, ReplyEntry, ReplyOpen, ReplyStatfs, ReplyWrite, Request, TimeOrNow,
     WriteFlags,
 };
+use nvarray_host::options::pin_this_thread;
 
 use crate::disk::{DiskIo, IO_BYTES_MAX};
 
@@ -115,6 +116,14 @@ impl Drop for DiskFs {
 
 impl Filesystem for DiskFs {
     fn init(&mut self, _req: &Request, config: &mut KernelConfig) -> std::io::Result<()> {
+        // The one serving thread runs every request from here on: `--cpus` pins it.
+        if let Some(cpu) = lock(&self.io).device().host_cpu(0) {
+            // The list was checked when the device opened; a failure here (the process's CPUs
+            // narrowed since) leaves the thread where the scheduler puts it.
+            if let Err(e) = pin_this_thread(cpu) {
+                eprintln!("nvarray: --cpus: cannot pin the FUSE thread to CPU {cpu}: {e}");
+            }
+        }
         // The scratch buffer holds the largest read; tell the kernel so (the mount's
         // max_read option says it for reads, this for writes and readahead).
         if let Err(nearest) = config.set_max_write(IO_BYTES_MAX) {

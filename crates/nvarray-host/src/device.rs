@@ -11,7 +11,7 @@ use std::sync::Arc;
 
 use nvarray_emu::protocol::{moneta, nvme};
 use nvarray_emu::tag_pool::{cpu_hint, Tag, TagPool, TAGS_MAX};
-use nvarray_emu::{Emulator, EmulatorOptions, LatenessReport, Opcode, Status};
+use nvarray_emu::{Emulator, EmulatorOptions, JitterReport, LatenessReport, Opcode, Status};
 use nvarray_model::{Breakdown, DeviceConfig, Protocol};
 
 use crate::nap::AdaptiveRule;
@@ -137,6 +137,7 @@ impl Device {
                 device_threads: options.device_threads,
                 tags,
                 buffer_bytes: buffer_bytes as usize,
+                cpus: options.cpus.clone(),
             },
         )?;
         Ok(Device {
@@ -184,6 +185,18 @@ impl Device {
     /// How late the emulator posted completions so far, and its faithfulness verdict.
     pub fn lateness(&self) -> LatenessReport {
         self.emu.lateness()
+    }
+
+    /// The machine's own jitter as the device's spinning threads saw it so far (`None` when
+    /// they never spun idle).
+    pub fn jitter(&self) -> Option<JitterReport> {
+        self.emu.jitter()
+    }
+
+    /// The CPU `--cpus` gives the `i`-th host thread: the list's next after the device
+    /// threads', wrapping around (`CpuList`); `None` when nothing is pinned.
+    pub fn host_cpu(&self, i: usize) -> Option<usize> {
+        self.options.cpus.nth(self.options.device_threads + i)
     }
 
     /// Commands the device has taken from its submission queues so far.

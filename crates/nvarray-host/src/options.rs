@@ -4,6 +4,7 @@
 use std::fmt;
 use std::str::FromStr;
 
+pub use nvarray_emu::cpus::{allowed_cpus, pin_this_thread, CpuList};
 pub use nvarray_emu::BackingKind;
 
 /// The Moneta software-stack ladder (Moneta slides, "Software optimizations": baseline, then
@@ -138,6 +139,9 @@ pub struct Options {
     /// Size of each tag's DMA buffer: the largest single command. Larger requests are split by
     /// the sync API. Default: the device's maximum transfer, capped so the arena stays small.
     pub buffer_bytes: Option<u32>,
+    /// CPUs to pin the device threads (first) and the host threads (after them) to; empty
+    /// pins nothing. See `CpuList`.
+    pub cpus: CpuList,
 }
 
 impl Default for Options {
@@ -149,6 +153,7 @@ impl Default for Options {
             completion: None,
             adaptive_threshold_ns: ADAPTIVE_THRESHOLD_NS_DEFAULT,
             buffer_bytes: None,
+            cpus: CpuList::default(),
         }
     }
 }

@@ -151,9 +151,15 @@ impl QueuePair {
 
     /// Collects completions without blocking and hands each to `f`. Returns how many. In
     /// inline mode this first runs a pass of the device.
-    pub fn poll(&mut self, mut f: impl FnMut(Done)) -> usize {
+    pub fn poll(&mut self, f: impl FnMut(Done)) -> usize {
+        self.poll_after(f, false)
+    }
+
+    /// `poll`; `spinning` says the thread only spun since its previous poll, so an inline
+    /// pass may sample the machine's jitter (`Emulator::try_service`).
+    fn poll_after(&mut self, mut f: impl FnMut(Done), spinning: bool) -> usize {
         if !self.emu.has_device_threads() {
-            self.emu.try_service();
+            self.emu.try_service(spinning);
         }
         let mut n = 0;
         loop {
@@ -234,18 +240,20 @@ impl QueuePair {
     /// completion mode says) and hands each to `f`. Returns at once with 0 when nothing is in
     /// flight.
     pub fn wait(&mut self, mut f: impl FnMut(Done)) -> usize {
+        let mut spinning = false;
         loop {
             if self.pending_count == 0 {
                 return 0;
             }
-            let n = self.poll(&mut f);
+            let n = self.poll_after(&mut f, spinning);
             if n > 0 {
                 return n;
             }
-            if self.should_sleep() {
-                self.sleep();
-            } else {
+            spinning = !self.should_sleep();
+            if spinning {
                 std::hint::spin_loop();
+            } else {
+                self.sleep();
             }
         }
     }

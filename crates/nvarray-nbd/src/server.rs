@@ -17,6 +17,7 @@ use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::{Arc, Condvar, Mutex};
 use std::time::{Duration, Instant};
 
+use nvarray_host::options::pin_this_thread;
 use nvarray_host::{Device, QueuePair};
 use nvarray_report::{process_cpu_seconds, BusyClock, RunReport, StreamStats};
 
@@ -331,6 +332,14 @@ impl Server {
         let mut report =
             nvarray_run::device_report(&self.device, &[all], self.shared.busy.busy_ns(), cpu);
         report.uptime_ns = Some(uptime_ns);
+        if let Some(setup) = report.emulator.as_mut() {
+            // The CPUs of the connections so far, up to one per CPU of the list.
+            let connections = self.shared.accepted.load(Ordering::Relaxed);
+            let listed = self.device.options().cpus.len();
+            setup.host_cpus = (0..connections.min(listed))
+                .filter_map(|i| self.device.host_cpu(i))
+                .collect();
+        }
         report
     }
 
@@ -463,6 +472,15 @@ impl Server {
     fn connection(&self, id: u64, mut stream: Stream) {
         let peer = stream.peer();
         let log = |m: &str| (self.log)(&format!("connection {id} ({peer}): {m}"));
+        if let Some(cpu) = self.device.host_cpu(id as usize) {
+            // The list was checked when the device opened; a failure here (the process's CPUs
+            // narrowed since) leaves the thread where the scheduler puts it.
+            if let Err(e) = pin_this_thread(cpu) {
+                log(&format!(
+                    "--cpus: cannot pin this connection's thread to CPU {cpu}: {e}"
+                ));
+            }
+        }
         let registered = stream.try_clone().map(|clone| {
             self.shared
                 .live

@@ -137,6 +137,10 @@ pub struct RunReport {
     /// machine could not keep up (lateness too high); `unfaithful_reason` then says why.
     pub faithful: bool,
     pub unfaithful_reason: Option<String>,
+    /// The machine's own jitter, measured in the same run by the emulator's spinning threads
+    /// (`MachineJitterNs`); absent for the simulator, and when no thread ever spun idle.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub machine_jitter_ns: Option<MachineJitterNs>,
     /// How the emulator and its host side were set up (absent for the simulator).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub emulator: Option<EmulatorSetup>,
@@ -155,6 +159,12 @@ pub struct EmulatorSetup {
     pub completion: &'static str,
     /// Blocks read back that held data this run wrote and passed `verify` (0 without verify).
     pub verified_blocks: u64,
+    /// The CPUs `--cpus` pinned the device threads and the host threads to, one per thread
+    /// in order (empty: not pinned).
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub device_cpus: Vec<usize>,
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub host_cpus: Vec<usize>,
 }
 
 /// Completion posting time minus its modelled deadline, in nanoseconds.
@@ -164,6 +174,22 @@ pub struct LatenessNs {
     pub p50: u64,
     pub p99: u64,
     pub max: u64,
+}
+
+/// How late a spinning thread of this machine notices an instant, in nanoseconds: for instants
+/// sampled every microsecond while the emulator's threads spun idle, the time to the thread's
+/// next clock reading. Interrupts, the scheduler and the hypervisor make it; the emulator's
+/// code does not (see `nvarray_emu::JitterReport`). A latency or lateness tail as long as this
+/// one is the machine's.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Serialize)]
+pub struct MachineJitterNs {
+    pub p50: u64,
+    pub p99: u64,
+    pub p9999: u64,
+    pub max: u64,
+    /// Instants sampled, and the idle spinning they were sampled from.
+    pub samples: u64,
+    pub observed_ns: u64,
 }
 
 /// CPU seconds (user + system) this process has used so far, every thread included.

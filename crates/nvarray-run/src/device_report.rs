@@ -3,14 +3,17 @@
 
 use nvarray_host::Device;
 use nvarray_model::{Breakdown, Component};
-use nvarray_report::{cpu_seconds_per_gb, EmulatorSetup, LatenessNs, RunReport, StreamStats};
+use nvarray_report::{
+    cpu_seconds_per_gb, EmulatorSetup, LatenessNs, MachineJitterNs, RunReport, StreamStats,
+};
 
 /// The report of a run on an opened `device`: totals from `streams` (what the host side
 /// measured, each latency recorded as `host` time), the model's utilisation and wear, the
 /// modelled device's share of the mean latency moved from `host` to its components, CPU
 /// seconds per GB, the emulator's lateness and faithfulness verdict, and its setup.
 /// `nvarray bench` and the front ends (`nvarray serve`, `nvarray mount`) all report through
-/// it, so their tables read the same; `verified_blocks` is left 0 for the caller to fill.
+/// it, so their tables read the same; `verified_blocks` and `host_cpus` are left empty for
+/// the caller, which knows its threads, to fill.
 pub fn device_report(
     device: &Device,
     streams: &[StreamStats],
@@ -33,6 +36,14 @@ pub fn device_report(
     };
     report.faithful = lateness.faithful;
     report.unfaithful_reason = lateness.unfaithful_reason;
+    report.machine_jitter_ns = device.jitter().map(|j| MachineJitterNs {
+        p50: j.p50_ns,
+        p99: j.p99_ns,
+        p9999: j.p99_99_ns,
+        max: j.max_ns,
+        samples: j.samples,
+        observed_ns: j.observed_ns,
+    });
     let options = device.options();
     report.emulator = Some(EmulatorSetup {
         device_threads: options.device_threads,
@@ -40,6 +51,10 @@ pub fn device_report(
         stack: options.stack.name(),
         completion: device.completion().name(),
         verified_blocks: 0,
+        device_cpus: (0..options.device_threads)
+            .filter_map(|i| options.cpus.nth(i))
+            .collect(),
+        host_cpus: Vec::new(),
     });
     report
 }

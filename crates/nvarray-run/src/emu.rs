@@ -10,6 +10,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
 use nvarray_host::ladder::{Issuer, LadderShared};
+use nvarray_host::options::pin_this_thread;
 use nvarray_host::{fine_timer_slack, Device, HostError, Opcode, Options};
 use nvarray_model::DeviceConfig;
 use nvarray_report::{process_cpu_seconds, RunReport, StreamStats};
@@ -82,7 +83,14 @@ pub fn run_on(
                 std::thread::Builder::new()
                     .name(format!("nvarray-job-{}", plan.stream))
                     .spawn_scoped(s, move || {
-                        let stream = plan.stream;
+                        let (stream, index) = (plan.stream, plan.index);
+                        if let Some(cpu) = device.host_cpu(index as usize) {
+                            pin_this_thread(cpu).map_err(|source| EmuRunError::Pin {
+                                thread: index,
+                                cpu,
+                                source,
+                            })?;
+                        }
                         run_thread(device, shared, plan, longest, start, done_ios)
                             .map(|st| (stream, st))
                     })
@@ -123,6 +131,7 @@ pub fn run_on(
     let mut report = device_report(device, &streams, elapsed_ns, cpu_seconds);
     if let Some(setup) = report.emulator.as_mut() {
         setup.verified_blocks = verified_blocks;
+        setup.host_cpus = (0..threads).filter_map(|i| device.host_cpu(i)).collect();
     }
     report.require_enough_requests();
     Ok(report)

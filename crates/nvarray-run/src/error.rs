@@ -37,6 +37,12 @@ pub enum EmuRunError {
     Verify(String),
     #[error("cannot start a job thread: {0}")]
     ThreadStart(std::io::Error),
+    #[error("--cpus: cannot pin job thread {thread} to CPU {cpu}: {source}")]
+    Pin {
+        thread: u64,
+        cpu: usize,
+        source: std::io::Error,
+    },
 }
 
 impl EmuRunError {
@@ -46,7 +52,7 @@ impl EmuRunError {
         match self {
             EmuRunError::Host(e) => e.is_input_error(),
             EmuRunError::Plan(_) | EmuRunError::Workload(_) => true,
-            EmuRunError::Verify(_) | EmuRunError::ThreadStart(_) => false,
+            EmuRunError::Verify(_) | EmuRunError::ThreadStart(_) | EmuRunError::Pin { .. } => false,
         }
     }
 }

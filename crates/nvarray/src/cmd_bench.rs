@@ -5,6 +5,7 @@
 
 use anyhow::Result;
 use clap::{Args, Subcommand, ValueEnum};
+use nvarray_host::options::CpuList;
 use nvarray_host::{CompletionMode, Options, Stack};
 use nvarray_model::DeviceConfig;
 use nvarray_report::RunReport;
@@ -14,8 +15,8 @@ use serde::Serialize;
 
 use crate::cmd_sim::{simulate, RunArgs};
 use crate::emu_args::{
-    backing_kind, device_with_size, parse_backing, parse_device_threads, parse_size_u32,
-    parse_time_ns, Backing, DeviceThreads,
+    backing_kind, device_with_size, parse_backing, parse_cpus, parse_device_threads,
+    parse_size_u32, parse_time_ns, Backing, DeviceThreads, CPUS_HELP,
 };
 use crate::progress::Progress;
 use crate::{cmd_sweep, input_error, table};
@@ -112,6 +113,8 @@ pub struct BenchRunArgs {
     /// Default: the device's maximum transfer, capped to keep the buffers small.
     #[arg(long, value_name = "SIZE", value_parser = parse_size_u32)]
     buffer_size: Option<u32>,
+    #[arg(long, value_name = "LIST", value_parser = parse_cpus, help = CPUS_HELP)]
+    cpus: Option<CpuList>,
 }
 
 impl BenchRunArgs {
@@ -133,6 +136,7 @@ impl BenchRunArgs {
             completion: self.completion,
             adaptive_threshold_ns: self.adaptive_threshold,
             buffer_bytes: self.buffer_size,
+            cpus: self.cpus.clone().unwrap_or_default(),
         })
     }
 }

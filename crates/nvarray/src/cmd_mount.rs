@@ -112,6 +112,9 @@ pub fn run(args: MountArgs) -> Result<()> {
             cpu_seconds,
         );
         report.uptime_ns = Some(start.elapsed().as_nanos() as u64);
+        if let Some(setup) = report.emulator.as_mut() {
+            setup.host_cpus = device.host_cpu(0).into_iter().collect();
+        }
         print_report(&config, &source, stats, &report, args.json);
     };
     // Ends when the session is over; a stop request while the file is in use only says so.

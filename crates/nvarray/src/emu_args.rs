@@ -7,7 +7,7 @@ use std::sync::Arc;
 
 use anyhow::Result;
 use clap::Args;
-use nvarray_host::options::{device_threads_auto, BackingKind, DEVICE_THREADS_MAX};
+use nvarray_host::options::{device_threads_auto, BackingKind, CpuList, DEVICE_THREADS_MAX};
 use nvarray_host::{CompletionMode, Device, Options, Stack};
 use nvarray_model::DeviceConfig;
 use nvarray_workload::{parse_duration_ns, parse_size, NS_PER_US};
@@ -106,6 +106,14 @@ pub fn parse_time_ns(text: &str) -> Result<u64, String> {
     parse_duration_ns(text, NS_PER_US).map_err(|e| e.to_string())
 }
 
+/// `--cpus`: a CPU list in the kernel's syntax (`2-3`, `0,2`).
+pub fn parse_cpus(text: &str) -> Result<CpuList, String> {
+    CpuList::parse(text)
+}
+
+/// What `--cpus` says, for both `nvarray bench` and the front ends.
+pub const CPUS_HELP: &str = "Pin the emulator's threads to these CPUs (kernel list syntax: 2-3 or 2,3): the device threads take the first, the threads that serve requests the next ones, wrapping around when there are more threads than CPUs. Default: not pinned. For tail latency, set these CPUs aside first (isolcpus=, nohz_full=; see the README)";
+
 /// `--set` overrides plus `--size` (or its default) as the last override, so it wins.
 pub fn device_with_size(device: &DeviceArgs, size: Option<&str>) -> Result<DeviceArgs> {
     let mut device = device.clone();
@@ -162,6 +170,8 @@ pub struct EmuDeviceArgs {
     /// split into several commands.
     #[arg(long, value_name = "SIZE", value_parser = parse_size_u32)]
     pub buffer_size: Option<u32>,
+    #[arg(long, value_name = "LIST", value_parser = parse_cpus, help = CPUS_HELP)]
+    pub cpus: Option<CpuList>,
 }
 
 impl EmuDeviceArgs {
@@ -176,6 +186,7 @@ impl EmuDeviceArgs {
             completion: self.completion,
             adaptive_threshold_ns: self.adaptive_threshold,
             buffer_bytes: self.buffer_size,
+            cpus: self.cpus.clone().unwrap_or_default(),
         };
         Ok((device, options))
     }

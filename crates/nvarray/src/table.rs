@@ -3,7 +3,7 @@
 use std::fmt::Write;
 
 use nvarray_model::DeviceConfig;
-use nvarray_report::{EmulatorSetup, RunReport, Totals};
+use nvarray_report::{EmulatorSetup, MachineJitterNs, RunReport, Totals};
 use nvarray_workload::{JobSpec, Verify, Workload};
 use serde::Serialize;
 
@@ -47,6 +47,32 @@ fn setup_line(e: &EmulatorSetup) -> String {
         ": {threads}, stack {}, completion {}, backing on {}",
         e.stack, e.completion, e.backing_pages
     );
+    if !e.device_cpus.is_empty() || !e.host_cpus.is_empty() {
+        let list = |cpus: &[usize]| {
+            cpus.iter()
+                .map(|c| c.to_string())
+                .collect::<Vec<_>>()
+                .join(",")
+        };
+        let mut pinned = Vec::new();
+        if !e.device_cpus.is_empty() {
+            pinned.push(format!("device on CPU {}", list(&e.device_cpus)));
+        }
+        if !e.host_cpus.is_empty() {
+            pinned.push(format!("host on CPU {}", list(&e.host_cpus)));
+        }
+        s += &format!(", pinned: {}", pinned.join(", "));
+        let mut all: Vec<usize> = e.device_cpus.iter().chain(&e.host_cpus).copied().collect();
+        let threads = all.len();
+        all.sort_unstable();
+        all.dedup();
+        if all.len() < threads {
+            s += &format!(
+                " ({threads} threads on {} CPUs take turns: expect stalls of a time slice)",
+                all.len()
+            );
+        }
+    }
     if e.verified_blocks > 0 {
         s += &format!(", {} blocks verified", e.verified_blocks);
     }
@@ -233,7 +259,27 @@ fn report_body(r: &RunReport) -> String {
         l.p99 as f64 / 1e3,
         l.max as f64 / 1e3
     );
+    if r.emulator.is_some() {
+        let _ = writeln!(s, "{}", jitter_line(r.machine_jitter_ns.as_ref()));
+    }
     s
+}
+
+/// The machine's own jitter beside the lateness, so a tail can be told apart from it.
+fn jitter_line(j: Option<&MachineJitterNs>) -> String {
+    let Some(j) = j else {
+        return "machine jitter: not measured (no device thread spun idle in this run: every pass had work, or the threads slept)".into();
+    };
+    let us = |ns: u64| ns as f64 / 1e3;
+    format!(
+        "machine jitter, µs a spinning thread here noticed an instant late: p50 {:.3} | p99 {:.3} | p99.99 {:.3} | max {:.3} ({} instants over {:.1} ms of idle spinning)",
+        us(j.p50),
+        us(j.p99),
+        us(j.p9999),
+        us(j.max),
+        j.samples,
+        j.observed_ns as f64 / 1e6
+    )
 }
 
 /// `NOT FAITHFUL: <reason>` when the engine could not keep to the model's timing.

@@ -480,8 +480,14 @@ fn bench_size_sets_the_device_capacity() {
 
 #[test]
 fn bench_bad_options_exit_2_naming_the_flag() {
-    let cases: [(&[&str], &str); 7] = [
+    let cases: [(&[&str], &str); 10] = [
         (&["bench", "--durable"], "--durable"),
+        (&["bench", "--cpus", "1-0"], "runs backwards"),
+        (&["bench", "--cpus", "0,x"], "--cpus"),
+        (
+            &["bench", "--cpus", "1023", "--number_ios", "10"],
+            "CPU 1023 is not one",
+        ),
         (&["bench", "--engine", "sim", "--durable"], "--durable"),
         (&["bench", "--backing", "bogus"], "--backing"),
         (&["bench", "--backing", "file:"], "--backing"),
@@ -720,6 +726,56 @@ fn bench_emu_reports_its_setup_and_what_verify_checked() {
         table.contains("engine   emu: device inline on the host threads, stack spin"),
         "{table}"
     );
+}
+
+/// `--cpus` puts the device thread on the list's first CPU and the host thread on the next,
+/// and the report says so; the machine's jitter, sampled while the device thread spun idle,
+/// sits beside the lateness in the JSON and the table.
+#[test]
+fn bench_pins_threads_and_reports_the_machines_jitter() {
+    let cores = std::thread::available_parallelism().unwrap().get();
+    let cpus = if cores > 1 { "1,0" } else { "0" };
+    let args = [
+        "bench",
+        "--preset",
+        "moneta",
+        "--size",
+        "16m",
+        "--number_ios",
+        "3000",
+        "--device-threads",
+        "1",
+        "--completion",
+        "spin",
+        "--cpus",
+        cpus,
+    ];
+    let mut with_json = args.to_vec();
+    with_json.push("--json");
+    let r = json(&with_json);
+    let setup = &r["emulator"];
+    let (device_cpu, host_cpu) = if cores > 1 { (1, 0) } else { (0, 0) };
+    assert_eq!(
+        setup["device_cpus"],
+        serde_json::json!([device_cpu]),
+        "{setup}"
+    );
+    assert_eq!(setup["host_cpus"], serde_json::json!([host_cpu]), "{setup}");
+    let j = &r["machine_jitter_ns"];
+    let get = |k: &str| j[k].as_u64().unwrap_or_else(|| panic!("{k} in {j}"));
+    assert!(get("samples") > 0, "{j}");
+    assert!(get("p50") <= get("p99") && get("p99") <= get("p9999") && get("p9999") <= get("max"));
+    let table = String::from_utf8_lossy(&nvarray(&args).stdout).to_string();
+    assert!(
+        table.contains(&format!(
+            "pinned: device on CPU {device_cpu}, host on CPU {host_cpu}"
+        )),
+        "{table}"
+    );
+    assert!(table.contains("machine jitter, µs"), "{table}");
+    // The simulator has no machine to measure.
+    let sim = json(&["bench", "--engine", "sim", "--number_ios", "100", "--json"]);
+    assert!(sim.get("machine_jitter_ns").is_none(), "{sim}");
 }
 
 /// A bad value anywhere in a sweep is reported before any point runs: the first point would
