@@ -10,6 +10,7 @@ use std::path::{Path, PathBuf};
 
 use memmap2::{MmapOptions, MmapRaw};
 
+use crate::dma_copy;
 use crate::error::EmuError;
 
 /// Largest backing store accepted: 1 TiB (mapping more is possible but nothing here needs it).
@@ -199,9 +200,9 @@ impl Backing {
         // exclusively borrowed allocation, so the regions do not overlap. The mapping is only
         // written through `write`, which takes `&mut self`, so no write races with this read.
         unsafe {
-            std::ptr::copy_nonoverlapping(
-                self.map.as_ptr().add(offset_bytes as usize),
+            dma_copy::copy_raw(
                 buf.as_mut_ptr(),
+                self.map.as_ptr().add(offset_bytes as usize),
                 buf.len(),
             );
         }
@@ -237,9 +238,9 @@ impl Backing {
         // other access through this `Backing`; `data` cannot alias the mapping's range because
         // the mapping is never handed out as a slice.
         unsafe {
-            std::ptr::copy_nonoverlapping(
-                data.as_ptr(),
+            dma_copy::copy_raw(
                 self.map.as_mut_ptr().add(offset_bytes as usize),
+                data.as_ptr(),
                 data.len(),
             );
         }

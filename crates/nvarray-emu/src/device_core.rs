@@ -59,8 +59,13 @@ struct InFlight {
 /// overlaps that miss with the command's modelled time and with other commands, and the late
 /// copy then costs a cache hit, done before the deadline rather than after it. A large read's
 /// copy takes long enough to make its own and its neighbours' completions late, so it is
-/// done at submission instead.
-pub const COPY_WHEN_DONE_MAX_BYTES: u32 = crate::backing::PREFETCH_MAX_BYTES as u32;
+/// done at submission instead. From 4 KiB it is large: copying a prefetched 4 KiB block into
+/// a tag buffer the host's core touched last takes 0.3-1 µs even with vector moves
+/// (`dma_copy`), against the moneta preset's ~2 µs between the model finishing a read and
+/// its deadline; moved to submission, moneta's 4 KiB QD 1 lateness p99 went from 1.74-2.32 µs
+/// to 1.45-1.70 µs and QD 32's from 6.1-6.9 µs to 4.4-4.9 µs at the same IOPS
+/// (`docs/perf.md`, "The 4 KiB lateness tail").
+pub const COPY_WHEN_DONE_MAX_BYTES: u32 = 2048;
 
 /// Commands in flight at most (bounds the bookkeeping; the model's tags bound it further).
 pub const IN_FLIGHT_MAX: usize = 1 << 16;

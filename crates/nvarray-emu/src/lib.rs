@@ -26,8 +26,10 @@ mod jitter;
 mod lateness;
 mod sync;
 
-// Where the threads run (`--cpus`): public so the host pins its threads by the same list.
+// Where the threads run (`--cpus`), and how data is copied: public so the host pins its
+// threads by the same list and copies its side of a command the same way.
 pub mod cpus;
+pub mod dma_copy;
 
 #[cfg(test)]
 mod backing_kill_tests;

@@ -9,6 +9,7 @@
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
 
+use nvarray_emu::dma_copy;
 use nvarray_emu::protocol::{moneta, nvme};
 use nvarray_emu::tag_pool::{cpu_hint, Tag, TagPool, TAGS_MAX};
 use nvarray_emu::{Emulator, EmulatorOptions, JitterReport, LatenessReport, Opcode, Status};
@@ -308,7 +309,7 @@ impl Device {
             // SAFETY: we hold `tag`, so no command uses its buffer until we issue one.
             let buffer = unsafe { dma.data.buffer(tag.index()) };
             let n = data.len().min(buffer.len());
-            buffer[..n].copy_from_slice(&data[..n]);
+            dma_copy::copy(&mut buffer[..n], &data[..n]);
         }
         // A DC Express read completes in its data: the host clears the word it will watch.
         let in_data = op == Opcode::Read && self.config.interface.protocol == Protocol::DcExpress;
@@ -332,7 +333,7 @@ impl Device {
             // SAFETY: the completion hands the buffer back to us, and we still hold the tag.
             let buffer = unsafe { self.emu.dma().data.buffer(done.tag.index()) };
             let n = out.len().min(done.len_bytes as usize);
-            out[..n].copy_from_slice(&buffer[..n]);
+            dma_copy::copy(&mut out[..n], &buffer[..n]);
         }
         self.tags
             .release(done.tag)
