@@ -1,10 +1,13 @@
-//! Sockets: one type for Unix and TCP streams, and the buffered, non-blocking input and output a
-//! connection uses in the transmission phase.
+//! Sockets: one type for Unix and TCP streams, and the buffered input and output a connection
+//! uses in the transmission phase.
 //!
-//! The transmission loop never blocks in `read` or `write` while commands are in flight: it
-//! reads whatever the socket holds, issues it to the device, and goes back to polling the
-//! device. It blocks (in `poll`) only when it has nothing in flight, or for the rest of a write
-//! payload, or when the client is not taking replies fast enough.
+//! In the transmission phase the socket stays in blocking mode and each call says whether it
+//! may wait (`MSG_DONTWAIT` otherwise), so one system call does what took two (`ppoll`, then
+//! `recv`): a connection with nothing in flight waits for its next request in `recv` itself.
+//! While commands are in flight it never waits in `recv` or `send`: it reads whatever the
+//! socket holds, issues it to the device, and goes back to polling the device. It waits (in
+//! `poll`, bounded by `STALL_MAX`) only for the rest of a request, or when the client is not
+//! taking replies fast enough.
 
 use std::io::{self, Read, Write};
 use std::net::{Shutdown, TcpStream};
@@ -65,6 +68,21 @@ impl Stream {
             Stream::Unix(s) => s.shutdown(Shutdown::Both),
             Stream::Tcp(s) => s.shutdown(Shutdown::Both),
         };
+    }
+
+    /// Bytes this end has sent that the peer has not read yet, for a Unix socket (`SIOCOUTQ`:
+    /// on `AF_UNIX` the sender is charged until the reader takes the data). `None` for TCP,
+    /// where the figure counts unacknowledged bytes instead, which a loopback peer
+    /// acknowledges on arrival, not when its program reads them.
+    pub fn unread_by_peer(&self) -> Option<usize> {
+        let Stream::Unix(s) = self else {
+            return None;
+        };
+        let mut bytes: libc::c_int = 0;
+        // SAFETY: TIOCOUTQ (SIOCOUTQ) writes one int through the pointer, which points at a
+        // live c_int; the descriptor is ours for the call.
+        let rc = unsafe { libc::ioctl(s.as_raw_fd(), libc::TIOCOUTQ, &mut bytes) };
+        (rc == 0).then_some(bytes.max(0) as usize)
     }
 
     /// Who is connected, for log lines.
@@ -138,7 +156,48 @@ pub fn wait_fd(fd: RawFd, events: i16, timeout: Option<Duration>) -> io::Result<
     }
 }
 
-/// What a non-blocking read found.
+/// `recv` on `fd` into `buf`: waits for data only when `wait`. End of input is `Ok(0)`; an
+/// interrupted call is retried.
+fn recv(fd: RawFd, buf: &mut [u8], wait: bool) -> io::Result<usize> {
+    let flags = if wait { 0 } else { libc::MSG_DONTWAIT };
+    loop {
+        // SAFETY: `buf` is a live, writable buffer of `buf.len()` bytes for the whole call, and
+        // recv writes at most that many bytes into it.
+        let n = unsafe { libc::recv(fd, buf.as_mut_ptr().cast(), buf.len(), flags) };
+        if n >= 0 {
+            return Ok(n as usize);
+        }
+        let err = io::Error::last_os_error();
+        if err.kind() != io::ErrorKind::Interrupted {
+            return Err(err);
+        }
+    }
+}
+
+/// `send` of `buf` on `fd` without waiting, and without `SIGPIPE` when the client has gone
+/// (an `EPIPE` error instead, as std's sockets do). An interrupted call is retried.
+fn send(fd: RawFd, buf: &[u8]) -> io::Result<usize> {
+    loop {
+        // SAFETY: `buf` is a live buffer of `buf.len()` bytes for the whole call, and send only
+        // reads from it.
+        let n = unsafe {
+            libc::send(
+                fd,
+                buf.as_ptr().cast(),
+                buf.len(),
+                libc::MSG_DONTWAIT | libc::MSG_NOSIGNAL,
+            )
+        };
+        if n >= 0 {
+            return Ok(n as usize);
+        }
+        let err = io::Error::last_os_error();
+        if err.kind() != io::ErrorKind::Interrupted {
+            return Err(err);
+        }
+    }
+}
+
 /// How long a client may leave a request half sent, or leave replies untaken, before the
 /// connection is dropped. Without a limit such a client would hold its commands' device tags,
 /// which all connections share, and keep shutdown waiting, for ever. (An idle client between
@@ -157,6 +216,7 @@ fn wait_for_client(stream: &Stream, events: i16, doing: &str) -> io::Result<()> 
     ))
 }
 
+/// What a read of the socket found.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Fill {
     /// This many new bytes are buffered.
@@ -199,8 +259,9 @@ impl Input {
         }
     }
 
-    /// Reads what the (non-blocking) socket holds, as much as fits.
-    pub fn fill(&mut self, stream: &mut Stream) -> io::Result<Fill> {
+    /// Reads what the socket holds, as much as fits, in one `recv`; with `wait`, waits for
+    /// something to arrive first (a socket read timeout then shows as `Empty`).
+    pub fn fill(&mut self, stream: &Stream, wait: bool) -> io::Result<Fill> {
         if self.end == self.buf.len() {
             if self.start == 0 {
                 // Full: the caller consumes before reading more.
@@ -210,29 +271,26 @@ impl Input {
             self.end -= self.start;
             self.start = 0;
         }
-        loop {
-            match stream.read(&mut self.buf[self.end..]) {
-                Ok(0) => return Ok(Fill::Eof),
-                Ok(n) => {
-                    self.end += n;
-                    return Ok(Fill::Data(n));
-                }
-                Err(e) if e.kind() == io::ErrorKind::WouldBlock => return Ok(Fill::Empty),
-                Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
-                Err(e) => return Err(e),
+        match recv(stream.as_raw_fd(), &mut self.buf[self.end..], wait) {
+            Ok(0) => Ok(Fill::Eof),
+            Ok(n) => {
+                self.end += n;
+                Ok(Fill::Data(n))
             }
+            Err(e) if e.kind() == io::ErrorKind::WouldBlock => Ok(Fill::Empty),
+            Err(e) => Err(e),
         }
     }
 
     /// Fills `out` completely: buffered bytes first, then straight from the socket (waiting for
     /// them). A client that hangs up half way is an `UnexpectedEof` error.
-    pub fn read_exact(&mut self, stream: &mut Stream, out: &mut [u8]) -> io::Result<()> {
+    pub fn read_exact(&mut self, stream: &Stream, out: &mut [u8]) -> io::Result<()> {
         let have = self.buffered().len().min(out.len());
         out[..have].copy_from_slice(&self.buffered()[..have]);
         self.consume(have);
         let mut at = have;
         while at < out.len() {
-            match stream.read(&mut out[at..]) {
+            match recv(stream.as_raw_fd(), &mut out[at..], false) {
                 Ok(0) => {
                     return Err(io::Error::new(
                         io::ErrorKind::UnexpectedEof,
@@ -243,7 +301,6 @@ impl Input {
                 Err(e) if e.kind() == io::ErrorKind::WouldBlock => {
                     wait_for_client(stream, libc::POLLIN, "sent none of the rest of a request")?;
                 }
-                Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
                 Err(e) => return Err(e),
             }
         }
@@ -251,7 +308,7 @@ impl Input {
     }
 
     /// Reads and drops `n` bytes (the payload of a refused write).
-    pub fn skip(&mut self, stream: &mut Stream, mut n: usize) -> io::Result<()> {
+    pub fn skip(&mut self, stream: &Stream, mut n: usize) -> io::Result<()> {
         let mut scratch = [0u8; 4096];
         while n > 0 {
             let step = n.min(scratch.len());
@@ -268,24 +325,23 @@ impl Default for Input {
     }
 }
 
-/// Writes all of `out` to the (non-blocking) socket, waiting for room when it is full, and
-/// empties `out`.
-pub fn write_all(stream: &mut Stream, out: &mut Vec<u8>) -> io::Result<()> {
+/// Writes all of `out` to the socket, waiting for room when it is full, and empties `out`.
+pub fn write_all(stream: &Stream, out: &mut Vec<u8>) -> io::Result<()> {
     while !write_some(stream, out)? {
         wait_for_client(stream, libc::POLLOUT, "took no replies")?;
     }
     Ok(())
 }
 
-/// Writes as much of `out` as the (non-blocking) socket takes now and removes it from `out`.
-/// True when `out` is empty.
-pub fn write_some(stream: &mut Stream, out: &mut Vec<u8>) -> io::Result<bool> {
+/// Writes as much of `out` as the socket takes now (without waiting) and removes it from
+/// `out`. True when `out` is empty.
+pub fn write_some(stream: &Stream, out: &mut Vec<u8>) -> io::Result<bool> {
     let mut at = 0;
     let result = loop {
         if at == out.len() {
             break Ok(true);
         }
-        match stream.write(&out[at..]) {
+        match send(stream.as_raw_fd(), &out[at..]) {
             Ok(0) => {
                 break Err(io::Error::new(
                     io::ErrorKind::WriteZero,
@@ -294,7 +350,6 @@ pub fn write_some(stream: &mut Stream, out: &mut Vec<u8>) -> io::Result<bool> {
             }
             Ok(n) => at += n,
             Err(e) if e.kind() == io::ErrorKind::WouldBlock => break Ok(false),
-            Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
             Err(e) => break Err(e),
         }
     };

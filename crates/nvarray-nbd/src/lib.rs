@@ -10,6 +10,7 @@
 //!   device (pure; property-tested and fuzzed).
 //! - `handshake`: fixed newstyle negotiation.
 //! - `transmission`: one connection's pipelined request loop.
+//! - `pace`: how long a connection may wait to serve a client that is behind in one burst.
 //! - `server`: listening, the connection limit, shutdown, statistics.
 //! - `client`: a minimal blocking client for tests that must speak the protocol exactly.
 //!
@@ -19,6 +20,7 @@
 pub mod client;
 pub mod handshake;
 pub mod io;
+pub mod pace;
 pub mod proto;
 pub mod server;
 pub mod tag_share;

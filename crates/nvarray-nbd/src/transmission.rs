@@ -4,7 +4,18 @@
 //! the connection waits, so a client at queue depth 16 keeps up to 16 requests in the device at
 //! once (one queue pair per connection, the device's own tags). A request larger than the
 //! device's largest command becomes several commands. Replies go out in completion order, as
-//! the protocol allows; the connection batches them into as few `write`s as it can.
+//! the protocol allows.
+//!
+//! System calls are most of what a small request costs the server, so the loop makes few and
+//! makes each one count (issue 17): one `recv` takes every request the socket holds; while
+//! commands are in flight the connection looks at its socket and sends the replies it has
+//! ready once per `TICK` (not after every completion), and once its last command completes it
+//! sends every reply in one `send` and waits for the next request inside `recv` itself. When
+//! the client is behind (its unread replies pile up, as fio's do at queue depth 16), the
+//! connection waits a little before that `recv`, as long as the client's backlog keeps it
+//! busy (`pace`), so the requests it sends meanwhile are served as one burst. Per request it
+//! takes no lock and reads the clock only once per pass: the server's busy clock is told when
+//! the connection becomes busy or idle, and statistics are recorded in batches.
 //!
 //! Every request is checked by `proto::check_request` before anything touches the device.
 //! Write payloads are read from the socket straight into the command's DMA buffer.
@@ -12,12 +23,13 @@
 use std::io;
 use std::os::fd::AsRawFd;
 use std::sync::Mutex;
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
 use nvarray_host::{Device, Done, HostError, Opcode, QueuePair};
 use nvarray_report::{BusyClock, StreamStats};
 
 use crate::io::{wait_fd, write_all, write_some, Fill, Input, Stream};
+use crate::pace::{Pace, QUICK_RECV_NS};
 use crate::proto::*;
 use crate::tag_share::{Seat, TagShare};
 
@@ -34,8 +46,15 @@ const OUTPUT_FLUSH_BYTES: usize = 1 << 20;
 /// replies faster than they were sent. Twice the largest request, so one always fits.
 const READ_BYTES_BUDGET: u64 = 2 * PAYLOAD_BYTES_MAX as u64;
 
-/// Device polls between two looks at the socket while commands are in flight.
-const SPINS_PER_SOCKET_CHECK: u32 = 64;
+/// While commands are in flight, how often the connection looks at its socket for new
+/// requests and sends the replies it has ready. Each look is a system call or two, which cost
+/// more than the device work of a small request, so they are spaced: a reply waits at most
+/// this long for the ones completing after it (a `dram` device completes a command in 2-3 µs,
+/// so a burst of commands usually completes within one tick and its replies leave in one
+/// `send`), and a request arriving meanwhile waits at most this long to be read. With nothing
+/// in flight neither waits: the last completion's replies go out at once, and the next request
+/// wakes the connection inside `recv`.
+const TICK: Duration = Duration::from_micros(5);
 
 /// Where a command's data comes from.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -110,8 +129,22 @@ pub struct Transmission<'a> {
     zeroes: Box<[u8]>,
     closing: bool,
     stats: &'a Mutex<StreamStats>,
+    /// Requests answered and not yet recorded in `stats`: (read, bytes, latency ns), recorded
+    /// together under one lock before their replies are sent (`record_stats`).
+    unrecorded: Vec<(bool, u32, u64)>,
     /// The server's busy time: every request from the moment it takes a slot to its reply.
+    /// The connection begins it when its first request takes a slot and ends it when its
+    /// last one leaves, which gives the clock the same intervals as one `begin` and `end` per
+    /// request, without its lock on every request.
     busy: &'a BusyClock,
+    /// The time of this pass of the loop, read once per pass, after a wait for a request and
+    /// after each collection of completions: requests are timed from it.
+    now: Instant,
+    /// What the connection has answered, for pacing its reads (`pace`).
+    pace: Pace,
+    /// Whether the last wait for a request found one already there (see
+    /// `pace::QUICK_RECV_NS`): only then is the client's backlog looked at.
+    client_ahead: bool,
     log: &'a (dyn Fn(&str) + Sync),
 }
 
@@ -144,7 +177,11 @@ impl<'a> Transmission<'a> {
             zeroes: vec![0u8; device.command_bytes_max() as usize].into_boxed_slice(),
             closing: false,
             stats: links.stats,
+            unrecorded: Vec::with_capacity(REQUESTS_MAX),
             busy: links.busy,
+            now: Instant::now(),
+            pace: Pace::default(),
+            client_ahead: false,
             log,
         }
     }
@@ -158,51 +195,57 @@ impl<'a> Transmission<'a> {
         while self.commands_in_flight > 0 {
             self.reap(true);
         }
-        let result = result.and_then(|()| write_all(&mut self.stream, &mut self.out));
+        let result = result.and_then(|()| self.send_all_replies());
         // Requests the connection ended without answering are no longer in flight.
-        for _ in self.requests.iter().flatten() {
+        if self.requests.iter().any(Option::is_some) {
             self.busy.end();
         }
         (self.qp, result)
     }
 
     fn serve(&mut self) -> io::Result<()> {
-        self.stream.set_nonblocking(true)?;
-        let mut spins = 0u32;
+        // Blocking mode: each call says whether it may wait (see `io`).
+        self.stream.set_nonblocking(false)?;
+        // Naps (`wait_a_little`) and waits (`pace`) of tens of microseconds must not overshoot
+        // by Linux's default 50 µs of timer slack.
+        nvarray_host::fine_timer_slack();
+        let mut tick_at = Instant::now();
         loop {
             self.issue_fua_flushes();
+            self.now = Instant::now();
+            let idle = self.commands_in_flight == 0 && self.fua_pending.is_empty();
+            if self.closing && idle {
+                return Ok(());
+            }
             let mut progressed = false;
-            // New requests: whatever is buffered or readable now; block only when idle.
-            if !self.closing && (spins == 0 || spins >= SPINS_PER_SOCKET_CHECK) {
-                spins = 0;
-                while !self.closing && !self.free_slots.is_empty() && self.within_budget() {
-                    let idle = self.commands_in_flight == 0 && self.fua_pending.is_empty();
-                    match self.next_header(idle)? {
-                        Some(header) => {
-                            self.start(header)?;
-                            progressed = true;
-                        }
-                        None => break,
+            if idle || self.now.duration_since(tick_at) >= TICK {
+                if idle {
+                    // The last command is done: every reply goes out now, before any wait.
+                    // What the client has not read of the earlier ones is its backlog.
+                    let unread = if self.client_ahead {
+                        self.stream.unread_by_peer()
+                    } else {
+                        None
+                    };
+                    self.send_all_replies()?;
+                    if let Some(hold) = unread.and_then(|bytes| self.pace.hold(bytes)) {
+                        // Nothing is in flight, so no completion can be late.
+                        std::thread::sleep(hold);
                     }
+                } else if !self.out.is_empty() {
+                    self.send_replies()?;
                 }
+                progressed = self.take_requests(idle)?;
+                // From the end of a wait for requests, if there was one.
+                tick_at = self.now;
             }
             if self.reap(false) > 0 {
                 progressed = true;
             }
-            if !self.out.is_empty()
-                && (self.commands_in_flight == 0
-                    || self.out.len() >= OUTPUT_FLUSH_BYTES
-                    || progressed)
-            {
+            if self.out.len() >= OUTPUT_FLUSH_BYTES {
                 self.send_replies()?;
             }
-            if self.closing && self.commands_in_flight == 0 && self.fua_pending.is_empty() {
-                return Ok(());
-            }
-            if progressed {
-                spins = 0;
-            } else {
-                spins += 1;
+            if !progressed {
                 self.wait_a_little();
             }
         }
@@ -213,36 +256,58 @@ impl<'a> Transmission<'a> {
         self.out.len() as u64 + self.read_bytes_live < READ_BYTES_BUDGET
     }
 
-    /// The next request header, if one is buffered or (without blocking, unless `block`)
-    /// readable. End of input sets `closing`.
-    fn next_header(&mut self, block: bool) -> io::Result<Option<RequestHeader>> {
-        loop {
+    /// Starts every request buffered, reading the socket once for more (and, when `idle`,
+    /// waiting there until a whole request header has come), as long as the connection has
+    /// a free slot and is within its budget. End of input sets `closing`. Returns whether it
+    /// started any request.
+    fn take_requests(&mut self, idle: bool) -> io::Result<bool> {
+        let mut started = false;
+        let mut read = false;
+        while !self.closing && !self.free_slots.is_empty() && self.within_budget() {
             if self.input.buffered().len() >= REQUEST_HEADER_BYTES {
                 let bytes: [u8; REQUEST_HEADER_BYTES] = self.input.buffered()
                     [..REQUEST_HEADER_BYTES]
                     .try_into()
                     .expect("28 bytes");
                 self.input.consume(REQUEST_HEADER_BYTES);
-                return Ok(Some(RequestHeader::decode(&bytes)));
+                self.start(RequestHeader::decode(&bytes))?;
+                started = true;
+                continue;
             }
-            match self.input.fill(&mut self.stream)? {
-                Fill::Data(_) => continue,
-                Fill::Eof => {
-                    self.closing = true;
-                    return Ok(None);
+            // Wait only while the connection has nothing else to do; one look otherwise, since
+            // a `recv` that returned takes everything the socket held.
+            let wait = idle && !started && self.commands_in_flight == 0;
+            if read && !wait {
+                break;
+            }
+            read = true;
+            let asked = wait.then(Instant::now);
+            match self.input.fill(&self.stream, wait)? {
+                Fill::Data(0) => break,
+                Fill::Data(_) => {
+                    if let Some(asked) = asked {
+                        // It waited: requests are timed from their arrival.
+                        self.now = Instant::now();
+                        self.client_ahead =
+                            self.now.duration_since(asked).as_nanos() < u128::from(QUICK_RECV_NS);
+                    }
                 }
-                Fill::Empty if block => {
-                    write_all(&mut self.stream, &mut self.out)?;
-                    wait_fd(self.stream.as_raw_fd(), libc::POLLIN, None)?;
+                Fill::Eof => self.closing = true,
+                Fill::Empty => {
+                    if wait {
+                        // A read timeout (none is set in this phase); wait in poll instead.
+                        wait_fd(self.stream.as_raw_fd(), libc::POLLIN, None)?;
+                        read = false;
+                    }
                 }
-                Fill::Empty => return Ok(None),
             }
         }
+        Ok(started)
     }
 
     /// Checks a request and starts it: issues its commands, or answers it at once.
     fn start(&mut self, header: RequestHeader) -> io::Result<()> {
-        let started = Instant::now();
+        let started = self.now;
         let command = match check_request(&header, &self.limits) {
             Ok(c) => c,
             Err(RequestError::Fatal(message)) => {
@@ -253,7 +318,7 @@ impl<'a> Transmission<'a> {
             Err(RequestError::Refused { errno, message }) => {
                 // A refused write's payload is still on the wire: drop it to stay in step.
                 self.input
-                    .skip(&mut self.stream, header.payload_bytes() as usize)?;
+                    .skip(&self.stream, header.payload_bytes() as usize)?;
                 self.reply_error(header.cookie, header.kind == CMD_READ, errno, &message);
                 return Ok(());
             }
@@ -308,7 +373,12 @@ impl<'a> Transmission<'a> {
             } else {
                 put_simple_reply(&mut self.out, header.cookie, 0);
             }
+            self.pace.answered();
             return Ok(());
+        }
+        if self.free_slots.len() == REQUESTS_MAX {
+            // The connection's first request in flight (see `busy`).
+            self.busy.begin_at(started);
         }
         let slot = self
             .free_slots
@@ -317,7 +387,6 @@ impl<'a> Transmission<'a> {
         if kind == Opcode::Read {
             self.read_bytes_live += u64::from(len_bytes);
         }
-        self.busy.begin();
         let assembled = (kind == Opcode::Read && !self.structured && commands > 1)
             .then(|| vec![0u8; len_bytes as usize]);
         self.requests[slot] = Some(Request {
@@ -390,7 +459,7 @@ impl<'a> Transmission<'a> {
                     request.unissued -= 1;
                     request.error.get_or_insert((NbdErrno::Io, e.to_string()));
                     if payload == Payload::Socket {
-                        self.input.skip(&mut self.stream, len_bytes as usize)?;
+                        self.input.skip(&self.stream, len_bytes as usize)?;
                     }
                     self.maybe_finish(slot);
                     return Ok(());
@@ -399,7 +468,7 @@ impl<'a> Transmission<'a> {
         };
         if payload == Payload::Socket {
             let buffer = self.device.write_buffer(&mut prepared);
-            if let Err(e) = self.input.read_exact(&mut self.stream, buffer) {
+            if let Err(e) = self.input.read_exact(&self.stream, buffer) {
                 self.device.cancel(prepared);
                 let request = self.requests[slot].as_mut().expect("live request");
                 request.unissued -= 1;
@@ -438,9 +507,15 @@ impl<'a> Transmission<'a> {
         }
         let finished = &mut self.finished;
         let n = if block {
-            self.qp.wait(|d| finished.push(d))
+            let n = self.qp.wait(|d| finished.push(d));
+            self.now = Instant::now();
+            n
         } else {
-            self.qp.poll(|d| finished.push(d))
+            let n = self.qp.poll(|d| finished.push(d));
+            if n > 0 {
+                self.now = Instant::now();
+            }
+            n
         };
         let mut finished = std::mem::take(&mut self.finished);
         for done in finished.drain(..) {
@@ -511,7 +586,10 @@ impl<'a> Transmission<'a> {
         }
         let request = self.requests[slot].take().expect("live request");
         self.free_slots.push(slot);
-        self.busy.end();
+        if self.free_slots.len() == REQUESTS_MAX {
+            // The connection's last request in flight has been answered (see `busy`).
+            self.busy.end();
+        }
         let is_read = request.kind == Opcode::Read;
         if is_read {
             self.read_bytes_live -= u64::from(request.len_bytes);
@@ -536,25 +614,45 @@ impl<'a> Transmission<'a> {
                         0,
                     );
                 }
+                self.pace.answered();
             }
             None => self.reply_ok(request.cookie),
         }
         if request.error.is_none() {
-            let latency_ns = request.started.elapsed().as_nanos() as u64;
+            let latency_ns = self
+                .now
+                .saturating_duration_since(request.started)
+                .as_nanos() as u64;
             let len = match request.kind {
                 Opcode::Flush => 0,
                 _ => request.len_bytes,
             };
             // Flushes count as requests of no bytes, like fio counts them.
-            self.stats
-                .lock()
-                .expect("stats lock poisoned")
-                .record_host(is_read, len, latency_ns);
+            if self.unrecorded.len() == self.unrecorded.capacity() {
+                self.record_stats();
+            }
+            self.unrecorded.push((is_read, len, latency_ns));
         }
+    }
+
+    /// Records the requests answered since the last call in the connection's statistics.
+    /// Called before replies are sent (and every `REQUESTS_MAX` answers), so a request whose
+    /// reply a client has seen is in the report.
+    fn record_stats(&mut self) {
+        if self.unrecorded.is_empty() {
+            return;
+        }
+        let mut stats = self.stats.lock().expect("stats lock poisoned");
+        for &(is_read, len, latency_ns) in &self.unrecorded {
+            stats.record_host(is_read, len, latency_ns);
+        }
+        drop(stats);
+        self.unrecorded.clear();
     }
 
     fn reply_ok(&mut self, cookie: u64) {
         put_simple_reply(&mut self.out, cookie, 0);
+        self.pace.answered();
     }
 
     /// An error reply: a structured error chunk with the message when structured replies were
@@ -566,6 +664,7 @@ impl<'a> Transmission<'a> {
             let _ = is_read;
             put_simple_reply(&mut self.out, cookie, errno as u32);
         }
+        self.pace.answered();
     }
 
     /// Sends the replies in `out`. While the client takes none, the connection goes on
@@ -574,13 +673,27 @@ impl<'a> Transmission<'a> {
     /// within `READ_BYTES_BUDGET`); only with nothing left in flight does it wait for the
     /// client, at most `io::STALL_MAX`.
     fn send_replies(&mut self) -> io::Result<()> {
-        while !write_some(&mut self.stream, &mut self.out)? {
+        self.record_stats();
+        loop {
+            let before = self.out.len();
+            let all = write_some(&self.stream, &mut self.out)?;
+            self.pace.sent(before - self.out.len());
+            if all {
+                return Ok(());
+            }
             if self.commands_in_flight == 0 {
-                return write_all(&mut self.stream, &mut self.out);
+                return self.send_all_replies();
             }
             self.reap(true);
         }
-        Ok(())
+    }
+
+    /// Sends every reply in `out`, waiting (at most `io::STALL_MAX` at a time) for the client
+    /// to make room.
+    fn send_all_replies(&mut self) -> io::Result<()> {
+        self.record_stats();
+        self.pace.sent(self.out.len());
+        write_all(&self.stream, &mut self.out)
     }
 
     /// Nothing happened on the last pass: wait a little for the device or the client. With
