@@ -128,19 +128,24 @@ def modelled_added_us(delay_ms):
     return p50(delay_set(delay_ms)) - p50([])
 
 
-def fio(uri, rw, qd, seconds, tag):
-    out = subprocess.run(
-        ["fio", "--name=nbd", "--ioengine=nbd", f"--uri={uri}", f"--rw={rw}", "--bs=4k",
-         f"--iodepth={qd}", f"--runtime={seconds}", "--time_based", "--ramp_time=1",
-         "--output-format=json"],
-        capture_output=True, text=True)
+def fio_side(out, uri, rw, tag):
+    """The read or write side of a finished fio run's JSON, which is kept as `tag`.json."""
     if out.returncode != 0:
         die(f"fio failed on {uri}: {out.stderr.strip()}")
     text = out.stdout[out.stdout.index("{"):]
     with open(os.path.join(OUT, f"{tag}.json"), "w") as f:
         f.write(text)
     job = json.loads(text)["jobs"][0]
-    side = job["read"] if "read" in rw else job["write"]
+    return job["read"] if "read" in rw else job["write"]
+
+
+def fio(uri, rw, qd, seconds, tag):
+    out = subprocess.run(
+        ["fio", "--name=nbd", "--ioengine=nbd", f"--uri={uri}", f"--rw={rw}", "--bs=4k",
+         f"--iodepth={qd}", f"--runtime={seconds}", "--time_based", "--ramp_time=1",
+         "--output-format=json"],
+        capture_output=True, text=True)
+    side = fio_side(out, uri, rw, tag)
     pct = side["clat_ns"]["percentile"]
     return {"iops": side["iops"], "p50_us": pct["50.000000"] / 1e3, "p99_us": pct["99.000000"] / 1e3}
 
@@ -179,13 +184,7 @@ def fio_cpu(server, rw, qd, jobs, seconds, tag):
     server1, wall1 = server.cpu_seconds(), time.monotonic()
     busy1 = machine_busy_seconds()
     client1 = resource.getrusage(resource.RUSAGE_CHILDREN)
-    if out.returncode != 0:
-        die(f"fio failed on {server.uri}: {out.stderr.strip()}")
-    text = out.stdout[out.stdout.index("{"):]
-    with open(os.path.join(OUT, f"{tag}.json"), "w") as f:
-        f.write(text)
-    job = json.loads(text)["jobs"][0]
-    side = job["read"] if "read" in rw else job["write"]
+    side = fio_side(out, server.uri, rw, tag)
     requests = side["total_ios"]
     client = (client1.ru_utime + client1.ru_stime) - (client0.ru_utime + client0.ru_stime)
     other = (busy1 - busy0) - (server1 - server0) - client

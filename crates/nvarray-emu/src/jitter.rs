@@ -19,6 +19,8 @@
 
 use hdrhistogram::Histogram;
 
+use crate::lateness::ns_histogram;
+
 /// The spacing of the sampled instants. Finer costs more recording in idle passes; coarser
 /// takes longer to see the rare stalls. At 1 µs a second of idle spinning gives a million
 /// samples, enough for a p99.99 from the first 10 ms.
@@ -75,8 +77,7 @@ impl Default for JitterProbe {
 impl JitterProbe {
     pub fn new() -> Self {
         JitterProbe {
-            // 1 ns to one hour, 3 significant digits.
-            histogram: Histogram::new_with_bounds(1, 3_600_000_000_000, 3).expect("valid bounds"),
+            histogram: ns_histogram(),
             max_ns: 0,
             observed_ns: 0,
             last_idle: None,

@@ -42,11 +42,16 @@ impl Default for Lateness {
     }
 }
 
+/// A histogram of nanoseconds, 1 ns to one hour at 3 significant digits, for values recorded
+/// plus 1 (its least value is 1, and 0 ns is a value here).
+pub(crate) fn ns_histogram() -> Histogram<u64> {
+    Histogram::new_with_bounds(1, 3_600_000_000_000, 3).expect("valid bounds")
+}
+
 impl Lateness {
     pub fn new() -> Self {
         Lateness {
-            // 1 ns to one hour, 3 significant digits.
-            histogram: Histogram::new_with_bounds(1, 3_600_000_000_000, 3).expect("valid bounds"),
+            histogram: ns_histogram(),
             max_ns: 0,
             late_ns_sum: 0,
             modelled_ns_sum: 0,
