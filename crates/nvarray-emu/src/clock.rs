@@ -29,7 +29,7 @@ impl Clock {
 
     /// Spins until `deadline_ns` and returns the time it saw then (never earlier than the
     /// deadline). The loop is bounded by the deadline itself.
-    #[cfg(test)]
+    #[inline]
     pub fn spin_until(&self, deadline_ns: u64) -> u64 {
         loop {
             let now = self.now_ns();

@@ -88,6 +88,27 @@ impl Lateness {
         self.early
     }
 
+    /// The mean modelled latency and the p99 lateness a faithful run stays within:
+    /// `max(LATENESS_NS_TOLERATED, LATENESS_PERCENT_TOLERATED % of that mean)`.
+    fn bound(&self) -> (u64, u64) {
+        let modelled_mean = (self.modelled_ns_sum / u128::from(self.count().max(1))) as u64;
+        let bound = LATENESS_NS_TOLERATED.max(modelled_mean * LATENESS_PERCENT_TOLERATED / 100);
+        (modelled_mean, bound)
+    }
+
+    /// What the machine's own jitter says of a late run: when a thread that only spins on this
+    /// machine was itself late past the bound at p99 (`machine_p99_ns`, `jitter`), the
+    /// lateness tail is the machine's as much as the emulator's, and the verdict says so
+    /// (`report`'s hint). `None` when the machine kept within the bound.
+    pub fn machine_hint(&self, machine_p99_ns: u64) -> Option<String> {
+        let (_, bound) = self.bound();
+        (machine_p99_ns > bound).then(|| {
+            format!(
+                "this machine's own jitter p99 in the same run, {machine_p99_ns} ns, exceeds that bound too: a thread that only spins here is that late without the emulator's work (see the machine jitter line; the README's section on tail latency says how to set CPUs aside)"
+            )
+        })
+    }
+
     /// The verdict. `hint` says what on this host is the likely cause when the run is late
     /// (e.g. measured memcpy bandwidth below the modelled link).
     pub fn report(&self, hint: Option<&str>) -> LatenessReport {
@@ -104,8 +125,7 @@ impl Lateness {
         // Inside what was measured: a histogram answers with the top of a value's bucket.
         let at = |q: f64| (self.histogram.value_at_quantile(q) - 1).min(self.max_ns);
         let (p50, p99, max) = (at(0.50), at(0.99), self.max_ns);
-        let modelled_mean = (self.modelled_ns_sum / u128::from(self.count())) as u64;
-        let bound = LATENESS_NS_TOLERATED.max(modelled_mean * LATENESS_PERCENT_TOLERATED / 100);
+        let (modelled_mean, bound) = self.bound();
         let mut reasons = Vec::new();
         if self.early > 0 {
             reasons.push(format!(
@@ -170,6 +190,33 @@ mod tests {
             s.1 += 1_000_000;
         }
         check(&tail, 8_000, true);
+    }
+
+    #[test]
+    fn the_machines_jitter_is_named_only_when_it_exceeds_the_bound_too() {
+        let mut l = Lateness::new();
+        for i in 0..1000u64 {
+            l.record(i * 10, i * 10 + 3_000, 8_000);
+        }
+        // The bound is max(1 µs, 5 % of 8 µs) = 1 µs.
+        assert_eq!(
+            l.machine_hint(1_000),
+            None,
+            "at the bound: the machine kept within it"
+        );
+        let hint = l.machine_hint(1_001).expect("past the bound");
+        assert!(
+            hint.contains("jitter p99 in the same run, 1001 ns"),
+            "{hint}"
+        );
+        let r = l.report(Some(&hint));
+        assert!(!r.faithful);
+        let why = r.unfaithful_reason.unwrap();
+        assert!(why.starts_with("p99 lateness 3000 ns exceeds"), "{why}");
+        assert!(why.ends_with(&hint), "{why}");
+        // Nothing recorded yet: the bound is the 1 µs floor, not a division by zero.
+        assert_eq!(Lateness::new().machine_hint(999), None);
+        assert!(Lateness::new().machine_hint(1_001).is_some());
     }
 
     #[test]
