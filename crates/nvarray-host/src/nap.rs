@@ -135,6 +135,48 @@ impl AdaptiveRule {
     }
 }
 
+/// Whether a thread that keeps one request in flight waits for it by spinning alone, each
+/// request a single command: the `Spin` stack, a completion mode that never sleeps for these
+/// requests (`Spin`, `InData`, or `Adaptive` below its threshold for every one), and every
+/// length within a tag buffer. `reads` and `writes` say which directions occur, `lens_bytes`
+/// the request lengths. `--device-threads auto` then runs the device inline on that thread:
+/// a device thread would have no other command to overlap with its wait, and each command
+/// would cross between the two cores twice (dram at QD 1: host p50 1,994 ns inline against
+/// 2,154-2,174 with a device thread, the model's being 1,699; docs/perf.md).
+pub fn waits_by_spinning_alone(
+    config: &DeviceConfig,
+    options: &crate::Options,
+    reads: bool,
+    writes: bool,
+    lens_bytes: impl IntoIterator<Item = u32>,
+) -> bool {
+    use crate::{CompletionMode, Stack};
+    if options.stack != Stack::Spin {
+        return false;
+    }
+    let buffer_bytes = options
+        .buffer_bytes
+        .unwrap_or(crate::BUFFER_BYTES_DEFAULT)
+        .min(config.controller.max_transfer_bytes);
+    let completion = options
+        .completion
+        .unwrap_or_else(|| CompletionMode::default_for(config.interface.protocol));
+    let mut rule = AdaptiveRule::new(config, options.adaptive_threshold_ns);
+    lens_bytes.into_iter().all(|len| {
+        let mut sleeps = |op| rule.sleeps_for(op, len);
+        let spins = match completion {
+            CompletionMode::Spin | CompletionMode::InData => true,
+            CompletionMode::Sleep => false,
+            CompletionMode::Adaptive => {
+                let sleeps_somewhere =
+                    (reads && sleeps(Opcode::Read)) || (writes && sleeps(Opcode::Write));
+                !sleeps_somewhere
+            }
+        };
+        len <= buffer_bytes && spins
+    })
+}
+
 /// The modelled latency of one command alone on a fresh device, or None if the device
 /// refuses it (the device will refuse it at once, so there is nothing to sleep through).
 fn idle_latency_ns(config: &DeviceConfig, is_read: bool, len_bytes: u32) -> Option<u64> {

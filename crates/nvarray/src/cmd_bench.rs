@@ -6,7 +6,7 @@
 use anyhow::Result;
 use clap::{Args, Subcommand, ValueEnum};
 use nvarray_host::options::CpuList;
-use nvarray_host::{CompletionMode, Options, Stack};
+use nvarray_host::{waits_by_spinning_alone, CompletionMode, Options, Stack};
 use nvarray_model::DeviceConfig;
 use nvarray_report::RunReport;
 use nvarray_run::EmuRunError;
@@ -58,10 +58,33 @@ pub enum Engine {
 }
 
 /// The options for one workload: `--device-threads auto` becomes a count for its threads.
-fn options_for(options: &Options, threads: DeviceThreads, workload: &Workload) -> Options {
+/// One host thread that keeps one request in flight and only spins for it runs the device
+/// inline (`nvarray_host::waits_by_spinning_alone`); otherwise the count comes from the cores.
+fn options_for(
+    options: &Options,
+    threads: DeviceThreads,
+    device: &DeviceConfig,
+    workload: &Workload,
+) -> Options {
     let host_threads: usize = workload.jobs.iter().map(|j| j.numjobs as usize).sum();
+    let one_in_flight_spun_for = host_threads == 1
+        && workload.jobs.iter().all(|job| {
+            let read_fraction = job.read_fraction();
+            job.iodepth == 1
+                && waits_by_spinning_alone(
+                    device,
+                    options,
+                    read_fraction > 0.0,
+                    read_fraction < 1.0,
+                    job.bs.lens_bytes(),
+                )
+        });
+    let device_threads = match threads {
+        DeviceThreads::Auto if one_in_flight_spun_for => 0,
+        _ => threads.resolve(host_threads),
+    };
     Options {
-        device_threads: threads.resolve(host_threads),
+        device_threads,
         ..options.clone()
     }
 }
@@ -90,8 +113,10 @@ pub struct BenchRunArgs {
     #[arg(long)]
     durable: bool,
     /// Threads that run the emulated device; 0 runs it inline on whichever host thread polls.
-    /// `auto` gives the device a thread only when the machine has a core for it besides one
-    /// per host thread (numjobs), so spinning threads never outnumber cores.
+    /// `auto` runs it inline when one host thread keeps one request in flight (iodepth 1) and
+    /// spins for it (a device thread would only add two crossings between cores); otherwise
+    /// it gives the device a thread only when the machine has a core for it besides one per
+    /// host thread (numjobs), so spinning threads never outnumber cores.
     #[arg(long, value_name = "N|auto", default_value_t = DeviceThreads::Auto,
           value_parser = parse_device_threads)]
     device_threads: DeviceThreads,
@@ -157,7 +182,7 @@ fn run_engine(
             Ok(report)
         }
         Engine::Emu => {
-            let options = options_for(options, threads, workload);
+            let options = options_for(options, threads, device, workload);
             nvarray_run::emu::run(device, workload, &options, progress).map_err(|e: EmuRunError| {
                 if e.is_input_error() {
                     input_error(e)

@@ -728,6 +728,36 @@ fn bench_emu_reports_its_setup_and_what_verify_checked() {
     );
 }
 
+/// `--device-threads auto` runs the device inline for one host thread that keeps one request
+/// in flight and spins for it, and gives it a thread of its own otherwise (where a core is
+/// free for it): deeper queues, a completion mode that sleeps, or requests the adaptive rule
+/// sleeps for (a disk's milliseconds).
+#[test]
+fn auto_device_threads_run_the_device_inline_for_one_spun_for_request() {
+    let cores = std::thread::available_parallelism().unwrap().get();
+    let threads = |extra: &[&str]| {
+        let mut args = vec!["bench", "--size", "16m", "--number_ios", "20", "--json"];
+        args.extend_from_slice(extra);
+        json(&args)["emulator"]["device_threads"].as_u64().unwrap()
+    };
+    assert_eq!(
+        threads(&[]),
+        0,
+        "moneta 4 KiB QD 1, adaptive: spins, inline"
+    );
+    assert_eq!(threads(&["--preset", "dram", "--completion", "spin"]), 0);
+    let free_core = u64::from(cores > 1);
+    assert_eq!(threads(&["--iodepth", "2"]), free_core);
+    assert_eq!(threads(&["--completion", "sleep"]), free_core);
+    assert_eq!(threads(&["--stack", "baseline"]), free_core);
+    assert_eq!(
+        threads(&["--preset", "hdd", "--rw", "randread"]),
+        free_core,
+        "a disk's reads take milliseconds: adaptive sleeps for them"
+    );
+    assert_eq!(threads(&["--device-threads", "1"]), 1, "a count is kept");
+}
+
 /// `--cpus` puts the device thread on the list's first CPU and the host thread on the next,
 /// and the report says so; the machine's jitter, sampled while the device thread spun idle,
 /// sits beside the lateness in the JSON and the table.
