@@ -29,6 +29,13 @@ pub enum BackingKind {
 /// are copied when the model finishes them (`device_core::COPY_WHEN_DONE_MAX_BYTES`).
 pub const PREFETCH_MAX_BYTES: usize = 4096;
 
+/// A backing at least this large takes its writes with streaming stores
+/// (`dma_copy::copy_raw_streaming`): it is larger than any cache here, so a random block just
+/// written would leave the cache before it is read again, and reading its lines in before
+/// overwriting them is wasted. A smaller device keeps ordinary stores, so data written and
+/// soon read back (a verify run on a few MiB) stays cached.
+pub const STREAMING_WRITES_MIN_BYTES: u64 = 256 << 20;
+
 /// The pages behind a memory backing: a random read of a large device is a TLB miss on 4 KiB
 /// pages, and on a VM a two-level one (`docs/perf.md`, "Huge pages for the backing").
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -238,11 +245,12 @@ impl Backing {
         // other access through this `Backing`; `data` cannot alias the mapping's range because
         // the mapping is never handed out as a slice.
         unsafe {
-            dma_copy::copy_raw(
-                self.map.as_mut_ptr().add(offset_bytes as usize),
-                data.as_ptr(),
-                data.len(),
-            );
+            let dst = self.map.as_mut_ptr().add(offset_bytes as usize);
+            if self.size_bytes >= STREAMING_WRITES_MIN_BYTES {
+                dma_copy::copy_raw_streaming(dst, data.as_ptr(), data.len());
+            } else {
+                dma_copy::copy_raw(dst, data.as_ptr(), data.len());
+            }
         }
         Ok(())
     }

@@ -60,6 +60,51 @@ pub unsafe fn copy_raw(dst: *mut u8, src: *const u8, len: usize) {
     };
 }
 
+/// `copy_raw` into memory the CPU will not read again soon (a write's data going into a
+/// backing larger than the caches): 16-byte-aligned destinations take non-temporal stores,
+/// which write whole lines without first reading them in (a cold 4 KiB block is 64 reads
+/// the cache would do for nothing, and they were most of `nvarray serve`'s CPU per 4 KiB
+/// write outside the kernel; docs/perf.md, issue 17's third session). A fence at the end
+/// orders them before anything the caller stores next (the completion that publishes the
+/// write). Other destinations take `copy_raw`.
+///
+/// # Safety
+/// As `copy_raw`.
+#[inline]
+pub unsafe fn copy_raw_streaming(dst: *mut u8, src: *const u8, len: usize) {
+    #[cfg(all(target_arch = "x86_64", not(miri)))]
+    if (dst as usize).is_multiple_of(16) && len >= 64 {
+        use std::arch::x86_64::{__m128i, _mm_loadu_si128, _mm_sfence, _mm_stream_si128};
+        let body = len & !63;
+        let mut at = 0;
+        while at < body {
+            // SAFETY: at + 64 <= body <= len, inside both ranges (the caller's contract);
+            // `dst + at` is 16-byte aligned (`dst` is, and `at` steps by 64), as the streaming
+            // store requires; the loads accept any address.
+            unsafe {
+                let a = _mm_loadu_si128(src.add(at) as *const __m128i);
+                let b = _mm_loadu_si128(src.add(at + 16) as *const __m128i);
+                let c = _mm_loadu_si128(src.add(at + 32) as *const __m128i);
+                let e = _mm_loadu_si128(src.add(at + 48) as *const __m128i);
+                _mm_stream_si128(dst.add(at) as *mut __m128i, a);
+                _mm_stream_si128(dst.add(at + 16) as *mut __m128i, b);
+                _mm_stream_si128(dst.add(at + 32) as *mut __m128i, c);
+                _mm_stream_si128(dst.add(at + 48) as *mut __m128i, e);
+            }
+            at += 64;
+        }
+        // SAFETY: the tail, inside both ranges; then a fence (SSE2, on every x86-64) so the
+        // weakly ordered streaming stores are visible before any later store.
+        unsafe {
+            std::ptr::copy_nonoverlapping(src.add(body), dst.add(body), len - body);
+            _mm_sfence();
+        }
+        return;
+    }
+    // SAFETY: the caller's contract.
+    unsafe { copy_raw(dst, src, len) }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -80,6 +125,25 @@ mod tests {
             prop_assert_eq!(&dst[dst_skip..dst_skip + src.len()], src);
             prop_assert!(dst[..dst_skip].iter().all(|&b| b == 0xa5), "nothing before");
             prop_assert!(dst[dst_skip + src.len()..].iter().all(|&b| b == 0xa5), "nothing after");
+        }
+    }
+
+    proptest! {
+        /// The streaming copy, aligned or not, moves exactly the bytes too.
+        #[test]
+        fn streaming_copies_exactly_the_bytes(
+            data in proptest::collection::vec(any::<u8>(), 0..9000),
+            dst_skip in 0usize..64,
+        ) {
+            let mut dst = vec![0xa5u8; data.len() + 64 + 8];
+            // Start at a 16-byte boundary of the allocation, then skip.
+            let aligned = dst.as_ptr().align_offset(16);
+            let at = aligned + dst_skip;
+            // SAFETY: `at + data.len()` is inside `dst`; `data` is a separate allocation.
+            unsafe { copy_raw_streaming(dst.as_mut_ptr().add(at), data.as_ptr(), data.len()) };
+            prop_assert_eq!(&dst[at..at + data.len()], &data[..]);
+            prop_assert!(dst[..at].iter().all(|&b| b == 0xa5), "nothing before");
+            prop_assert!(dst[at + data.len()..].iter().all(|&b| b == 0xa5), "nothing after");
         }
     }
 
