@@ -604,7 +604,8 @@ impl ArrayModel {
         };
         let worked = self.engine_work(w.arrived_ns.max(admitted), work_ns);
         let ready = worked + pipeline_ns;
-        let mut slot = Slot {
+        let slot = &mut self.slots[tag as usize];
+        *slot = Slot {
             cmd_id: w.cmd.id,
             op_is_read: w.cmd.op == Op::Read,
             offset_bytes: w.cmd.offset_bytes,
@@ -621,7 +622,6 @@ impl ArrayModel {
             stage(Component::CommandFetch, w.submit_ns, w.arrived_ns),
             stage(Component::Controller, worked - work_ns, ready),
         ]);
-        self.slots[tag as usize] = slot;
         self.push_event(ready, EventKind::Ready, tag);
     }
 
@@ -682,7 +682,8 @@ impl ArrayModel {
     fn grant_piece(&mut self, tag: u32) {
         let now = self.now_ns;
         let buffer_bytes = self.cfg.controller.buffer_bytes;
-        let slot = self.slots[tag as usize];
+        let slot = &self.slots[tag as usize];
+        let (op_is_read, whole_len) = (slot.op_is_read, slot.len_bytes);
         let len = slot.unscheduled_bytes.min(buffer_bytes);
         let offset = slot.offset_bytes + u64::from(slot.len_bytes - slot.unscheduled_bytes);
         let start = now + self.stage_ns.dma_setup;
@@ -690,7 +691,7 @@ impl ArrayModel {
         let ring_ns = costs.ring_ns;
         let ring_latency = self.cfg.ring.latency_ns;
         let setup = stage(Component::Controller, now, start);
-        let (release, stages) = if slot.op_is_read {
+        let (release, stages) = if op_is_read {
             let (media_start, media_end) =
                 self.memory
                     .access(now, start, Access::Read, offset, u64::from(len));
@@ -745,7 +746,7 @@ impl ArrayModel {
         self.buffers_free -= 1;
         self.buffers_busy_ns += release - now;
         let slot = &mut self.slots[tag as usize];
-        let one_piece = slot.len_bytes == len;
+        let one_piece = whole_len == len;
         slot.unscheduled_bytes -= len;
         slot.pieces_in_flight += 1;
         if one_piece {
@@ -828,7 +829,7 @@ impl ArrayModel {
                     .1
             }
         };
-        let mut slot = self.slots[tag as usize];
+        let slot = &mut self.slots[tag as usize];
         let pieces = &mut self.pieces[tag as usize];
         if !pieces.is_empty() {
             slot.attributed_ns =
@@ -842,20 +843,21 @@ impl ArrayModel {
         ]);
         debug_assert_eq!(slot.breakdown.total_ns(), visible - slot.submit_ns);
         self.tags_busy_ns += now - slot.admitted_ns;
-        self.commands_done += 1;
-        self.free_tags.push(tag);
-        if let Some(w) = self.waiting_for_tag.pop_front() {
-            let tag = self.free_tags.pop().expect("just freed");
-            self.admit(tag, w);
-        }
-        Completion {
+        let done = Completion {
             id: slot.cmd_id,
             op: if slot.op_is_read { Op::Read } else { Op::Write },
             len_bytes: slot.len_bytes,
             submit_ns: slot.submit_ns,
             visible_ns: visible,
             breakdown: slot.breakdown,
+        };
+        self.commands_done += 1;
+        self.free_tags.push(tag);
+        if let Some(w) = self.waiting_for_tag.pop_front() {
+            let tag = self.free_tags.pop().expect("just freed");
+            self.admit(tag, w);
         }
+        done
     }
 
     /// Busy time of every resource so far.
