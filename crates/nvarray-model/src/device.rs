@@ -552,7 +552,7 @@ impl ArrayModel {
                     .1
             }
             Protocol::Nvme => {
-                let m = self.messages;
+                let m = &self.messages;
                 let doorbell = self
                     .link
                     .send_transfer(Direction::ToDevice, Carries::Protocol, now, now, m.word)
@@ -790,7 +790,7 @@ impl ArrayModel {
             ControllerMode::Firmware => c.firmware_completion_ns,
         };
         let posted = self.engine_work(now, work_ns);
-        let m = self.messages;
+        let m = &self.messages;
         let (to_host, to_device, protocol_bytes) =
             (Direction::ToHost, Direction::ToDevice, Carries::Protocol);
         let visible = match protocol {
