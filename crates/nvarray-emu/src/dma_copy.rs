@@ -31,24 +31,10 @@ pub fn copy(dst: &mut [u8], src: &[u8]) {
 pub unsafe fn copy_raw(dst: *mut u8, src: *const u8, len: usize) {
     #[cfg(all(target_arch = "x86_64", not(miri)))]
     {
-        use std::arch::x86_64::{__m128i, _mm_loadu_si128, _mm_storeu_si128};
         let body = len & !63;
-        let mut at = 0;
-        while at < body {
-            // SAFETY: at + 64 <= body <= len, inside both ranges (the caller's contract);
-            // unaligned loads and stores (`loadu`, `storeu`) accept any address.
-            unsafe {
-                let a = _mm_loadu_si128(src.add(at) as *const __m128i);
-                let b = _mm_loadu_si128(src.add(at + 16) as *const __m128i);
-                let c = _mm_loadu_si128(src.add(at + 32) as *const __m128i);
-                let e = _mm_loadu_si128(src.add(at + 48) as *const __m128i);
-                _mm_storeu_si128(dst.add(at) as *mut __m128i, a);
-                _mm_storeu_si128(dst.add(at + 16) as *mut __m128i, b);
-                _mm_storeu_si128(dst.add(at + 32) as *mut __m128i, c);
-                _mm_storeu_si128(dst.add(at + 48) as *mut __m128i, e);
-            }
-            at += 64;
-        }
+        // SAFETY: the caller's contract covers `body <= len` bytes; ordinary stores take any
+        // address.
+        unsafe { copy_body::<false>(dst, src, body) };
         // SAFETY: the last len - body < 64 bytes, inside both ranges; memcpy's short path for
         // them never uses `rep movsb`.
         unsafe { std::ptr::copy_nonoverlapping(src.add(body), dst.add(body), len - body) };
@@ -74,35 +60,49 @@ pub unsafe fn copy_raw(dst: *mut u8, src: *const u8, len: usize) {
 pub unsafe fn copy_raw_streaming(dst: *mut u8, src: *const u8, len: usize) {
     #[cfg(all(target_arch = "x86_64", not(miri)))]
     if (dst as usize).is_multiple_of(16) && len >= 64 {
-        use std::arch::x86_64::{__m128i, _mm_loadu_si128, _mm_sfence, _mm_stream_si128};
         let body = len & !63;
-        let mut at = 0;
-        while at < body {
-            // SAFETY: at + 64 <= body <= len, inside both ranges (the caller's contract);
-            // `dst + at` is 16-byte aligned (`dst` is, and `at` steps by 64), as the streaming
-            // store requires; the loads accept any address.
-            unsafe {
-                let a = _mm_loadu_si128(src.add(at) as *const __m128i);
-                let b = _mm_loadu_si128(src.add(at + 16) as *const __m128i);
-                let c = _mm_loadu_si128(src.add(at + 32) as *const __m128i);
-                let e = _mm_loadu_si128(src.add(at + 48) as *const __m128i);
-                _mm_stream_si128(dst.add(at) as *mut __m128i, a);
-                _mm_stream_si128(dst.add(at + 16) as *mut __m128i, b);
-                _mm_stream_si128(dst.add(at + 32) as *mut __m128i, c);
-                _mm_stream_si128(dst.add(at + 48) as *mut __m128i, e);
-            }
-            at += 64;
-        }
+        // SAFETY: the caller's contract covers `body <= len` bytes; `dst` is 16-byte aligned,
+        // as the streaming stores require.
+        unsafe { copy_body::<true>(dst, src, body) };
         // SAFETY: the tail, inside both ranges; then a fence (SSE2, on every x86-64) so the
         // weakly ordered streaming stores are visible before any later store.
         unsafe {
             std::ptr::copy_nonoverlapping(src.add(body), dst.add(body), len - body);
-            _mm_sfence();
+            std::arch::x86_64::_mm_sfence();
         }
         return;
     }
     // SAFETY: the caller's contract.
     unsafe { copy_raw(dst, src, len) }
+}
+
+/// The loop both copies share: 64 bytes per iteration, four 16-byte loads, then four stores,
+/// streaming (`STREAM`) or ordinary.
+///
+/// # Safety
+/// `src` must be valid for reading and `dst` for writing `body` bytes (a multiple of 64), the
+/// ranges must not overlap, and with `STREAM` `dst` must be 16-byte aligned.
+#[cfg(all(target_arch = "x86_64", not(miri)))]
+#[inline(always)]
+unsafe fn copy_body<const STREAM: bool>(dst: *mut u8, src: *const u8, body: usize) {
+    use std::arch::x86_64::{__m128i, _mm_loadu_si128, _mm_storeu_si128, _mm_stream_si128};
+    let mut at = 0;
+    while at < body {
+        // SAFETY: at + 64 <= body, inside both ranges (the caller's contract); the loads
+        // accept any address, and with `STREAM` `dst + at + 16 k` stays 16-byte aligned.
+        unsafe {
+            let v = [0, 16, 32, 48].map(|k| _mm_loadu_si128(src.add(at + k) as *const __m128i));
+            for (k, v) in [0, 16, 32, 48].into_iter().zip(v) {
+                let to = dst.add(at + k) as *mut __m128i;
+                if STREAM {
+                    _mm_stream_si128(to, v);
+                } else {
+                    _mm_storeu_si128(to, v);
+                }
+            }
+        }
+        at += 64;
+    }
 }
 
 #[cfg(test)]
