@@ -22,7 +22,8 @@ NVARRAY_BENCH_SMOKE=1 cargo bench --workspace --benches --locked
 # loom explores the thread interleavings of the lock-free structures (own target directory:
 # `--cfg loom` rebuilds every dependency).
 RUSTFLAGS="--cfg loom" CARGO_TARGET_DIR=target/loom cargo test --locked --release \
-    -p nvarray-emu --test loom_ring --test loom_word_ring --test loom_nvme_cq --test loom_tag_pool
+    -p nvarray-emu --test loom_ring --test loom_word_ring --test loom_nvme_cq --test loom_tag_pool \
+    --test loom_mailbox
 
 # miri checks the unsafe code of the lock-free rings, the tag pool and the DMA buffer arena
 # for undefined behaviour (about 2 minutes). The other modules with `unsafe` call into the

@@ -12,6 +12,7 @@ use memmap2::{MmapOptions, MmapRaw};
 
 use crate::dma_copy;
 use crate::error::EmuError;
+use crate::range_locks::RangeLocks;
 
 /// Largest backing store accepted: 1 TiB (mapping more is possible but nothing here needs it).
 pub const BACKING_BYTES_MAX: u64 = 1 << 40;
@@ -72,6 +73,9 @@ pub struct Backing {
     kind: BackingKind,
     /// Remembers the first failed flush (see `flush`).
     flush_failed: FailureLatch,
+    /// Every copy into or out of the mapping holds its range's stripes: queue pairs served on
+    /// different threads copy in parallel, and copies that overlap take turns.
+    locks: RangeLocks,
 }
 
 impl std::fmt::Debug for Backing {
@@ -130,6 +134,7 @@ impl Backing {
             durable: false,
             kind: BackingKind::Ram,
             flush_failed: FailureLatch::default(),
+            locks: RangeLocks::default(),
         })
     }
 
@@ -186,6 +191,7 @@ impl Backing {
                 durable,
             },
             flush_failed: FailureLatch::default(),
+            locks: RangeLocks::default(),
         })
     }
 
@@ -203,9 +209,11 @@ impl Backing {
     /// Copies `buf.len()` bytes at `offset_bytes` into `buf`.
     pub fn read(&self, offset_bytes: u64, buf: &mut [u8]) -> Result<(), EmuError> {
         self.check(offset_bytes, buf.len())?;
+        let _range = self.locks.lock(offset_bytes, buf.len());
         // SAFETY: the range is inside the mapping (checked above) and `buf` is a distinct,
         // exclusively borrowed allocation, so the regions do not overlap. The mapping is only
-        // written through `write`, which takes `&mut self`, so no write races with this read.
+        // written through `write`, which holds the range's stripes as this read does, so no
+        // write races with it.
         unsafe {
             dma_copy::copy_raw(
                 buf.as_mut_ptr(),
@@ -239,11 +247,12 @@ impl Backing {
     }
 
     /// Copies `data` into the device at `offset_bytes`.
-    pub fn write(&mut self, offset_bytes: u64, data: &[u8]) -> Result<(), EmuError> {
+    pub fn write(&self, offset_bytes: u64, data: &[u8]) -> Result<(), EmuError> {
         self.check(offset_bytes, data.len())?;
-        // SAFETY: the range is inside the mapping (checked above); `&mut self` excludes any
-        // other access through this `Backing`; `data` cannot alias the mapping's range because
-        // the mapping is never handed out as a slice.
+        let _range = self.locks.lock(offset_bytes, data.len());
+        // SAFETY: the range is inside the mapping (checked above); holding the range's
+        // stripes excludes every other copy into or out of it; `data` cannot alias the
+        // mapping's range because the mapping is never handed out as a slice.
         unsafe {
             let dst = self.map.as_mut_ptr().add(offset_bytes as usize);
             if self.size_bytes >= STREAMING_WRITES_MIN_BYTES {
@@ -474,7 +483,7 @@ mod tests {
 
     #[test]
     fn ram_reads_back_what_was_written() {
-        let mut b = Backing::open(&BackingKind::Ram, 1 << 20).unwrap();
+        let b = Backing::open(&BackingKind::Ram, 1 << 20).unwrap();
         b.write(4096, b"hello").unwrap();
         let mut buf = [0u8; 5];
         b.read(4096, &mut buf).unwrap();
@@ -483,7 +492,7 @@ mod tests {
 
     #[test]
     fn out_of_range_is_refused_and_changes_nothing() {
-        let mut b = Backing::open(&BackingKind::Ram, 8192).unwrap();
+        let b = Backing::open(&BackingKind::Ram, 8192).unwrap();
         b.write(8190, b"ab").unwrap();
         for (offset, len) in [
             (8191u64, 2usize),
@@ -533,7 +542,7 @@ mod tests {
             durable: true,
         };
         {
-            let mut b = Backing::open(&kind, 1 << 16).unwrap();
+            let b = Backing::open(&kind, 1 << 16).unwrap();
             b.write(512, b"persist").unwrap();
             b.flush().unwrap();
         }

@@ -30,7 +30,7 @@ fn child_writer() {
         path: PathBuf::from(path),
         durable: false,
     };
-    let mut b = Backing::open(&kind, SIZE_BYTES).expect("open");
+    let b = Backing::open(&kind, SIZE_BYTES).expect("open");
     for n in 0..RECORDS_MAX {
         b.write(n * RECORD_BYTES as u64, &record(n)).expect("write");
         println!("ack {n}");

@@ -1,37 +1,42 @@
 //! The running emulator: the device side of every queue pair, the DMA memory the host shares
 //! with the device, and the thread(s) that run the device.
 //!
-//! `service` is one pass of the device: take new commands from every submission queue,
-//! validate and decode them, hand them to `DeviceCore` (which drives the model and moves the
-//! data), and post the completions that are due. Device threads call it in a loop; in inline
-//! mode (`device_threads = 0`) the host threads call it while they wait, so the device runs on
-//! whichever thread polls. A lock serialises passes: the model is one serial device.
+//! Each queue pair is served by one thread at a time, in parallel with the others, as SPDK
+//! serves its queues: run to completion, sharing nothing on the per-command path but the
+//! timing model. `serve` is one pass over one pair (`queue_work`: take and validate commands,
+//! move their data, post the completions that are due). Only the model is serial
+//! (`DeviceCore`, one device): a pass visits it under a short lock to hand over the commands
+//! it took and advance it to the clock, and the completions it finishes for other pairs go to
+//! their owners' mailboxes (`mailbox`). Device threads (`device_threads > 0`) share the pairs
+//! out among themselves; in inline mode (`device_threads = 0`) each host thread serves its
+//! own pairs while it polls.
+//!
+//! Ordering: a pass posts a completion only once the model has been advanced past its
+//! deadline (`Published::advanced_ns`), and everything the model finished by then is already
+//! in the pair's mailbox, so each pair's completions leave in deadline order, never early.
 
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard, TryLockError};
 use std::thread::JoinHandle;
 
+use crossbeam_utils::CachePadded;
 use nvarray_model::{Breakdown, DeviceConfig, Protocol};
 
 use crate::arena::Arena;
-use crate::backing::{BackingKind, BackingPages};
+use crate::backing::{Backing, BackingKind, BackingPages};
+use crate::clock::Clock;
 use crate::cpus::{pin_this_thread, CpuList};
-use crate::device_core::{DeviceCore, Posted, Submission};
+use crate::device_core::{DeviceCore, Finished};
+use crate::dma_memory::DmaMemory;
 use crate::error::EmuError;
 use crate::irq::Irq;
-use crate::jitter::{this_runner, JitterProbe, JitterReport};
-use crate::lateness::LatenessReport;
-use crate::nvme_cq::{CqDevice, Cqe};
-use crate::protocol::{moneta, nvme};
-use crate::protocol::{Opcode, Status};
-use crate::ring::Consumer;
-use crate::tag_pool::Tag;
-use crate::word_ring::{WordConsumer, WordProducer};
+use crate::jitter::{JitterProbe, JitterReport};
+use crate::lateness::{Lateness, LatenessReport};
+use crate::mailbox::Mailbox;
+use crate::queue_work::{DataPath, DeviceQueue, QueueWork, TagStates};
 
-/// Commands taken from one submission queue per pass, so one busy queue cannot starve the
-/// others or delay due completions.
-const SQ_BATCH_MAX: usize = 32;
-/// A device thread with nothing in flight for this long yields the CPU between passes.
+/// A device thread whose queue pairs have had nothing in flight for this long yields the CPU
+/// between passes.
 const IDLE_YIELD_NS: u64 = 200_000;
 
 /// With one command in flight, a pass that ends this close to the device's next deadline
@@ -44,87 +49,78 @@ const IDLE_YIELD_NS: u64 = 200_000;
 /// (the null device at QD 32 lost about 4 % of its IOPS when every pass waited).
 const NEAR_DEADLINE_NS: u64 = 250;
 
-/// The memory host and device share: per-tag data buffers (Moneta: "static buffer address for
-/// each tag"), per-tag PRP list pages for NVMe, and per-tag in-data completion words.
-pub struct DmaMemory {
-    pub data: Arena,
-    /// NVMe only: PRP list pages, `list_bytes` per tag.
-    pub lists: Option<Arena>,
-    /// DC Express in-data completion: the word the device writes after a read's data. 0 while
-    /// the read is pending; `IN_DATA_DONE | status` once the data is in place.
-    pub in_data: Box<[AtomicU64]>,
-    pub page_bytes: usize,
+/// Passes a device thread runs per hold of its queue pairs' locks (uncontended: only
+/// `attach`, `detach` and statistics readers take them, and wait for at most one burst).
+const PASSES_PER_LOCK: usize = 256;
+
+/// `Published::next_ns` when the model has no event.
+const NEVER: u64 = u64::MAX;
+
+/// One queue pair as the engine holds it: its work, owned by whichever thread serves it, and
+/// what the model's visitors hand it.
+struct QueueCell {
+    id: u16,
+    work: Mutex<QueueWork>,
+    mailbox: Mailbox<Finished>,
+    /// Commands taken so far, and the earliest deadline waiting (`NEVER`: none), published by
+    /// the owner after each pass for readers that must not wait for its lock.
+    commands: AtomicU64,
+    due_next_ns: AtomicU64,
+    detached: AtomicBool,
 }
 
-/// Set in an in-data completion word when the device has written it.
-pub const IN_DATA_DONE: u64 = 1 << 63;
+/// A queue pair attached to the emulator: the host's handle for serving it in inline mode
+/// and for detaching it.
+pub struct QueueHandle(Arc<CachePadded<QueueCell>>);
 
-impl DmaMemory {
-    pub fn tags(&self) -> usize {
-        self.data.buffers()
-    }
-
-    pub fn buffer_bytes(&self) -> usize {
-        self.data.buffer_bytes()
-    }
-
-    /// PRP list bytes per tag: enough pages for one entry per data page after the first, plus
-    /// a chain pointer in the last entry of each full list page (NVMe §4.3).
-    pub fn list_bytes_for(buffer_bytes: usize, page_bytes: usize) -> usize {
-        let entries = buffer_bytes.div_ceil(page_bytes).saturating_sub(1);
-        let per_page = page_bytes / 8 - 1;
-        entries.div_ceil(per_page).max(1) * page_bytes
+impl QueueHandle {
+    pub fn id(&self) -> u16 {
+        self.0.id
     }
 }
 
-/// The device's ends of one queue pair.
-pub enum DeviceQueue {
-    /// One 64-bit word per command and per completion (Moneta; DC Express, whose reads
-    /// complete in their data instead of the completion ring).
-    Word { sq: WordConsumer, cq: WordProducer },
-    Nvme {
-        sq: Consumer<nvme::Sqe>,
-        cq: CqDevice,
-    },
-}
-
-struct QueueSlot {
-    queue: DeviceQueue,
-    irq: Arc<Irq>,
-    /// Whether the host side may sleep, so the device must raise the interrupt.
-    may_sleep: bool,
-    /// Completions the completion queue had no room for (only a misbehaving host, which
-    /// submits more than the queue holds, fills it); posted first on the next pass.
-    backlog: Vec<Posted>,
-    /// Submission queue entries taken so far (NVMe reports it as the SQ head).
-    sq_taken: u64,
-}
-
-struct State {
+/// The serial device and the table of queue pairs, under one lock.
+struct ModelState {
     core: DeviceCore,
     /// Attached queue pairs by id; `None` where one was detached (its id is given to the next
     /// queue pair attached).
-    queues: Vec<Option<QueueSlot>>,
-    /// Per tag: a command is in flight (a second command on a busy tag is refused: its buffer
-    /// is in use) and whether its completion goes into the data.
-    tag_busy: Vec<bool>,
-    tag_in_data: Vec<bool>,
-    last_busy_ns: u64,
-    /// The machine's own jitter, sampled in the passes that find nothing to do.
+    cells: Vec<Option<Arc<CachePadded<QueueCell>>>>,
+    /// Per queue id: what the current visit finished for that pair (kept to reuse the
+    /// allocations).
+    outgoing: Vec<Vec<Finished>>,
+}
+
+/// What the model's last visitor left for the passes that do not take the lock: written only
+/// under the model lock, read by every pass.
+#[derive(Default)]
+struct Published {
+    /// The model's next event (`NEVER`: none).
+    next_ns: AtomicU64,
+    /// The clock reading the model was last advanced to. Stored with Release after the
+    /// visit's mailbox deliveries: a pass that reads it with Acquire finds in its mailbox
+    /// every command the model finished by then.
+    advanced_ns: AtomicU64,
+    /// Commands in the model, not yet finished.
+    in_flight: AtomicUsize,
+}
+
+/// What detached queue pairs recorded, kept for the reports.
+#[derive(Default)]
+struct Retired {
+    lateness: Lateness,
     jitter: JitterProbe,
-    /// Commands taken from one submission queue in one pass, before they are dated (kept to
-    /// reuse its allocation).
-    batch: Vec<Decoded>,
+    commands: u64,
 }
 
 struct Shared {
-    state: Mutex<State>,
-    stop: AtomicBool,
-    dma: Arc<DmaMemory>,
-    protocol: Protocol,
-    block_bytes: u64,
-    commands: AtomicU64,
+    model: CachePadded<Mutex<ModelState>>,
+    published: CachePadded<Published>,
+    /// Bumped on every attach and detach: device threads re-read their share of the pairs.
+    generation: CachePadded<AtomicU64>,
+    path: DataPath,
     backing_pages: BackingPages,
+    stop: AtomicBool,
+    retired: Mutex<Retired>,
 }
 
 /// A running emulated device.
@@ -150,8 +146,8 @@ pub struct EmulatorOptions {
 impl Emulator {
     pub fn start(config: &DeviceConfig, options: &EmulatorOptions) -> Result<Self, EmuError> {
         options.cpus.check_allowed().map_err(EmuError::Cpus)?;
-        let core = DeviceCore::open(config, &options.backing)?;
-        let backing_pages = core.backing_pages();
+        let backing = Backing::open(&options.backing, config.memory.capacity_bytes)?;
+        let backing_pages = backing.pages();
         let page_bytes = config.interface.page_bytes as usize;
         let data = Arena::new(options.tags, options.buffer_bytes).ok_or(EmuError::Arena {
             tags: options.tags,
@@ -173,28 +169,35 @@ impl Emulator {
             in_data: (0..options.tags).map(|_| AtomicU64::new(0)).collect(),
             page_bytes,
         });
+        let published = Published::default();
+        published.next_ns.store(NEVER, Ordering::Relaxed);
         let shared = Arc::new(Shared {
-            state: Mutex::new(State {
-                core,
-                queues: Vec::new(),
-                tag_busy: vec![false; options.tags],
-                tag_in_data: vec![false; options.tags],
-                last_busy_ns: 0,
-                jitter: JitterProbe::new(),
-                batch: Vec::with_capacity(SQ_BATCH_MAX),
-            }),
-            stop: AtomicBool::new(false),
-            dma,
-            protocol: config.interface.protocol,
-            block_bytes: u64::from(config.controller.block_bytes),
-            commands: AtomicU64::new(0),
+            model: CachePadded::new(Mutex::new(ModelState {
+                core: DeviceCore::new(config),
+                cells: Vec::new(),
+                outgoing: Vec::new(),
+            })),
+            published: CachePadded::new(published),
+            generation: CachePadded::new(AtomicU64::new(0)),
+            path: DataPath {
+                dma,
+                backing,
+                config: config.clone(),
+                protocol: config.interface.protocol,
+                block_bytes: u64::from(config.controller.block_bytes),
+                tags: TagStates::new(options.tags),
+                clock: Clock::new(),
+            },
             backing_pages,
+            stop: AtomicBool::new(false),
+            retired: Mutex::new(Retired::default()),
         });
         let mut emulator = Emulator {
             shared,
             threads: Vec::new(),
         };
-        for i in 0..options.device_threads {
+        let count = options.device_threads;
+        for i in 0..count {
             let shared = Arc::clone(&emulator.shared);
             let cpu = options.cpus.nth(i);
             let (pinned_tx, pinned) = std::sync::mpsc::channel();
@@ -206,7 +209,7 @@ impl Emulator {
                     let ok = pinned.is_ok();
                     let _ = pinned_tx.send(pinned);
                     if ok {
-                        device_thread(&shared)
+                        device_thread(&shared, i, count)
                     }
                 })
                 .map_err(|source| EmuError::Thread { source })?;
@@ -223,7 +226,7 @@ impl Emulator {
     }
 
     pub fn dma(&self) -> &Arc<DmaMemory> {
-        &self.shared.dma
+        &self.shared.path.dma
     }
 
     /// The pages behind the device's bytes (explicit huge pages when reserved).
@@ -232,7 +235,7 @@ impl Emulator {
     }
 
     pub fn protocol(&self) -> Protocol {
-        self.shared.protocol
+        self.shared.path.protocol
     }
 
     /// Whether device threads run the device (otherwise callers must `service` it).
@@ -240,92 +243,143 @@ impl Emulator {
         !self.threads.is_empty()
     }
 
-    /// Connects the device's ends of a new queue pair; returns its queue id (a detached
+    /// How the device's work is split among threads, for the engine line: with device
+    /// threads, which serves which queue pairs; inline, that each host thread serves its own.
+    pub fn work_split(&self) -> String {
+        let n = self.threads.len();
+        if n == 0 {
+            return "each host thread serves its own queue pairs (inline); the model is shared"
+                .to_string();
+        }
+        format!(
+            "{n} device thread{} share the queue pairs (pair k on thread k mod {n}); the model is shared",
+            if n == 1 { "" } else { "s" }
+        )
+    }
+
+    /// Connects the device's ends of a new queue pair; returns its handle (a detached
     /// pair's id is reused, so ids stay below the most pairs ever attached at once).
-    pub fn attach(&self, queue: DeviceQueue, irq: Arc<Irq>, may_sleep: bool) -> u16 {
-        let mut state = self.lock();
-        let id = state
-            .queues
-            .iter()
-            .position(Option::is_none)
-            .unwrap_or(state.queues.len());
-        assert!(
-            id < usize::from(u16::MAX),
-            "queue ids are 16-bit: 65,535 queue pairs attached at once"
-        );
+    pub fn attach(&self, queue: DeviceQueue, irq: Arc<Irq>, may_sleep: bool) -> QueueHandle {
         let matches = matches!(
-            (&queue, self.shared.protocol),
+            (&queue, self.shared.path.protocol),
             (
                 DeviceQueue::Word { .. },
                 Protocol::Moneta | Protocol::DcExpress
             ) | (DeviceQueue::Nvme { .. }, Protocol::Nvme)
         );
         assert!(matches, "queue pair protocol differs from the device's");
-        let slot = Some(QueueSlot {
-            queue,
-            irq,
-            may_sleep,
-            backlog: Vec::with_capacity(16),
-            sq_taken: 0,
-        });
-        if id == state.queues.len() {
-            state.queues.push(slot);
+        let mut state = self.lock_model();
+        let id = state
+            .cells
+            .iter()
+            .position(Option::is_none)
+            .unwrap_or(state.cells.len());
+        assert!(
+            id < usize::from(u16::MAX),
+            "queue ids are 16-bit: 65,535 queue pairs attached at once"
+        );
+        let cell = Arc::new(CachePadded::new(QueueCell {
+            id: id as u16,
+            work: Mutex::new(QueueWork::new(id as u16, queue, irq, may_sleep)),
+            mailbox: Mailbox::default(),
+            commands: AtomicU64::new(0),
+            due_next_ns: AtomicU64::new(NEVER),
+            detached: AtomicBool::new(false),
+        }));
+        if id == state.cells.len() {
+            state.cells.push(Some(Arc::clone(&cell)));
+            state.outgoing.push(Vec::new());
         } else {
-            state.queues[id] = slot;
+            state.cells[id] = Some(Arc::clone(&cell));
         }
-        id as u16
+        drop(state);
+        self.shared.generation.fetch_add(1, Ordering::Release);
+        QueueHandle(cell)
     }
 
-    /// Disconnects queue pair `id`, freeing its rings. The host must have collected every
-    /// completion of its commands first (`QueuePair`'s drop does); anything the device still
-    /// had for it is dropped. Trailing free ids are trimmed so the table shrinks too.
-    pub fn detach(&self, id: u16) {
-        let mut state = self.lock();
-        if let Some(slot) = state.queues.get_mut(usize::from(id)) {
-            *slot = None;
+    /// Disconnects a queue pair, freeing its rings once no thread serves it. The host must
+    /// have collected every completion of its commands first (`QueuePair`'s drop does);
+    /// anything the device still had for it is dropped, its tags freed. What it recorded
+    /// (lateness, jitter, commands) is kept for the reports.
+    pub fn detach(&self, queue: &QueueHandle) {
+        let cell = &queue.0;
+        {
+            let mut state = self.lock_model();
+            if let Some(slot) = state.cells.get_mut(usize::from(cell.id)) {
+                if slot.as_ref().is_some_and(|c| Arc::ptr_eq(c, cell)) {
+                    *slot = None;
+                }
+            }
+            while state.cells.last().is_some_and(Option::is_none) {
+                state.cells.pop();
+                state.outgoing.pop();
+            }
         }
-        while state.queues.last().is_some_and(Option::is_none) {
-            state.queues.pop();
-        }
+        self.shared.generation.fetch_add(1, Ordering::Release);
+        // The model's lock is not held here: a pass holds its pair's lock while it visits the
+        // model, so taking them the other way round could wait forever.
+        let (lateness, jitter, commands) = {
+            let work = lock(&cell.work);
+            let mut mail = Vec::new();
+            cell.mailbox.take_into(&mut mail);
+            for f in mail {
+                self.shared.path.tags.release(f.submission.tag.index());
+            }
+            (work.lateness.clone(), work.jitter.clone(), work.commands)
+        };
+        // Folded and marked under the same lock `recorded` holds, so a report counts the pair
+        // exactly once.
+        let mut retired = lock(&self.shared.retired);
+        retired.lateness.merge(&lateness);
+        retired.jitter.merge(&jitter);
+        retired.commands += commands;
+        cell.detached.store(true, Ordering::Release);
     }
 
     /// Queue pairs attached now.
     pub fn queue_pairs(&self) -> usize {
-        self.lock().queues.iter().flatten().count()
+        self.lock_model().cells.iter().flatten().count()
     }
 
-    /// One pass of the device, if no other thread is running one (inline mode). Returns
-    /// whether this thread ran it. `spinning`: the calling thread has done nothing but spin
-    /// since its previous call (no sleep, no other work), so the time between the two passes
-    /// measures the machine's jitter when both were idle (`jitter`).
-    pub fn try_service(&self, spinning: bool) -> bool {
-        match self.shared.state.try_lock() {
-            Ok(mut state) => {
-                service(&self.shared, &mut state, spinning);
+    /// One pass of the device over `queue`, unless another thread is serving it (inline
+    /// mode: the host thread that owns the pair calls this while it waits). Returns whether
+    /// this thread ran it. `spinning`: the calling thread has done nothing but spin since its
+    /// previous call (no sleep, no other work), so the time between the two passes measures
+    /// the machine's jitter when both were idle (`jitter`).
+    pub fn service(&self, queue: &QueueHandle, spinning: bool) -> bool {
+        let cell = &queue.0;
+        match cell.work.try_lock() {
+            Ok(mut work) => {
+                serve(&self.shared, cell, &mut work, spinning);
                 true
             }
             Err(TryLockError::WouldBlock) => false,
-            Err(TryLockError::Poisoned(e)) => panic!("device state poisoned: {e}"),
+            Err(TryLockError::Poisoned(e)) => panic!("queue pair state poisoned: {e}"),
         }
     }
 
-    /// The earliest completion deadline the model knows, in the device clock's nanoseconds.
+    /// The earliest completion deadline the device knows (the model's next event, or a
+    /// completion waiting on any queue pair), in the device clock's nanoseconds.
     pub fn next_deadline_ns(&self) -> Option<u64> {
-        self.lock().core.next_deadline_ns()
+        let model_next = self.shared.published.next_ns.load(Ordering::Acquire);
+        let next = self
+            .cells()
+            .iter()
+            .map(|c| c.due_next_ns.load(Ordering::Acquire))
+            .fold(model_next, u64::min);
+        (next != NEVER).then_some(next)
     }
 
     pub fn now_ns(&self) -> u64 {
-        self.lock().core.clock().now_ns()
+        self.shared.path.clock.now_ns()
     }
 
-    /// Lateness percentiles and the faithfulness verdict so far.
+    /// Lateness percentiles and the faithfulness verdict so far, over every queue pair.
     /// When the run was late, the verdict says whether the machine's own jitter in the same
     /// run was too (`Lateness::machine_hint`).
     pub fn lateness(&self) -> LatenessReport {
-        let state = self.lock();
-        let lateness = state.core.lateness();
-        let hint = state
-            .jitter
+        let (lateness, jitter, _) = self.recorded();
+        let hint = jitter
             .report()
             .and_then(|j| lateness.machine_hint(j.p99_ns));
         lateness.report(hint.as_deref())
@@ -334,7 +388,7 @@ impl Emulator {
     /// The machine's own jitter as the device's spinning threads saw it so far (`None` if
     /// they never spun idle; see `jitter`).
     pub fn jitter(&self) -> Option<JitterReport> {
-        self.lock().jitter.report()
+        self.recorded().1.report()
     }
 
     /// Reads the timing model (its utilisation and wear) together with the sum of the
@@ -344,18 +398,50 @@ impl Emulator {
         &self,
         f: impl FnOnce(&nvarray_model::DeviceModel, &Breakdown, u64) -> R,
     ) -> R {
-        let state = self.lock();
+        let state = self.lock_model();
         let (sum, count) = state.core.modelled();
         f(state.core.model(), sum, count)
     }
 
     /// Commands the device has taken from submission queues.
     pub fn commands(&self) -> u64 {
-        self.shared.commands.load(Ordering::Relaxed)
+        let live: u64 = self
+            .cells()
+            .iter()
+            .map(|c| c.commands.load(Ordering::Relaxed))
+            .sum();
+        lock(&self.shared.retired).commands + live
     }
 
-    fn lock(&self) -> MutexGuard<'_, State> {
-        self.shared.state.lock().expect("device state poisoned")
+    /// Every queue pair's lateness and jitter, joined with the detached pairs', and the
+    /// commands taken.
+    fn recorded(&self) -> (Lateness, JitterProbe, u64) {
+        let cells = self.cells();
+        // Held throughout: `detach` folds a pair into `retired` and marks it under this lock.
+        let retired = lock(&self.shared.retired);
+        let (mut lateness, mut jitter, mut commands) = (
+            retired.lateness.clone(),
+            retired.jitter.clone(),
+            retired.commands,
+        );
+        for cell in cells {
+            if cell.detached.load(Ordering::Acquire) {
+                continue; // already in `retired`
+            }
+            let work = lock(&cell.work);
+            lateness.merge(&work.lateness);
+            jitter.merge(&work.jitter);
+            commands += work.commands;
+        }
+        (lateness, jitter, commands)
+    }
+
+    fn cells(&self) -> Vec<Arc<CachePadded<QueueCell>>> {
+        self.lock_model().cells.iter().flatten().cloned().collect()
+    }
+
+    fn lock_model(&self) -> MutexGuard<'_, ModelState> {
+        lock(&self.shared.model)
     }
 }
 
@@ -367,6 +453,15 @@ impl Drop for Emulator {
             let _ = t.join();
         }
     }
+}
+
+/// Locks a mutex of the engine. A panic while one was held is a bug in the emulator, and the
+/// device threads abort the process on one (`AbortOnPanic`); a host thread that panicked
+/// while serving its pair inline leaves state that is consistent between passes.
+fn lock<T>(mutex: &Mutex<T>) -> MutexGuard<'_, T> {
+    mutex
+        .lock()
+        .unwrap_or_else(std::sync::PoisonError::into_inner)
 }
 
 /// Ends the process if a device thread panics (a bug in the emulator): every host thread waits
@@ -385,431 +480,203 @@ impl Drop for AbortOnPanic {
     }
 }
 
-/// Passes a device thread runs per hold of the state lock. Taking an uncontended lock costs
-/// two atomic read-modify-writes, a noticeable part of a ~100 ns pass; statistics readers and
-/// `attach` wait for at most one burst (tens of microseconds).
-const PASSES_PER_LOCK: usize = 256;
-
-fn device_thread(shared: &Shared) {
+/// Serves device thread `index` of `count`: its share of the queue pairs (every `count`-th
+/// in attachment order, from `index`), in bursts of passes.
+fn device_thread(shared: &Shared, index: usize, count: usize) {
+    let mut mine: Vec<Arc<CachePadded<QueueCell>>> = Vec::new();
+    let mut seen = u64::MAX;
     while !shared.stop.load(Ordering::Relaxed) {
-        let mut state = shared.state.lock().expect("device state poisoned");
-        let mut idle = false;
+        let generation = shared.generation.load(Ordering::Acquire);
+        if generation != seen {
+            seen = generation;
+            let state = lock(&shared.model);
+            mine = state
+                .cells
+                .iter()
+                .flatten()
+                .skip(index)
+                .step_by(count)
+                .cloned()
+                .collect();
+        }
+        // A pair handed from another thread at a re-share is taken once that thread's burst
+        // ends.
+        let mut owned: Vec<_> = mine
+            .iter()
+            .filter_map(|cell| cell.work.try_lock().ok().map(|work| (cell, work)))
+            .collect();
+        let mut idle = true;
         for pass in 0..PASSES_PER_LOCK {
-            // The first pass after taking the lock follows a lock hand-over or a yield: the
-            // time since the previous one is not a spin loop's.
-            idle = service(shared, &mut state, pass > 0);
-            if idle {
+            idle = true;
+            for (cell, work) in owned.iter_mut() {
+                // The first pass after taking the locks follows a yield or a re-share: the time
+                // since the previous one is not a spin loop's.
+                idle &= serve(shared, cell, work, pass > 0);
+            }
+            if idle || shared.generation.load(Ordering::Relaxed) != seen {
                 break;
             }
             std::hint::spin_loop();
         }
-        drop(state);
+        drop(owned);
         if idle {
             std::thread::yield_now();
         }
     }
 }
 
-/// One pass: take commands, post due completions. Returns whether the device has been idle
-/// for `IDLE_YIELD_NS` (nothing in flight, nothing new). `spinning`: the calling thread did
-/// nothing but spin since its previous pass (for the jitter probe).
-fn service(shared: &Shared, state: &mut State, spinning: bool) -> bool {
-    let State {
-        core,
-        queues,
-        tag_busy,
-        tag_in_data,
-        last_busy_ns,
-        jitter,
-        batch,
-    } = state;
-    let dma = &*shared.dma;
-    // SAFETY: `DeviceCore` asks only for the buffers of commands in flight, which the device
-    // owns until their completions are posted (after the buffer's use).
-    let buffers = |_, tag: Tag| unsafe { dma.data.buffer(tag.index()) };
-    // The clock is read once per queue that had commands, after taking them, and once more
-    // only if none had any: one reading per pass in the common single-queue case.
-    let mut last_reading = None;
-    let mut taken = 0u64;
-    let mut backlog_posted = false;
-    for (qid, slot) in queues.iter_mut().enumerate() {
-        let Some(slot) = slot else { continue };
-        let qid = qid as u16;
-        for posted in std::mem::take(&mut slot.backlog) {
-            post(slot, dma, posted, false);
-            backlog_posted = true;
-        }
-        batch.clear();
-        while batch.len() < SQ_BATCH_MAX {
-            let decoded = match &mut slot.queue {
-                DeviceQueue::Word { sq, .. } => match sq.pop() {
-                    Some(word) => decode_word(word, qid, shared),
-                    None => break,
-                },
-                DeviceQueue::Nvme { sq, .. } => match sq.pop() {
-                    Some(sqe) => decode_nvme(&sqe, qid, shared.block_bytes, dma, tag_busy),
-                    None => break,
-                },
-            };
-            batch.push(decoded);
-        }
-        if batch.is_empty() {
-            continue;
-        }
-        slot.sq_taken += batch.len() as u64;
-        taken += batch.len() as u64;
-        // The clock is read after the commands were taken, so each was in the queue by the
-        // time it is dated: its deadline is never earlier than the model's latency after the
-        // host's submission. And the model first does what was due before they arrived.
-        let now = core.clock().now_ns();
-        last_reading = Some(now);
-        core.advance(now, buffers);
-        for decoded in batch.drain(..) {
-            let (submission, in_data) = match decoded {
-                Ok(d) => d,
-                Err(refused) => {
-                    post(slot, dma, refused, false);
-                    continue;
-                }
-            };
-            let tag = submission.tag.index();
-            if tag >= tag_busy.len() || tag_busy[tag] {
-                // A tag the host does not have, or one already in flight: its buffer is not
-                // the device's to touch. The second gets a status of its own, so the driver
-                // cannot take the refusal for the completion of the command in flight.
-                let status = if tag < tag_busy.len() {
-                    Status::TagConflict
-                } else {
-                    Status::BadField
-                };
-                let refused = immediate(submission.queue, submission.tag, status);
-                post(slot, dma, refused, false);
-                continue;
-            }
-            tag_busy[tag] = true;
-            tag_in_data[tag] = in_data;
-            if in_data {
-                // Cleared before the data moves; the host cleared it too, before submitting.
-                dma.in_data[tag].store(0, Ordering::Relaxed);
-            }
-            // SAFETY: `tag_busy` makes this command the buffer's only user on the device side,
-            // and the host hands the buffer over with the command (the queue's Release/Acquire)
-            // and does not touch it until the completion is posted.
-            let buffer = unsafe { dma.data.buffer(tag) };
-            core.submit(submission, buffer, now);
-        }
-    }
-    if taken > 0 {
-        shared.commands.fetch_add(taken, Ordering::Relaxed);
-    }
-    let now = last_reading.unwrap_or_else(|| core.clock().now_ns());
-    if taken == 0 && !backlog_posted {
-        jitter.idle_reading(now, this_runner(), spinning);
-    }
-    let mut post_one = |posted: Posted| {
-        let tag = posted.tag.index();
-        let in_data = tag < tag_busy.len() && tag_busy[tag] && tag_in_data[tag];
-        if tag < tag_busy.len() {
-            tag_busy[tag] = false;
-        }
-        // A queue pair detached with this command in flight is gone: nothing to tell it.
-        if let Some(Some(slot)) = queues.get_mut(usize::from(posted.queue)) {
-            post(slot, dma, posted, in_data);
-        }
+/// One pass over one queue pair: take its commands, hand them to the model, post its due
+/// completions. Returns whether the pair has been idle for `IDLE_YIELD_NS` (nothing in flight,
+/// nothing new). `spinning`: the calling thread did nothing but spin since its previous pass
+/// over this pair (for the jitter probe).
+fn serve(shared: &Shared, cell: &QueueCell, work: &mut QueueWork, spinning: bool) -> bool {
+    let path = &shared.path;
+    let published = &shared.published;
+    let (taken, mut posted) = work.take_commands(path);
+    // The commands are dated inside the visit, by a clock reading taken after they were taken
+    // from the queue: each deadline is at least the model's latency after the host's
+    // submission. Without commands, the model is visited only when something in it is due,
+    // and only if no other thread is visiting it (that one does the work).
+    let mut now = path.clock.now_ns();
+    let mut visited = if !work.to_model.is_empty() {
+        visit(shared, work, Visit::Wait)
+    } else if model_behind(shared, work, now) {
+        visit(shared, work, Visit::IfFree)
+    } else {
+        false
     };
-    let mut advanced = core.advance(now, buffers);
-    let mut posted = core.post_due(now, &mut post_one);
+    posted |= settle(shared, cell, work, &mut now) > 0;
     // The model's own events (a piece done, the completion computed) come first, then the
     // completion's deadline: each is waited for while it is within `NEAR_DEADLINE_NS` of
     // this pass's reading, so the wait as a whole is bounded by it.
-    while let Some(next) = core
-        .next_deadline_ns()
-        .filter(|&next| next > now && next - now <= NEAR_DEADLINE_NS && core.in_flight() <= 1)
-    {
-        let then = core.clock().spin_until(next);
-        advanced |= core.advance(then, buffers);
-        posted += core.post_due(then, &mut post_one);
+    loop {
+        let next = published
+            .next_ns
+            .load(Ordering::Acquire)
+            .min(work.next_due_ns().unwrap_or(NEVER));
+        let alone = published.in_flight.load(Ordering::Relaxed) + work.due_len() <= 1;
+        if !(next > now && next - now <= NEAR_DEADLINE_NS && alone) {
+            break;
+        }
+        now = path.clock.spin_until(next);
+        if model_behind(shared, work, now) {
+            visited |= visit(shared, work, Visit::IfFree);
+        }
+        posted |= settle(shared, cell, work, &mut now) > 0;
     }
-    if taken > 0 || backlog_posted || advanced || posted > 0 {
-        jitter.worked();
+    cell.due_next_ns
+        .store(work.next_due_ns().unwrap_or(NEVER), Ordering::Release);
+    if taken > 0 {
+        cell.commands.store(work.commands, Ordering::Relaxed);
     }
-    if taken > 0 || core.in_flight() > 0 {
-        *last_busy_ns = now;
+    if taken == 0 && !posted && !visited {
+        work.idle_reading(now, spinning);
+    } else {
+        work.jitter.worked();
+    }
+    if taken > 0 || work.busy() {
+        work.last_busy_ns = now;
         false
     } else {
-        now.saturating_sub(*last_busy_ns) > IDLE_YIELD_NS
+        now.saturating_sub(work.last_busy_ns) > IDLE_YIELD_NS
     }
 }
 
-fn immediate(queue: u16, tag: Tag, status: Status) -> Posted {
-    Posted {
-        queue,
-        tag,
-        status,
-        deadline_ns: 0,
-        posted_ns: 0,
-    }
+/// Whether the model must be visited before this pair can go on: an event of the model is
+/// due, or a completion of the pair is due but the model has not been advanced to its deadline
+/// (it may yet finish one of the pair's commands due earlier). The second happens when the
+/// model finished a command before its deadline and has had nothing due since: without this
+/// visit nobody would advance it, and the completion would wait for ever.
+fn model_behind(shared: &Shared, work: &QueueWork, now: u64) -> bool {
+    let published = &shared.published;
+    published.next_ns.load(Ordering::Acquire) <= now
+        || work
+            .next_due_ns()
+            .is_some_and(|due| due <= now && published.advanced_ns.load(Ordering::Acquire) < due)
 }
 
-/// Delivers a completion: into the data for an in-data read, else as a completion queue entry
-/// (raising the interrupt if the host may sleep).
-fn post(slot: &mut QueueSlot, dma: &DmaMemory, posted: Posted, in_data: bool) {
-    if in_data {
-        // Release publishes the read data written into the buffer before this word.
-        dma.in_data[posted.tag.index()].store(
-            IN_DATA_DONE | u64::from(posted.status.code()),
-            Ordering::Release,
-        );
-        return;
-    }
-    let delivered = match &mut slot.queue {
-        DeviceQueue::Word { cq, .. } => cq
-            .push(moneta::completion(posted.tag.raw(), posted.status))
-            .is_ok(),
-        DeviceQueue::Nvme { cq, .. } => cq
-            .post(Cqe {
-                result: u32::from(posted.status.code()),
-                sq_head: slot.sq_taken as u16,
-                sq_id: posted.queue,
-                cid: posted.tag.raw(),
-                status: nvme::status_code(posted.status),
-            })
-            .is_ok(),
-    };
-    if !delivered {
-        slot.backlog.push(posted);
-        return;
-    }
-    if slot.may_sleep {
-        slot.irq.raise();
-    }
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Visit {
+    /// The pass has commands to hand over: it waits for the lock (one visit at most).
+    Wait,
+    /// The pass only found something due: if another thread is visiting, that one does it.
+    IfFree,
 }
 
-type Decoded = Result<(Submission, bool), Posted>;
-
-/// A command word: Moneta's, or DC Express's, whose reads complete in their data.
-fn decode_word(word: u64, queue: u16, shared: &Shared) -> Decoded {
-    let c = moneta::CommandWord::decode(word);
-    let Some(op) = c.op() else {
-        return Err(immediate(queue, Tag::new(c.tag), Status::BadOpcode));
-    };
-    let block_bytes = shared.block_bytes;
-    Ok((
-        Submission {
-            queue,
-            tag: Tag::new(c.tag),
-            op,
-            offset_bytes: c.offset_blocks * block_bytes,
-            len_bytes: u32::try_from(c.len_blocks * block_bytes).unwrap_or(u32::MAX),
+/// One visit to the serial model: advance it to the clock, hand it the pass's commands, and
+/// deliver what it finished (this pair's to `work.arrived`, others' to their mailboxes), then
+/// publish how far it got. Returns whether it visited.
+fn visit(shared: &Shared, work: &mut QueueWork, how: Visit) -> bool {
+    let mut state = match how {
+        Visit::Wait => lock(&shared.model),
+        Visit::IfFree => match shared.model.try_lock() {
+            Ok(state) => state,
+            Err(TryLockError::WouldBlock) => return false,
+            Err(TryLockError::Poisoned(e)) => e.into_inner(),
         },
-        op == Opcode::Read && shared.protocol == Protocol::DcExpress,
-    ))
-}
-
-/// `tag_busy` says which tags have a command in flight: a busy tag's PRP list pages are the
-/// host's to rewrite for its next command, so they are not read (the command is refused).
-fn decode_nvme(
-    sqe: &nvme::Sqe,
-    queue: u16,
-    block_bytes: u64,
-    dma: &DmaMemory,
-    tag_busy: &[bool],
-) -> Decoded {
-    let refuse = |status| Err(immediate(queue, Tag::new(sqe.cid), status));
-    let op = match sqe.opcode {
-        nvme::OPCODE_READ => Opcode::Read,
-        nvme::OPCODE_WRITE => Opcode::Write,
-        nvme::OPCODE_FLUSH => Opcode::Flush,
-        _ => return refuse(Status::BadOpcode),
     };
-    if sqe.nsid != 1 {
-        return refuse(Status::BadField);
-    }
-    let mut s = Submission {
-        queue,
-        tag: Tag::new(sqe.cid),
-        op,
-        offset_bytes: 0,
-        len_bytes: 0,
-    };
-    if op == Opcode::Flush {
-        return Ok((s, false));
-    }
-    let blocks = u64::from(sqe.cdw12 & 0xffff) + 1;
-    let Some(offset) = sqe.slba.checked_mul(block_bytes) else {
-        return refuse(Status::OutOfRange);
-    };
-    s.offset_bytes = offset;
-    s.len_bytes = u32::try_from(blocks * block_bytes).unwrap_or(u32::MAX);
-    if usize::from(sqe.cid) >= dma.tags() || tag_busy[usize::from(sqe.cid)] {
-        return refuse(Status::BadField);
-    }
-    if s.len_bytes as usize > dma.buffer_bytes() {
-        return refuse(Status::BadLength);
-    }
-    if !prps_cover_tag_buffer(sqe, s.len_bytes as usize, dma) {
-        return refuse(Status::BadField);
-    }
-    Ok((s, false))
-}
-
-/// Walks the command's PRP entries (PRP1, then PRP2 or the PRP list it points to, following
-/// chain pointers) and checks they describe, page by page, the command's tag buffer: the only
-/// memory the device may touch for it.
-fn prps_cover_tag_buffer(sqe: &nvme::Sqe, len: usize, dma: &DmaMemory) -> bool {
-    let page = dma.page_bytes as u64;
-    let tag = usize::from(sqe.cid);
-    let base = nvme::DATA_IOVA + (tag * dma.buffer_bytes()) as u64;
-    if sqe.prp1 != base {
-        return false;
-    }
-    let pages = len.div_ceil(dma.page_bytes);
-    if pages == 1 {
-        return true;
-    }
-    if pages == 2 {
-        return sqe.prp2 == base + page;
-    }
-    let Some(lists) = &dma.lists else {
-        return false;
-    };
-    let list_base = nvme::LIST_IOVA + (tag * lists.buffer_bytes()) as u64;
-    let list_bytes = lists.buffer_bytes() as u64;
-    // Whether an address names a whole entry, aligned to `align`, inside the tag's list pages.
-    // The address comes from the host, so no arithmetic on it may overflow.
-    let names_an_entry = |iova: u64, align: u64| {
-        iova.checked_sub(list_base)
-            .is_some_and(|at| at.is_multiple_of(align) && at + 8 <= list_bytes)
-    };
-    let per_page = dma.page_bytes / 8;
-    let mut entry_iova = sqe.prp2;
-    for i in 1..pages {
-        if !names_an_entry(entry_iova, 8) {
-            return false;
+    let path = &shared.path;
+    // Read inside the lock, so the model's time never goes back from one visitor to the next.
+    let now = path.clock.now_ns();
+    let ModelState {
+        core,
+        cells,
+        outgoing,
+    } = &mut *state;
+    let own = work.id();
+    let arrived = &mut work.arrived;
+    core.advance(now, |f| {
+        let queue = usize::from(f.submission.queue);
+        if f.submission.queue == own {
+            arrived.push(f);
+        } else if let Some(out) = outgoing.get_mut(queue).filter(|_| cells[queue].is_some()) {
+            out.push(f);
+        } else {
+            // Its queue pair was detached: nobody to tell, and the tag is free again.
+            path.tags.release(f.submission.tag.index());
         }
-        let index_in_page = ((entry_iova % page) / 8) as usize;
-        let read = |iova: u64| {
-            let at = (iova - list_base) as usize;
-            // SAFETY: the tag's command is being decoded, so its PRP list pages are the
-            // device's to read (the host wrote them before the submission's Release).
-            let list = unsafe { lists.buffer(tag) };
-            u64::from_le_bytes(list[at..at + 8].try_into().expect("8 bytes"))
-        };
-        let mut value = read(entry_iova);
-        if index_in_page == per_page - 1 && i < pages - 1 {
-            // Last entry of a list page with more to come: a pointer to the next list page.
-            entry_iova = value;
-            if !names_an_entry(entry_iova, page) {
-                return false;
-            }
-            value = read(entry_iova);
+    });
+    for (cell, out) in cells.iter().zip(outgoing.iter_mut()) {
+        if let Some(cell) = cell {
+            cell.mailbox.put_all(out);
         }
-        if value != base + i as u64 * page {
-            return false;
+    }
+    let mut refused = Vec::new();
+    for s in work.to_model.drain(..) {
+        if let Err(status) = core.submit(s, now) {
+            refused.push((s, status));
         }
-        entry_iova += 8;
+    }
+    let published = &shared.published;
+    published
+        .in_flight
+        .store(core.in_flight(), Ordering::Relaxed);
+    published
+        .next_ns
+        .store(core.next_event_ns().unwrap_or(NEVER), Ordering::Release);
+    // After the deliveries (see `Published::advanced_ns`).
+    published.advanced_ns.store(now, Ordering::Release);
+    drop(state);
+    for (s, status) in refused {
+        work.refuse(path, s, status);
     }
     true
 }
 
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    /// 64-byte pages make a PRP list chain with few bytes: 7 entries and a chain pointer per
-    /// list page.
-    const PAGE: usize = 64;
-    const PAGES: usize = 20;
-
-    fn dma() -> DmaMemory {
-        let buffer_bytes = PAGE * PAGES;
-        let list_bytes = DmaMemory::list_bytes_for(buffer_bytes, PAGE);
-        DmaMemory {
-            data: Arena::new(2, buffer_bytes).expect("arena"),
-            lists: Some(Arena::new(2, list_bytes).expect("lists")),
-            in_data: (0..2).map(|_| AtomicU64::new(0)).collect(),
-            page_bytes: PAGE,
-        }
+/// Takes what the model finished for this pair (from its own visits and its mailbox), copies
+/// the small reads' data, and posts every completion whose deadline has passed and that the
+/// model has been advanced past, in deadline order. `now` is refreshed if it was behind the
+/// model. Returns how many it posted.
+fn settle(shared: &Shared, cell: &QueueCell, work: &mut QueueWork, now: &mut u64) -> usize {
+    let path = &shared.path;
+    // Read before the mailbox: everything finished by this time is in it (Acquire).
+    let advanced = shared.published.advanced_ns.load(Ordering::Acquire);
+    cell.mailbox.take_into(&mut work.arrived);
+    let mut arrived = std::mem::take(&mut work.arrived);
+    for f in arrived.drain(..) {
+        work.receive(path, f);
     }
-
-    /// The tag-1 command over all its pages, with its PRP list written as a driver would:
-    /// entries for pages 1.., the last entry of each full list page pointing to the next.
-    fn valid_command(dma: &DmaMemory) -> nvme::Sqe {
-        let (tag, page) = (1usize, PAGE as u64);
-        let lists = dma.lists.as_ref().expect("nvme");
-        let list_base = nvme::LIST_IOVA + (tag * lists.buffer_bytes()) as u64;
-        let base = nvme::DATA_IOVA + (tag * dma.buffer_bytes()) as u64;
-        // SAFETY: no command is in flight; the test is the only user of the list pages.
-        let list = unsafe { lists.buffer(tag) };
-        let (mut at, per_page) = (0usize, PAGE / 8);
-        for i in 1..PAGES {
-            if at % PAGE == PAGE - 8 {
-                let next = list_base + (at + 8) as u64;
-                list[at..at + 8].copy_from_slice(&next.to_le_bytes());
-                at += 8;
-            }
-            list[at..at + 8].copy_from_slice(&(base + i as u64 * page).to_le_bytes());
-            at += 8;
-        }
-        assert!(at > per_page * 8, "the list must chain");
-        nvme::Sqe {
-            cid: tag as u16,
-            prp1: base,
-            prp2: list_base,
-            ..nvme::Sqe::default()
-        }
-    }
-
-    #[test]
-    fn a_prp_list_that_names_the_tag_buffer_is_accepted() {
-        let dma = dma();
-        assert!(prps_cover_tag_buffer(
-            &valid_command(&dma),
-            PAGE * PAGES,
-            &dma
-        ));
-    }
-
-    /// Pointers from the host near the top of the address space, below the list or past it,
-    /// or misaligned, are refused; before, one of them overflowed and panicked the device.
-    #[test]
-    fn hostile_prp_pointers_are_refused_without_panicking() {
-        let dma = dma();
-        let lists = dma.lists.as_ref().expect("nvme");
-        let list_base = nvme::LIST_IOVA + lists.buffer_bytes() as u64;
-        let list_end = list_base + lists.buffer_bytes() as u64;
-        for prp2 in [
-            u64::MAX - 7,
-            u64::MAX,
-            0,
-            list_base - 8,
-            list_base + 4,
-            list_end - 4,
-            list_end,
-        ] {
-            let sqe = nvme::Sqe {
-                prp2,
-                ..valid_command(&dma)
-            };
-            assert!(
-                !prps_cover_tag_buffer(&sqe, PAGE * PAGES, &dma),
-                "prp2 {prp2:#x}"
-            );
-        }
-        // A chain pointer (last entry of the first list page) that points anywhere else.
-        for chain in [
-            u64::MAX - (PAGE as u64 - 1),
-            0u64.wrapping_sub(PAGE as u64),
-            list_end,
-        ] {
-            let sqe = valid_command(&dma);
-            // SAFETY: as in `valid_command`.
-            let list = unsafe { lists.buffer(1) };
-            list[PAGE - 8..PAGE].copy_from_slice(&chain.to_le_bytes());
-            assert!(
-                !prps_cover_tag_buffer(&sqe, PAGE * PAGES, &dma),
-                "chain {chain:#x}"
-            );
-        }
-    }
+    work.arrived = arrived;
+    *now = (*now).max(advanced);
+    work.post_due(path, advanced.min(*now))
 }

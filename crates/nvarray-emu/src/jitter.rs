@@ -135,6 +135,16 @@ impl JitterProbe {
         }
     }
 
+    /// Adds the instants `other` sampled to these (each queue pair's passes sample their own;
+    /// a report joins them).
+    pub fn merge(&mut self, other: &JitterProbe) {
+        self.histogram
+            .add(&other.histogram)
+            .expect("jitter histograms share their bounds");
+        self.max_ns = self.max_ns.max(other.max_ns);
+        self.observed_ns += other.observed_ns;
+    }
+
     /// The percentiles so far; `None` before any instant was sampled (the threads never spun
     /// idle: every pass had work).
     pub fn report(&self) -> Option<JitterReport> {

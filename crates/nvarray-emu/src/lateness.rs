@@ -82,10 +82,16 @@ impl Lateness {
         self.histogram.len()
     }
 
-    /// Completions posted before their deadline (always 0 unless the engine has a bug).
-    #[cfg(test)]
-    pub fn early(&self) -> u64 {
-        self.early
+    /// Adds `other`'s completions to these (each queue pair records its own; a report joins
+    /// them).
+    pub fn merge(&mut self, other: &Lateness) {
+        self.histogram
+            .add(&other.histogram)
+            .expect("lateness histograms share their bounds");
+        self.max_ns = self.max_ns.max(other.max_ns);
+        self.late_ns_sum += other.late_ns_sum;
+        self.modelled_ns_sum += other.modelled_ns_sum;
+        self.early += other.early;
     }
 
     /// The mean modelled latency and the p99 lateness a faithful run stays within:

@@ -15,15 +15,21 @@ pub mod ring;
 pub mod tag_pool;
 pub mod word_ring;
 
+// The hand-off from the model's visitor to a queue pair's owner: public for its loom model.
+pub mod mailbox;
+
 // The device itself: crate-private. The driver sees it only through the items below.
 mod arena;
 mod backing;
 mod clock;
 mod device_core;
+mod dma_memory;
 mod engine;
 mod error;
 mod jitter;
 mod lateness;
+mod queue_work;
+mod range_locks;
 mod sync;
 
 // Where the threads run (`--cpus`), and how data is copied: public so the host pins its
@@ -35,8 +41,10 @@ pub mod dma_copy;
 mod backing_kill_tests;
 
 pub use backing::{BackingKind, BackingPages};
-pub use engine::{DeviceQueue, DmaMemory, Emulator, EmulatorOptions, IN_DATA_DONE};
+pub use dma_memory::{DmaMemory, IN_DATA_DONE};
+pub use engine::{Emulator, EmulatorOptions, QueueHandle};
 pub use error::EmuError;
 pub use jitter::{JitterReport, JITTER_SAMPLE_PERIOD_NS};
 pub use lateness::LatenessReport;
 pub use protocol::{Opcode, Status};
+pub use queue_work::DeviceQueue;

@@ -274,7 +274,7 @@ fn attribute_critical_path(pieces: &[PieceStages], ready_ns: u64, b: &mut Breakd
 
 /// Checks a command against the device's geometry: a length from one block to the largest
 /// transfer, block-aligned, inside the capacity.
-pub(crate) fn check_command(
+pub fn check_command(
     cfg: &DeviceConfig,
     offset_bytes: u64,
     len_bytes: u32,

@@ -25,7 +25,7 @@ pub mod wear;
 
 pub use breakdown::{Breakdown, Component};
 pub use config::{ControllerMode, DeviceConfig, ModelKind, Policy, Protocol};
-pub use device::{ArrayModel, Command, Completion, Op, ResourceBusy};
+pub use device::{check_command, ArrayModel, Command, Completion, Op, ResourceBusy};
 pub use device_model::DeviceModel;
 pub use error::{CommandError, ConfigError};
 pub use memory::WearStats;

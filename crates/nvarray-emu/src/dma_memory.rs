@@ -1,0 +1,38 @@
+//! The memory host and device share for data: what a real device would reach by DMA.
+
+use std::sync::atomic::AtomicU64;
+
+use crate::arena::Arena;
+
+/// The memory host and device share: per-tag data buffers (Moneta: "static buffer address for
+/// each tag"), per-tag PRP list pages for NVMe, and per-tag in-data completion words.
+pub struct DmaMemory {
+    pub data: Arena,
+    /// NVMe only: PRP list pages, `list_bytes` per tag.
+    pub lists: Option<Arena>,
+    /// DC Express in-data completion: the word the device writes after a read's data. 0 while
+    /// the read is pending; `IN_DATA_DONE | status` once the data is in place.
+    pub in_data: Box<[AtomicU64]>,
+    pub page_bytes: usize,
+}
+
+/// Set in an in-data completion word when the device has written it.
+pub const IN_DATA_DONE: u64 = 1 << 63;
+
+impl DmaMemory {
+    pub fn tags(&self) -> usize {
+        self.data.buffers()
+    }
+
+    pub fn buffer_bytes(&self) -> usize {
+        self.data.buffer_bytes()
+    }
+
+    /// PRP list bytes per tag: enough pages for one entry per data page after the first, plus
+    /// a chain pointer in the last entry of each full list page (NVMe §4.3).
+    pub fn list_bytes_for(buffer_bytes: usize, page_bytes: usize) -> usize {
+        let entries = buffer_bytes.div_ceil(page_bytes).saturating_sub(1);
+        let per_page = page_bytes / 8 - 1;
+        entries.div_ceil(per_page).max(1) * page_bytes
+    }
+}

@@ -1,0 +1,646 @@
+//! The device's work for one queue pair, done by the one thread that serves the pair, in
+//! parallel with the other pairs: take commands from the submission queue, decode and
+//! validate them, move their data, and post each completion once the clock has reached the
+//! model's deadline for it — never earlier — in deadline order.
+//!
+//! Only the timing model is shared between queue pairs (`device_core`, behind the engine's
+//! lock). What every pair reads — the DMA memory, the backing, the device's geometry, the
+//! clock, which tags are busy — is `DataPath`, read-only or synchronised on its own (the
+//! backing's range locks, an atomic per tag).
+
+use std::cmp::Reverse;
+use std::collections::BinaryHeap;
+use std::sync::atomic::{AtomicU8, Ordering};
+use std::sync::Arc;
+
+use crossbeam_utils::CachePadded;
+use nvarray_model::{check_command, DeviceConfig, Protocol};
+
+use crate::backing::Backing;
+use crate::clock::Clock;
+use crate::device_core::{Finished, Posted, Submission};
+use crate::dma_memory::{DmaMemory, IN_DATA_DONE};
+use crate::irq::Irq;
+use crate::jitter::{this_runner, JitterProbe};
+use crate::lateness::Lateness;
+use crate::nvme_cq::{CqDevice, Cqe};
+use crate::protocol::{moneta, nvme, Opcode, Status};
+use crate::ring::Consumer;
+use crate::tag_pool::Tag;
+use crate::word_ring::{WordConsumer, WordProducer};
+
+/// Commands taken from one submission queue per pass, so one busy queue cannot delay its own
+/// due completions for long.
+const SQ_BATCH_MAX: usize = 32;
+
+/// Reads up to this size are copied into the host's buffer when the model finishes them (the
+/// moment the device learns the completion time, some hundreds of ns before it), from data
+/// prefetched into the cache at submission; larger reads are copied at submission.
+///
+/// A random 512-byte read of a large device is a DRAM and TLB miss (~300 ns on the test VMs,
+/// half of the device thread's time per command at QD 32); prefetching it at submission
+/// overlaps that miss with the command's modelled time and with other commands, and the late
+/// copy then costs a cache hit, done before the deadline rather than after it. A large read's
+/// copy takes long enough to make its own and its neighbours' completions late, so it is
+/// done at submission instead. From 4 KiB it is large: copying a prefetched 4 KiB block into
+/// a tag buffer the host's core touched last takes 0.3-1 µs even with vector moves
+/// (`dma_copy`), against the moneta preset's ~2 µs between the model finishing a read and
+/// its deadline; moved to submission, moneta's 4 KiB QD 1 lateness p99 went from 1.74-2.32 µs
+/// to 1.45-1.70 µs and QD 32's from 6.1-6.9 µs to 4.4-4.9 µs at the same IOPS
+/// (`docs/perf.md`, "The 4 KiB lateness tail").
+pub const COPY_WHEN_DONE_MAX_BYTES: u32 = 2048;
+
+/// The device's ends of one queue pair.
+pub enum DeviceQueue {
+    /// One 64-bit word per command and per completion (Moneta; DC Express, whose reads
+    /// complete in their data instead of the completion ring).
+    Word { sq: WordConsumer, cq: WordProducer },
+    Nvme {
+        sq: Consumer<nvme::Sqe>,
+        cq: CqDevice,
+    },
+}
+
+/// What every queue pair's owner reads: read-only, or synchronised on its own.
+pub struct DataPath {
+    pub dma: Arc<DmaMemory>,
+    pub backing: Backing,
+    /// The device's geometry, for validating commands (`check_command`).
+    pub config: DeviceConfig,
+    pub protocol: Protocol,
+    pub block_bytes: u64,
+    pub tags: TagStates,
+    pub clock: Clock,
+}
+
+/// Per tag: whether a command is in flight on it (its buffer is the device's until the
+/// completion) and whether that command completes in its data. Tags are claimed by whichever
+/// thread takes a command, so a tag used on two queue pairs at once is refused on the second.
+/// One padded line per tag: the tag pool hands neighbouring tags to different threads.
+pub struct TagStates {
+    flags: Box<[CachePadded<AtomicU8>]>,
+}
+
+const TAG_BUSY: u8 = 1;
+const TAG_IN_DATA: u8 = 2;
+
+impl TagStates {
+    pub fn new(tags: usize) -> Self {
+        TagStates {
+            flags: (0..tags)
+                .map(|_| CachePadded::new(AtomicU8::new(0)))
+                .collect(),
+        }
+    }
+
+    pub fn len(&self) -> usize {
+        self.flags.len()
+    }
+
+    fn is_busy(&self, tag: usize) -> bool {
+        self.flags[tag].load(Ordering::Acquire) & TAG_BUSY != 0
+    }
+
+    /// Claims a free tag for a command; false if it is busy. Acquire: the previous command's
+    /// use of the tag's buffer, released with the tag, comes before this one's.
+    fn claim(&self, tag: usize, in_data: bool) -> bool {
+        let flags = TAG_BUSY | if in_data { TAG_IN_DATA } else { 0 };
+        self.flags[tag]
+            .compare_exchange(0, flags, Ordering::Acquire, Ordering::Relaxed)
+            .is_ok()
+    }
+
+    /// Frees a tag; returns whether its command completes in its data.
+    pub fn release(&self, tag: usize) -> bool {
+        self.flags[tag].swap(0, Ordering::Release) & TAG_IN_DATA != 0
+    }
+}
+
+/// A completion the model has produced, waiting for its deadline. Ordered by deadline, then
+/// tag, so a queue's completions are posted in deadline order.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
+struct Due {
+    deadline_ns: u64,
+    tag: u16,
+    submit_ns: u64,
+    status: u8,
+}
+
+/// One queue pair's device-side state, owned by the thread serving the pair.
+pub struct QueueWork {
+    id: u16,
+    queue: DeviceQueue,
+    irq: Arc<Irq>,
+    /// Whether the host side may sleep, so the device must raise the interrupt.
+    may_sleep: bool,
+    /// Completions the completion queue had no room for (only a misbehaving host, which
+    /// submits more than the queue holds, fills it); posted first on the next pass.
+    backlog: Vec<Posted>,
+    /// Submission queue entries taken so far (NVMe reports it as the SQ head).
+    sq_taken: u64,
+    /// Commands taken in one pass, before they are validated (kept to reuse its allocation).
+    batch: Vec<Decoded>,
+    /// Commands validated and with their data moved, for the model's next visit.
+    pub(crate) to_model: Vec<Submission>,
+    /// Commands the model finished, before their late copy (`receive`).
+    pub(crate) arrived: Vec<Finished>,
+    due: BinaryHeap<Reverse<Due>>,
+    pub(crate) lateness: Lateness,
+    /// The machine's own jitter, sampled in this pair's passes that find nothing to do.
+    pub(crate) jitter: JitterProbe,
+    /// Commands taken from the submission queue.
+    pub(crate) commands: u64,
+    pub(crate) last_busy_ns: u64,
+}
+
+impl QueueWork {
+    pub fn new(id: u16, queue: DeviceQueue, irq: Arc<Irq>, may_sleep: bool) -> Self {
+        QueueWork {
+            id,
+            queue,
+            irq,
+            may_sleep,
+            backlog: Vec::with_capacity(16),
+            sq_taken: 0,
+            batch: Vec::with_capacity(SQ_BATCH_MAX),
+            to_model: Vec::with_capacity(SQ_BATCH_MAX),
+            arrived: Vec::with_capacity(SQ_BATCH_MAX),
+            due: BinaryHeap::new(),
+            lateness: Lateness::new(),
+            jitter: JitterProbe::new(),
+            commands: 0,
+            last_busy_ns: 0,
+        }
+    }
+
+    pub fn id(&self) -> u16 {
+        self.id
+    }
+
+    /// Posts the backlog, then takes up to `SQ_BATCH_MAX` commands: refusals are posted at
+    /// once; valid reads and writes have their tag claimed and their data moved (a write's
+    /// data taken, a large read's put in place, a small read's prefetched) and wait in
+    /// `to_model`. Returns how many commands were taken and whether anything was posted.
+    pub fn take_commands(&mut self, path: &DataPath) -> (usize, bool) {
+        let mut posted = false;
+        for p in std::mem::take(&mut self.backlog) {
+            self.post(path, p, false);
+            posted = true;
+        }
+        let qid = self.id;
+        while self.batch.len() < SQ_BATCH_MAX {
+            let decoded = match &mut self.queue {
+                DeviceQueue::Word { sq, .. } => match sq.pop() {
+                    Some(word) => decode_word(word, qid, path),
+                    None => break,
+                },
+                DeviceQueue::Nvme { sq, .. } => match sq.pop() {
+                    Some(sqe) => decode_nvme(&sqe, qid, path),
+                    None => break,
+                },
+            };
+            self.batch.push(decoded);
+        }
+        let taken = self.batch.len();
+        self.sq_taken += taken as u64;
+        self.commands += taken as u64;
+        let mut batch = std::mem::take(&mut self.batch);
+        for decoded in batch.drain(..) {
+            match decoded.and_then(|(s, in_data)| accept(path, s, in_data)) {
+                Ok(Accepted::ToModel(s)) => self.to_model.push(s),
+                Ok(Accepted::Done(p)) | Err(p) => {
+                    self.post(path, p, false);
+                    posted = true;
+                }
+            }
+        }
+        self.batch = batch;
+        (taken, posted)
+    }
+
+    /// Takes a command the model finished: a small read's data is copied now, from the
+    /// backing into the buffer (prefetched at submission), and the completion waits for its
+    /// deadline.
+    pub fn receive(&mut self, path: &DataPath, f: Finished) {
+        let s = f.submission;
+        let mut status = Status::Ok;
+        if s.op == Opcode::Read && s.len_bytes <= COPY_WHEN_DONE_MAX_BYTES {
+            // SAFETY: the tag is busy with this command until its completion is posted, so
+            // its buffer is the device's, and only this queue's owner touches it.
+            let buffer = unsafe { path.dma.data.buffer(s.tag.index()) };
+            if path
+                .backing
+                .read(s.offset_bytes, &mut buffer[..s.len_bytes as usize])
+                .is_err()
+            {
+                status = Status::IoError;
+            }
+        }
+        self.due.push(Reverse(Due {
+            deadline_ns: f.deadline_ns,
+            tag: s.tag.raw(),
+            submit_ns: f.submit_ns,
+            status: status.code(),
+        }));
+    }
+
+    /// The earliest deadline waiting, if any.
+    pub fn next_due_ns(&self) -> Option<u64> {
+        self.due.peek().map(|Reverse(d)| d.deadline_ns)
+    }
+
+    /// Completions waiting for their deadlines.
+    pub fn due_len(&self) -> usize {
+        self.due.len()
+    }
+
+    /// Posts, in deadline order, every waiting completion whose deadline is at or before
+    /// `until_ns` and has passed. Each completion's posting time is read afresh, so the
+    /// lateness recorded is the true one. Returns how many it posted.
+    pub fn post_due(&mut self, path: &DataPath, until_ns: u64) -> usize {
+        let mut posted = 0;
+        while let Some(&Reverse(d)) = self.due.peek() {
+            if d.deadline_ns > until_ns {
+                break;
+            }
+            self.due.pop();
+            let now = path.clock.now_ns();
+            assert!(
+                now >= d.deadline_ns,
+                "completion posted before its deadline"
+            );
+            self.lateness
+                .record(d.deadline_ns, now, d.deadline_ns - d.submit_ns);
+            let tag = Tag::new(d.tag);
+            let in_data = path.tags.release(tag.index());
+            let p = Posted {
+                queue: self.id,
+                tag,
+                status: Status::from_code(d.status),
+                deadline_ns: d.deadline_ns,
+                posted_ns: now,
+            };
+            self.post(path, p, in_data);
+            posted += 1;
+        }
+        posted
+    }
+
+    /// A command the model refused after its data moved (a bug in the caller: the geometry
+    /// was checked first): its error is posted and its tag freed.
+    pub fn refuse(&mut self, path: &DataPath, s: Submission, status: Status) {
+        let in_data = path.tags.release(s.tag.index());
+        self.post(path, immediate(s.queue, s.tag, status), in_data);
+    }
+
+    /// Whether this pair has commands anywhere between its submission queue and its posting.
+    pub fn busy(&self) -> bool {
+        !self.to_model.is_empty() || !self.due.is_empty()
+    }
+
+    /// Delivers a completion: into the data for an in-data read, else as a completion queue
+    /// entry (raising the interrupt if the host may sleep).
+    fn post(&mut self, path: &DataPath, posted: Posted, in_data: bool) {
+        if in_data {
+            // Release publishes the read data written into the buffer before this word.
+            path.dma.in_data[posted.tag.index()].store(
+                IN_DATA_DONE | u64::from(posted.status.code()),
+                Ordering::Release,
+            );
+            return;
+        }
+        let delivered = match &mut self.queue {
+            DeviceQueue::Word { cq, .. } => cq
+                .push(moneta::completion(posted.tag.raw(), posted.status))
+                .is_ok(),
+            DeviceQueue::Nvme { cq, .. } => cq
+                .post(Cqe {
+                    result: u32::from(posted.status.code()),
+                    sq_head: self.sq_taken as u16,
+                    sq_id: posted.queue,
+                    cid: posted.tag.raw(),
+                    status: nvme::status_code(posted.status),
+                })
+                .is_ok(),
+        };
+        if !delivered {
+            self.backlog.push(posted);
+            return;
+        }
+        if self.may_sleep {
+            self.irq.raise();
+        }
+    }
+
+    /// A pass read the clock at `now_ns` having done nothing (for the jitter probe).
+    pub fn idle_reading(&mut self, now_ns: u64, spinning: bool) {
+        self.jitter.idle_reading(now_ns, this_runner(), spinning);
+    }
+}
+
+enum Accepted {
+    /// Validated, data moved: for the model.
+    ToModel(Submission),
+    /// Done without the model (a flush).
+    Done(Posted),
+}
+
+/// Claims the command's tag, checks it against the device and moves its data. A refusal
+/// (returned as the completion to post) changes nothing and leaves the tag as it was.
+fn accept(path: &DataPath, s: Submission, in_data: bool) -> Result<Accepted, Posted> {
+    let refuse = |status| Err(immediate(s.queue, s.tag, status));
+    if s.op == Opcode::Flush {
+        let status = if path.backing.flush().is_ok() {
+            Status::Ok
+        } else {
+            Status::IoError
+        };
+        return Ok(Accepted::Done(immediate(s.queue, s.tag, status)));
+    }
+    let tag = s.tag.index();
+    if tag >= path.tags.len() {
+        // A tag the host does not have: no buffer to touch.
+        return refuse(Status::BadField);
+    }
+    if !path.tags.claim(tag, in_data) {
+        // A tag already in flight: its buffer is not the device's to touch. The second gets a
+        // status of its own, so the driver cannot take the refusal for the completion of the
+        // command in flight.
+        return refuse(Status::TagConflict);
+    }
+    let moved = move_data(path, s, in_data);
+    if moved.is_err() {
+        path.tags.release(tag);
+    }
+    moved.map(|()| Accepted::ToModel(s))
+}
+
+/// The data of a claimed command: a write's taken from its buffer, a large read's put in it, a
+/// small read's prefetched for `QueueWork::receive`.
+fn move_data(path: &DataPath, s: Submission, in_data: bool) -> Result<(), Posted> {
+    let refuse = |status| Err(immediate(s.queue, s.tag, status));
+    if let Err(e) = check_command(&path.config, s.offset_bytes, s.len_bytes) {
+        return refuse(Status::from(&e));
+    }
+    if s.len_bytes as usize > path.dma.buffer_bytes() {
+        return refuse(Status::BadLength);
+    }
+    let tag = s.tag.index();
+    if in_data {
+        // Cleared before the data moves; the host cleared it too, before submitting.
+        path.dma.in_data[tag].store(0, Ordering::Relaxed);
+    }
+    // SAFETY: the claimed tag makes this command the buffer's only user on the device side,
+    // and the host hands the buffer over with the command (the queue's Release/Acquire) and
+    // does not touch it until the completion is posted.
+    let buffer = unsafe { path.dma.data.buffer(tag) };
+    let len = s.len_bytes as usize;
+    let result = match s.op {
+        Opcode::Read if s.len_bytes <= COPY_WHEN_DONE_MAX_BYTES => {
+            path.backing.prefetch(s.offset_bytes, len);
+            Ok(())
+        }
+        Opcode::Read => path.backing.read(s.offset_bytes, &mut buffer[..len]),
+        // Taking the data at submission makes an acknowledged write durable in the backing no
+        // matter when the process dies afterwards.
+        Opcode::Write => path.backing.write(s.offset_bytes, &buffer[..len]),
+        Opcode::Flush => unreachable!("a flush moves no data"),
+    };
+    result.or_else(|_| refuse(Status::IoError))
+}
+
+fn immediate(queue: u16, tag: Tag, status: Status) -> Posted {
+    Posted {
+        queue,
+        tag,
+        status,
+        deadline_ns: 0,
+        posted_ns: 0,
+    }
+}
+
+type Decoded = Result<(Submission, bool), Posted>;
+
+/// A command word: Moneta's, or DC Express's, whose reads complete in their data.
+fn decode_word(word: u64, queue: u16, path: &DataPath) -> Decoded {
+    let c = moneta::CommandWord::decode(word);
+    let Some(op) = c.op() else {
+        return Err(immediate(queue, Tag::new(c.tag), Status::BadOpcode));
+    };
+    let block_bytes = path.block_bytes;
+    Ok((
+        Submission {
+            queue,
+            tag: Tag::new(c.tag),
+            op,
+            offset_bytes: c.offset_blocks * block_bytes,
+            len_bytes: u32::try_from(c.len_blocks * block_bytes).unwrap_or(u32::MAX),
+        },
+        op == Opcode::Read && path.protocol == Protocol::DcExpress,
+    ))
+}
+
+/// An NVMe command. A busy tag's PRP list pages are the host's to rewrite for its next
+/// command, so they are not read (the command is refused).
+fn decode_nvme(sqe: &nvme::Sqe, queue: u16, path: &DataPath) -> Decoded {
+    let refuse = |status| Err(immediate(queue, Tag::new(sqe.cid), status));
+    let op = match sqe.opcode {
+        nvme::OPCODE_READ => Opcode::Read,
+        nvme::OPCODE_WRITE => Opcode::Write,
+        nvme::OPCODE_FLUSH => Opcode::Flush,
+        _ => return refuse(Status::BadOpcode),
+    };
+    if sqe.nsid != 1 {
+        return refuse(Status::BadField);
+    }
+    let mut s = Submission {
+        queue,
+        tag: Tag::new(sqe.cid),
+        op,
+        offset_bytes: 0,
+        len_bytes: 0,
+    };
+    if op == Opcode::Flush {
+        return Ok((s, false));
+    }
+    let blocks = u64::from(sqe.cdw12 & 0xffff) + 1;
+    let Some(offset) = sqe.slba.checked_mul(path.block_bytes) else {
+        return refuse(Status::OutOfRange);
+    };
+    s.offset_bytes = offset;
+    s.len_bytes = u32::try_from(blocks * path.block_bytes).unwrap_or(u32::MAX);
+    let dma = &*path.dma;
+    if usize::from(sqe.cid) >= dma.tags() || path.tags.is_busy(usize::from(sqe.cid)) {
+        return refuse(Status::BadField);
+    }
+    if s.len_bytes as usize > dma.buffer_bytes() {
+        return refuse(Status::BadLength);
+    }
+    if !prps_cover_tag_buffer(sqe, s.len_bytes as usize, dma) {
+        return refuse(Status::BadField);
+    }
+    Ok((s, false))
+}
+
+/// Walks the command's PRP entries (PRP1, then PRP2 or the PRP list it points to, following
+/// chain pointers) and checks they describe, page by page, the command's tag buffer: the only
+/// memory the device may touch for it.
+fn prps_cover_tag_buffer(sqe: &nvme::Sqe, len: usize, dma: &DmaMemory) -> bool {
+    let page = dma.page_bytes as u64;
+    let tag = usize::from(sqe.cid);
+    let base = nvme::DATA_IOVA + (tag * dma.buffer_bytes()) as u64;
+    if sqe.prp1 != base {
+        return false;
+    }
+    let pages = len.div_ceil(dma.page_bytes);
+    if pages == 1 {
+        return true;
+    }
+    if pages == 2 {
+        return sqe.prp2 == base + page;
+    }
+    let Some(lists) = &dma.lists else {
+        return false;
+    };
+    let list_base = nvme::LIST_IOVA + (tag * lists.buffer_bytes()) as u64;
+    let list_bytes = lists.buffer_bytes() as u64;
+    // Whether an address names a whole entry, aligned to `align`, inside the tag's list pages.
+    // The address comes from the host, so no arithmetic on it may overflow.
+    let names_an_entry = |iova: u64, align: u64| {
+        iova.checked_sub(list_base)
+            .is_some_and(|at| at.is_multiple_of(align) && at + 8 <= list_bytes)
+    };
+    let per_page = dma.page_bytes / 8;
+    let mut entry_iova = sqe.prp2;
+    for i in 1..pages {
+        if !names_an_entry(entry_iova, 8) {
+            return false;
+        }
+        let index_in_page = ((entry_iova % page) / 8) as usize;
+        let read = |iova: u64| {
+            let at = (iova - list_base) as usize;
+            // SAFETY: the tag's command is being decoded, so its PRP list pages are the
+            // device's to read (the host wrote them before the submission's Release).
+            let list = unsafe { lists.buffer(tag) };
+            u64::from_le_bytes(list[at..at + 8].try_into().expect("8 bytes"))
+        };
+        let mut value = read(entry_iova);
+        if index_in_page == per_page - 1 && i < pages - 1 {
+            // Last entry of a list page with more to come: a pointer to the next list page.
+            entry_iova = value;
+            if !names_an_entry(entry_iova, page) {
+                return false;
+            }
+            value = read(entry_iova);
+        }
+        if value != base + i as u64 * page {
+            return false;
+        }
+        entry_iova += 8;
+    }
+    true
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::arena::Arena;
+    use std::sync::atomic::AtomicU64;
+
+    /// 64-byte pages make a PRP list chain with few bytes: 7 entries and a chain pointer per
+    /// list page.
+    const PAGE: usize = 64;
+    const PAGES: usize = 20;
+
+    fn dma() -> DmaMemory {
+        let buffer_bytes = PAGE * PAGES;
+        let list_bytes = DmaMemory::list_bytes_for(buffer_bytes, PAGE);
+        DmaMemory {
+            data: Arena::new(2, buffer_bytes).expect("arena"),
+            lists: Some(Arena::new(2, list_bytes).expect("lists")),
+            in_data: (0..2).map(|_| AtomicU64::new(0)).collect(),
+            page_bytes: PAGE,
+        }
+    }
+
+    /// The tag-1 command over all its pages, with its PRP list written as a driver would:
+    /// entries for pages 1.., the last entry of each full list page pointing to the next.
+    fn valid_command(dma: &DmaMemory) -> nvme::Sqe {
+        let (tag, page) = (1usize, PAGE as u64);
+        let lists = dma.lists.as_ref().expect("nvme");
+        let list_base = nvme::LIST_IOVA + (tag * lists.buffer_bytes()) as u64;
+        let base = nvme::DATA_IOVA + (tag * dma.buffer_bytes()) as u64;
+        // SAFETY: no command is in flight; the test is the only user of the list pages.
+        let list = unsafe { lists.buffer(tag) };
+        let (mut at, per_page) = (0usize, PAGE / 8);
+        for i in 1..PAGES {
+            if at % PAGE == PAGE - 8 {
+                let next = list_base + (at + 8) as u64;
+                list[at..at + 8].copy_from_slice(&next.to_le_bytes());
+                at += 8;
+            }
+            list[at..at + 8].copy_from_slice(&(base + i as u64 * page).to_le_bytes());
+            at += 8;
+        }
+        assert!(at > per_page * 8, "the list must chain");
+        nvme::Sqe {
+            cid: tag as u16,
+            prp1: base,
+            prp2: list_base,
+            ..nvme::Sqe::default()
+        }
+    }
+
+    #[test]
+    fn a_prp_list_that_names_the_tag_buffer_is_accepted() {
+        let dma = dma();
+        assert!(prps_cover_tag_buffer(
+            &valid_command(&dma),
+            PAGE * PAGES,
+            &dma
+        ));
+    }
+
+    /// Pointers from the host near the top of the address space, below the list or past it,
+    /// or misaligned, are refused; before, one of them overflowed and panicked the device.
+    #[test]
+    fn hostile_prp_pointers_are_refused_without_panicking() {
+        let dma = dma();
+        let lists = dma.lists.as_ref().expect("nvme");
+        let list_base = nvme::LIST_IOVA + lists.buffer_bytes() as u64;
+        let list_end = list_base + lists.buffer_bytes() as u64;
+        for prp2 in [
+            u64::MAX - 7,
+            u64::MAX,
+            0,
+            list_base - 8,
+            list_base + 4,
+            list_end - 4,
+            list_end,
+        ] {
+            let sqe = nvme::Sqe {
+                prp2,
+                ..valid_command(&dma)
+            };
+            assert!(
+                !prps_cover_tag_buffer(&sqe, PAGE * PAGES, &dma),
+                "prp2 {prp2:#x}"
+            );
+        }
+        // A chain pointer (last entry of the first list page) that points anywhere else.
+        for chain in [
+            u64::MAX - (PAGE as u64 - 1),
+            0u64.wrapping_sub(PAGE as u64),
+            list_end,
+        ] {
+            let sqe = valid_command(&dma);
+            // SAFETY: as in `valid_command`.
+            let list = unsafe { lists.buffer(1) };
+            list[PAGE - 8..PAGE].copy_from_slice(&chain.to_le_bytes());
+            assert!(
+                !prps_cover_tag_buffer(&sqe, PAGE * PAGES, &dma),
+                "chain {chain:#x}"
+            );
+        }
+    }
+}
