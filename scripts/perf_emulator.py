@@ -7,6 +7,7 @@ Needs root for the kernel comparison (loop device over a file in /dev/shm) and f
     sudo ./scripts/perf_emulator.py --out target/perf            # everything, ~4 minutes
     sudo ./scripts/perf_emulator.py --only kernel,ladder         # a subset
     NVARRAY_BIN=/tmp/nvarray-old ./scripts/perf_emulator.py --only overhead,throughput
+    NVARRAY_BASELINE=/tmp/nvarray-old ./scripts/perf_emulator.py --only scaling   # before/after
 """
 
 import argparse
@@ -20,7 +21,10 @@ import sys
 NVARRAY = os.environ.get(
     "NVARRAY_BIN", os.path.join(os.path.dirname(__file__), "..", "target", "release", "nvarray")
 )
-SECTIONS = ["overhead", "throughput", "kernel", "threshold", "fidelity", "ladder"]
+# NVARRAY_BASELINE, for the scaling section: a build to run alternately with NVARRAY_BIN at
+# every point, so the before/after ratio is measured under the same machine conditions.
+BASELINE = os.environ.get("NVARRAY_BASELINE")
+SECTIONS = ["overhead", "throughput", "kernel", "threshold", "fidelity", "ladder", "scaling"]
 
 
 def system_busy_seconds():
@@ -32,10 +36,10 @@ def system_busy_seconds():
     return (sum(fields[:8]) - idle) / os.sysconf("SC_CLK_TCK")
 
 
-def nvarray(args, out, name):
-    """Runs `nvarray bench ... --json`, saves and returns the report (with the machine's busy
-    CPU seconds during the run under `system_busy_s`)."""
-    cmd = [NVARRAY, "bench", "--json"] + args
+def nvarray(args, out, name, binary=None):
+    """Runs `nvarray bench ... --json` (with `binary`, default NVARRAY), saves and returns the
+    report (with the machine's busy CPU seconds during the run under `system_busy_s`)."""
+    cmd = [binary or NVARRAY, "bench", "--json"] + args
     busy = system_busy_seconds()
     res = subprocess.run(cmd, capture_output=True, text=True, check=True)
     busy = system_busy_seconds() - busy
@@ -187,6 +191,112 @@ def ladder(out, secs):
         change = "" if previous is None else f"{(host - previous) / previous * 100:+.0f} %"
         print(f"| {stack} | {us(r['latency_ns']['p50'])} | {us(r['latency_ns']['mean'])} | {r['iops']:.0f} | {us(host)} | {change} |")
         previous = host
+
+
+def median(xs):
+    xs = sorted(xs)
+    n = len(xs)
+    return xs[n // 2] if n % 2 else (xs[n // 2 - 1] + xs[n // 2]) / 2
+
+
+# (host threads, device threads) measured on this machine's 2 cores.
+SCALING_POINTS = [(1, 0), (2, 0), (1, 1), (2, 1), (2, 2)]
+PROJECTED_CORES = [4, 8, 16, 32]
+
+
+def scaling(out, secs, repeats=3):
+    """Host threads x device threads with the `null` device and `dram`, 512 B random reads,
+    QD 32 per host thread, spin: IOPS, lateness, faithfulness and the serial part, each point
+    run `repeats` times (medians), alternating with NVARRAY_BASELINE when it is set. Then the
+    two costs per command and the projection past this machine's cores."""
+    cores = os.cpu_count()
+    builds = [("after", NVARRAY)] + ([("before", BASELINE)] if BASELINE else [])
+    print(f"\n### Scaling: 512 B random reads, QD 32 per host thread, spin ({cores} cores: every figure "
+          f"below this heading's projection table is measured on them)\n")
+    print("Medians of", repeats, "runs of", secs, "each (range in brackets)" +
+          (f"; `before` is `{BASELINE}`, run alternately with `after` at every point." if BASELINE else "."))
+    print()
+    print("Rows with more spinning threads (host + device) than cores are oversubscribed: the "
+          "scheduler's placement decides them, and their runs scatter.\n")
+    print("| device | host threads | device threads | build | IOPS | × 1 host inline | lateness p50 µs | lateness p99 µs | faithful | serial ns / command |")
+    print("|---|---|---|---|---|---|---|---|---|---|")
+    costs, scaling_ratio = {}, {}
+    for preset in ["null", "dram"]:
+        base_iops = {}
+        for host, dev in SCALING_POINTS:
+            runs = {label: [] for label, _ in builds}
+            for i in range(repeats):
+                for label, binary in builds:
+                    r = nvarray(["--preset", preset, "--size", "1G", "--rw", "randread", "--bs", "512",
+                                 "--iodepth", "32", "--numjobs", str(host), "--device-threads", str(dev),
+                                 "--completion", "spin", "--runtime", secs],
+                                out, f"scaling-{preset}-{host}h{dev}d-{label}-{i}", binary)
+                    runs[label].append(r)
+            for label, _ in builds:
+                rs = runs[label]
+                iops = [r["iops"] for r in rs]
+                m = median(iops)
+                if (host, dev) == (1, 0):
+                    base_iops[label] = m
+                serial = [r.get("emulator", {}).get("serial_ns_per_command") for r in rs]
+                serial = [x for x in serial if x is not None]
+                serial_s = f"{median(serial):.0f}" if serial else "not measured"
+                faithful = sum(1 for r in rs if r["faithful"])
+                over = " (oversubscribed)" if host + dev > cores else ""
+                print(f"| {preset} | {host} | {dev}{over} | {label} | {m / 1e6:.2f} M [{min(iops) / 1e6:.2f}–{max(iops) / 1e6:.2f}] "
+                      f"| {m / base_iops[label]:.2f}× | {us(median([r['lateness_ns']['p50'] for r in rs]))} "
+                      f"| {us(median([r['lateness_ns']['p99'] for r in rs]))} | {faithful}/{len(rs)} | {serial_s} |")
+                if label == "after" and (host, dev) == (1, 0) and serial:
+                    costs[preset] = (median(serial), 1e9 / m - median(serial))
+                if label == "after" and (host, dev) == (2, 0):
+                    scaling_ratio[preset] = m / base_iops[label]
+    # The peer: the same work with nothing shared at all, two separate emulators (processes)
+    # at once, one host thread each. Their summed IOPS over one's alone is what this machine's
+    # two cores give this workload (memory-bound work scales by about that much here, not 2x).
+    print("\n#### The machine's own ceiling: two independent emulators at once (nothing shared)\n")
+    print("| device | 1 process IOPS | 2 processes, summed IOPS | ratio | 2 host threads inline, one device (after) | as a share of the ceiling |")
+    print("|---|---|---|---|---|---|")
+    for preset in ["null", "dram"]:
+        single, pair = [], []
+        for i in range(repeats):
+            args = ["--preset", preset, "--size", "1G", "--rw", "randread", "--bs", "512", "--iodepth", "32",
+                    "--numjobs", "1", "--device-threads", "0", "--completion", "spin", "--runtime", secs]
+            single.append(nvarray(args, out, f"ceiling-{preset}-1-{i}")["iops"])
+            procs = [subprocess.Popen([NVARRAY, "bench", "--json"] + args, stdout=subprocess.PIPE, text=True)
+                     for _ in range(2)]
+            pair.append(sum(json.loads(p.communicate()[0])["iops"] for p in procs))
+        s1, s2 = median(single), median(pair)
+        two_threads = scaling_ratio[preset]
+        print(f"| {preset} | {s1 / 1e6:.2f} M | {s2 / 1e6:.2f} M | {s2 / s1:.2f}× | {two_threads:.2f}× | {two_threads / (s2 / s1) * 100:.0f} % |")
+    # Where the device keeps up: one request in flight per host thread.
+    print("\n#### Lateness where the device keeps up: dram, 512 B random reads, QD 1 per host thread, spin (after)\n")
+    print("| host threads | device threads | IOPS | lateness p50 µs | lateness p99 µs | faithful |")
+    print("|---|---|---|---|---|---|")
+    for host, dev in [(1, 0), (2, 0), (1, 1)]:
+        rs = [nvarray(["--preset", "dram", "--size", "1G", "--rw", "randread", "--bs", "512", "--iodepth", "1",
+                       "--numjobs", str(host), "--device-threads", str(dev), "--completion", "spin",
+                       "--runtime", secs], out, f"scaling-qd1-{host}h{dev}d-{i}")
+              for i in range(repeats)]
+        print(f"| {host} | {dev} | {median([r['iops'] for r in rs]) / 1e6:.2f} M "
+              f"| {us(median([r['lateness_ns']['p50'] for r in rs]))} | {us(median([r['lateness_ns']['p99'] for r in rs]))} "
+              f"| {sum(1 for r in rs if r['faithful'])}/{len(rs)} |")
+    print("\n#### Costs per command, measured (after)\n")
+    print("serial = the time the timing model's lock is held (the model and the hand-off) over the commands "
+          "handed to it, from the runs' `serial_ns_per_command`; parallel = everything else one thread does "
+          "per command = 1 / IOPS of one inline host thread (it runs host and device and is never idle at "
+          "QD 32) − serial.\n")
+    print("| device | serial ns | parallel ns |")
+    print("|---|---|---|")
+    for preset, (serial, parallel) in costs.items():
+        print(f"| {preset} | {serial:.0f} | {parallel:.0f} |")
+    print("\n#### PROJECTION, not measured: IOPS = min(cores × 1 / parallel, 1 / serial)\n")
+    print("| device | " + " | ".join(f"{c} cores" for c in PROJECTED_CORES) + " | bound by |")
+    print("|---|" + "---|" * len(PROJECTED_CORES) + "---|")
+    for preset, (serial, parallel) in costs.items():
+        cells = [min(c * 1e9 / parallel, 1e9 / serial) for c in PROJECTED_CORES]
+        knee = 1e9 / serial / (1e9 / parallel)
+        print(f"| {preset} | " + " | ".join(f"{x / 1e6:.1f} M" for x in cells) +
+              f" | the serial part beyond {knee:.0f} cores |")
 
 
 def main():

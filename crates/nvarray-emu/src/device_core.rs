@@ -115,7 +115,7 @@ impl DeviceCore {
     /// Runs the model up to `now_ns` (a clock reading) and hands `finished` each command it
     /// finished, in the order it finished them. Returns whether anything was due.
     pub fn advance(&mut self, now_ns: u64, mut finished: impl FnMut(Finished)) -> bool {
-        if !self.model.next_event_ns().is_some_and(|t| t <= now_ns) {
+        if self.model.next_event_ns().is_none_or(|t| t > now_ns) {
             return false;
         }
         let (sum, count, in_flight, free_ids) = (

@@ -24,7 +24,7 @@ use nvarray_model::{Breakdown, DeviceConfig, Protocol};
 
 use crate::arena::Arena;
 use crate::backing::{Backing, BackingKind, BackingPages};
-use crate::clock::Clock;
+use crate::clock::{ticks, Clock};
 use crate::cpus::{pin_this_thread, CpuList};
 use crate::device_core::{DeviceCore, Finished};
 use crate::dma_memory::DmaMemory;
@@ -88,6 +88,10 @@ struct ModelState {
     /// Per queue id: what the current visit finished for that pair (kept to reuse the
     /// allocations).
     outgoing: Vec<Vec<Finished>>,
+    /// The serial part's cost: `clock::ticks` the lock was held by visits, and the commands
+    /// they handed the model.
+    held_ticks: u64,
+    handed: u64,
 }
 
 /// What the model's last visitor left for the passes that do not take the lock: written only
@@ -176,6 +180,8 @@ impl Emulator {
                 core: DeviceCore::new(config),
                 cells: Vec::new(),
                 outgoing: Vec::new(),
+                held_ticks: 0,
+                handed: 0,
             })),
             published: CachePadded::new(published),
             generation: CachePadded::new(AtomicU64::new(0)),
@@ -243,18 +249,13 @@ impl Emulator {
         !self.threads.is_empty()
     }
 
-    /// How the device's work is split among threads, for the engine line: with device
-    /// threads, which serves which queue pairs; inline, that each host thread serves its own.
+    /// How the device's work is split among threads, for the engine line.
     pub fn work_split(&self) -> String {
-        let n = self.threads.len();
-        if n == 0 {
-            return "each host thread serves its own queue pairs (inline); the model is shared"
-                .to_string();
+        match self.threads.len() {
+            0 => "device inline (each host thread runs its own queue pairs)".to_string(),
+            1 => "1 device thread runs every queue pair".to_string(),
+            n => format!("{n} device threads (queue pair k on thread k mod {n})"),
         }
-        format!(
-            "{n} device thread{} share the queue pairs (pair k on thread k mod {n}); the model is shared",
-            if n == 1 { "" } else { "s" }
-        )
     }
 
     /// Connects the device's ends of a new queue pair; returns its handle (a detached
@@ -401,6 +402,20 @@ impl Emulator {
         let state = self.lock_model();
         let (sum, count) = state.core.modelled();
         f(state.core.model(), sum, count)
+    }
+
+    /// The serial part of the device's work per command, in nanoseconds: the time the timing
+    /// model's lock was held (the model's work and the hand-off of commands and completions)
+    /// over the commands handed to it. What no number of threads can run in parallel, so
+    /// 1 / this is the device's ceiling in commands per second. `None` before any command, or
+    /// in the clock's first millisecond.
+    pub fn serial_ns_per_command(&self) -> Option<f64> {
+        let (held, handed) = {
+            let state = self.lock_model();
+            (state.held_ticks, state.handed)
+        };
+        let rate = self.shared.path.clock.ticks_per_ns()?;
+        (handed > 0).then(|| held as f64 / rate / handed as f64)
     }
 
     /// Commands the device has taken from submission queues.
@@ -615,6 +630,7 @@ fn visit(shared: &Shared, work: &mut QueueWork, how: Visit) -> bool {
             Err(TryLockError::Poisoned(e)) => e.into_inner(),
         },
     };
+    let entered = ticks();
     let path = &shared.path;
     // Read inside the lock, so the model's time never goes back from one visitor to the next.
     let now = path.clock.now_ns();
@@ -622,10 +638,12 @@ fn visit(shared: &Shared, work: &mut QueueWork, how: Visit) -> bool {
         core,
         cells,
         outgoing,
+        held_ticks,
+        handed,
     } = &mut *state;
     let own = work.id();
-    let arrived = &mut work.arrived;
-    core.advance(now, |f| {
+    let (arrived, to_model) = (&mut work.arrived, &mut work.to_model);
+    let mut deliver = |f: Finished| {
         let queue = usize::from(f.submission.queue);
         if f.submission.queue == own {
             arrived.push(f);
@@ -635,16 +653,22 @@ fn visit(shared: &Shared, work: &mut QueueWork, how: Visit) -> bool {
             // Its queue pair was detached: nobody to tell, and the tag is free again.
             path.tags.release(f.submission.tag.index());
         }
-    });
+    };
+    core.advance(now, &mut deliver);
+    let mut refused = Vec::new();
+    *handed += to_model.len() as u64;
+    for s in to_model.drain(..) {
+        if let Err(status) = core.submit(s, now) {
+            refused.push((s, status));
+        }
+    }
+    // Again, for what the new commands finished at once (a `null` device's with no latency):
+    // their completions go out in this pass rather than wait for the next visit. A compare
+    // when nothing is due.
+    core.advance(now, &mut deliver);
     for (cell, out) in cells.iter().zip(outgoing.iter_mut()) {
         if let Some(cell) = cell {
             cell.mailbox.put_all(out);
-        }
-    }
-    let mut refused = Vec::new();
-    for s in work.to_model.drain(..) {
-        if let Err(status) = core.submit(s, now) {
-            refused.push((s, status));
         }
     }
     let published = &shared.published;
@@ -656,6 +680,7 @@ fn visit(shared: &Shared, work: &mut QueueWork, how: Visit) -> bool {
         .store(core.next_event_ns().unwrap_or(NEVER), Ordering::Release);
     // After the deliveries (see `Published::advanced_ns`).
     published.advanced_ns.store(now, Ordering::Release);
+    *held_ticks += ticks().wrapping_sub(entered);
     drop(state);
     for (s, status) in refused {
         work.refuse(path, s, status);
@@ -672,11 +697,9 @@ fn settle(shared: &Shared, cell: &QueueCell, work: &mut QueueWork, now: &mut u64
     // Read before the mailbox: everything finished by this time is in it (Acquire).
     let advanced = shared.published.advanced_ns.load(Ordering::Acquire);
     cell.mailbox.take_into(&mut work.arrived);
-    let mut arrived = std::mem::take(&mut work.arrived);
-    for f in arrived.drain(..) {
-        work.receive(path, f);
-    }
-    work.arrived = arrived;
     *now = (*now).max(advanced);
-    work.post_due(path, advanced.min(*now))
+    let mut arrived = std::mem::take(&mut work.arrived);
+    let posted = work.settle(path, &mut arrived, advanced.min(*now));
+    work.arrived = arrived;
+    posted
 }

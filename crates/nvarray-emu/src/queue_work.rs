@@ -218,10 +218,37 @@ impl QueueWork {
         (taken, posted)
     }
 
-    /// Takes a command the model finished: a small read's data is copied now, from the
-    /// backing into the buffer (prefetched at submission), and the completion waits for its
-    /// deadline.
-    pub fn receive(&mut self, path: &DataPath, f: Finished) {
+    /// Takes what the model finished for this pair, and posts every completion whose
+    /// deadline is at or before `until_ns` and has passed, in deadline order (the rest wait
+    /// in `due`). A small read's data is copied from the backing into its buffer first
+    /// (prefetched at submission). Each completion that can go is posted as soon as its data
+    /// is in place, before the next one's is copied, and without a trip through `due` when
+    /// nothing there is due before it. Returns how many it posted.
+    pub fn settle(
+        &mut self,
+        path: &DataPath,
+        finished: &mut Vec<Finished>,
+        until_ns: u64,
+    ) -> usize {
+        // Usually in order already (one check of each neighbour then).
+        finished.sort_unstable_by_key(|f| f.deadline_ns);
+        let mut posted = 0;
+        for f in finished.drain(..) {
+            let d = self.receive(path, f);
+            // What waits in `due` with an earlier deadline goes first.
+            posted += self.post_due(path, d.deadline_ns.min(until_ns));
+            if d.deadline_ns <= until_ns {
+                self.post_one(path, d);
+                posted += 1;
+            } else {
+                self.due.push(Reverse(d));
+            }
+        }
+        posted + self.post_due(path, until_ns)
+    }
+
+    /// A finished command's completion: its data copied if it is a small read.
+    fn receive(&mut self, path: &DataPath, f: Finished) -> Due {
         let s = f.submission;
         let mut status = Status::Ok;
         if s.op == Opcode::Read && s.len_bytes <= COPY_WHEN_DONE_MAX_BYTES {
@@ -236,12 +263,12 @@ impl QueueWork {
                 status = Status::IoError;
             }
         }
-        self.due.push(Reverse(Due {
+        Due {
             deadline_ns: f.deadline_ns,
             tag: s.tag.raw(),
             submit_ns: f.submit_ns,
             status: status.code(),
-        }));
+        }
     }
 
     /// The earliest deadline waiting, if any.
@@ -257,33 +284,39 @@ impl QueueWork {
     /// Posts, in deadline order, every waiting completion whose deadline is at or before
     /// `until_ns` and has passed. Each completion's posting time is read afresh, so the
     /// lateness recorded is the true one. Returns how many it posted.
-    pub fn post_due(&mut self, path: &DataPath, until_ns: u64) -> usize {
+    fn post_due(&mut self, path: &DataPath, until_ns: u64) -> usize {
         let mut posted = 0;
         while let Some(&Reverse(d)) = self.due.peek() {
             if d.deadline_ns > until_ns {
                 break;
             }
             self.due.pop();
-            let now = path.clock.now_ns();
-            assert!(
-                now >= d.deadline_ns,
-                "completion posted before its deadline"
-            );
-            self.lateness
-                .record(d.deadline_ns, now, d.deadline_ns - d.submit_ns);
-            let tag = Tag::new(d.tag);
-            let in_data = path.tags.release(tag.index());
-            let p = Posted {
-                queue: self.id,
-                tag,
-                status: Status::from_code(d.status),
-                deadline_ns: d.deadline_ns,
-                posted_ns: now,
-            };
-            self.post(path, p, in_data);
+            self.post_one(path, d);
             posted += 1;
         }
         posted
+    }
+
+    /// Posts one completion whose deadline has passed, recording its lateness (the posting
+    /// time is read afresh, so the lateness recorded is the true one) and freeing its tag.
+    fn post_one(&mut self, path: &DataPath, d: Due) {
+        let now = path.clock.now_ns();
+        assert!(
+            now >= d.deadline_ns,
+            "completion posted before its deadline"
+        );
+        self.lateness
+            .record(d.deadline_ns, now, d.deadline_ns - d.submit_ns);
+        let tag = Tag::new(d.tag);
+        let in_data = path.tags.release(tag.index());
+        let p = Posted {
+            queue: self.id,
+            tag,
+            status: Status::from_code(d.status),
+            deadline_ns: d.deadline_ns,
+            posted_ns: now,
+        };
+        self.post(path, p, in_data);
     }
 
     /// A command the model refused after its data moved (a bug in the caller: the geometry

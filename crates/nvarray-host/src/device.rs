@@ -183,6 +183,16 @@ impl Device {
         self.emu.with_model(f)
     }
 
+    /// The device's serial part per command so far (`Emulator::serial_ns_per_command`).
+    pub fn serial_ns_per_command(&self) -> Option<f64> {
+        self.emu.serial_ns_per_command()
+    }
+
+    /// How the device's work is split among threads (`Emulator::work_split`).
+    pub fn work_split(&self) -> String {
+        self.emu.work_split()
+    }
+
     /// How late the emulator posted completions so far, and its faithfulness verdict.
     pub fn lateness(&self) -> LatenessReport {
         self.emu.lateness()

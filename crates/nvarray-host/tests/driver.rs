@@ -364,7 +364,9 @@ fn no_host_sees_a_read_faster_than_the_idle_model() {
     let mut config = small("dram", 8 << 20);
     config.controller.tags = 8;
     let read_floor_ns = idle_latency_ns(&config, nvarray_model::Op::Read, 512);
-    for device_threads in [0, 1] {
+    // 2 device threads: the writer's pair and the reader's on threads of their own, visiting
+    // the model in turn.
+    for device_threads in [0, 1, 2] {
         let dir = tempfile::tempdir().unwrap();
         let options = Options {
             device_threads,

@@ -147,10 +147,18 @@ pub struct RunReport {
 }
 
 /// The emulator's host-side setup of a run, and what verification saw.
-#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize)]
+#[derive(Clone, Debug, Default, PartialEq, Serialize)]
 pub struct EmulatorSetup {
     /// Threads that ran the device; 0 means inline, on the host threads.
     pub device_threads: usize,
+    /// How the device's work was split among threads, in words.
+    pub work_split: String,
+    /// The device's serial part per command, in nanoseconds: the time the timing model's lock
+    /// was held (the model and the hand-off to and from it) over the commands handed to it.
+    /// No number of threads runs it in parallel: 1e9 / this is the device's ceiling in
+    /// commands per second. Absent when no command reached the model.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub serial_ns_per_command: Option<f64>,
     /// The pages behind the device's bytes: "1 GiB huge pages", "2 MiB huge pages",
     /// "transparent huge pages" or "page cache".
     pub backing_pages: &'static str,

@@ -47,6 +47,8 @@ pub fn device_report(
     let options = device.options();
     report.emulator = Some(EmulatorSetup {
         device_threads: options.device_threads,
+        work_split: device.work_split(),
+        serial_ns_per_command: device.serial_ns_per_command(),
         backing_pages: device.backing_pages().name(),
         stack: options.stack.name(),
         completion: device.completion().name(),

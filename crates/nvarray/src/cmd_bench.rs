@@ -112,7 +112,9 @@ pub struct BenchRunArgs {
     /// With `--backing file:PATH`: make flushes reach stable storage (msync + fdatasync).
     #[arg(long)]
     durable: bool,
-    /// Threads that run the emulated device; 0 runs it inline on whichever host thread polls.
+    /// Threads that run the emulated device; 0 runs it inline, each host thread doing its
+    /// own queue pairs' device work while it polls, in parallel with the others (only the
+    /// timing model is serial). N > 0 share the queue pairs out (pair k on thread k mod N).
     /// `auto` runs it inline when one host thread keeps one request in flight (iodepth 1) and
     /// spins for it (a device thread would only add two crossings between cores); otherwise
     /// it gives the device a thread only when the machine has a core for it besides one per

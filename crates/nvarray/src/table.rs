@@ -36,13 +36,10 @@ pub fn device_line(d: &DeviceConfig) -> String {
     )
 }
 
-/// The emulator's setup, after the engine's name: `: 1 device thread, stack spin, ...`.
+/// The emulator's setup, after the engine's name: `: 1 device thread runs every queue pair,
+/// stack spin, ...`.
 fn setup_line(e: &EmulatorSetup) -> String {
-    let threads = match e.device_threads {
-        0 => "device inline on the host threads".to_string(),
-        1 => "1 device thread".to_string(),
-        n => format!("{n} device threads"),
-    };
+    let threads = &e.work_split;
     let mut s = format!(
         ": {threads}, stack {}, completion {}, backing on {}",
         e.stack, e.completion, e.backing_pages
@@ -259,10 +256,22 @@ fn report_body(r: &RunReport) -> String {
         l.p99 as f64 / 1e3,
         l.max as f64 / 1e3
     );
-    if r.emulator.is_some() {
+    if let Some(e) = &r.emulator {
         let _ = writeln!(s, "{}", jitter_line(r.machine_jitter_ns.as_ref()));
+        if let Some(line) = serial_line(e) {
+            let _ = writeln!(s, "{line}");
+        }
     }
     s
+}
+
+/// The device's serial part and the ceiling it sets, whatever the threads.
+fn serial_line(e: &EmulatorSetup) -> Option<String> {
+    let ns = e.serial_ns_per_command.filter(|ns| *ns > 0.0)?;
+    Some(format!(
+        "serial part: {ns:.0} ns per command in the timing model's lock (the model and the hand-off): a ceiling of {:.1} M commands/s at any number of threads",
+        1e3 / ns
+    ))
 }
 
 /// The machine's own jitter beside the lateness, so a tail can be told apart from it.

@@ -723,7 +723,9 @@ fn bench_emu_reports_its_setup_and_what_verify_checked() {
     ]);
     let table = String::from_utf8_lossy(&out.stdout);
     assert!(
-        table.contains("engine   emu: device inline on the host threads, stack spin"),
+        table.contains(
+            "engine   emu: device inline (each host thread runs its own queue pairs), stack spin"
+        ),
         "{table}"
     );
 }
