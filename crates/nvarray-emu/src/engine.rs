@@ -11,9 +11,11 @@
 //! out among themselves; in inline mode (`device_threads = 0`) each host thread serves its
 //! own pairs while it polls.
 //!
-//! Ordering: a pass posts a completion only once the model has been advanced past its
-//! deadline (`Published::advanced_ns`), and everything the model finished by then is already
-//! in the pair's mailbox, so each pair's completions leave in deadline order, never early.
+//! Ordering: a pass posts a completion only at or before the time up to which the model has
+//! nothing left to finish (`Published::settled_ns`: the later of the time it was last advanced
+//! to and its next event, since a command still in the model completes no sooner than its
+//! next event), and everything the model finished by then is already in the pair's mailbox, so
+//! each pair's completions leave in deadline order, never early.
 
 use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard, TryLockError};
@@ -52,6 +54,13 @@ const NEAR_DEADLINE_NS: u64 = 250;
 /// Passes a device thread runs per hold of its queue pairs' locks (uncontended: only
 /// `attach`, `detach` and statistics readers take them, and wait for at most one burst).
 const PASSES_PER_LOCK: usize = 256;
+
+/// Passes in a row that may find the model's lock taken and go on without handing their
+/// commands over; the next one waits for it. A visit with a batch of 32 dram commands holds the
+/// lock for about 6 µs, and a thread that blocks on it sleeps in the kernel (futex) for longer
+/// than that; going on instead posts its due completions meanwhile. The bound keeps a pair
+/// from being passed over indefinitely.
+const VISIT_TRIES: u32 = 8;
 
 /// `Published::next_ns` when the model has no event.
 const NEVER: u64 = u64::MAX;
@@ -100,10 +109,16 @@ struct ModelState {
 struct Published {
     /// The model's next event (`NEVER`: none).
     next_ns: AtomicU64,
-    /// The clock reading the model was last advanced to. Stored with Release after the
-    /// visit's mailbox deliveries: a pass that reads it with Acquire finds in its mailbox
-    /// every command the model finished by then.
+    /// The clock reading the model was last advanced to.
     advanced_ns: AtomicU64,
+    /// No command still in the model completes at or before this time: the later of
+    /// `advanced_ns` and the model's next event (every command's deadline is at or after its
+    /// last event; `NEVER` when the model is empty). Stored with Release after the visit's
+    /// mailbox deliveries: a pass that reads it with Acquire finds in its mailbox every command
+    /// of its pair due by then, so it may post everything due up to it. A command the pass's
+    /// own thread hands the model later is dated after its own previous posting, so its
+    /// deadline is later too.
+    settled_ns: AtomicU64,
     /// Commands in the model, not yet finished.
     in_flight: AtomicUsize,
 }
@@ -550,11 +565,21 @@ fn serve(shared: &Shared, cell: &QueueCell, work: &mut QueueWork, spinning: bool
     let (taken, mut posted) = work.take_commands(path);
     // The commands are dated inside the visit, by a clock reading taken after they were taken
     // from the queue: each deadline is at least the model's latency after the host's
-    // submission. Without commands, the model is visited only when something in it is due,
-    // and only if no other thread is visiting it (that one does the work).
+    // submission. A pass that finds another thread visiting goes on to post what is due and
+    // hands its commands over on a later pass (dated then, as they would be after waiting),
+    // waiting for the lock only after `VISIT_TRIES` passes in a row found it taken. Without
+    // commands, the model is visited only when something in it is due, and only if no other
+    // thread is visiting it (that one does the work).
     let mut now = path.clock.now_ns();
     let mut visited = if !work.to_model.is_empty() {
-        visit(shared, work, Visit::Wait)
+        let how = if work.visit_misses + 1 >= VISIT_TRIES {
+            Visit::Wait
+        } else {
+            Visit::IfFree
+        };
+        let done = visit(shared, work, how);
+        work.visit_misses = if done { 0 } else { work.visit_misses + 1 };
+        done
     } else if model_behind(shared, work, now) {
         visit(shared, work, Visit::IfFree)
     } else {
@@ -598,16 +623,16 @@ fn serve(shared: &Shared, cell: &QueueCell, work: &mut QueueWork, spinning: bool
 }
 
 /// Whether the model must be visited before this pair can go on: an event of the model is
-/// due, or a completion of the pair is due but the model has not been advanced to its deadline
-/// (it may yet finish one of the pair's commands due earlier). The second happens when the
-/// model finished a command before its deadline and has had nothing due since: without this
-/// visit nobody would advance it, and the completion would wait for ever.
+/// due, or a completion of the pair is due but the model has not settled up to its deadline
+/// (`Published::settled_ns`: it may yet finish one of the pair's commands due earlier).
+/// Without the second, a completion due after the last visit, with nothing due in the model
+/// since, would wait for a visit nobody makes.
 fn model_behind(shared: &Shared, work: &QueueWork, now: u64) -> bool {
     let published = &shared.published;
     published.next_ns.load(Ordering::Acquire) <= now
         || work
             .next_due_ns()
-            .is_some_and(|due| due <= now && published.advanced_ns.load(Ordering::Acquire) < due)
+            .is_some_and(|due| due <= now && published.settled_ns.load(Ordering::Acquire) < due)
 }
 
 #[derive(Clone, Copy, PartialEq, Eq)]
@@ -678,8 +703,10 @@ fn visit(shared: &Shared, work: &mut QueueWork, how: Visit) -> bool {
     published
         .next_ns
         .store(core.next_event_ns().unwrap_or(NEVER), Ordering::Release);
-    // After the deliveries (see `Published::advanced_ns`).
-    published.advanced_ns.store(now, Ordering::Release);
+    published.advanced_ns.store(now, Ordering::Relaxed);
+    // After the deliveries (see `Published::settled_ns`).
+    let next = core.next_event_ns().unwrap_or(NEVER);
+    published.settled_ns.store(next.max(now), Ordering::Release);
     *held_ticks += ticks().wrapping_sub(entered);
     drop(state);
     for (s, status) in refused {
@@ -689,17 +716,18 @@ fn visit(shared: &Shared, work: &mut QueueWork, how: Visit) -> bool {
 }
 
 /// Takes what the model finished for this pair (from its own visits and its mailbox), copies
-/// the small reads' data, and posts every completion whose deadline has passed and that the
-/// model has been advanced past, in deadline order. `now` is refreshed if it was behind the
+/// the small reads' data, and posts, in deadline order, every completion whose deadline has
+/// passed and up to which the model has settled. `now` is refreshed if it was behind the
 /// model. Returns how many it posted.
 fn settle(shared: &Shared, cell: &QueueCell, work: &mut QueueWork, now: &mut u64) -> usize {
     let path = &shared.path;
-    // Read before the mailbox: everything finished by this time is in it (Acquire).
-    let advanced = shared.published.advanced_ns.load(Ordering::Acquire);
+    // Read before the mailbox: everything of this pair due by this time is in it (Acquire).
+    let settled = shared.published.settled_ns.load(Ordering::Acquire);
+    let advanced = shared.published.advanced_ns.load(Ordering::Relaxed);
     cell.mailbox.take_into(&mut work.arrived);
     *now = (*now).max(advanced);
     let mut arrived = std::mem::take(&mut work.arrived);
-    let posted = work.settle(path, &mut arrived, advanced.min(*now));
+    let posted = work.settle(path, &mut arrived, settled.min(*now));
     work.arrived = arrived;
     posted
 }

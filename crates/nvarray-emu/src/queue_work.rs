@@ -151,6 +151,8 @@ pub struct QueueWork {
     /// Commands taken from the submission queue.
     pub(crate) commands: u64,
     pub(crate) last_busy_ns: u64,
+    /// Passes in a row that found the model's lock taken with commands to hand over.
+    pub(crate) visit_misses: u32,
 }
 
 impl QueueWork {
@@ -170,6 +172,7 @@ impl QueueWork {
             jitter: JitterProbe::new(),
             commands: 0,
             last_busy_ns: 0,
+            visit_misses: 0,
         }
     }
 
