@@ -51,9 +51,11 @@ const IDLE_YIELD_NS: u64 = 200_000;
 /// (the null device at QD 32 lost about 4 % of its IOPS when every pass waited).
 const NEAR_DEADLINE_NS: u64 = 250;
 
-/// Passes a device thread runs per hold of its queue pairs' locks (uncontended: only
-/// `attach`, `detach` and statistics readers take them, and wait for at most one burst).
-const PASSES_PER_LOCK: usize = 256;
+/// Rounds after which a device thread also tries the queue pairs of the other device threads
+/// (only those nobody is serving at that moment): rare enough that threads which all run
+/// rarely touch each other's pairs, often enough that a preempted thread's pairs wait a few
+/// microseconds, not a time slice.
+const STEAL_EVERY: u32 = 16;
 
 /// Passes in a row that may find the model's lock taken and go on without handing their
 /// commands over; the next one waits for it. A visit with a batch of 32 dram commands holds the
@@ -511,46 +513,51 @@ impl Drop for AbortOnPanic {
 }
 
 /// Serves device thread `index` of `count`: its share of the queue pairs (every `count`-th
-/// in attachment order, from `index`), in bursts of passes.
+/// in attachment order, from `index`), one pass each in turn, and every `STEAL_EVERY`-th round
+/// the others' too, where their thread is not serving them. A pair's lock is held for one pass
+/// only, so a thread the scheduler preempts (more spinning threads than cores) holds up no
+/// pair: another device thread serves it meanwhile. Before, each thread held its pairs for
+/// bursts of 256 passes, and a preempted one stalled them for a time slice: 2 host threads and
+/// 2 device threads on 2 cores fell from 2.2 M IOPS to 0.05 M (docs/perf.md, issue 22).
 fn device_thread(shared: &Shared, index: usize, count: usize) {
-    let mut mine: Vec<Arc<CachePadded<QueueCell>>> = Vec::new();
+    let mut cells: Vec<Arc<CachePadded<QueueCell>>> = Vec::new();
     let mut seen = u64::MAX;
+    let mut round: u32 = 0;
+    // The first pass after a yield or a re-share: the time since the previous one is not a
+    // spin loop's (for the jitter probe).
+    let mut spinning = false;
     while !shared.stop.load(Ordering::Relaxed) {
         let generation = shared.generation.load(Ordering::Acquire);
         if generation != seen {
             seen = generation;
-            let state = lock(&shared.model);
-            mine = state
+            cells = lock(&shared.model)
                 .cells
                 .iter()
                 .flatten()
-                .skip(index)
-                .step_by(count)
                 .cloned()
                 .collect();
+            spinning = false;
         }
-        // A pair handed from another thread at a re-share is taken once that thread's burst
-        // ends.
-        let mut owned: Vec<_> = mine
-            .iter()
-            .filter_map(|cell| cell.work.try_lock().ok().map(|work| (cell, work)))
-            .collect();
+        let steal = count > 1 && round.is_multiple_of(STEAL_EVERY);
+        round = round.wrapping_add(1);
         let mut idle = true;
-        for pass in 0..PASSES_PER_LOCK {
-            idle = true;
-            for (cell, work) in owned.iter_mut() {
-                // The first pass after taking the locks follows a yield or a re-share: the time
-                // since the previous one is not a spin loop's.
-                idle &= serve(shared, cell, work, pass > 0);
+        for (k, cell) in cells.iter().enumerate() {
+            if k % count != index && !steal {
+                continue;
             }
-            if idle || shared.generation.load(Ordering::Relaxed) != seen {
-                break;
-            }
-            std::hint::spin_loop();
+            let mut work = match cell.work.try_lock() {
+                Ok(work) => work,
+                Err(TryLockError::WouldBlock) => continue,
+                Err(TryLockError::Poisoned(e)) => e.into_inner(),
+            };
+            idle &= serve(shared, cell, &mut work, spinning);
         }
-        drop(owned);
         if idle {
             std::thread::yield_now();
+            spinning = false;
+        } else {
+            std::hint::spin_loop();
+            spinning = true;
         }
     }
 }

@@ -173,6 +173,10 @@ pub struct EmulatorSetup {
     pub device_cpus: Vec<usize>,
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub host_cpus: Vec<usize>,
+    /// The host threads that ran requests (0 where the caller does not count them) and the
+    /// cores the process could run on: more spinning threads than cores take turns.
+    pub host_threads: usize,
+    pub cores: usize,
 }
 
 /// Completion posting time minus its modelled deadline, in nanoseconds.

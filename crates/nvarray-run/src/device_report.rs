@@ -12,8 +12,8 @@ use nvarray_report::{
 /// modelled device's share of the mean latency moved from `host` to its components, CPU
 /// seconds per GB, the emulator's lateness and faithfulness verdict, and its setup.
 /// `nvarray bench` and the front ends (`nvarray serve`, `nvarray mount`) all report through
-/// it, so their tables read the same; `verified_blocks` and `host_cpus` are left empty for
-/// the caller, which knows its threads, to fill.
+/// it, so their tables read the same; `verified_blocks`, `host_cpus` and `host_threads` are
+/// left empty for the caller, which knows its threads, to fill.
 pub fn device_report(
     device: &Device,
     streams: &[StreamStats],
@@ -57,6 +57,8 @@ pub fn device_report(
             .filter_map(|i| options.cpus.nth(i))
             .collect(),
         host_cpus: Vec::new(),
+        host_threads: 0,
+        cores: std::thread::available_parallelism().map_or(1, |n| n.get()),
     });
     report
 }

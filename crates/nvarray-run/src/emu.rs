@@ -132,6 +132,7 @@ pub fn run_on(
     if let Some(setup) = report.emulator.as_mut() {
         setup.verified_blocks = verified_blocks;
         setup.host_cpus = (0..threads).filter_map(|i| device.host_cpu(i)).collect();
+        setup.host_threads = threads;
     }
     report.require_enough_requests();
     Ok(report)

@@ -70,6 +70,20 @@ fn setup_line(e: &EmulatorSetup) -> String {
             );
         }
     }
+    // Unpinned, the scheduler shares the cores out; threads that spin (host threads waiting
+    // by spinning, device threads always) beyond the cores stall each other for time slices.
+    let spinning = e.device_threads
+        + if matches!(e.completion, "spin" | "in-data") {
+            e.host_threads
+        } else {
+            0
+        };
+    if e.device_cpus.is_empty() && e.host_cpus.is_empty() && spinning > e.cores {
+        s += &format!(
+            " ({spinning} spinning threads on {} cores take turns: expect stalls of a time slice, and figures the scheduler decides)",
+            e.cores
+        );
+    }
     if e.verified_blocks > 0 {
         s += &format!(", {} blocks verified", e.verified_blocks);
     }
@@ -506,4 +520,43 @@ pub fn protocol_cost(
         );
     }
     out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn setup(
+        device_threads: usize,
+        host_threads: usize,
+        completion: &'static str,
+    ) -> EmulatorSetup {
+        EmulatorSetup {
+            device_threads,
+            host_threads,
+            completion,
+            cores: 2,
+            work_split: "w".into(),
+            ..EmulatorSetup::default()
+        }
+    }
+
+    /// The engine line warns when more threads spin than there are cores (unpinned), counting
+    /// host threads only when they wait by spinning.
+    #[test]
+    fn more_spinning_threads_than_cores_are_called_out() {
+        let line = setup_line(&setup(2, 2, "spin"));
+        assert!(
+            line.contains("4 spinning threads on 2 cores take turns"),
+            "{line}"
+        );
+        for quiet in [
+            setup(1, 1, "spin"),
+            setup(0, 2, "spin"),
+            setup(1, 4, "sleep"),
+        ] {
+            let line = setup_line(&quiet);
+            assert!(!line.contains("take turns"), "{line}");
+        }
+    }
 }
