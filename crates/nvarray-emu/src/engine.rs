@@ -424,8 +424,9 @@ impl Emulator {
     /// The serial part of the device's work per command, in nanoseconds: the time the timing
     /// model's lock was held (the model's work and the hand-off of commands and completions)
     /// over the commands handed to it. What no number of threads can run in parallel, so
-    /// 1 / this is the device's ceiling in commands per second. `None` before any command, or
-    /// in the clock's first millisecond.
+    /// 1 / this is the device's ceiling in commands per second under the same load (a visit
+    /// carries a batch at deep queues, one command's event at QD 1). `None` before any
+    /// command, or in the clock's first millisecond.
     pub fn serial_ns_per_command(&self) -> Option<f64> {
         let (held, handed) = {
             let state = self.lock_model();

@@ -156,7 +156,8 @@ pub struct EmulatorSetup {
     /// The device's serial part per command, in nanoseconds: the time the timing model's lock
     /// was held (the model and the hand-off to and from it) over the commands handed to it.
     /// No number of threads runs it in parallel: 1e9 / this is the device's ceiling in
-    /// commands per second. Absent when no command reached the model.
+    /// commands per second for this workload (per command it falls at deeper queues, where a
+    /// visit to the model carries a batch). Absent when no command reached the model.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub serial_ns_per_command: Option<f64>,
     /// The pages behind the device's bytes: "1 GiB huge pages", "2 MiB huge pages",

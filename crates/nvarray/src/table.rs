@@ -279,11 +279,13 @@ fn report_body(r: &RunReport) -> String {
     s
 }
 
-/// The device's serial part and the ceiling it sets, whatever the threads.
+/// The device's serial part at this run's load and the ceiling it sets, whatever the threads.
+/// Per command it falls as queues deepen (a visit to the model carries a batch), so the
+/// ceiling is this load's.
 fn serial_line(e: &EmulatorSetup) -> Option<String> {
     let ns = e.serial_ns_per_command.filter(|ns| *ns > 0.0)?;
     Some(format!(
-        "serial part: {ns:.0} ns per command in the timing model's lock (the model and the hand-off): a ceiling of {:.1} M commands/s at any number of threads",
+        "serial part: {ns:.0} ns per command in the timing model's lock (the model and the hand-off), so at most {:.1} M commands/s with this workload at any number of threads (less per command at deeper queues, where visits carry batches)",
         1e3 / ns
     ))
 }
