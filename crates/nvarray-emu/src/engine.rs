@@ -381,8 +381,10 @@ impl Emulator {
     pub fn next_deadline_ns(&self) -> Option<u64> {
         let model_next = self.shared.published.next_ns.load(Ordering::Acquire);
         let next = self
-            .cells()
+            .lock_model()
+            .cells
             .iter()
+            .flatten()
             .map(|c| c.due_next_ns.load(Ordering::Acquire))
             .fold(model_next, u64::min);
         (next != NEVER).then_some(next)

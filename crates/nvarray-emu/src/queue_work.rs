@@ -285,8 +285,7 @@ impl QueueWork {
     }
 
     /// Posts, in deadline order, every waiting completion whose deadline is at or before
-    /// `until_ns` and has passed. Each completion's posting time is read afresh, so the
-    /// lateness recorded is the true one. Returns how many it posted.
+    /// `until_ns` and has passed (`post_one`). Returns how many it posted.
     fn post_due(&mut self, path: &DataPath, until_ns: u64) -> usize {
         let mut posted = 0;
         while let Some(&Reverse(d)) = self.due.peek() {
@@ -477,7 +476,9 @@ fn decode_word(word: u64, queue: u16, path: &DataPath) -> Decoded {
 }
 
 /// An NVMe command. A busy tag's PRP list pages are the host's to rewrite for its next
-/// command, so they are not read (the command is refused).
+/// command, so they are not read: the command is refused with `TagConflict`, as `accept`
+/// refuses a tag claimed in the same pass, so the driver never takes the refusal for the
+/// completion of the command in flight.
 fn decode_nvme(sqe: &nvme::Sqe, queue: u16, path: &DataPath) -> Decoded {
     let refuse = |status| Err(immediate(queue, Tag::new(sqe.cid), status));
     let op = match sqe.opcode {
@@ -506,8 +507,11 @@ fn decode_nvme(sqe: &nvme::Sqe, queue: u16, path: &DataPath) -> Decoded {
     s.offset_bytes = offset;
     s.len_bytes = u32::try_from(blocks * path.block_bytes).unwrap_or(u32::MAX);
     let dma = &*path.dma;
-    if usize::from(sqe.cid) >= dma.tags() || path.tags.is_busy(usize::from(sqe.cid)) {
+    if usize::from(sqe.cid) >= dma.tags() {
         return refuse(Status::BadField);
+    }
+    if path.tags.is_busy(usize::from(sqe.cid)) {
+        return refuse(Status::TagConflict);
     }
     if s.len_bytes as usize > dma.buffer_bytes() {
         return refuse(Status::BadLength);

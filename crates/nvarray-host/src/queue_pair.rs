@@ -460,6 +460,70 @@ mod tests {
         }
     }
 
+    /// A command on a tag whose command is already in the model (taken in an earlier pass) is
+    /// refused with `TagConflict` too, on every protocol. NVMe refused it as a bad field
+    /// before, which the driver took for the completion of the command in flight.
+    #[test]
+    fn a_command_on_a_tag_in_flight_since_an_earlier_pass_is_refused_distinguishably() {
+        for protocol in ["moneta", "nvme"] {
+            // Writes take 1 ms, so the first is still in the model when the second arrives.
+            let config = preset("dram")
+                .unwrap()
+                .load(&[
+                    ("memory.capacity_bytes".into(), "1m".into()),
+                    ("memory.write_latency_ns".into(), "1000000".into()),
+                    ("interface.protocol".into(), protocol.into()),
+                ])
+                .unwrap();
+            let options = Options {
+                buffer_bytes: Some(4096),
+                device_threads: 0,
+                ..Options::default()
+            };
+            let device = Device::open(&config, &options).unwrap();
+            let mut qp = device.queue_pair(CompletionMode::Spin);
+            let data = vec![0x5au8; 4096];
+            let p = device.prepare(Opcode::Write, 0, 4096, Some(&data)).unwrap();
+            let duplicate = Prepared {
+                tag: p.tag,
+                op: p.op,
+                offset_bytes: p.offset_bytes,
+                len_bytes: p.len_bytes,
+                in_data: p.in_data,
+                raw_opcode: p.raw_opcode,
+            };
+            let tag = p.tag.index();
+            qp.issue(p);
+            // One inline pass: the device takes the write and hands it to the model.
+            assert_eq!(qp.poll(|_| panic!("a 1 ms write completed at once")), 0);
+            match &mut qp.ends {
+                HostEnds::Word { sq, .. } => {
+                    let word = moneta::CommandWord {
+                        opcode: moneta::OPCODE_WRITE,
+                        tag: tag as u16,
+                        offset_blocks: 0,
+                        len_blocks: 4096 / qp.block_bytes,
+                    }
+                    .encode();
+                    sq.push(word).unwrap();
+                }
+                HostEnds::Nvme { sq, .. } => {
+                    let sqe = encode::nvme_sqe(&qp.dma, qp.block_bytes, &duplicate);
+                    sq.push(sqe).unwrap();
+                }
+            }
+            let mut statuses = Vec::new();
+            while statuses.is_empty() {
+                qp.wait(|done| {
+                    statuses.push(done.status);
+                    device.finish(done, None).unwrap();
+                });
+            }
+            assert_eq!(statuses, [Status::Ok], "{protocol}");
+            assert_eq!(qp.tag_conflicts(), 1, "{protocol}");
+        }
+    }
+
     /// Queue pairs detach when dropped: 200,000 attach-and-drop cycles (each with a command
     /// in flight at the drop) leave one pair attached at most and every tag free. Before,
     /// every pair stayed attached for ever, and the 65,536th attach panicked on its 16-bit id.

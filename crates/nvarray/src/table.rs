@@ -71,9 +71,10 @@ fn setup_line(e: &EmulatorSetup) -> String {
         }
     }
     // Unpinned, the scheduler shares the cores out; threads that spin (host threads waiting
-    // by spinning, device threads always) beyond the cores stall each other for time slices.
+    // by spinning, as `adaptive` does for short commands; device threads always) beyond the
+    // cores stall each other for time slices.
     let spinning = e.device_threads
-        + if matches!(e.completion, "spin" | "in-data") {
+        + if matches!(e.completion, "spin" | "in-data" | "adaptive") {
             e.host_threads
         } else {
             0
@@ -547,11 +548,13 @@ mod tests {
     /// host threads only when they wait by spinning.
     #[test]
     fn more_spinning_threads_than_cores_are_called_out() {
-        let line = setup_line(&setup(2, 2, "spin"));
-        assert!(
-            line.contains("4 spinning threads on 2 cores take turns"),
-            "{line}"
-        );
+        for completion in ["spin", "adaptive"] {
+            let line = setup_line(&setup(2, 2, completion));
+            assert!(
+                line.contains("4 spinning threads on 2 cores take turns"),
+                "{line}"
+            );
+        }
         for quiet in [
             setup(1, 1, "spin"),
             setup(0, 2, "spin"),
