@@ -34,27 +34,33 @@ pub struct Posted {
     pub posted_ns: u64,
 }
 
-/// A command the model has finished: its completion is due at `deadline_ns`.
+/// A command the model has finished: its completion is due at `deadline_ns`. Where its data
+/// is (for a read copied when done) its pair kept when it claimed the tag
+/// (`queue_work::TagStates`): what crosses the model's lock is only what the model returns.
 #[derive(Clone, Copy, Debug)]
 pub struct Finished {
-    pub submission: Submission,
+    pub queue: u16,
+    pub tag: Tag,
+    pub op: Opcode,
+    pub len_bytes: u32,
     /// When it was handed to the model, and the model's deadline for its completion.
     pub submit_ns: u64,
     pub deadline_ns: u64,
 }
 
-#[derive(Clone, Copy, Debug)]
-struct InFlight {
-    submission: Submission,
-    submit_ns: u64,
+/// The model's cookie for a command: its queue pair and tag. A tag is held by one command at
+/// a time across the device (`TagStates::claim`), so the pair is unique among those in flight
+/// and the model's completion says where it goes without a table of its own.
+fn cookie(queue: u16, tag: Tag) -> u64 {
+    (u64::from(queue) << 16) | u64::from(tag.raw())
+}
+
+fn from_cookie(id: u64) -> (u16, Tag) {
+    ((id >> 16) as u16, Tag::new(id as u16))
 }
 
 pub struct DeviceCore {
     model: DeviceModel,
-    /// The commands in the model by id, and the ids free for reuse. A command holds its tag
-    /// while in flight and tags are 16-bit, so this stays below 65,536 entries.
-    in_flight: Vec<Option<InFlight>>,
-    free_ids: Vec<u32>,
     /// Sum of the model's breakdowns of every completed command, and their number.
     modelled_sum: Breakdown,
     modelled_count: u64,
@@ -64,8 +70,6 @@ impl DeviceCore {
     pub fn new(config: &DeviceConfig) -> Self {
         DeviceCore {
             model: DeviceModel::new(config),
-            in_flight: Vec::new(),
-            free_ids: Vec::new(),
             modelled_sum: Breakdown::default(),
             modelled_count: 0,
         }
@@ -88,28 +92,13 @@ impl DeviceCore {
             Opcode::Write => Op::Write,
             Opcode::Flush => return Err(Status::BadOpcode),
         };
-        let id = match self.free_ids.pop() {
-            Some(id) => id,
-            None => {
-                self.in_flight.push(None);
-                (self.in_flight.len() - 1) as u32
-            }
-        };
         let cmd = Command {
-            id: u64::from(id),
+            id: cookie(s.queue, s.tag),
             op,
             offset_bytes: s.offset_bytes,
             len_bytes: s.len_bytes,
         };
-        if let Err(e) = self.model.submit(cmd, now_ns) {
-            self.free_ids.push(id);
-            return Err(Status::from(&e));
-        }
-        self.in_flight[id as usize] = Some(InFlight {
-            submission: s,
-            submit_ns: now_ns,
-        });
-        Ok(())
+        self.model.submit(cmd, now_ns).map_err(|e| Status::from(&e))
     }
 
     /// Runs the model up to `now_ns` (a clock reading) and hands `finished` each command it
@@ -118,22 +107,20 @@ impl DeviceCore {
         if self.model.next_event_ns().is_none_or(|t| t > now_ns) {
             return false;
         }
-        let (sum, count, in_flight, free_ids) = (
-            &mut self.modelled_sum,
-            &mut self.modelled_count,
-            &mut self.in_flight,
-            &mut self.free_ids,
-        );
+        let (sum, count) = (&mut self.modelled_sum, &mut self.modelled_count);
         self.model.advance(now_ns, |c| {
             sum.add(&c.breakdown);
             *count += 1;
-            let f = in_flight[c.id as usize]
-                .take()
-                .expect("the model finishes only commands in flight");
-            free_ids.push(c.id as u32);
+            let (queue, tag) = from_cookie(c.id);
             finished(Finished {
-                submission: f.submission,
-                submit_ns: f.submit_ns,
+                queue,
+                tag,
+                op: match c.op {
+                    Op::Read => Opcode::Read,
+                    Op::Write => Opcode::Write,
+                },
+                len_bytes: c.len_bytes,
+                submit_ns: c.submit_ns,
                 deadline_ns: c.visible_ns,
             });
         });
@@ -153,7 +140,7 @@ impl DeviceCore {
 
     /// Commands in the model, not yet finished.
     pub fn in_flight(&self) -> usize {
-        self.in_flight.len() - self.free_ids.len()
+        self.model.in_flight()
     }
 }
 
@@ -201,23 +188,32 @@ mod tests {
         assert_eq!(c.in_flight(), 8);
         let done = drain(&mut c);
         assert_eq!(c.in_flight(), 0);
-        let mut tags: Vec<u16> = done.iter().map(|f| f.submission.tag.raw()).collect();
+        let mut tags: Vec<u16> = done.iter().map(|f| f.tag.raw()).collect();
         tags.sort_unstable();
         assert_eq!(tags, (0..8).collect::<Vec<_>>());
         for f in &done {
             assert_eq!(f.submit_ns, 1_000);
             assert!(f.deadline_ns > f.submit_ns, "{f:?}");
-            assert_eq!(f.submission.queue, f.submission.tag.raw() % 2, "{f:?}");
+            assert_eq!(f.queue, f.tag.raw() % 2, "{f:?}");
+            let op = if f.tag.raw() % 3 == 0 {
+                Opcode::Write
+            } else {
+                Opcode::Read
+            };
+            assert_eq!((f.op, f.len_bytes), (op, 512), "{f:?}");
         }
         assert_eq!(c.modelled().1, 8);
-        // Ids are reused: a second round needs no new entries.
-        let ids = c.in_flight.len();
-        for tag in 0..8u16 {
-            c.submit(sub(tag, Opcode::Read, 0, 512), 10_000_000)
-                .unwrap();
+    }
+
+    /// The cookie carries any queue id and tag there can be, and nothing else.
+    #[test]
+    fn the_cookie_gives_back_the_queue_and_tag() {
+        for (queue, tag) in [(0u16, 0u16), (1, 2), (u16::MAX, u16::MAX), (7, 0), (0, 9)] {
+            assert_eq!(
+                from_cookie(cookie(queue, Tag::new(tag))),
+                (queue, Tag::new(tag))
+            );
         }
-        assert_eq!(c.in_flight.len(), ids);
-        assert_eq!(drain(&mut c).len(), 8);
     }
 
     #[test]

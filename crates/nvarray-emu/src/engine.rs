@@ -341,7 +341,7 @@ impl Emulator {
             let mut mail = Vec::new();
             cell.mailbox.take_into(&mut mail);
             for f in mail {
-                self.shared.path.tags.release(f.submission.tag.index());
+                self.shared.path.tags.release(f.tag.index());
             }
             (work.lateness.clone(), work.jitter.clone(), work.commands)
         };
@@ -679,14 +679,14 @@ fn visit(shared: &Shared, work: &mut QueueWork, how: Visit) -> bool {
     let own = work.id();
     let (arrived, to_model) = (&mut work.arrived, &mut work.to_model);
     let mut deliver = |f: Finished| {
-        let queue = usize::from(f.submission.queue);
-        if f.submission.queue == own {
+        let queue = usize::from(f.queue);
+        if f.queue == own {
             arrived.push(f);
         } else if let Some(out) = outgoing.get_mut(queue).filter(|_| cells[queue].is_some()) {
             out.push(f);
         } else {
             // Its queue pair was detached: nobody to tell, and the tag is free again.
-            path.tags.release(f.submission.tag.index());
+            path.tags.release(f.tag.index());
         }
     };
     core.advance(now, &mut deliver);

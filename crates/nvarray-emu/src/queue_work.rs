@@ -10,7 +10,7 @@
 
 use std::cmp::Reverse;
 use std::collections::BinaryHeap;
-use std::sync::atomic::{AtomicU8, Ordering};
+use std::sync::atomic::{AtomicU64, AtomicU8, Ordering};
 use std::sync::Arc;
 
 use crossbeam_utils::CachePadded;
@@ -78,7 +78,17 @@ pub struct DataPath {
 /// thread takes a command, so a tag used on two queue pairs at once is refused on the second.
 /// One padded line per tag: the tag pool hands neighbouring tags to different threads.
 pub struct TagStates {
-    flags: Box<[CachePadded<AtomicU8>]>,
+    slots: Box<[CachePadded<TagSlot>]>,
+}
+
+/// One tag's state, on a cache line of its own: whether it is busy, and where the command
+/// holding it reads or writes. The offset is written by the claimant and read when the
+/// command finishes, by the same pair's owner (the pair's lock orders the two), so it need not
+/// cross the model's lock.
+#[derive(Default)]
+struct TagSlot {
+    flags: AtomicU8,
+    offset_bytes: AtomicU64,
 }
 
 const TAG_BUSY: u8 = 1;
@@ -87,32 +97,42 @@ const TAG_IN_DATA: u8 = 2;
 impl TagStates {
     pub fn new(tags: usize) -> Self {
         TagStates {
-            flags: (0..tags)
-                .map(|_| CachePadded::new(AtomicU8::new(0)))
-                .collect(),
+            slots: (0..tags).map(|_| CachePadded::default()).collect(),
         }
     }
 
     pub fn len(&self) -> usize {
-        self.flags.len()
+        self.slots.len()
     }
 
     fn is_busy(&self, tag: usize) -> bool {
-        self.flags[tag].load(Ordering::Acquire) & TAG_BUSY != 0
+        self.slots[tag].flags.load(Ordering::Acquire) & TAG_BUSY != 0
     }
 
-    /// Claims a free tag for a command; false if it is busy. Acquire: the previous command's
-    /// use of the tag's buffer, released with the tag, comes before this one's.
-    fn claim(&self, tag: usize, in_data: bool) -> bool {
+    /// Claims a free tag for a command at `offset_bytes`; false if it is busy. Acquire: the
+    /// previous command's use of the tag's buffer, released with the tag, comes before this
+    /// one's.
+    fn claim(&self, tag: usize, in_data: bool, offset_bytes: u64) -> bool {
         let flags = TAG_BUSY | if in_data { TAG_IN_DATA } else { 0 };
-        self.flags[tag]
+        let slot = &self.slots[tag];
+        let claimed = slot
+            .flags
             .compare_exchange(0, flags, Ordering::Acquire, Ordering::Relaxed)
-            .is_ok()
+            .is_ok();
+        if claimed {
+            slot.offset_bytes.store(offset_bytes, Ordering::Relaxed);
+        }
+        claimed
+    }
+
+    /// The offset of the command holding `tag` (read by its pair's owner).
+    fn offset_bytes(&self, tag: usize) -> u64 {
+        self.slots[tag].offset_bytes.load(Ordering::Relaxed)
     }
 
     /// Frees a tag; returns whether its command completes in its data.
     pub fn release(&self, tag: usize) -> bool {
-        self.flags[tag].swap(0, Ordering::Release) & TAG_IN_DATA != 0
+        self.slots[tag].flags.swap(0, Ordering::Release) & TAG_IN_DATA != 0
     }
 }
 
@@ -252,15 +272,18 @@ impl QueueWork {
 
     /// A finished command's completion: its data copied if it is a small read.
     fn receive(&mut self, path: &DataPath, f: Finished) -> Due {
-        let s = f.submission;
         let mut status = Status::Ok;
-        if s.op == Opcode::Read && s.len_bytes <= COPY_WHEN_DONE_MAX_BYTES {
+        if f.op == Opcode::Read && f.len_bytes <= COPY_WHEN_DONE_MAX_BYTES {
+            let tag = f.tag.index();
             // SAFETY: the tag is busy with this command until its completion is posted, so
             // its buffer is the device's, and only this queue's owner touches it.
-            let buffer = unsafe { path.dma.data.buffer(s.tag.index()) };
+            let buffer = unsafe { path.dma.data.buffer(tag) };
             if path
                 .backing
-                .read(s.offset_bytes, &mut buffer[..s.len_bytes as usize])
+                .read(
+                    path.tags.offset_bytes(tag),
+                    &mut buffer[..f.len_bytes as usize],
+                )
                 .is_err()
             {
                 status = Status::IoError;
@@ -268,7 +291,7 @@ impl QueueWork {
         }
         Due {
             deadline_ns: f.deadline_ns,
-            tag: s.tag.raw(),
+            tag: f.tag.raw(),
             submit_ns: f.submit_ns,
             status: status.code(),
         }
@@ -397,7 +420,7 @@ fn accept(path: &DataPath, s: Submission, in_data: bool) -> Result<Accepted, Pos
         // A tag the host does not have: no buffer to touch.
         return refuse(Status::BadField);
     }
-    if !path.tags.claim(tag, in_data) {
+    if !path.tags.claim(tag, in_data, s.offset_bytes) {
         // A tag already in flight: its buffer is not the device's to touch. The second gets a
         // status of its own, so the driver cannot take the refusal for the completion of the
         // command in flight.

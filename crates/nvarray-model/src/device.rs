@@ -286,8 +286,11 @@ pub fn check_command(
             max_transfer_bytes: c.max_transfer_bytes,
         });
     }
-    let block = u64::from(c.block_bytes);
-    if !offset_bytes.is_multiple_of(block) || u64::from(len_bytes) % block != 0 {
+    // The block size is a power of two (`DeviceConfig::validate`): a mask, not two divisions,
+    // on every command.
+    debug_assert!(c.block_bytes.is_power_of_two());
+    let block_mask = u64::from(c.block_bytes) - 1;
+    if (offset_bytes | u64::from(len_bytes)) & block_mask != 0 {
         return Err(CommandError::Misaligned {
             offset_bytes,
             len_bytes,
@@ -561,8 +564,7 @@ impl ArrayModel {
                     .link
                     .dma_read(Carries::Protocol, now, doorbell, m.sqe)
                     .arrival_ns;
-                let page = u64::from(self.cfg.interface.page_bytes);
-                let pages = u64::from(len_bytes).div_ceil(page);
+                let pages = self.pages(len_bytes);
                 if pages > 2 {
                     // PRP1 is in the SQ entry; PRP2 points to a list of the remaining entries.
                     self.link
@@ -573,6 +575,14 @@ impl ArrayModel {
                 }
             }
         }
+    }
+
+    /// Host memory pages `len_bytes` spans from a page boundary. The page size is a power of
+    /// two (`DeviceConfig::validate`): a shift rather than a 64-bit division.
+    #[inline]
+    fn pages(&self, len_bytes: u32) -> u64 {
+        let shift = self.page_bytes.trailing_zeros();
+        (u64::from(len_bytes) + u64::from(self.page_bytes) - 1) >> shift
     }
 
     /// The least busy controller engine does `ns` of work once `ready`; returns when it ends.
@@ -590,7 +600,7 @@ impl ArrayModel {
         let c = &self.cfg.controller;
         let work_ns = match c.mode {
             ControllerMode::Hardware => {
-                let pages = u64::from(w.cmd.len_bytes).div_ceil(u64::from(self.page_bytes));
+                let pages = self.pages(w.cmd.len_bytes);
                 self.stage_ns.command + pages * self.stage_ns.page
             }
             ControllerMode::Firmware => {

@@ -215,14 +215,18 @@ impl Memory {
              now={now_ns}"
         );
         // Stripe, line and row sizes are powers of two (validated), so the address arithmetic
-        // is shifts and masks; the controller count need not be, so it is divided once and
-        // then stepped.
+        // is shifts and masks; the controller count need not be, so it is divided once (a
+        // shift when it is a power of two, as in most presets) and then stepped.
         let stripe_shift = self.stripe_bytes.trailing_zeros();
         let stripe_mask = self.stripe_bytes - 1;
         let controllers = u64::from(self.controllers);
         let stripe = offset_bytes >> stripe_shift;
-        let mut controller = (stripe % controllers) as u32;
-        let mut group = stripe / controllers;
+        let (mut controller, mut group) = if controllers.is_power_of_two() {
+            let shift = controllers.trailing_zeros();
+            ((stripe & (controllers - 1)) as u32, stripe >> shift)
+        } else {
+            ((stripe % controllers) as u32, stripe / controllers)
+        };
         let mut in_stripe = offset_bytes & stripe_mask;
         let mut left = len_bytes;
         self.booking = Booking {
