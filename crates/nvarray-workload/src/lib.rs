@@ -12,6 +12,8 @@
 //!   [`WorkloadError`].
 //! - [`RequestGen`]: the request stream of one thread of one job, a pure function of the
 //!   job, the thread index and the device geometry.
+//! - [`trace`]: block traces (blkparse, fio iologs, MSR-Cambridge, SNIA/FIU, nvarray CSV)
+//!   read incrementally, fitted to the device and timed for replay ([`trace::TraceFeed`]).
 //!
 //! The discrete-event simulator (`nvarray-sim`) and the real-time emulator both take their
 //! requests from here, so a workload means the same thing in both.
@@ -20,8 +22,9 @@
 //!
 //! - Depend on another nvarray crate except `nvarray-units`, the bottom of the graph: the
 //!   device model, the simulator and the emulator depend on this crate, never the reverse.
-//! - Read a clock, start a thread, or do I/O: it parses only strings it is handed, and time
-//!   appears only as durations in a job (`runtime_ns`, `thinktime_ns`).
+//! - Read a clock, start a thread, or open a file: it parses only strings and readers it is
+//!   handed (a trace is read from the `BufRead` its caller opened), and time appears only as
+//!   durations in a job (`runtime_ns`, `thinktime_ns`) and a trace's own times.
 //! - Panic on input from outside: every bad key or value is a [`WorkloadError`] that names
 //!   the key and the accepted range.
 //! - Allocate in [`RequestGen::next_request`], which the simulator calls millions of times
@@ -54,6 +57,7 @@ mod error;
 mod gen;
 mod jobfile;
 mod spec;
+pub mod trace;
 mod units;
 mod zipf;
 

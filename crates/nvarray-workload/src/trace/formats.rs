@@ -1,0 +1,493 @@
+//! One line of each trace format, parsed. Each parser reads a line into a [`Line`]: a request
+//! (time, direction, byte offset and length as the trace gives them), something the replay
+//! skips and counts (a trim, a flush, a file action, a block-layer event other than a queued
+//! request), or the end of the requests (blkparse's closing summary). A line that fits none is
+//! an error whose text says what the format expects there.
+
+use crate::spec::Direction;
+
+/// The formats a trace may be in. See each variant for the layout accepted.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, serde::Serialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum TraceFormat {
+    /// `blkparse` text in its default format (`blkparse -i DEV`, no `-f`):
+    /// `MAJ,MIN CPU SEQ SECONDS.NANOSECONDS PID ACTION RWBS SECTOR + SECTORS [PROCESS]`.
+    /// Only `Q` (queued) events are requests, as in fio's own blktrace replay: the request as
+    /// the application asked for it, before merging and splitting. Other actions are skipped
+    /// and counted; the per-CPU summary blkparse prints at the end closes the trace.
+    Blkparse,
+    /// fio's iolog version 2 (`fio version 2 iolog` first): `FILENAME ACTION [OFFSET LENGTH]`,
+    /// times from `wait` actions (microseconds since the previous wait).
+    IologV2,
+    /// fio's iolog version 3 (`fio version 3 iolog` first, what `fio --write_iolog` writes):
+    /// `MICROSECONDS FILENAME ACTION [OFFSET LENGTH]`.
+    IologV3,
+    /// MSR-Cambridge CSV: `Timestamp,Hostname,DiskNumber,Type,Offset,Size,ResponseTime`, the
+    /// timestamp in Windows filetime (100 ns units), `Type` `Read` or `Write`, offset and
+    /// size in bytes.
+    Msr,
+    /// SNIA / FIU-style text (the FIU SRCMap and IODedup traces): whitespace-separated
+    /// `NANOSECONDS PID PROCESS LBA SECTORS R|W [MAJOR MINOR [HASH]]`, LBA and size in 512-byte
+    /// sectors. The trailing fields are optional and not read.
+    Fiu,
+    /// nvarray's own CSV: a header line `time_ns,op,offset_bytes,len_bytes`, then one request
+    /// per line, `op` `R`/`W` (or `read`/`write`). The simplest way to bring a trace of your
+    /// own: convert it to this.
+    Csv,
+}
+
+impl TraceFormat {
+    /// Every format, by the name `--trace-format` takes.
+    pub const ALL: [(&'static str, TraceFormat); 6] = [
+        ("blkparse", TraceFormat::Blkparse),
+        ("iolog2", TraceFormat::IologV2),
+        ("iolog3", TraceFormat::IologV3),
+        ("msr", TraceFormat::Msr),
+        ("fiu", TraceFormat::Fiu),
+        ("csv", TraceFormat::Csv),
+    ];
+
+    /// The format named `name` (one of [`TraceFormat::ALL`]).
+    pub fn from_name(name: &str) -> Option<TraceFormat> {
+        Self::ALL
+            .iter()
+            .find(|(n, _)| n.eq_ignore_ascii_case(name))
+            .map(|&(_, f)| f)
+    }
+
+    /// The name `--trace-format` takes for this format.
+    pub fn name(self) -> &'static str {
+        Self::ALL
+            .iter()
+            .find(|&&(_, f)| f == self)
+            .map(|&(n, _)| n)
+            .expect("every format is in ALL")
+    }
+
+    /// The format a trace is in, judged from its first line that is not blank or a comment:
+    /// a version line, a header, or a line that parses in exactly one format's layout.
+    pub fn guess(first: &str) -> Option<TraceFormat> {
+        let line = first.trim();
+        if line == IOLOG_V2_HEADER {
+            return Some(TraceFormat::IologV2);
+        }
+        if line == IOLOG_V3_HEADER {
+            return Some(TraceFormat::IologV3);
+        }
+        if line.eq_ignore_ascii_case(CSV_HEADER) {
+            return Some(TraceFormat::Csv);
+        }
+        // MSR's published files have no header; some copies carry one.
+        if line.to_ascii_lowercase().starts_with("timestamp,hostname,disknumber") {
+            return Some(TraceFormat::Msr);
+        }
+        [TraceFormat::Blkparse, TraceFormat::Msr, TraceFormat::Fiu]
+            .into_iter()
+            .find(|&f| matches!(parse_line(f, line, &mut LineState::default()), Ok(Line::Request(_))))
+    }
+}
+
+/// The first line of a fio iolog of version 2.
+pub const IOLOG_V2_HEADER: &str = "fio version 2 iolog";
+/// The first line of a fio iolog of version 3.
+pub const IOLOG_V3_HEADER: &str = "fio version 3 iolog";
+/// The header line of nvarray's own CSV.
+pub const CSV_HEADER: &str = "time_ns,op,offset_bytes,len_bytes";
+
+/// What one line of a trace holds.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Line {
+    Request(RawRequest),
+    Skip(Skipped),
+    /// Blank, a comment, or a header: nothing to count.
+    Nothing,
+    /// blkparse's summary began: no request follows.
+    End,
+}
+
+/// A request as the trace gives it, before it is fitted to the device.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) struct RawRequest {
+    /// The trace's own clock, in nanoseconds (absolute, or from the trace's start).
+    pub(crate) time_ns: u64,
+    pub(crate) op: Direction,
+    pub(crate) offset_bytes: u64,
+    pub(crate) len_bytes: u64,
+}
+
+/// Lines the replay passes over, by kind (counted in the trace report).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Skipped {
+    /// A trim or discard.
+    Trim,
+    /// A flush, sync or datasync.
+    Flush,
+    /// A request of length 0.
+    Empty,
+    /// Not a request: a file action (add, open, close), or a block-layer event other than a
+    /// queued request (issue, complete, merge, remap, plug, a message).
+    Other,
+}
+
+/// What a parser carries from one line to the next (fio iolog v2's clock is the sum of its
+/// waits).
+#[derive(Clone, Copy, Debug, Default)]
+pub(crate) struct LineState {
+    pub(crate) iolog_v2_clock_ns: u64,
+}
+
+/// Bytes in a sector of blkparse and the FIU traces.
+const SECTOR_BYTES: u64 = 512;
+
+/// Parses one line of `format`. `Err` says what the format expects, without the line number
+/// (the reader adds it).
+pub(crate) fn parse_line(format: TraceFormat, line: &str, state: &mut LineState) -> Result<Line, String> {
+    let line = line.trim();
+    if line.is_empty() || line.starts_with('#') {
+        return Ok(Line::Nothing);
+    }
+    match format {
+        TraceFormat::Blkparse => blkparse(line),
+        TraceFormat::IologV2 => iolog(line, false, state),
+        TraceFormat::IologV3 => iolog(line, true, state),
+        TraceFormat::Msr => msr(line),
+        TraceFormat::Fiu => fiu(line),
+        TraceFormat::Csv => csv(line),
+    }
+}
+
+fn number(field: Option<&str>, what: &str) -> Result<u64, String> {
+    let text = field.ok_or_else(|| format!("missing {what}"))?;
+    text.parse()
+        .map_err(|_| format!("{what} '{text}' is not a whole number"))
+}
+
+fn blkparse(line: &str) -> Result<Line, String> {
+    const LAYOUT: &str = "expected blkparse's default layout: MAJ,MIN CPU SEQ SECONDS.NANOSECONDS \
+                          PID ACTION RWBS SECTOR + SECTORS [PROCESS]";
+    // The summary blkparse prints after the events: "CPU0 (8,0):", "Total (8,0):".
+    if line.starts_with("CPU") || line.starts_with("Total (") {
+        return Ok(Line::End);
+    }
+    let mut f = line.split_whitespace();
+    let device = f.next().unwrap_or_default();
+    if !device
+        .split_once(',')
+        .is_some_and(|(a, b)| a.parse::<u32>().is_ok() && b.parse::<u32>().is_ok())
+    {
+        return Err(format!("device '{device}' is not MAJ,MIN; {LAYOUT}"));
+    }
+    number(f.next(), "CPU").map_err(|e| format!("{e}; {LAYOUT}"))?;
+    number(f.next(), "sequence number").map_err(|e| format!("{e}; {LAYOUT}"))?;
+    let time = f.next().ok_or_else(|| format!("missing time; {LAYOUT}"))?;
+    let time_ns = seconds_to_ns(time).ok_or_else(|| {
+        format!("time '{time}' is not SECONDS.NANOSECONDS; {LAYOUT}")
+    })?;
+    number(f.next(), "PID").map_err(|e| format!("{e}; {LAYOUT}"))?;
+    let action = f.next().ok_or_else(|| format!("missing action; {LAYOUT}"))?;
+    if action != "Q" {
+        return Ok(Line::Skip(Skipped::Other));
+    }
+    let rwbs = f.next().ok_or_else(|| format!("missing RWBS; {LAYOUT}"))?;
+    if rwbs.contains('D') {
+        return Ok(Line::Skip(Skipped::Trim));
+    }
+    let op = if rwbs.contains('W') {
+        Direction::Write
+    } else if rwbs.contains('R') {
+        Direction::Read
+    } else if rwbs.contains('F') || rwbs.contains('N') {
+        // A flush alone ("F", "FN") or a request without data ("N").
+        return Ok(Line::Skip(Skipped::Flush));
+    } else {
+        return Err(format!("RWBS '{rwbs}' has none of R, W, D, F, N; {LAYOUT}"));
+    };
+    let sector = number(f.next(), "sector").map_err(|e| format!("{e}; {LAYOUT}"))?;
+    if f.next() != Some("+") {
+        return Err(format!("expected '+' after the sector; {LAYOUT}"));
+    }
+    let sectors = number(f.next(), "sector count").map_err(|e| format!("{e}; {LAYOUT}"))?;
+    request(time_ns, op, sector, sectors, SECTOR_BYTES)
+}
+
+/// `SECONDS.FRACTION` (up to nine digits) to nanoseconds.
+fn seconds_to_ns(text: &str) -> Option<u64> {
+    let (s, frac) = text.split_once('.').unwrap_or((text, ""));
+    if frac.len() > 9 || !frac.bytes().all(|b| b.is_ascii_digit()) {
+        return None;
+    }
+    let s: u64 = s.parse().ok()?;
+    let frac_ns: u64 = if frac.is_empty() {
+        0
+    } else {
+        frac.parse::<u64>().ok()? * 10u64.pow(9 - frac.len() as u32)
+    };
+    s.checked_mul(1_000_000_000)?.checked_add(frac_ns)
+}
+
+/// A request in `unit`-byte units, its length 0 skipped, its end checked against `u64`.
+fn request(time_ns: u64, op: Direction, at: u64, len: u64, unit: u64) -> Result<Line, String> {
+    if len == 0 {
+        return Ok(Line::Skip(Skipped::Empty));
+    }
+    let (offset_bytes, len_bytes) = match (at.checked_mul(unit), len.checked_mul(unit)) {
+        (Some(o), Some(l)) if o.checked_add(l).is_some() => (o, l),
+        _ => return Err(format!("offset {at} + length {len} (x {unit} bytes) overflows 64 bits")),
+    };
+    Ok(Line::Request(RawRequest {
+        time_ns,
+        op,
+        offset_bytes,
+        len_bytes,
+    }))
+}
+
+fn iolog(line: &str, v3: bool, state: &mut LineState) -> Result<Line, String> {
+    let layout = if v3 {
+        "expected fio iolog v3: MICROSECONDS FILENAME ACTION [OFFSET LENGTH]"
+    } else {
+        "expected fio iolog v2: FILENAME ACTION [OFFSET LENGTH]"
+    };
+    if line == IOLOG_V2_HEADER || line == IOLOG_V3_HEADER {
+        return Ok(Line::Nothing);
+    }
+    let mut f = line.split_whitespace();
+    let time_ns = if v3 {
+        let us = number(f.next(), "timestamp").map_err(|e| format!("{e}; {layout}"))?;
+        us.checked_mul(1_000)
+            .ok_or_else(|| format!("timestamp {us} us overflows; {layout}"))?
+    } else {
+        state.iolog_v2_clock_ns
+    };
+    let _file = f.next().ok_or_else(|| format!("missing file name; {layout}"))?;
+    let action = f.next().ok_or_else(|| format!("missing action; {layout}"))?;
+    let op = match action {
+        "read" => Direction::Read,
+        "write" => Direction::Write,
+        "add" | "open" | "close" => return Ok(Line::Skip(Skipped::Other)),
+        "sync" | "datasync" => return Ok(Line::Skip(Skipped::Flush)),
+        "trim" => return Ok(Line::Skip(Skipped::Trim)),
+        "wait" if !v3 => {
+            // "Wait for OFFSET microseconds. Everything below 100 is discarded" (fio's HOWTO).
+            let us = number(f.next(), "wait time").map_err(|e| format!("{e}; {layout}"))?;
+            if us >= 100 {
+                state.iolog_v2_clock_ns = state
+                    .iolog_v2_clock_ns
+                    .saturating_add(us.saturating_mul(1_000));
+            }
+            return Ok(Line::Nothing);
+        }
+        other => {
+            return Err(format!(
+                "unknown action '{other}' (read, write, trim, sync, datasync, add, open, close{}); {layout}",
+                if v3 { "" } else { ", wait" }
+            ))
+        }
+    };
+    let offset = number(f.next(), "offset").map_err(|e| format!("{e}; {layout}"))?;
+    let len = number(f.next(), "length").map_err(|e| format!("{e}; {layout}"))?;
+    request(time_ns, op, offset, len, 1)
+}
+
+fn msr(line: &str) -> Result<Line, String> {
+    const LAYOUT: &str =
+        "expected MSR-Cambridge CSV: Timestamp,Hostname,DiskNumber,Type,Offset,Size,ResponseTime";
+    if line.to_ascii_lowercase().starts_with("timestamp,") {
+        return Ok(Line::Nothing);
+    }
+    let f: Vec<&str> = line.split(',').map(str::trim).collect();
+    if f.len() != 7 {
+        return Err(format!("{} fields, not 7; {LAYOUT}", f.len()));
+    }
+    let ticks = number(Some(f[0]), "timestamp").map_err(|e| format!("{e}; {LAYOUT}"))?;
+    let op = match f[3].to_ascii_lowercase().as_str() {
+        "read" => Direction::Read,
+        "write" => Direction::Write,
+        other => return Err(format!("type '{other}' is not Read or Write; {LAYOUT}")),
+    };
+    let offset = number(Some(f[4]), "offset").map_err(|e| format!("{e}; {LAYOUT}"))?;
+    let len = number(Some(f[5]), "size").map_err(|e| format!("{e}; {LAYOUT}"))?;
+    // Windows filetime: 100 ns units.
+    request(ticks.saturating_mul(100), op, offset, len, 1)
+}
+
+fn fiu(line: &str) -> Result<Line, String> {
+    const LAYOUT: &str = "expected SNIA/FIU text: NANOSECONDS PID PROCESS LBA SECTORS R|W \
+                          [MAJOR MINOR [HASH]]";
+    let f: Vec<&str> = line.split_whitespace().collect();
+    if !(6..=9).contains(&f.len()) {
+        return Err(format!("{} fields, not 6 to 9; {LAYOUT}", f.len()));
+    }
+    let time_ns = number(Some(f[0]), "timestamp").map_err(|e| format!("{e}; {LAYOUT}"))?;
+    number(Some(f[1]), "PID").map_err(|e| format!("{e}; {LAYOUT}"))?;
+    let lba = number(Some(f[3]), "LBA").map_err(|e| format!("{e}; {LAYOUT}"))?;
+    let sectors = number(Some(f[4]), "size").map_err(|e| format!("{e}; {LAYOUT}"))?;
+    let op = match f[5] {
+        "R" | "r" => Direction::Read,
+        "W" | "w" => Direction::Write,
+        other => return Err(format!("direction '{other}' is not R or W; {LAYOUT}")),
+    };
+    request(time_ns, op, lba, sectors, SECTOR_BYTES)
+}
+
+fn csv(line: &str) -> Result<Line, String> {
+    const LAYOUT: &str = "expected nvarray CSV: time_ns,op,offset_bytes,len_bytes (op R or W)";
+    if line.eq_ignore_ascii_case(CSV_HEADER) {
+        return Ok(Line::Nothing);
+    }
+    let f: Vec<&str> = line.split(',').map(str::trim).collect();
+    if f.len() != 4 {
+        return Err(format!("{} fields, not 4; {LAYOUT}", f.len()));
+    }
+    let time_ns = number(Some(f[0]), "time_ns").map_err(|e| format!("{e}; {LAYOUT}"))?;
+    let op = match f[1].to_ascii_lowercase().as_str() {
+        "r" | "read" => Direction::Read,
+        "w" | "write" => Direction::Write,
+        other => return Err(format!("op '{other}' is not R or W; {LAYOUT}")),
+    };
+    let offset = number(Some(f[2]), "offset_bytes").map_err(|e| format!("{e}; {LAYOUT}"))?;
+    let len = number(Some(f[3]), "len_bytes").map_err(|e| format!("{e}; {LAYOUT}"))?;
+    request(time_ns, op, offset, len, 1)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn one(format: TraceFormat, line: &str) -> Result<Line, String> {
+        parse_line(format, line, &mut LineState::default())
+    }
+
+    fn req(time_ns: u64, op: Direction, offset_bytes: u64, len_bytes: u64) -> Line {
+        Line::Request(RawRequest {
+            time_ns,
+            op,
+            offset_bytes,
+            len_bytes,
+        })
+    }
+
+    #[test]
+    fn blkparse_reads_queued_requests_in_sectors_and_skips_the_rest() {
+        let b = TraceFormat::Blkparse;
+        assert_eq!(
+            one(b, "  8,0    3        1     0.000000000   697  Q   W 223490 + 8 [kjournald]"),
+            Ok(req(0, Direction::Write, 223_490 * 512, 4096))
+        );
+        assert_eq!(
+            one(b, "  8,16   0       12     1.250000001  4162  Q  RS 16 + 256 [fio]"),
+            Ok(req(1_250_000_001, Direction::Read, 8192, 131_072))
+        );
+        assert_eq!(
+            one(b, "  8,0    3        2     0.000001000   697  D   W 223490 + 8 [kjournald]"),
+            Ok(Line::Skip(Skipped::Other))
+        );
+        assert_eq!(
+            one(b, "  8,0    1        5     0.5   100  Q  DS 0 + 2048 [fstrim]"),
+            Ok(Line::Skip(Skipped::Trim))
+        );
+        assert_eq!(
+            one(b, "  8,0    1        6     0.6   100  Q  FN [kworker]"),
+            Ok(Line::Skip(Skipped::Flush))
+        );
+        assert_eq!(
+            one(b, "  8,0    0        0     0.000000000     0  m   N cfq697 alloced"),
+            Ok(Line::Skip(Skipped::Other))
+        );
+        assert_eq!(one(b, "CPU0 (8,0):"), Ok(Line::End));
+        let e = one(b, "  8,0    3        1     0.0000000001   697  Q   W 1 + 8").unwrap_err();
+        assert!(e.contains("SECONDS.NANOSECONDS"), "{e}");
+        let e = one(b, "  8,0    3        1     0.1   697  Q   W 1 - 8").unwrap_err();
+        assert!(e.contains("'+'"), "{e}");
+        let e = one(b, "hello world").unwrap_err();
+        assert!(e.contains("MAJ,MIN"), "{e}");
+    }
+
+    #[test]
+    fn iolog_v2_times_are_the_sum_of_its_waits_and_v3_times_are_microseconds() {
+        let mut state = LineState::default();
+        let v2 = TraceFormat::IologV2;
+        let mut line = |l: &str| parse_line(v2, l, &mut state);
+        assert_eq!(line(IOLOG_V2_HEADER), Ok(Line::Nothing));
+        assert_eq!(line("/dev/sda add"), Ok(Line::Skip(Skipped::Other)));
+        assert_eq!(line("/dev/sda read 4096 512"), Ok(req(0, Direction::Read, 4096, 512)));
+        assert_eq!(line("/dev/sda wait 50 0"), Ok(Line::Nothing), "below 100 us: discarded");
+        assert_eq!(line("/dev/sda wait 250 0"), Ok(Line::Nothing));
+        assert_eq!(
+            line("/dev/sda write 0 8192"),
+            Ok(req(250_000, Direction::Write, 0, 8192))
+        );
+        assert_eq!(line("/dev/sda trim 0 8192"), Ok(Line::Skip(Skipped::Trim)));
+        assert_eq!(line("/dev/sda sync 0 0"), Ok(Line::Skip(Skipped::Flush)));
+        let e = line("/dev/sda jump 0 1").unwrap_err();
+        assert!(e.contains("unknown action 'jump'"), "{e}");
+        let v3 = TraceFormat::IologV3;
+        assert_eq!(
+            one(v3, "125 /tmp/f read 61440 4096"),
+            Ok(req(125_000, Direction::Read, 61_440, 4096))
+        );
+        assert_eq!(one(v3, "21 /tmp/f add"), Ok(Line::Skip(Skipped::Other)));
+        assert!(one(v3, "125 /tmp/f wait 100 0").is_err(), "v3 has no wait");
+        assert!(one(v3, "x /tmp/f read 0 1").unwrap_err().contains("timestamp 'x'"));
+    }
+
+    #[test]
+    fn msr_fiu_and_csv_read_their_units() {
+        assert_eq!(
+            one(TraceFormat::Msr, "128166372003061629,hm,1,Read,3154152960,4096,1061"),
+            Ok(req(12_816_637_200_306_162_900, Direction::Read, 3_154_152_960, 4096))
+        );
+        assert!(one(TraceFormat::Msr, "1,hm,1,Erase,0,4096,1")
+            .unwrap_err()
+            .contains("'erase'"));
+        assert!(one(TraceFormat::Msr, "1,hm,1,Read,0,4096")
+            .unwrap_err()
+            .contains("6 fields"));
+        assert_eq!(
+            one(TraceFormat::Fiu, "89966527446031 4838 nfsd 1052928 8 W 6 0 c1cba2e6"),
+            Ok(req(89_966_527_446_031, Direction::Write, 1_052_928 * 512, 4096))
+        );
+        assert_eq!(
+            one(TraceFormat::Fiu, "5 1 cat 2 1 R"),
+            Ok(req(5, Direction::Read, 1024, 512))
+        );
+        assert!(one(TraceFormat::Fiu, "5 1 cat 2 1 X").unwrap_err().contains("'X'"));
+        assert_eq!(one(TraceFormat::Csv, CSV_HEADER), Ok(Line::Nothing));
+        assert_eq!(
+            one(TraceFormat::Csv, "1000,W,4096,512"),
+            Ok(req(1000, Direction::Write, 4096, 512))
+        );
+        assert_eq!(
+            one(TraceFormat::Csv, "0,read,0,0"),
+            Ok(Line::Skip(Skipped::Empty))
+        );
+        assert!(one(TraceFormat::Csv, "0,R,-1,512")
+            .unwrap_err()
+            .contains("offset_bytes '-1'"));
+        assert!(one(TraceFormat::Csv, "0,R,18446744073709551615,512")
+            .unwrap_err()
+            .contains("overflows"));
+    }
+
+    #[test]
+    fn the_format_is_guessed_from_the_first_line() {
+        let g = TraceFormat::guess;
+        assert_eq!(g(IOLOG_V2_HEADER), Some(TraceFormat::IologV2));
+        assert_eq!(g(IOLOG_V3_HEADER), Some(TraceFormat::IologV3));
+        assert_eq!(g("TIME_NS,OP,OFFSET_BYTES,LEN_BYTES"), Some(TraceFormat::Csv));
+        assert_eq!(
+            g("  8,0    3        1     0.000000000   697  Q   W 223490 + 8 [kjournald]"),
+            Some(TraceFormat::Blkparse)
+        );
+        assert_eq!(
+            g("128166372003061629,hm,1,Read,3154152960,4096,1061"),
+            Some(TraceFormat::Msr)
+        );
+        assert_eq!(g("89966527446031 4838 nfsd 1052928 8 W 6 0"), Some(TraceFormat::Fiu));
+        assert_eq!(g("something else entirely"), None);
+        for (name, f) in TraceFormat::ALL {
+            assert_eq!(TraceFormat::from_name(name), Some(f));
+            assert_eq!(f.name(), name);
+        }
+    }
+}
