@@ -56,6 +56,27 @@ impl Issuer {
             Issuer::Shared(q) | Issuer::Scheduled(q, _) => q.wait(mine, f),
         }
     }
+
+    /// As `wait`, but on the thread's own queue pair it polls only until `until` and may
+    /// return 0: a thread with a request due then (a trace replayed at its timestamps) issues
+    /// it on time instead of blocking past it. On shared queue pairs it waits as `wait`.
+    pub fn wait_until(
+        &mut self,
+        until: std::time::Instant,
+        mine: &dyn Fn(usize) -> bool,
+        f: &mut dyn FnMut(Done),
+    ) -> usize {
+        match self {
+            Issuer::Own(qp) => loop {
+                let n = qp.poll(&mut *f);
+                if n > 0 || std::time::Instant::now() >= until {
+                    return n;
+                }
+                std::hint::spin_loop();
+            },
+            Issuer::Shared(_) | Issuer::Scheduled(..) => self.wait(mine, f),
+        }
+    }
 }
 
 /// State a stack shares between threads.

@@ -144,6 +144,10 @@ pub struct RunReport {
     /// How the emulator and its host side were set up (absent for the simulator).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub emulator: Option<EmulatorSetup>,
+    /// The replayed trace's own summary and what the replay did to it (absent without
+    /// `--trace`).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub trace: Option<nvarray_workload::trace::TraceReport>,
 }
 
 /// The emulator's host-side setup of a run, and what verification saw.

@@ -60,7 +60,10 @@ fn run_sim(run: &SimRun) -> Result<Value, String> {
                     job.set(k, v).map_err(|e| e.to_string())?;
                 }
             }
-            Workload { jobs: vec![job] }
+            Workload {
+                jobs: vec![job],
+                trace: None,
+            }
         }
     };
     let report = nvarray_run::sim::run(&cfg, &workload).map_err(|e| e.to_string())?;

@@ -29,7 +29,10 @@ fn workload(pairs: &[(&str, &str)]) -> Workload {
     for (k, v) in pairs {
         j.set(k, v).expect("valid job");
     }
-    Workload { jobs: vec![j] }
+    Workload {
+        jobs: vec![j],
+        trace: None,
+    }
 }
 
 fn main() {

@@ -14,11 +14,12 @@ use nvarray_host::options::pin_this_thread;
 use nvarray_host::{fine_timer_slack, Device, HostError, Opcode, Options};
 use nvarray_model::DeviceConfig;
 use nvarray_report::{process_cpu_seconds, RunReport, StreamStats};
-use nvarray_workload::{Direction, Workload};
+use nvarray_workload::trace::{Geometry, TraceReport};
+use nvarray_workload::{Direction, Request, Workload};
 
 use crate::device_report::device_report;
 use crate::error::EmuRunError;
-use crate::plan::{Plan, ThreadPlan};
+use crate::plan::{Next, Plan, Requests, ThreadPlan};
 use crate::verify;
 
 /// Runs `workload` on an emulated `device`. `progress` is called now and then with the
@@ -54,7 +55,12 @@ pub fn run_on(
     workload: &Workload,
     progress: &mut dyn FnMut(f64),
 ) -> Result<RunReport, EmuRunError> {
-    let plan = Plan::new(workload, device.size_bytes(), device.block_bytes())?;
+    let geometry = Geometry {
+        capacity_bytes: device.size_bytes(),
+        block_bytes: device.block_bytes(),
+        max_transfer_bytes: device.command_bytes_max(),
+    };
+    let plan = Plan::new(workload, geometry)?;
     let block = device.block_bytes() as usize;
     if plan.threads.iter().any(|t| t.verify) && block < verify::HEADER_BYTES {
         return Err(EmuRunError::Workload(format!(
@@ -122,10 +128,12 @@ pub fn run_on(
         .map(|j| StreamStats::new(&j.name))
         .collect();
     let mut verified_blocks = 0;
+    let mut trace = None;
     for r in results {
         let (stream, result) = r?;
         streams[stream].merge(&result.stats);
         verified_blocks += result.verified_blocks;
+        trace = trace.or(result.trace);
     }
     let cpu_seconds = process_cpu_seconds() - cpu_start;
     let mut report = device_report(device, &streams, elapsed_ns, cpu_seconds);
@@ -134,6 +142,7 @@ pub fn run_on(
         setup.host_cpus = (0..threads).filter_map(|i| device.host_cpu(i)).collect();
         setup.host_threads = threads;
     }
+    report.trace = trace;
     report.require_enough_requests();
     Ok(report)
 }
@@ -143,7 +152,13 @@ struct ThreadResult {
     stats: StreamStats,
     /// Blocks read back that held data this run wrote and passed verification.
     verified_blocks: u64,
+    /// The summary of the trace the thread replayed.
+    trace: Option<TraceReport>,
 }
+
+/// A timestamped trace's request issued more than this after its time counts as issued late
+/// (every slot was taken, or the host thread was busy finishing others).
+const ISSUED_LATE_NS: u64 = 1_000;
 
 /// Naps shorter than this are spun instead of slept (a kernel sleep overshoots by tens of
 /// microseconds; see `driver::NAP_WAKE_MARGIN_NS`).
@@ -196,13 +211,22 @@ fn run_thread(
     let mut verified_blocks = 0u64;
     let mut error = None;
     let mut finished = Vec::with_capacity(device.tags());
+    // A request taken but not yet issued (a timestamped trace's before its time, or one that
+    // found no tag), and its time (`None`: whenever it goes).
+    let mut pending: Option<(Request, Option<Instant>)> = None;
+    let mut trace_ended = false;
+    let mut issued_late = 0u64;
     loop {
         let time_up = deadline.is_some_and(|d| Instant::now() >= d);
-        let more = !time_up && error.is_none() && issued < plan.ios;
+        let more = !time_up && error.is_none() && issued < plan.ios && !trace_ended;
         if more && in_flight == 0 {
             if let Some(&ready) = slots.front() {
-                // Nothing to wait for but the think time.
-                think_until(ready);
+                // Nothing to wait for but the think time, or the next request's time.
+                think_until(
+                    pending
+                        .and_then(|(_, due)| due)
+                        .map_or(ready, |due| due.max(ready)),
+                );
             }
         }
         while more && issued < plan.ios {
@@ -211,7 +235,30 @@ fn run_thread(
                 Some(&ready) if ready <= now => {}
                 _ => break,
             }
-            let r = plan.gen.next_request();
+            let (r, due_at) = match pending.take() {
+                Some(p) => p,
+                None => match plan.requests.next_request() {
+                    Ok(Next::Request(r, due_ns)) => {
+                        (r, due_ns.map(|ns| start + Duration::from_nanos(ns)))
+                    }
+                    Ok(Next::End) => {
+                        trace_ended = true;
+                        break;
+                    }
+                    Err(e) => {
+                        error = Some(EmuRunError::Trace(e));
+                        break;
+                    }
+                },
+            };
+            let due = due_at.unwrap_or(now);
+            if due > now {
+                // Not yet: finish what is in flight meanwhile, or wait for it.
+                pending = Some((r, due_at));
+                break;
+            }
+            let late_ns = now.duration_since(due).as_nanos() as u64;
+            issued_late += u64::from(late_ns > ISSUED_LATE_NS);
             let len = r.len_bytes as usize;
             let (op, data) = match r.op {
                 Direction::Read => (Opcode::Read, None),
@@ -223,7 +270,9 @@ fn run_thread(
                     (Opcode::Write, Some(&write_data[..len]))
                 }
             };
-            let t0 = Instant::now();
+            // Latency counts from the request's time: a request of a timestamped trace issued
+            // late (every slot taken) shows its wait, as the device's queueing would.
+            let t0 = Instant::now().min(due);
             match device.prepare(op, r.offset_bytes, r.len_bytes, data) {
                 Ok(p) => {
                     started[p.tag().index()] = Some(t0);
@@ -233,8 +282,14 @@ fn run_thread(
                     in_flight += 1;
                 }
                 // Other threads hold every tag: collect our own completions first.
-                Err(HostError::NoTag { .. }) if in_flight > 0 => break,
-                Err(HostError::NoTag { .. }) => std::hint::spin_loop(),
+                Err(HostError::NoTag { .. }) if in_flight > 0 => {
+                    pending = Some((r, due_at));
+                    break;
+                }
+                Err(HostError::NoTag { .. }) => {
+                    pending = Some((r, due_at));
+                    std::hint::spin_loop();
+                }
                 Err(e) => {
                     error = Some(e.into());
                     break;
@@ -248,7 +303,11 @@ fn run_thread(
             break;
         }
         let mine = |tag: usize| started.get(tag).is_some_and(|s| s.is_some());
-        issuer.wait(&mine, &mut |done| finished.push(done));
+        match pending.and_then(|(_, due)| due) {
+            // A trace's request is due: collect what completes until then, no longer.
+            Some(due) => issuer.wait_until(due, &mine, &mut |done| finished.push(done)),
+            None => issuer.wait(&mine, &mut |done| finished.push(done)),
+        };
         for done in finished.drain(..) {
             let t0 = started[done.tag.index()].take().expect("started");
             let (is_read, len, offset) =
@@ -284,11 +343,21 @@ fn run_thread(
     if issued >= plan.ios || shorter {
         stats.set_active_ns(began.elapsed().as_nanos() as u64);
     }
+    let trace = match plan.requests {
+        Requests::Trace(feed) if error.is_none() => {
+            let stopped = pending.is_some();
+            let mut trace = feed.finish(issued_late).map_err(EmuRunError::Trace)?;
+            trace.stopped_early |= stopped;
+            Some(trace)
+        }
+        _ => None,
+    };
     match error {
         Some(e) => Err(e),
         None => Ok(ThreadResult {
             stats,
             verified_blocks,
+            trace,
         }),
     }
 }

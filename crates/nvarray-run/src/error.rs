@@ -2,6 +2,7 @@
 
 use nvarray_host::HostError;
 use nvarray_model::CommandError;
+use nvarray_workload::trace::TraceError;
 use nvarray_workload::WorkloadError;
 use thiserror::Error;
 
@@ -20,6 +21,8 @@ pub enum SimError {
     TooManyOutstanding { outstanding: u64, max: u64 },
     #[error("device refused a generated request: {0}")]
     Command(CommandError),
+    #[error(transparent)]
+    Trace(TraceError),
 }
 
 /// Why the emulator's runner could not run a workload, or what went wrong in the run.
@@ -35,6 +38,8 @@ pub enum EmuRunError {
     Workload(String),
     #[error("data verification failed: {0}")]
     Verify(String),
+    #[error(transparent)]
+    Trace(TraceError),
     #[error("cannot start a job thread: {0}")]
     ThreadStart(std::io::Error),
     #[error("--cpus: cannot pin job thread {thread} to CPU {cpu}: {source}")]
@@ -51,7 +56,7 @@ impl EmuRunError {
     pub fn is_input_error(&self) -> bool {
         match self {
             EmuRunError::Host(e) => e.is_input_error(),
-            EmuRunError::Plan(_) | EmuRunError::Workload(_) => true,
+            EmuRunError::Plan(_) | EmuRunError::Workload(_) | EmuRunError::Trace(_) => true,
             EmuRunError::Verify(_) | EmuRunError::ThreadStart(_) | EmuRunError::Pin { .. } => false,
         }
     }

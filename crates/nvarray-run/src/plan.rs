@@ -4,7 +4,13 @@
 //! bound (a request count or a runtime, `DEFAULT_RUNTIME_NS` when the job gives neither) and
 //! think time.
 
-use nvarray_workload::{RequestGen, Verify, Workload, WorkloadError};
+use std::fs::File;
+use std::io::BufReader;
+
+use nvarray_workload::trace::{
+    trace_span, AddressMode, Geometry, ReplayMode, TimedRequest, TraceError, TraceFeed, TraceSpec,
+};
+use nvarray_workload::{Request, RequestGen, Verify, Workload, WorkloadError};
 use thiserror::Error;
 
 /// Run length when a job gives neither `runtime` nor `number_ios`: simulated time in the
@@ -17,7 +23,7 @@ pub struct ThreadPlan {
     pub index: u64,
     /// The job (and so the report stream) the thread belongs to.
     pub stream: usize,
-    pub gen: RequestGen,
+    pub requests: Requests,
     pub iodepth: u32,
     /// Requests the thread issues at most (`u64::MAX` when only time bounds it).
     pub ios: u64,
@@ -27,6 +33,42 @@ pub struct ThreadPlan {
     pub thinktime_ns: u64,
     /// Writes carry self-checking data and reads are checked (`verify=crc32c`).
     pub verify: bool,
+}
+
+/// Where a thread's requests come from.
+// The generator stays inline: the simulator draws from it millions of times per second, and a
+// box would add a pointer chase to each.
+#[allow(clippy::large_enum_variant)]
+pub enum Requests {
+    /// Generated from the job (`rw`, `bs`, ...), without end.
+    Generated(RequestGen),
+    /// Read from a trace, until its end.
+    Trace(Box<TraceFeed>),
+}
+
+/// A thread's next request, and when it is due (from the run's start) if the trace is replayed
+/// at its timestamps.
+pub enum Next {
+    /// Issue it now (`None`), or at its time.
+    Request(Request, Option<u64>),
+    /// The trace has ended.
+    End,
+}
+
+impl Requests {
+    /// The thread's next request.
+    pub fn next_request(&mut self) -> Result<Next, TraceError> {
+        match self {
+            Requests::Generated(gen) => Ok(Next::Request(gen.next_request(), None)),
+            Requests::Trace(feed) => Ok(match feed.next_request()? {
+                None => Next::End,
+                Some(TimedRequest { due_ns, request }) => Next::Request(
+                    request,
+                    (feed.mode() == ReplayMode::Timestamps).then_some(due_ns),
+                ),
+            }),
+        }
+    }
 }
 
 /// A workload's threads, in job order.
@@ -43,31 +85,48 @@ pub enum PlanError {
     NoJobs,
     #[error("job `{job}`: {source}")]
     Job { job: String, source: WorkloadError },
+    #[error(transparent)]
+    Trace(#[from] TraceError),
+    #[error("a trace replays on one thread: numjobs={numjobs} with --trace (use iodepth for concurrency)")]
+    TraceThreads { numjobs: u32 },
 }
 
 impl Plan {
-    /// The threads of `workload` on a device of `size_bytes` in blocks of `block_bytes`.
-    pub fn new(workload: &Workload, size_bytes: u64, block_bytes: u32) -> Result<Plan, PlanError> {
+    /// The threads of `workload` on a device of `geometry` (a trace is opened here, and read
+    /// once first for `--trace-address scale`).
+    pub fn new(workload: &Workload, geometry: Geometry) -> Result<Plan, PlanError> {
         if workload.jobs.is_empty() {
             return Err(PlanError::NoJobs);
         }
+        let (size_bytes, block_bytes) = (geometry.capacity_bytes, geometry.block_bytes);
         let mut threads = Vec::new();
         for (stream, job) in workload.jobs.iter().enumerate() {
-            let runtime_ns = match (job.runtime_ns, job.number_ios) {
-                (None, None) => Some(DEFAULT_RUNTIME_NS),
-                (runtime, _) => runtime,
+            let runtime_ns = match (job.runtime_ns, job.number_ios, &workload.trace) {
+                // A trace ends on its own.
+                (None, None, None) => Some(DEFAULT_RUNTIME_NS),
+                (runtime, _, _) => runtime,
             };
+            if workload.trace.is_some() && job.numjobs != 1 {
+                return Err(PlanError::TraceThreads {
+                    numjobs: job.numjobs,
+                });
+            }
             for t in 0..job.numjobs {
-                let gen = RequestGen::new(job, t, size_bytes, block_bytes).map_err(|source| {
-                    PlanError::Job {
-                        job: job.name.clone(),
-                        source,
-                    }
-                })?;
+                let requests = match &workload.trace {
+                    Some(spec) => Requests::Trace(Box::new(open_trace(spec, geometry)?)),
+                    None => Requests::Generated(
+                        RequestGen::new(job, t, size_bytes, block_bytes).map_err(|source| {
+                            PlanError::Job {
+                                job: job.name.clone(),
+                                source,
+                            }
+                        })?,
+                    ),
+                };
                 threads.push(ThreadPlan {
                     index: threads.len() as u64,
                     stream,
-                    gen,
+                    requests,
                     iodepth: job.iodepth,
                     ios: job.number_ios.unwrap_or(u64::MAX),
                     runtime_ns,
@@ -97,10 +156,35 @@ impl Plan {
     }
 }
 
+/// Opens the trace `spec` names for a replay on `geometry`.
+pub fn open_trace(spec: &TraceSpec, geometry: Geometry) -> Result<TraceFeed, TraceError> {
+    let name = spec.path.display().to_string();
+    let open = || -> Result<Box<BufReader<File>>, TraceError> {
+        let file = File::open(&spec.path).map_err(|e| TraceError::Read {
+            trace: name.clone(),
+            reason: e.to_string(),
+        })?;
+        Ok(Box::new(BufReader::with_capacity(1 << 16, file)))
+    };
+    let span_bytes = match spec.address {
+        AddressMode::Scale => trace_span(&name, open()?, spec.format)?,
+        AddressMode::Wrap => 0,
+    };
+    TraceFeed::new(&name, open()?, spec, geometry, span_bytes)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
     use nvarray_workload::JobSpec;
+
+    fn geometry(capacity_bytes: u64, block_bytes: u32) -> Geometry {
+        Geometry {
+            capacity_bytes,
+            block_bytes,
+            max_transfer_bytes: 128 << 10,
+        }
+    }
 
     fn job(pairs: &[(&str, &str)]) -> JobSpec {
         let mut job = JobSpec::default();
@@ -118,8 +202,9 @@ mod tests {
                 job(&[("name", "b"), ("number_ios", "10"), ("thinktime", "5")]),
                 job(&[("name", "c"), ("runtime", "2")]),
             ],
+            trace: None,
         };
-        let plan = Plan::new(&workload, 1 << 20, 512).unwrap();
+        let plan = Plan::new(&workload, geometry(1 << 20, 512)).unwrap();
         let t = &plan.threads;
         assert_eq!(t.len(), 4);
         assert_eq!(
@@ -142,9 +227,15 @@ mod tests {
 
     #[test]
     fn no_jobs_is_an_error() {
-        let e = Plan::new(&Workload { jobs: vec![] }, 1 << 20, 512)
-            .err()
-            .unwrap();
+        let e = Plan::new(
+            &Workload {
+                jobs: vec![],
+                trace: None,
+            },
+            geometry(1 << 20, 512),
+        )
+        .err()
+        .unwrap();
         assert!(matches!(e, PlanError::NoJobs));
     }
 }

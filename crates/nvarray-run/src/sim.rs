@@ -14,13 +14,14 @@
 //! its inputs and seeds.
 
 use std::cmp::Reverse;
-use std::collections::BinaryHeap;
+use std::collections::{BinaryHeap, VecDeque};
 
 use nvarray_model::{Command, Completion, Component, DeviceConfig, DeviceModel, Op};
-use nvarray_workload::{Direction, RequestGen, Workload};
+use nvarray_workload::trace::Geometry;
+use nvarray_workload::{Direction, Request, Workload};
 
 use crate::error::SimError;
-use crate::plan::Plan;
+use crate::plan::{Next, Plan, Requests};
 use nvarray_report::{cpu_seconds_per_gb, process_cpu_seconds, RunReport, StreamStats};
 
 /// Outstanding requests across all threads; bounds the host-side bookkeeping.
@@ -38,7 +39,12 @@ enum HostEvent {
 
 struct Thread {
     stream: usize,
-    gen: RequestGen,
+    requests: Requests,
+    /// A trace replayed at its timestamps: requests taken from it by a free queue slot before
+    /// they were due, each with an `Issue` event at its time (in time order).
+    scheduled: VecDeque<(Request, u64)>,
+    /// Requests of a timestamped trace that found every queue slot taken at their time.
+    issued_late: u64,
     /// Requests this thread may still issue (`u64::MAX` when bounded by time).
     remaining: u64,
     thinktime_ns: u64,
@@ -73,14 +79,41 @@ impl Host {
         self.events.push(Reverse((t, self.seq, event, x)));
     }
 
-    /// Thread `x` issues its next request at `t`, if it still has work.
+    /// Thread `x` issues its next request at `t` from a free queue slot, if it still has
+    /// work. A timestamped trace's request due later is scheduled for its time instead (the
+    /// slot waits for it); one due earlier found no free slot then, and its latency counts
+    /// from its time.
     fn issue(&mut self, model: &mut DeviceModel, x: u32, t: u64) -> Result<(), SimError> {
         let th = &mut self.threads[x as usize];
         if th.remaining == 0 || t >= th.end_ns {
             return Ok(());
         }
+        let (r, issue_ns) = match th.scheduled.front() {
+            Some(&(r, due)) if due <= t => {
+                th.scheduled.pop_front();
+                (r, due)
+            }
+            _ => match th.requests.next_request().map_err(SimError::Trace)? {
+                Next::End => {
+                    // Requests already scheduled still go at their times.
+                    if th.scheduled.is_empty() {
+                        th.remaining = 0;
+                    }
+                    return Ok(());
+                }
+                Next::Request(r, None) => (r, t),
+                Next::Request(r, Some(due)) if due > t => {
+                    th.scheduled.push_back((r, due));
+                    self.push(due, HostEvent::Issue, x);
+                    return Ok(());
+                }
+                Next::Request(r, Some(due)) => {
+                    th.issued_late += u64::from(due < t);
+                    (r, due)
+                }
+            },
+        };
         th.remaining -= 1;
-        let r = th.gen.next_request();
         let start = t.max(th.cpu_free_ns);
         let submit = start + self.software_ns;
         th.cpu_free_ns = submit;
@@ -90,7 +123,7 @@ impl Host {
         };
         let mut p = Pending {
             thread: x,
-            issue_ns: t,
+            issue_ns,
             submit_ns: submit,
             cmd: Command {
                 id: 0,
@@ -131,7 +164,12 @@ pub fn run(device: &DeviceConfig, workload: &Workload) -> Result<RunReport, SimE
         .map_err(SimError::InvalidWorkload)?;
     let mut model = DeviceModel::new(device);
 
-    let plan = Plan::new(workload, capacity, block)?;
+    let geometry = Geometry {
+        capacity_bytes: capacity,
+        block_bytes: block,
+        max_transfer_bytes: device.controller.max_transfer_bytes,
+    };
+    let plan = Plan::new(workload, geometry)?;
     let mut streams: Vec<StreamStats> = workload
         .jobs
         .iter()
@@ -147,7 +185,9 @@ pub fn run(device: &DeviceConfig, workload: &Workload) -> Result<RunReport, SimE
             first_issues.push((t.index as u32, t.iodepth));
             Thread {
                 stream: t.stream,
-                gen: t.gen,
+                requests: t.requests,
+                scheduled: VecDeque::new(),
+                issued_late: 0,
                 remaining: t.ios,
                 thinktime_ns: t.thinktime_ns,
                 end_ns: t.runtime_ns.unwrap_or(u64::MAX),
@@ -258,7 +298,17 @@ pub fn run(device: &DeviceConfig, workload: &Workload) -> Result<RunReport, SimE
         }
     }
     let cpu_s = process_cpu_seconds() - cpu_start_s;
-    Ok(report(&model, &streams, elapsed_ns, cpu_s))
+    let mut report = report(&model, &streams, elapsed_ns, cpu_s);
+    for th in host.threads {
+        if let Requests::Trace(feed) = th.requests {
+            // Requests scheduled but never issued (the run ended first) were not replayed.
+            let stopped = !th.scheduled.is_empty();
+            let mut trace = feed.finish(th.issued_late).map_err(SimError::Trace)?;
+            trace.stopped_early |= stopped;
+            report.trace = Some(trace);
+        }
+    }
+    Ok(report)
 }
 
 /// The shared report over the model; completions were posted exactly at their modelled time

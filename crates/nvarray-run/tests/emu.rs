@@ -24,7 +24,10 @@ fn workload(pairs: &[(&str, &str)]) -> Workload {
     for (k, v) in pairs {
         job.set(k, v).unwrap();
     }
-    Workload { jobs: vec![job] }
+    Workload {
+        jobs: vec![job],
+        trace: None,
+    }
 }
 
 #[test]

@@ -18,7 +18,10 @@ fn workload(ios: u64) -> Workload {
     ] {
         job.set(k, v).unwrap();
     }
-    Workload { jobs: vec![job] }
+    Workload {
+        jobs: vec![job],
+        trace: None,
+    }
 }
 
 #[test]

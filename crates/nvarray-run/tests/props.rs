@@ -61,7 +61,7 @@ proptest! {
                 job(&format!("s{i}"), &pairs)
             })
             .collect();
-        let workload = Workload { jobs: jobs.clone() };
+        let workload = Workload { jobs: jobs.clone(), trace: None };
         let r = nvarray_run::sim::run(&cfg, &workload).unwrap();
 
         // Replay the generators to know exactly what was asked for.
@@ -94,19 +94,33 @@ proptest! {
 fn a_workload_that_does_not_fit_the_device_is_refused() {
     let cfg = PRESETS[0].load(&[]).unwrap();
     let big = job("big", &[("bs", "16m".to_string())]);
-    let e = nvarray_run::sim::run(&cfg, &Workload { jobs: vec![big] })
-        .unwrap_err()
-        .to_string();
+    let e = nvarray_run::sim::run(
+        &cfg,
+        &Workload {
+            jobs: vec![big],
+            trace: None,
+        },
+    )
+    .unwrap_err()
+    .to_string();
     assert!(e.contains("big"), "{e}");
     let outside = job("outside", &[("offset", "1t".to_string())]);
     assert!(nvarray_run::sim::run(
         &cfg,
         &Workload {
-            jobs: vec![outside]
+            jobs: vec![outside],
+            trace: None,
         }
     )
     .is_err());
-    assert!(nvarray_run::sim::run(&cfg, &Workload { jobs: vec![] }).is_err());
+    assert!(nvarray_run::sim::run(
+        &cfg,
+        &Workload {
+            jobs: vec![],
+            trace: None
+        }
+    )
+    .is_err());
 }
 
 fn run(overrides: &[(&str, &str)], jobs: Vec<JobSpec>) -> nvarray_run::RunReport {
@@ -118,7 +132,7 @@ fn run(overrides: &[(&str, &str)], jobs: Vec<JobSpec>) -> nvarray_run::RunReport
         .unwrap()
         .load(&ov)
         .unwrap();
-    nvarray_run::sim::run(&cfg, &Workload { jobs }).unwrap()
+    nvarray_run::sim::run(&cfg, &Workload { jobs, trace: None }).unwrap()
 }
 
 fn job_of(name: &str, pairs: &[(&str, &str)]) -> JobSpec {

@@ -16,6 +16,11 @@ pub const JOBS_MAX: usize = 1024;
 pub struct Workload {
     /// The jobs; names are unique in workloads from [`parse_job_file`].
     pub jobs: Vec<JobSpec>,
+    /// A trace to replay instead of the jobs' generated requests: the workload then has one
+    /// job, whose name, queue depth and bounds (`runtime`, `number_ios`) the replay takes;
+    /// the trace gives every request's direction, offset, length and time.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub trace: Option<crate::trace::TraceSpec>,
 }
 
 impl Workload {
@@ -151,6 +156,7 @@ pub fn parse_job_file(text: &str) -> Result<Workload, WorkloadError> {
     }
     Ok(Workload {
         jobs: jobs.into_iter().map(|(job, _)| job).collect(),
+        trace: None,
     })
 }
 
@@ -319,7 +325,7 @@ mod tests {
 
     #[test]
     fn workload_validate() {
-        let workload = |jobs: Vec<JobSpec>| Workload { jobs };
+        let workload = |jobs: Vec<JobSpec>| Workload { jobs, trace: None };
         let gib = 1u64 << 30;
         assert_eq!(
             workload(vec![d("a"), d("b")]).validate(gib, 4096, 1 << 20),

@@ -5,6 +5,7 @@ use std::path::PathBuf;
 use anyhow::{Context, Result};
 use clap::Args;
 use nvarray_model::{apply_overrides, parse_assignment, presets, DeviceConfig};
+use nvarray_workload::trace::{AddressMode, ReplayMode, TraceFormat, TraceSpec};
 use nvarray_workload::{parse_job_file, JobSpec, Workload};
 
 use crate::input_error;
@@ -112,6 +113,33 @@ pub struct FioArgs {
     /// no data, so there it changes nothing.
     #[arg(long)]
     pub verify: Option<String>,
+    /// Replay a block trace instead of generating requests: blkparse text, fio iolog v2/v3,
+    /// MSR-Cambridge CSV, SNIA/FIU text or nvarray CSV (docs/traces.md). Read as it goes, so
+    /// any size replays in bounded memory. The trace gives each request's direction, offset,
+    /// size and time; --iodepth, --runtime, --number_ios, --thinktime and --name still apply.
+    #[arg(long, value_name = "FILE", conflicts_with_all = [
+        "jobfile", "rw", "bs", "bssplit", "rwmixread", "numjobs", "random_distribution",
+        "offset", "size", "blockalign", "verify",
+    ])]
+    pub trace: Option<PathBuf>,
+    /// The trace's format: blkparse | iolog2 | iolog3 | msr | fiu | csv [default: guessed
+    /// from the first line].
+    #[arg(long, value_name = "FORMAT", requires = "trace")]
+    pub trace_format: Option<String>,
+    /// as-fast: the next request as soon as one of --iodepth slots is free (closed loop);
+    /// timestamps: each request at its recorded time (open loop, at most --iodepth in flight;
+    /// latency counts from the recorded time, so a slow device shows queueing) [default:
+    /// as-fast].
+    #[arg(long, value_name = "MODE", requires = "trace")]
+    pub replay_mode: Option<String>,
+    /// Trace time divided by this in timestamps mode: 2 replays twice as fast [default: 1].
+    #[arg(long, value_name = "X", requires = "trace")]
+    pub replay_speed: Option<f64>,
+    /// Offsets past the device's end: wrap (modulo the capacity) | scale (the trace's span
+    /// shrunk onto the device; reads the trace once first) [default: wrap]. Sizes are always
+    /// aligned to the device block and split at its largest transfer; the report counts each.
+    #[arg(long, value_name = "MODE", requires = "trace")]
+    pub trace_address: Option<String>,
 }
 
 impl FioArgs {
@@ -141,6 +169,54 @@ impl FioArgs {
             .collect()
     }
 
+    /// The trace replay the flags ask for, if any.
+    fn trace_spec(&self) -> Result<Option<TraceSpec>> {
+        let Some(path) = &self.trace else {
+            return Ok(None);
+        };
+        let format = match &self.trace_format {
+            None => None,
+            Some(f) => Some(TraceFormat::from_name(f).ok_or_else(|| {
+                input_error(format!(
+                    "--trace-format {f}: not a trace format; one of {}",
+                    names(TraceFormat::ALL.map(|(n, _)| n))
+                ))
+            })?),
+        };
+        let mode = match &self.replay_mode {
+            None => ReplayMode::AsFast,
+            Some(m) => ReplayMode::from_name(m).ok_or_else(|| {
+                input_error(format!(
+                    "--replay-mode {m}: one of {}",
+                    names(ReplayMode::ALL.map(|(n, _)| n))
+                ))
+            })?,
+        };
+        let address = match &self.trace_address {
+            None => AddressMode::Wrap,
+            Some(m) => AddressMode::from_name(m).ok_or_else(|| {
+                input_error(format!(
+                    "--trace-address {m}: one of {}",
+                    names(AddressMode::ALL.map(|(n, _)| n))
+                ))
+            })?,
+        };
+        if self.replay_speed.is_some() && mode != ReplayMode::Timestamps {
+            return Err(input_error(
+                "--replay-speed scales the trace's times: it needs --replay-mode timestamps",
+            ));
+        }
+        let spec = TraceSpec {
+            path: path.clone(),
+            format,
+            mode,
+            speed: self.replay_speed.unwrap_or(1.0),
+            address,
+        };
+        spec.validate().map_err(input_error)?;
+        Ok(Some(spec))
+    }
+
     /// The workload: the job file's jobs (or one default job), with the flags applied to each.
     pub fn workload(&self, extra: &[(String, String)]) -> Result<Workload> {
         let mut workload = match &self.jobfile {
@@ -151,8 +227,12 @@ impl FioArgs {
             }
             None => Workload {
                 jobs: vec![JobSpec::default()],
+                trace: self.trace_spec()?,
             },
         };
+        if workload.trace.is_some() && self.name.is_none() {
+            workload.jobs[0].name = "trace".to_string();
+        }
         let pairs = self.pairs();
         for job in &mut workload.jobs {
             for (k, v) in pairs
@@ -176,6 +256,11 @@ impl FioArgs {
         }
         Ok(workload)
     }
+}
+
+/// Names joined for a message: "a, b, c".
+fn names<const N: usize>(all: [&str; N]) -> String {
+    all.join(", ")
 }
 
 /// Reads a device or job file of at most `JOB_FILE_BYTES_MAX` bytes. Only that much (and one

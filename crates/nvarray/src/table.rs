@@ -4,7 +4,8 @@ use std::fmt::Write;
 
 use nvarray_model::DeviceConfig;
 use nvarray_report::{EmulatorSetup, MachineJitterNs, RunReport, Totals};
-use nvarray_workload::{JobSpec, Verify, Workload};
+use nvarray_workload::trace::{AddressMode, ReplayMode, TraceReport};
+use nvarray_workload::{format_size, JobSpec, Verify, Workload};
 use serde::Serialize;
 
 /// One line describing the device.
@@ -150,13 +151,111 @@ fn totals_row(name: &str, t: &Totals) -> String {
     )
 }
 
+/// The workload's lines under the device line: each job, or the trace and how it replays.
+fn workload_lines(workload: &Workload) -> String {
+    let mut s = String::new();
+    match &workload.trace {
+        Some(t) => {
+            let j = &workload.jobs[0];
+            let mode = match t.mode {
+                ReplayMode::AsFast => "as fast as --iodepth allows".to_string(),
+                ReplayMode::Timestamps if t.speed == 1.0 => "at its timestamps".to_string(),
+                ReplayMode::Timestamps => format!("at its timestamps x{}", t.speed),
+            };
+            let format = t
+                .format
+                .map_or("format guessed".to_string(), |f| f.name().to_string());
+            let name = if j.name == "trace" {
+                String::new()
+            } else {
+                format!("{}: ", j.name)
+            };
+            let mut line = format!(
+                "{name}{} ({format}), {mode}, iodepth={}, offsets {}",
+                t.path.display(),
+                j.iodepth,
+                match t.address {
+                    AddressMode::Wrap => "wrapped",
+                    AddressMode::Scale => "scaled",
+                }
+            );
+            if let Some(n) = j.number_ios {
+                line += &format!(" number_ios={n}");
+            }
+            if let Some(r) = j.runtime_ns {
+                line += &format!(" runtime={}", fmt_ns(r));
+            }
+            let _ = writeln!(s, "trace    {line}");
+        }
+        None => {
+            for j in &workload.jobs {
+                let _ = writeln!(s, "job      {}", job_line(j));
+            }
+        }
+    }
+    s
+}
+
+/// The trace's own summary and what the replay did to it.
+fn trace_lines(t: &TraceReport) -> String {
+    let mut s = String::new();
+    let _ = writeln!(
+        s,
+        "trace: {} requests in {} lines ({}), {:.1} % reads, {} read, {} written, over {:.3} ms of trace time; footprint {}",
+        t.requests,
+        t.lines,
+        t.format.name(),
+        t.read_fraction * 100.0,
+        bytes(t.read_bytes),
+        bytes(t.write_bytes),
+        t.duration_ns as f64 / 1e6,
+        bytes(t.footprint_bytes),
+    );
+    let sizes: Vec<String> = t
+        .size_histogram
+        .iter()
+        .map(|b| match b.up_to_bytes {
+            0 => format!("> 1 MiB: {}", b.requests),
+            up => format!("<= {}: {}", format_size(up), b.requests),
+        })
+        .collect();
+    let _ = writeln!(s, "  sizes: {}", sizes.join(" | "));
+    let f = &t.fitted;
+    let k = &t.skipped;
+    let mut replay = format!(
+        "  replay: {} requests to the device; split {} (+{}), aligned {}, offsets moved {}, clamped at the end {}; skipped {} trim, {} flush, {} zero-length, {} other lines",
+        t.replayed, f.split, f.split_added, f.aligned, f.moved, f.clamped, k.trim, k.flush, k.empty, k.other
+    );
+    if t.out_of_order > 0 {
+        replay += &format!("; {} out of order", t.out_of_order);
+    }
+    if t.replay_mode == ReplayMode::Timestamps {
+        replay += &format!("; issued late {}", t.issued_late);
+    }
+    if t.stopped_early {
+        replay += "; STOPPED before the trace's end (--runtime or --number_ios)";
+    }
+    let _ = writeln!(s, "{replay}");
+    s
+}
+
+/// Bytes for a reader: "1.09 GB" (decimal units, as the bandwidth columns).
+fn bytes(n: u64) -> String {
+    let n = n as f64;
+    match n {
+        n if n >= 1e12 => format!("{:.2} TB", n / 1e12),
+        n if n >= 1e9 => format!("{:.2} GB", n / 1e9),
+        n if n >= 1e6 => format!("{:.2} MB", n / 1e6),
+        n if n >= 1e3 => format!("{:.2} kB", n / 1e3),
+        n => format!("{n} B"),
+    }
+}
+
 /// The full report of one run.
 pub fn run_report(device: &DeviceConfig, workload: &Workload, r: &RunReport) -> String {
     let mut s = String::new();
     let _ = writeln!(s, "device   {}", device_line(device));
-    for j in &workload.jobs {
-        let _ = writeln!(s, "job      {}", job_line(j));
-    }
+    s += &workload_lines(workload);
     s + &report_body(r)
 }
 
@@ -277,6 +376,9 @@ fn report_body(r: &RunReport) -> String {
             let _ = writeln!(s, "{line}");
         }
     }
+    if let Some(t) = &r.trace {
+        s += &trace_lines(t);
+    }
     s
 }
 
@@ -374,9 +476,7 @@ pub fn comparison(
 ) -> String {
     let mut s = String::new();
     let _ = writeln!(s, "device   {}", device_line(device));
-    for j in &workload.jobs {
-        let _ = writeln!(s, "job      {}", job_line(j));
-    }
+    s += &workload_lines(workload);
     s.push('\n');
     let _ = writeln!(
         s,

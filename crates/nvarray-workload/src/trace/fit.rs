@@ -178,7 +178,14 @@ mod tests {
     fn long_requests_split_at_the_largest_transfer() {
         let mut f = Fitter::new(G, AddressMode::Wrap, 0);
         let pieces = fit(&mut f, 0, 300 << 10);
-        assert_eq!(pieces, [(0, 128 << 10), (128 << 10, 128 << 10), (256 << 10, 44 << 10)]);
+        assert_eq!(
+            pieces,
+            [
+                (0, 128 << 10),
+                (128 << 10, 128 << 10),
+                (256 << 10, 44 << 10)
+            ]
+        );
         assert_eq!((f.counts.split, f.counts.split_added), (1, 2));
     }
 
@@ -187,7 +194,10 @@ mod tests {
         let mut f = Fitter::new(G, AddressMode::Wrap, 0);
         assert_eq!(fit(&mut f, (1 << 20) + 8192, 512), [(8192, 512)]);
         assert_eq!(f.counts.moved, 1);
-        assert_eq!(fit(&mut f, (1 << 20) - 512, 1024), [((1 << 20) - 1024, 1024)]);
+        assert_eq!(
+            fit(&mut f, (1 << 20) - 512, 1024),
+            [((1 << 20) - 1024, 1024)]
+        );
         assert_eq!(f.counts.clamped, 1);
     }
 
@@ -195,9 +205,15 @@ mod tests {
     fn scaling_maps_the_trace_span_onto_the_device() {
         let mut f = Fitter::new(G, AddressMode::Scale, 4 << 20);
         assert_eq!(fit(&mut f, 2 << 20, 4096), [(512 << 10, 4096)]);
-        assert_eq!(fit(&mut f, (4 << 20) - 4096, 4096), [((1 << 20) - 4096, 4096)]);
+        assert_eq!(
+            fit(&mut f, (4 << 20) - 4096, 4096),
+            [((1 << 20) - 4096, 4096)]
+        );
         assert_eq!(f.counts.moved, 2);
-        assert_eq!(f.counts.clamped, 1, "the last request's end scaled past the end");
+        assert_eq!(
+            f.counts.clamped, 1,
+            "the last request's end scaled past the end"
+        );
         // A trace no larger than the device is not scaled.
         let mut small = Fitter::new(G, AddressMode::Scale, 1 << 19);
         assert_eq!(fit(&mut small, 4096, 4096), [(4096, 4096)]);

@@ -78,12 +78,20 @@ impl TraceFormat {
             return Some(TraceFormat::Csv);
         }
         // MSR's published files have no header; some copies carry one.
-        if line.to_ascii_lowercase().starts_with("timestamp,hostname,disknumber") {
+        if line
+            .to_ascii_lowercase()
+            .starts_with("timestamp,hostname,disknumber")
+        {
             return Some(TraceFormat::Msr);
         }
         [TraceFormat::Blkparse, TraceFormat::Msr, TraceFormat::Fiu]
             .into_iter()
-            .find(|&f| matches!(parse_line(f, line, &mut LineState::default()), Ok(Line::Request(_))))
+            .find(|&f| {
+                matches!(
+                    parse_line(f, line, &mut LineState::default()),
+                    Ok(Line::Request(_))
+                )
+            })
     }
 }
 
@@ -141,7 +149,11 @@ const SECTOR_BYTES: u64 = 512;
 
 /// Parses one line of `format`. `Err` says what the format expects, without the line number
 /// (the reader adds it).
-pub(crate) fn parse_line(format: TraceFormat, line: &str, state: &mut LineState) -> Result<Line, String> {
+pub(crate) fn parse_line(
+    format: TraceFormat,
+    line: &str,
+    state: &mut LineState,
+) -> Result<Line, String> {
     let line = line.trim();
     if line.is_empty() || line.starts_with('#') {
         return Ok(Line::Nothing);
@@ -180,11 +192,12 @@ fn blkparse(line: &str) -> Result<Line, String> {
     number(f.next(), "CPU").map_err(|e| format!("{e}; {LAYOUT}"))?;
     number(f.next(), "sequence number").map_err(|e| format!("{e}; {LAYOUT}"))?;
     let time = f.next().ok_or_else(|| format!("missing time; {LAYOUT}"))?;
-    let time_ns = seconds_to_ns(time).ok_or_else(|| {
-        format!("time '{time}' is not SECONDS.NANOSECONDS; {LAYOUT}")
-    })?;
+    let time_ns = seconds_to_ns(time)
+        .ok_or_else(|| format!("time '{time}' is not SECONDS.NANOSECONDS; {LAYOUT}"))?;
     number(f.next(), "PID").map_err(|e| format!("{e}; {LAYOUT}"))?;
-    let action = f.next().ok_or_else(|| format!("missing action; {LAYOUT}"))?;
+    let action = f
+        .next()
+        .ok_or_else(|| format!("missing action; {LAYOUT}"))?;
     if action != "Q" {
         return Ok(Line::Skip(Skipped::Other));
     }
@@ -232,7 +245,11 @@ fn request(time_ns: u64, op: Direction, at: u64, len: u64, unit: u64) -> Result<
     }
     let (offset_bytes, len_bytes) = match (at.checked_mul(unit), len.checked_mul(unit)) {
         (Some(o), Some(l)) if o.checked_add(l).is_some() => (o, l),
-        _ => return Err(format!("offset {at} + length {len} (x {unit} bytes) overflows 64 bits")),
+        _ => {
+            return Err(format!(
+                "offset {at} + length {len} (x {unit} bytes) overflows 64 bits"
+            ))
+        }
     };
     Ok(Line::Request(RawRequest {
         time_ns,
@@ -259,8 +276,12 @@ fn iolog(line: &str, v3: bool, state: &mut LineState) -> Result<Line, String> {
     } else {
         state.iolog_v2_clock_ns
     };
-    let _file = f.next().ok_or_else(|| format!("missing file name; {layout}"))?;
-    let action = f.next().ok_or_else(|| format!("missing action; {layout}"))?;
+    let _file = f
+        .next()
+        .ok_or_else(|| format!("missing file name; {layout}"))?;
+    let action = f
+        .next()
+        .ok_or_else(|| format!("missing action; {layout}"))?;
     let op = match action {
         "read" => Direction::Read,
         "write" => Direction::Write,
@@ -371,19 +392,31 @@ mod tests {
     fn blkparse_reads_queued_requests_in_sectors_and_skips_the_rest() {
         let b = TraceFormat::Blkparse;
         assert_eq!(
-            one(b, "  8,0    3        1     0.000000000   697  Q   W 223490 + 8 [kjournald]"),
+            one(
+                b,
+                "  8,0    3        1     0.000000000   697  Q   W 223490 + 8 [kjournald]"
+            ),
             Ok(req(0, Direction::Write, 223_490 * 512, 4096))
         );
         assert_eq!(
-            one(b, "  8,16   0       12     1.250000001  4162  Q  RS 16 + 256 [fio]"),
+            one(
+                b,
+                "  8,16   0       12     1.250000001  4162  Q  RS 16 + 256 [fio]"
+            ),
             Ok(req(1_250_000_001, Direction::Read, 8192, 131_072))
         );
         assert_eq!(
-            one(b, "  8,0    3        2     0.000001000   697  D   W 223490 + 8 [kjournald]"),
+            one(
+                b,
+                "  8,0    3        2     0.000001000   697  D   W 223490 + 8 [kjournald]"
+            ),
             Ok(Line::Skip(Skipped::Other))
         );
         assert_eq!(
-            one(b, "  8,0    1        5     0.5   100  Q  DS 0 + 2048 [fstrim]"),
+            one(
+                b,
+                "  8,0    1        5     0.5   100  Q  DS 0 + 2048 [fstrim]"
+            ),
             Ok(Line::Skip(Skipped::Trim))
         );
         assert_eq!(
@@ -391,7 +424,10 @@ mod tests {
             Ok(Line::Skip(Skipped::Flush))
         );
         assert_eq!(
-            one(b, "  8,0    0        0     0.000000000     0  m   N cfq697 alloced"),
+            one(
+                b,
+                "  8,0    0        0     0.000000000     0  m   N cfq697 alloced"
+            ),
             Ok(Line::Skip(Skipped::Other))
         );
         assert_eq!(one(b, "CPU0 (8,0):"), Ok(Line::End));
@@ -410,8 +446,15 @@ mod tests {
         let mut line = |l: &str| parse_line(v2, l, &mut state);
         assert_eq!(line(IOLOG_V2_HEADER), Ok(Line::Nothing));
         assert_eq!(line("/dev/sda add"), Ok(Line::Skip(Skipped::Other)));
-        assert_eq!(line("/dev/sda read 4096 512"), Ok(req(0, Direction::Read, 4096, 512)));
-        assert_eq!(line("/dev/sda wait 50 0"), Ok(Line::Nothing), "below 100 us: discarded");
+        assert_eq!(
+            line("/dev/sda read 4096 512"),
+            Ok(req(0, Direction::Read, 4096, 512))
+        );
+        assert_eq!(
+            line("/dev/sda wait 50 0"),
+            Ok(Line::Nothing),
+            "below 100 us: discarded"
+        );
         assert_eq!(line("/dev/sda wait 250 0"), Ok(Line::Nothing));
         assert_eq!(
             line("/dev/sda write 0 8192"),
@@ -428,14 +471,24 @@ mod tests {
         );
         assert_eq!(one(v3, "21 /tmp/f add"), Ok(Line::Skip(Skipped::Other)));
         assert!(one(v3, "125 /tmp/f wait 100 0").is_err(), "v3 has no wait");
-        assert!(one(v3, "x /tmp/f read 0 1").unwrap_err().contains("timestamp 'x'"));
+        assert!(one(v3, "x /tmp/f read 0 1")
+            .unwrap_err()
+            .contains("timestamp 'x'"));
     }
 
     #[test]
     fn msr_fiu_and_csv_read_their_units() {
         assert_eq!(
-            one(TraceFormat::Msr, "128166372003061629,hm,1,Read,3154152960,4096,1061"),
-            Ok(req(12_816_637_200_306_162_900, Direction::Read, 3_154_152_960, 4096))
+            one(
+                TraceFormat::Msr,
+                "128166372003061629,hm,1,Read,3154152960,4096,1061"
+            ),
+            Ok(req(
+                12_816_637_200_306_162_900,
+                Direction::Read,
+                3_154_152_960,
+                4096
+            ))
         );
         assert!(one(TraceFormat::Msr, "1,hm,1,Erase,0,4096,1")
             .unwrap_err()
@@ -444,14 +497,24 @@ mod tests {
             .unwrap_err()
             .contains("6 fields"));
         assert_eq!(
-            one(TraceFormat::Fiu, "89966527446031 4838 nfsd 1052928 8 W 6 0 c1cba2e6"),
-            Ok(req(89_966_527_446_031, Direction::Write, 1_052_928 * 512, 4096))
+            one(
+                TraceFormat::Fiu,
+                "89966527446031 4838 nfsd 1052928 8 W 6 0 c1cba2e6"
+            ),
+            Ok(req(
+                89_966_527_446_031,
+                Direction::Write,
+                1_052_928 * 512,
+                4096
+            ))
         );
         assert_eq!(
             one(TraceFormat::Fiu, "5 1 cat 2 1 R"),
             Ok(req(5, Direction::Read, 1024, 512))
         );
-        assert!(one(TraceFormat::Fiu, "5 1 cat 2 1 X").unwrap_err().contains("'X'"));
+        assert!(one(TraceFormat::Fiu, "5 1 cat 2 1 X")
+            .unwrap_err()
+            .contains("'X'"));
         assert_eq!(one(TraceFormat::Csv, CSV_HEADER), Ok(Line::Nothing));
         assert_eq!(
             one(TraceFormat::Csv, "1000,W,4096,512"),
@@ -474,7 +537,10 @@ mod tests {
         let g = TraceFormat::guess;
         assert_eq!(g(IOLOG_V2_HEADER), Some(TraceFormat::IologV2));
         assert_eq!(g(IOLOG_V3_HEADER), Some(TraceFormat::IologV3));
-        assert_eq!(g("TIME_NS,OP,OFFSET_BYTES,LEN_BYTES"), Some(TraceFormat::Csv));
+        assert_eq!(
+            g("TIME_NS,OP,OFFSET_BYTES,LEN_BYTES"),
+            Some(TraceFormat::Csv)
+        );
         assert_eq!(
             g("  8,0    3        1     0.000000000   697  Q   W 223490 + 8 [kjournald]"),
             Some(TraceFormat::Blkparse)
@@ -483,7 +549,10 @@ mod tests {
             g("128166372003061629,hm,1,Read,3154152960,4096,1061"),
             Some(TraceFormat::Msr)
         );
-        assert_eq!(g("89966527446031 4838 nfsd 1052928 8 W 6 0"), Some(TraceFormat::Fiu));
+        assert_eq!(
+            g("89966527446031 4838 nfsd 1052928 8 W 6 0"),
+            Some(TraceFormat::Fiu)
+        );
         assert_eq!(g("something else entirely"), None);
         for (name, f) in TraceFormat::ALL {
             assert_eq!(TraceFormat::from_name(name), Some(f));

@@ -38,7 +38,7 @@ pub enum ReplayMode {
     /// Open loop: each request is due at its recorded time (divided by the replay speed)
     /// from the replay's start; latency is measured from that time, so a device slower than
     /// the trace shows as queueing, not as a slowed trace. `iodepth` bounds the requests in
-    /// flight; one that finds every slot taken waits (counted in `waited_for_slot`).
+    /// flight; one that finds every slot taken waits (counted in `issued_late`).
     Timestamps,
 }
 
@@ -59,7 +59,7 @@ impl ReplayMode {
 }
 
 /// A trace replay as the user asked for it (the file is opened by whoever runs it).
-#[derive(Clone, Debug, PartialEq)]
+#[derive(Clone, Debug, PartialEq, serde::Serialize)]
 pub struct TraceSpec {
     /// The trace file.
     pub path: std::path::PathBuf,
@@ -269,8 +269,7 @@ impl TraceFeed {
     }
 
     /// The next request, or `None` at the trace's end.
-    #[allow(clippy::should_implement_trait)]
-    pub fn next(&mut self) -> Result<Option<TimedRequest>, TraceError> {
+    pub fn next_request(&mut self) -> Result<Option<TimedRequest>, TraceError> {
         loop {
             if let Some(p) = self.pieces.pop_front() {
                 self.report.count_replayed(&p.request);
@@ -328,12 +327,13 @@ impl TraceFeed {
                 },
             };
             self.report.lines = number;
-            let parsed =
-                parse_line(self.format, line, &mut self.state).map_err(|reason| TraceError::Line {
+            let parsed = parse_line(self.format, line, &mut self.state).map_err(|reason| {
+                TraceError::Line {
                     trace: self.name.clone(),
                     line: number,
                     reason: format!("{reason} (reading it as {})", self.format.name()),
-                })?;
+                }
+            })?;
             match parsed {
                 Line::Request(r) => return Ok(Some(r)),
                 Line::Skip(kind) => self.report.skipped.count(kind),
@@ -350,9 +350,9 @@ impl TraceFeed {
 
     /// The summary of what was replayed: `stopped_early` when the run ended before the trace
     /// did. Fails if the trace held no request at all.
-    pub fn finish(mut self, waited_for_slot: u64) -> Result<TraceReport, TraceError> {
+    pub fn finish(mut self, issued_late: u64) -> Result<TraceReport, TraceError> {
         self.report.fitted = self.fitter.counts;
-        self.report.waited_for_slot = waited_for_slot;
+        self.report.issued_late = issued_late;
         self.report.stopped_early = !self.ended || !self.pieces.is_empty();
         if self.report.requests == 0 {
             return Err(TraceError::Empty {

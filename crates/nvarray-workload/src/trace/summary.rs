@@ -76,7 +76,7 @@ const SIZE_BOUNDS: [u64; 12] = [
 
 /// Distinct device bytes touched, counted in granules on a bitmap of the device: 4 KiB
 /// granules, coarser on a device so large that the bitmap would pass 8 MiB (2^26 granules).
-#[derive(Clone, Debug)]
+#[derive(Clone, Debug, PartialEq)]
 pub(crate) struct Footprint {
     granule_shift: u32,
     bits: Vec<u64>,
@@ -125,7 +125,7 @@ impl Footprint {
 }
 
 /// The trace's summary and what the replay did to it (in the run's report, `trace`).
-#[derive(Clone, Debug, serde::Serialize)]
+#[derive(Clone, Debug, PartialEq, serde::Serialize)]
 pub struct TraceReport {
     /// The trace file, and how it was read and replayed.
     pub path: String,
@@ -167,9 +167,11 @@ pub struct TraceReport {
     pub skipped: SkippedCounts,
     /// What fitting the requests to the device did.
     pub fitted: Fitted,
-    /// Timestamps mode: requests that found every queue slot (`iodepth`) taken at their time
-    /// and waited (their latency counts the wait).
-    pub waited_for_slot: u64,
+    /// Timestamps mode: requests issued after their time, their latency counting the wait.
+    /// The simulator counts those that found every queue slot (`iodepth`) taken; the
+    /// emulator those its host thread issued more than 1 µs late (every slot taken, or the
+    /// thread busy finishing others).
+    pub issued_late: u64,
     /// The run ended (runtime, number_ios) before the trace did.
     pub stopped_early: bool,
     #[serde(skip)]
@@ -207,7 +209,7 @@ impl TraceReport {
             footprint_granule_bytes: footprint.granule_bytes(),
             skipped: SkippedCounts::default(),
             fitted: Fitted::default(),
-            waited_for_slot: 0,
+            issued_late: 0,
             stopped_early: false,
             footprint,
             sizes: [0; SIZE_BOUNDS.len() + 1],

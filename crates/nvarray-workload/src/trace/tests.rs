@@ -24,12 +24,20 @@ fn feed(text: &str, spec: &TraceSpec) -> Result<TraceFeed, TraceError> {
     TraceFeed::new("t", reader, spec, GEOMETRY, 0)
 }
 
-/// Every request of `text`, as (due, op, offset, len), and the feed's report.
-fn replay(text: &str, spec: &TraceSpec) -> Result<(Vec<(u64, Direction, u64, u32)>, TraceReport), TraceError> {
+/// A replayed request: due, op, offset, len.
+type Replayed = (u64, Direction, u64, u32);
+
+/// Every request of `text`, and the feed's report.
+fn replay(text: &str, spec: &TraceSpec) -> Result<(Vec<Replayed>, TraceReport), TraceError> {
     let mut f = feed(text, spec)?;
     let mut out = Vec::new();
-    while let Some(t) = f.next()? {
-        out.push((t.due_ns, t.request.op, t.request.offset_bytes, t.request.len_bytes));
+    while let Some(t) = f.next_request()? {
+        out.push((
+            t.due_ns,
+            t.request.op,
+            t.request.offset_bytes,
+            t.request.len_bytes,
+        ));
     }
     Ok((out, f.finish(0)?))
 }
@@ -108,7 +116,11 @@ fn every_format_gives_the_same_requests_at_the_same_times() {
                 given.is_some()
             );
             assert_eq!(report.format, format, "{name} guessed");
-            assert_eq!((report.requests, report.reads, report.writes), (3, 2, 1), "{name}");
+            assert_eq!(
+                (report.requests, report.reads, report.writes),
+                (3, 2, 1),
+                "{name}"
+            );
             assert_eq!(report.duration_ns, 2_000_000_000, "{name}");
             assert!((report.read_fraction - 2.0 / 3.0).abs() < 1e-12);
             assert_eq!(report.footprint_bytes, 4096 + 4096 + 65_536, "{name}");
@@ -124,7 +136,11 @@ fn what_is_not_a_request_is_skipped_and_counted() {
         &spec(None, ReplayMode::AsFast, 1.0),
     )
     .unwrap();
-    assert_eq!((b.skipped.flush, b.skipped.other), (1, 3), "G, D and C events; the flush");
+    assert_eq!(
+        (b.skipped.flush, b.skipped.other),
+        (1, 3),
+        "G, D and C events; the flush"
+    );
     let (_, v3) = replay(
         &the_same_trace_in(TraceFormat::IologV3),
         &spec(None, ReplayMode::AsFast, 1.0),
@@ -145,7 +161,9 @@ fn replay_speed_divides_the_trace_time() {
     let (slow, _) = replay(&text, &spec(None, ReplayMode::Timestamps, 0.5)).unwrap();
     assert_eq!(slow[2].0, 4_000_000_000);
     for bad in [0.0, -1.0, f64::NAN, f64::INFINITY, 1e9] {
-        let e = feed(&text, &spec(None, ReplayMode::AsFast, bad)).err().unwrap();
+        let e = feed(&text, &spec(None, ReplayMode::AsFast, bad))
+            .err()
+            .unwrap();
         assert!(e.to_string().contains("--replay-speed"), "{e}");
     }
 }
@@ -154,40 +172,61 @@ fn replay_speed_divides_the_trace_time() {
 fn a_malformed_line_is_an_error_naming_its_number_and_the_layout() {
     let text = format!("{CSV_HEADER}\n0,R,0,512\n1,R,oops,512\n");
     let mut f = feed(&text, &spec(None, ReplayMode::AsFast, 1.0)).unwrap();
-    assert!(f.next().unwrap().is_some());
-    let e = f.next().unwrap_err().to_string();
+    assert!(f.next_request().unwrap().is_some());
+    let e = f.next_request().unwrap_err().to_string();
     assert!(e.starts_with("t line 3: offset_bytes 'oops'"), "{e}");
     assert!(e.contains("time_ns,op,offset_bytes,len_bytes"), "{e}");
     // A wrong format given by hand fails on the first line (here the header), saying which
     // format it read the line as.
-    let e = feed(&text, &spec(Some(TraceFormat::Msr), ReplayMode::AsFast, 1.0))
-        .unwrap()
-        .next()
-        .unwrap_err()
-        .to_string();
+    let e = feed(
+        &text,
+        &spec(Some(TraceFormat::Msr), ReplayMode::AsFast, 1.0),
+    )
+    .unwrap()
+    .next_request()
+    .unwrap_err()
+    .to_string();
     assert!(e.contains("t line 1") && e.contains("as msr"), "{e}");
 }
 
 #[test]
 fn an_unknown_an_empty_and_a_binary_trace_are_refused_clearly() {
-    let e = feed("hello there\n", &spec(None, ReplayMode::AsFast, 1.0)).err().unwrap();
-    assert!(e.to_string().contains("cannot tell the format") && e.to_string().contains("--trace-format"));
-    let e = feed("\n# nothing\n", &spec(None, ReplayMode::AsFast, 1.0)).err().unwrap();
+    let e = feed("hello there\n", &spec(None, ReplayMode::AsFast, 1.0))
+        .err()
+        .unwrap();
+    assert!(
+        e.to_string().contains("cannot tell the format")
+            && e.to_string().contains("--trace-format")
+    );
+    let e = feed("\n# nothing\n", &spec(None, ReplayMode::AsFast, 1.0))
+        .err()
+        .unwrap();
     assert!(matches!(e, TraceError::Empty { lines: 2, .. }), "{e}");
     let e = replay(
         "fio version 3 iolog\n1 /f add\n2 /f open\n",
         &spec(None, ReplayMode::AsFast, 1.0),
     )
     .unwrap_err();
-    assert!(e.to_string().contains("no requests") && e.to_string().contains("2 non-request line"), "{e}");
+    assert!(
+        e.to_string().contains("no requests") && e.to_string().contains("2 non-request line"),
+        "{e}"
+    );
     let binary = [0xffu8, 0xfe, 0x00, b'\n'];
     let reader = Box::new(std::io::Cursor::new(binary.to_vec()));
-    let e = TraceFeed::new("t", reader, &spec(None, ReplayMode::AsFast, 1.0), GEOMETRY, 0)
-        .err()
-        .unwrap();
+    let e = TraceFeed::new(
+        "t",
+        reader,
+        &spec(None, ReplayMode::AsFast, 1.0),
+        GEOMETRY,
+        0,
+    )
+    .err()
+    .unwrap();
     assert!(e.to_string().contains("line 1: not UTF-8"), "{e}");
     let long = "1".repeat(LINE_BYTES_MAX + 10);
-    let e = feed(&long, &spec(None, ReplayMode::AsFast, 1.0)).err().unwrap();
+    let e = feed(&long, &spec(None, ReplayMode::AsFast, 1.0))
+        .err()
+        .unwrap();
     assert!(e.to_string().contains("longer than"), "{e}");
 }
 
@@ -195,7 +234,10 @@ fn an_unknown_an_empty_and_a_binary_trace_are_refused_clearly() {
 fn out_of_order_requests_are_due_with_the_one_before_them() {
     let text = format!("{CSV_HEADER}\n100,R,0,512\n300,R,0,512\n200,R,0,512\n400,R,0,512\n");
     let (r, report) = replay(&text, &spec(None, ReplayMode::Timestamps, 1.0)).unwrap();
-    assert_eq!(r.iter().map(|r| r.0).collect::<Vec<_>>(), [0, 200, 200, 300]);
+    assert_eq!(
+        r.iter().map(|r| r.0).collect::<Vec<_>>(),
+        [0, 200, 200, 300]
+    );
     assert_eq!(report.out_of_order, 1);
 }
 
@@ -224,16 +266,23 @@ fn fitting_is_counted_and_split_pieces_share_their_time() {
 
 #[test]
 fn a_run_that_stops_first_says_so() {
-    let mut f = feed(&the_same_trace_in(TraceFormat::Csv), &spec(None, ReplayMode::AsFast, 1.0)).unwrap();
-    f.next().unwrap();
+    let mut f = feed(
+        &the_same_trace_in(TraceFormat::Csv),
+        &spec(None, ReplayMode::AsFast, 1.0),
+    )
+    .unwrap();
+    f.next_request().unwrap();
     let report = f.finish(7).unwrap();
     assert!(report.stopped_early);
-    assert_eq!((report.requests, report.waited_for_slot), (1, 7));
+    assert_eq!((report.requests, report.issued_late), (1, 7));
 }
 
 #[test]
 fn the_span_is_the_largest_end_and_scaling_uses_it() {
-    let text = format!("{CSV_HEADER}\n0,R,0,4096\n1,R,{},4096\n", (4u64 << 30) - 4096);
+    let text = format!(
+        "{CSV_HEADER}\n0,R,0,4096\n1,R,{},4096\n",
+        (4u64 << 30) - 4096
+    );
     let reader = Box::new(std::io::Cursor::new(text.as_bytes().to_vec()));
     let span = trace_span("t", reader, None).unwrap();
     assert_eq!(span, 4 << 30);
@@ -241,7 +290,7 @@ fn the_span_is_the_largest_end_and_scaling_uses_it() {
     s.address = AddressMode::Scale;
     let reader = Box::new(std::io::Cursor::new(text.as_bytes().to_vec()));
     let mut f = TraceFeed::new("t", reader, &s, GEOMETRY, span).unwrap();
-    f.next().unwrap();
-    let last = f.next().unwrap().unwrap();
+    f.next_request().unwrap();
+    let last = f.next_request().unwrap().unwrap();
     assert_eq!(last.request.offset_bytes, (1 << 30) - 4096);
 }
