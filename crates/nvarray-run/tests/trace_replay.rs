@@ -171,7 +171,7 @@ fn a_bad_line_mid_trace_fails_the_run_naming_it() {
     )
     .unwrap_err()
     .to_string();
-    assert!(e.contains("bad.csv line 3") && e.contains("op 'x'"), "{e}");
+    assert!(e.contains("bad.csv line 3") && e.contains("op 'X'"), "{e}");
     let missing = dir.path().join("missing.csv");
     let e = sim::run(
         &device("dram", "64m"),

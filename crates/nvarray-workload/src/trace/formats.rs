@@ -18,9 +18,11 @@ pub enum TraceFormat {
     Blkparse,
     /// fio's iolog version 2 (`fio version 2 iolog` first): `FILENAME ACTION [OFFSET LENGTH]`,
     /// times from `wait` actions (microseconds since the previous wait).
+    #[serde(rename = "iolog2")]
     IologV2,
     /// fio's iolog version 3 (`fio version 3 iolog` first, what `fio --write_iolog` writes):
     /// `MICROSECONDS FILENAME ACTION [OFFSET LENGTH]`.
+    #[serde(rename = "iolog3")]
     IologV3,
     /// MSR-Cambridge CSV: `Timestamp,Hostname,DiskNumber,Type,Offset,Size,ResponseTime`, the
     /// timestamp in Windows filetime (100 ns units), `Type` `Read` or `Write`, offset and
@@ -324,7 +326,7 @@ fn msr(line: &str) -> Result<Line, String> {
     let op = match f[3].to_ascii_lowercase().as_str() {
         "read" => Direction::Read,
         "write" => Direction::Write,
-        other => return Err(format!("type '{other}' is not Read or Write; {LAYOUT}")),
+        _ => return Err(format!("type '{}' is not Read or Write; {LAYOUT}", f[3])),
     };
     let offset = number(Some(f[4]), "offset").map_err(|e| format!("{e}; {LAYOUT}"))?;
     let len = number(Some(f[5]), "size").map_err(|e| format!("{e}; {LAYOUT}"))?;
@@ -364,7 +366,7 @@ fn csv(line: &str) -> Result<Line, String> {
     let op = match f[1].to_ascii_lowercase().as_str() {
         "r" | "read" => Direction::Read,
         "w" | "write" => Direction::Write,
-        other => return Err(format!("op '{other}' is not R or W; {LAYOUT}")),
+        _ => return Err(format!("op '{}' is not R or W; {LAYOUT}", f[1])),
     };
     let offset = number(Some(f[2]), "offset_bytes").map_err(|e| format!("{e}; {LAYOUT}"))?;
     let len = number(Some(f[3]), "len_bytes").map_err(|e| format!("{e}; {LAYOUT}"))?;
@@ -492,7 +494,7 @@ mod tests {
         );
         assert!(one(TraceFormat::Msr, "1,hm,1,Erase,0,4096,1")
             .unwrap_err()
-            .contains("'erase'"));
+            .contains("'Erase'"));
         assert!(one(TraceFormat::Msr, "1,hm,1,Read,0,4096")
             .unwrap_err()
             .contains("6 fields"));
