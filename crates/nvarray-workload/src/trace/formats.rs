@@ -170,6 +170,23 @@ pub(crate) fn parse_line(
     }
 }
 
+/// The first `N` fields of `line` split by `split`, trimmed, without allocating (a trace has
+/// millions of lines), and how many fields there were in all (at most `N + 1` counted).
+fn fields<'a, const N: usize>(parts: impl Iterator<Item = &'a str>) -> ([&'a str; N], usize) {
+    let mut out = [""; N];
+    let mut count = 0;
+    for part in parts {
+        if count < N {
+            out[count] = part.trim();
+        }
+        count += 1;
+        if count > N {
+            break;
+        }
+    }
+    (out, count)
+}
+
 fn number(field: Option<&str>, what: &str) -> Result<u64, String> {
     let text = field.ok_or_else(|| format!("missing {what}"))?;
     text.parse()
@@ -238,6 +255,15 @@ fn seconds_to_ns(text: &str) -> Option<u64> {
         frac.parse::<u64>().ok()? * 10u64.pow(9 - frac.len() as u32)
     };
     s.checked_mul(1_000_000_000)?.checked_add(frac_ns)
+}
+
+/// "3", or "more than 4" when counting stopped past the layout's `n`.
+fn describe_count(count: usize, n: usize) -> String {
+    if count > n {
+        format!("more than {n}")
+    } else {
+        count.to_string()
+    }
 }
 
 /// A request in `unit`-byte units, its length 0 skipped, its end checked against `u64`.
@@ -318,9 +344,12 @@ fn msr(line: &str) -> Result<Line, String> {
     if line.to_ascii_lowercase().starts_with("timestamp,") {
         return Ok(Line::Nothing);
     }
-    let f: Vec<&str> = line.split(',').map(str::trim).collect();
-    if f.len() != 7 {
-        return Err(format!("{} fields, not 7; {LAYOUT}", f.len()));
+    let (f, count) = fields::<7>(line.split(','));
+    if count != 7 {
+        return Err(format!(
+            "{} fields, not 7; {LAYOUT}",
+            describe_count(count, 7)
+        ));
     }
     let ticks = number(Some(f[0]), "timestamp").map_err(|e| format!("{e}; {LAYOUT}"))?;
     let op = match f[3].to_ascii_lowercase().as_str() {
@@ -337,9 +366,12 @@ fn msr(line: &str) -> Result<Line, String> {
 fn fiu(line: &str) -> Result<Line, String> {
     const LAYOUT: &str = "expected SNIA/FIU text: NANOSECONDS PID PROCESS LBA SECTORS R|W \
                           [MAJOR MINOR [HASH]]";
-    let f: Vec<&str> = line.split_whitespace().collect();
-    if !(6..=9).contains(&f.len()) {
-        return Err(format!("{} fields, not 6 to 9; {LAYOUT}", f.len()));
+    let (f, count) = fields::<9>(line.split_whitespace());
+    if !(6..=9).contains(&count) {
+        return Err(format!(
+            "{} fields, not 6 to 9; {LAYOUT}",
+            describe_count(count, 9)
+        ));
     }
     let time_ns = number(Some(f[0]), "timestamp").map_err(|e| format!("{e}; {LAYOUT}"))?;
     number(Some(f[1]), "PID").map_err(|e| format!("{e}; {LAYOUT}"))?;
@@ -358,9 +390,12 @@ fn csv(line: &str) -> Result<Line, String> {
     if line.eq_ignore_ascii_case(CSV_HEADER) {
         return Ok(Line::Nothing);
     }
-    let f: Vec<&str> = line.split(',').map(str::trim).collect();
-    if f.len() != 4 {
-        return Err(format!("{} fields, not 4; {LAYOUT}", f.len()));
+    let (f, count) = fields::<4>(line.split(','));
+    if count != 4 {
+        return Err(format!(
+            "{} fields, not 4; {LAYOUT}",
+            describe_count(count, 4)
+        ));
     }
     let time_ns = number(Some(f[0]), "time_ns").map_err(|e| format!("{e}; {LAYOUT}"))?;
     let op = match f[1].to_ascii_lowercase().as_str() {
