@@ -119,7 +119,7 @@ pub struct FioArgs {
     /// size and time; --iodepth, --runtime, --number_ios, --thinktime and --name still apply.
     #[arg(long, value_name = "FILE", conflicts_with_all = [
         "jobfile", "rw", "bs", "bssplit", "rwmixread", "numjobs", "random_distribution",
-        "offset", "size", "blockalign", "verify",
+        "offset", "blockalign", "verify",
     ])]
     pub trace: Option<PathBuf>,
     /// The trace's format: blkparse | iolog2 | iolog3 | msr | fiu | csv [default: guessed
@@ -174,6 +174,12 @@ impl FioArgs {
         let Some(path) = &self.trace else {
             return Ok(None);
         };
+        // (`nvarray bench` has taken its `--size`, the device's size, by now.)
+        if self.size.is_some() {
+            return Err(input_error(
+                "--size limits a generated job's region; a trace's offsets are its own (fit them with --trace-address, size the device with --set memory.capacity_bytes=)",
+            ));
+        }
         let format = match &self.trace_format {
             None => None,
             Some(f) => Some(TraceFormat::from_name(f).ok_or_else(|| {

@@ -101,13 +101,7 @@ fn every_format_replays_in_both_engines_with_the_same_report() {
                 "--json",
             ];
             let sim = json(&[&["sim"][..], &common].concat());
-            let emu = json(
-                &[
-                    &["bench", "--set", "memory.capacity_bytes=64m"][..],
-                    &common,
-                ]
-                .concat(),
-            );
+            let emu = json(&[&["bench", "--size", "64m"][..], &common].concat());
             for (engine, r) in [("sim", &sim), ("emu", &emu)] {
                 let t = &r["trace"];
                 assert_eq!(t["format"], format, "{engine} {format} {mode}: {t}");
@@ -189,7 +183,11 @@ fn bad_traces_and_flags_are_refused_with_what_to_change() {
         "time_ns,op,offset_bytes,len_bytes\n0,R,0,512\n",
     );
     let good = good.to_str().unwrap();
-    let cases: [(&[&str], &str); 8] = [
+    let cases: [(&[&str], &str); 9] = [
+        (
+            &["--trace", good, "--size", "1g"],
+            "--size limits a generated job's region",
+        ),
         (
             &["--trace", "/nonexistent/t.csv"],
             "reading /nonexistent/t.csv",
