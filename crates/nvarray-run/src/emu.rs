@@ -216,9 +216,14 @@ fn run_thread(
     let mut pending: Option<(Request, Option<Instant>)> = None;
     let mut trace_ended = false;
     let mut issued_late = 0u64;
+    let mut issued_bytes = 0u64;
     loop {
         let time_up = deadline.is_some_and(|d| Instant::now() >= d);
-        let more = !time_up && error.is_none() && issued < plan.ios && !trace_ended;
+        let more = !time_up
+            && error.is_none()
+            && issued < plan.ios
+            && issued_bytes < plan.io_bytes
+            && !trace_ended;
         if more && in_flight == 0 {
             if let Some(&ready) = slots.front() {
                 // Nothing to wait for but the think time, or the next request's time.
@@ -229,7 +234,7 @@ fn run_thread(
                 );
             }
         }
-        while more && issued < plan.ios {
+        while more && issued < plan.ios && issued_bytes < plan.io_bytes {
             let now = Instant::now();
             match slots.front() {
                 Some(&ready) if ready <= now => {}
@@ -279,6 +284,7 @@ fn run_thread(
                     issuer.issue(p);
                     slots.pop_front();
                     issued += 1;
+                    issued_bytes += u64::from(r.len_bytes);
                     in_flight += 1;
                 }
                 // Other threads hold every tag: collect our own completions first.
@@ -340,7 +346,7 @@ fn run_thread(
     // A thread that stopped before the run did (its number_ios done, or a runtime shorter
     // than the longest job's) reports its rates over its own time, as fio does.
     let shorter = runtime.is_some_and(|r| Some(r) < longest_runtime);
-    if issued >= plan.ios || shorter {
+    if issued >= plan.ios || issued_bytes >= plan.io_bytes || shorter {
         stats.set_active_ns(began.elapsed().as_nanos() as u64);
     }
     let trace = match plan.requests {

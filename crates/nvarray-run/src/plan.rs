@@ -10,7 +10,11 @@ use std::io::BufReader;
 use nvarray_workload::trace::{
     trace_span, AddressMode, Geometry, ReplayMode, TimedRequest, TraceError, TraceFeed, TraceSpec,
 };
-use nvarray_workload::{Request, RequestGen, Verify, Workload, WorkloadError};
+use nvarray_workload::{
+    JobSpec, RateProcess, Request, RequestGen, Verify, Workload, WorkloadError,
+};
+use rand::rngs::SmallRng;
+use rand::{Rng, SeedableRng};
 use thiserror::Error;
 
 /// Run length when a job gives neither `runtime` nor `number_ios`: simulated time in the
@@ -27,6 +31,9 @@ pub struct ThreadPlan {
     pub iodepth: u32,
     /// Requests the thread issues at most (`u64::MAX` when only time bounds it).
     pub ios: u64,
+    /// Bytes the thread moves at most: it stops issuing once it has issued this many
+    /// (`io_size`, or the region's size for `runtime=0`; `u64::MAX`: no limit).
+    pub io_bytes: u64,
     /// When the thread stops issuing, from the run's start (`None` when only `ios` bounds it).
     pub runtime_ns: Option<u64>,
     /// Pause between a completion and the next request from its queue slot.
@@ -40,8 +47,9 @@ pub struct ThreadPlan {
 // box would add a pointer chase to each.
 #[allow(clippy::large_enum_variant)]
 pub enum Requests {
-    /// Generated from the job (`rw`, `bs`, ...), without end.
-    Generated(RequestGen),
+    /// Generated from the job (`rw`, `bs`, ...), without end; spaced by the pacer when the
+    /// job caps its rate.
+    Generated(RequestGen, Option<Pacer>),
     /// Read from a trace, until its end.
     Trace(Box<TraceFeed>),
 }
@@ -59,7 +67,10 @@ impl Requests {
     /// The thread's next request.
     pub fn next_request(&mut self) -> Result<Next, TraceError> {
         match self {
-            Requests::Generated(gen) => Ok(Next::Request(gen.next_request(), None)),
+            Requests::Generated(gen, pacer) => {
+                let r = gen.next_request();
+                Ok(Next::Request(r, pacer.as_mut().map(|p| p.due(r.len_bytes))))
+            }
             Requests::Trace(feed) => Ok(match feed.next_request()? {
                 None => Next::End,
                 Some(TimedRequest { due_ns, request }) => Next::Request(
@@ -68,6 +79,55 @@ impl Requests {
                 ),
             }),
         }
+    }
+}
+
+/// Spaces a rate-capped thread's requests (fio's `rate_iops`, `rate`, `rate_process`): each
+/// request is due a gap after the one before, the longer of 1 / `rate_iops` and its length /
+/// `rate`; with `poisson` the gap is drawn from an exponential distribution of that mean. The
+/// engines issue each request at its due time and measure its latency from there, as for a
+/// trace replayed at its timestamps: a device that cannot keep the rate shows queueing.
+pub struct Pacer {
+    iops: Option<u64>,
+    bytes_per_s: Option<u64>,
+    poisson: Option<SmallRng>,
+    next_due_ns: f64,
+}
+
+impl Pacer {
+    /// The pacer of `job`'s thread `thread` (`None` when the job caps no rate).
+    pub fn new(job: &JobSpec, thread: u32) -> Option<Pacer> {
+        if job.rate_iops.is_none() && job.rate_bytes_per_s.is_none() {
+            return None;
+        }
+        // Its own stream, so pacing does not change the offsets the generator draws.
+        let seed = job.randseed ^ 0x5ace_da7e ^ (u64::from(thread) << 32);
+        Some(Pacer {
+            iops: job.rate_iops,
+            bytes_per_s: job.rate_bytes_per_s,
+            poisson: (job.rate_process == RateProcess::Poisson)
+                .then(|| SmallRng::seed_from_u64(seed)),
+            next_due_ns: 0.0,
+        })
+    }
+
+    /// When a request of `len_bytes` is due, from the run's start.
+    pub fn due(&mut self, len_bytes: u32) -> u64 {
+        let due = self.next_due_ns;
+        let mut gap = 0f64;
+        if let Some(iops) = self.iops {
+            gap = gap.max(1e9 / iops as f64);
+        }
+        if let Some(rate) = self.bytes_per_s {
+            gap = gap.max(f64::from(len_bytes) * 1e9 / rate as f64);
+        }
+        if let Some(rng) = &mut self.poisson {
+            // Inverse transform: -ln(1 - U) is exponential of mean 1, U uniform in [0, 1).
+            let u: f64 = rng.gen();
+            gap *= -(1.0 - u).ln();
+        }
+        self.next_due_ns += gap;
+        due as u64
     }
 }
 
@@ -101,10 +161,14 @@ impl Plan {
         let (size_bytes, block_bytes) = (geometry.capacity_bytes, geometry.block_bytes);
         let mut threads = Vec::new();
         for (stream, job) in workload.jobs.iter().enumerate() {
-            let runtime_ns = match (job.runtime_ns, job.number_ios, &workload.trace) {
-                // A trace ends on its own.
-                (None, None, None) => Some(DEFAULT_RUNTIME_NS),
-                (runtime, _, _) => runtime,
+            // A trace ends on its own; `runtime=0` means no time limit, as in fio.
+            let bounded = job.number_ios.is_some()
+                || job.io_size_bytes.is_some()
+                || workload.trace.is_some()
+                || job.runtime_unlimited;
+            let runtime_ns = match job.runtime_ns {
+                None if !bounded => Some(DEFAULT_RUNTIME_NS),
+                runtime => runtime,
             };
             if workload.trace.is_some() && job.numjobs != 1 {
                 return Err(PlanError::TraceThreads {
@@ -121,7 +185,18 @@ impl Plan {
                                 source,
                             }
                         })?,
+                        Pacer::new(job, t),
                     ),
+                };
+                let io_bytes = match (&requests, job.io_size_bytes) {
+                    (_, Some(bytes)) => bytes,
+                    // fio's job without a time limit moves its region once.
+                    (Requests::Generated(gen, _), None)
+                        if job.runtime_unlimited && job.number_ios.is_none() =>
+                    {
+                        gen.region_len_bytes()
+                    }
+                    _ => u64::MAX,
                 };
                 threads.push(ThreadPlan {
                     index: threads.len() as u64,
@@ -129,6 +204,7 @@ impl Plan {
                     requests,
                     iodepth: job.iodepth,
                     ios: job.number_ios.unwrap_or(u64::MAX),
+                    io_bytes,
                     runtime_ns,
                     thinktime_ns: job.thinktime_ns,
                     verify: job.verify != Verify::None,
@@ -176,7 +252,6 @@ pub fn open_trace(spec: &TraceSpec, geometry: Geometry) -> Result<TraceFeed, Tra
 #[cfg(test)]
 mod tests {
     use super::*;
-    use nvarray_workload::JobSpec;
 
     fn geometry(capacity_bytes: u64, block_bytes: u32) -> Geometry {
         Geometry {

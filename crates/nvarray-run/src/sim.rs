@@ -47,6 +47,8 @@ struct Thread {
     issued_late: u64,
     /// Requests this thread may still issue (`u64::MAX` when bounded by time).
     remaining: u64,
+    /// Bytes it may still issue (`u64::MAX`: no byte limit).
+    bytes_left: u64,
     thinktime_ns: u64,
     /// The thread stops issuing at this time (`u64::MAX` when bounded by count).
     end_ns: u64,
@@ -85,7 +87,7 @@ impl Host {
     /// from its time.
     fn issue(&mut self, model: &mut DeviceModel, x: u32, t: u64) -> Result<(), SimError> {
         let th = &mut self.threads[x as usize];
-        if th.remaining == 0 || t >= th.end_ns {
+        if th.remaining == 0 || th.bytes_left == 0 || t >= th.end_ns {
             return Ok(());
         }
         let (r, issue_ns) = match th.scheduled.front() {
@@ -114,6 +116,7 @@ impl Host {
             },
         };
         th.remaining -= 1;
+        th.bytes_left = th.bytes_left.saturating_sub(u64::from(r.len_bytes));
         let start = t.max(th.cpu_free_ns);
         let submit = start + self.software_ns;
         th.cpu_free_ns = submit;
@@ -189,6 +192,7 @@ pub fn run(device: &DeviceConfig, workload: &Workload) -> Result<RunReport, SimE
                 scheduled: VecDeque::new(),
                 issued_late: 0,
                 remaining: t.ios,
+                bytes_left: t.io_bytes,
                 thinktime_ns: t.thinktime_ns,
                 end_ns: t.runtime_ns.unwrap_or(u64::MAX),
                 cpu_free_ns: 0,
@@ -291,7 +295,7 @@ pub fn run(device: &DeviceConfig, workload: &Workload) -> Result<RunReport, SimE
         let Some(runtime_ns) = own().map(|t| t.end_ns).next() else {
             continue;
         };
-        if own().all(|t| t.remaining == 0) {
+        if own().all(|t| t.remaining == 0 || t.bytes_left == 0) {
             stats.set_active_ns(stream_last_ns[stream].max(1));
         } else if runtime_ns < elapsed_ns {
             stats.set_active_ns(runtime_ns);

@@ -3,6 +3,7 @@
 //! Every message is a single line that names the offending key or field and says what would
 //! have been accepted, so the binary can print it as is and the user knows what to change.
 
+use crate::spec::closest_key;
 use crate::spec::{IGNORED_KEYS, SUPPORTED_KEYS};
 
 /// Everything that can go wrong while parsing or validating a workload.
@@ -50,7 +51,8 @@ pub enum WorkloadError {
 
     /// A key that is neither supported nor on the ignore list.
     #[error(
-        "unknown key '{key}'; supported keys: {}; accepted and ignored: {}",
+        "unknown key '{key}'{}; supported keys: {}; accepted and ignored: {}",
+        closest_key(key).map(|k| format!(" (did you mean '{k}'?)")).unwrap_or_default(),
         SUPPORTED_KEYS.join(", "),
         IGNORED_KEYS.join(", ")
     )]

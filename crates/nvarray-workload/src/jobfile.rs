@@ -75,6 +75,16 @@ impl Workload {
 ///
 /// Not supported: `include`, `$VARIABLE` expansion, fio's arithmetic in values.
 pub fn parse_job_file(text: &str) -> Result<Workload, WorkloadError> {
+    parse_job_file_noting(text, &mut Vec::new())
+}
+
+/// [`parse_job_file`], adding to `notes` one line for each accepted and ignored key ("line 3:
+/// ioengine ignored: nvarray is the engine..."), so a front end can say so instead of
+/// ignoring it silently.
+pub fn parse_job_file_noting(
+    text: &str,
+    notes: &mut Vec<String>,
+) -> Result<Workload, WorkloadError> {
     if text.len() > JOB_FILE_BYTES_MAX {
         return Err(WorkloadError::InputTooLarge {
             len_bytes: text.len(),
@@ -138,6 +148,9 @@ pub fn parse_job_file(text: &str) -> Result<Workload, WorkloadError> {
             }
         };
         target.set(key, value).map_err(|e| e.at_line(line))?;
+        if let Some(why) = crate::spec::ignored_reason(key) {
+            notes.push(format!("line {line}: {key} ignored: {why}"));
+        }
     }
 
     if jobs.is_empty() {

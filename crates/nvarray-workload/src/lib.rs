@@ -63,11 +63,12 @@ mod zipf;
 
 pub use error::WorkloadError;
 pub use gen::RequestGen;
-pub use jobfile::{parse_job_file, Workload, JOBS_MAX, JOB_FILE_BYTES_MAX};
+pub use jobfile::{parse_job_file, parse_job_file_noting, Workload, JOBS_MAX, JOB_FILE_BYTES_MAX};
 pub use spec::{
-    BlockSize, Direction, Distribution, JobSpec, Request, RwMode, Verify, BSSPLIT_ENTRIES_MAX,
-    BS_BYTES_MAX, IGNORED_KEYS, IODEPTH_MAX, NAME_BYTES_MAX, NUMBER_IOS_MAX, NUMJOBS_MAX,
-    RANDSEED_DEFAULT, RUNTIME_NS_MAX, SUPPORTED_KEYS, THINKTIME_NS_MAX, ZIPF_THETA_MAX,
+    ignored_reason, BlockSize, Direction, Distribution, JobSpec, RateProcess, Request, RwMode,
+    Verify, BSSPLIT_ENTRIES_MAX, BS_BYTES_MAX, IGNORED_KEYS, IODEPTH_MAX, NAME_BYTES_MAX,
+    NUMBER_IOS_MAX, NUMJOBS_MAX, RANDSEED_DEFAULT, RUNTIME_NS_MAX, SUPPORTED_KEYS,
+    THINKTIME_NS_MAX, ZIPF_THETA_MAX,
 };
 pub use units::{
     format_duration_ns, format_size, parse_duration_ns, parse_size, NS_PER_MS, NS_PER_S, NS_PER_US,

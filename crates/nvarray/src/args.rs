@@ -6,7 +6,7 @@ use anyhow::{Context, Result};
 use clap::Args;
 use nvarray_model::{apply_overrides, parse_assignment, presets, DeviceConfig};
 use nvarray_workload::trace::{AddressMode, ReplayMode, TraceFormat, TraceSpec};
-use nvarray_workload::{parse_job_file, JobSpec, Workload};
+use nvarray_workload::{ignored_reason, parse_job_file_noting, JobSpec, Workload};
 
 use crate::input_error;
 
@@ -64,31 +64,50 @@ pub struct FioArgs {
     /// Job name (for the command-line job).
     #[arg(long)]
     pub name: Option<String>,
-    /// Access pattern: read | write | randread | randwrite | rw | randrw.
-    #[arg(long)]
+    /// Access pattern: read | write | randread | randwrite | rw | randrw [default: read].
+    #[arg(long, visible_alias = "readwrite")]
     pub rw: Option<String>,
-    /// Request size in bytes (fio units: 512, 4k, 1m; k = 1024).
-    #[arg(long)]
+    /// Request size in bytes (fio units: 512, 4k, 1m; k = 1024) [default: 4k].
+    #[arg(long, visible_alias = "blocksize")]
     pub bs: Option<String>,
     /// Request size mix, e.g. `4k/50:64k/50` (size/percent pairs summing to 100).
     #[arg(long)]
     pub bssplit: Option<String>,
-    /// Percent of reads in rw/randrw workloads (0-100).
-    #[arg(long)]
+    /// Percent of reads in rw/randrw workloads (0-100) [default: 50].
+    #[arg(long, conflicts_with = "rwmixwrite")]
     pub rwmixread: Option<String>,
-    /// Requests each thread keeps outstanding.
+    /// Percent of writes in rw/randrw workloads (0-100): rwmixread = 100 - this.
+    #[arg(long)]
+    pub rwmixwrite: Option<String>,
+    /// Requests each thread keeps outstanding [default: 1].
     #[arg(long)]
     pub iodepth: Option<String>,
-    /// Threads per job, each with its own queue.
+    /// Threads per job, each with its own queue [default: 1].
     #[arg(long)]
     pub numjobs: Option<String>,
     /// Run time: device time in the simulator, wall-clock time in the emulator (seconds by
-    /// default; 100ms, 2s, 500us also accepted).
+    /// default; 100ms, 2s, 500us also accepted). 0: no time limit, as in fio (the job then
+    /// ends by --number_ios, --io_size, or after moving its region once) [default: 100ms
+    /// when nothing else ends the job].
     #[arg(long)]
     pub runtime: Option<String>,
     /// Requests per thread (instead of, or as well as, --runtime).
     #[arg(long = "number_ios")]
     pub number_ios: Option<String>,
+    /// Bytes per thread, then it stops (fio units: 1g).
+    #[arg(long = "io_size", visible_alias = "io_limit")]
+    pub io_size: Option<String>,
+    /// Cap each thread's requests per second; requests are issued at their paced times and
+    /// their latency counts from then, so a device that cannot keep the rate shows queueing.
+    #[arg(long = "rate_iops")]
+    pub rate_iops: Option<String>,
+    /// Cap each thread's bytes per second (fio units: 100m = 100 MiB/s), paced as --rate_iops.
+    #[arg(long)]
+    pub rate: Option<String>,
+    /// How capped requests are spaced: linear (evenly) | poisson (exponential gaps)
+    /// [default: linear].
+    #[arg(long = "rate_process")]
+    pub rate_process: Option<String>,
     /// Offset distribution for random workloads: random | zipf:THETA.
     #[arg(long = "random_distribution")]
     pub random_distribution: Option<String>,
@@ -103,7 +122,7 @@ pub struct FioArgs {
     pub size: Option<String>,
     /// Boundary random offsets are aligned to (fio's blockalign; default the smallest
     /// request size, as in fio; e.g. 512 for sector-aligned random I/O).
-    #[arg(long)]
+    #[arg(long, visible_alias = "ba")]
     pub blockalign: Option<String>,
     /// Host time between a completion and the thread's next request (microseconds by default, as in fio).
     #[arg(long)]
@@ -140,21 +159,91 @@ pub struct FioArgs {
     /// aligned to the device block and split at its largest transfer; the report counts each.
     #[arg(long, value_name = "MODE", requires = "trace")]
     pub trace_address: Option<String>,
+    /// fio options that change nothing for a modelled array (ioengine, filename, direct=1,
+    /// buffered=0, norandommap, thread, group_reporting, time_based, randrepeat=1,
+    /// random_generator, invalidate, iodepth_batch*): accepted so a fio command line runs
+    /// unchanged, each noted on stderr with why.
+    #[command(flatten)]
+    pub ignored: IgnoredFioArgs,
+}
+
+/// fio options accepted and ignored (see `nvarray_workload::ignored_reason` for each why).
+#[derive(Args, Clone, Debug, Default)]
+pub struct IgnoredFioArgs {
+    #[arg(long, hide = true, num_args = 0..=1, default_missing_value = "")]
+    pub ioengine: Option<String>,
+    #[arg(long, hide = true, num_args = 0..=1, default_missing_value = "")]
+    pub filename: Option<String>,
+    #[arg(long, hide = true, num_args = 0..=1, default_missing_value = "1")]
+    pub direct: Option<String>,
+    #[arg(long, hide = true, num_args = 0..=1, default_missing_value = "0")]
+    pub buffered: Option<String>,
+    #[arg(long, hide = true, num_args = 0..=1, default_missing_value = "1")]
+    pub norandommap: Option<String>,
+    #[arg(long, hide = true, num_args = 0..=1, default_missing_value = "1")]
+    pub thread: Option<String>,
+    #[arg(long = "group_reporting", hide = true, num_args = 0..=1, default_missing_value = "1")]
+    pub group_reporting: Option<String>,
+    #[arg(long = "time_based", hide = true, num_args = 0..=1, default_missing_value = "1")]
+    pub time_based: Option<String>,
+    #[arg(long, hide = true, num_args = 0..=1, default_missing_value = "1")]
+    pub randrepeat: Option<String>,
+    #[arg(long = "random_generator", hide = true, num_args = 0..=1, default_missing_value = "")]
+    pub random_generator: Option<String>,
+    #[arg(long, hide = true, num_args = 0..=1, default_missing_value = "1")]
+    pub invalidate: Option<String>,
+    #[arg(long = "iodepth_batch", hide = true, num_args = 0..=1, default_missing_value = "1")]
+    pub iodepth_batch: Option<String>,
+    #[arg(long = "iodepth_batch_complete", hide = true, num_args = 0..=1, default_missing_value = "1")]
+    pub iodepth_batch_complete: Option<String>,
+    #[arg(long = "iodepth_low", hide = true, num_args = 0..=1, default_missing_value = "1")]
+    pub iodepth_low: Option<String>,
+}
+
+impl IgnoredFioArgs {
+    /// The options given, as fio key/value pairs.
+    fn pairs(&self) -> Vec<(&'static str, String)> {
+        let fields: [(&'static str, &Option<String>); 14] = [
+            ("ioengine", &self.ioengine),
+            ("filename", &self.filename),
+            ("direct", &self.direct),
+            ("buffered", &self.buffered),
+            ("norandommap", &self.norandommap),
+            ("thread", &self.thread),
+            ("group_reporting", &self.group_reporting),
+            ("time_based", &self.time_based),
+            ("randrepeat", &self.randrepeat),
+            ("random_generator", &self.random_generator),
+            ("invalidate", &self.invalidate),
+            ("iodepth_batch", &self.iodepth_batch),
+            ("iodepth_batch_complete", &self.iodepth_batch_complete),
+            ("iodepth_low", &self.iodepth_low),
+        ];
+        fields
+            .into_iter()
+            .filter_map(|(k, v)| v.clone().map(|v| (k, v)))
+            .collect()
+    }
 }
 
 impl FioArgs {
     /// The flags given, as fio key/value pairs in a fixed order.
     pub fn pairs(&self) -> Vec<(&'static str, String)> {
-        let fields: [(&'static str, &Option<String>); 16] = [
+        let fields: [(&'static str, &Option<String>); 21] = [
             ("name", &self.name),
             ("rw", &self.rw),
             ("bs", &self.bs),
             ("bssplit", &self.bssplit),
             ("rwmixread", &self.rwmixread),
+            ("rwmixwrite", &self.rwmixwrite),
             ("iodepth", &self.iodepth),
             ("numjobs", &self.numjobs),
             ("runtime", &self.runtime),
             ("number_ios", &self.number_ios),
+            ("io_size", &self.io_size),
+            ("rate_iops", &self.rate_iops),
+            ("rate", &self.rate),
+            ("rate_process", &self.rate_process),
             ("random_distribution", &self.random_distribution),
             ("randseed", &self.randseed),
             ("offset", &self.offset),
@@ -166,6 +255,7 @@ impl FioArgs {
         fields
             .into_iter()
             .filter_map(|(k, v)| v.clone().map(|v| (k, v)))
+            .chain(self.ignored.pairs())
             .collect()
     }
 
@@ -228,8 +318,13 @@ impl FioArgs {
         let mut workload = match &self.jobfile {
             Some(path) => {
                 let text = read_text_file(path, "job file")?;
-                parse_job_file(&text)
-                    .map_err(|e| input_error(format!("{}: {e}", path.display())))?
+                let mut notes = Vec::new();
+                let workload = parse_job_file_noting(&text, &mut notes)
+                    .map_err(|e| input_error(format!("{}: {e}", path.display())))?;
+                for note in notes {
+                    eprintln!("note: {}: {note}", path.display());
+                }
+                workload
             }
             None => Workload {
                 jobs: vec![JobSpec::default()],
@@ -249,6 +344,7 @@ impl FioArgs {
                 if k == "name" && self.jobfile.is_some() {
                     continue;
                 }
+
                 job.set(k, v).map_err(|e| {
                     let text = e.to_string();
                     // The workload error usually names the key already.
@@ -258,6 +354,12 @@ impl FioArgs {
                         format!("--{k}: {text}")
                     })
                 })?;
+            }
+        }
+        // After every value was accepted (`direct=0` is refused, not ignored).
+        for (k, _) in &pairs {
+            if let Some(why) = ignored_reason(k) {
+                eprintln!("note: --{k} ignored: {why}");
             }
         }
         Ok(workload)

@@ -5,7 +5,7 @@ use std::fmt::Write;
 use nvarray_model::DeviceConfig;
 use nvarray_report::{EmulatorSetup, MachineJitterNs, RunReport, Totals};
 use nvarray_workload::trace::{AddressMode, ReplayMode, TraceReport};
-use nvarray_workload::{format_size, JobSpec, Verify, Workload};
+use nvarray_workload::{format_size, JobSpec, RateProcess, Verify, Workload};
 use serde::Serialize;
 
 /// One line describing the device.
@@ -109,6 +109,22 @@ pub fn job_line(j: &JobSpec) -> String {
     }
     if let Some(r) = j.runtime_ns {
         s += &format!(" runtime={}", fmt_ns(r));
+    } else if j.runtime_unlimited {
+        s += " runtime=0";
+    }
+    if let Some(b) = j.io_size_bytes {
+        s += &format!(" io_size={}", format_size(b));
+    }
+    if let Some(r) = j.rate_iops {
+        s += &format!(" rate_iops={r}");
+    }
+    if let Some(r) = j.rate_bytes_per_s {
+        s += &format!(" rate={}", format_size(r));
+    }
+    if (j.rate_iops.is_some() || j.rate_bytes_per_s.is_some())
+        && j.rate_process != RateProcess::Linear
+    {
+        s += &format!(" rate_process={}", j.rate_process);
     }
     if j.thinktime_ns > 0 {
         s += &format!(" thinktime={}", fmt_ns(j.thinktime_ns));

@@ -16,8 +16,8 @@ use crate::units::{NS_PER_S, NS_PER_US};
 
 /// Every key [`JobSpec::set`] understands, in the order the docs list them.
 ///
-/// `readwrite` is fio's alias of `rw`, `blocksize` of `bs`; `rwmixwrite=N` sets
-/// `rwmixread` to `100 - N` as in fio.
+/// `readwrite` is fio's alias of `rw`, `blocksize` of `bs`, `ba` of `blockalign`, `io_limit`
+/// of `io_size`; `rwmixwrite=N` sets `rwmixread` to `100 - N` as in fio.
 pub const SUPPORTED_KEYS: &[&str] = &[
     "name",
     "rw",
@@ -31,6 +31,8 @@ pub const SUPPORTED_KEYS: &[&str] = &[
     "numjobs",
     "runtime",
     "number_ios",
+    "io_size",
+    "io_limit",
     "random_distribution",
     "randseed",
     "offset",
@@ -38,34 +40,108 @@ pub const SUPPORTED_KEYS: &[&str] = &[
     "blockalign",
     "ba",
     "thinktime",
+    "rate",
+    "rate_iops",
+    "rate_process",
     "verify",
 ];
 
-/// fio keys that are accepted (with or without a value) and ignored, because they do not
-/// change the requests a simulated array sees:
-///
-/// - `ioengine`: the simulator (or emulator) is the engine.
-/// - `filename`: the device is chosen outside the job description.
-/// - `direct`: the array has no page cache, so every job is modelled as `direct=1`.
-///   `direct=0` is refused rather than ignored, because buffered I/O would change the
-///   request stream a real device sees.
-/// - `thread`: threads versus processes is invisible to the device.
-/// - `group_reporting`: reporting only.
-/// - `time_based`: request generators always wrap around their region, which is what fio
-///   does with `time_based`; a job ends when `runtime` or `number_ios` says so, never because
-///   `size` bytes were transferred. A fio job that relies on `size` to end should set
-///   `number_ios` instead.
-///
-/// Keys that look harmless but do change what happens (`stonewall`, `randrepeat`,
-/// `rate`, ...) are deliberately not on this list: they fail as unknown keys.
+/// fio keys that are accepted (with or without a value) and ignored, each with why: they do
+/// not change the requests a modelled array sees. A front end says so in one line
+/// ([`ignored_reason`]). Keys that change what happens and are not modelled fail as unknown.
+const IGNORED: &[(&str, &str)] = &[
+    (
+        "ioengine",
+        "nvarray is the engine: requests go to the modelled device",
+    ),
+    (
+        "filename",
+        "the device is chosen by --preset/--device, not by a file",
+    ),
+    (
+        "direct",
+        "the array has no page cache: every job runs as direct=1",
+    ),
+    (
+        "buffered",
+        "the array has no page cache: every job runs as buffered=0",
+    ),
+    ("thread", "threads or processes look the same to the device"),
+    (
+        "group_reporting",
+        "nvarray reports each job and their sum already",
+    ),
+    (
+        "time_based",
+        "generated requests wrap around their region: runtime or number_ios ends a job",
+    ),
+    (
+        "norandommap",
+        "random offsets are drawn independently, as with norandommap, always",
+    ),
+    (
+        "randrepeat",
+        "runs always repeat: the same randseed gives the same requests",
+    ),
+    (
+        "random_generator",
+        "offsets come from xoshiro256++; the generator changes which offsets, not how they spread",
+    ),
+    ("invalidate", "the array has no page cache to invalidate"),
+    (
+        "iodepth_batch",
+        "requests are submitted one at a time, as they free a slot",
+    ),
+    (
+        "iodepth_batch_submit",
+        "requests are submitted one at a time, as they free a slot",
+    ),
+    (
+        "iodepth_batch_complete",
+        "completions are reaped as they arrive",
+    ),
+    (
+        "iodepth_low",
+        "requests are submitted one at a time, as they free a slot",
+    ),
+    ("fadvise_hint", "the array has no page cache"),
+];
+
+/// The names of the keys accepted and ignored (see [`ignored_reason`]).
 pub const IGNORED_KEYS: &[&str] = &[
     "ioengine",
     "filename",
     "direct",
+    "buffered",
     "thread",
     "group_reporting",
     "time_based",
+    "norandommap",
+    "randrepeat",
+    "random_generator",
+    "invalidate",
+    "iodepth_batch",
+    "iodepth_batch_submit",
+    "iodepth_batch_complete",
+    "iodepth_low",
+    "fadvise_hint",
 ];
+
+/// Why `key` is accepted and ignored, if it is.
+pub fn ignored_reason(key: &str) -> Option<&'static str> {
+    IGNORED.iter().find(|(k, _)| *k == key).map(|&(_, why)| why)
+}
+
+/// The known key closest to `key` by edit distance, if one is close enough to be a typo.
+pub(crate) fn closest_key(key: &str) -> Option<&'static str> {
+    SUPPORTED_KEYS
+        .iter()
+        .chain(IGNORED_KEYS)
+        .map(|&k| (strsim::damerau_levenshtein(key, k), k))
+        .filter(|&(d, k)| d <= 2.max(k.len() / 4))
+        .min()
+        .map(|(_, k)| k)
+}
 
 impl JobSpec {
     /// Parses and applies one fio option; the job-file parser and the command line both go
@@ -97,12 +173,18 @@ impl JobSpec {
     pub fn set(&mut self, key: &str, value: &str) -> Result<(), WorkloadError> {
         let value = value.trim();
         if IGNORED_KEYS.contains(&key) {
-            if key == "direct" && !matches!(value, "" | "1") {
-                return Err(value_error(
-                    key,
-                    value,
-                    "only direct=1 is modelled (the array has no page cache)",
-                ));
+            let refused = match key {
+                "direct" => !matches!(value, "" | "1"),
+                "buffered" => !matches!(value, "" | "0"),
+                "randrepeat" => value == "0",
+                _ => false,
+            };
+            if refused {
+                let reason = match key {
+                    "randrepeat" => "runs always repeat; change randseed for other requests",
+                    _ => "only direct=1 (buffered=0) is modelled: the array has no page cache",
+                };
+                return Err(value_error(key, value, reason));
             }
             return Ok(());
         }
@@ -133,6 +215,23 @@ impl JobSpec {
             "runtime" => {
                 let runtime_ns = parse_duration_limited(key, value, NS_PER_S, RUNTIME_NS_MAX)?;
                 self.runtime_ns = (runtime_ns > 0).then_some(runtime_ns);
+                self.runtime_unlimited = runtime_ns == 0;
+            }
+            "io_size" | "io_limit" => {
+                let bytes = nvarray_units::parse_size(value)
+                    .map_err(|e| size_value_error(key, value, &e))?;
+                self.io_size_bytes = (bytes > 0).then_some(bytes);
+            }
+            "rate" => {
+                self.rate_bytes_per_s = parse_rate(key, value, "bytes per second such as 100m")?;
+            }
+            "rate_iops" => {
+                self.rate_iops = parse_rate(key, value, "requests per second such as 50000")?;
+            }
+            "rate_process" => {
+                self.rate_process = value
+                    .parse()
+                    .map_err(|reason: String| value_error(key, value, &reason))?;
             }
             "number_ios" => {
                 let number_ios = nvarray_units::parse_size(value).map_err(|_| {
@@ -186,6 +285,21 @@ impl JobSpec {
         }
         Ok(())
     }
+}
+
+/// A rate (`rate`, `rate_iops`): one value with fio's size suffixes, 0 for no cap. fio's
+/// `READ,WRITE` pairs are refused: one cap for both directions.
+fn parse_rate(key: &str, value: &str, what: &str) -> Result<Option<u64>, WorkloadError> {
+    if value.contains(',') {
+        return Err(value_error(
+            key,
+            value,
+            "one value for reads and writes alike (separate read,write caps are not modelled)",
+        ));
+    }
+    let rate = nvarray_units::parse_size(value)
+        .map_err(|_| value_error(key, value, &format!("must be {what} (0: no cap)")))?;
+    Ok((rate > 0).then_some(rate))
 }
 
 /// Renames the key of a `Value` error, so `readwrite=x` complains about `readwrite`.
@@ -339,7 +453,7 @@ fn parse_bssplit(value: &str) -> Result<BlockSize, WorkloadError> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::spec::{Distribution, RwMode, Verify, NAME_BYTES_MAX};
+    use crate::spec::{Distribution, RateProcess, RwMode, Verify, NAME_BYTES_MAX};
 
     fn d() -> JobSpec {
         JobSpec::default()
@@ -783,6 +897,7 @@ mod tests {
             "0",
             Ok(JobSpec {
                 runtime_ns: None,
+                runtime_unlimited: true,
                 ..d()
             }),
         );
@@ -1024,16 +1139,20 @@ mod tests {
         check(
             "direct",
             "0",
-            Err("direct: only direct=1 is modelled (the array has no page cache), got '0'"),
+            Err("direct: only direct=1 (buffered=0) is modelled: the array has no page cache, got '0'"),
         );
         let unknown = WorkloadError::UnknownKey {
             key: "iodpeth".into(),
         }
         .to_string();
-        assert!(unknown.starts_with("unknown key 'iodpeth'; supported keys: name, rw, "));
+        assert!(unknown.starts_with(
+            "unknown key 'iodpeth' (did you mean 'iodepth'?); supported keys: name, rw, "
+        ));
         assert!(unknown.ends_with(
-            "accepted and ignored: ioengine, filename, direct, thread, \
-                                   group_reporting, time_based"
+            "accepted and ignored: ioengine, filename, direct, buffered, thread, \
+             group_reporting, time_based, norandommap, randrepeat, random_generator, \
+             invalidate, iodepth_batch, iodepth_batch_submit, iodepth_batch_complete, \
+             iodepth_low, fadvise_hint"
         ));
         check("iodpeth", "4", Err(&unknown));
         check(
@@ -1101,6 +1220,49 @@ mod tests {
                     other => other.to_string(),
                 });
             assert_eq!(actual, expected, "thinktime={text}");
+        }
+    }
+
+    #[test]
+    fn rates_io_size_and_their_refusals() {
+        let mut job = d();
+        job.set("rate_iops", "50k").unwrap();
+        job.set("rate", "100m").unwrap();
+        job.set("rate_process", "poisson").unwrap();
+        job.set("io_limit", "1g").unwrap();
+        assert_eq!(job.rate_iops, Some(50 * 1024));
+        assert_eq!(job.rate_bytes_per_s, Some(100 << 20));
+        assert_eq!(job.rate_process, RateProcess::Poisson);
+        assert_eq!(job.io_size_bytes, Some(1 << 30));
+        job.set("rate_iops", "0").unwrap();
+        assert_eq!(job.rate_iops, None, "0: no cap");
+        let e = job.set("rate", "1m,2m").unwrap_err().to_string();
+        assert!(e.contains("one value for reads and writes"), "{e}");
+        let e = job.set("rate_process", "bursty").unwrap_err().to_string();
+        assert!(e.contains("linear or poisson"), "{e}");
+        assert!(job.set("randrepeat", "1").is_ok());
+        assert!(job.set("randrepeat", "0").is_err());
+        assert!(job.set("buffered", "1").is_err());
+    }
+
+    #[test]
+    fn an_unknown_key_names_the_closest_known_one() {
+        for (typo, meant) in [
+            ("iodept", "iodepth"),
+            ("rate_iop", "rate_iops"),
+            ("blocksze", "blocksize"),
+            ("runtme", "runtime"),
+        ] {
+            let e = d().set(typo, "1").unwrap_err().to_string();
+            assert!(
+                e.contains(&format!("did you mean '{meant}'")),
+                "{typo}: {e}"
+            );
+        }
+        let e = d().set("xyzzy", "1").unwrap_err().to_string();
+        assert!(!e.contains("did you mean"), "{e}");
+        for key in IGNORED_KEYS {
+            assert!(ignored_reason(key).is_some(), "{key} has no reason");
         }
     }
 }

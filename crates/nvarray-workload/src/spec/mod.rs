@@ -17,8 +17,9 @@ mod keys;
 mod validate;
 mod vocabulary;
 
-pub use keys::{IGNORED_KEYS, SUPPORTED_KEYS};
-pub use vocabulary::{BlockSize, Direction, Distribution, Request, RwMode, Verify};
+pub(crate) use keys::closest_key;
+pub use keys::{ignored_reason, IGNORED_KEYS, SUPPORTED_KEYS};
+pub use vocabulary::{BlockSize, Direction, Distribution, RateProcess, Request, RwMode, Verify};
 
 /// Seed used when a job sets no `randseed`.
 ///
@@ -89,6 +90,18 @@ pub struct JobSpec {
     pub thinktime_ns: u64,
     /// Whether writes carry self-checking data that every read verifies; default off.
     pub verify: Verify,
+    /// Requests per second each thread issues at most (fio's `rate_iops`); `None`: no cap.
+    pub rate_iops: Option<u64>,
+    /// Bytes per second each thread moves at most (fio's `rate`); `None`: no cap.
+    pub rate_bytes_per_s: Option<u64>,
+    /// How capped requests are spaced (fio's `rate_process`); default linear.
+    pub rate_process: RateProcess,
+    /// Bytes each thread moves before it stops (fio's `io_size`, alias `io_limit`); `None`:
+    /// no byte limit.
+    pub io_size_bytes: Option<u64>,
+    /// `runtime=0` was given: no time limit, so with neither `number_ios` nor `io_size` the
+    /// job ends after moving its region's size, as a fio job without `time_based` does.
+    pub runtime_unlimited: bool,
 }
 
 impl Default for JobSpec {
@@ -109,6 +122,11 @@ impl Default for JobSpec {
             blockalign_bytes: None,
             thinktime_ns: 0,
             verify: Verify::None,
+            rate_iops: None,
+            rate_bytes_per_s: None,
+            rate_process: RateProcess::Linear,
+            io_size_bytes: None,
+            runtime_unlimited: false,
         }
     }
 }

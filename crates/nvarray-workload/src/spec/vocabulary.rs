@@ -273,3 +273,36 @@ mod tests {
         }
     }
 }
+
+/// How a rate-capped job spaces its requests (fio's `rate_process`).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash, Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum RateProcess {
+    /// `linear` (fio's default): evenly, one every 1 / rate.
+    #[default]
+    Linear,
+    /// `poisson`: exponentially distributed gaps of mean 1 / rate, as independent users
+    /// arrive (a Poisson process).
+    Poisson,
+}
+
+impl fmt::Display for RateProcess {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(match self {
+            RateProcess::Linear => "linear",
+            RateProcess::Poisson => "poisson",
+        })
+    }
+}
+
+impl FromStr for RateProcess {
+    type Err = String;
+
+    fn from_str(s: &str) -> Result<Self, String> {
+        match s {
+            "linear" => Ok(RateProcess::Linear),
+            "poisson" => Ok(RateProcess::Poisson),
+            _ => Err("must be linear or poisson".to_string()),
+        }
+    }
+}
