@@ -257,6 +257,12 @@ fn run_thread(
                 },
             };
             let due = due_at.unwrap_or(now);
+            if deadline.is_some_and(|d| due >= d) {
+                // Due when the run ends (a paced or timestamped request): not issued, as in
+                // the simulator.
+                pending = Some((r, due_at));
+                break;
+            }
             if due > now {
                 // Not yet: finish what is in flight meanwhile, or wait for it.
                 pending = Some((r, due_at));
