@@ -15,6 +15,8 @@ use serde::{Serialize, Serializer};
 #[derive(Clone, Copy, Debug, Default, PartialEq, Serialize)]
 pub struct LatencySummary {
     pub mean: f64,
+    /// Standard deviation (population), exact from the recorded values.
+    pub stdev: f64,
     pub min: u64,
     pub p50: u64,
     pub p99: u64,
@@ -38,6 +40,7 @@ impl LatencySummary {
         let at = |q: f64| (h.value_at_quantile(q) - 1).clamp(min_ns, max_ns);
         LatencySummary {
             mean: h.mean(),
+            stdev: h.stdev(),
             min: min_ns,
             p50: at(0.50),
             p99: at(0.99),
@@ -63,6 +66,98 @@ pub struct Totals {
     pub latency_ns: LatencySummary,
     /// Mean nanoseconds per request in each component; they add up to `latency_ns.mean`.
     pub breakdown_ns: BreakdownNs,
+    /// The reads alone and the writes alone (a direction without requests has zeros).
+    pub read: DirectionTotals,
+    pub write: DirectionTotals,
+}
+
+/// Throughput and latency of the requests of one direction.
+#[derive(Clone, Debug, Default, PartialEq, Serialize)]
+pub struct DirectionTotals {
+    pub requests: u64,
+    pub bytes: u64,
+    pub iops: f64,
+    pub bandwidth_bytes_per_s: f64,
+    pub latency_ns: LatencySummary,
+}
+
+/// One direction's latencies as a stream records them.
+#[derive(Clone, Debug)]
+struct DirectionStats {
+    histogram: Histogram<u64>,
+    /// The exact least and greatest latency recorded (the histogram's are bucketed), and the
+    /// exact sum and sum of squares, for the mean and the standard deviation.
+    min_ns: u64,
+    max_ns: u64,
+    sum_ns: u128,
+    sum_sq_ns: u128,
+    requests: u64,
+    bytes: u64,
+}
+
+impl DirectionStats {
+    fn new() -> Self {
+        DirectionStats {
+            // 1 ns to one hour at 3 significant digits.
+            histogram: Histogram::new_with_bounds(1, 3_600_000_000_000, 3)
+                .expect("valid histogram bounds"),
+            min_ns: u64::MAX,
+            max_ns: 0,
+            sum_ns: 0,
+            sum_sq_ns: 0,
+            requests: 0,
+            bytes: 0,
+        }
+    }
+
+    #[inline]
+    fn count(&mut self, len_bytes: u32, latency_ns: u64) {
+        // One higher, so a request of 0 ns (the null device) is not counted as 1 ns.
+        self.histogram.saturating_record(latency_ns + 1);
+        self.min_ns = self.min_ns.min(latency_ns);
+        self.max_ns = self.max_ns.max(latency_ns);
+        self.sum_ns += u128::from(latency_ns);
+        self.sum_sq_ns += u128::from(latency_ns) * u128::from(latency_ns);
+        self.requests += 1;
+        self.bytes += u64::from(len_bytes);
+    }
+
+    fn merge(&mut self, other: &DirectionStats) {
+        self.histogram
+            .add(&other.histogram)
+            .expect("same histogram bounds");
+        self.min_ns = self.min_ns.min(other.min_ns);
+        self.max_ns = self.max_ns.max(other.max_ns);
+        self.sum_ns += other.sum_ns;
+        self.sum_sq_ns += other.sum_sq_ns;
+        self.requests += other.requests;
+        self.bytes += other.bytes;
+    }
+
+    /// The latency summary, with the exact mean and standard deviation.
+    fn latency(&self) -> LatencySummary {
+        if self.requests == 0 {
+            return LatencySummary::default();
+        }
+        let n = self.requests as f64;
+        let mean = self.sum_ns as f64 / n;
+        let variance = (self.sum_sq_ns as f64 / n - mean * mean).max(0.0);
+        LatencySummary {
+            mean,
+            stdev: variance.sqrt(),
+            ..LatencySummary::from_histogram(&self.histogram, self.min_ns, self.max_ns)
+        }
+    }
+
+    fn totals(&self, seconds: f64) -> DirectionTotals {
+        DirectionTotals {
+            requests: self.requests,
+            bytes: self.bytes,
+            iops: self.requests as f64 / seconds,
+            bandwidth_bytes_per_s: self.bytes as f64 / seconds,
+            latency_ns: self.latency(),
+        }
+    }
 }
 
 /// Mean nanoseconds per component, in the order of `Component::ALL` (the path of a request).
@@ -326,15 +421,9 @@ impl BusyClock {
 #[derive(Clone, Debug)]
 pub struct StreamStats {
     pub name: String,
-    histogram: Histogram<u64>,
-    /// The exact least and greatest latency recorded (the histogram's are bucketed).
-    latency_min_ns: u64,
-    latency_max_ns: u64,
+    /// Reads, then writes: each direction's latencies (the stream's are both together).
+    directions: [DirectionStats; 2],
     breakdown_sum: Breakdown,
-    requests: u64,
-    read_requests: u64,
-    read_bytes: u64,
-    write_bytes: u64,
     /// The stream's own active time, if it differs from the run's: a job that finished its
     /// `number_ios` early, or ran a shorter `runtime`, reports its rates over its own time,
     /// as fio does.
@@ -345,16 +434,8 @@ impl StreamStats {
     pub fn new(name: &str) -> Self {
         StreamStats {
             name: name.to_string(),
-            // 1 ns to one hour at 3 significant digits.
-            histogram: Histogram::new_with_bounds(1, 3_600_000_000_000, 3)
-                .expect("valid histogram bounds"),
-            latency_min_ns: u64::MAX,
-            latency_max_ns: 0,
+            directions: [DirectionStats::new(), DirectionStats::new()],
             breakdown_sum: Breakdown::default(),
-            requests: 0,
-            read_requests: 0,
-            read_bytes: 0,
-            write_bytes: 0,
             active_ns: None,
         }
     }
@@ -394,30 +475,14 @@ impl StreamStats {
 
     #[inline]
     fn count(&mut self, is_read: bool, len_bytes: u32, latency_ns: u64) {
-        // One higher, so a request of 0 ns (the null device) is not counted as 1 ns.
-        self.histogram.saturating_record(latency_ns + 1);
-        self.latency_min_ns = self.latency_min_ns.min(latency_ns);
-        self.latency_max_ns = self.latency_max_ns.max(latency_ns);
-        self.requests += 1;
-        if is_read {
-            self.read_requests += 1;
-            self.read_bytes += u64::from(len_bytes);
-        } else {
-            self.write_bytes += u64::from(len_bytes);
-        }
+        self.directions[usize::from(!is_read)].count(len_bytes, latency_ns);
     }
 
     pub fn merge(&mut self, other: &StreamStats) {
-        self.histogram
-            .add(&other.histogram)
-            .expect("same histogram bounds");
-        self.latency_min_ns = self.latency_min_ns.min(other.latency_min_ns);
-        self.latency_max_ns = self.latency_max_ns.max(other.latency_max_ns);
+        for (mine, theirs) in self.directions.iter_mut().zip(&other.directions) {
+            mine.merge(theirs);
+        }
         self.breakdown_sum.add(&other.breakdown_sum);
-        self.requests += other.requests;
-        self.read_requests += other.read_requests;
-        self.read_bytes += other.read_bytes;
-        self.write_bytes += other.write_bytes;
         // Threads of one stream ran side by side: the stream was active as long as the
         // longest of them.
         self.active_ns = match (self.active_ns, other.active_ns) {
@@ -428,29 +493,31 @@ impl StreamStats {
 
     pub fn totals(&self, elapsed_ns: u64) -> Totals {
         let seconds = (elapsed_ns.max(1)) as f64 / 1e9;
-        let n = self.requests.max(1) as f64;
+        let [read, write] = &self.directions;
+        let mut both = read.clone();
+        both.merge(write);
+        let requests = both.requests;
+        let n = requests.max(1) as f64;
         Totals {
-            requests: self.requests,
-            read_requests: self.read_requests,
-            write_requests: self.requests - self.read_requests,
-            read_bytes: self.read_bytes,
-            write_bytes: self.write_bytes,
-            iops: self.requests as f64 / seconds,
-            read_bandwidth_bytes_per_s: self.read_bytes as f64 / seconds,
-            write_bandwidth_bytes_per_s: self.write_bytes as f64 / seconds,
+            requests,
+            read_requests: read.requests,
+            write_requests: write.requests,
+            read_bytes: read.bytes,
+            write_bytes: write.bytes,
+            iops: requests as f64 / seconds,
+            read_bandwidth_bytes_per_s: read.bytes as f64 / seconds,
+            write_bandwidth_bytes_per_s: write.bytes as f64 / seconds,
             latency_ns: LatencySummary {
                 // Exact, not the histogram's bucketed mean, so the breakdown adds up to it.
-                mean: if self.requests == 0 {
+                mean: if requests == 0 {
                     0.0
                 } else {
                     self.breakdown_sum.total_ns() as f64 / n
                 },
-                ..LatencySummary::from_histogram(
-                    &self.histogram,
-                    self.latency_min_ns,
-                    self.latency_max_ns,
-                )
+                ..both.latency()
             },
+            read: read.totals(seconds),
+            write: write.totals(seconds),
             breakdown_ns: BreakdownNs(
                 Component::ALL
                     .iter()
@@ -693,6 +760,47 @@ mod tests {
             why.starts_with("too few requests: 0 completed") && why.ends_with("lateness"),
             "{why}"
         );
+    }
+
+    /// Reads and writes of a mixed stream each get their own figures, and the stream's are
+    /// both together: exact mean and standard deviation, rates over the same time.
+    #[test]
+    fn each_direction_has_its_own_latency_and_rates() {
+        let mut s = StreamStats::new("mixed");
+        for _ in 0..300 {
+            s.record_host(true, 4096, 100);
+        }
+        for _ in 0..100 {
+            s.record_host(false, 512, 300);
+            s.record_host(false, 512, 500);
+        }
+        let t = s.totals(1_000_000_000);
+        assert_eq!(
+            (t.read.requests, t.write.requests, t.requests),
+            (300, 200, 500)
+        );
+        assert_eq!((t.read.bytes, t.write.bytes), (300 * 4096, 200 * 512));
+        assert_eq!((t.read.iops, t.write.iops, t.iops), (300.0, 200.0, 500.0));
+        let (r, w, all) = (&t.read.latency_ns, &t.write.latency_ns, &t.latency_ns);
+        assert_eq!((r.mean, r.stdev, r.min, r.max), (100.0, 0.0, 100, 100));
+        assert_eq!((w.mean, w.stdev, w.min, w.max), (400.0, 100.0, 300, 500));
+        assert_eq!((w.p50, w.p99), (300, 500));
+        // All 500: mean 220, values 100 (300x), 300 (100x), 500 (100x).
+        assert_eq!(all.mean, 220.0);
+        let variance =
+            (300.0 * 120f64.powi(2) + 100.0 * 80f64.powi(2) + 100.0 * 280f64.powi(2)) / 500.0;
+        assert!((all.stdev - variance.sqrt()).abs() < 1e-9, "{}", all.stdev);
+        assert_eq!((all.min, all.max), (100, 500));
+        // A direction without requests reports zeros, never NaN.
+        let reads_only = {
+            let mut s = StreamStats::new("r");
+            s.record_host(true, 512, 7);
+            s.totals(1)
+        };
+        assert_eq!(reads_only.write, DirectionTotals::default());
+        let json = serde_json::to_value(&reads_only).unwrap();
+        assert_eq!(json["write"]["latency_ns"]["stdev"], 0.0);
+        assert_eq!(json["read"]["latency_ns"]["mean"], 7.0);
     }
 
     #[test]

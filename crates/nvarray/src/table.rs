@@ -3,7 +3,7 @@
 use std::fmt::Write;
 
 use nvarray_model::DeviceConfig;
-use nvarray_report::{EmulatorSetup, MachineJitterNs, RunReport, Totals};
+use nvarray_report::{EmulatorSetup, LatencySummary, MachineJitterNs, RunReport, Totals};
 use nvarray_workload::trace::{AddressMode, ReplayMode, TraceReport};
 use nvarray_workload::{format_size, JobSpec, RateProcess, Verify, Workload};
 use serde::Serialize;
@@ -149,15 +149,24 @@ fn us(ns: f64) -> String {
     format!("{:.2}", ns / 1000.0)
 }
 
-fn totals_row(name: &str, t: &Totals) -> String {
-    let l = &t.latency_ns;
+/// One row of the stream table: rates, then latency (µs).
+fn row(
+    name: &str,
+    iops: f64,
+    read_mb: Option<f64>,
+    write_mb: Option<f64>,
+    l: &LatencySummary,
+) -> String {
+    let mb = |v: Option<f64>| v.map_or(String::new(), |v| format!("{v:.1}"));
     format!(
-        "{:<12} {:>11.0} {:>10.1} {:>10.1} {:>9} {:>9} {:>9} {:>9} {:>9} {:>9} {:>9}\n",
+        "{:<12} {:>11.0} {:>10} {:>10} {:>9} {:>9} {:>9} {:>9} {:>9} {:>9} {:>9} {:>9} {:>9}\n",
         name,
-        t.iops,
-        t.read_bandwidth_bytes_per_s / 1e6,
-        t.write_bandwidth_bytes_per_s / 1e6,
+        iops,
+        mb(read_mb),
+        mb(write_mb),
+        us(l.min as f64),
         us(l.mean),
+        us(l.stdev),
         us(l.p50 as f64),
         us(l.p99 as f64),
         us(l.p999 as f64),
@@ -165,6 +174,36 @@ fn totals_row(name: &str, t: &Totals) -> String {
         us(l.p99999 as f64),
         us(l.max as f64),
     )
+}
+
+/// A stream's row, and when it both read and wrote, a row for each direction under it: a
+/// mixed job's reads and writes seldom share a latency.
+fn totals_rows(name: &str, t: &Totals) -> String {
+    let mut s = row(
+        name,
+        t.iops,
+        Some(t.read_bandwidth_bytes_per_s / 1e6),
+        Some(t.write_bandwidth_bytes_per_s / 1e6),
+        &t.latency_ns,
+    );
+    if t.read.requests > 0 && t.write.requests > 0 {
+        let (r, w) = (&t.read, &t.write);
+        s += &row(
+            "  read",
+            r.iops,
+            Some(r.bandwidth_bytes_per_s / 1e6),
+            None,
+            &r.latency_ns,
+        );
+        s += &row(
+            "  write",
+            w.iops,
+            None,
+            Some(w.bandwidth_bytes_per_s / 1e6),
+            &w.latency_ns,
+        );
+    }
+    s
 }
 
 /// The workload's lines under the device line: each job, or the trace and how it replays.
@@ -320,12 +359,14 @@ fn report_body(r: &RunReport) -> String {
     s.push('\n');
     let _ = writeln!(
         s,
-        "{:<12} {:>11} {:>10} {:>10} {:>9} {:>9} {:>9} {:>9} {:>9} {:>9} {:>9}",
+        "{:<12} {:>11} {:>10} {:>10} {:>9} {:>9} {:>9} {:>9} {:>9} {:>9} {:>9} {:>9} {:>9}",
         "stream",
         "IOPS",
         "read MB/s",
         "write MB/s",
-        "mean µs",
+        "min µs",
+        "mean",
+        "stdev",
         "p50",
         "p99",
         "p99.9",
@@ -333,10 +374,10 @@ fn report_body(r: &RunReport) -> String {
         "p99.999",
         "max"
     );
-    s.push_str(&totals_row("all", &r.totals));
+    s.push_str(&totals_rows("all", &r.totals));
     if r.streams.len() > 1 {
         for st in &r.streams {
-            s.push_str(&totals_row(&st.name, &st.totals));
+            s.push_str(&totals_rows(&st.name, &st.totals));
         }
     }
     let _ = writeln!(
