@@ -73,7 +73,9 @@ impl Workload {
 /// - Keys before the first section, unknown keys, empty section names and duplicate job
 ///   names are errors. Every error on a line says which line (1-based).
 ///
-/// Not supported: `include`, `$VARIABLE` expansion, fio's arithmetic in values.
+/// Not supported yet: `include`, `$VARIABLE` expansion, fio's arithmetic in values,
+/// `ramp_time`, `stonewall`, `wait_for`, `new_group`, `loops`, `offset_increment`, `bsrange`,
+/// `percentile_list` (each fails as an unknown key).
 pub fn parse_job_file(text: &str) -> Result<Workload, WorkloadError> {
     parse_job_file_noting(text, &mut Vec::new())
 }
