@@ -79,6 +79,56 @@ pub struct DirectionTotals {
     pub iops: f64,
     pub bandwidth_bytes_per_s: f64,
     pub latency_ns: LatencySummary,
+    /// The latencies themselves, for any percentile and for fio's json+ bins (not in the
+    /// JSON: `latency_ns` summarises them).
+    #[serde(skip)]
+    pub histogram: Option<std::sync::Arc<Histogram<u64>>>,
+}
+
+impl DirectionTotals {
+    /// The latency below which `percent` % of the requests completed, in ns (0 without
+    /// requests), kept inside the exact least and greatest as `LatencySummary` does.
+    pub fn percentile_ns(&self, percent: f64) -> u64 {
+        match &self.histogram {
+            Some(h) if !h.is_empty() => {
+                let l = &self.latency_ns;
+                (h.value_at_quantile(percent / 100.0) - 1).clamp(l.min, l.max)
+            }
+            _ => 0,
+        }
+    }
+
+    /// Every latency bucket that holds requests: (its latency in ns, how many), ascending.
+    /// A bucket is 3 significant digits wide; its latency is the bucket's highest value,
+    /// kept inside the exact least and greatest.
+    pub fn bins(&self) -> Vec<(u64, u64)> {
+        let Some(h) = &self.histogram else {
+            return Vec::new();
+        };
+        let l = &self.latency_ns;
+        h.iter_recorded()
+            .map(|v| {
+                (
+                    (v.value_iterated_to() - 1).clamp(l.min, l.max),
+                    v.count_at_value(),
+                )
+            })
+            .collect()
+    }
+
+    /// Requests whose latency was above `low_ns` (from 0 included when `low_ns` is 0) and at
+    /// most `high_ns`, as a share of all, at the histogram's 3 significant digits.
+    pub fn share_between(&self, low_ns: u64, high_ns: u64) -> f64 {
+        match &self.histogram {
+            Some(h) if !h.is_empty() && high_ns > low_ns => {
+                // Recorded one higher; `count_between` takes both ends.
+                let from = if low_ns == 0 { 1 } else { low_ns + 2 };
+                let n = h.count_between(from, high_ns + 1);
+                n as f64 / h.len() as f64
+            }
+            _ => 0.0,
+        }
+    }
 }
 
 /// One direction's latencies as a stream records them.
@@ -156,6 +206,7 @@ impl DirectionStats {
             iops: self.requests as f64 / seconds,
             bandwidth_bytes_per_s: self.bytes as f64 / seconds,
             latency_ns: self.latency(),
+            histogram: (self.requests > 0).then(|| std::sync::Arc::new(self.histogram.clone())),
         }
     }
 }
@@ -785,6 +836,10 @@ mod tests {
         assert_eq!((r.mean, r.stdev, r.min, r.max), (100.0, 0.0, 100, 100));
         assert_eq!((w.mean, w.stdev, w.min, w.max), (400.0, 100.0, 300, 500));
         assert_eq!((w.p50, w.p99), (300, 500));
+        assert_eq!(t.write.bins(), [(300, 100), (500, 100)]);
+        assert_eq!(t.write.percentile_ns(25.0), 300);
+        assert_eq!(t.write.share_between(0, 300), 0.5);
+        assert_eq!(t.write.share_between(300, 1000), 0.5);
         // All 500: mean 220, values 100 (300x), 300 (100x), 500 (100x).
         assert_eq!(all.mean, 220.0);
         let variance =
@@ -798,6 +853,8 @@ mod tests {
             s.totals(1)
         };
         assert_eq!(reads_only.write, DirectionTotals::default());
+        assert_eq!(reads_only.read.bins(), [(7, 1)]);
+        assert_eq!(reads_only.read.percentile_ns(50.0), 7);
         let json = serde_json::to_value(&reads_only).unwrap();
         assert_eq!(json["write"]["latency_ns"]["stdev"], 0.0);
         assert_eq!(json["read"]["latency_ns"]["mean"], 7.0);

@@ -199,6 +199,7 @@ fn run_engine(
 pub fn run(args: BenchArgs) -> Result<()> {
     if let Some(BenchCommand::Sweep(s)) = args.command {
         let run = s.run.run_args()?;
+        run.refuse_fio_layout("a sweep")?;
         let options = s.run.options()?;
         let (engine, threads) = (s.run.engine, s.run.device_threads);
         return cmd_sweep::run(&s.sweep, &run, &mut |device, workload, progress| {
@@ -206,6 +207,10 @@ pub fn run(args: BenchArgs) -> Result<()> {
         });
     }
     let run = args.run.run_args()?;
+    if args.compare_sim {
+        run.refuse_fio_layout("--compare-sim")?;
+    }
+    run.check_output()?;
     let options = args.run.options()?;
     let device = run.device.load()?;
     let workload = run.fio.workload(&[])?;
@@ -226,12 +231,7 @@ pub fn run(args: BenchArgs) -> Result<()> {
     });
     bar.finish();
     let report = report?;
-    if run.json {
-        println!("{}", serde_json::to_string_pretty(&report)?);
-    } else {
-        print!("{}", table::run_report(&device, &workload, &report));
-    }
-    Ok(())
+    run.print(&device, &workload, &report)
 }
 
 #[derive(Serialize)]

@@ -6,7 +6,9 @@ use nvarray_model::DeviceConfig;
 use nvarray_workload::Workload;
 
 use crate::args::{DeviceArgs, FioArgs};
-use crate::{cmd_sweep, input_error, table};
+use nvarray_report::RunReport;
+
+use crate::{cmd_sweep, fio_output, input_error, table};
 
 #[derive(Args)]
 #[command(args_conflicts_with_subcommands = true)]
@@ -39,28 +41,114 @@ pub struct RunArgs {
     pub device: DeviceArgs,
     #[command(flatten)]
     pub fio: FioArgs,
-    /// Print the report as JSON instead of a table.
+    /// Print the report as JSON instead of a table (nvarray's layout).
     #[arg(long)]
     pub json: bool,
+    /// Report layout: normal (nvarray's table) | json (fio's JSON layout, jobs[].read/write
+    /// with clat_ns, lat_ns, iops, bw_bytes and percentiles, for fio's own tools; nvarray's
+    /// report under "nvarray") | json+ (json with the latency bins) [default: normal].
+    #[arg(long = "output-format", value_name = "FORMAT", conflicts_with = "json")]
+    pub output_format: Option<String>,
+    /// Percentiles of fio's JSON output, colon-separated [default: fio's,
+    /// 1:5:10:20:30:40:50:60:70:80:90:95:99:99.5:99.9:99.95:99.99].
+    #[arg(long = "percentile_list", value_name = "LIST")]
+    pub percentile_list: Option<String>,
+}
+
+/// How a run's report is printed.
+enum Layout {
+    Table,
+    Json,
+    Fio { plus: bool, percentiles: Vec<f64> },
+}
+
+impl RunArgs {
+    fn layout(&self) -> Result<Layout> {
+        let percentiles = match &self.percentile_list {
+            Some(list) => fio_output::parse_percentile_list(list).map_err(input_error)?,
+            None => fio_output::PERCENTILES_DEFAULT.to_vec(),
+        };
+        let fio = |plus| Layout::Fio {
+            plus,
+            percentiles: percentiles.clone(),
+        };
+        let layout = match self.output_format.as_deref() {
+            None if self.json => Layout::Json,
+            None | Some("normal") => Layout::Table,
+            Some("json") => fio(false),
+            Some("json+") => fio(true),
+            Some("terse") => {
+                return Err(input_error(
+                    "--output-format terse: fio's semicolon layout is not written; use json (fio's layout) or --json",
+                ))
+            }
+            Some(other) => {
+                return Err(input_error(format!(
+                    "--output-format {other}: one of normal, json, json+"
+                )))
+            }
+        };
+        if self.percentile_list.is_some() && !matches!(layout, Layout::Fio { .. }) {
+            return Err(input_error(
+                "--percentile_list sets the percentiles of fio's layout: add --output-format json",
+            ));
+        }
+        Ok(layout)
+    }
+
+    /// Checks the output flags before a run, so a mistake fails at once.
+    pub fn check_output(&self) -> Result<()> {
+        self.layout().map(|_| ())
+    }
+
+    /// Refuses fio's layout where a command prints something else (a sweep, a comparison).
+    pub fn refuse_fio_layout(&self, what: &str) -> Result<()> {
+        match self.layout()? {
+            Layout::Fio { .. } => Err(input_error(format!(
+                "--output-format json is one run's fio report; {what} has its own (use --json)"
+            ))),
+            _ => Ok(()),
+        }
+    }
+
+    /// Prints one run's report in the layout asked for.
+    pub fn print(
+        &self,
+        device: &DeviceConfig,
+        workload: &Workload,
+        report: &RunReport,
+    ) -> Result<()> {
+        match self.layout()? {
+            Layout::Table => print!("{}", table::run_report(device, workload, report)),
+            Layout::Json => println!("{}", serde_json::to_string_pretty(report)?),
+            Layout::Fio { plus, percentiles } => println!(
+                "{}",
+                serde_json::to_string_pretty(&fio_output::report(
+                    workload,
+                    report,
+                    &percentiles,
+                    plus
+                ))?
+            ),
+        }
+        Ok(())
+    }
 }
 
 pub fn run(args: SimArgs) -> Result<()> {
     match args.command {
         Some(SimCommand::Sweep(s)) => {
+            s.run.refuse_fio_layout("a sweep")?;
             cmd_sweep::run(&s.sweep, &s.run, &mut |device, workload, _| {
                 simulate(device, workload)
             })
         }
         None => {
+            args.run.check_output()?;
             let device = args.run.device.load()?;
             let workload = args.run.fio.workload(&[])?;
             let report = simulate(&device, &workload)?;
-            if args.run.json {
-                println!("{}", serde_json::to_string_pretty(&report)?);
-            } else {
-                print!("{}", table::run_report(&device, &workload, &report));
-            }
-            Ok(())
+            args.run.print(&device, &workload, &report)
         }
     }
 }

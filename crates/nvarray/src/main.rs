@@ -14,6 +14,7 @@ mod cmd_serve;
 mod cmd_sim;
 mod cmd_sweep;
 mod emu_args;
+mod fio_output;
 mod output;
 mod plot;
 mod progress;

@@ -1,0 +1,248 @@
+//! fio's own report layout, `--output-format json` and `json+`, so the tools written for fio
+//! (fio-plot, `fio_jsonplus_clat2csv`, notebooks that read `jobs[].read.clat_ns.percentile`)
+//! read nvarray's results unchanged. `--json` keeps nvarray's own layout; the whole of it is
+//! also here, under `nvarray`.
+//!
+//! How nvarray's figures map onto fio's fields:
+//! - One fio job per nvarray stream (a job file's section, or the command line's job), its
+//!   `numjobs` threads summed, as fio's `group_reporting` does.
+//! - `lat_ns` and `clat_ns` are both the request's whole latency, from the host preparing it
+//!   to seeing its completion (the host's software is `host` in nvarray's breakdown);
+//!   `slat_ns` is empty (`N` 0): nvarray does not time submission apart.
+//! - The per-interval bandwidth and IOPS samples fio logs (`bw_min`, `iops_stddev`, ...) are
+//!   not taken: their sample counts are 0 and their figures 0.
+//! - `usr_cpu`, `sys_cpu`, `ctx`, `majf`, `minf`, `iodepth_*` are 0: not measured per job.
+
+use nvarray_report::{DirectionTotals, RunReport, Totals};
+use nvarray_workload::{JobSpec, Workload};
+use serde_json::{json, Map, Value};
+
+/// fio's default `percentile_list`.
+pub const PERCENTILES_DEFAULT: [f64; 17] = [
+    1.0, 5.0, 10.0, 20.0, 30.0, 40.0, 50.0, 60.0, 70.0, 80.0, 90.0, 95.0, 99.0, 99.5, 99.9, 99.95,
+    99.99,
+];
+
+/// Parses fio's `percentile_list` (`99:99.9:99.99`, colon-separated, each in (0, 100]).
+pub fn parse_percentile_list(text: &str) -> Result<Vec<f64>, String> {
+    let list: Vec<f64> = text
+        .split(':')
+        .map(|p| {
+            p.trim()
+                .parse::<f64>()
+                .ok()
+                .filter(|p| *p > 0.0 && *p <= 100.0)
+                .ok_or_else(|| {
+                    format!(
+                        "--percentile_list {text}: '{p}' is not a percentile in (0, 100]; write them colon-separated, e.g. 50:99:99.9"
+                    )
+                })
+        })
+        .collect::<Result<_, _>>()?;
+    if list.len() > 64 {
+        return Err(format!("--percentile_list {text}: at most 64 percentiles"));
+    }
+    Ok(list)
+}
+
+/// The report in fio's JSON layout; `plus` adds the latency bins of `json+`.
+pub fn report(workload: &Workload, r: &RunReport, percentiles: &[f64], plus: bool) -> Value {
+    let now = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap_or_default();
+    let jobs: Vec<Value> = r
+        .streams
+        .iter()
+        .map(|s| {
+            let spec = workload.jobs.iter().find(|j| j.name == s.name);
+            job(&s.name, spec, &s.totals, r.elapsed_ns, percentiles, plus)
+        })
+        .collect();
+    json!({
+        "fio version": format!("nvarray-{}", env!("CARGO_PKG_VERSION")),
+        "timestamp": now.as_secs(),
+        "timestamp_ms": now.as_millis() as u64,
+        "time": ctime(now.as_secs()),
+        "jobs": jobs,
+        "nvarray": r,
+    })
+}
+
+fn job(
+    name: &str,
+    spec: Option<&JobSpec>,
+    t: &Totals,
+    elapsed_ns: u64,
+    percentiles: &[f64],
+    plus: bool,
+) -> Value {
+    // The time the stream's rates are over (its own, if it stopped before the run).
+    let runtime_ns = if t.iops > 0.0 {
+        (t.requests as f64 / t.iops * 1e9) as u64
+    } else {
+        elapsed_ns
+    };
+    let runtime_ms = runtime_ns / 1_000_000;
+    // fio's latency distribution: the share of requests in each bucket up to its edge, the
+    // buckets of each unit starting where the smaller unit's end (≤ 1 µs in ns, then µs,
+    // then ms; the ms series' last edge takes everything above).
+    let buckets = |edges: &[u64], scale: u64, from_ns: u64| -> Map<String, Value> {
+        let mut m = Map::new();
+        let mut low = from_ns;
+        for (i, &edge) in edges.iter().enumerate() {
+            let high = if scale == 1_000_000 && i == edges.len() - 1 {
+                u64::MAX / 2
+            } else {
+                edge * scale
+            };
+            let share = t.read.share_between(low, high) * t.read.requests as f64
+                + t.write.share_between(low, high) * t.write.requests as f64;
+            m.insert(
+                edge.to_string(),
+                json!(100.0 * share / t.requests.max(1) as f64),
+            );
+            low = high;
+        }
+        m
+    };
+    json!({
+        "jobname": name,
+        "groupid": 0,
+        "error": 0,
+        "eta": 0,
+        "elapsed": elapsed_ns.div_ceil(1_000_000_000),
+        "job options": spec.map(job_options).unwrap_or_default(),
+        "read": direction(&t.read, runtime_ms, percentiles, plus),
+        "write": direction(&t.write, runtime_ms, percentiles, plus),
+        "trim": direction(&DirectionTotals::default(), runtime_ms, percentiles, false),
+        "sync": { "total_ios": 0, "lat_ns": stats(&DirectionTotals::default()) },
+        "job_runtime": runtime_ms,
+        "usr_cpu": 0.0,
+        "sys_cpu": 0.0,
+        "ctx": 0,
+        "majf": 0,
+        "minf": 0,
+        "latency_ns": buckets(&[2, 4, 10, 20, 50, 100, 250, 500, 750, 1000], 1, 0),
+        "latency_us": buckets(&[2, 4, 10, 20, 50, 100, 250, 500, 750, 1000], 1_000, 1_000),
+        "latency_ms": buckets(
+            &[2, 4, 10, 20, 50, 100, 250, 500, 750, 1000, 2000],
+            1_000_000,
+            1_000_000
+        ),
+        "latency_depth": spec.map_or(1, |j| j.iodepth),
+        "latency_target": 0,
+        "latency_percentile": 100.0,
+        "latency_window": 0,
+    })
+}
+
+/// A job's settings as fio prints them: its keys with their values as strings.
+fn job_options(j: &JobSpec) -> Map<String, Value> {
+    let mut m = Map::new();
+    let mut put = |k: &str, v: String| {
+        m.insert(k.to_string(), Value::String(v));
+    };
+    put("name", j.name.clone());
+    put("rw", j.rw.to_string());
+    put(j.bs.key(), j.bs.to_string());
+    put("iodepth", j.iodepth.to_string());
+    put("numjobs", j.numjobs.to_string());
+    if j.rw.is_mixed() {
+        put("rwmixread", j.rwmixread.to_string());
+    }
+    if let Some(n) = j.number_ios {
+        put("number_ios", n.to_string());
+    }
+    if let Some(ns) = j.runtime_ns {
+        put("runtime", format!("{}ms", ns / 1_000_000));
+    }
+    m
+}
+
+/// One direction in fio's layout.
+fn direction(d: &DirectionTotals, runtime_ms: u64, percentiles: &[f64], plus: bool) -> Value {
+    let mut clat = stats(d);
+    if d.requests > 0 {
+        let mut p = Map::new();
+        for &q in percentiles {
+            p.insert(format!("{q:.6}"), json!(d.percentile_ns(q)));
+        }
+        clat["percentile"] = Value::Object(p);
+        if plus {
+            let bins: Map<String, Value> = d
+                .bins()
+                .into_iter()
+                .map(|(ns, n)| (ns.to_string(), json!(n)))
+                .collect();
+            clat["bins"] = Value::Object(bins);
+        }
+    }
+    json!({
+        "io_bytes": d.bytes,
+        "io_kbytes": d.bytes / 1024,
+        "bw_bytes": d.bandwidth_bytes_per_s as u64,
+        "bw": (d.bandwidth_bytes_per_s / 1024.0) as u64,
+        "iops": d.iops,
+        "runtime": if d.requests > 0 { runtime_ms } else { 0 },
+        "total_ios": d.requests,
+        "short_ios": 0,
+        "drop_ios": 0,
+        "slat_ns": { "min": 0, "max": 0, "mean": 0.0, "stddev": 0.0, "N": 0 },
+        "clat_ns": clat,
+        "lat_ns": stats(d),
+        "bw_min": 0,
+        "bw_max": 0,
+        "bw_agg": if d.requests > 0 { 100.0 } else { 0.0 },
+        "bw_mean": 0.0,
+        "bw_dev": 0.0,
+        "bw_samples": 0,
+        "iops_min": 0,
+        "iops_max": 0,
+        "iops_mean": 0.0,
+        "iops_stddev": 0.0,
+        "iops_samples": 0,
+    })
+}
+
+/// fio's `{min, max, mean, stddev, N}` of a latency.
+fn stats(d: &DirectionTotals) -> Value {
+    let l = &d.latency_ns;
+    json!({ "min": l.min, "max": l.max, "mean": l.mean, "stddev": l.stdev, "N": d.requests })
+}
+
+/// `Wed Nov 25 03:51:00 2026`, local time, as fio's `time` field.
+fn ctime(secs: u64) -> String {
+    let t = secs as libc::time_t;
+    // SAFETY: `tm` is a plain C struct, zeroed then filled by `localtime_r` from a valid
+    // `time_t`; `buf` is large enough for the format and `strftime` writes at most its length.
+    unsafe {
+        let mut tm: libc::tm = std::mem::zeroed();
+        if libc::localtime_r(&t, &mut tm).is_null() {
+            return String::new();
+        }
+        let mut buf = [0u8; 64];
+        let n = libc::strftime(
+            buf.as_mut_ptr().cast(),
+            buf.len(),
+            c"%a %b %e %H:%M:%S %Y".as_ptr(),
+            &tm,
+        );
+        String::from_utf8_lossy(&buf[..n]).into_owned()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn percentile_lists_are_fios() {
+        assert_eq!(
+            parse_percentile_list("50:99:99.9").unwrap(),
+            [50.0, 99.0, 99.9]
+        );
+        assert!(parse_percentile_list("0:50").unwrap_err().contains("'0'"));
+        assert!(parse_percentile_list("50,99").is_err());
+        assert!(parse_percentile_list("101").is_err());
+    }
+}
