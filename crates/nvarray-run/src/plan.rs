@@ -175,7 +175,22 @@ impl Plan {
                     numjobs: job.numjobs,
                 });
             }
+            let loops = u64::from(job.loops);
+            let runtime_ns = runtime_ns.map(|r| r.saturating_mul(loops));
             for t in 0..job.numjobs {
+                // fio's `offset_increment`: each thread's region further on.
+                let shifted;
+                let job = if job.offset_increment_bytes > 0 {
+                    let mut own = job.clone();
+                    own.offset_bytes = u64::from(t)
+                        .checked_mul(job.offset_increment_bytes)
+                        .and_then(|d| d.checked_add(job.offset_bytes))
+                        .unwrap_or(u64::MAX);
+                    shifted = own;
+                    &shifted
+                } else {
+                    job
+                };
                 let requests = match &workload.trace {
                     Some(spec) => Requests::Trace(Box::new(open_trace(spec, geometry)?)),
                     None => Requests::Generated(
@@ -189,12 +204,12 @@ impl Plan {
                     ),
                 };
                 let io_bytes = match (&requests, job.io_size_bytes) {
-                    (_, Some(bytes)) => bytes,
-                    // fio's job without a time limit moves its region once.
+                    (_, Some(bytes)) => bytes.saturating_mul(loops),
+                    // fio's job without a time limit moves its region once per loop.
                     (Requests::Generated(gen, _), None)
                         if job.runtime_unlimited && job.number_ios.is_none() =>
                     {
-                        gen.region_len_bytes()
+                        gen.region_len_bytes().saturating_mul(loops)
                     }
                     _ => u64::MAX,
                 };
@@ -203,7 +218,7 @@ impl Plan {
                     stream,
                     requests,
                     iodepth: job.iodepth,
-                    ios: job.number_ios.unwrap_or(u64::MAX),
+                    ios: job.number_ios.map_or(u64::MAX, |n| n.saturating_mul(loops)),
                     io_bytes,
                     runtime_ns,
                     thinktime_ns: job.thinktime_ns,

@@ -158,7 +158,13 @@ impl RequestGen {
                 }
             }
         } else {
-            let stride_bytes = region_len_bytes / u64::from(job.numjobs);
+            // With `offset_increment` each thread has a region of its own and starts at its
+            // beginning, as in fio.
+            let stride_bytes = if job.offset_increment_bytes > 0 {
+                0
+            } else {
+                region_len_bytes / u64::from(job.numjobs)
+            };
             let start_bytes = u64::from(thread_index) * stride_bytes / block_bytes * block_bytes;
             Pattern::Sequential {
                 cursor_bytes: [start_bytes; 2],

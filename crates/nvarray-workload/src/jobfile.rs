@@ -70,91 +70,70 @@ impl Workload {
 ///   renames that job.
 /// - `;` and `#` start a comment that runs to the end of the line, as in fio. Blank lines
 ///   are skipped.
+/// - `$NAME` and `${NAME}` are replaced by what [`JobFileEnv::var`] says (the front end's:
+///   environment variables and fio's `$ncpus`, `$pagesize`, `$mb_memory`); one it does not
+///   know is an error. `include FILE` reads another job file in its place
+///   ([`JobFileEnv::include`]), at most 8 deep.
 /// - Keys before the first section, unknown keys, empty section names and duplicate job
 ///   names are errors. Every error on a line says which line (1-based).
 ///
-/// Not supported yet: `include`, `$VARIABLE` expansion, fio's arithmetic in values,
-/// `ramp_time`, `stonewall`, `wait_for`, `new_group`, `loops`, `offset_increment`, `bsrange`,
-/// `percentile_list` (each fails as an unknown key).
+/// Not supported yet: fio's arithmetic in values (`$(...)`), `ramp_time`, `stonewall`,
+/// `wait_for`, `new_group`, `bsrange`, `percentile_list` (each fails as an unknown key).
 pub fn parse_job_file(text: &str) -> Result<Workload, WorkloadError> {
     parse_job_file_noting(text, &mut Vec::new())
 }
 
 /// [`parse_job_file`], adding to `notes` one line for each accepted and ignored key ("line 3:
 /// ioengine ignored: nvarray is the engine..."), so a front end can say so instead of
-/// ignoring it silently.
+/// ignoring it silently. No variables, no includes.
 pub fn parse_job_file_noting(
     text: &str,
     notes: &mut Vec<String>,
 ) -> Result<Workload, WorkloadError> {
-    if text.len() > JOB_FILE_BYTES_MAX {
-        return Err(WorkloadError::InputTooLarge {
-            len_bytes: text.len(),
-            len_bytes_max: JOB_FILE_BYTES_MAX,
-        });
-    }
-    let syntax = |line: usize, reason: String| WorkloadError::Syntax { reason }.at_line(line);
+    parse_job_file_with(text, &NoEnv, notes)
+}
 
-    let mut global = JobSpec::default();
-    // Each job with the line of its section header, for duplicate-name errors.
-    let mut jobs: Vec<(JobSpec, usize)> = Vec::new();
-    let mut in_global = false;
+/// What a job file may reach outside itself: variables and included files.
+pub trait JobFileEnv {
+    /// The value of `$name` or `${name}`, if it has one.
+    fn var(&self, name: &str) -> Option<String>;
+    /// The text of the job file `include` names, or why it cannot be read.
+    fn include(&self, path: &str) -> Result<String, String>;
+}
 
-    for (index, raw) in text.lines().enumerate() {
-        let line = index + 1;
-        let content = raw.split([';', '#']).next().unwrap_or("").trim();
-        if content.is_empty() {
-            continue;
-        }
-        if let Some(header) = content.strip_prefix('[') {
-            let Some(name) = header.strip_suffix(']') else {
-                return Err(syntax(
-                    line,
-                    format!("section header '{content}' must look like [name]"),
-                ));
-            };
-            let name = name.trim();
-            if name.is_empty() {
-                return Err(syntax(line, "section name is empty".to_string()));
-            }
-            if name == "global" {
-                in_global = true;
-                continue;
-            }
-            if jobs.len() == JOBS_MAX {
-                return Err(WorkloadError::TooManyJobs { jobs_max: JOBS_MAX }.at_line(line));
-            }
-            let mut job = global.clone();
-            job.set("name", name).map_err(|e| e.at_line(line))?;
-            jobs.push((job, line));
-            in_global = false;
-            continue;
-        }
-        let (key, value) = match content.split_once('=') {
-            Some((key, value)) => (key.trim(), value.trim()),
-            None => (content, ""),
-        };
-        if key.is_empty() {
-            return Err(syntax(line, format!("'{content}' has no key before '='")));
-        }
-        let target = match jobs.last_mut() {
-            _ if in_global => &mut global,
-            Some((job, _)) => job,
-            None => {
-                return Err(syntax(
-                    line,
-                    format!(
-                        "'{key}' appears before any section; put it under [global] or [jobname]"
-                    ),
-                ))
-            }
-        };
-        target.set(key, value).map_err(|e| e.at_line(line))?;
-        if let Some(why) = crate::spec::ignored_reason(key) {
-            notes.push(format!("line {line}: {key} ignored: {why}"));
-        }
+/// No variables and no includes (a job file from a string alone).
+pub struct NoEnv;
+
+impl JobFileEnv for NoEnv {
+    fn var(&self, _: &str) -> Option<String> {
+        None
     }
 
+    fn include(&self, path: &str) -> Result<String, String> {
+        Err(format!(
+            "cannot include {path}: this job file was given as text, with no files beside it"
+        ))
+    }
+}
+
+/// Deepest `include` chain.
+const INCLUDE_DEPTH_MAX: usize = 8;
+
+/// [`parse_job_file_noting`] with variables and includes from `env`.
+pub fn parse_job_file_with(
+    text: &str,
+    env: &dyn JobFileEnv,
+    notes: &mut Vec<String>,
+) -> Result<Workload, WorkloadError> {
+    let mut parser = Parser {
+        global: JobSpec::default(),
+        jobs: Vec::new(),
+        in_global: false,
+        env,
+        notes,
+    };
+    parser.feed(text, 0)?;
+    let jobs = parser.jobs;
     if jobs.is_empty() {
         return Err(WorkloadError::NoJobs);
     }
@@ -173,6 +152,148 @@ pub fn parse_job_file_noting(
         jobs: jobs.into_iter().map(|(job, _)| job).collect(),
         trace: None,
     })
+}
+
+struct Parser<'a> {
+    global: JobSpec,
+    /// Each job with the line of its section header, for duplicate-name errors.
+    jobs: Vec<(JobSpec, usize)>,
+    in_global: bool,
+    env: &'a dyn JobFileEnv,
+    notes: &'a mut Vec<String>,
+}
+
+impl Parser<'_> {
+    /// Reads one file's lines into the jobs (an included file at `depth` > 0).
+    fn feed(&mut self, text: &str, depth: usize) -> Result<(), WorkloadError> {
+        if text.len() > JOB_FILE_BYTES_MAX {
+            return Err(WorkloadError::InputTooLarge {
+                len_bytes: text.len(),
+                len_bytes_max: JOB_FILE_BYTES_MAX,
+            });
+        }
+        let syntax = |line: usize, reason: String| WorkloadError::Syntax { reason }.at_line(line);
+        for (index, raw) in text.lines().enumerate() {
+            let line = index + 1;
+            let content = raw.split([';', '#']).next().unwrap_or("").trim();
+            if content.is_empty() {
+                continue;
+            }
+            let expanded = expand_vars(content, self.env).map_err(|reason| syntax(line, reason))?;
+            let content = expanded.trim();
+            if let Some(path) = content.strip_prefix("include ").map(str::trim) {
+                if depth + 1 > INCLUDE_DEPTH_MAX {
+                    return Err(syntax(
+                        line,
+                        format!("include {path}: more than {INCLUDE_DEPTH_MAX} levels deep (an include loop?)"),
+                    ));
+                }
+                let included = self
+                    .env
+                    .include(path)
+                    .map_err(|reason| syntax(line, reason))?;
+                self.feed(&included, depth + 1)
+                    .map_err(|e| syntax(line, format!("in {path}: {e}")))?;
+                continue;
+            }
+            if let Some(header) = content.strip_prefix('[') {
+                let Some(name) = header.strip_suffix(']') else {
+                    return Err(syntax(
+                        line,
+                        format!("section header '{content}' must look like [name]"),
+                    ));
+                };
+                let name = name.trim();
+                if name.is_empty() {
+                    return Err(syntax(line, "section name is empty".to_string()));
+                }
+                if name == "global" {
+                    self.in_global = true;
+                    continue;
+                }
+                if self.jobs.len() == JOBS_MAX {
+                    return Err(WorkloadError::TooManyJobs { jobs_max: JOBS_MAX }.at_line(line));
+                }
+                let mut job = self.global.clone();
+                job.set("name", name).map_err(|e| e.at_line(line))?;
+                self.jobs.push((job, line));
+                self.in_global = false;
+                continue;
+            }
+            let (key, value) = match content.split_once('=') {
+                Some((key, value)) => (key.trim(), value.trim()),
+                None => (content, ""),
+            };
+            if key.is_empty() {
+                return Err(syntax(line, format!("'{content}' has no key before '='")));
+            }
+            let target = match self.jobs.last_mut() {
+                _ if self.in_global => &mut self.global,
+                Some((job, _)) => job,
+                None => {
+                    return Err(syntax(
+                        line,
+                        format!(
+                            "'{key}' appears before any section; put it under [global] or [jobname]"
+                        ),
+                    ))
+                }
+            };
+            target.set(key, value).map_err(|e| e.at_line(line))?;
+            if let Some(why) = crate::spec::ignored_reason(key) {
+                self.notes
+                    .push(format!("line {line}: {key} ignored: {why}"));
+            }
+        }
+        Ok(())
+    }
+}
+
+/// Replaces `$NAME` and `${NAME}` in `line` by their values in `env`; `$$` is a `$`.
+fn expand_vars(line: &str, env: &dyn JobFileEnv) -> Result<String, String> {
+    if !line.contains('$') {
+        return Ok(line.to_string());
+    }
+    let mut out = String::with_capacity(line.len());
+    let mut rest = line;
+    while let Some(at) = rest.find('$') {
+        out.push_str(&rest[..at]);
+        let after = &rest[at + 1..];
+        if let Some(tail) = after.strip_prefix('$') {
+            out.push('$');
+            rest = tail;
+            continue;
+        }
+        let (name, tail) = if let Some(braced) = after.strip_prefix('{') {
+            let end = braced
+                .find('}')
+                .ok_or_else(|| format!("'${{' without a closing '}}' in '{line}'"))?;
+            (&braced[..end], &braced[end + 1..])
+        } else if after.starts_with('(') {
+            return Err(format!(
+                "fio's arithmetic '$(...)' is not supported in '{line}': write the value"
+            ));
+        } else {
+            let end = after
+                .find(|c: char| !(c.is_ascii_alphanumeric() || c == '_'))
+                .unwrap_or(after.len());
+            (&after[..end], &after[end..])
+        };
+        if name.is_empty() {
+            return Err(format!(
+                "'$' without a variable name in '{line}' (write $$ for a '$')"
+            ));
+        }
+        let value = env.var(name).ok_or_else(|| {
+            format!(
+                "${name} is not set (an environment variable, or $ncpus, $pagesize, $mb_memory)"
+            )
+        })?;
+        out.push_str(&value);
+        rest = tail;
+    }
+    out.push_str(rest);
+    Ok(out)
 }
 
 #[cfg(test)]
@@ -378,5 +499,63 @@ mod tests {
                 Err(expected.to_string())
             );
         }
+    }
+
+    /// Variables and includes from a test environment.
+    struct Env;
+
+    impl JobFileEnv for Env {
+        fn var(&self, name: &str) -> Option<String> {
+            match name {
+                "ncpus" => Some("4".into()),
+                "DEPTH" => Some("32".into()),
+                _ => None,
+            }
+        }
+
+        fn include(&self, path: &str) -> Result<String, String> {
+            match path {
+                "common.fio" => Ok("[global]\nbs=64k\niodepth=${DEPTH}\n".into()),
+                "loop.fio" => Ok("include loop.fio\n".into()),
+                "bad.fio" => Ok("[global]\nbs=zero\n".into()),
+                _ => Err(format!("cannot read {path}: no such file")),
+            }
+        }
+    }
+
+    fn with_env(text: &str) -> Result<Workload, String> {
+        parse_job_file_with(text, &Env, &mut Vec::new()).map_err(|e| e.to_string())
+    }
+
+    #[test]
+    fn variables_are_expanded_and_unknown_ones_refused() {
+        let w = with_env("[j]\nnumjobs=$ncpus\niodepth=${DEPTH}\nname=cost$$\n").unwrap();
+        assert_eq!((w.jobs[0].numjobs, w.jobs[0].iodepth), (4, 32));
+        assert_eq!(w.jobs[0].name, "cost$");
+        let e = with_env("[j]\niodepth=$NOPE\n").unwrap_err();
+        assert!(e.starts_with("line 2: $NOPE is not set"), "{e}");
+        let e = with_env("[j]\niodepth=$(2*4)\n").unwrap_err();
+        assert!(e.contains("arithmetic"), "{e}");
+        let e = with_env("[j]\niodepth=${DEPTH\n").unwrap_err();
+        assert!(e.contains("without a closing"), "{e}");
+        // Without an environment, nothing is set.
+        assert!(parse_job_file("[j]\nnumjobs=$ncpus\n").is_err());
+    }
+
+    #[test]
+    fn includes_read_other_files_in_place() {
+        let w = with_env("include common.fio\n[j]\nrw=randread\n").unwrap();
+        assert_eq!(w.jobs[0].bs, BlockSize::Fixed(64 << 10));
+        assert_eq!(w.jobs[0].iodepth, 32);
+        let e = with_env("include loop.fio\n[j]\n").unwrap_err();
+        assert!(e.contains("levels deep"), "{e}");
+        let e = with_env("[j]\ninclude missing.fio\n").unwrap_err();
+        assert!(e.starts_with("line 2: cannot read missing.fio"), "{e}");
+        let e = with_env("[j]\ninclude bad.fio\n").unwrap_err();
+        assert!(e.starts_with("line 2: in bad.fio: line 2: bs"), "{e}");
+        let e = parse_job_file("include common.fio\n")
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("given as text"), "{e}");
     }
 }

@@ -63,7 +63,10 @@ mod zipf;
 
 pub use error::WorkloadError;
 pub use gen::RequestGen;
-pub use jobfile::{parse_job_file, parse_job_file_noting, Workload, JOBS_MAX, JOB_FILE_BYTES_MAX};
+pub use jobfile::{
+    parse_job_file, parse_job_file_noting, parse_job_file_with, JobFileEnv, NoEnv, Workload,
+    JOBS_MAX, JOB_FILE_BYTES_MAX,
+};
 pub use spec::{
     ignored_reason, BlockSize, Direction, Distribution, JobSpec, RateProcess, Request, RwMode,
     Verify, BSSPLIT_ENTRIES_MAX, BS_BYTES_MAX, IGNORED_KEYS, IODEPTH_MAX, NAME_BYTES_MAX,

@@ -1,12 +1,12 @@
 //! Flags shared by every command that builds a device or a workload.
 
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 
 use anyhow::{Context, Result};
 use clap::Args;
 use nvarray_model::{apply_overrides, parse_assignment, presets, DeviceConfig};
 use nvarray_workload::trace::{AddressMode, ReplayMode, TraceFormat, TraceSpec};
-use nvarray_workload::{ignored_reason, parse_job_file_noting, JobSpec, Workload};
+use nvarray_workload::{ignored_reason, parse_job_file_with, JobFileEnv, JobSpec, Workload};
 
 use crate::input_error;
 
@@ -97,6 +97,14 @@ pub struct FioArgs {
     /// Bytes per thread, then it stops (fio units: 1g).
     #[arg(long = "io_size", visible_alias = "io_limit")]
     pub io_size: Option<String>,
+    /// Each thread's region starts this far after the previous thread's (fio units); thread
+    /// t touches --offset + t x this [default: 0, all threads share the region].
+    #[arg(long = "offset_increment")]
+    pub offset_increment: Option<String>,
+    /// Run the job this many times over: its --number_ios, --io_size and --runtime are
+    /// multiplied [default: 1].
+    #[arg(long)]
+    pub loops: Option<String>,
     /// Cap each thread's requests per second; requests are issued at their paced times and
     /// their latency counts from then, so a device that cannot keep the rate shows queueing.
     #[arg(long = "rate_iops")]
@@ -229,7 +237,7 @@ impl IgnoredFioArgs {
 impl FioArgs {
     /// The flags given, as fio key/value pairs in a fixed order.
     pub fn pairs(&self) -> Vec<(&'static str, String)> {
-        let fields: [(&'static str, &Option<String>); 21] = [
+        let fields: [(&'static str, &Option<String>); 23] = [
             ("name", &self.name),
             ("rw", &self.rw),
             ("bs", &self.bs),
@@ -244,6 +252,8 @@ impl FioArgs {
             ("rate_iops", &self.rate_iops),
             ("rate", &self.rate),
             ("rate_process", &self.rate_process),
+            ("offset_increment", &self.offset_increment),
+            ("loops", &self.loops),
             ("random_distribution", &self.random_distribution),
             ("randseed", &self.randseed),
             ("offset", &self.offset),
@@ -319,7 +329,10 @@ impl FioArgs {
             Some(path) => {
                 let text = read_text_file(path, "job file")?;
                 let mut notes = Vec::new();
-                let workload = parse_job_file_noting(&text, &mut notes)
+                let env = MachineEnv {
+                    dir: path.parent().map(Path::to_path_buf).unwrap_or_default(),
+                };
+                let workload = parse_job_file_with(&text, &env, &mut notes)
                     .map_err(|e| input_error(format!("{}: {e}", path.display())))?;
                 for note in notes {
                     eprintln!("note: {}: {note}", path.display());
@@ -363,6 +376,41 @@ impl FioArgs {
             }
         }
         Ok(workload)
+    }
+}
+
+/// What a job file on this machine may use: the environment, fio's `$ncpus`, `$pagesize`
+/// and `$mb_memory`, and files beside it to include.
+struct MachineEnv {
+    dir: PathBuf,
+}
+
+impl JobFileEnv for MachineEnv {
+    fn var(&self, name: &str) -> Option<String> {
+        match name {
+            "ncpus" => std::thread::available_parallelism()
+                .ok()
+                .map(|n| n.to_string()),
+            // SAFETY: sysconf reads a constant of the system.
+            "pagesize" => Some(unsafe { libc::sysconf(libc::_SC_PAGESIZE) }.to_string()),
+            "mb_memory" => std::fs::read_to_string("/proc/meminfo").ok().and_then(|m| {
+                let kib: u64 = m
+                    .lines()
+                    .find_map(|l| l.strip_prefix("MemTotal:"))?
+                    .trim()
+                    .trim_end_matches("kB")
+                    .trim()
+                    .parse()
+                    .ok()?;
+                Some((kib / 1024).to_string())
+            }),
+            _ => std::env::var(name).ok(),
+        }
+    }
+
+    fn include(&self, path: &str) -> Result<String, String> {
+        let path = self.dir.join(path);
+        read_text_file(&path, "included job file").map_err(|e| e.to_string())
     }
 }
 

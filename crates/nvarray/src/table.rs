@@ -112,6 +112,15 @@ pub fn job_line(j: &JobSpec) -> String {
     } else if j.runtime_unlimited {
         s += " runtime=0";
     }
+    if j.loops > 1 {
+        s += &format!(" loops={}", j.loops);
+    }
+    if j.offset_increment_bytes > 0 {
+        s += &format!(
+            " offset_increment={}",
+            format_size(j.offset_increment_bytes)
+        );
+    }
     if let Some(b) = j.io_size_bytes {
         s += &format!(" io_size={}", format_size(b));
     }

@@ -14,6 +14,9 @@ use super::{
 use crate::error::{value_error, WorkloadError};
 use crate::units::{NS_PER_S, NS_PER_US};
 
+/// Most `loops` a job may run.
+const LOOPS_MAX: u32 = 1_000_000;
+
 /// Every key [`JobSpec::set`] understands, in the order the docs list them.
 ///
 /// `readwrite` is fio's alias of `rw`, `blocksize` of `bs`, `ba` of `blockalign`, `io_limit`
@@ -36,7 +39,9 @@ pub const SUPPORTED_KEYS: &[&str] = &[
     "random_distribution",
     "randseed",
     "offset",
+    "offset_increment",
     "size",
+    "loops",
     "blockalign",
     "ba",
     "thinktime",
@@ -217,6 +222,11 @@ impl JobSpec {
                 self.runtime_ns = (runtime_ns > 0).then_some(runtime_ns);
                 self.runtime_unlimited = runtime_ns == 0;
             }
+            "offset_increment" => {
+                self.offset_increment_bytes = nvarray_units::parse_size(value)
+                    .map_err(|e| size_value_error(key, value, &e))?;
+            }
+            "loops" => self.loops = parse_u32_in(key, value, 1, LOOPS_MAX)?,
             "io_size" | "io_limit" => {
                 let bytes = nvarray_units::parse_size(value)
                     .map_err(|e| size_value_error(key, value, &e))?;

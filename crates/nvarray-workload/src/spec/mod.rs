@@ -99,6 +99,13 @@ pub struct JobSpec {
     /// Bytes each thread moves before it stops (fio's `io_size`, alias `io_limit`); `None`:
     /// no byte limit.
     pub io_size_bytes: Option<u64>,
+    /// Each thread's region starts this much after the previous thread's (fio's
+    /// `offset_increment`; thread `t` at `offset + t x offset_increment`); 0 (default): every
+    /// thread shares the job's region.
+    pub offset_increment_bytes: u64,
+    /// The job runs this many times over (fio's `loops`): its request count, byte limit and
+    /// runtime are multiplied; default 1.
+    pub loops: u32,
     /// `runtime=0` was given: no time limit, so with neither `number_ios` nor `io_size` the
     /// job ends after moving its region's size, as a fio job without `time_based` does.
     pub runtime_unlimited: bool,
@@ -126,6 +133,8 @@ impl Default for JobSpec {
             rate_bytes_per_s: None,
             rate_process: RateProcess::Linear,
             io_size_bytes: None,
+            offset_increment_bytes: 0,
+            loops: 1,
             runtime_unlimited: false,
         }
     }

@@ -1,7 +1,8 @@
-//! fio's rate options and byte limits in both engines: `rate_iops` and `rate` pace a thread's
-//! requests (evenly, or as a Poisson process), a device slower than the rate shows queueing
-//! from each request's paced time, `io_size` stops a thread after so many bytes, and
-//! `runtime=0` ends a job after its region, as in fio.
+//! fio's options that change what a run does, in both engines: `rate_iops` and `rate` pace a
+//! thread's requests (evenly, or as a Poisson process), a device slower than the rate shows
+//! queueing from each request's paced time, `io_size` stops a thread after so many bytes,
+//! `runtime=0` ends a job after its region, `loops` repeats it, `offset_increment` gives each
+//! thread its own region.
 
 use nvarray_host::{Device, Options};
 use nvarray_model::presets::preset;
@@ -153,4 +154,59 @@ fn the_emulator_paces_and_limits_bytes_too() {
     let w = workload(&[("rw", "randwrite"), ("io_size", "256k"), ("bs", "4k")]);
     let r = emu::run_on(&opened, &w, &mut |_| {}).unwrap();
     assert_eq!((r.totals.requests, r.totals.write_bytes), (64, 256 << 10));
+}
+
+#[test]
+fn loops_repeat_and_offset_increment_separates_the_threads() {
+    let cfg = device("dram");
+    let r = sim::run(
+        &cfg,
+        &workload(&[("rw", "write"), ("io_size", "256k"), ("loops", "3")]),
+    )
+    .unwrap();
+    assert_eq!(r.totals.write_bytes, 3 * (256 << 10));
+    let r = sim::run(&cfg, &workload(&[("number_ios", "10"), ("loops", "4")])).unwrap();
+    assert_eq!(r.totals.requests, 40);
+    let r = sim::run(&cfg, &workload(&[("runtime", "1ms"), ("loops", "3")])).unwrap();
+    assert_eq!(r.elapsed_ns, 3_000_000);
+    // Four threads, each writing 1 MiB sequentially in its own 1 MiB region: together they
+    // cover 4 MiB once, which a shared region (all four starting at 0) would not.
+    let plan = nvarray_run::Plan::new(
+        &workload(&[
+            ("rw", "write"),
+            ("bs", "64k"),
+            ("size", "1m"),
+            ("offset_increment", "1m"),
+            ("numjobs", "4"),
+        ]),
+        nvarray_workload::trace::Geometry {
+            capacity_bytes: 64 << 20,
+            block_bytes: 512,
+            max_transfer_bytes: 1 << 20,
+        },
+    )
+    .unwrap();
+    let starts: Vec<u64> = plan
+        .threads
+        .iter()
+        .map(|t| match &t.requests {
+            nvarray_run::plan::Requests::Generated(g, _) => g.region_start_bytes(),
+            _ => unreachable!(),
+        })
+        .collect();
+    assert_eq!(starts, [0, 1 << 20, 2 << 20, 3 << 20]);
+    let mut w = workload(&[
+        ("rw", "write"),
+        ("bs", "64k"),
+        ("size", "1m"),
+        ("offset_increment", "1m"),
+        ("numjobs", "4"),
+        ("runtime", "0"),
+    ]);
+    let r = sim::run(&cfg, &w).unwrap();
+    assert_eq!(r.totals.write_bytes, 4 << 20);
+    // The last thread's region past the device's end is refused, naming the job.
+    w.jobs[0].set("offset_increment", "32m").unwrap();
+    let e = sim::run(&cfg, &w).unwrap_err().to_string();
+    assert!(e.contains("offset"), "{e}");
 }
