@@ -616,6 +616,16 @@ impl RunReport {
         for s in streams {
             all.merge(s);
         }
+        // The streams' rates are over their own time when each stopped on its own (a request
+        // count or byte limit); the whole's too, then: the run's elapsed time also holds
+        // starting and joining the threads, which is nobody's I/O. Any stream that ran to the
+        // end makes it the run's time.
+        let all_ns = streams
+            .iter()
+            .map(|s| s.active_ns)
+            .collect::<Option<Vec<u64>>>()
+            .and_then(|ns| ns.into_iter().max())
+            .unwrap_or(elapsed_ns);
         let busy = model.resource_busy();
         let e = elapsed_ns.max(1) as f64;
         let frac = |ns: u64, n: u32| (ns as f64 / (e * f64::from(n.max(1)))).min(1.0);
@@ -623,7 +633,7 @@ impl RunReport {
             engine,
             device: model.config().name.clone(),
             elapsed_ns,
-            totals: all.totals(elapsed_ns),
+            totals: all.totals(all_ns),
             utilisation: Utilisation {
                 link_to_device: frac(busy.link_to_device_ns, 1),
                 link_to_host: frac(busy.link_to_host_ns, 1),

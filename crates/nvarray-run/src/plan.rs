@@ -161,11 +161,11 @@ impl Plan {
         let (size_bytes, block_bytes) = (geometry.capacity_bytes, geometry.block_bytes);
         let mut threads = Vec::new();
         for (stream, job) in workload.jobs.iter().enumerate() {
-            // A trace ends on its own; `runtime=0` means no time limit, as in fio.
+            // A trace ends on its own; a job that ends by size needs no time limit.
             let bounded = job.number_ios.is_some()
                 || job.io_size_bytes.is_some()
                 || workload.trace.is_some()
-                || job.runtime_unlimited;
+                || job.ends_by_size;
             let runtime_ns = match job.runtime_ns {
                 None if !bounded => Some(DEFAULT_RUNTIME_NS),
                 runtime => runtime,
@@ -206,9 +206,7 @@ impl Plan {
                 let io_bytes = match (&requests, job.io_size_bytes) {
                     (_, Some(bytes)) => bytes.saturating_mul(loops),
                     // fio's job without a time limit moves its region once per loop.
-                    (Requests::Generated(gen, _), None)
-                        if job.runtime_unlimited && job.number_ios.is_none() =>
-                    {
+                    (Requests::Generated(gen, _), None) if job.ends_by_size => {
                         gen.region_len_bytes().saturating_mul(loops)
                     }
                     _ => u64::MAX,

@@ -341,6 +341,7 @@ mod tests {
                 iodepth: 32,
                 runtime_ns: Some(10 * NS_PER_S),
                 random_distribution: Distribution::Zipf { theta: 1.1 },
+                time_based: true,
                 ..d("random-reads")
             }]),
         );

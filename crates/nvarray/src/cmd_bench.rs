@@ -231,7 +231,52 @@ pub fn run(args: BenchArgs) -> Result<()> {
     });
     bar.finish();
     let report = report?;
-    run.print(&device, &workload, &report)
+    run.print(&device, &workload, &report, false)
+}
+
+/// `nvarray fio`: a fio job file (or command line) run unchanged on the emulated device, with
+/// fio's rules for how a job ends and fio's report layout.
+#[derive(Args)]
+pub struct FioCompatArgs {
+    #[command(flatten)]
+    run: BenchRunArgs,
+}
+
+pub fn run_fio(args: FioCompatArgs) -> Result<()> {
+    let mut run = args.run.run_args()?;
+    run.fio_compat = true;
+    run.check_output()?;
+    let options = args.run.options()?;
+    let device = run.device.load()?;
+    let mut workload = run.fio.workload(&[])?;
+    if workload.trace.is_none() {
+        for job in &mut workload.jobs {
+            // fio: a job without time_based ends when it has moved its size (or io_size), or
+            // at its runtime if that comes first; with time_based, at its runtime.
+            if job.time_based {
+                if job.runtime_ns.is_none() {
+                    return Err(input_error(format!(
+                        "job {}: time_based without runtime runs forever in fio; give runtime",
+                        job.name
+                    )));
+                }
+            } else {
+                job.ends_by_size = true;
+            }
+        }
+    }
+    let engine = args.run.engine;
+    let bar = Progress::new("running the fio job", 1);
+    let report = run_engine(
+        engine,
+        &device,
+        &workload,
+        &options,
+        args.run.device_threads,
+        &mut |f| bar.set(0, f),
+    );
+    bar.finish();
+    run.print(&device, &workload, &report?, true)
 }
 
 #[derive(Serialize)]

@@ -53,6 +53,9 @@ pub struct RunArgs {
     /// 1:5:10:20:30:40:50:60:70:80:90:95:99:99.5:99.9:99.95:99.99].
     #[arg(long = "percentile_list", value_name = "LIST")]
     pub percentile_list: Option<String>,
+    /// Set by `nvarray fio`: its default layout is fio's normal text.
+    #[arg(skip)]
+    pub fio_compat: bool,
 }
 
 /// How a run's report is printed.
@@ -88,7 +91,10 @@ impl RunArgs {
                 )))
             }
         };
-        if self.percentile_list.is_some() && !matches!(layout, Layout::Fio { .. }) {
+        if self.percentile_list.is_some()
+            && !self.fio_compat
+            && !matches!(layout, Layout::Fio { .. })
+        {
             return Err(input_error(
                 "--percentile_list sets the percentiles of fio's layout: add --output-format json",
             ));
@@ -111,14 +117,27 @@ impl RunArgs {
         }
     }
 
-    /// Prints one run's report in the layout asked for.
+    /// Prints one run's report in the layout asked for; `fio_compat` (`nvarray fio`) makes
+    /// the default layout fio's normal text instead of nvarray's table.
     pub fn print(
         &self,
         device: &DeviceConfig,
         workload: &Workload,
         report: &RunReport,
+        fio_compat: bool,
     ) -> Result<()> {
         match self.layout()? {
+            Layout::Table if fio_compat => {
+                let percentiles = match &self.percentile_list {
+                    Some(list) => fio_output::parse_percentile_list(list).map_err(input_error)?,
+                    None => fio_output::PERCENTILES_DEFAULT.to_vec(),
+                };
+                let device_line = table::device_line(device);
+                print!(
+                    "{}",
+                    fio_output::normal(workload, report, &percentiles, &device_line)
+                )
+            }
             Layout::Table => print!("{}", table::run_report(device, workload, report)),
             Layout::Json => println!("{}", serde_json::to_string_pretty(report)?),
             Layout::Fio { plus, percentiles } => println!(
@@ -148,7 +167,7 @@ pub fn run(args: SimArgs) -> Result<()> {
             let device = args.run.device.load()?;
             let workload = args.run.fio.workload(&[])?;
             let report = simulate(&device, &workload)?;
-            args.run.print(&device, &workload, &report)
+            args.run.print(&device, &workload, &report, false)
         }
     }
 }

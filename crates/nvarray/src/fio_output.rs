@@ -77,12 +77,7 @@ fn job(
     plus: bool,
 ) -> Value {
     // The time the stream's rates are over (its own, if it stopped before the run).
-    let runtime_ns = if t.iops > 0.0 {
-        (t.requests as f64 / t.iops * 1e9) as u64
-    } else {
-        elapsed_ns
-    };
-    let runtime_ms = runtime_ns / 1_000_000;
+    let runtime_ms = runtime_ns(t, elapsed_ns) / 1_000_000;
     // fio's latency distribution: the share of requests in each bucket up to its edge, the
     // buckets of each unit starting where the smaller unit's end (≤ 1 µs in ns, then µs,
     // then ms; the ms series' last edge takes everything above).
@@ -202,6 +197,186 @@ fn direction(d: &DirectionTotals, runtime_ms: u64, percentiles: &[f64], plus: bo
         "iops_stddev": 0.0,
         "iops_samples": 0,
     })
+}
+
+/// The report in fio's normal text layout: a header line per job, then per job and
+/// direction the IOPS and bandwidth line, `clat` and `lat` statistics and the completion
+/// latency percentiles, then the group's run status, so a diff against fio's own output of
+/// the same job lines up. nvarray's device line and verdict come first.
+pub fn normal(
+    workload: &Workload,
+    r: &RunReport,
+    percentiles: &[f64],
+    device_line: &str,
+) -> String {
+    use std::fmt::Write;
+    let mut s = String::new();
+    for j in &workload.jobs {
+        let lens = || j.bs.lens_bytes();
+        let bs = format!(
+            "{}B-{}B",
+            lens().min().unwrap_or(0),
+            lens().max().unwrap_or(0)
+        );
+        let _ = writeln!(
+            s,
+            "{}: (g=0): rw={}, bs=(R) {bs}, (W) {bs}, (T) {bs}, ioengine=nvarray, iodepth={}",
+            j.name, j.rw, j.iodepth
+        );
+    }
+    let _ = writeln!(s, "nvarray-{} (fio's layout)", env!("CARGO_PKG_VERSION"));
+    let _ = writeln!(s, "device: {device_line}");
+    if !r.faithful {
+        let _ = writeln!(
+            s,
+            "NOT FAITHFUL: {}",
+            r.unfaithful_reason.as_deref().unwrap_or("see the report")
+        );
+    }
+    let threads: u32 = workload.jobs.iter().map(|j| j.numjobs).sum();
+    let _ = writeln!(
+        s,
+        "Starting {threads} thread{}\n",
+        if threads == 1 { "" } else { "s" }
+    );
+    let now = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap_or_default();
+    for st in &r.streams {
+        let t = &st.totals;
+        let spec = workload.jobs.iter().find(|j| j.name == st.name);
+        let _ = writeln!(
+            s,
+            "{}: (groupid=0, jobs={}): err= 0: pid={}: {}",
+            st.name,
+            spec.map_or(1, |j| j.numjobs),
+            std::process::id(),
+            ctime(now.as_secs())
+        );
+        let runtime_ms = runtime_ns(t, r.elapsed_ns) / 1_000_000;
+        for (name, d) in [("read", &t.read), ("write", &t.write)] {
+            if d.requests == 0 {
+                continue;
+            }
+            let _ = writeln!(
+                s,
+                "  {name}: IOPS={}, BW={} ({})({}/{}msec)",
+                si(d.iops),
+                binary_rate(d.bandwidth_bytes_per_s),
+                decimal_rate(d.bandwidth_bytes_per_s),
+                binary_size(d.bytes),
+                runtime_ms.max(1)
+            );
+            let l = &d.latency_ns;
+            let (unit, div) = unit_for(l.max);
+            let stat = |label: &str| {
+                format!(
+                    "{label} ({unit}): min={}, max={}, avg={:.2}, stdev={:.2}",
+                    l.min / div,
+                    l.max / div,
+                    l.mean / div as f64,
+                    l.stdev / div as f64
+                )
+            };
+            let _ = writeln!(s, "    {}", stat("clat"));
+            let _ = writeln!(s, "     {}", stat("lat"));
+            let _ = writeln!(s, "    clat percentiles ({unit}):");
+            for (i, chunk) in percentiles.chunks(4).enumerate() {
+                let cells: Vec<String> = chunk
+                    .iter()
+                    .map(|&q| format!("{q:>5.2}th=[{:>5}]", d.percentile_ns(q) / div))
+                    .collect();
+                let last = (i + 1) * 4 >= percentiles.len();
+                let _ = writeln!(
+                    s,
+                    "     | {}{}",
+                    cells.join(", "),
+                    if last { "" } else { "," }
+                );
+            }
+        }
+        let _ = writeln!(
+            s,
+            "  issued rwts: total={},{},0,0 short=0,0,0,0 dropped=0,0,0,0\n",
+            t.read.requests, t.write.requests
+        );
+    }
+    let _ = writeln!(s, "Run status group 0 (all jobs):");
+    let t = &r.totals;
+    let run_ms = runtime_ns(t, r.elapsed_ns) / 1_000_000;
+    for (label, d) in [("   READ", &t.read), ("  WRITE", &t.write)] {
+        if d.requests == 0 {
+            continue;
+        }
+        let (b, dec) = (
+            binary_rate(d.bandwidth_bytes_per_s),
+            decimal_rate(d.bandwidth_bytes_per_s),
+        );
+        let _ = writeln!(
+            s,
+            "{label}: bw={b} ({dec}), {b}-{b} ({dec}-{dec}), io={} ({}), run={}-{}msec",
+            binary_size(d.bytes),
+            decimal_size(d.bytes),
+            run_ms.max(1),
+            run_ms.max(1)
+        );
+    }
+    s
+}
+
+/// The time a stream's rates are over.
+fn runtime_ns(t: &Totals, elapsed_ns: u64) -> u64 {
+    if t.iops > 0.0 {
+        (t.requests as f64 / t.iops * 1e9) as u64
+    } else {
+        elapsed_ns
+    }
+}
+
+/// fio's unit for a latency line: nsec below 10 µs, usec below 10 ms, else msec.
+fn unit_for(max_ns: u64) -> (&'static str, u64) {
+    match max_ns {
+        n if n < 10_000 => ("nsec", 1),
+        n if n < 10_000_000 => ("usec", 1_000),
+        _ => ("msec", 1_000_000),
+    }
+}
+
+/// `972k`, `1028k`, `2345`: fio's IOPS figure.
+fn si(v: f64) -> String {
+    match v {
+        v if v >= 1e6 => format!("{:.0}k", v / 1e3),
+        v if v >= 1e4 => format!("{:.0}k", v / 1e3),
+        v => format!("{v:.0}"),
+    }
+}
+
+fn binary_rate(bytes_per_s: f64) -> String {
+    format!("{}/s", binary_size(bytes_per_s as u64))
+}
+
+fn decimal_rate(bytes_per_s: f64) -> String {
+    format!("{}/s", decimal_size(bytes_per_s as u64))
+}
+
+/// `3888KiB`, `3797MiB`: fio's binary sizes (whole units, as fio rounds them).
+fn binary_size(b: u64) -> String {
+    match b {
+        b if b >= 10 << 30 => format!("{}GiB", b >> 30),
+        b if b >= 10 << 20 => format!("{}MiB", b >> 20),
+        b if b >= 10 << 10 => format!("{}KiB", b >> 10),
+        b => format!("{b}B"),
+    }
+}
+
+/// `3981kB`, `4211MB`: fio's decimal sizes.
+fn decimal_size(b: u64) -> String {
+    match b {
+        b if b >= 10_000_000_000 => format!("{}GB", b / 1_000_000_000),
+        b if b >= 10_000_000 => format!("{}MB", b / 1_000_000),
+        b if b >= 10_000 => format!("{}kB", b / 1_000),
+        b => format!("{b}B"),
+    }
 }
 
 /// fio's `{min, max, mean, stddev, N}` of a latency.

@@ -47,6 +47,16 @@ enum Command {
     /// `nvarray bench sweep` varies a parameter, like `nvarray sim sweep`. Workload flags use
     /// fio's names and meanings, except `--size`, which sizes the device.
     Bench(Box<cmd_bench::BenchArgs>),
+    /// Run a fio job file unchanged against the emulated device and print fio's layout, to
+    /// diff against fio's output of the same job on a real device.
+    ///
+    /// fio's rules for how a job ends: without `time_based` it ends after moving its `size`
+    /// (or `io_size`), or at its `runtime` if that comes first. Options that mean nothing
+    /// for a modelled array (`ioengine`, `filename`, `direct=1`, ...) are accepted and noted
+    /// on stderr. Device flags as `nvarray bench` (`--preset`, `--set`, `--size`);
+    /// `--output-format json|json+` prints fio's JSON. docs/fio.md lists fio's own example job
+    /// files and how each runs here.
+    Fio(Box<cmd_bench::FioCompatArgs>),
     /// Run a workload through the discrete-event simulator (virtual time, deterministic).
     ///
     /// Workload flags use fio's names and meanings; `nvarray sim JOBFILE` reads a fio job file
@@ -120,6 +130,7 @@ fn main() -> ExitCode {
     let result = match cli.command {
         Command::Bench(a) => cmd_bench::run(*a),
         Command::Sim(a) => cmd_sim::run(*a),
+        Command::Fio(a) => cmd_bench::run_fio(*a),
         Command::Serve(a) => cmd_serve::run(*a),
         Command::Mount(a) => cmd_mount::run(*a),
         Command::Presets(a) => cmd_presets::run(a),

@@ -109,7 +109,7 @@ pub fn job_line(j: &JobSpec) -> String {
     }
     if let Some(r) = j.runtime_ns {
         s += &format!(" runtime={}", fmt_ns(r));
-    } else if j.runtime_unlimited {
+    } else if j.ends_by_size {
         s += " runtime=0";
     }
     if j.loops > 1 {

@@ -201,3 +201,79 @@ fn the_layout_flags_are_checked_before_a_run() {
         assert!(e.contains(expected), "{args:?}: {e}");
     }
 }
+
+#[test]
+fn nvarray_fio_runs_a_job_file_unchanged_with_fios_rules_and_layout() {
+    let dir = tempfile::tempdir().unwrap();
+    let job = dir.path().join("job.fio");
+    std::fs::write(
+        &job,
+        "[global]\nioengine=libaio\ndirect=1\nfilename=/dev/nvme0n1\nbs=4k\nsize=8m\n\
+         [mixed]\nrw=randrw\nrwmixread=75\niodepth=4\n",
+    )
+    .unwrap();
+    let job = job.to_str().unwrap();
+    let run = |extra: &[&str]| {
+        let out = Command::new(env!("CARGO_BIN_EXE_nvarray"))
+            .args(
+                [
+                    &["fio", "--preset", "dram", "--engine", "sim", job][..],
+                    extra,
+                ]
+                .concat(),
+            )
+            .output()
+            .unwrap();
+        assert!(
+            out.status.success(),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        (
+            String::from_utf8_lossy(&out.stdout).into_owned(),
+            String::from_utf8_lossy(&out.stderr).into_owned(),
+        )
+    };
+    let (text, notes) = run(&[]);
+    // Without time_based, fio's job ends after its size: 8 MiB in 4 KiB requests.
+    let total = text
+        .lines()
+        .find_map(|l| l.trim().strip_prefix("issued rwts: total="))
+        .expect(&text);
+    let counts: Vec<u64> = total
+        .split(',')
+        .take(2)
+        .map(|n| n.parse().unwrap())
+        .collect();
+    assert_eq!(counts[0] + counts[1], 2048, "{text}");
+    for line in [
+        "mixed: (g=0): rw=randrw, bs=(R) 4096B-4096B",
+        "  read: IOPS=",
+        "  write: IOPS=",
+        "    clat percentiles (",
+        "Run status group 0 (all jobs):",
+        "   READ: bw=",
+    ] {
+        assert!(text.contains(line), "{line:?} in\n{text}");
+    }
+    assert!(
+        notes.contains("ioengine ignored") && notes.contains("filename ignored"),
+        "{notes}"
+    );
+    let (json, _) = run(&["--output-format", "json"]);
+    let v: serde_json::Value = serde_json::from_str(&json).unwrap();
+    assert_eq!(
+        v["jobs"][0]["read"]["total_ios"].as_u64().unwrap()
+            + v["jobs"][0]["write"]["total_ios"].as_u64().unwrap(),
+        2048
+    );
+    // time_based needs a runtime, as in fio.
+    let forever = dir.path().join("forever.fio");
+    std::fs::write(&forever, "[j]\ntime_based\n").unwrap();
+    let out = Command::new(env!("CARGO_BIN_EXE_nvarray"))
+        .args(["fio", "--engine", "sim", forever.to_str().unwrap()])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("time_based without runtime"));
+}

@@ -184,6 +184,9 @@ impl JobSpec {
                 "randrepeat" => value == "0",
                 _ => false,
             };
+            if key == "time_based" {
+                self.time_based = !matches!(value, "0");
+            }
             if refused {
                 let reason = match key {
                     "randrepeat" => "runs always repeat; change randseed for other requests",
@@ -220,7 +223,7 @@ impl JobSpec {
             "runtime" => {
                 let runtime_ns = parse_duration_limited(key, value, NS_PER_S, RUNTIME_NS_MAX)?;
                 self.runtime_ns = (runtime_ns > 0).then_some(runtime_ns);
-                self.runtime_unlimited = runtime_ns == 0;
+                self.ends_by_size = runtime_ns == 0;
             }
             "offset_increment" => {
                 self.offset_increment_bytes = nvarray_units::parse_size(value)
@@ -907,7 +910,7 @@ mod tests {
             "0",
             Ok(JobSpec {
                 runtime_ns: None,
-                runtime_unlimited: true,
+                ends_by_size: true,
                 ..d()
             }),
         );
@@ -1140,9 +1143,18 @@ mod tests {
 
     #[test]
     fn set_keys_ignored_unknown_and_missing() {
-        for key in IGNORED_KEYS {
+        for key in IGNORED_KEYS.iter().filter(|&&k| k != "time_based") {
             check(key, "", Ok(d()));
         }
+        // Recorded for `nvarray fio`, where a job without it ends by its size.
+        check(
+            "time_based",
+            "",
+            Ok(JobSpec {
+                time_based: true,
+                ..d()
+            }),
+        );
         check("ioengine", "io_uring", Ok(d()));
         check("filename", "/dev/nvme0n1", Ok(d()));
         check("direct", "1", Ok(d()));

@@ -106,9 +106,13 @@ pub struct JobSpec {
     /// The job runs this many times over (fio's `loops`): its request count, byte limit and
     /// runtime are multiplied; default 1.
     pub loops: u32,
-    /// `runtime=0` was given: no time limit, so with neither `number_ios` nor `io_size` the
-    /// job ends after moving its region's size, as a fio job without `time_based` does.
-    pub runtime_unlimited: bool,
+    /// The job ends after moving its region's size (or `io_size`) once per loop, as a fio job
+    /// without `time_based` does: set by `runtime=0` (no time limit, as in fio), and by
+    /// `nvarray fio` for every job without `time_based`. A `runtime` still ends it sooner.
+    pub ends_by_size: bool,
+    /// fio's `time_based` was given (the job runs for its `runtime`, wrapping around its
+    /// region): what `ends_by_size` is not, under `nvarray fio`.
+    pub time_based: bool,
 }
 
 impl Default for JobSpec {
@@ -135,7 +139,8 @@ impl Default for JobSpec {
             io_size_bytes: None,
             offset_increment_bytes: 0,
             loops: 1,
-            runtime_unlimited: false,
+            ends_by_size: false,
+            time_based: false,
         }
     }
 }
