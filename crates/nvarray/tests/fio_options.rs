@@ -104,10 +104,24 @@ fn a_job_file_notes_its_ignored_keys_with_their_lines() {
 }
 
 #[test]
-fn what_fio_would_do_differently_is_refused_naming_the_fix() {
+fn what_is_not_modelled_is_noted_and_what_is_malformed_refused() {
+    // No page cache, always repeatable: accepted, and said.
+    let (_, notes) = run(&[
+        "sim",
+        "--direct=0",
+        "--randrepeat=0",
+        "--number_ios=10",
+        "--json",
+    ]);
+    assert!(
+        notes.contains("--direct ignored: no page cache is modelled"),
+        "{notes}"
+    );
+    assert!(
+        notes.contains("--randrepeat ignored: runs always repeat"),
+        "{notes}"
+    );
     for (args, expected) in [
-        (&["sim", "--direct=0"][..], "only direct=1"),
-        (&["sim", "--randrepeat=0"][..], "change randseed"),
         (
             &["sim", "--rate=1m,2m"][..],
             "one value for reads and writes",

@@ -55,61 +55,37 @@ pub const SUPPORTED_KEYS: &[&str] = &[
 /// not change the requests a modelled array sees. A front end says so in one line
 /// ([`ignored_reason`]). Keys that change what happens and are not modelled fail as unknown.
 const IGNORED: &[(&str, &str)] = &[
-    (
-        "ioengine",
-        "nvarray is the engine: requests go to the modelled device",
-    ),
-    (
-        "filename",
-        "the device is chosen by --preset/--device, not by a file",
-    ),
-    (
-        "direct",
-        "the array has no page cache: every job runs as direct=1",
-    ),
-    (
-        "buffered",
-        "the array has no page cache: every job runs as buffered=0",
-    ),
+    ("ioengine", "nvarray is the engine: requests go to the modelled device"),
+    ("filename", "the device is chosen by --preset/--device, not by a file"),
+    ("direct", "no page cache is modelled: every request reaches the device, as with direct=1"),
+    ("buffered", "no page cache is modelled: every request reaches the device, as with buffered=0"),
     ("thread", "threads or processes look the same to the device"),
-    (
-        "group_reporting",
-        "nvarray reports each job and their sum already",
-    ),
-    (
-        "time_based",
-        "generated requests wrap around their region: runtime or number_ios ends a job",
-    ),
-    (
-        "norandommap",
-        "random offsets are drawn independently, as with norandommap, always",
-    ),
-    (
-        "randrepeat",
-        "runs always repeat: the same randseed gives the same requests",
-    ),
-    (
-        "random_generator",
-        "offsets come from xoshiro256++; the generator changes which offsets, not how they spread",
-    ),
+    ("threads", "threads or processes look the same to the device"),
+    ("group_reporting", "nvarray reports each job, its threads summed, and the whole"),
+    ("time_based", "generated requests wrap around their region: runtime or number_ios ends a job (nvarray fio: a job without it ends by its size)"),
+    ("norandommap", "random offsets are drawn independently, as with norandommap, always"),
+    ("randrepeat", "runs always repeat: the same randseed gives the same requests (change randseed for others)"),
+    ("random_generator", "offsets come from xoshiro256++; the generator changes which offsets, not how they spread"),
     ("invalidate", "the array has no page cache to invalidate"),
-    (
-        "iodepth_batch",
-        "requests are submitted one at a time, as they free a slot",
-    ),
-    (
-        "iodepth_batch_submit",
-        "requests are submitted one at a time, as they free a slot",
-    ),
-    (
-        "iodepth_batch_complete",
-        "completions are reaped as they arrive",
-    ),
-    (
-        "iodepth_low",
-        "requests are submitted one at a time, as they free a slot",
-    ),
     ("fadvise_hint", "the array has no page cache"),
+    ("iodepth_batch", "requests are submitted one at a time, as they free a slot"),
+    ("iodepth_batch_submit", "requests are submitted one at a time, as they free a slot"),
+    ("iodepth_batch_complete", "completions are reaped as they arrive"),
+    ("iodepth_low", "requests are submitted one at a time, as they free a slot"),
+    ("description", "a description changes nothing"),
+    ("gtod_reduce", "nvarray reads its own clock, cheaply"),
+    ("disable_lat", "nvarray measures every latency"),
+    ("disable_clat", "nvarray measures every latency"),
+    ("disable_slat", "nvarray measures every latency"),
+    ("disable_bw_measurement", "nvarray measures every rate"),
+    ("clat_percentiles", "percentiles are always reported"),
+    ("lat_percentiles", "percentiles are always reported"),
+    ("write_lat_log", "per-request logs are not written; the report has the percentiles (--output-format json+ the bins)"),
+    ("write_bw_log", "per-interval logs are not written"),
+    ("write_iops_log", "per-interval logs are not written"),
+    ("write_hist_log", "per-interval logs are not written"),
+    ("log_avg_msec", "per-interval logs are not written"),
+    ("per_job_logs", "per-interval logs are not written"),
 ];
 
 /// The names of the keys accepted and ignored (see [`ignored_reason`]).
@@ -119,17 +95,32 @@ pub const IGNORED_KEYS: &[&str] = &[
     "direct",
     "buffered",
     "thread",
+    "threads",
     "group_reporting",
     "time_based",
     "norandommap",
     "randrepeat",
     "random_generator",
     "invalidate",
+    "fadvise_hint",
     "iodepth_batch",
     "iodepth_batch_submit",
     "iodepth_batch_complete",
     "iodepth_low",
-    "fadvise_hint",
+    "description",
+    "gtod_reduce",
+    "disable_lat",
+    "disable_clat",
+    "disable_slat",
+    "disable_bw_measurement",
+    "clat_percentiles",
+    "lat_percentiles",
+    "write_lat_log",
+    "write_bw_log",
+    "write_iops_log",
+    "write_hist_log",
+    "log_avg_msec",
+    "per_job_logs",
 ];
 
 /// Why `key` is accepted and ignored, if it is.
@@ -153,7 +144,7 @@ impl JobSpec {
     /// through here, so a key means the same thing everywhere.
     ///
     /// Keys are [`SUPPORTED_KEYS`]; keys in [`IGNORED_KEYS`] are accepted with any value
-    /// (even none) and change nothing, except that `direct=0` is refused. Every other key is
+    /// (even none) and change nothing (`time_based` is recorded for `nvarray fio`). Every other key is
     /// an error naming it. The value is trimmed; an empty value for a supported key is a
     /// [`WorkloadError::MissingValue`]. On error `self` is unchanged.
     ///
@@ -178,21 +169,8 @@ impl JobSpec {
     pub fn set(&mut self, key: &str, value: &str) -> Result<(), WorkloadError> {
         let value = value.trim();
         if IGNORED_KEYS.contains(&key) {
-            let refused = match key {
-                "direct" => !matches!(value, "" | "1"),
-                "buffered" => !matches!(value, "" | "0"),
-                "randrepeat" => value == "0",
-                _ => false,
-            };
             if key == "time_based" {
                 self.time_based = !matches!(value, "0");
-            }
-            if refused {
-                let reason = match key {
-                    "randrepeat" => "runs always repeat; change randseed for other requests",
-                    _ => "only direct=1 (buffered=0) is modelled: the array has no page cache",
-                };
-                return Err(value_error(key, value, reason));
             }
             return Ok(());
         }
@@ -1158,11 +1136,8 @@ mod tests {
         check("ioengine", "io_uring", Ok(d()));
         check("filename", "/dev/nvme0n1", Ok(d()));
         check("direct", "1", Ok(d()));
-        check(
-            "direct",
-            "0",
-            Err("direct: only direct=1 (buffered=0) is modelled: the array has no page cache, got '0'"),
-        );
+        // Accepted either way, noted by the front end: no page cache is modelled.
+        check("direct", "0", Ok(d()));
         let unknown = WorkloadError::UnknownKey {
             key: "iodpeth".into(),
         }
@@ -1170,12 +1145,11 @@ mod tests {
         assert!(unknown.starts_with(
             "unknown key 'iodpeth' (did you mean 'iodepth'?); supported keys: name, rw, "
         ));
-        assert!(unknown.ends_with(
-            "accepted and ignored: ioengine, filename, direct, buffered, thread, \
-             group_reporting, time_based, norandommap, randrepeat, random_generator, \
-             invalidate, iodepth_batch, iodepth_batch_submit, iodepth_batch_complete, \
-             iodepth_low, fadvise_hint"
-        ));
+        assert!(unknown.ends_with(&format!(
+            "accepted and ignored: {}",
+            IGNORED_KEYS.join(", ")
+        )));
+        assert!(unknown.contains("accepted and ignored: ioengine, filename, direct, "));
         check("iodpeth", "4", Err(&unknown));
         check(
             "stonewall",
@@ -1262,9 +1236,8 @@ mod tests {
         assert!(e.contains("one value for reads and writes"), "{e}");
         let e = job.set("rate_process", "bursty").unwrap_err().to_string();
         assert!(e.contains("linear or poisson"), "{e}");
-        assert!(job.set("randrepeat", "1").is_ok());
-        assert!(job.set("randrepeat", "0").is_err());
-        assert!(job.set("buffered", "1").is_err());
+        assert!(job.set("randrepeat", "0").is_ok());
+        assert!(job.set("buffered", "1").is_ok());
     }
 
     #[test]
@@ -1286,5 +1259,10 @@ mod tests {
         for key in IGNORED_KEYS {
             assert!(ignored_reason(key).is_some(), "{key} has no reason");
         }
+        assert_eq!(
+            IGNORED_KEYS.len(),
+            IGNORED.len(),
+            "the two lists name the same keys"
+        );
     }
 }
