@@ -253,14 +253,15 @@ pub fn run_fio(args: FioCompatArgs) -> Result<()> {
         for job in &mut workload.jobs {
             // fio: a job without time_based ends when it has moved its size (or io_size), or
             // at its runtime if that comes first; with time_based, at its runtime.
-            if job.time_based {
-                if job.runtime_ns.is_none() {
-                    return Err(input_error(format!(
-                        "job {}: time_based without runtime runs forever in fio; give runtime",
-                        job.name
-                    )));
-                }
-            } else {
+            if job.time_based && job.runtime_ns.is_none() {
+                // fio says "time_based requires a runtime/timeout setting" and runs the job
+                // without it.
+                eprintln!(
+                    "note: job {}: time_based requires a runtime: ignored, as fio does",
+                    job.name
+                );
+            }
+            if !(job.time_based && job.runtime_ns.is_some()) {
                 job.ends_by_size = true;
             }
         }

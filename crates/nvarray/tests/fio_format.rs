@@ -267,13 +267,22 @@ fn nvarray_fio_runs_a_job_file_unchanged_with_fios_rules_and_layout() {
             + v["jobs"][0]["write"]["total_ios"].as_u64().unwrap(),
         2048
     );
-    // time_based needs a runtime, as in fio.
+    // time_based without a runtime is ignored, with fio's warning: the job ends by size.
     let forever = dir.path().join("forever.fio");
-    std::fs::write(&forever, "[j]\ntime_based\n").unwrap();
+    std::fs::write(&forever, "[j]\ntime_based\nsize=1m\n").unwrap();
     let out = Command::new(env!("CARGO_BIN_EXE_nvarray"))
-        .args(["fio", "--engine", "sim", forever.to_str().unwrap()])
+        .args([
+            "fio",
+            "--engine",
+            "sim",
+            "--output-format",
+            "json",
+            forever.to_str().unwrap(),
+        ])
         .output()
         .unwrap();
-    assert_eq!(out.status.code(), Some(2));
-    assert!(String::from_utf8_lossy(&out.stderr).contains("time_based without runtime"));
+    assert!(out.status.success());
+    assert!(String::from_utf8_lossy(&out.stderr).contains("time_based requires a runtime"));
+    let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(v["jobs"][0]["read"]["io_bytes"], 1 << 20);
 }

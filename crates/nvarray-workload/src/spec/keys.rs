@@ -86,6 +86,10 @@ const IGNORED: &[(&str, &str)] = &[
     ("write_hist_log", "per-interval logs are not written"),
     ("log_avg_msec", "per-interval logs are not written"),
     ("per_job_logs", "per-interval logs are not written"),
+    (
+        "io_submit_mode",
+        "each thread issues its own requests, paced ones at their times (what offload is for in fio)",
+    ),
 ];
 
 /// The names of the keys accepted and ignored (see [`ignored_reason`]).
@@ -121,6 +125,7 @@ pub const IGNORED_KEYS: &[&str] = &[
     "write_hist_log",
     "log_avg_msec",
     "per_job_logs",
+    "io_submit_mode",
 ];
 
 /// Why `key` is accepted and ignored, if it is.
