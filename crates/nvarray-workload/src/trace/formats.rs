@@ -187,10 +187,34 @@ fn fields<'a, const N: usize>(parts: impl Iterator<Item = &'a str>) -> ([&'a str
     (out, count)
 }
 
-fn number(field: Option<&str>, what: &str) -> Result<u64, String> {
-    let text = field.ok_or_else(|| format!("missing {what}"))?;
+/// A whole number field; the error names the field and ends with the format's `layout`.
+fn number(field: Option<&str>, what: &str, layout: &str) -> Result<u64, String> {
+    let text = field.ok_or_else(|| format!("missing {what}; {layout}"))?;
     text.parse()
-        .map_err(|_| format!("{what} '{text}' is not a whole number"))
+        .map_err(|_| format!("{what} '{text}' is not a whole number; {layout}"))
+}
+
+/// Refuses a line of `count` fields outside `expected`.
+fn check_fields(
+    count: usize,
+    expected: std::ops::RangeInclusive<usize>,
+    layout: &str,
+) -> Result<(), String> {
+    if expected.contains(&count) {
+        return Ok(());
+    }
+    let (lo, hi) = (*expected.start(), *expected.end());
+    let wanted = if lo == hi {
+        lo.to_string()
+    } else {
+        format!("{lo} to {hi}")
+    };
+    let found = if count > hi {
+        format!("more than {hi}")
+    } else {
+        count.to_string()
+    };
+    Err(format!("{found} fields, not {wanted}; {layout}"))
 }
 
 fn blkparse(line: &str) -> Result<Line, String> {
@@ -208,12 +232,12 @@ fn blkparse(line: &str) -> Result<Line, String> {
     {
         return Err(format!("device '{device}' is not MAJ,MIN; {LAYOUT}"));
     }
-    number(f.next(), "CPU").map_err(|e| format!("{e}; {LAYOUT}"))?;
-    number(f.next(), "sequence number").map_err(|e| format!("{e}; {LAYOUT}"))?;
+    number(f.next(), "CPU", LAYOUT)?;
+    number(f.next(), "sequence number", LAYOUT)?;
     let time = f.next().ok_or_else(|| format!("missing time; {LAYOUT}"))?;
     let time_ns = seconds_to_ns(time)
         .ok_or_else(|| format!("time '{time}' is not SECONDS.NANOSECONDS; {LAYOUT}"))?;
-    number(f.next(), "PID").map_err(|e| format!("{e}; {LAYOUT}"))?;
+    number(f.next(), "PID", LAYOUT)?;
     let action = f
         .next()
         .ok_or_else(|| format!("missing action; {LAYOUT}"))?;
@@ -234,11 +258,11 @@ fn blkparse(line: &str) -> Result<Line, String> {
     } else {
         return Err(format!("RWBS '{rwbs}' has none of R, W, D, F, N; {LAYOUT}"));
     };
-    let sector = number(f.next(), "sector").map_err(|e| format!("{e}; {LAYOUT}"))?;
+    let sector = number(f.next(), "sector", LAYOUT)?;
     if f.next() != Some("+") {
         return Err(format!("expected '+' after the sector; {LAYOUT}"));
     }
-    let sectors = number(f.next(), "sector count").map_err(|e| format!("{e}; {LAYOUT}"))?;
+    let sectors = number(f.next(), "sector count", LAYOUT)?;
     request(time_ns, op, sector, sectors, SECTOR_BYTES)
 }
 
@@ -255,15 +279,6 @@ fn seconds_to_ns(text: &str) -> Option<u64> {
         frac.parse::<u64>().ok()? * 10u64.pow(9 - frac.len() as u32)
     };
     s.checked_mul(1_000_000_000)?.checked_add(frac_ns)
-}
-
-/// "3", or "more than 4" when counting stopped past the layout's `n`.
-fn describe_count(count: usize, n: usize) -> String {
-    if count > n {
-        format!("more than {n}")
-    } else {
-        count.to_string()
-    }
 }
 
 /// A request in `unit`-byte units, its length 0 skipped, its end checked against `u64`.
@@ -298,7 +313,7 @@ fn iolog(line: &str, v3: bool, state: &mut LineState) -> Result<Line, String> {
     }
     let mut f = line.split_whitespace();
     let time_ns = if v3 {
-        let us = number(f.next(), "timestamp").map_err(|e| format!("{e}; {layout}"))?;
+        let us = number(f.next(), "timestamp", layout)?;
         us.checked_mul(1_000)
             .ok_or_else(|| format!("timestamp {us} us overflows; {layout}"))?
     } else {
@@ -318,7 +333,7 @@ fn iolog(line: &str, v3: bool, state: &mut LineState) -> Result<Line, String> {
         "trim" => return Ok(Line::Skip(Skipped::Trim)),
         "wait" if !v3 => {
             // "Wait for OFFSET microseconds. Everything below 100 is discarded" (fio's HOWTO).
-            let us = number(f.next(), "wait time").map_err(|e| format!("{e}; {layout}"))?;
+            let us = number(f.next(), "wait time", layout)?;
             if us >= 100 {
                 state.iolog_v2_clock_ns = state
                     .iolog_v2_clock_ns
@@ -333,8 +348,8 @@ fn iolog(line: &str, v3: bool, state: &mut LineState) -> Result<Line, String> {
             ))
         }
     };
-    let offset = number(f.next(), "offset").map_err(|e| format!("{e}; {layout}"))?;
-    let len = number(f.next(), "length").map_err(|e| format!("{e}; {layout}"))?;
+    let offset = number(f.next(), "offset", layout)?;
+    let len = number(f.next(), "length", layout)?;
     request(time_ns, op, offset, len, 1)
 }
 
@@ -345,20 +360,15 @@ fn msr(line: &str) -> Result<Line, String> {
         return Ok(Line::Nothing);
     }
     let (f, count) = fields::<7>(line.split(','));
-    if count != 7 {
-        return Err(format!(
-            "{} fields, not 7; {LAYOUT}",
-            describe_count(count, 7)
-        ));
-    }
-    let ticks = number(Some(f[0]), "timestamp").map_err(|e| format!("{e}; {LAYOUT}"))?;
+    check_fields(count, 7..=7, LAYOUT)?;
+    let ticks = number(Some(f[0]), "timestamp", LAYOUT)?;
     let op = match f[3].to_ascii_lowercase().as_str() {
         "read" => Direction::Read,
         "write" => Direction::Write,
         _ => return Err(format!("type '{}' is not Read or Write; {LAYOUT}", f[3])),
     };
-    let offset = number(Some(f[4]), "offset").map_err(|e| format!("{e}; {LAYOUT}"))?;
-    let len = number(Some(f[5]), "size").map_err(|e| format!("{e}; {LAYOUT}"))?;
+    let offset = number(Some(f[4]), "offset", LAYOUT)?;
+    let len = number(Some(f[5]), "size", LAYOUT)?;
     // Windows filetime: 100 ns units.
     request(ticks.saturating_mul(100), op, offset, len, 1)
 }
@@ -367,16 +377,11 @@ fn fiu(line: &str) -> Result<Line, String> {
     const LAYOUT: &str = "expected SNIA/FIU text: NANOSECONDS PID PROCESS LBA SECTORS R|W \
                           [MAJOR MINOR [HASH]]";
     let (f, count) = fields::<9>(line.split_whitespace());
-    if !(6..=9).contains(&count) {
-        return Err(format!(
-            "{} fields, not 6 to 9; {LAYOUT}",
-            describe_count(count, 9)
-        ));
-    }
-    let time_ns = number(Some(f[0]), "timestamp").map_err(|e| format!("{e}; {LAYOUT}"))?;
-    number(Some(f[1]), "PID").map_err(|e| format!("{e}; {LAYOUT}"))?;
-    let lba = number(Some(f[3]), "LBA").map_err(|e| format!("{e}; {LAYOUT}"))?;
-    let sectors = number(Some(f[4]), "size").map_err(|e| format!("{e}; {LAYOUT}"))?;
+    check_fields(count, 6..=9, LAYOUT)?;
+    let time_ns = number(Some(f[0]), "timestamp", LAYOUT)?;
+    number(Some(f[1]), "PID", LAYOUT)?;
+    let lba = number(Some(f[3]), "LBA", LAYOUT)?;
+    let sectors = number(Some(f[4]), "size", LAYOUT)?;
     let op = match f[5] {
         "R" | "r" => Direction::Read,
         "W" | "w" => Direction::Write,
@@ -391,20 +396,15 @@ fn csv(line: &str) -> Result<Line, String> {
         return Ok(Line::Nothing);
     }
     let (f, count) = fields::<4>(line.split(','));
-    if count != 4 {
-        return Err(format!(
-            "{} fields, not 4; {LAYOUT}",
-            describe_count(count, 4)
-        ));
-    }
-    let time_ns = number(Some(f[0]), "time_ns").map_err(|e| format!("{e}; {LAYOUT}"))?;
+    check_fields(count, 4..=4, LAYOUT)?;
+    let time_ns = number(Some(f[0]), "time_ns", LAYOUT)?;
     let op = match f[1].to_ascii_lowercase().as_str() {
         "r" | "read" => Direction::Read,
         "w" | "write" => Direction::Write,
         _ => return Err(format!("op '{}' is not R or W; {LAYOUT}", f[1])),
     };
-    let offset = number(Some(f[2]), "offset_bytes").map_err(|e| format!("{e}; {LAYOUT}"))?;
-    let len = number(Some(f[3]), "len_bytes").map_err(|e| format!("{e}; {LAYOUT}"))?;
+    let offset = number(Some(f[2]), "offset_bytes", LAYOUT)?;
+    let len = number(Some(f[3]), "len_bytes", LAYOUT)?;
     request(time_ns, op, offset, len, 1)
 }
 
