@@ -21,8 +21,15 @@ use crate::emu_args::{
 use crate::progress::Progress;
 use crate::{cmd_sweep, input_error, table};
 
+/// Shown first in `nvarray bench --help`.
+const EXAMPLES: &str = "\
+Examples:
+  nvarray bench                                                   Moneta, fio's default job (sequential 4 KiB reads, QD 1)
+  nvarray bench --preset optane --rw randread --bs 4k --iodepth 32 --runtime 2s
+  nvarray bench --compare-sim --preset dram --rw randrw --rwmixwrite 30 --json";
+
 #[derive(Args)]
-#[command(args_conflicts_with_subcommands = true)]
+#[command(args_conflicts_with_subcommands = true, before_help = EXAMPLES)]
 pub struct BenchArgs {
     #[command(subcommand)]
     command: Option<BenchCommand>,

@@ -61,7 +61,10 @@ enum Command {
     ///
     /// Workload flags use fio's names and meanings; `nvarray sim JOBFILE` reads a fio job file
     /// with one section per concurrent stream. Latencies are the device's unless
-    /// `--set host.software_ns=N` adds a host cost per request.
+    /// `--set host.software_ns=N` adds a host cost per request. The device has its preset's
+    /// capacity (moneta: 64 GiB), where `nvarray bench` makes it 1 GiB unless told (the
+    /// emulator holds it in memory): `--set memory.capacity_bytes=1g` gives the simulator
+    /// the same device.
     Sim(Box<cmd_sim::SimArgs>),
     /// Export the emulated device over NBD, so unmodified software (fio's nbd engine,
     /// qemu-io, qemu-img, nbdcopy, nbdinfo, the kernel's nbd-client) runs against it.
