@@ -281,9 +281,13 @@ fn run_thread(
                     (Opcode::Write, Some(&write_data[..len]))
                 }
             };
-            // Latency counts from the request's time: a request of a timestamped trace issued
-            // late (every slot taken) shows its wait, as the device's queueing would.
-            let t0 = Instant::now().min(due);
+            // Latency counts from a timed request's due time (a timestamped trace's, a paced
+            // job's): one issued late, every slot taken, shows its wait, as the device's
+            // queueing would. Others count from here, after their data was made.
+            let t0 = match due_at {
+                Some(due) => Instant::now().min(due),
+                None => Instant::now(),
+            };
             match device.prepare(op, r.offset_bytes, r.len_bytes, data) {
                 Ok(p) => {
                     started[p.tag().index()] = Some(t0);
