@@ -3,6 +3,7 @@
 //! change is counted, so the report says how far the replay is from the trace.
 
 use crate::spec::Direction;
+use crate::trace::by_name;
 use crate::trace::formats::RawRequest;
 
 /// How offsets past the device's capacity are brought inside it.
@@ -24,10 +25,7 @@ impl AddressMode {
 
     /// The mode `--trace-address` names `name`.
     pub fn from_name(name: &str) -> Option<AddressMode> {
-        Self::ALL
-            .iter()
-            .find(|(n, _)| n.eq_ignore_ascii_case(name))
-            .map(|&(_, m)| m)
+        by_name(&Self::ALL, name)
     }
 }
 

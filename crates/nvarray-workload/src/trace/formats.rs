@@ -5,6 +5,7 @@
 //! an error whose text says what the format expects there.
 
 use crate::spec::Direction;
+use crate::trace::by_name;
 
 /// The formats a trace may be in. See each variant for the layout accepted.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, serde::Serialize)]
@@ -51,10 +52,7 @@ impl TraceFormat {
 
     /// The format named `name` (one of [`TraceFormat::ALL`]).
     pub fn from_name(name: &str) -> Option<TraceFormat> {
-        Self::ALL
-            .iter()
-            .find(|(n, _)| n.eq_ignore_ascii_case(name))
-            .map(|&(_, f)| f)
+        by_name(&Self::ALL, name)
     }
 
     /// The name `--trace-format` takes for this format.

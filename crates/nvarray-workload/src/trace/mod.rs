@@ -28,6 +28,13 @@ use crate::spec::Request;
 /// Longest line a trace may have: bounds the memory a malformed file can take.
 pub const LINE_BYTES_MAX: usize = 64 * 1024;
 
+/// The value named `name` (any case) in a `--trace-*` flag's table of names.
+pub(crate) fn by_name<T: Copy>(all: &[(&str, T)], name: &str) -> Option<T> {
+    all.iter()
+        .find(|(n, _)| n.eq_ignore_ascii_case(name))
+        .map(|&(_, v)| v)
+}
+
 /// How requests are timed.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, serde::Serialize)]
 #[serde(rename_all = "kebab-case")]
@@ -51,10 +58,7 @@ impl ReplayMode {
 
     /// The mode `--replay-mode` names `name`.
     pub fn from_name(name: &str) -> Option<ReplayMode> {
-        Self::ALL
-            .iter()
-            .find(|(n, _)| n.eq_ignore_ascii_case(name))
-            .map(|&(_, m)| m)
+        by_name(&Self::ALL, name)
     }
 }
 
