@@ -74,6 +74,32 @@ pub struct ResourceBusy {
     pub tags: u32,
 }
 
+impl ResourceBusy {
+    /// The busy time since `earlier` (a reading of the same device): what a window of a run
+    /// kept each resource busy. The counts of resources are this reading's.
+    pub fn since(&self, earlier: &ResourceBusy) -> ResourceBusy {
+        self.zip(earlier, u64::saturating_sub)
+    }
+
+    /// Two windows' busy time together (readings of the same device).
+    pub fn plus(&self, other: &ResourceBusy) -> ResourceBusy {
+        self.zip(other, u64::saturating_add)
+    }
+
+    fn zip(&self, other: &ResourceBusy, f: impl Fn(u64, u64) -> u64) -> ResourceBusy {
+        ResourceBusy {
+            link_to_device_ns: f(self.link_to_device_ns, other.link_to_device_ns),
+            link_to_host_ns: f(self.link_to_host_ns, other.link_to_host_ns),
+            controller_ns: f(self.controller_ns, other.controller_ns),
+            ring_ns: f(self.ring_ns, other.ring_ns),
+            banks_ns: f(self.banks_ns, other.banks_ns),
+            buffers_ns: f(self.buffers_ns, other.buffers_ns),
+            tags_ns: f(self.tags_ns, other.tags_ns),
+            ..*self
+        }
+    }
+}
+
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
 enum EventKind {
     /// Controller finished the command's work: it may now be granted buffers.

@@ -229,6 +229,20 @@ impl Serialize for BreakdownNs {
 #[derive(Clone, Debug, Default, PartialEq, Serialize)]
 pub struct StreamReport {
     pub name: String,
+    /// The job's reporting group (fio's `groupid`: a new one at each `stonewall`, `wait_for`
+    /// or `new_group`), from 0.
+    pub group: usize,
+    #[serde(flatten)]
+    pub totals: Totals,
+}
+
+/// One reporting group: its jobs' requests together, rates over the longest of their times
+/// (the jobs of a group run side by side). Reported when a workload has more than one.
+#[derive(Clone, Debug, Default, PartialEq, Serialize)]
+pub struct GroupReport {
+    pub group: usize,
+    /// The jobs in the group, in job-file order.
+    pub jobs: Vec<String>,
     #[serde(flatten)]
     pub totals: Totals,
 }
@@ -273,6 +287,10 @@ pub struct RunReport {
     pub wear: Option<WearReport>,
     pub erases: u64,
     pub streams: Vec<StreamReport>,
+    /// Each reporting group, when there is more than one (`stonewall`, `wait_for`,
+    /// `new_group`).
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub groups: Vec<GroupReport>,
     /// CPU time of the whole process (user + system) per GB (1e9 bytes) read or written: what
     /// the host software, and for the emulator the device threads too, cost per byte moved.
     pub cpu_seconds_per_gb: f64,
@@ -290,6 +308,11 @@ pub struct RunReport {
     /// How the emulator and its host side were set up (absent for the simulator).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub emulator: Option<EmulatorSetup>,
+    /// Requests of rate-capped jobs (fio's `rate`, `rate_iops`) issued after their due time:
+    /// every queue slot was taken, so their latency holds the wait. Absent when no job caps
+    /// its rate (a trace's are in `trace.issued_late`).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub paced_issued_late: Option<u64>,
     /// The replayed trace's own summary and what the replay did to it (absent without
     /// `--trace`).
     #[serde(skip_serializing_if = "Option::is_none")]
@@ -479,6 +502,10 @@ pub struct StreamStats {
     /// `number_ios` early, or ran a shorter `runtime`, reports its rates over its own time,
     /// as fio does.
     active_ns: Option<u64>,
+    /// The phase the stream ran in (phases run one after another; see
+    /// `nvarray_workload::Workload::phases`) and its reporting group.
+    phase: usize,
+    group: usize,
 }
 
 impl StreamStats {
@@ -488,7 +515,17 @@ impl StreamStats {
             directions: [DirectionStats::new(), DirectionStats::new()],
             breakdown_sum: Breakdown::default(),
             active_ns: None,
+            phase: 0,
+            group: 0,
         }
+    }
+
+    /// The stream of a job that ran in `phase` and reports in `group`. A run of several
+    /// phases must set every stream's active time: its elapsed time is theirs summed.
+    pub fn placed(mut self, phase: usize, group: usize) -> Self {
+        self.phase = phase;
+        self.group = group;
+        self
     }
 
     /// Sets the stream's own active time (see `active_ns`); rates are over it.
@@ -612,28 +649,26 @@ impl RunReport {
         streams: &[StreamStats],
         elapsed_ns: u64,
     ) -> RunReport {
-        let mut all = StreamStats::new("all");
-        for s in streams {
-            all.merge(s);
-        }
-        // The streams' rates are over their own time when each stopped on its own (a request
-        // count or byte limit); the whole's too, then: the run's elapsed time also holds
-        // starting and joining the threads, which is nobody's I/O. Any stream that ran to the
-        // end makes it the run's time.
-        let all_ns = streams
-            .iter()
-            .map(|s| s.active_ns)
-            .collect::<Option<Vec<u64>>>()
-            .and_then(|ns| ns.into_iter().max())
-            .unwrap_or(elapsed_ns);
-        let busy = model.resource_busy();
+        Self::from_model_over(engine, model, model.resource_busy(), streams, elapsed_ns)
+    }
+
+    /// [`RunReport::from_model`] over a measured window: `busy` is what the window kept the
+    /// model's resources busy (a run with `ramp_time` or several phases leaves out the ramps)
+    /// and `elapsed_ns` its length.
+    pub fn from_model_over(
+        engine: &'static str,
+        model: &nvarray_model::DeviceModel,
+        busy: nvarray_model::ResourceBusy,
+        streams: &[StreamStats],
+        elapsed_ns: u64,
+    ) -> RunReport {
+        let all_ns = whole_ns(streams, elapsed_ns);
         let e = elapsed_ns.max(1) as f64;
         let frac = |ns: u64, n: u32| (ns as f64 / (e * f64::from(n.max(1)))).min(1.0);
         RunReport {
             engine,
             device: model.config().name.clone(),
             elapsed_ns,
-            totals: all.totals(all_ns),
             utilisation: Utilisation {
                 link_to_device: frac(busy.link_to_device_ns, 1),
                 link_to_host: frac(busy.link_to_host_ns, 1),
@@ -649,17 +684,80 @@ impl RunReport {
                 gap_moves: w.gap_moves,
             }),
             erases: model.erases(),
+            totals: merged("all", streams.iter()).totals(all_ns),
             streams: streams
                 .iter()
                 .map(|s| StreamReport {
                     name: s.name.clone(),
+                    group: s.group,
                     totals: s.totals(s.active_or(elapsed_ns)),
                 })
                 .collect(),
+            groups: group_reports(streams, elapsed_ns),
             faithful: true,
             ..RunReport::default()
         }
     }
+}
+
+/// The streams' requests together.
+fn merged<'a>(name: &str, streams: impl Iterator<Item = &'a StreamStats>) -> StreamStats {
+    let mut all = StreamStats::new(name);
+    for s in streams {
+        all.merge(s);
+    }
+    all
+}
+
+/// The time the whole's rates are over. Phases ran one after another: their times add up.
+/// Within a phase, streams ran side by side: when each stopped on its own (a request count or
+/// byte limit), the longest of their own times, since the run's elapsed time also holds
+/// starting and joining threads, which is nobody's I/O; any stream that ran to the end makes
+/// it the run's time.
+fn whole_ns(streams: &[StreamStats], elapsed_ns: u64) -> u64 {
+    let phases = streams.iter().map(|s| s.phase).max().map_or(0, |p| p + 1);
+    if phases <= 1 {
+        return streams
+            .iter()
+            .map(|s| s.active_ns)
+            .collect::<Option<Vec<u64>>>()
+            .and_then(|ns| ns.into_iter().max())
+            .unwrap_or(elapsed_ns);
+    }
+    (0..phases)
+        .map(|phase| {
+            streams
+                .iter()
+                .filter(|s| s.phase == phase)
+                .map(|s| s.active_or(elapsed_ns))
+                .max()
+                .unwrap_or(0)
+        })
+        .sum::<u64>()
+        .max(1)
+}
+
+/// Each reporting group's totals, when there is more than one group: its streams together,
+/// over the longest of their times.
+fn group_reports(streams: &[StreamStats], elapsed_ns: u64) -> Vec<GroupReport> {
+    let groups = streams.iter().map(|s| s.group).max().map_or(0, |g| g + 1);
+    if groups <= 1 {
+        return Vec::new();
+    }
+    (0..groups)
+        .map(|group| {
+            let members = || streams.iter().filter(move |s| s.group == group);
+            let ns = members()
+                .map(|s| s.active_or(elapsed_ns))
+                .max()
+                .unwrap_or(elapsed_ns);
+            GroupReport {
+                group,
+                jobs: members().map(|s| s.name.clone()).collect(),
+                totals: merged(&format!("group {group}"), members()).totals(ns),
+            }
+        })
+        .collect()
 }
 
 #[cfg(test)]

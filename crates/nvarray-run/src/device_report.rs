@@ -2,7 +2,7 @@
 //! the front ends (`nvarray serve`, `nvarray mount`) print for the device they served.
 
 use nvarray_host::Device;
-use nvarray_model::{Breakdown, Component};
+use nvarray_model::{Breakdown, Component, ResourceBusy};
 use nvarray_report::{
     cpu_seconds_per_gb, EmulatorSetup, LatenessNs, MachineJitterNs, RunReport, StreamStats,
 };
@@ -20,9 +20,34 @@ pub fn device_report(
     elapsed_ns: u64,
     cpu_seconds: f64,
 ) -> RunReport {
+    device_report_over(
+        device,
+        streams,
+        elapsed_ns,
+        cpu_seconds,
+        &DeviceReading::default(),
+    )
+}
+
+/// [`device_report`] leaving out what the device did in `excluded` (the ramps of a run with
+/// `ramp_time`): its utilisation and its share of the latency are then the measured
+/// window's, over `elapsed_ns`, the window's length.
+pub fn device_report_over(
+    device: &Device,
+    streams: &[StreamStats],
+    elapsed_ns: u64,
+    cpu_seconds: f64,
+    excluded: &DeviceReading,
+) -> RunReport {
     let mut report = device.with_model(|model, sum, count| {
-        let mut report = RunReport::from_model("emu", model, streams, elapsed_ns);
-        attribute_device_time(&mut report, sum, count);
+        let now = DeviceReading {
+            busy: model.resource_busy(),
+            sum: *sum,
+            commands: count,
+        };
+        let window = now.since(excluded);
+        let mut report = RunReport::from_model_over("emu", model, window.busy, streams, elapsed_ns);
+        attribute_device_time(&mut report, &window.sum, window.commands);
         report
     });
     let bytes = report.totals.read_bytes + report.totals.write_bytes;
@@ -61,6 +86,53 @@ pub fn device_report(
         cores: std::thread::available_parallelism().map_or(1, |n| n.get()),
     });
     report
+}
+
+/// What a device had done up to one instant (or in a window: the difference of two): its
+/// resources' busy time and its commands' modelled breakdowns summed.
+#[derive(Clone, Debug, Default)]
+pub struct DeviceReading {
+    busy: ResourceBusy,
+    sum: Breakdown,
+    commands: u64,
+}
+
+impl DeviceReading {
+    /// The device's figures now.
+    pub fn take(device: &Device) -> DeviceReading {
+        device.with_model(|model, sum, commands| DeviceReading {
+            busy: model.resource_busy(),
+            sum: *sum,
+            commands,
+        })
+    }
+
+    /// What the device did since `earlier`.
+    pub fn since(&self, earlier: &DeviceReading) -> DeviceReading {
+        DeviceReading {
+            busy: self.busy.since(&earlier.busy),
+            sum: breakdown_zip(&self.sum, &earlier.sum, u64::saturating_sub),
+            commands: self.commands.saturating_sub(earlier.commands),
+        }
+    }
+
+    /// Two windows together.
+    pub fn plus(&self, other: &DeviceReading) -> DeviceReading {
+        DeviceReading {
+            busy: self.busy.plus(&other.busy),
+            sum: breakdown_zip(&self.sum, &other.sum, u64::saturating_add),
+            commands: self.commands + other.commands,
+        }
+    }
+}
+
+/// Two breakdowns combined component by component.
+fn breakdown_zip(a: &Breakdown, b: &Breakdown, f: impl Fn(u64, u64) -> u64) -> Breakdown {
+    let mut out = Breakdown::default();
+    for c in Component::ALL {
+        out.set(c, f(a.get(c), b.get(c)));
+    }
+    out
 }
 
 /// Splits each stream's mean latency into the modelled device's components and `host`: what

@@ -17,7 +17,7 @@ use nvarray_report::{process_cpu_seconds, RunReport, StreamStats};
 use nvarray_workload::trace::{Geometry, TraceReport};
 use nvarray_workload::{Direction, Request, Workload};
 
-use crate::device_report::device_report;
+use crate::device_report::{device_report_over, DeviceReading};
 use crate::error::EmuRunError;
 use crate::plan::{Next, Plan, Requests, ThreadPlan};
 use crate::verify;
@@ -50,6 +50,10 @@ pub fn run(
 pub const HOST_THREADS_MAX: usize = 1024;
 
 /// Runs `workload` on an opened device (so tests and servers can reuse one).
+///
+/// Phases (`stonewall`, `wait_for`) run one after another: a phase's threads start once the
+/// one before has finished and its threads are joined. Each job's `ramp_time` is left out of
+/// its figures, and the longest of a phase's out of the device's.
 pub fn run_on(
     device: &Device,
     workload: &Workload,
@@ -75,17 +79,79 @@ pub fn run_on(
         )));
     }
     let shared = LadderShared::new(device);
-    let longest = plan.longest_runtime_ns.map(Duration::from_nanos);
-    let ios_total = plan.ios();
-    let done_ios = AtomicU64::new(0);
+    let (phases, groups) = (workload.phases(), workload.groups());
+    let mut streams: Vec<StreamStats> = workload
+        .jobs
+        .iter()
+        .enumerate()
+        .map(|(i, j)| StreamStats::new(&j.name).placed(phases[i], groups[i]))
+        .collect();
+    let phase_plans = plan.into_phases();
+    let phase_count = phase_plans.len() as f64;
     let cpu_start = process_cpu_seconds();
+    let (mut measured_ns, mut verified_blocks) = (0u64, 0u64);
+    let mut ramps = DeviceReading::default();
+    let mut trace = None;
+    let mut paced_issued_late = None;
+    for (index, phase) in phase_plans.into_iter().enumerate() {
+        let mut phase_progress = |f: f64| progress((index as f64 + f) / phase_count);
+        let ran = run_phase(device, &shared, phase, &mut phase_progress)?;
+        measured_ns += ran.measured_ns;
+        ramps = ramps.plus(&ran.ramp);
+        for (stream, result) in ran.results {
+            streams[stream].merge(&result.stats);
+            verified_blocks += result.verified_blocks;
+            trace = trace.or(result.trace);
+            if let Some(late) = result.paced_issued_late {
+                *paced_issued_late.get_or_insert(0) += late;
+            }
+        }
+    }
+    progress(1.0);
+    let cpu_seconds = process_cpu_seconds() - cpu_start;
+    let mut report = device_report_over(device, &streams, measured_ns.max(1), cpu_seconds, &ramps);
+    if let Some(setup) = report.emulator.as_mut() {
+        setup.verified_blocks = verified_blocks;
+        setup.host_cpus = (0..threads).filter_map(|i| device.host_cpu(i)).collect();
+        setup.host_threads = threads;
+    }
+    report.trace = trace;
+    report.paced_issued_late = paced_issued_late;
+    report.require_enough_requests();
+    Ok(report)
+}
+
+/// What one phase did.
+struct PhaseRun {
+    /// Each thread's stream and what it measured.
+    results: Vec<(usize, ThreadResult)>,
+    /// The phase's time less its ramp.
+    measured_ns: u64,
+    /// What the device did during the ramp, to leave out of its figures.
+    ramp: DeviceReading,
+}
+
+/// Runs one phase's threads side by side until each has finished.
+fn run_phase(
+    device: &Device,
+    shared: &LadderShared,
+    plan: Plan,
+    progress: &mut dyn FnMut(f64),
+) -> Result<PhaseRun, EmuRunError> {
+    let longest = plan.longest_runtime_ns.map(Duration::from_nanos);
+    let ramp = Duration::from_nanos(plan.ramp_ns());
+    let ios_total = plan.ios();
+    let bytes_total = plan.io_bytes();
+    let done = Progress::default();
+    let at_start = DeviceReading::take(device);
+    let mut at_ramp_end = ramp.is_zero().then(|| at_start.clone());
     let start = Instant::now();
     let results: Vec<Result<(usize, ThreadResult), EmuRunError>> = std::thread::scope(|s| {
         let handles = plan
             .threads
             .into_iter()
             .map(|plan| {
-                let (shared, done_ios) = (&shared, &done_ios);
+                let done = &done;
                 std::thread::Builder::new()
                     .name(format!("nvarray-job-{}", plan.stream))
                     .spawn_scoped(s, move || {
@@ -97,8 +163,7 @@ pub fn run_on(
                                 source,
                             })?;
                         }
-                        run_thread(device, shared, plan, longest, start, done_ios)
-                            .map(|st| (stream, st))
+                        run_thread(device, shared, plan, start, done).map(|st| (stream, st))
                     })
             })
             .collect::<Result<Vec<_>, _>>();
@@ -108,43 +173,53 @@ pub fn run_on(
             // scope waits for them.
             Err(e) => return vec![Err(EmuRunError::ThreadStart(e))],
         };
-        // The calling thread reports progress while the workers run.
+        // The calling thread reports progress while the workers run, and reads the device
+        // when the ramp ends.
         while !handles.iter().all(|h| h.is_finished()) {
             let by_time = longest.map(|r| start.elapsed().as_secs_f64() / r.as_secs_f64());
-            let by_ios = done_ios.load(Ordering::Relaxed) as f64 / ios_total.max(1) as f64;
-            progress(by_time.unwrap_or(0.0).max(by_ios).min(1.0));
-            std::thread::sleep(Duration::from_millis(50));
+            let by_ios = done.ios.load(Ordering::Relaxed) as f64 / ios_total.max(1) as f64;
+            let by_bytes = done.bytes.load(Ordering::Relaxed) as f64 / bytes_total.max(1) as f64;
+            let by_trace = done.trace_millionths.load(Ordering::Relaxed) as f64 / 1e6;
+            progress(
+                by_time
+                    .unwrap_or(0.0)
+                    .max(by_ios)
+                    .max(by_bytes)
+                    .max(by_trace)
+                    .min(1.0),
+            );
+            let mut nap = Duration::from_millis(50);
+            if at_ramp_end.is_none() {
+                let to_ramp_end = ramp.saturating_sub(start.elapsed());
+                if to_ramp_end.is_zero() {
+                    at_ramp_end = Some(DeviceReading::take(device));
+                }
+                nap = nap.min(to_ramp_end);
+            }
+            std::thread::sleep(nap);
         }
         handles
             .into_iter()
             .map(|h| h.join().expect("bench thread panicked"))
             .collect()
     });
-    let elapsed_ns = start.elapsed().as_nanos() as u64;
-    progress(1.0);
-    let mut streams: Vec<StreamStats> = workload
-        .jobs
-        .iter()
-        .map(|j| StreamStats::new(&j.name))
-        .collect();
-    let mut verified_blocks = 0;
-    let mut trace = None;
-    for r in results {
-        let (stream, result) = r?;
-        streams[stream].merge(&result.stats);
-        verified_blocks += result.verified_blocks;
-        trace = trace.or(result.trace);
-    }
-    let cpu_seconds = process_cpu_seconds() - cpu_start;
-    let mut report = device_report(device, &streams, elapsed_ns, cpu_seconds);
-    if let Some(setup) = report.emulator.as_mut() {
-        setup.verified_blocks = verified_blocks;
-        setup.host_cpus = (0..threads).filter_map(|i| device.host_cpu(i)).collect();
-        setup.host_threads = threads;
-    }
-    report.trace = trace;
-    report.require_enough_requests();
-    Ok(report)
+    let elapsed = start.elapsed();
+    // A phase that ended within its ramp measured nothing.
+    let at_ramp_end = at_ramp_end.unwrap_or_else(|| DeviceReading::take(device));
+    Ok(PhaseRun {
+        results: results.into_iter().collect::<Result<_, _>>()?,
+        measured_ns: elapsed.saturating_sub(ramp).as_nanos() as u64,
+        ramp: at_ramp_end.since(&at_start),
+    })
+}
+
+/// What a phase's threads have done so far, for the progress bar.
+#[derive(Default)]
+struct Progress {
+    ios: AtomicU64,
+    bytes: AtomicU64,
+    /// How far through its trace a replaying thread has read, in millionths.
+    trace_millionths: AtomicU64,
 }
 
 /// What one host thread measured.
@@ -154,6 +229,8 @@ struct ThreadResult {
     verified_blocks: u64,
     /// The summary of the trace the thread replayed.
     trace: Option<TraceReport>,
+    /// A paced thread's requests issued late (`None`: not paced).
+    paced_issued_late: Option<u64>,
 }
 
 /// A timestamped trace's request issued more than this after its time counts as issued late
@@ -188,11 +265,12 @@ fn run_thread(
     device: &Device,
     shared: &LadderShared,
     mut plan: ThreadPlan,
-    longest_runtime: Option<Duration>,
     start: Instant,
-    done_ios: &AtomicU64,
+    progress: &Progress,
 ) -> Result<ThreadResult, EmuRunError> {
     let began = Instant::now();
+    // Completions before the end of the job's ramp are not counted.
+    let measure_from = start + Duration::from_nanos(plan.ramp_ns);
     let completion = device.completion();
     let mut issuer = Issuer::new(device, shared, completion);
     let block = device.block_bytes() as usize;
@@ -331,10 +409,13 @@ fn run_thread(
             let out = is_read.then_some(&mut scratch[..len as usize]);
             match device.finish(done, out) {
                 Ok(()) => {
-                    let latency_ns = t0.elapsed().as_nanos() as u64;
-                    // All of it as host time for now; `device_report` moves the modelled
-                    // device's share to its components.
-                    stats.record_host(is_read, len, latency_ns);
+                    let now = Instant::now();
+                    if now >= measure_from {
+                        let latency_ns = now.duration_since(t0).as_nanos() as u64;
+                        // All of it as host time for now; `device_report` moves the modelled
+                        // device's share to its components.
+                        stats.record_host(is_read, len, latency_ns);
+                    }
                     if is_read && plan.verify {
                         match verify::check(&scratch[..len as usize], offset, block) {
                             Ok(n) => verified_blocks += n,
@@ -350,15 +431,25 @@ fn run_thread(
             }
             in_flight -= 1;
             slots.push_back(Instant::now() + thinktime);
-            done_ios.fetch_add(1, Ordering::Relaxed);
+            progress.ios.fetch_add(1, Ordering::Relaxed);
+            progress.bytes.fetch_add(u64::from(len), Ordering::Relaxed);
+        }
+        if let Some(fraction) = plan.requests.fraction_done() {
+            progress
+                .trace_millionths
+                .fetch_max((fraction * 1e6) as u64, Ordering::Relaxed);
         }
     }
-    // A thread that stopped before the run did (its number_ios done, or a runtime shorter
-    // than the longest job's) reports its rates over its own time, as fio does.
-    let shorter = runtime.is_some_and(|r| Some(r) < longest_runtime);
-    if issued >= plan.ios || issued_bytes >= plan.io_bytes || shorter {
-        stats.set_active_ns(began.elapsed().as_nanos() as u64);
-    }
+    // The thread's own time, after its ramp: a thread that stopped before the phase did (its
+    // number_ios done, or a runtime shorter than the longest job's) reports its rates over
+    // it, as fio does; and a run of several phases adds the phases' times up.
+    stats.set_active_ns(
+        Instant::now()
+            .saturating_duration_since(measure_from.max(began))
+            .as_nanos()
+            .max(1) as u64,
+    );
+    let paced_issued_late = plan.requests.is_paced().then_some(issued_late);
     let trace = match plan.requests {
         Requests::Trace(feed) if error.is_none() => {
             let stopped = pending.is_some();
@@ -374,6 +465,7 @@ fn run_thread(
             stats,
             verified_blocks,
             trace,
+            paced_issued_late,
         }),
     }
 }

@@ -27,6 +27,11 @@ pub struct ThreadPlan {
     pub index: u64,
     /// The job (and so the report stream) the thread belongs to.
     pub stream: usize,
+    /// The phase the thread runs in (`Workload::phases`): phases run one after another.
+    pub phase: usize,
+    /// Its job's `ramp_time`: what completes before then, from its phase's start, is not
+    /// counted.
+    pub ramp_ns: u64,
     pub requests: Requests,
     pub iodepth: u32,
     /// Requests the thread issues at most (`u64::MAX` when only time bounds it).
@@ -34,7 +39,8 @@ pub struct ThreadPlan {
     /// Bytes the thread moves at most: it stops issuing once it has issued this many
     /// (`io_size`, or the region's size for `runtime=0`; `u64::MAX`: no limit).
     pub io_bytes: u64,
-    /// When the thread stops issuing, from the run's start (`None` when only `ios` bounds it).
+    /// When the thread stops issuing, from its phase's start, its ramp included (`None` when
+    /// only `ios` bounds it).
     pub runtime_ns: Option<u64>,
     /// Pause between a completion and the next request from its queue slot.
     pub thinktime_ns: u64,
@@ -57,7 +63,7 @@ pub enum Requests {
 /// A thread's next request, and when it is due (from the run's start) if the trace is replayed
 /// at its timestamps.
 pub enum Next {
-    /// Issue it now (`None`), or at its time.
+    /// Issue it now (`None`), or at its time (from the start of the thread's phase).
     Request(Request, Option<u64>),
     /// The trace has ended.
     End,
@@ -78,6 +84,22 @@ impl Requests {
                     (feed.mode() == ReplayMode::Timestamps).then_some(due_ns),
                 ),
             }),
+        }
+    }
+}
+
+impl Requests {
+    /// Whether the requests are generated at a capped rate (each has its due time).
+    pub fn is_paced(&self) -> bool {
+        matches!(self, Requests::Generated(_, Some(_)))
+    }
+
+    /// How far through its requests the thread is (0.0 to 1.0), when that is known: a trace
+    /// of known length.
+    pub fn fraction_done(&self) -> Option<f64> {
+        match self {
+            Requests::Generated(..) => None,
+            Requests::Trace(feed) => feed.fraction_read(),
         }
     }
 }
@@ -160,6 +182,7 @@ impl Plan {
         }
         let (size_bytes, block_bytes) = (geometry.capacity_bytes, geometry.block_bytes);
         let mut threads = Vec::new();
+        let phases = workload.phases();
         for (stream, job) in workload.jobs.iter().enumerate() {
             // A trace ends on its own; a job that ends by size needs no time limit.
             let bounded = job.number_ios.is_some()
@@ -176,7 +199,9 @@ impl Plan {
                 });
             }
             let loops = u64::from(job.loops);
-            let runtime_ns = runtime_ns.map(|r| r.saturating_mul(loops));
+            // fio's `ramp_time` comes first; the runtime is measured after it.
+            let runtime_ns =
+                runtime_ns.map(|r| r.saturating_mul(loops).saturating_add(job.ramp_time_ns));
             for t in 0..job.numjobs {
                 // fio's `offset_increment`: each thread's region further on.
                 let shifted;
@@ -214,6 +239,8 @@ impl Plan {
                 threads.push(ThreadPlan {
                     index: threads.len() as u64,
                     stream,
+                    phase: phases[stream],
+                    ramp_ns: job.ramp_time_ns,
                     requests,
                     iodepth: job.iodepth,
                     ios: job.number_ios.map_or(u64::MAX, |n| n.saturating_mul(loops)),
@@ -231,9 +258,40 @@ impl Plan {
         })
     }
 
+    /// The plan's phases, in order: the threads of each, which run side by side once the
+    /// phase before has finished.
+    pub fn into_phases(self) -> Vec<Plan> {
+        let count = self.threads.iter().map(|t| t.phase + 1).max().unwrap_or(0);
+        let mut phases: Vec<Vec<ThreadPlan>> = (0..count).map(|_| Vec::new()).collect();
+        for t in self.threads {
+            phases[t.phase].push(t);
+        }
+        phases
+            .into_iter()
+            .map(|threads| Plan {
+                longest_runtime_ns: threads.iter().filter_map(|t| t.runtime_ns).max(),
+                threads,
+            })
+            .collect()
+    }
+
+    /// The longest `ramp_time` of the plan's threads: the part of its time not measured.
+    pub fn ramp_ns(&self) -> u64 {
+        self.threads.iter().map(|t| t.ramp_ns).max().unwrap_or(0)
+    }
+
     /// Requests the threads keep in flight at once, summed.
     pub fn outstanding(&self) -> u64 {
         self.threads.iter().map(|t| u64::from(t.iodepth)).sum()
+    }
+
+    /// Bytes the run moves at most (saturating: `u64::MAX` when nothing but time or a count
+    /// bounds it).
+    pub fn io_bytes(&self) -> u64 {
+        self.threads
+            .iter()
+            .map(|t| t.io_bytes)
+            .fold(0, u64::saturating_add)
     }
 
     /// Requests the run issues at most (saturating: `u64::MAX` when time bounds it).
@@ -259,7 +317,13 @@ pub fn open_trace(spec: &TraceSpec, geometry: Geometry) -> Result<TraceFeed, Tra
         AddressMode::Scale => trace_span(&name, open()?, spec.format)?,
         AddressMode::Wrap => 0,
     };
-    TraceFeed::new(&name, open()?, spec, geometry, span_bytes)
+    let mut feed = TraceFeed::new(&name, open()?, spec, geometry, span_bytes)?;
+    if let Ok(meta) = std::fs::metadata(&spec.path) {
+        if meta.is_file() {
+            feed.set_len_bytes(meta.len());
+        }
+    }
+    Ok(feed)
 }
 
 #[cfg(test)]

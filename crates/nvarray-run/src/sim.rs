@@ -16,8 +16,8 @@
 use std::cmp::Reverse;
 use std::collections::{BinaryHeap, VecDeque};
 
-use nvarray_model::{Command, Completion, Component, DeviceConfig, DeviceModel, Op};
-use nvarray_workload::trace::Geometry;
+use nvarray_model::{Command, Completion, Component, DeviceConfig, DeviceModel, Op, ResourceBusy};
+use nvarray_workload::trace::{Geometry, TraceReport};
 use nvarray_workload::{Direction, Request, Workload};
 
 use crate::error::SimError;
@@ -43,7 +43,8 @@ struct Thread {
     /// A trace replayed at its timestamps: requests taken from it by a free queue slot before
     /// they were due, each with an `Issue` event at its time (in time order).
     scheduled: VecDeque<(Request, u64)>,
-    /// Requests of a timestamped trace that found every queue slot taken at their time.
+    /// Timed requests (a timestamped trace's, a paced job's) that found every queue slot
+    /// taken at their time.
     issued_late: u64,
     /// Requests this thread may still issue (`u64::MAX` when bounded by time).
     remaining: u64,
@@ -54,6 +55,8 @@ struct Thread {
     end_ns: u64,
     /// The thread's CPU is busy with software work until then.
     cpu_free_ns: u64,
+    /// Completions before this (its job's `ramp_time` into the phase) are not counted.
+    measure_from_ns: u64,
 }
 
 #[derive(Clone, Copy)]
@@ -73,6 +76,8 @@ struct Host {
     events: BinaryHeap<Reverse<(u64, u64, HostEvent, u32)>>,
     seq: u64,
     software_ns: u64,
+    /// The phase's start: the times a trace or pacer gives are from here.
+    origin_ns: u64,
 }
 
 impl Host {
@@ -104,12 +109,14 @@ impl Host {
                     return Ok(());
                 }
                 Next::Request(r, None) => (r, t),
-                Next::Request(r, Some(due)) if due > t => {
+                Next::Request(r, Some(due)) if due + self.origin_ns > t => {
+                    let due = due + self.origin_ns;
                     th.scheduled.push_back((r, due));
                     self.push(due, HostEvent::Issue, x);
                     return Ok(());
                 }
                 Next::Request(r, Some(due)) => {
+                    let due = due + self.origin_ns;
                     th.issued_late += u64::from(due < t);
                     (r, due)
                 }
@@ -155,6 +162,10 @@ impl Host {
 }
 
 /// Runs `workload` against a device built from `device` and returns what it measured.
+///
+/// Phases (`stonewall`, `wait_for`) run one after another on the one model: a phase starts
+/// once the one before has stopped and the device has finished its requests. Each job's
+/// `ramp_time` is left out of its figures, and the longest of a phase's out of the device's.
 pub fn run(device: &DeviceConfig, workload: &Workload) -> Result<RunReport, SimError> {
     // CPU time, not the wall clock: the cost of simulating, comparable with the emulator's.
     let cpu_start_s = process_cpu_seconds();
@@ -173,19 +184,87 @@ pub fn run(device: &DeviceConfig, workload: &Workload) -> Result<RunReport, SimE
         max_transfer_bytes: device.controller.max_transfer_bytes,
     };
     let plan = Plan::new(workload, geometry)?;
+    if plan.outstanding() > OUTSTANDING_MAX {
+        return Err(SimError::TooManyOutstanding {
+            outstanding: plan.outstanding(),
+            max: OUTSTANDING_MAX,
+        });
+    }
+    let (phases, groups) = (workload.phases(), workload.groups());
     let mut streams: Vec<StreamStats> = workload
         .jobs
         .iter()
-        .map(|j| StreamStats::new(&j.name))
+        .enumerate()
+        .map(|(i, j)| StreamStats::new(&j.name).placed(phases[i], groups[i]))
         .collect();
+    let phase_plans = plan.into_phases();
+    let last = phase_plans.len() - 1;
+    let (mut start_ns, mut measured_ns) = (0u64, 0u64);
+    let mut busy = ResourceBusy::default();
+    let mut trace = None;
+    let mut paced_issued_late = None;
+    for (index, phase) in phase_plans.into_iter().enumerate() {
+        let ran = run_phase(&mut model, device, phase, start_ns, &mut streams)?;
+        measured_ns += ran.measured_ns;
+        busy = busy.plus(&ran.busy);
+        trace = trace.or(ran.trace);
+        if let Some(late) = ran.paced_issued_late {
+            *paced_issued_late.get_or_insert(0) += late;
+        }
+        if index < last {
+            // The next phase starts once the device has finished this one's requests.
+            start_ns = ran.end_ns;
+            while let Some(t) = model.next_event_ns() {
+                model.advance(t, |_| ());
+                start_ns = start_ns.max(t);
+            }
+        }
+    }
+    let cpu_s = process_cpu_seconds() - cpu_start_s;
+    let mut report = RunReport::from_model_over("sim", &model, busy, &streams, measured_ns.max(1));
+    let bytes = report.totals.read_bytes + report.totals.write_bytes;
+    report.cpu_seconds_per_gb = cpu_seconds_per_gb(cpu_s, bytes);
+    report.trace = trace;
+    report.paced_issued_late = paced_issued_late;
+    // Completions were posted exactly at their modelled time on the virtual clock, so
+    // lateness stays 0 and the run is faithful, unless it completed too few requests to
+    // measure anything.
+    report.require_enough_requests();
+    Ok(report)
+}
+
+/// What one phase did.
+struct PhaseRun {
+    /// When it stopped: its time bound, or its last completion.
+    end_ns: u64,
+    /// Its length less its ramp, and what that kept the device busy.
+    measured_ns: u64,
+    busy: ResourceBusy,
+    trace: Option<TraceReport>,
+    /// Paced requests issued late (`None`: no thread was paced).
+    paced_issued_late: Option<u64>,
+}
+
+/// Runs one phase's threads on `model` from `start_ns`, recording into `streams`.
+fn run_phase(
+    model: &mut DeviceModel,
+    device: &DeviceConfig,
+    plan: Plan,
+    start_ns: u64,
+    streams: &mut [StreamStats],
+) -> Result<PhaseRun, SimError> {
     let outstanding_total = plan.outstanding();
-    let end_ns = plan.longest_runtime_ns;
+    let ramp_end_ns = start_ns + plan.ramp_ns();
+    let stop_ns = plan
+        .longest_runtime_ns
+        .map_or(u64::MAX, |r| start_ns.saturating_add(r));
     let mut first_issues = Vec::with_capacity(plan.threads.len());
     let threads: Vec<Thread> = plan
         .threads
         .into_iter()
-        .map(|t| {
-            first_issues.push((t.index as u32, t.iodepth));
+        .enumerate()
+        .map(|(x, t)| {
+            first_issues.push((x as u32, t.iodepth));
             Thread {
                 stream: t.stream,
                 requests: t.requests,
@@ -194,17 +273,14 @@ pub fn run(device: &DeviceConfig, workload: &Workload) -> Result<RunReport, SimE
                 remaining: t.ios,
                 bytes_left: t.io_bytes,
                 thinktime_ns: t.thinktime_ns,
-                end_ns: t.runtime_ns.unwrap_or(u64::MAX),
-                cpu_free_ns: 0,
+                end_ns: t
+                    .runtime_ns
+                    .map_or(u64::MAX, |r| start_ns.saturating_add(r)),
+                cpu_free_ns: start_ns,
+                measure_from_ns: start_ns + t.ramp_ns,
             }
         })
         .collect();
-    if outstanding_total > OUTSTANDING_MAX {
-        return Err(SimError::TooManyOutstanding {
-            outstanding: outstanding_total,
-            max: OUTSTANDING_MAX,
-        });
-    }
 
     let mut host = Host {
         threads,
@@ -213,19 +289,21 @@ pub fn run(device: &DeviceConfig, workload: &Workload) -> Result<RunReport, SimE
         events: BinaryHeap::with_capacity(outstanding_total as usize * 2),
         seq: 0,
         software_ns: device.host.software_ns,
+        origin_ns: start_ns,
     };
     for (thread, iodepth) in first_issues {
         for _ in 0..iodepth {
-            host.push(0, HostEvent::Issue, thread);
+            host.push(start_ns, HostEvent::Issue, thread);
         }
     }
 
-    let mut last_completion_ns = 0u64;
+    let mut last_completion_ns = start_ns;
     // Per stream: its last completion.
-    let mut stream_last_ns = vec![0u64; streams.len()];
-    let stop_ns = end_ns.unwrap_or(u64::MAX);
-    // Whether the run reached `stop_ns` (rather than running out of work first).
+    let mut stream_last_ns = vec![start_ns; streams.len()];
+    // Whether the phase reached `stop_ns` (rather than running out of work first).
     let mut stopped_by_time = false;
+    // The device's busy time when the ramp ended (taken at the first event after it).
+    let mut busy_at_ramp_end = (ramp_end_ns == start_ns).then(|| model.resource_busy());
 
     loop {
         let device_t = model.next_event_ns();
@@ -236,12 +314,15 @@ pub fn run(device: &DeviceConfig, workload: &Workload) -> Result<RunReport, SimE
             (Some(_), None) => true,
             (None, Some(_)) => false,
         };
+        let t = if device_first { device_t } else { host_t }.expect("checked");
+        if t > stop_ns {
+            stopped_by_time = true;
+            break;
+        }
+        if busy_at_ramp_end.is_none() && t >= ramp_end_ns {
+            busy_at_ramp_end = Some(model.resource_busy());
+        }
         if device_first {
-            let t = device_t.expect("checked");
-            if t > stop_ns {
-                stopped_by_time = true;
-                break;
-            }
             model.advance(t, |c| {
                 host.pending[c.id as usize].completion = Some(c);
                 host.push(c.visible_ns, HostEvent::Complete, c.id as u32);
@@ -249,24 +330,22 @@ pub fn run(device: &DeviceConfig, workload: &Workload) -> Result<RunReport, SimE
             continue;
         }
         let Reverse((t, _, event, x)) = host.events.pop().expect("checked");
-        if t > stop_ns {
-            stopped_by_time = true;
-            break;
-        }
         match event {
-            HostEvent::Issue => host.issue(&mut model, x, t)?,
+            HostEvent::Issue => host.issue(model, x, t)?,
             HostEvent::Submit => model
                 .submit(host.pending[x as usize].cmd, t)
                 .map_err(SimError::Command)?,
             HostEvent::Complete => {
                 let p = host.pending[x as usize];
                 let c = p.completion.expect("completion recorded before its event");
-                let mut breakdown = c.breakdown;
-                breakdown.set(Component::Host, p.submit_ns - p.issue_ns);
-                let latency = c.visible_ns - p.issue_ns;
-                debug_assert_eq!(breakdown.total_ns(), latency);
                 let th = &host.threads[p.thread as usize];
-                streams[th.stream].record(c.op == Op::Read, c.len_bytes, latency, &breakdown);
+                if t >= th.measure_from_ns {
+                    let mut breakdown = c.breakdown;
+                    breakdown.set(Component::Host, p.submit_ns - p.issue_ns);
+                    let latency = c.visible_ns - p.issue_ns;
+                    debug_assert_eq!(breakdown.total_ns(), latency);
+                    streams[th.stream].record(c.op == Op::Read, c.len_bytes, latency, &breakdown);
+                }
                 stream_last_ns[th.stream] = t;
                 let next_ns = t + th.thinktime_ns;
                 last_completion_ns = t;
@@ -274,7 +353,7 @@ pub fn run(device: &DeviceConfig, workload: &Workload) -> Result<RunReport, SimE
                 if next_ns == t {
                     // Device events due at `t` have all run (the device goes first on ties),
                     // so issuing now is the same as queueing an Issue event for `t`.
-                    host.issue(&mut model, p.thread, t)?;
+                    host.issue(model, p.thread, t)?;
                 } else {
                     host.push(next_ns, HostEvent::Issue, p.thread);
                 }
@@ -282,46 +361,49 @@ pub fn run(device: &DeviceConfig, workload: &Workload) -> Result<RunReport, SimE
         }
     }
 
-    let elapsed_ns = if stopped_by_time {
+    let end_ns = if stopped_by_time {
         stop_ns
     } else {
         last_completion_ns
-    }
-    .max(1);
-    // A stream that stopped before the run did (its number_ios done, or a shorter runtime)
-    // reports its rates over its own time, as fio does.
+    };
+    let measure_from_ns = ramp_end_ns.min(end_ns);
+    let busy = model
+        .resource_busy()
+        .since(&busy_at_ramp_end.unwrap_or_else(|| model.resource_busy()));
+    // Each stream's own time, from the end of its ramp: to its last completion when every
+    // thread of it ran out of work, else to its runtime or the phase's end. A stream that
+    // stopped before the others reports its rates over its own time, as fio does.
     for (stream, stats) in streams.iter_mut().enumerate() {
         let own = || host.threads.iter().filter(|t| t.stream == stream);
-        let Some(runtime_ns) = own().map(|t| t.end_ns).next() else {
+        let Some(first) = own().next() else {
             continue;
         };
-        if own().all(|t| t.remaining == 0 || t.bytes_left == 0) {
-            stats.set_active_ns(stream_last_ns[stream].max(1));
-        } else if runtime_ns < elapsed_ns {
-            stats.set_active_ns(runtime_ns);
-        }
+        let stopped = if own().all(|t| t.remaining == 0 || t.bytes_left == 0) {
+            stream_last_ns[stream]
+        } else {
+            first.end_ns.min(end_ns)
+        };
+        stats.set_active_ns(stopped.saturating_sub(first.measure_from_ns).max(1));
     }
-    let cpu_s = process_cpu_seconds() - cpu_start_s;
-    let mut report = report(&model, &streams, elapsed_ns, cpu_s);
+    let mut trace = None;
+    let mut paced_issued_late = None;
     for th in host.threads {
+        if th.requests.is_paced() {
+            *paced_issued_late.get_or_insert(0) += th.issued_late;
+        }
         if let Requests::Trace(feed) = th.requests {
             // Requests scheduled but never issued (the run ended first) were not replayed.
             let stopped = !th.scheduled.is_empty();
-            let mut trace = feed.finish(th.issued_late).map_err(SimError::Trace)?;
-            trace.stopped_early |= stopped;
-            report.trace = Some(trace);
+            let mut report = feed.finish(th.issued_late).map_err(SimError::Trace)?;
+            report.stopped_early |= stopped;
+            trace = Some(report);
         }
     }
-    Ok(report)
-}
-
-/// The shared report over the model; completions were posted exactly at their modelled time
-/// on the virtual clock, so lateness stays 0 and the run is faithful, unless it completed too
-/// few requests to measure anything.
-fn report(model: &DeviceModel, streams: &[StreamStats], elapsed_ns: u64, cpu_s: f64) -> RunReport {
-    let mut report = RunReport::from_model("sim", model, streams, elapsed_ns);
-    let bytes = report.totals.read_bytes + report.totals.write_bytes;
-    report.cpu_seconds_per_gb = cpu_seconds_per_gb(cpu_s, bytes);
-    report.require_enough_requests();
-    report
+    Ok(PhaseRun {
+        end_ns,
+        measured_ns: end_ns - measure_from_ns,
+        busy,
+        trace,
+        paced_issued_late,
+    })
 }

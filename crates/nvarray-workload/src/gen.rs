@@ -43,6 +43,8 @@ const _: () = assert!(BSSPLIT_ENTRIES_MAX <= u8::MAX as usize + 1);
 /// - Mixed (`rw`, `randrw`): each request is independently a read with probability
 ///   `rwmixread / 100`.
 /// - `bssplit`: each request independently picks its length by the percentages.
+/// - `bsrange`: each request independently picks a multiple of the smallest length, each
+///   equally likely.
 #[derive(Clone, Debug)]
 pub struct RequestGen {
     rng: SmallRng,
@@ -63,6 +65,9 @@ pub struct RequestGen {
     /// Number of block-aligned positions in the region where a request of `lens_bytes[i]`
     /// fits; at least 1.
     slots_by_len: [u64; BSSPLIT_ENTRIES_MAX],
+    /// `bsrange`: requests are `range_min_bytes` times `1..=range_steps` (0: not a range).
+    range_steps: u64,
+    range_min_bytes: u32,
     pattern: Pattern,
 }
 
@@ -120,6 +125,10 @@ impl RequestGen {
                 lens_bytes[0] = *len_bytes;
                 false
             }
+            BlockSize::Range { min, .. } => {
+                lens_bytes[0] = *min;
+                true
+            }
             BlockSize::Split(entries) => {
                 let mut percent_next = 0usize;
                 for (index, &(len_bytes, percent)) in entries.iter().enumerate() {
@@ -134,8 +143,12 @@ impl RequestGen {
             }
         };
         let len_count = match &job.bs {
-            BlockSize::Fixed(_) => 1,
+            BlockSize::Fixed(_) | BlockSize::Range { .. } => 1,
             BlockSize::Split(entries) => entries.len(),
+        };
+        let (range_steps, range_min_bytes) = match job.bs {
+            BlockSize::Range { min, max } => (u64::from(max / min), min),
+            _ => (0, 0),
         };
         for index in 0..len_count {
             let len_bytes = u64::from(lens_bytes[index]);
@@ -187,6 +200,8 @@ impl RequestGen {
             len_index_by_percent,
             lens_bytes,
             slots_by_len,
+            range_steps,
+            range_min_bytes,
             pattern,
         })
     }
@@ -221,9 +236,17 @@ impl RequestGen {
         } else {
             self.op_fixed
         };
-        let len_index =
-            usize::from(self.len_index_by_percent[percent_of(bits & 0xffff_ffff) as usize]);
-        let len_bytes = self.lens_bytes[len_index];
+        let (len_bytes, uniform_slots) = if self.range_steps == 0 {
+            let len_index =
+                usize::from(self.len_index_by_percent[percent_of(bits & 0xffff_ffff) as usize]);
+            (self.lens_bytes[len_index], self.slots_by_len[len_index])
+        } else {
+            // The low half's 32 bits, moved up to pick one of the range's lengths.
+            let step = below(bits << 32, self.range_steps) + 1;
+            let len_bytes = self.range_min_bytes * step as u32;
+            let slots = (self.region_len_bytes - u64::from(len_bytes)) / self.align_bytes + 1;
+            (len_bytes, slots)
+        };
 
         let offset_in_region_bytes = match &mut self.pattern {
             Pattern::Sequential { cursor_bytes } => {
@@ -236,7 +259,7 @@ impl RequestGen {
                 offset
             }
             Pattern::Uniform => {
-                let slot = below(self.rng.next_u64(), self.slots_by_len[len_index]);
+                let slot = below(self.rng.next_u64(), uniform_slots);
                 slot * self.align_bytes
             }
             Pattern::Zipf {

@@ -24,6 +24,33 @@ pub struct Workload {
 }
 
 impl Workload {
+    /// Each job's phase: jobs of one phase run side by side, and a phase starts once the one
+    /// before it has finished. A job with `stonewall` or `wait_for` starts a new phase (so
+    /// `wait_for` waits for every earlier job, not only the one it names: the same order
+    /// whenever the named job is the last to finish).
+    pub fn phases(&self) -> Vec<usize> {
+        self.numbered(JobSpec::waits)
+    }
+
+    /// Each job's reporting group (fio's `groupid`): a new group at each new phase and at
+    /// each `new_group`.
+    pub fn groups(&self) -> Vec<usize> {
+        self.numbered(|job| job.waits() || job.new_group)
+    }
+
+    /// Numbers the jobs from 0, one more at each job after the first for which `starts`.
+    fn numbered(&self, starts: impl Fn(&JobSpec) -> bool) -> Vec<usize> {
+        let mut number = 0;
+        self.jobs
+            .iter()
+            .enumerate()
+            .map(|(index, job)| {
+                number += usize::from(index > 0 && starts(job));
+                number
+            })
+            .collect()
+    }
+
     /// Checks the workload as a whole and every job against the device (see
     /// [`JobSpec::validate`]): at least one job, at most [`JOBS_MAX`], unique names.
     pub fn validate(
@@ -47,6 +74,20 @@ impl Workload {
                     name: job.name.clone(),
                 });
             }
+            if let Some(earlier) = &job.wait_for {
+                if !self.jobs[..index]
+                    .iter()
+                    .any(|other| &other.name == earlier)
+                {
+                    return Err(WorkloadError::Job {
+                        name: job.name.clone(),
+                        inner: Box::new(WorkloadError::Invalid {
+                            key: "wait_for",
+                            reason: format!("names no job before this one: '{earlier}'"),
+                        }),
+                    });
+                }
+            }
             job.validate(device_size_bytes, block_size_bytes, max_transfer_bytes)
                 .map_err(|e| WorkloadError::Job {
                     name: job.name.clone(),
@@ -65,8 +106,8 @@ impl Workload {
 ///   jobs after it, never before.
 /// - `key=value` (whitespace around `=` is ignored) or a bare `key` applies to the current
 ///   section through [`JobSpec::set`], so the keys and their values are exactly those of the
-///   command line. A bare key is only useful for the ignored flags such as `group_reporting`;
-///   a bare supported key is an error asking for a value. A `name=` inside a job section
+///   command line. A bare key is a switch (`stonewall`, `new_group`, or an ignored flag such
+///   as `group_reporting`); any other bare key is an error asking for a value. A `name=` inside a job section
 ///   renames that job.
 /// - `;` and `#` start a comment that runs to the end of the line, as in fio. Blank lines
 ///   are skipped.
@@ -77,8 +118,8 @@ impl Workload {
 /// - Keys before the first section, unknown keys, empty section names and duplicate job
 ///   names are errors. Every error on a line says which line (1-based).
 ///
-/// Not supported yet: fio's arithmetic in values (`$(...)`), `ramp_time`, `stonewall`,
-/// `wait_for`, `new_group`, `bsrange`, `percentile_list` (each fails as an unknown key).
+/// Not supported: fio's arithmetic in values (`$(...)`), and `percentile_list` in a job
+/// file (it is a flag, `--percentile_list`; in a job file it fails as an unknown key).
 pub fn parse_job_file(text: &str) -> Result<Workload, WorkloadError> {
     parse_job_file_noting(text, &mut Vec::new())
 }
@@ -444,11 +485,9 @@ mod tests {
             "[a]\nname=b\n[b]\n",
             Err("line 3: workload: job name 'b' is used twice; give each job section its own name"),
         );
-        let unknown = parse_job_file("[a]\n\nstonewall\n")
-            .unwrap_err()
-            .to_string();
+        let unknown = parse_job_file("[a]\n\nexitall\n").unwrap_err().to_string();
         assert!(
-            unknown.starts_with("line 3: unknown key 'stonewall'; supported keys: name, rw,"),
+            unknown.starts_with("line 3: unknown key 'exitall'; supported keys: name, rw,"),
             "{unknown}"
         );
         let too_many: String = (0..=JOBS_MAX).map(|i| format!("[j{i}]\n")).collect();

@@ -61,7 +61,7 @@ pub struct FioArgs {
     /// these flags.
     #[arg(value_name = "JOBFILE")]
     pub jobfile: Option<PathBuf>,
-    /// Job name (for the command-line job).
+    /// Job name (for the command-line job) [default: job0; trace with --trace].
     #[arg(long)]
     pub name: Option<String>,
     /// Access pattern: read | write | randread | randwrite | rw | randrw [default: read].
@@ -70,9 +70,14 @@ pub struct FioArgs {
     /// Request size in bytes (fio units: 512, 4k, 1m; k = 1024) [default: 4k].
     #[arg(long, visible_alias = "blocksize")]
     pub bs: Option<String>,
-    /// Request size mix, e.g. `4k/50:64k/50` (size/percent pairs summing to 100).
+    /// Request size mix, e.g. `4k/50:64k/50` (size/percent pairs summing to 100) [default:
+    /// none, every request --bs].
     #[arg(long)]
     pub bssplit: Option<String>,
+    /// Request sizes MIN-MAX, e.g. `4k-64k`: every multiple of MIN up to MAX, equally likely
+    /// (MAX a multiple of MIN) [default: none, every request --bs].
+    #[arg(long, conflicts_with_all = ["bs", "bssplit"])]
+    pub bsrange: Option<String>,
     /// Percent of reads in rw/randrw workloads (0-100) [default: 50].
     #[arg(long, conflicts_with = "rwmixwrite")]
     pub rwmixread: Option<String>,
@@ -91,10 +96,16 @@ pub struct FioArgs {
     /// when nothing else ends the job].
     #[arg(long)]
     pub runtime: Option<String>,
-    /// Requests per thread (instead of, or as well as, --runtime).
+    /// Warm-up before measuring, as fio's ramp_time: the job runs this long first and what
+    /// completes meanwhile is not counted; --runtime starts after it (seconds by default)
+    /// [default: 0].
+    #[arg(long = "ramp_time")]
+    pub ramp_time: Option<String>,
+    /// Requests per thread (instead of, or as well as, --runtime; k/m suffixes) [default: no
+    /// limit].
     #[arg(long = "number_ios")]
     pub number_ios: Option<String>,
-    /// Bytes per thread, then it stops (fio units: 1g).
+    /// Bytes per thread, then it stops (fio units: 1g) [default: no limit].
     #[arg(long = "io_size", visible_alias = "io_limit")]
     pub io_size: Option<String>,
     /// Each thread's region starts this far after the previous thread's (fio units); thread
@@ -106,38 +117,43 @@ pub struct FioArgs {
     #[arg(long)]
     pub loops: Option<String>,
     /// Cap each thread's requests per second; requests are issued at their paced times and
-    /// their latency counts from then, so a device that cannot keep the rate shows queueing.
+    /// their latency counts from then, so a device that cannot keep the rate shows queueing
+    /// [default: no cap].
     #[arg(long = "rate_iops")]
     pub rate_iops: Option<String>,
-    /// Cap each thread's bytes per second (fio units: 100m = 100 MiB/s), paced as --rate_iops.
+    /// Cap each thread's bytes per second (fio units: 100m = 100 MiB/s), paced as --rate_iops
+    /// [default: no cap].
     #[arg(long)]
     pub rate: Option<String>,
     /// How capped requests are spaced: linear (evenly) | poisson (exponential gaps)
     /// [default: linear].
     #[arg(long = "rate_process")]
     pub rate_process: Option<String>,
-    /// Offset distribution for random workloads: random | zipf:THETA.
+    /// Offset distribution for random workloads: random (uniform) | zipf:THETA (THETA in
+    /// (0, 100]; 1.2 is a common skew) [default: random].
     #[arg(long = "random_distribution")]
     pub random_distribution: Option<String>,
-    /// Seed of the request generators; same seed, same run.
+    /// Seed of the request generators, decimal or 0x hex; same seed, same run [default: 0x89].
     #[arg(long)]
     pub randseed: Option<String>,
-    /// Start of the region the job touches (bytes, fio units).
+    /// Start of the region the job touches (bytes, fio units: 1g) [default: 0].
     #[arg(long)]
     pub offset: Option<String>,
-    /// Length of the region the job touches (default: the whole device).
+    /// Length of the region the job touches (bytes, fio units) [default: from --offset to the
+    /// device's end].
     #[arg(long)]
     pub size: Option<String>,
-    /// Boundary random offsets are aligned to (fio's blockalign; default the smallest
-    /// request size, as in fio; e.g. 512 for sector-aligned random I/O).
+    /// Boundary random offsets are aligned to, in bytes (fio's blockalign; e.g. 512 for
+    /// sector-aligned random I/O) [default: the smallest request size, as in fio].
     #[arg(long, visible_alias = "ba")]
     pub blockalign: Option<String>,
-    /// Host time between a completion and the thread's next request (microseconds by default, as in fio).
+    /// Host time between a completion and the thread's next request (microseconds by
+    /// default, as in fio; 10us, 1ms also accepted) [default: 0].
     #[arg(long)]
     pub thinktime: Option<String>,
     /// Data verification: crc32c (every block written carries its offset and a CRC-32C that
     /// every read checks; a mismatch stops the run with an error) | none. The simulator moves
-    /// no data, so there it changes nothing.
+    /// no data, so there it changes nothing [default: none].
     #[arg(long)]
     pub verify: Option<String>,
     /// Replay a block trace instead of generating requests: blkparse text, fio iolog v2/v3,
@@ -145,7 +161,7 @@ pub struct FioArgs {
     /// any size replays in bounded memory. The trace gives each request's direction, offset,
     /// size and time; --iodepth, --runtime, --number_ios, --thinktime and --name still apply.
     #[arg(long, value_name = "FILE", conflicts_with_all = [
-        "jobfile", "rw", "bs", "bssplit", "rwmixread", "numjobs", "random_distribution",
+        "jobfile", "rw", "bs", "bssplit", "bsrange", "rwmixread", "numjobs", "random_distribution",
         "offset", "blockalign", "verify",
     ])]
     pub trace: Option<PathBuf>,
@@ -237,11 +253,13 @@ impl IgnoredFioArgs {
 impl FioArgs {
     /// The flags given, as fio key/value pairs in a fixed order.
     pub fn pairs(&self) -> Vec<(&'static str, String)> {
-        let fields: [(&'static str, &Option<String>); 23] = [
+        let fields: [(&'static str, &Option<String>); 25] = [
             ("name", &self.name),
             ("rw", &self.rw),
             ("bs", &self.bs),
             ("bssplit", &self.bssplit),
+            ("bsrange", &self.bsrange),
+            ("ramp_time", &self.ramp_time),
             ("rwmixread", &self.rwmixread),
             ("rwmixwrite", &self.rwmixwrite),
             ("iodepth", &self.iodepth),

@@ -46,10 +46,12 @@ pub struct RunArgs {
     pub json: bool,
     /// Report layout: normal (nvarray's table) | json (fio's JSON layout, jobs[].read/write
     /// with clat_ns, lat_ns, iops, bw_bytes and percentiles, for fio's own tools; nvarray's
-    /// report under "nvarray") | json+ (json with the latency bins) [default: normal].
+    /// report under "nvarray") | json+ (json with the latency bins) | terse (fio's
+    /// semicolon-separated version 3 line per job) [default: normal].
     #[arg(long = "output-format", value_name = "FORMAT", conflicts_with = "json")]
     pub output_format: Option<String>,
-    /// Percentiles of fio's JSON output, colon-separated [default: fio's,
+    /// Percentiles of fio's JSON and terse output, colon-separated (at most 20 in terse)
+    /// [default: fio's,
     /// 1:5:10:20:30:40:50:60:70:80:90:95:99:99.5:99.9:99.95:99.99].
     #[arg(long = "percentile_list", value_name = "LIST")]
     pub percentile_list: Option<String>,
@@ -63,6 +65,7 @@ enum Layout {
     Table,
     Json,
     Fio { plus: bool, percentiles: Vec<f64> },
+    Terse { percentiles: Vec<f64> },
 }
 
 impl RunArgs {
@@ -80,20 +83,18 @@ impl RunArgs {
             None | Some("normal") => Layout::Table,
             Some("json") => fio(false),
             Some("json+") => fio(true),
-            Some("terse") => {
-                return Err(input_error(
-                    "--output-format terse: fio's semicolon layout is not written; use json (fio's layout) or --json",
-                ))
-            }
+            Some("terse") => Layout::Terse {
+                percentiles: percentiles.clone(),
+            },
             Some(other) => {
                 return Err(input_error(format!(
-                    "--output-format {other}: one of normal, json, json+"
+                    "--output-format {other}: one of normal, json, json+, terse"
                 )))
             }
         };
         if self.percentile_list.is_some()
             && !self.fio_compat
-            && !matches!(layout, Layout::Fio { .. })
+            && !matches!(layout, Layout::Fio { .. } | Layout::Terse { .. })
         {
             return Err(input_error(
                 "--percentile_list sets the percentiles of fio's layout: add --output-format json",
@@ -110,8 +111,8 @@ impl RunArgs {
     /// Refuses fio's layout where a command prints something else (a sweep, a comparison).
     pub fn refuse_fio_layout(&self, what: &str) -> Result<()> {
         match self.layout()? {
-            Layout::Fio { .. } => Err(input_error(format!(
-                "--output-format json is one run's fio report; {what} has its own (use --json)"
+            Layout::Fio { .. } | Layout::Terse { .. } => Err(input_error(format!(
+                "--output-format json and terse are one run's fio report; {what} has its own (use --json)"
             ))),
             _ => Ok(()),
         }
@@ -140,6 +141,7 @@ impl RunArgs {
             }
             Layout::Table => print!("{}", table::run_report(device, workload, report)),
             Layout::Json => println!("{}", serde_json::to_string_pretty(report)?),
+            Layout::Terse { percentiles } => print!("{}", fio_output::terse(report, &percentiles)),
             Layout::Fio { plus, percentiles } => println!(
                 "{}",
                 serde_json::to_string_pretty(&fio_output::report(

@@ -1,4 +1,4 @@
-//! fio's own report layout, `--output-format json` and `json+`, so the tools written for fio
+//! fio's own report layouts, `--output-format json`, `json+` and `terse`, so the tools written for fio
 //! (fio-plot, `fio_jsonplus_clat2csv`, notebooks that read `jobs[].read.clat_ns.percentile`)
 //! read nvarray's results unchanged. `--json` keeps nvarray's own layout; the whole of it is
 //! also here, under `nvarray`.
@@ -55,7 +55,15 @@ pub fn report(workload: &Workload, r: &RunReport, percentiles: &[f64], plus: boo
         .iter()
         .map(|s| {
             let spec = workload.jobs.iter().find(|j| j.name == s.name);
-            job(&s.name, spec, &s.totals, r.elapsed_ns, percentiles, plus)
+            job(
+                &s.name,
+                s.group,
+                spec,
+                &s.totals,
+                r.elapsed_ns,
+                percentiles,
+                plus,
+            )
         })
         .collect();
     json!({
@@ -70,6 +78,7 @@ pub fn report(workload: &Workload, r: &RunReport, percentiles: &[f64], plus: boo
 
 fn job(
     name: &str,
+    group: usize,
     spec: Option<&JobSpec>,
     t: &Totals,
     elapsed_ns: u64,
@@ -78,31 +87,18 @@ fn job(
 ) -> Value {
     // The time the stream's rates are over (its own, if it stopped before the run).
     let runtime_ms = runtime_ns(t, elapsed_ns) / 1_000_000;
-    // fio's latency distribution: the share of requests in each bucket up to its edge, the
-    // buckets of each unit starting where the smaller unit's end (≤ 1 µs in ns, then µs,
-    // then ms; the ms series' last edge takes everything above).
     let buckets = |edges: &[u64], scale: u64, from_ns: u64| -> Map<String, Value> {
-        let mut m = Map::new();
-        let mut low = from_ns;
-        for (i, &edge) in edges.iter().enumerate() {
-            let high = if scale == 1_000_000 && i == edges.len() - 1 {
-                u64::MAX / 2
-            } else {
-                edge * scale
-            };
-            let share = t.read.share_between(low, high) * t.read.requests as f64
-                + t.write.share_between(low, high) * t.write.requests as f64;
-            m.insert(
-                edge.to_string(),
-                json!(100.0 * share / t.requests.max(1) as f64),
-            );
-            low = high;
-        }
-        m
+        // The ms series' last edge takes everything above, in fio's JSON.
+        let open_top = scale == 1_000_000;
+        edges
+            .iter()
+            .zip(distribution(t, edges, scale, from_ns, open_top))
+            .map(|(edge, percent)| (edge.to_string(), json!(percent)))
+            .collect()
     };
     json!({
         "jobname": name,
-        "groupid": 0,
+        "groupid": group,
         "error": 0,
         "eta": 0,
         "elapsed": elapsed_ns.div_ceil(1_000_000_000),
@@ -117,18 +113,121 @@ fn job(
         "ctx": 0,
         "majf": 0,
         "minf": 0,
-        "latency_ns": buckets(&[2, 4, 10, 20, 50, 100, 250, 500, 750, 1000], 1, 0),
-        "latency_us": buckets(&[2, 4, 10, 20, 50, 100, 250, 500, 750, 1000], 1_000, 1_000),
-        "latency_ms": buckets(
-            &[2, 4, 10, 20, 50, 100, 250, 500, 750, 1000, 2000],
-            1_000_000,
-            1_000_000
-        ),
+        "latency_ns": buckets(&EDGES, 1, 0),
+        "latency_us": buckets(&EDGES, 1_000, 1_000),
+        "latency_ms": buckets(&EDGES_MS, 1_000_000, 1_000_000),
         "latency_depth": spec.map_or(1, |j| j.iodepth),
         "latency_target": 0,
         "latency_percentile": 100.0,
         "latency_window": 0,
     })
+}
+
+/// fio's latency edges: the ns and µs series (≤ 2, 4, ... 1000 of the unit) and the ms one.
+const EDGES: [u64; 10] = [2, 4, 10, 20, 50, 100, 250, 500, 750, 1000];
+const EDGES_MS: [u64; 11] = [2, 4, 10, 20, 50, 100, 250, 500, 750, 1000, 2000];
+
+/// fio's latency distribution: the percent of requests in each bucket up to its edge (in
+/// `scale` ns), the first starting at `from_ns` (each unit's series starts where the smaller
+/// unit's ends: ≤ 1 µs in ns, then µs, then ms). With `open_top` the last edge also takes
+/// everything above.
+fn distribution(t: &Totals, edges: &[u64], scale: u64, from_ns: u64, open_top: bool) -> Vec<f64> {
+    let mut low = from_ns;
+    edges
+        .iter()
+        .enumerate()
+        .map(|(i, &edge)| {
+            let high = if open_top && i == edges.len() - 1 {
+                u64::MAX / 2
+            } else {
+                edge * scale
+            };
+            let share = t.read.share_between(low, high) * t.read.requests as f64
+                + t.write.share_between(low, high) * t.write.requests as f64;
+            low = high;
+            100.0 * share / t.requests.max(1) as f64
+        })
+        .collect()
+}
+
+/// The report in fio's terse layout, version 3 (`--output-format terse`, fio's default terse
+/// version): one semicolon-separated line per job, fields as fio's HOWTO lists them
+/// ("terse_version_3;fio_version;jobname;groupid;error;read_kb;..."). Latencies are in µs,
+/// the completion-latency percentiles fill 20 fields (`0%=0` past the list's end), and what
+/// nvarray does not measure per job (submission latency, per-interval bandwidth samples,
+/// CPU, I/O depths) is 0, as fio writes a statistic it has no samples of. No disk-utilisation
+/// fields: there is no host disk.
+pub fn terse(r: &RunReport, percentiles: &[f64]) -> String {
+    let mut out = String::new();
+    for st in &r.streams {
+        let t = &st.totals;
+        let runtime_ms = runtime_ns(t, r.elapsed_ns) / 1_000_000;
+        let mut f: Vec<String> = vec![
+            "3".into(),
+            format!("nvarray-{}", env!("CARGO_PKG_VERSION")),
+            st.name.clone(),
+            st.group.to_string(),
+            "0".into(),
+        ];
+        for d in [&t.read, &t.write] {
+            let runtime = if d.requests > 0 { runtime_ms } else { 0 };
+            let (kib_s, iops) = match runtime {
+                0 => (0, 0),
+                ms => (d.bytes * 1000 / ms / 1024, d.requests * 1000 / ms),
+            };
+            f.extend([
+                (d.bytes >> 10).to_string(),
+                kib_s.to_string(),
+                iops.to_string(),
+                runtime.to_string(),
+            ]);
+            let l = &d.latency_ns;
+            let lat = |f: &mut Vec<String>| {
+                if d.requests == 0 {
+                    f.extend(["0", "0", "0.000000", "0.000000"].map(String::from));
+                } else {
+                    f.extend([
+                        (l.min / 1000).to_string(),
+                        (l.max / 1000).to_string(),
+                        format!("{:.6}", l.mean / 1000.0),
+                        format!("{:.6}", l.stdev / 1000.0),
+                    ]);
+                }
+            };
+            // Submission latency: not timed apart.
+            f.extend(["0", "0", "0.000000", "0.000000"].map(String::from));
+            lat(&mut f);
+            for i in 0..20 {
+                f.push(match percentiles.get(i) {
+                    Some(&q) if d.requests > 0 => {
+                        format!("{q:.6}%={}", d.percentile_ns(q) / 1000)
+                    }
+                    _ => "0%=0".into(),
+                });
+            }
+            lat(&mut f);
+            // Per-interval bandwidth samples: not taken.
+            f.extend(["0", "0", "0.000000%", "0.000000", "0.000000"].map(String::from));
+        }
+        // CPU usage, then I/O depths: not measured per job.
+        f.extend(["0.000000%", "0.000000%", "0", "0", "0"].map(String::from));
+        f.extend(std::iter::repeat_n("0.0%".to_string(), 7));
+        let percent = |p: f64| {
+            // fio shows a bucket that holds anything as at least 0.01%.
+            let p = if p > 0.0 && p < 0.01 { 0.01 } else { p };
+            format!("{p:3.2}%")
+        };
+        // The µs series' first bucket also holds everything under 1 µs, as fio's does.
+        let mut us = distribution(t, &EDGES, 1_000, 0, false);
+        let mut ms = distribution(t, &EDGES_MS, 1_000_000, 1_000_000, false);
+        // fio's last ms bucket: over 2000 ms (an edge past any latency, so it takes the rest).
+        ms.push(distribution(t, &[u64::MAX / 2_000_000], 1_000_000, 2_000_000_000, false)[0]);
+        us.append(&mut ms);
+        f.extend(us.into_iter().map(percent));
+        out += &f.join(";");
+        out.push('\n');
+    }
+    out
 }
 
 /// A job's settings as fio prints them: its keys with their values as strings.
@@ -211,7 +310,8 @@ pub fn normal(
 ) -> String {
     use std::fmt::Write;
     let mut s = String::new();
-    for j in &workload.jobs {
+    let groups = workload.groups();
+    for (j, group) in workload.jobs.iter().zip(&groups) {
         let lens = || j.bs.lens_bytes();
         let bs = format!(
             "{}B-{}B",
@@ -220,7 +320,7 @@ pub fn normal(
         );
         let _ = writeln!(
             s,
-            "{}: (g=0): rw={}, bs=(R) {bs}, (W) {bs}, (T) {bs}, ioengine=nvarray, iodepth={}",
+            "{}: (g={group}): rw={}, bs=(R) {bs}, (W) {bs}, (T) {bs}, ioengine=nvarray, iodepth={}",
             j.name, j.rw, j.iodepth
         );
     }
@@ -247,8 +347,9 @@ pub fn normal(
         let spec = workload.jobs.iter().find(|j| j.name == st.name);
         let _ = writeln!(
             s,
-            "{}: (groupid=0, jobs={}): err= 0: pid={}: {}",
+            "{}: (groupid={}, jobs={}): err= 0: pid={}: {}",
             st.name,
+            st.group,
             spec.map_or(1, |j| j.numjobs),
             std::process::id(),
             ctime(now.as_secs())
@@ -301,25 +402,34 @@ pub fn normal(
             t.read.requests, t.write.requests
         );
     }
-    let _ = writeln!(s, "Run status group 0 (all jobs):");
-    let t = &r.totals;
-    let run_ms = runtime_ns(t, r.elapsed_ns) / 1_000_000;
-    for (label, d) in [("   READ", &t.read), ("  WRITE", &t.write)] {
-        if d.requests == 0 {
-            continue;
+    let groups: Vec<(usize, &Totals)> = if r.groups.is_empty() {
+        vec![(0, &r.totals)]
+    } else {
+        r.groups.iter().map(|g| (g.group, &g.totals)).collect()
+    };
+    for (i, (group, t)) in groups.into_iter().enumerate() {
+        if i > 0 {
+            s.push('\n');
         }
-        let (b, dec) = (
-            binary_rate(d.bandwidth_bytes_per_s),
-            decimal_rate(d.bandwidth_bytes_per_s),
-        );
-        let _ = writeln!(
-            s,
-            "{label}: bw={b} ({dec}), {b}-{b} ({dec}-{dec}), io={} ({}), run={}-{}msec",
-            binary_size(d.bytes),
-            decimal_size(d.bytes),
-            run_ms.max(1),
-            run_ms.max(1)
-        );
+        let _ = writeln!(s, "Run status group {group} (all jobs):");
+        let run_ms = runtime_ns(t, r.elapsed_ns) / 1_000_000;
+        for (label, d) in [("   READ", &t.read), ("  WRITE", &t.write)] {
+            if d.requests == 0 {
+                continue;
+            }
+            let (b, dec) = (
+                binary_rate(d.bandwidth_bytes_per_s),
+                decimal_rate(d.bandwidth_bytes_per_s),
+            );
+            let _ = writeln!(
+                s,
+                "{label}: bw={b} ({dec}), {b}-{b} ({dec}-{dec}), io={} ({}), run={}-{}msec",
+                binary_size(d.bytes),
+                decimal_size(d.bytes),
+                run_ms.max(1),
+                run_ms.max(1)
+            );
+        }
     }
     s
 }

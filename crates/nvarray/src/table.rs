@@ -138,6 +138,18 @@ pub fn job_line(j: &JobSpec) -> String {
     if j.thinktime_ns > 0 {
         s += &format!(" thinktime={}", fmt_ns(j.thinktime_ns));
     }
+    if j.ramp_time_ns > 0 {
+        s += &format!(" ramp_time={}", fmt_ns(j.ramp_time_ns));
+    }
+    if j.stonewall {
+        s += " stonewall";
+    }
+    if let Some(w) = &j.wait_for {
+        s += &format!(" wait_for={w}");
+    }
+    if j.new_group {
+        s += " new_group";
+    }
     if j.verify != Verify::None {
         s += &format!(" verify={}", j.verify);
     }
@@ -388,6 +400,32 @@ fn report_body(r: &RunReport) -> String {
         for st in &r.streams {
             s.push_str(&totals_rows(&st.name, &st.totals));
         }
+    }
+    for g in &r.groups {
+        s.push_str(&totals_rows(&format!("group {}", g.group), &g.totals));
+    }
+    if !r.groups.is_empty() {
+        let members: Vec<String> = r
+            .groups
+            .iter()
+            .map(|g| format!("group {}: {}", g.group, g.jobs.join(", ")))
+            .collect();
+        let _ = writeln!(
+            s,
+            "groups (each over its own time; stonewall/wait_for groups ran one after another): {}",
+            members.join(" | ")
+        );
+    }
+    if let Some(late) = r.paced_issued_late {
+        let _ = writeln!(
+            s,
+            "paced requests (rate, rate_iops) issued after their due time: {late}{}",
+            if late > 0 {
+                " (every queue slot was taken: their latency holds the wait)"
+            } else {
+                ""
+            }
+        );
     }
     let _ = writeln!(
         s,

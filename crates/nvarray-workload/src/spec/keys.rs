@@ -9,7 +9,7 @@ use nvarray_units::{DurationErrorKind, SizeError, SizeErrorKind};
 use super::validate::{check_block_size, check_name};
 use super::{
     BlockSize, JobSpec, BSSPLIT_ENTRIES_MAX, BS_BYTES_MAX, IODEPTH_MAX, NUMBER_IOS_MAX,
-    NUMJOBS_MAX, RUNTIME_NS_MAX, THINKTIME_NS_MAX,
+    NUMJOBS_MAX, RAMP_TIME_NS_MAX, RUNTIME_NS_MAX, THINKTIME_NS_MAX,
 };
 use crate::error::{value_error, WorkloadError};
 use crate::units::{NS_PER_S, NS_PER_US};
@@ -28,6 +28,7 @@ pub const SUPPORTED_KEYS: &[&str] = &[
     "bs",
     "blocksize",
     "bssplit",
+    "bsrange",
     "rwmixread",
     "rwmixwrite",
     "iodepth",
@@ -49,7 +50,15 @@ pub const SUPPORTED_KEYS: &[&str] = &[
     "rate_iops",
     "rate_process",
     "verify",
+    "ramp_time",
+    "stonewall",
+    "wait_for_previous",
+    "new_group",
+    "wait_for",
 ];
+
+/// Keys that are switches: given bare (`stonewall`) they mean 1.
+const SWITCH_KEYS: &[&str] = &["stonewall", "wait_for_previous", "new_group"];
 
 /// fio keys that are accepted (with or without a value) and ignored, each with why: they do
 /// not change the requests a modelled array sees. A front end says so in one line
@@ -184,6 +193,24 @@ impl JobSpec {
                 key: key.to_string(),
             });
         }
+        if SWITCH_KEYS.contains(&key) {
+            let on = match value {
+                "" | "1" => true,
+                "0" => false,
+                _ => {
+                    return Err(value_error(
+                        key,
+                        value,
+                        "is a switch: give it bare, or 0 or 1",
+                    ))
+                }
+            };
+            match key {
+                "new_group" => self.new_group = on,
+                _ => self.stonewall = on,
+            }
+            return Ok(());
+        }
         if value.is_empty() {
             return Err(WorkloadError::MissingValue {
                 key: key.to_string(),
@@ -199,6 +226,14 @@ impl JobSpec {
             }
             "bs" | "blocksize" => self.bs = BlockSize::Fixed(parse_bs(key, value)?),
             "bssplit" => self.bs = parse_bssplit(value)?,
+            "bsrange" => self.bs = parse_bsrange(value)?,
+            "ramp_time" => {
+                self.ramp_time_ns = parse_duration_limited(key, value, NS_PER_S, RAMP_TIME_NS_MAX)?;
+            }
+            "wait_for" => {
+                check_name(value).map_err(|reason| value_error(key, value, &reason))?;
+                self.wait_for = Some(value.to_string());
+            }
             "rwmixread" => self.rwmixread = parse_percent(key, value)?,
             "rwmixwrite" => self.rwmixread = 100 - parse_percent(key, value)?,
             "iodepth" => self.iodepth = parse_u32_in(key, value, 1, IODEPTH_MAX)?,
@@ -411,6 +446,36 @@ fn parse_bs(key: &str, value: &str) -> Result<u32, WorkloadError> {
         ));
     }
     parse_len(key, value)
+}
+
+/// fio's `bsrange=MIN-MAX`: every request a multiple of MIN up to MAX, each equally likely
+/// (what fio's draw, `min + max x U` rounded down to a multiple of MIN and capped at MAX,
+/// gives when MAX is a multiple of MIN).
+fn parse_bsrange(value: &str) -> Result<BlockSize, WorkloadError> {
+    const KEY: &str = "bsrange";
+    if value.contains(',') {
+        return Err(value_error(
+            KEY,
+            value,
+            "separate read,write ranges are not supported; give one range such as 4k-64k",
+        ));
+    }
+    let Some((min, max)) = value.split_once('-') else {
+        return Err(value_error(KEY, value, "must look like 4k-64k (MIN-MAX)"));
+    };
+    let (min, max) = (parse_len(KEY, min.trim())?, parse_len(KEY, max.trim())?);
+    if min > max || max % min != 0 {
+        return Err(value_error(
+            KEY,
+            value,
+            "MAX must be a multiple of MIN and at least MIN (lengths are multiples of MIN)",
+        ));
+    }
+    Ok(if min == max {
+        BlockSize::Fixed(min)
+    } else {
+        BlockSize::Range { min, max }
+    })
 }
 
 fn parse_bssplit(value: &str) -> Result<BlockSize, WorkloadError> {
@@ -1157,14 +1222,14 @@ mod tests {
         assert!(unknown.contains("accepted and ignored: ioengine, filename, direct, "));
         check("iodpeth", "4", Err(&unknown));
         check(
-            "stonewall",
+            "exitall",
             "",
             Err(&WorkloadError::UnknownKey {
-                key: "stonewall".into(),
+                key: "exitall".into(),
             }
             .to_string()),
         );
-        for key in SUPPORTED_KEYS {
+        for key in SUPPORTED_KEYS.iter().filter(|k| !SWITCH_KEYS.contains(k)) {
             check(
                 key,
                 "  ",

@@ -47,6 +47,8 @@ pub const THINKTIME_NS_MAX: u64 = 60 * NS_PER_S;
 pub const NUMBER_IOS_MAX: u64 = 1 << 40;
 /// Longest accepted job name, in bytes.
 pub const NAME_BYTES_MAX: usize = 255;
+/// Longest accepted `ramp_time`: one hour.
+pub const RAMP_TIME_NS_MAX: u64 = 3_600 * NS_PER_S;
 
 /// One job (one section of a fio job file): what `numjobs` identical threads do.
 ///
@@ -113,6 +115,18 @@ pub struct JobSpec {
     /// fio's `time_based` was given (the job runs for its `runtime`, wrapping around its
     /// region): what `ends_by_size` is not, under `nvarray fio`.
     pub time_based: bool,
+    /// Warm-up before measuring (fio's `ramp_time`): the job runs this long first, and what
+    /// completes meanwhile is not counted; its `runtime` starts after it. Default 0.
+    pub ramp_time_ns: u64,
+    /// The job starts once every job before it has finished (fio's `stonewall`, alias
+    /// `wait_for_previous`), and begins a new reporting group.
+    pub stonewall: bool,
+    /// The job begins a new reporting group (fio's `new_group`) while running alongside the
+    /// jobs before it.
+    pub new_group: bool,
+    /// The job starts once the named earlier job has finished (fio's `wait_for`). nvarray
+    /// waits for every job before it, as `stonewall` does (see `Workload::phases`).
+    pub wait_for: Option<String>,
 }
 
 impl Default for JobSpec {
@@ -141,6 +155,10 @@ impl Default for JobSpec {
             loops: 1,
             ends_by_size: false,
             time_based: false,
+            ramp_time_ns: 0,
+            stonewall: false,
+            new_group: false,
+            wait_for: None,
         }
     }
 }
@@ -159,6 +177,12 @@ impl JobSpec {
     /// True when offsets are random (`randread`, `randwrite`, `randrw`).
     pub fn is_random(&self) -> bool {
         self.rw.is_random()
+    }
+
+    /// Whether the job starts after the jobs before it have finished (`stonewall` or
+    /// `wait_for`).
+    pub fn waits(&self) -> bool {
+        self.stonewall || self.wait_for.is_some()
     }
 
     /// The boundary random offsets are aligned to: `blockalign`, else the smallest request

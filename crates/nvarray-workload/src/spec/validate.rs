@@ -227,6 +227,13 @@ pub(super) fn check_block_size(block_size: &BlockSize) -> Result<(), String> {
                 ));
             }
         }
+        BlockSize::Range { min, max } => {
+            if !(1..=BS_BYTES_MAX).contains(max) || *min == 0 || max % min != 0 || min >= max {
+                return Err(format!(
+                    "range must be MIN-MAX with MAX a multiple of MIN, at most {BS_BYTES_MAX} bytes, got {min}-{max}"
+                ));
+            }
+        }
         BlockSize::Split(entries) => {
             if entries.is_empty() || entries.len() > BSSPLIT_ENTRIES_MAX {
                 return Err(format!(

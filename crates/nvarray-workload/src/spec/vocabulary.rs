@@ -163,6 +163,14 @@ pub enum BlockSize {
     /// `(len_bytes, percent)` pairs: each request picks a length with the given probability
     /// in percent. The percentages sum to 100; an entry may have 0 percent.
     Split(Vec<(u32, u32)>),
+    /// fio's `bsrange`: every multiple of `min` from `min` to `max` (a multiple of `min`),
+    /// each equally likely.
+    Range {
+        /// The shortest length, and the step between lengths.
+        min: u32,
+        /// The longest length.
+        max: u32,
+    },
 }
 
 impl BlockSize {
@@ -171,17 +179,21 @@ impl BlockSize {
         match self {
             BlockSize::Fixed(_) => "bs",
             BlockSize::Split(_) => "bssplit",
+            BlockSize::Range { .. } => "bsrange",
         }
     }
 
-    /// Every length a request may have, including `bssplit` entries with 0 percent.
+    /// The lengths a request may have that checks need: every `bssplit` entry (including
+    /// those with 0 percent), and a `bsrange`'s two ends (its other lengths are multiples of
+    /// its smallest, so they pass every check both ends pass).
     pub fn lens_bytes(&self) -> impl Iterator<Item = u32> + '_ {
-        let (fixed, split): (Option<u32>, &[(u32, u32)]) = match self {
-            BlockSize::Fixed(len_bytes) => (Some(*len_bytes), &[]),
-            BlockSize::Split(entries) => (None, entries),
+        let (ends, split): ([Option<u32>; 2], &[(u32, u32)]) = match self {
+            BlockSize::Fixed(len_bytes) => ([Some(*len_bytes), None], &[]),
+            BlockSize::Split(entries) => ([None, None], entries),
+            BlockSize::Range { min, max } => ([Some(*min), Some(*max)], &[]),
         };
-        fixed
-            .into_iter()
+        ends.into_iter()
+            .flatten()
             .chain(split.iter().map(|&(len_bytes, _)| len_bytes))
     }
 
@@ -205,6 +217,12 @@ impl fmt::Display for BlockSize {
                 }
                 Ok(())
             }
+            BlockSize::Range { min, max } => write!(
+                f,
+                "{}-{}",
+                format_size(u64::from(*min)),
+                format_size(u64::from(*max))
+            ),
         }
     }
 }

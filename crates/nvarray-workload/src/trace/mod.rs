@@ -141,6 +141,8 @@ struct Lines {
     reader: Box<dyn BufRead + Send>,
     buf: Vec<u8>,
     number: u64,
+    /// Bytes read so far.
+    bytes: u64,
 }
 
 impl Lines {
@@ -159,6 +161,7 @@ impl Lines {
             return Ok(None);
         }
         self.number += 1;
+        self.bytes += read as u64;
         let line_error = |reason: String| TraceError::Line {
             trace: trace.to_string(),
             line: self.number,
@@ -193,6 +196,8 @@ pub struct TraceFeed {
     latest_ns: u64,
     report: TraceReport,
     ended: bool,
+    /// The trace's length in bytes, when known: how far through it the replay is.
+    len_bytes: Option<u64>,
 }
 
 impl TraceFeed {
@@ -211,6 +216,7 @@ impl TraceFeed {
             reader,
             buf: Vec::new(),
             number: 0,
+            bytes: 0,
         };
         // The first line that says something decides the format (when not given); it is kept
         // and parsed as the trace's first line.
@@ -259,6 +265,7 @@ impl TraceFeed {
             latest_ns: 0,
             report: TraceReport::new(name, format, spec, geometry.capacity_bytes),
             ended: false,
+            len_bytes: None,
         })
     }
 
@@ -345,6 +352,17 @@ impl TraceFeed {
                 Line::End => return Ok(None),
             }
         }
+    }
+
+    /// Tells the feed the trace's length in bytes, so it can say how far through it is.
+    pub fn set_len_bytes(&mut self, len_bytes: u64) {
+        self.len_bytes = Some(len_bytes);
+    }
+
+    /// The fraction of the trace read so far (0.0 to 1.0), when its length is known.
+    pub fn fraction_read(&self) -> Option<f64> {
+        self.len_bytes
+            .map(|len| (self.lines.bytes as f64 / len.max(1) as f64).min(1.0))
     }
 
     /// The summary so far; `finish` when the replay is over.
