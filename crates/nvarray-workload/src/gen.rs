@@ -395,6 +395,39 @@ mod tests {
         (0..n).map(|_| gen.next_request()).collect()
     }
 
+    /// `bsrange=4k-16k`: every request 4, 8, 12 or 16 KiB, each about a quarter of the time,
+    /// inside the region and, for random offsets, on the smallest length's boundary; with
+    /// sequential offsets each request starts where the one before ended.
+    #[test]
+    fn bsrange_draws_each_multiple_of_its_smallest_length_equally() {
+        let n = 40_000;
+        for rw in ["randrw", "write"] {
+            let j = job(&[("rw", rw), ("bsrange", "4k-16k"), ("size", "1m")]);
+            let requests = take(&j, 0, GIB, n);
+            let mut counts: HashMap<u32, usize> = HashMap::new();
+            for r in &requests {
+                *counts.entry(r.len_bytes).or_default() += 1;
+                assert!(r.offset_bytes + u64::from(r.len_bytes) <= 1 << 20, "{r:?}");
+                assert_eq!(r.offset_bytes % 4096, 0, "{r:?}");
+            }
+            let mut lens: Vec<u32> = counts.keys().copied().collect();
+            lens.sort_unstable();
+            assert_eq!(lens, [4096, 8192, 12288, 16384], "{rw}");
+            for (len, count) in &counts {
+                let share = *count as f64 / n as f64;
+                assert!((0.24..0.26).contains(&share), "{rw}: {len} drawn {share}");
+            }
+            if rw == "write" {
+                for pair in requests.windows(2) {
+                    let end = pair[0].offset_bytes + u64::from(pair[0].len_bytes);
+                    assert!(pair[1].offset_bytes == end || pair[1].offset_bytes == 0);
+                }
+            }
+        }
+        // Equal ends are one length.
+        assert_eq!(job(&[("bsrange", "8k-8k")]).bs, BlockSize::Fixed(8192));
+    }
+
     #[test]
     fn scatter_is_a_bijection() {
         for n in (1..=300).chain([1000, 1024, 1025, 4095, 10_000]) {

@@ -172,9 +172,12 @@ fn the_layout_flags_are_checked_before_a_run() {
     for (args, expected) in [
         (
             &["sim", "--output-format", "xml"][..],
-            "one of normal, json, json+",
+            "one of normal, json, json+, terse",
         ),
-        (&["sim", "--output-format", "terse"][..], "terse"),
+        (
+            &["sim", "--output-format", "terse", "--percentile_list", "x"][..],
+            "not a percentile",
+        ),
         (
             &["sim", "--percentile_list", "50:99"][..],
             "add --output-format json",
@@ -285,4 +288,158 @@ fn nvarray_fio_runs_a_job_file_unchanged_with_fios_rules_and_layout() {
     assert!(String::from_utf8_lossy(&out.stderr).contains("time_based requires a runtime"));
     let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
     assert_eq!(v["jobs"][0]["read"]["io_bytes"], 1 << 20);
+}
+
+/// The fields of fio's terse version 3 line a script reads, by their place in fio's HOWTO
+/// list ("terse_version_3;fio_version;jobname;groupid;error;read_kb;...").
+#[derive(Debug)]
+struct Terse {
+    fields: usize,
+    name: String,
+    group: u64,
+    read_kb: u64,
+    read_iops: u64,
+    read_runtime_ms: u64,
+    read_clat_mean_us: f64,
+    /// The completion-latency percentiles: (percent, µs).
+    read_clat_percentiles: Vec<(f64, u64)>,
+    write_kb: u64,
+}
+
+fn parse_terse(line: &str) -> Terse {
+    let f: Vec<&str> = line.split(';').collect();
+    assert_eq!(f[0], "3", "terse version: {line}");
+    let num = |i: usize| {
+        f[i].parse::<u64>()
+            .unwrap_or_else(|_| panic!("field {i}: {line}"))
+    };
+    Terse {
+        fields: f.len(),
+        name: f[2].to_string(),
+        group: num(3),
+        read_kb: num(5),
+        read_iops: num(7),
+        read_runtime_ms: num(8),
+        read_clat_mean_us: f[15].parse().unwrap(),
+        read_clat_percentiles: f[17..37]
+            .iter()
+            .filter(|p| **p != "0%=0")
+            .map(|p| {
+                let (q, v) = p.split_once("%=").expect("PERCENT%=VALUE");
+                (q.parse().unwrap(), v.parse().unwrap())
+            })
+            .collect(),
+        write_kb: num(46),
+    }
+}
+
+fn nvarray_text(args: &[&str]) -> String {
+    let out = Command::new(env!("CARGO_BIN_EXE_nvarray"))
+        .args(args)
+        .output()
+        .expect("run nvarray");
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    String::from_utf8(out.stdout).unwrap()
+}
+
+#[test]
+fn terse_is_fios_version_3_line_with_nvarrays_figures() {
+    let run = [
+        "sim",
+        "--preset",
+        "optane",
+        "--rw",
+        "randrw",
+        "--iodepth",
+        "4",
+        "--runtime",
+        "20ms",
+    ];
+    let terse = nvarray_text(
+        &[
+            &run[..],
+            &["--output-format", "terse", "--percentile_list", "50:99"],
+        ]
+        .concat(),
+    );
+    let ours = parse_terse(terse.trim_end());
+    if have("fio") {
+        let fio = Command::new("fio")
+            .args([
+                "--name=peer",
+                "--ioengine=null",
+                "--size=16m",
+                "--rw=randrw",
+                "--number_ios=4000",
+                "--output-format=terse",
+            ])
+            .output()
+            .expect("run fio");
+        let peer = parse_terse(String::from_utf8_lossy(&fio.stdout).trim_end());
+        assert_eq!(
+            peer.fields, ours.fields,
+            "the same fields as fio's own: {peer:?}"
+        );
+        assert_eq!(peer.read_clat_percentiles.len(), 17, "fio's default list");
+    } else {
+        eprintln!("SKIPPED the comparison with fio's own line: fio is not installed");
+    }
+    // The same (deterministic) run in nvarray's JSON.
+    let json = nvarray(&[&run[..], &["--json"]].concat());
+    let read = &json["read"];
+    assert_eq!(ours.name, "job0");
+    assert_eq!(ours.group, 0);
+    assert_eq!(ours.read_kb, json["read_bytes"].as_u64().unwrap() >> 10);
+    assert_eq!(ours.write_kb, json["write_bytes"].as_u64().unwrap() >> 10);
+    assert_eq!(ours.read_runtime_ms, 20);
+    assert_eq!(
+        ours.read_iops,
+        read["requests"].as_u64().unwrap() * 1000 / 20
+    );
+    let mean_us = read["latency_ns"]["mean"].as_f64().unwrap() / 1e3;
+    assert!(
+        (ours.read_clat_mean_us - mean_us).abs() < 1e-3,
+        "{ours:?} {mean_us}"
+    );
+    let p99_us = read["latency_ns"]["p99"].as_u64().unwrap() / 1000;
+    assert_eq!(ours.read_clat_percentiles.len(), 2);
+    assert_eq!(ours.read_clat_percentiles[1], (99.0, p99_us));
+}
+
+#[test]
+fn stonewall_groups_show_in_every_fio_layout() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("two.fio");
+    std::fs::write(
+        &path,
+        "[global]\nsize=1m\nbs=64k\n[fill]\nrw=write\n[check]\nstonewall\nrw=read\n",
+    )
+    .unwrap();
+    let job = path.to_str().unwrap();
+    let terse = nvarray_text(&["fio", "--engine", "sim", job, "--output-format", "terse"]);
+    let lines: Vec<Terse> = terse.lines().map(parse_terse).collect();
+    assert_eq!(
+        lines
+            .iter()
+            .map(|t| (t.name.as_str(), t.group))
+            .collect::<Vec<_>>(),
+        [("fill", 0), ("check", 1)]
+    );
+    assert_eq!((lines[0].write_kb, lines[1].read_kb), (1024, 1024));
+    let normal = nvarray_text(&["fio", "--engine", "sim", job]);
+    for expected in [
+        "check: (g=1)",
+        "check: (groupid=1, jobs=1)",
+        "Run status group 0 (all jobs):",
+        "Run status group 1 (all jobs):",
+    ] {
+        assert!(normal.contains(expected), "{expected}: {normal}");
+    }
+    let json = nvarray(&["fio", "--engine", "sim", job, "--output-format", "json"]);
+    assert_eq!(json["jobs"][1]["groupid"], 1);
+    assert_eq!(json["nvarray"]["groups"][1]["jobs"][0], "check");
 }

@@ -147,3 +147,306 @@ fn what_is_not_modelled_is_noted_and_what_is_malformed_refused() {
         "{e}"
     );
 }
+
+/// One job-file key with a value and what the report must show for it.
+struct KeyCase {
+    key: &'static str,
+    value: &'static str,
+    /// Other lines the job needs for the key to show (a mixed `rw` for `rwmixread`).
+    with: &'static str,
+    check: fn(&serde_json::Value) -> bool,
+}
+
+fn job(r: &serde_json::Value) -> &serde_json::Value {
+    &r["streams"][0]
+}
+
+fn mean_len(r: &serde_json::Value) -> f64 {
+    let bytes = r["read_bytes"].as_f64().unwrap() + r["write_bytes"].as_f64().unwrap();
+    bytes / r["requests"].as_f64().unwrap().max(1.0)
+}
+
+/// Every key nvarray supports, in a job file of its own, with a check that it did what
+/// fio's key does; a new key without a case here fails the test.
+#[test]
+fn every_supported_key_works_in_a_job_file() {
+    let cases = [
+        KeyCase {
+            key: "name",
+            value: "alpha",
+            with: "",
+            check: |r| job(r)["name"] == "alpha",
+        },
+        KeyCase {
+            key: "rw",
+            value: "randwrite",
+            with: "",
+            check: |r| r["read_requests"] == 0 && r["write_requests"].as_u64() > Some(0),
+        },
+        KeyCase {
+            key: "readwrite",
+            value: "write",
+            with: "",
+            check: |r| r["read_requests"] == 0,
+        },
+        KeyCase {
+            key: "bs",
+            value: "8k",
+            with: "",
+            check: |r| mean_len(r) == 8192.0,
+        },
+        KeyCase {
+            key: "blocksize",
+            value: "16k",
+            with: "",
+            check: |r| mean_len(r) == 16384.0,
+        },
+        KeyCase {
+            key: "bssplit",
+            value: "4k/50:8k/50",
+            with: "",
+            check: |r| (5000.0..7300.0).contains(&mean_len(r)),
+        },
+        KeyCase {
+            key: "bsrange",
+            value: "4k-16k",
+            with: "",
+            check: |r| (9000.0..11500.0).contains(&mean_len(r)),
+        },
+        KeyCase {
+            key: "rwmixread",
+            value: "100",
+            with: "rw=randrw",
+            check: |r| r["write_requests"] == 0,
+        },
+        KeyCase {
+            key: "rwmixwrite",
+            value: "100",
+            with: "rw=randrw",
+            check: |r| r["read_requests"] == 0,
+        },
+        KeyCase {
+            key: "iodepth",
+            value: "16",
+            with: "rw=randread",
+            check: |r| r["utilisation"]["tags"].as_f64() > Some(0.1),
+        },
+        KeyCase {
+            key: "numjobs",
+            value: "3",
+            with: "number_ios=10",
+            check: |r| r["requests"] == 30,
+        },
+        KeyCase {
+            key: "runtime",
+            value: "1ms",
+            with: "",
+            check: |r| r["elapsed_ns"] == 1_000_000,
+        },
+        KeyCase {
+            key: "number_ios",
+            value: "77",
+            with: "",
+            check: |r| r["requests"] == 77,
+        },
+        KeyCase {
+            key: "io_size",
+            value: "64k",
+            with: "",
+            check: |r| r["read_bytes"] == 65536,
+        },
+        KeyCase {
+            key: "io_limit",
+            value: "32k",
+            with: "",
+            check: |r| r["read_bytes"] == 32768,
+        },
+        KeyCase {
+            key: "random_distribution",
+            value: "zipf:1.2",
+            with: "rw=randread",
+            check: |r| r["requests"].as_u64() > Some(10),
+        },
+        KeyCase {
+            key: "randseed",
+            value: "7",
+            with: "rw=randread",
+            check: |r| r["requests"].as_u64() > Some(10),
+        },
+        KeyCase {
+            key: "offset",
+            value: "1m",
+            with: "size=64k\nruntime=0",
+            check: |r| r["read_bytes"] == 65536,
+        },
+        KeyCase {
+            key: "offset_increment",
+            value: "1m",
+            with: "numjobs=2\nsize=64k\nruntime=0",
+            check: |r| r["read_bytes"] == 131072,
+        },
+        KeyCase {
+            key: "size",
+            value: "128k",
+            with: "runtime=0",
+            check: |r| r["read_bytes"] == 131072,
+        },
+        KeyCase {
+            key: "loops",
+            value: "3",
+            with: "number_ios=10",
+            check: |r| r["requests"] == 30,
+        },
+        KeyCase {
+            key: "blockalign",
+            value: "8k",
+            with: "rw=randread",
+            check: |r| r["requests"].as_u64() > Some(10),
+        },
+        KeyCase {
+            key: "ba",
+            value: "8k",
+            with: "rw=randread",
+            check: |r| r["requests"].as_u64() > Some(10),
+        },
+        KeyCase {
+            key: "thinktime",
+            value: "100",
+            with: "",
+            check: |r| r["requests"].as_u64() < Some(25),
+        },
+        KeyCase {
+            key: "rate",
+            value: "4m",
+            with: "",
+            check: |r| r["paced_issued_late"] == 0 && r["requests"].as_u64() < Some(5),
+        },
+        KeyCase {
+            key: "rate_iops",
+            value: "10000",
+            with: "",
+            check: |r| r["requests"] == 20,
+        },
+        KeyCase {
+            key: "rate_process",
+            value: "poisson",
+            with: "rate_iops=10000",
+            check: |r| r["requests"] != 20,
+        },
+        KeyCase {
+            key: "verify",
+            value: "crc32c",
+            with: "",
+            check: |r| r["requests"].as_u64() > Some(10),
+        },
+        KeyCase {
+            key: "ramp_time",
+            value: "1ms",
+            with: "",
+            check: |r| r["elapsed_ns"] == 2_000_000,
+        },
+        KeyCase {
+            key: "stonewall",
+            value: "",
+            with: "",
+            check: |r| {
+                r["groups"].as_array().map(Vec::len) == Some(2) && r["elapsed_ns"] == 4_000_000
+            },
+        },
+        KeyCase {
+            key: "wait_for_previous",
+            value: "",
+            with: "",
+            check: |r| r["elapsed_ns"] == 4_000_000,
+        },
+        KeyCase {
+            key: "new_group",
+            value: "",
+            with: "",
+            check: |r| {
+                r["groups"].as_array().map(Vec::len) == Some(2) && r["elapsed_ns"] == 2_000_000
+            },
+        },
+        KeyCase {
+            key: "wait_for",
+            value: "first",
+            with: "",
+            check: |r| r["elapsed_ns"] == 4_000_000,
+        },
+    ];
+    let covered: Vec<&str> = cases.iter().map(|c| c.key).collect();
+    for key in nvarray_workload::SUPPORTED_KEYS {
+        assert!(covered.contains(key), "no job-file case for '{key}'");
+    }
+    let dir = tempfile::tempdir().unwrap();
+    for c in &cases {
+        let line = if c.value.is_empty() {
+            c.key.to_string()
+        } else {
+            format!("{}={}", c.key, c.value)
+        };
+        // The phase and group keys act on a second job; the others on the only one.
+        let text = if ["stonewall", "wait_for_previous", "new_group", "wait_for"].contains(&c.key) {
+            format!("[global]\nruntime=2ms\n[first]\n[second]\n{line}\n")
+        } else {
+            format!("[global]\nruntime=2ms\n[j]\n{}\n{line}\n", c.with)
+        };
+        let path = dir.path().join(format!("{}.fio", c.key));
+        std::fs::write(&path, &text).unwrap();
+        let (r, _) = run(&["sim", "--preset", "dram", path.to_str().unwrap(), "--json"]);
+        assert!((c.check)(&r), "{} in\n{text}\ngave {r:#}", c.key);
+    }
+}
+
+/// Every key nvarray accepts and ignores, in a job file: each is noted with its line and
+/// why; and the forms nvarray refuses, each with a message naming the key.
+#[test]
+fn every_ignored_key_is_noted_and_every_refused_form_named() {
+    let dir = tempfile::tempdir().unwrap();
+    for key in nvarray_workload::IGNORED_KEYS {
+        let path = dir.path().join(format!("{key}.fio"));
+        std::fs::write(&path, format!("[j]\nnumber_ios=20\n{key}=1\n")).unwrap();
+        let (r, notes) = run(&["sim", "--preset", "dram", path.to_str().unwrap(), "--json"]);
+        assert_eq!(r["requests"], 20, "{key}");
+        let why = nvarray_workload::ignored_reason(key).unwrap();
+        assert!(
+            notes.contains(&format!("line 3: {key} ignored: {why}")),
+            "{key}: {notes}"
+        );
+    }
+    for (text, expected) in [
+        ("[j]\nexitall\n", "line 2: unknown key 'exitall'"),
+        ("[j]\nramp_tim=1\n", "did you mean 'ramp_time'?"),
+        ("[j]\nbsrange=4k\n", "bsrange: must look like 4k-64k"),
+        ("[j]\nbsrange=4k-6k\n", "MAX must be a multiple of MIN"),
+        (
+            "[j]\nbsrange=16k-4k\n",
+            "MAX must be a multiple of MIN and at least MIN",
+        ),
+        ("[j]\nbsrange=4k-8k,4k-8k\n", "separate read,write ranges"),
+        ("[j]\nramp_time=2h\n", "ramp_time: must be at most"),
+        ("[j]\nramp_time=soon\n", "ramp_time: must be a number"),
+        ("[j]\nstonewall=yes\n", "stonewall: is a switch"),
+        (
+            "[a]\n[b]\nwait_for=c\n",
+            "wait_for: names no job before this one: 'c'",
+        ),
+        (
+            "[a]\nwait_for=b\n[b]\n",
+            "wait_for: names no job before this one: 'b'",
+        ),
+        ("[j]\nbs=4k,8k\n", "separate read,write sizes"),
+        ("[j]\ndirect=0\nrw=trim\n", "rw"),
+        (
+            "[j]\npercentile_list=50:99\n",
+            "unknown key 'percentile_list'",
+        ),
+    ] {
+        let path = dir.path().join("refused.fio");
+        std::fs::write(&path, text).unwrap();
+        let out = nvarray(&["sim", "--preset", "dram", path.to_str().unwrap()]);
+        let e = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(2), "{text}: {e}");
+        assert!(e.contains(expected), "{text}: {e}");
+    }
+}

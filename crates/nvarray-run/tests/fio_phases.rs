@@ -1,0 +1,217 @@
+//! fio's options that shape a run in time, in both engines: `stonewall` and `wait_for` run
+//! jobs one after another on the one device (so a later job reads what an earlier one wrote),
+//! `new_group` reports jobs apart while they run together, `ramp_time` leaves a warm-up out of
+//! every figure, and a paced job counts the requests it could not issue on time.
+
+use nvarray_host::{Device, Options};
+use nvarray_model::presets::preset;
+use nvarray_model::DeviceConfig;
+use nvarray_run::{emu, sim};
+use nvarray_workload::{parse_job_file, JobSpec, Workload};
+
+fn device(name: &str) -> DeviceConfig {
+    preset(name)
+        .unwrap()
+        .load(&[("memory.capacity_bytes".into(), "64m".into())])
+        .unwrap()
+}
+
+fn one_job(pairs: &[(&str, &str)]) -> Workload {
+    let mut job = JobSpec::default();
+    for (k, v) in pairs {
+        job.set(k, v).unwrap();
+    }
+    Workload {
+        jobs: vec![job],
+        trace: None,
+    }
+}
+
+/// Two saturating random-read jobs, the second with `between` (a phase or group key) or
+/// nothing.
+fn two_jobs(between: &str) -> Workload {
+    parse_job_file(&format!(
+        "[global]\nrw=randread\niodepth=32\nruntime=4ms\n[a]\n[b]\n{between}\n"
+    ))
+    .unwrap()
+}
+
+#[test]
+fn stonewall_runs_the_jobs_one_after_another_each_as_fast_as_alone() {
+    let cfg = device("optane");
+    let alone = sim::run(
+        &cfg,
+        &one_job(&[("rw", "randread"), ("iodepth", "32"), ("runtime", "4ms")]),
+    )
+    .unwrap()
+    .totals
+    .iops;
+    let together = sim::run(&cfg, &two_jobs("")).unwrap();
+    for walled in ["stonewall", "wait_for_previous", "wait_for=a"] {
+        let r = sim::run(&cfg, &two_jobs(walled)).unwrap();
+        assert_eq!(
+            r.elapsed_ns, 8_000_000,
+            "{walled}: 4 ms each, one after the other"
+        );
+        for s in &r.streams {
+            let ratio = s.totals.iops / alone;
+            assert!(
+                (0.95..1.05).contains(&ratio),
+                "{walled}: {} at {ratio} of alone",
+                s.name
+            );
+        }
+        assert_eq!(r.groups.len(), 2, "{walled}");
+        assert_eq!(r.groups[1].jobs, ["b"]);
+        assert_eq!(r.groups[1].totals.requests, r.streams[1].totals.requests);
+        // The whole: both jobs' requests over both phases' time.
+        let whole = (r.streams[0].totals.requests + r.streams[1].totals.requests) as f64 / 8e-3;
+        assert!(
+            (r.totals.iops / whole - 1.0).abs() < 1e-9,
+            "{} {whole}",
+            r.totals.iops
+        );
+    }
+    // Side by side they share the device: each gets about half.
+    assert_eq!(together.elapsed_ns, 4_000_000);
+    assert!(together.groups.is_empty(), "one group");
+    for s in &together.streams {
+        assert!(
+            s.totals.iops < 0.7 * alone,
+            "{}: {} against {alone}",
+            s.name,
+            s.totals.iops
+        );
+    }
+}
+
+#[test]
+fn new_group_reports_apart_jobs_that_run_together() {
+    let r = sim::run(&device("optane"), &two_jobs("new_group")).unwrap();
+    assert_eq!(r.elapsed_ns, 4_000_000, "side by side");
+    assert_eq!(r.groups.len(), 2);
+    assert_eq!((r.streams[0].group, r.streams[1].group), (0, 1));
+    for (g, s) in r.groups.iter().zip(&r.streams) {
+        assert_eq!(g.jobs, [s.name.clone()]);
+        assert_eq!(g.totals.iops, s.totals.iops);
+    }
+}
+
+#[test]
+fn ramp_time_is_left_out_of_every_figure() {
+    let cfg = device("optane");
+    // A job whose first requests are fast (an idle device) and later ones queue: thinktime
+    // 0 and a deep queue fill the device within microseconds, so compare the same steady
+    // state measured with and without a warm-up in front of it.
+    let steady = sim::run(
+        &cfg,
+        &one_job(&[("rw", "randread"), ("iodepth", "64"), ("runtime", "6ms")]),
+    )
+    .unwrap();
+    let ramped = sim::run(
+        &cfg,
+        &one_job(&[
+            ("rw", "randread"),
+            ("iodepth", "64"),
+            ("runtime", "4ms"),
+            ("ramp_time", "2ms"),
+        ]),
+    )
+    .unwrap();
+    assert_eq!(
+        ramped.elapsed_ns, 4_000_000,
+        "the measured window, without the ramp"
+    );
+    let ratio = ramped.totals.iops / steady.totals.iops;
+    assert!((0.97..1.03).contains(&ratio), "{ratio}");
+    let (a, b) = (&ramped.utilisation, &steady.utilisation);
+    assert!((a.banks - b.banks).abs() < 0.03, "{a:?} {b:?}");
+    // About 4 of the 6 ms of requests: the ramp's completions are not counted.
+    let share = ramped.totals.requests as f64 / steady.totals.requests as f64;
+    assert!((0.64..0.70).contains(&share), "{share}");
+
+    // A paced job with a ramp: exactly the requests due after it.
+    let paced = sim::run(
+        &device("dram"),
+        &one_job(&[
+            ("rate_iops", "100000"),
+            ("runtime", "10ms"),
+            ("ramp_time", "5ms"),
+        ]),
+    )
+    .unwrap();
+    assert_eq!(
+        paced.totals.requests, 1000,
+        "10 ms at 100,000 a second after a 5 ms ramp"
+    );
+}
+
+#[test]
+fn a_paced_job_counts_the_requests_it_issued_late() {
+    let cfg = device("optane");
+    // Optane's reads take about 10 µs: one slot cannot keep 1,000,000 a second.
+    let over = sim::run(
+        &cfg,
+        &one_job(&[("rate_iops", "1000000"), ("runtime", "2ms")]),
+    )
+    .unwrap();
+    let late = over.paced_issued_late.unwrap();
+    assert!(
+        late > 100 && late <= over.totals.requests,
+        "{late} of {}",
+        over.totals.requests
+    );
+    let under = sim::run(
+        &cfg,
+        &one_job(&[("rate_iops", "10000"), ("runtime", "2ms")]),
+    )
+    .unwrap();
+    assert_eq!(under.paced_issued_late, Some(0));
+    let unpaced = sim::run(&cfg, &one_job(&[("runtime", "2ms")])).unwrap();
+    assert_eq!(unpaced.paced_issued_late, None);
+}
+
+#[test]
+fn the_emulator_runs_phases_in_order_on_one_device() {
+    let options = Options {
+        device_threads: 0,
+        ..Options::default()
+    };
+    let opened = Device::open(&device("dram"), &options).unwrap();
+    // The second phase reads back, verifying, what the first wrote: only possible if the
+    // writes all finished first, on the same device.
+    let w = parse_job_file(
+        "[global]\nbs=4k\nsize=1m\nruntime=0\nverify=crc32c\n[fill]\nrw=write\n[check]\nstonewall\nrw=read\n",
+    )
+    .unwrap();
+    let r = emu::run_on(&opened, &w, &mut |_| {}).unwrap();
+    assert_eq!(r.streams[0].totals.write_bytes, 1 << 20);
+    assert_eq!(r.streams[1].totals.read_bytes, 1 << 20);
+    assert_eq!(
+        r.emulator.as_ref().unwrap().verified_blocks,
+        (1 << 20) / u64::from(opened.block_bytes()),
+        "every block read back checked"
+    );
+    assert_eq!(r.groups.len(), 2);
+
+    // A ramp in the emulator: nothing that completed before it is counted.
+    let w = one_job(&[
+        ("rw", "randread"),
+        ("runtime", "30ms"),
+        ("ramp_time", "20ms"),
+        ("rate_iops", "10000"),
+    ]);
+    let mut fractions = Vec::new();
+    let r = emu::run_on(&opened, &w, &mut |f| fractions.push(f)).unwrap();
+    // 300 due after the ramp (one every 100 µs for 30 ms); the clock may cut the last.
+    assert!(
+        (295..=300).contains(&r.totals.requests),
+        "{}",
+        r.totals.requests
+    );
+    assert!(
+        fractions.windows(2).all(|w| w[0] <= w[1]),
+        "progress only grows: {fractions:?}"
+    );
+    assert_eq!(fractions.last(), Some(&1.0));
+}
