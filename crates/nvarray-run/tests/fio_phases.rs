@@ -92,7 +92,7 @@ fn new_group_reports_apart_jobs_that_run_together() {
     assert_eq!(r.groups.len(), 2);
     assert_eq!((r.streams[0].group, r.streams[1].group), (0, 1));
     for (g, s) in r.groups.iter().zip(&r.streams) {
-        assert_eq!(g.jobs, [s.name.clone()]);
+        assert_eq!(g.jobs, std::slice::from_ref(&s.name));
         assert_eq!(g.totals.iops, s.totals.iops);
     }
 }
