@@ -19,7 +19,7 @@ const LOOPS_MAX: u32 = 1_000_000;
 
 /// Every key [`JobSpec::set`] understands, in the order the docs list them.
 ///
-/// `readwrite` is fio's alias of `rw`, `blocksize` of `bs`, `ba` of `blockalign`, `io_limit`
+/// `readwrite` is fio's alias of `rw`, `timeout` of `runtime`, `blocksize` of `bs`, `ba` of `blockalign`, `io_limit`
 /// of `io_size`; `rwmixwrite=N` sets `rwmixread` to `100 - N` as in fio.
 pub const SUPPORTED_KEYS: &[&str] = &[
     "name",
@@ -34,6 +34,7 @@ pub const SUPPORTED_KEYS: &[&str] = &[
     "iodepth",
     "numjobs",
     "runtime",
+    "timeout",
     "number_ios",
     "io_size",
     "io_limit",
@@ -66,6 +67,7 @@ const SWITCH_KEYS: &[&str] = &["stonewall", "wait_for_previous", "new_group"];
 const IGNORED: &[(&str, &str)] = &[
     ("ioengine", "nvarray is the engine: requests go to the modelled device"),
     ("filename", "the device is chosen by --preset/--device, not by a file"),
+    ("allow_file_create", "the device is chosen by --preset/--device: no file is created"),
     ("direct", "no page cache is modelled: every request reaches the device, as with direct=1"),
     ("buffered", "no page cache is modelled: every request reaches the device, as with buffered=0"),
     ("thread", "threads or processes look the same to the device"),
@@ -105,6 +107,7 @@ const IGNORED: &[(&str, &str)] = &[
 pub const IGNORED_KEYS: &[&str] = &[
     "ioengine",
     "filename",
+    "allow_file_create",
     "direct",
     "buffered",
     "thread",
@@ -238,7 +241,7 @@ impl JobSpec {
             "rwmixwrite" => self.rwmixread = 100 - parse_percent(key, value)?,
             "iodepth" => self.iodepth = parse_u32_in(key, value, 1, IODEPTH_MAX)?,
             "numjobs" => self.numjobs = parse_u32_in(key, value, 1, NUMJOBS_MAX)?,
-            "runtime" => {
+            "runtime" | "timeout" => {
                 let runtime_ns = parse_duration_limited(key, value, NS_PER_S, RUNTIME_NS_MAX)?;
                 self.runtime_ns = (runtime_ns > 0).then_some(runtime_ns);
                 self.ends_by_size = runtime_ns == 0;
