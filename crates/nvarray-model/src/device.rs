@@ -76,7 +76,8 @@ pub struct ResourceBusy {
 
 impl ResourceBusy {
     /// The busy time since `earlier` (a reading of the same device): what a window of a run
-    /// kept each resource busy. The counts of resources are this reading's.
+    /// kept each resource busy. The counts of resources are the device's (either reading's;
+    /// an empty `ResourceBusy::default()` has none).
     pub fn since(&self, earlier: &ResourceBusy) -> ResourceBusy {
         self.zip(earlier, u64::saturating_sub)
     }
@@ -95,7 +96,10 @@ impl ResourceBusy {
             banks_ns: f(self.banks_ns, other.banks_ns),
             buffers_ns: f(self.buffers_ns, other.buffers_ns),
             tags_ns: f(self.tags_ns, other.tags_ns),
-            ..*self
+            controller_engines: self.controller_engines.max(other.controller_engines),
+            banks: self.banks.max(other.banks),
+            buffers: self.buffers.max(other.buffers),
+            tags: self.tags.max(other.tags),
         }
     }
 }
@@ -952,6 +956,29 @@ mod tests {
         } else {
             EventKind::Ready
         }
+    }
+
+    /// Windows of busy time subtract and add field by field, and keep the device's counts
+    /// of pooled resources, which the utilisation divides by, even against an empty reading.
+    #[test]
+    fn busy_windows_keep_the_counts_of_resources() {
+        let reading = |ns: u64| ResourceBusy {
+            link_to_device_ns: ns,
+            link_to_host_ns: 2 * ns,
+            controller_ns: 3 * ns,
+            controller_engines: 4,
+            ring_ns: 5 * ns,
+            banks_ns: 6 * ns,
+            banks: 64,
+            buffers_ns: 7 * ns,
+            buffers: 8,
+            tags_ns: 9 * ns,
+            tags: 256,
+        };
+        assert_eq!(reading(30).since(&reading(10)), reading(20));
+        assert_eq!(ResourceBusy::default().plus(&reading(5)), reading(5));
+        assert_eq!(reading(5).plus(&ResourceBusy::default()), reading(5));
+        assert_eq!(reading(5).since(&ResourceBusy::default()), reading(5));
     }
 
     proptest! {

@@ -167,6 +167,17 @@ fn a_paced_job_counts_the_requests_it_issued_late() {
     )
     .unwrap();
     assert_eq!(under.paced_issued_late, Some(0));
+    // A light load keeps every resource, pools of them too, mostly idle (a pool's busy
+    // time is over its members: 10,000 a second of 10 µs reads is 10 % of one bank).
+    let u = &under.utilisation;
+    for (name, busy) in [
+        ("controller", u.controller),
+        ("banks", u.banks),
+        ("buffers", u.buffers),
+        ("tags", u.tags),
+    ] {
+        assert!(busy < 0.15, "{name} {busy}: {u:?}");
+    }
     let unpaced = sim::run(&cfg, &one_job(&[("runtime", "2ms")])).unwrap();
     assert_eq!(unpaced.paced_issued_late, None);
 }
