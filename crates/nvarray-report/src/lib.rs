@@ -630,8 +630,13 @@ impl RunReport {
         if done >= REQUESTS_FEW {
             return;
         }
+        let advice = if self.trace.is_some() {
+            "replay a longer trace, or raise --runtime or --number_ios if they stopped it"
+        } else {
+            "lengthen --runtime or set --number_ios"
+        };
         let why = format!(
-            "too few requests: {done} completed; fewer than {REQUESTS_FEW} give no latency or rate worth reading (lengthen --runtime or set --number_ios)"
+            "too few requests: {done} completed; fewer than {REQUESTS_FEW} give no latency or rate worth reading ({advice})"
         );
         self.unfaithful_reason = Some(match self.unfaithful_reason.take() {
             Some(other) if !self.faithful => format!("{why}; and {other}"),

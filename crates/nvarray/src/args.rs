@@ -16,12 +16,13 @@ pub struct DeviceArgs {
     /// Built-in device preset (see `nvarray presets`).
     #[arg(long, default_value = "moneta", conflicts_with = "device")]
     pub preset: String,
-    /// Device description as a TOML file (start from `nvarray presets show NAME`).
+    /// Device description as a TOML file (start from `nvarray presets show NAME`) [default:
+    /// none, the --preset].
     #[arg(long, value_name = "FILE")]
     pub device: Option<PathBuf>,
     /// Override one device parameter by its dotted TOML path, e.g. `controller.policy=round-robin`,
     /// `memory.controllers=8`, `memory.read_latency_ns=1us`. Sizes take k/m/g (binary), times
-    /// take ns/us/ms/s. Repeatable.
+    /// take ns/us/ms/s. Repeatable [default: none, the preset's or file's values].
     #[arg(long = "set", value_name = "KEY=VALUE")]
     pub set: Vec<String>,
 }
@@ -81,7 +82,7 @@ pub struct FioArgs {
     /// Percent of reads in rw/randrw workloads (0-100) [default: 50].
     #[arg(long, conflicts_with = "rwmixwrite")]
     pub rwmixread: Option<String>,
-    /// Percent of writes in rw/randrw workloads (0-100): rwmixread = 100 - this.
+    /// Percent of writes in rw/randrw workloads (0-100): rwmixread = 100 - this [default: 50].
     #[arg(long)]
     pub rwmixwrite: Option<String>,
     /// Requests each thread keeps outstanding [default: 1].
@@ -159,7 +160,8 @@ pub struct FioArgs {
     /// Replay a block trace instead of generating requests: blkparse text, fio iolog v2/v3,
     /// MSR-Cambridge CSV, SNIA/FIU text or nvarray CSV (docs/traces.md). Read as it goes, so
     /// any size replays in bounded memory. The trace gives each request's direction, offset,
-    /// size and time; --iodepth, --runtime, --number_ios, --thinktime and --name still apply.
+    /// size and time; --iodepth, --runtime, --number_ios, --thinktime and --name still apply
+    /// [default: none, requests generated from the job].
     #[arg(long, value_name = "FILE", conflicts_with_all = [
         "jobfile", "rw", "bs", "bssplit", "bsrange", "rwmixread", "numjobs", "random_distribution",
         "offset", "blockalign", "verify",

@@ -27,22 +27,25 @@ pub type Runner<'a> =
 pub struct SweepSpec {
     /// Parameter to vary: a fio key (bs, iodepth, numjobs, rwmixread, rw, ...) or a dotted device
     /// key (memory.controllers, controller.policy, ...). `memory.latency_ns` sets both the read
-    /// and the write latency.
+    /// and the write latency. Required.
     #[arg(long, value_name = "KEY")]
     pub param: String,
-    /// Values of --param, comma-separated (e.g. `4ns,16ns,64ns,256ns,1us,4us` or `512,4k,64k`).
+    /// Values of --param, comma-separated (e.g. `4ns,16ns,64ns,256ns,1us,4us` or `512,4k,64k`),
+    /// in the units of the key (a time's default unit is its key's). Required.
     #[arg(long, value_name = "LIST", value_delimiter = ',', required = true)]
     pub values: Vec<String>,
-    /// A second parameter drawn as one curve per value (e.g. memory.controllers).
+    /// A second parameter drawn as one curve per value (e.g. memory.controllers) [default:
+    /// none, one curve].
     #[arg(long, value_name = "KEY", requires = "series_values")]
     pub series: Option<String>,
-    /// Values of --series, comma-separated.
+    /// Values of --series, comma-separated (required with --series).
     #[arg(long, value_name = "LIST", value_delimiter = ',', requires = "series")]
     pub series_values: Vec<String>,
     /// What the table's sweep columns and the plot show.
     #[arg(long, value_enum, default_value_t = Metric::Bandwidth)]
     pub metric: Metric,
-    /// Output path without extension: writes PATH.json and PATH.svg (or .png).
+    /// Output path without extension: writes PATH.json and PATH.svg (or .png) [default:
+    /// sweep-PARAM in the current directory, dots as dashes].
     #[arg(long, value_name = "PATH")]
     pub out: Option<PathBuf>,
     /// Plot format.

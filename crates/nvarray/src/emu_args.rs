@@ -167,7 +167,8 @@ pub struct EmuDeviceArgs {
     #[arg(long, value_name = "TIME", default_value = "100us", value_parser = parse_time_ns)]
     pub adaptive_threshold: u64,
     /// Size of each tag's DMA buffer, the largest single device command; larger requests are
-    /// split into several commands.
+    /// split into several commands (bytes; k/m suffixes). Default: the device's maximum
+    /// transfer, capped to keep the buffers small.
     #[arg(long, value_name = "SIZE", value_parser = parse_size_u32)]
     pub buffer_size: Option<u32>,
     #[arg(long, value_name = "LIST", value_parser = parse_cpus, help = CPUS_HELP)]

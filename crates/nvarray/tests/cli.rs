@@ -1,7 +1,7 @@
 //! End-to-end tests of the real `nvarray` binary: output shape, job files, sweeps, presets,
 //! and bad input (exit status 2, one line naming the field, never a panic).
 
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 
 fn nvarray(args: &[&str]) -> Output {
@@ -28,10 +28,35 @@ fn simulated_part(mut report: serde_json::Value) -> serde_json::Value {
     report
 }
 
-fn scratch(name: &str) -> PathBuf {
-    let dir = std::env::temp_dir().join(format!("nvarray-cli-{}-{name}", std::process::id()));
-    std::fs::create_dir_all(&dir).unwrap();
-    dir
+/// A directory of a test's own, removed with everything in it when the test ends.
+struct Scratch(tempfile::TempDir);
+
+fn scratch(name: &str) -> Scratch {
+    Scratch(
+        tempfile::Builder::new()
+            .prefix(&format!("nvarray-cli-{name}-"))
+            .tempdir()
+            .unwrap(),
+    )
+}
+
+impl std::ops::Deref for Scratch {
+    type Target = Path;
+    fn deref(&self) -> &Path {
+        self.0.path()
+    }
+}
+
+impl AsRef<Path> for Scratch {
+    fn as_ref(&self) -> &Path {
+        self.0.path()
+    }
+}
+
+impl AsRef<std::ffi::OsStr> for Scratch {
+    fn as_ref(&self) -> &std::ffi::OsStr {
+        self.0.path().as_os_str()
+    }
 }
 
 #[test]
@@ -814,7 +839,8 @@ fn bench_pins_threads_and_reports_the_machines_jitter() {
 /// take 30 s here.
 #[test]
 fn a_sweep_with_a_bad_value_fails_before_running_any_point() {
-    let out = scratch("bad-sweep").join("sweep");
+    let dir = scratch("bad-sweep");
+    let out = dir.join("sweep");
     let started = std::time::Instant::now();
     let o = nvarray(&[
         "bench",
