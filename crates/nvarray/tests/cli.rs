@@ -1,7 +1,7 @@
 //! End-to-end tests of the real `nvarray` binary: output shape, job files, sweeps, presets,
 //! and bad input (exit status 2, one line naming the field, never a panic).
 
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::process::{Command, Output};
 
 fn nvarray(args: &[&str]) -> Output {
