@@ -81,6 +81,26 @@ struct Host {
 }
 
 impl Host {
+    /// How far the phase is, `elapsed_ns` into it: the furthest of its time bound
+    /// (`bound_ns`), its request count, its byte limit and its traces.
+    fn fraction_done(&self, elapsed_ns: u64, bound_ns: u64, ios: u64, bytes: u64) -> f64 {
+        let by_time = elapsed_ns as f64 / bound_ns as f64;
+        let sum =
+            |f: fn(&Thread) -> u64| self.threads.iter().map(f).fold(0u64, u64::saturating_add);
+        let issued = ios.saturating_sub(sum(|t| t.remaining));
+        let moved = bytes.saturating_sub(sum(|t| t.bytes_left));
+        let by_trace = self
+            .threads
+            .iter()
+            .filter_map(|t| t.requests.fraction_done())
+            .fold(0.0, f64::max);
+        by_time
+            .max(issued as f64 / ios as f64)
+            .max(moved as f64 / bytes as f64)
+            .max(by_trace)
+            .min(1.0)
+    }
+
     fn push(&mut self, t: u64, event: HostEvent, x: u32) {
         self.seq += 1;
         self.events.push(Reverse((t, self.seq, event, x)));
@@ -167,6 +187,20 @@ impl Host {
 /// once the one before has stopped and the device has finished its requests. Each job's
 /// `ramp_time` is left out of its figures, and the longest of a phase's out of the device's.
 pub fn run(device: &DeviceConfig, workload: &Workload) -> Result<RunReport, SimError> {
+    run_with_progress(device, workload, &mut |_| ())
+}
+
+/// Simulator events between two calls of a run's progress callback: often enough for a bar
+/// (a few times a second), rare enough to cost nothing measurable.
+const EVENTS_PER_PROGRESS: u32 = 1 << 18;
+
+/// [`run`], calling `progress` now and then with the fraction done (0.0 to 1.0): of the time
+/// bound, the request count, the byte limit or the trace, whichever is furthest.
+pub fn run_with_progress(
+    device: &DeviceConfig,
+    workload: &Workload,
+    progress: &mut dyn FnMut(f64),
+) -> Result<RunReport, SimError> {
     // CPU time, not the wall clock: the cost of simulating, comparable with the emulator's.
     let cpu_start_s = process_cpu_seconds();
     let capacity = device.memory.capacity_bytes;
@@ -203,8 +237,17 @@ pub fn run(device: &DeviceConfig, workload: &Workload) -> Result<RunReport, SimE
     let mut busy = ResourceBusy::default();
     let mut trace = None;
     let mut paced_issued_late = None;
+    let phase_count = phase_plans.len() as f64;
     for (index, phase) in phase_plans.into_iter().enumerate() {
-        let ran = run_phase(&mut model, device, phase, start_ns, &mut streams)?;
+        let mut phase_progress = |f: f64| progress((index as f64 + f) / phase_count);
+        let ran = run_phase(
+            &mut model,
+            device,
+            phase,
+            start_ns,
+            &mut streams,
+            &mut phase_progress,
+        )?;
         measured_ns += ran.measured_ns;
         busy = busy.plus(&ran.busy);
         trace = trace.or(ran.trace);
@@ -220,6 +263,7 @@ pub fn run(device: &DeviceConfig, workload: &Workload) -> Result<RunReport, SimE
             }
         }
     }
+    progress(1.0);
     let cpu_s = process_cpu_seconds() - cpu_start_s;
     let mut report = RunReport::from_model_over("sim", &model, busy, &streams, measured_ns.max(1));
     let bytes = report.totals.read_bytes + report.totals.write_bytes;
@@ -252,8 +296,11 @@ fn run_phase(
     plan: Plan,
     start_ns: u64,
     streams: &mut [StreamStats],
+    progress: &mut dyn FnMut(f64),
 ) -> Result<PhaseRun, SimError> {
     let outstanding_total = plan.outstanding();
+    let (ios_total, bytes_total) = (plan.ios(), plan.io_bytes());
+    let mut events_to_progress = EVENTS_PER_PROGRESS;
     let ramp_end_ns = start_ns + plan.ramp_ns();
     let stop_ns = plan
         .longest_runtime_ns
@@ -321,6 +368,11 @@ fn run_phase(
         }
         if busy_at_ramp_end.is_none() && t >= ramp_end_ns {
             busy_at_ramp_end = Some(model.resource_busy());
+        }
+        events_to_progress -= 1;
+        if events_to_progress == 0 {
+            events_to_progress = EVENTS_PER_PROGRESS;
+            progress(host.fraction_done(t - start_ns, stop_ns - start_ns, ios_total, bytes_total));
         }
         if device_first {
             model.advance(t, |c| {

@@ -226,3 +226,21 @@ fn the_emulator_runs_phases_in_order_on_one_device() {
     );
     assert_eq!(fractions.last(), Some(&1.0));
 }
+
+#[test]
+fn the_simulators_progress_grows_through_the_phases_to_one() {
+    // Two phases of 300,000 requests each: about four events a request, so the callback
+    // (every 2^18 events) is called a few times in each.
+    let w = parse_job_file(
+        "[global]\nrw=randread\niodepth=8\nnumber_ios=300000\n[a]\n[b]\nstonewall\nrw=write\nio_size=1g\nnumber_ios=0\nbs=4k\n",
+    )
+    .unwrap();
+    let mut fractions = Vec::new();
+    let r = sim::run_with_progress(&device("dram"), &w, &mut |f| fractions.push(f)).unwrap();
+    assert_eq!(r.streams[1].totals.write_bytes, 1 << 30);
+    assert!(fractions.windows(2).all(|w| w[0] <= w[1]), "{fractions:?}");
+    assert_eq!(fractions.last(), Some(&1.0));
+    let first_half = fractions.iter().filter(|f| (0.0..0.5).contains(*f)).count();
+    let second_half = fractions.iter().filter(|f| (0.5..1.0).contains(*f)).count();
+    assert!(first_half >= 2 && second_half >= 2, "{fractions:?}");
+}

@@ -185,11 +185,7 @@ fn run_engine(
     progress: &mut dyn FnMut(f64),
 ) -> Result<RunReport> {
     match engine {
-        Engine::Sim => {
-            let report = simulate(device, workload)?;
-            progress(1.0);
-            Ok(report)
-        }
+        Engine::Sim => simulate(device, workload, progress),
         Engine::Emu => {
             let options = options_for(options, threads, device, workload);
             nvarray_run::emu::run(device, workload, &options, progress).map_err(|e: EmuRunError| {
@@ -306,7 +302,10 @@ fn compare(
 ) -> Result<()> {
     // The simulator first: it is quick, and it rejects a bad workload before the emulator
     // allocates the device.
-    let sim = simulate(device, workload)?;
+    let bar = Progress::new("simulating", 1);
+    let sim = simulate(device, workload, &mut |f| bar.set(0, f));
+    bar.finish();
+    let sim = sim?;
     let bar = Progress::new("emulating", 1);
     let emu = run_engine(Engine::Emu, device, workload, options, threads, &mut |f| {
         bar.set(0, f)

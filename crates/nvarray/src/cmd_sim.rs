@@ -8,6 +8,7 @@ use nvarray_workload::Workload;
 use crate::args::{DeviceArgs, FioArgs};
 use nvarray_report::RunReport;
 
+use crate::progress::Progress;
 use crate::{cmd_sweep, fio_output, input_error, table};
 
 #[derive(Args)]
@@ -160,23 +161,31 @@ pub fn run(args: SimArgs) -> Result<()> {
     match args.command {
         Some(SimCommand::Sweep(s)) => {
             s.run.refuse_fio_layout("a sweep")?;
-            cmd_sweep::run(&s.sweep, &s.run, &mut |device, workload, _| {
-                simulate(device, workload)
+            cmd_sweep::run(&s.sweep, &s.run, &mut |device, workload, progress| {
+                simulate(device, workload, progress)
             })
         }
         None => {
             args.run.check_output()?;
             let device = args.run.device.load()?;
             let workload = args.run.fio.workload(&[])?;
-            let report = simulate(&device, &workload)?;
+            let bar = Progress::new("simulating", 1);
+            let report = simulate(&device, &workload, &mut |f| bar.set(0, f));
+            bar.finish();
+            let report = report?;
             args.run.print(&device, &workload, &report, false)
         }
     }
 }
 
-/// Runs the simulator, classing workload problems as input errors.
-pub fn simulate(device: &DeviceConfig, workload: &Workload) -> Result<nvarray_report::RunReport> {
-    nvarray_run::sim::run(device, workload).map_err(|e| match e {
+/// Runs the simulator, classing workload problems as input errors; `progress` is called now
+/// and then with the fraction done.
+pub fn simulate(
+    device: &DeviceConfig,
+    workload: &Workload,
+    progress: &mut dyn FnMut(f64),
+) -> Result<nvarray_report::RunReport> {
+    nvarray_run::sim::run_with_progress(device, workload, progress).map_err(|e| match e {
         nvarray_run::SimError::Command(_) => anyhow::Error::new(e),
         other => input_error(other),
     })
