@@ -1222,7 +1222,8 @@ mod tests {
             "accepted and ignored: {}",
             IGNORED_KEYS.join(", ")
         )));
-        assert!(unknown.contains("accepted and ignored: ioengine, filename, direct, "));
+        assert!(unknown
+            .contains("accepted and ignored: ioengine, filename, allow_file_create, direct, "));
         check("iodpeth", "4", Err(&unknown));
         check(
             "exitall",
