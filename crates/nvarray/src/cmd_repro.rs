@@ -25,9 +25,16 @@ use crate::progress::Progress;
 #[derive(Args, Debug)]
 pub struct ReproArgs {
     /// Which seeds to reproduce: moneta, openexpress, dc-express, vnvml, storage-future, or
-    /// all. Several may be given.
+    /// all. Several may be given. `apps` (not part of `all`) runs Moneta's application study
+    /// instead: real programs (fio over NBD and XFS, Berkeley DB, SQLite, PostgreSQL, paging)
+    /// on five emulated technologies, as root, about 10 minutes (scripts/apps.py, written to
+    /// DIR and run with python3); it writes DIR/apps.md, apps.json and apps.svg.
     #[arg(value_name = "SEED", default_value = "all")]
     seeds: Vec<String>,
+    /// With `apps`: a smoke run of about a minute (two devices, 1 s measurements, small
+    /// tables).
+    #[arg(long)]
+    quick: bool,
     /// Directory for report.md, results.json, the plots (SVG and PNG) and the job files.
     #[arg(long, value_name = "DIR", default_value = "repro")]
     out: PathBuf,
@@ -38,6 +45,55 @@ pub struct ReproArgs {
     /// Print every row as JSON on stdout instead of the summary.
     #[arg(long)]
     json: bool,
+}
+
+/// The application study's script, compiled in so the binary runs it from anywhere.
+const APPS_SCRIPT: &str = include_str!("../../../scripts/apps.py");
+
+/// `nvarray repro apps`: writes the application study's script into the output directory and
+/// runs it with Debian's python3 (where python3-bsddb3 is installed), this binary as the
+/// nvarray it drives.
+fn run_apps(args: &ReproArgs) -> anyhow::Result<()> {
+    // SAFETY: geteuid has no preconditions and cannot fail.
+    if unsafe { libc::geteuid() } != 0 {
+        return Err(input_error(
+            "`nvarray repro apps` needs root: it makes loop devices, mounts XFS, sets memory cgroups and runs PostgreSQL as its own user",
+        ));
+    }
+    std::fs::create_dir_all(&args.out)
+        .map_err(|e| input_error(format!("--out: cannot create {}: {e}", args.out.display())))?;
+    let script = args.out.join("apps.py");
+    std::fs::write(&script, APPS_SCRIPT)
+        .with_context(|| format!("cannot write {}", script.display()))?;
+    let python = ["/usr/bin/python3", "python3"]
+        .into_iter()
+        .find(|p| Command::new(p).arg("--version").output().is_ok())
+        .ok_or_else(|| input_error("python3 is not installed (apt-get install python3)"))?;
+    let exe = std::env::current_exe().context("cannot find this nvarray binary")?;
+    let mut command = format!("nvarray repro apps --out {}", args.out.display());
+    if args.quick {
+        command += " --quick";
+    }
+    let mut cmd = Command::new(python);
+    cmd.arg(&script)
+        .arg("--nvarray")
+        .arg(&exe)
+        .arg("--out")
+        .arg(&args.out)
+        .arg("--command")
+        .arg(&command);
+    if args.quick {
+        cmd.arg("--quick");
+    }
+    let status = cmd.status().context("cannot run the application study")?;
+    if !status.success() {
+        anyhow::bail!("the application study failed ({status}); its messages are above");
+    }
+    println!(
+        "apps: {} (tables, the figure and the commands), apps.json, apps.svg",
+        args.out.join("apps.md").display()
+    );
+    Ok(())
 }
 
 fn parse_seeds(names: &[String]) -> anyhow::Result<Vec<Seed>> {
@@ -61,6 +117,17 @@ fn parse_seeds(names: &[String]) -> anyhow::Result<Vec<Seed>> {
 }
 
 pub fn run(args: ReproArgs) -> anyhow::Result<()> {
+    if args.seeds.iter().any(|s| s == "apps") {
+        if args.seeds.len() > 1 {
+            return Err(input_error(
+                "`apps` runs on its own: give `nvarray repro apps`, then the other seeds separately",
+            ));
+        }
+        return run_apps(&args);
+    }
+    if args.quick {
+        return Err(input_error("--quick is for `nvarray repro apps`"));
+    }
     let chosen = parse_seeds(&args.seeds)?;
     let figures: Vec<_> = chosen.iter().flat_map(|&s| seeds::figures(s)).collect();
     // The directory is the user's choice: one that cannot be made is their mistake (exit 2),
