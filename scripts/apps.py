@@ -555,8 +555,9 @@ def svg_figure(rows, path):
     top = max(values + [10.0])
     decades = max(1, math.ceil(math.log10(top)))
     bottom = min(values + [1.0])
-    low = math.floor(math.log10(bottom)) if bottom < 1 else 0
-    w, h, left, right, upper, lower = 900, 420, 60, 190, 30, 60
+    # One decade below the least bar, so that a 1x bar (the slowest device's) shows.
+    low = math.floor(math.log10(bottom)) - 1
+    w, h, left, right, upper, lower = 940, 420, 60, 240, 30, 60
     plot_w, plot_h = w - left - right, h - upper - lower
     group_w = plot_w / max(1, len(rows))
     bar_w = group_w * 0.8 / len(series)
@@ -578,7 +579,7 @@ def svg_figure(rows, path):
         parts.append(f'<text x="{left + g * group_w + group_w / 2:.1f}" y="{upper + plot_h + 18}" text-anchor="middle">{row["device"]}</text>')
     for s, (_, title, color) in enumerate(series):
         parts.append(f'<rect x="{w - right + 10}" y="{upper + s * 20}" width="12" height="12" fill="{color}"/>')
-        parts.append(f'<text x="{w - right + 28}" y="{upper + s * 20 + 10}">{title[:28]}</text>')
+        parts.append(f'<text x="{w - right + 28}" y="{upper + s * 20 + 10}">{title[:36]}</text>')
     parts.append("</svg>")
     with open(path, "w") as f:
         f.write("\n".join(parts) + "\n")
