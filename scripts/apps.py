@@ -30,6 +30,7 @@ OUT/apps.svg.
 """
 
 import argparse
+import contextlib
 import json
 import math
 import os
@@ -58,6 +59,17 @@ PATTERNS = [
     ("512k-read", "read", "512k"),
     ("512k-write", "write", "512k"),
 ]
+
+
+@contextlib.contextmanager
+def uninterrupted():
+    """Holds Ctrl-C and SIGTERM back while undoing something (a mount, a loop device, a
+    cluster): the signal is delivered after, so an interrupted run leaves nothing behind."""
+    old = signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGINT, signal.SIGTERM})
+    try:
+        yield
+    finally:
+        signal.pthread_sigmask(signal.SIG_SETMASK, old)
 
 
 class Skip(Exception):
@@ -104,7 +116,13 @@ class Front:
         return self.proc.poll() is None
 
     def stop(self):
-        """Stops it (SIGTERM) and returns its report: the whole session's."""
+        """Stops it (SIGTERM) and returns its report, the whole session's (`None` if it
+        printed none)."""
+        with uninterrupted():
+            self._stop()
+        return self._report()
+
+    def _stop(self):
         if self.alive():
             self.proc.send_signal(signal.SIGTERM)
             try:
@@ -112,6 +130,8 @@ class Front:
             except subprocess.TimeoutExpired:
                 self.proc.kill()
                 self.proc.wait()
+
+    def _report(self):
         self.out.flush()
         with open(self.out.name) as f:
             text = f.read()
@@ -122,9 +142,7 @@ class Front:
             except json.JSONDecodeError:
                 break
             reports.append(obj)
-        if not reports:
-            raise RuntimeError(f"{' '.join(self.cmd[:2])} gave no report: {self.stderr()}")
-        return reports[-1]
+        return reports[-1] if reports else None
 
     def stderr(self):
         self.err.flush()
@@ -182,6 +200,8 @@ def raw_io(args, preset, work, result):
             mbps = fio_bandwidth(args, ["--ioengine=nbd", f"--uri=nbd+unix:///?socket={sock}", *pattern_args(args, rw, bs)])
         finally:
             report = front.stop()
+        if report is None:
+            raise RuntimeError(f"nvarray serve gave no report: {front.stderr()}")
         result["raw"][name] = {"mb_per_s": mbps, "device": device_share(report)}
         log(f"{preset}: raw {name} {mbps:.1f} MB/s")
 
@@ -236,13 +256,26 @@ class Session:
     def close(self):
         """Unmounts (the page cache goes with it: the next program starts cold) and returns
         the session's device report."""
-        if self.mounted:
-            run(["umount", self.fs_dir])
-            self.mounted = False
-        if self.loop:
-            subprocess.run(["losetup", "-d", self.loop], capture_output=True)
-            self.loop = None
-        return self.front.stop()
+        with uninterrupted():
+            if self.mounted:
+                # A program killed mid-way may hold it a moment longer; then detach it anyway.
+                unmounted = lambda: subprocess.run(["umount", self.fs_dir], capture_output=True).returncode == 0
+                try:
+                    wait_for(unmounted, "the file system to unmount", timeout=10)
+                except RuntimeError:
+                    subprocess.run(["umount", "-l", self.fs_dir], capture_output=True)
+                self.mounted = False
+            if self.loop:
+                subprocess.run(["losetup", "-d", self.loop], capture_output=True)
+                disk = os.path.join(self.fuse_dir, "disk")
+                # The kernel may detach it a little later; `nvarray mount` stops only after.
+                attached = lambda: subprocess.run(["losetup", "-j", disk], capture_output=True, text=True).stdout.strip()
+                try:
+                    wait_for(lambda: not attached(), "the loop device to detach", timeout=30)
+                except RuntimeError:
+                    pass  # then `nvarray mount` says what still holds it, and is killed
+                self.loop = None
+            return self.front.stop()
 
 
 def measured(args, preset, work, backing, result, section, name, program, unit=""):
@@ -260,6 +293,8 @@ def measured(args, preset, work, backing, result, section, name, program, unit="
         session.close()
         raise
     report = session.close()
+    if report is None:
+        raise RuntimeError(f"nvarray mount gave no report: {session.front.stderr()}")
     key = "mb_per_s" if section == "fs" else "value"
     result[section][name] = {key: value, "device": device_share(report)}
     log(f"{preset}: {name} {value:,.1f} {unit}")
@@ -367,10 +402,14 @@ class Postgres:
             shutil.chown(self.data, "postgres", "postgres")
             self.as_pg([f"{PG_BIN}/initdb", "-D", self.data, "-A", "trust", "--no-sync"])
         options = f"-k {self.sock} -c listen_addresses='' -c shared_buffers=16MB -c max_wal_size=256MB"
-        self.as_pg([f"{PG_BIN}/pg_ctl", "-D", self.data, "-o", options, "-w", "-l", os.path.join(self.sock, "log"), "start"])
-        self.started = True
-        if init:
-            self.pgbench(["-i", "-s", str(args.pg_scale), "-q"])
+        try:
+            self.started = True
+            self.as_pg([f"{PG_BIN}/pg_ctl", "-D", self.data, "-o", options, "-w", "-l", os.path.join(self.sock, "log"), "start"])
+            if init:
+                self.pgbench(["-i", "-s", str(args.pg_scale), "-q"])
+        except BaseException:
+            self.close()
+            raise
 
     def as_pg(self, cmd, timeout=900):
         return run(["runuser", "-u", "postgres", "--", *cmd], timeout=timeout, cwd="/")
@@ -386,10 +425,12 @@ class Postgres:
         raise RuntimeError(f"pgbench printed no tps: {out[-400:]}")
 
     def close(self):
-        if self.started:
-            self.as_pg([f"{PG_BIN}/pg_ctl", "-D", self.data, "-m", "fast", "-w", "stop"])
-            self.started = False
-        shutil.rmtree(self.sock, ignore_errors=True)
+        with uninterrupted():
+            if self.started:
+                subprocess.run(["runuser", "-u", "postgres", "--", f"{PG_BIN}/pg_ctl", "-D", self.data, "-m", "fast", "-w", "stop"],
+                           capture_output=True, cwd="/")
+                self.started = False
+            shutil.rmtree(self.sock, ignore_errors=True)
 
 
 def pgbench_run(args, session, extra):
@@ -452,7 +493,8 @@ def paging(args, session):
         return float(p.stdout.strip().splitlines()[-1])
     finally:
         # Empty once its process has exited; its page cache moves to the parent.
-        os.rmdir(group)
+        with uninterrupted():
+            os.rmdir(group)
 
 
 def parse_size(text):
@@ -517,8 +559,9 @@ def programs(args, preset, work, result):
                 continue
             measured(args, preset, work, backing, result, "apps", app, step, units[app])
     finally:
-        if os.path.exists(backing):
-            os.remove(backing)
+        with uninterrupted():
+            if os.path.exists(backing):
+                os.remove(backing)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -688,6 +731,11 @@ def main():
         args.devices, args.seconds, args.size = "pcie-flash-2010,dram", min(args.seconds, 1.0), "1g"
         args.file_size, args.records, args.pg_scale = "64m", 5_000, 1
         args.paging_file, args.paging_memory = "96m", "32m"
+    # SIGTERM unwinds like Ctrl-C: every mount, loop device, cluster and cgroup is undone.
+    def interrupted(signum, frame):
+        raise KeyboardInterrupt(f"signal {signum}")
+
+    signal.signal(signal.SIGTERM, interrupted)
     if os.geteuid() != 0:
         sys.exit("apps: run as root (loop devices, mounts, cgroups, PostgreSQL's own user)")
     os.makedirs(args.out, exist_ok=True)
@@ -698,18 +746,22 @@ def main():
         work = tempfile.mkdtemp(prefix=f"nvarray-apps-{preset}-")
         os.chmod(work, 0o755)  # PostgreSQL runs as its own user, under it
         result = {"device": preset, "raw": {}, "fs": {}, "apps": {}, "skipped": []}
-        for what, step in [("raw I/O", lambda: raw_io(args, preset, work, result)),
-                           ("file system", lambda: programs(args, preset, work, result))]:
-            try:
-                step()
-            except Skip as e:
-                result["skipped"].append((what, str(e)))
-                log(f"{preset}: {what} skipped: {e}")
+        try:
+            for what, step in [("raw I/O", lambda: raw_io(args, preset, work, result)),
+                               ("file system", lambda: programs(args, preset, work, result))]:
+                try:
+                    step()
+                except Skip as e:
+                    result["skipped"].append((what, str(e)))
+                    log(f"{preset}: {what} skipped: {e}")
+        except KeyboardInterrupt:
+            sys.exit("apps: interrupted; every mount, loop device, cluster and cgroup it made is undone")
+        finally:
+            shutil.rmtree(work, ignore_errors=True)
         for app, r in result["apps"].items():
             if "skipped" in r:
                 result["skipped"].append((app, r["skipped"]))
         results.append(result)
-        shutil.rmtree(work, ignore_errors=True)
         log(f"{preset}: done at {time.monotonic() - started:.0f} s")
     rows = speedups(results)
     with open(os.path.join(args.out, "apps.json"), "w") as f:

@@ -7,6 +7,7 @@
 //! one SVG and one PNG plot per figure.
 
 use std::io::Write as _;
+use std::os::unix::process::CommandExt;
 use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::time::Instant;
@@ -85,7 +86,22 @@ fn run_apps(args: &ReproArgs) -> anyhow::Result<()> {
     if args.quick {
         cmd.arg("--quick");
     }
-    let status = cmd.status().context("cannot run the application study")?;
+    // Ctrl-C reaches the study too, which undoes its mounts, loop devices and cluster before
+    // it exits: this process waits for that instead of dying first.
+    // SAFETY: in the child, between fork and exec, only `signal` (async-signal-safe) runs, to
+    // give it back the default SIGINT this process ignores.
+    unsafe {
+        cmd.pre_exec(|| {
+            libc::signal(libc::SIGINT, libc::SIG_DFL);
+            Ok(())
+        });
+    }
+    // SAFETY: setting SIGINT's disposition to "ignore" has no preconditions.
+    let previous = unsafe { libc::signal(libc::SIGINT, libc::SIG_IGN) };
+    let status = cmd.status();
+    // SAFETY: as above; `previous` is the disposition `signal` returned.
+    unsafe { libc::signal(libc::SIGINT, previous) };
+    let status = status.context("cannot run the application study")?;
     if !status.success() {
         anyhow::bail!("the application study failed ({status}); its messages are above");
     }
