@@ -716,7 +716,8 @@ def main():
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--nvarray", required=True, help="the nvarray binary")
     parser.add_argument("--out", default="apps", help="directory for apps.md, apps.json, apps.svg")
-    parser.add_argument("--devices", default="hdd,pcie-flash-2010,moneta,optane,dram", help="presets, slowest first")
+    parser.add_argument("--devices", default=None,
+                        help="presets, slowest first (default hdd,pcie-flash-2010,moneta,optane,dram; --quick: pcie-flash-2010,dram)")
     parser.add_argument("--seconds", type=float, default=5.0, help="each measurement's length")
     parser.add_argument("--size", default="2g", help="each emulated device's size")
     parser.add_argument("--file-size", default="512m", help="fio's file on XFS")
@@ -728,7 +729,8 @@ def main():
     parser.add_argument("--command", default=None, help="the command to print as the one that made the report")
     args = parser.parse_args()
     if args.quick:
-        args.devices, args.seconds, args.size = "pcie-flash-2010,dram", min(args.seconds, 1.0), "1g"
+        args.devices = args.devices or "pcie-flash-2010,dram"
+        args.seconds, args.size = min(args.seconds, 1.0), "1g"
         args.file_size, args.records, args.pg_scale = "64m", 5_000, 1
         args.paging_file, args.paging_memory = "96m", "32m"
     # SIGTERM unwinds like Ctrl-C: every mount, loop device, cluster and cgroup is undone.
@@ -736,8 +738,13 @@ def main():
         raise KeyboardInterrupt(f"signal {signum}")
 
     signal.signal(signal.SIGTERM, interrupted)
+    args.devices = args.devices or "hdd,pcie-flash-2010,moneta,optane,dram"
     if os.geteuid() != 0:
         sys.exit("apps: run as root (loop devices, mounts, cgroups, PostgreSQL's own user)")
+    for preset in args.devices.split(","):
+        known = subprocess.run([args.nvarray, "presets", "show", preset], capture_output=True, text=True)
+        if known.returncode != 0:
+            sys.exit(f"apps: --devices: {known.stderr.strip()}")
     os.makedirs(args.out, exist_ok=True)
     command = args.command or " ".join(sys.argv)
     started = time.monotonic()
