@@ -19,7 +19,7 @@ use nvarray_workload::{Direction, Request, Workload};
 
 use crate::device_report::{device_report_over, DeviceReading};
 use crate::error::EmuRunError;
-use crate::plan::{Next, Plan, Requests, ThreadPlan};
+use crate::plan::{job_streams, Next, Plan, Requests, ThreadPlan};
 use crate::verify;
 
 /// Runs `workload` on an emulated `device`. `progress` is called now and then with the
@@ -79,13 +79,7 @@ pub fn run_on(
         )));
     }
     let shared = LadderShared::new(device);
-    let (phases, groups) = (workload.phases(), workload.groups());
-    let mut streams: Vec<StreamStats> = workload
-        .jobs
-        .iter()
-        .enumerate()
-        .map(|(i, j)| StreamStats::new(&j.name).placed(phases[i], groups[i]))
-        .collect();
+    let mut streams = job_streams(workload);
     let phase_plans = plan.into_phases();
     let phase_count = phase_plans.len() as f64;
     let cpu_start = process_cpu_seconds();

@@ -7,6 +7,7 @@
 use std::fs::File;
 use std::io::BufReader;
 
+use nvarray_report::StreamStats;
 use nvarray_workload::trace::{
     trace_span, AddressMode, Geometry, ReplayMode, TimedRequest, TraceError, TraceFeed, TraceSpec,
 };
@@ -301,6 +302,17 @@ impl Plan {
             .map(|t| t.ios)
             .fold(0, u64::saturating_add)
     }
+}
+
+/// One report stream per job of `workload`, each placed in its phase and reporting group.
+pub fn job_streams(workload: &Workload) -> Vec<StreamStats> {
+    let (phases, groups) = (workload.phases(), workload.groups());
+    workload
+        .jobs
+        .iter()
+        .enumerate()
+        .map(|(i, j)| StreamStats::new(&j.name).placed(phases[i], groups[i]))
+        .collect()
 }
 
 /// Opens the trace `spec` names for a replay on `geometry`.

@@ -21,7 +21,7 @@ use nvarray_workload::trace::{Geometry, TraceReport};
 use nvarray_workload::{Direction, Request, Workload};
 
 use crate::error::SimError;
-use crate::plan::{Next, Plan, Requests};
+use crate::plan::{job_streams, Next, Plan, Requests};
 use nvarray_report::{cpu_seconds_per_gb, process_cpu_seconds, RunReport, StreamStats};
 
 /// Outstanding requests across all threads; bounds the host-side bookkeeping.
@@ -224,13 +224,7 @@ pub fn run_with_progress(
             max: OUTSTANDING_MAX,
         });
     }
-    let (phases, groups) = (workload.phases(), workload.groups());
-    let mut streams: Vec<StreamStats> = workload
-        .jobs
-        .iter()
-        .enumerate()
-        .map(|(i, j)| StreamStats::new(&j.name).placed(phases[i], groups[i]))
-        .collect();
+    let mut streams = job_streams(workload);
     let phase_plans = plan.into_phases();
     let last = phase_plans.len() - 1;
     let (mut start_ns, mut measured_ns) = (0u64, 0u64);

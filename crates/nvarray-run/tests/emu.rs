@@ -3,31 +3,19 @@
 
 use std::time::Instant;
 
+mod common;
+
+use common::one_job as workload;
 use nvarray_host::BackingKind;
 use nvarray_host::{Device, Options};
 use nvarray_model::presets::preset;
 use nvarray_model::DeviceConfig;
 use nvarray_run::{emu, EmuRunError};
-use nvarray_workload::{JobSpec, Workload};
 
 const SIZE: u64 = 4 << 20;
 
 fn config() -> DeviceConfig {
-    preset("dram")
-        .unwrap()
-        .load(&[("memory.capacity_bytes".into(), SIZE.to_string())])
-        .unwrap()
-}
-
-fn workload(pairs: &[(&str, &str)]) -> Workload {
-    let mut job = JobSpec::default();
-    for (k, v) in pairs {
-        job.set(k, v).unwrap();
-    }
-    Workload {
-        jobs: vec![job],
-        trace: None,
-    }
+    common::device_of("dram", &SIZE.to_string())
 }
 
 #[test]

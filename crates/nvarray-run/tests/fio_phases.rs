@@ -3,28 +3,16 @@
 //! `new_group` reports jobs apart while they run together, `ramp_time` leaves a warm-up out of
 //! every figure, and a paced job counts the requests it could not issue on time.
 
+mod common;
+
+use common::one_job;
 use nvarray_host::{Device, Options};
-use nvarray_model::presets::preset;
 use nvarray_model::DeviceConfig;
 use nvarray_run::{emu, sim};
-use nvarray_workload::{parse_job_file, JobSpec, Workload};
+use nvarray_workload::{parse_job_file, Workload};
 
 fn device(name: &str) -> DeviceConfig {
-    preset(name)
-        .unwrap()
-        .load(&[("memory.capacity_bytes".into(), "64m".into())])
-        .unwrap()
-}
-
-fn one_job(pairs: &[(&str, &str)]) -> Workload {
-    let mut job = JobSpec::default();
-    for (k, v) in pairs {
-        job.set(k, v).unwrap();
-    }
-    Workload {
-        jobs: vec![job],
-        trace: None,
-    }
+    common::device_of(name, "64m")
 }
 
 /// Two saturating random-read jobs, the second with `between` (a phase or group key) or

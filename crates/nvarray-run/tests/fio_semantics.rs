@@ -4,28 +4,15 @@
 //! `runtime=0` ends a job after its region, `loops` repeats it, `offset_increment` gives each
 //! thread its own region.
 
+mod common;
+
+use common::one_job as workload;
 use nvarray_host::{Device, Options};
-use nvarray_model::presets::preset;
 use nvarray_model::DeviceConfig;
 use nvarray_run::{emu, sim};
-use nvarray_workload::{JobSpec, Workload};
 
 fn device(name: &str) -> DeviceConfig {
-    preset(name)
-        .unwrap()
-        .load(&[("memory.capacity_bytes".into(), "64m".into())])
-        .unwrap()
-}
-
-fn workload(pairs: &[(&str, &str)]) -> Workload {
-    let mut job = JobSpec::default();
-    for (k, v) in pairs {
-        job.set(k, v).unwrap();
-    }
-    Workload {
-        jobs: vec![job],
-        trace: None,
-    }
+    common::device_of(name, "64m")
 }
 
 #[test]

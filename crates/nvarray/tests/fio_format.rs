@@ -4,16 +4,7 @@
 use std::process::Command;
 
 fn nvarray(args: &[&str]) -> serde_json::Value {
-    let out = Command::new(env!("CARGO_BIN_EXE_nvarray"))
-        .args(args)
-        .output()
-        .expect("run nvarray");
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    serde_json::from_slice(&out.stdout).expect("JSON")
+    serde_json::from_str(&nvarray_text(args)).expect("JSON")
 }
 
 fn have(program: &str) -> bool {
