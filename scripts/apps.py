@@ -762,7 +762,8 @@ def main():
                     result["skipped"].append((what, str(e)))
                     log(f"{preset}: {what} skipped: {e}")
         except KeyboardInterrupt:
-            sys.exit("apps: interrupted; every mount, loop device, cluster and cgroup it made is undone")
+            log("interrupted; every mount, loop device, cluster and cgroup it made is undone")
+            sys.exit(130)
         finally:
             shutil.rmtree(work, ignore_errors=True)
         for app, r in result["apps"].items():

@@ -102,8 +102,13 @@ fn run_apps(args: &ReproArgs) -> anyhow::Result<()> {
     // SAFETY: as above; `previous` is the disposition `signal` returned.
     unsafe { libc::signal(libc::SIGINT, previous) };
     let status = status.context("cannot run the application study")?;
-    if !status.success() {
-        anyhow::bail!("the application study failed ({status}); its messages are above");
+    match status.code() {
+        Some(0) => {}
+        // The script's own code for an interrupted run, after its cleanup.
+        Some(130) => {
+            anyhow::bail!("the application study was interrupted; nothing it made is left")
+        }
+        _ => anyhow::bail!("the application study failed ({status}); its messages are above"),
     }
     println!(
         "apps: {} (tables, the figure and the commands), apps.json, apps.svg",
