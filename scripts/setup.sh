@@ -11,10 +11,11 @@ need=()
 # The front ends are tested with the real clients users point at them: fio (engine nbd),
 # nbdinfo/nbdcopy (libnbd-bin), nbdsh (python3-libnbd), qemu-io/qemu-img (qemu-utils), nbdkit
 # as the peer server, and FUSE 3 + a loop device + XFS + SQLite for `nvarray mount`; PostgreSQL
-# and Berkeley DB (python3-bsddb3) for the application study (`nvarray repro apps`).
+# and Berkeley DB (python3-bsddb3) for the application study (`nvarray repro apps`); Slurm and
+# munge for the job-array sweep script's test (scripts/slurm-sweep.sh, a one-node cluster).
 for pkg in pkg-config libfontconfig1-dev libfreetype-dev fonts-dejavu-core gcc libpmemobj-dev \
     fio libnbd-bin python3-libnbd qemu-utils nbdkit fuse3 xfsprogs e2fsprogs sqlite3 util-linux \
-    postgresql python3-bsddb3; do
+    postgresql python3-bsddb3 slurmctld slurmd slurm-client munge; do
   dpkg-query -W -f='${Status}' "$pkg" 2>/dev/null | grep -q "install ok installed" || need+=("$pkg")
 done
 if [ ${#need[@]} -gt 0 ]; then

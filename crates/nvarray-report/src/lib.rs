@@ -291,8 +291,9 @@ pub struct RunReport {
     /// `new_group`).
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub groups: Vec<GroupReport>,
-    /// CPU time of the whole process (user + system) per GB (1e9 bytes) read or written: what
-    /// the host software, and for the emulator the device threads too, cost per byte moved.
+    /// CPU time (user + system) per GB (1e9 bytes) read or written: what the host software,
+    /// and for the emulator the device threads too, cost per byte moved. The emulator and the
+    /// servers count the whole process; the simulator counts the thread that simulated.
     pub cpu_seconds_per_gb: f64,
     /// How late completions were posted against their modelled time (0 for the simulator,
     /// whose virtual clock is exact).
@@ -380,11 +381,21 @@ pub struct MachineJitterNs {
 
 /// CPU seconds (user + system) this process has used so far, every thread included.
 pub fn process_cpu_seconds() -> f64 {
+    rusage_cpu_seconds(libc::RUSAGE_SELF)
+}
+
+/// CPU time (user + system) of the calling thread, in seconds: what one simulation cost when
+/// others run beside it in the same process (a parallel sweep).
+pub fn thread_cpu_seconds() -> f64 {
+    rusage_cpu_seconds(libc::RUSAGE_THREAD)
+}
+
+fn rusage_cpu_seconds(who: libc::c_int) -> f64 {
     let mut usage = std::mem::MaybeUninit::<libc::rusage>::uninit();
-    // SAFETY: `usage` is a valid, writable `rusage`; RUSAGE_SELF cannot fail with a valid
-    // pointer, and the result is checked before the value is read.
-    let rc = unsafe { libc::getrusage(libc::RUSAGE_SELF, usage.as_mut_ptr()) };
-    assert_eq!(rc, 0, "getrusage(RUSAGE_SELF) failed");
+    // SAFETY: `usage` is a valid, writable `rusage`; RUSAGE_SELF and RUSAGE_THREAD cannot fail
+    // with a valid pointer, and the result is checked before the value is read.
+    let rc = unsafe { libc::getrusage(who, usage.as_mut_ptr()) };
+    assert_eq!(rc, 0, "getrusage({who}) failed");
     // SAFETY: getrusage returned 0, so it filled `usage`.
     let usage = unsafe { usage.assume_init() };
     let seconds = |t: libc::timeval| t.tv_sec as f64 + t.tv_usec as f64 / 1e6;

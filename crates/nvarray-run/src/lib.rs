@@ -5,6 +5,7 @@
 //! - `sim`: the discrete-event simulator over `nvarray-model` (virtual clock, no data).
 //! - `emu`: the emulator's runner: real host threads issue through the driver
 //!   (`nvarray-host`) against the wall clock, with data verification (`verify`).
+//! - `parallel`: independent runs (a sweep's simulator points) on several threads.
 //! - `device_report`: the one report of an emulated device, for `nvarray bench` and the front
 //!   ends alike.
 //!
@@ -13,6 +14,7 @@
 pub mod device_report;
 pub mod emu;
 pub mod error;
+pub mod parallel;
 pub mod plan;
 pub mod sim;
 pub mod verify;

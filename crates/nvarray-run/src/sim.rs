@@ -22,7 +22,7 @@ use nvarray_workload::{Direction, Request, Workload};
 
 use crate::error::SimError;
 use crate::plan::{job_streams, Next, Plan, Requests};
-use nvarray_report::{cpu_seconds_per_gb, process_cpu_seconds, RunReport, StreamStats};
+use nvarray_report::{cpu_seconds_per_gb, thread_cpu_seconds, RunReport, StreamStats};
 
 /// Outstanding requests across all threads; bounds the host-side bookkeeping.
 pub const OUTSTANDING_MAX: u64 = 1 << 20;
@@ -201,8 +201,9 @@ pub fn run_with_progress(
     workload: &Workload,
     progress: &mut dyn FnMut(f64),
 ) -> Result<RunReport, SimError> {
-    // CPU time, not the wall clock: the cost of simulating, comparable with the emulator's.
-    let cpu_start_s = process_cpu_seconds();
+    // CPU time, not the wall clock: the cost of simulating, comparable with the emulator's. The
+    // thread's, so that points simulated side by side (a parallel sweep) each count their own.
+    let cpu_start_s = thread_cpu_seconds();
     let capacity = device.memory.capacity_bytes;
     let block = device.controller.block_bytes;
     // Every job against the device, and the workload as a whole (two streams with one name would
@@ -258,7 +259,7 @@ pub fn run_with_progress(
         }
     }
     progress(1.0);
-    let cpu_s = process_cpu_seconds() - cpu_start_s;
+    let cpu_s = thread_cpu_seconds() - cpu_start_s;
     let mut report = RunReport::from_model_over("sim", &model, busy, &streams, measured_ns.max(1));
     let bytes = report.totals.read_bytes + report.totals.write_bytes;
     report.cpu_seconds_per_gb = cpu_seconds_per_gb(cpu_s, bytes);

@@ -19,7 +19,7 @@ use crate::emu_args::{
     parse_size_u32, parse_time_ns, Backing, DeviceThreads, CPUS_HELP,
 };
 use crate::progress::Progress;
-use crate::{cmd_sweep, input_error, table};
+use crate::{input_error, sweep, table};
 
 /// Shown first in `nvarray bench --help`.
 const EXAMPLES: &str = "\
@@ -43,8 +43,9 @@ pub struct BenchArgs {
 
 #[derive(Subcommand)]
 enum BenchCommand {
-    /// As `nvarray sim sweep` (one parameter over a list of values, optionally a second one as
-    /// separate curves; table, JSON and plot), each point run by the chosen engine.
+    /// As `nvarray sim sweep` (a grid over parameters' values; a JSON line per point, table,
+    /// JSON and plot; `--shard I/N` for `nvarray sweep merge`), each point run by the chosen
+    /// engine: the emulator's one at a time, the simulator's side by side (`--jobs`).
     Sweep(SweepArgs),
 }
 
@@ -53,7 +54,7 @@ struct SweepArgs {
     #[command(flatten)]
     run: BenchRunArgs,
     #[command(flatten)]
-    sweep: cmd_sweep::SweepSpec,
+    sweep: sweep::SweepSpec,
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
@@ -205,9 +206,18 @@ pub fn run(args: BenchArgs) -> Result<()> {
         run.refuse_fio_layout("a sweep")?;
         let options = s.run.options()?;
         let (engine, threads) = (s.run.engine, s.run.device_threads);
-        return cmd_sweep::run(&s.sweep, &run, &mut |device, workload, progress| {
+        let run_point = |device: &_, workload: &_, progress: &mut dyn FnMut(f64)| {
             run_engine(engine, device, workload, &options, threads, progress)
-        });
+        };
+        return sweep::run(
+            &s.sweep,
+            &run,
+            &sweep::Engine {
+                identity: format!("{engine:?} {options:?} device_threads={threads:?}"),
+                parallel: matches!(engine, Engine::Sim),
+                run: &run_point,
+            },
+        );
     }
     let run = args.run.run_args()?;
     if args.compare_sim {

@@ -9,7 +9,7 @@ use crate::args::{DeviceArgs, FioArgs};
 use nvarray_report::RunReport;
 
 use crate::progress::Progress;
-use crate::{cmd_sweep, fio_output, input_error, table};
+use crate::{fio_output, input_error, sweep, table};
 
 #[derive(Args)]
 #[command(args_conflicts_with_subcommands = true)]
@@ -22,8 +22,10 @@ pub struct SimArgs {
 
 #[derive(Subcommand)]
 enum SimCommand {
-    /// Vary one parameter over a list of values (optionally a second one as separate
-    /// curves); print a table, write JSON and a plot.
+    /// Vary parameters over lists of values (a grid over every combination; the first is
+    /// the x axis, the others curves), points side by side on every core (`--jobs`); print a
+    /// table, write a JSON line per point, the JSON and a plot. `--shard I/N` runs one share
+    /// of the points, for `nvarray sweep merge`.
     Sweep(SweepArgs),
 }
 
@@ -32,7 +34,7 @@ struct SweepArgs {
     #[command(flatten)]
     run: RunArgs,
     #[command(flatten)]
-    sweep: cmd_sweep::SweepSpec,
+    sweep: sweep::SweepSpec,
 }
 
 /// Everything one run needs: the device, the workload and the output format.
@@ -161,9 +163,15 @@ pub fn run(args: SimArgs) -> Result<()> {
     match args.command {
         Some(SimCommand::Sweep(s)) => {
             s.run.refuse_fio_layout("a sweep")?;
-            cmd_sweep::run(&s.sweep, &s.run, &mut |device, workload, progress| {
-                simulate(device, workload, progress)
-            })
+            sweep::run(
+                &s.sweep,
+                &s.run,
+                &sweep::Engine {
+                    identity: "sim".into(),
+                    parallel: true,
+                    run: &simulate,
+                },
+            )
         }
         None => {
             args.run.check_output()?;

@@ -12,12 +12,12 @@ mod cmd_presets;
 mod cmd_repro;
 mod cmd_serve;
 mod cmd_sim;
-mod cmd_sweep;
 mod emu_args;
 mod fio_output;
 mod output;
 mod plot;
 mod progress;
+mod sweep;
 mod table;
 
 use std::process::ExitCode;
@@ -103,6 +103,10 @@ enum Command {
     /// unlogged writes. JSON lines on stdout, shaped like the PMDK peer's
     /// (`crates/nvarray-pm/peer/pmdk_peer.c`), so `scripts/perf_pm.py` can put them side by side.
     PmBench(cmd_pm_bench::PmBenchArgs),
+    /// Work on sweeps' results: `nvarray sweep merge DIR...` joins the shards of a sweep run
+    /// with `--shard I/N` (on other machines, or as a cluster's array tasks) into its table,
+    /// JSON and plot.
+    Sweep(sweep::merge::SweepArgs),
 }
 
 /// An error in what the user gave us (flags, files, values): exit status 2.
@@ -139,6 +143,7 @@ fn main() -> ExitCode {
         Command::Presets(a) => cmd_presets::run(a),
         Command::Repro(a) => cmd_repro::run(a),
         Command::PmBench(a) => cmd_pm_bench::run(a),
+        Command::Sweep(a) => sweep::merge::run(a),
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,

@@ -42,6 +42,18 @@ impl Progress {
             .set_position(step * TICKS_PER_STEP + (fraction * TICKS_PER_STEP as f64) as u64);
     }
 
+    /// `steps` (with a fraction) are done: for steps that run side by side.
+    pub fn set_done(&self, steps: f64) {
+        let steps = if steps.is_finite() {
+            steps.max(0.0)
+        } else {
+            0.0
+        };
+        self.bar.set_position(
+            ((steps * TICKS_PER_STEP as f64) as u64).min(self.bar.length().unwrap_or(0)),
+        );
+    }
+
     pub fn finish(self) {
         self.bar.finish_and_clear();
     }

@@ -1,0 +1,191 @@
+//! `nvarray sweep merge DIR...`: the JSON lines of a sweep's shards (`--shard I/N`, run on
+//! other machines or as a cluster's array tasks) joined into the table, JSON and plot the
+//! whole sweep writes. Lines of different sweeps are refused; missing points are named.
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+
+use anyhow::{Context, Result};
+use clap::{Args, Subcommand};
+
+use super::present::{self, Metric, Outputs, PlotFormat};
+use super::record::{read_lines, PointLine};
+use crate::input_error;
+
+#[derive(Args)]
+pub struct SweepArgs {
+    #[command(subcommand)]
+    command: SweepCommand,
+}
+
+#[derive(Subcommand)]
+enum SweepCommand {
+    /// Join the JSON lines of a sweep's shards (`nvarray sim sweep --shard I/N`) into the
+    /// whole sweep's table, JSON and plot, exactly as the unsharded sweep writes them.
+    ///
+    /// Reads every `.jsonl` file in each DIR (or each file named). Refuses lines of different
+    /// sweeps (another grid, device, workload, engine or nvarray version) and names the points
+    /// no shard ran, with the shard that holds each.
+    Merge(MergeArgs),
+}
+
+#[derive(Args)]
+pub struct MergeArgs {
+    /// Directories holding the shards' `.jsonl` files, or the files themselves.
+    #[arg(required = true, value_name = "DIR")]
+    inputs: Vec<PathBuf>,
+    /// Output path without extension: writes PATH.json and PATH.svg (or .png) [default:
+    /// sweep-PARAM+PARAM in the current directory, as the sweep itself].
+    #[arg(long, value_name = "PATH")]
+    out: Option<PathBuf>,
+    /// Plot format.
+    #[arg(long, value_enum, default_value_t = PlotFormat::Svg)]
+    plot: PlotFormat,
+    /// What the two-parameter table and the plot show [default: the sweep's own --metric].
+    #[arg(long, value_enum)]
+    metric: Option<Metric>,
+    /// Print the merged sweep as JSON instead of the table.
+    #[arg(long)]
+    json: bool,
+}
+
+pub fn run(args: SweepArgs) -> Result<()> {
+    match args.command {
+        SweepCommand::Merge(m) => merge(&m),
+    }
+}
+
+/// How many missing points a message lists before it says "and N more".
+const MISSING_LISTED: usize = 10;
+
+fn merge(args: &MergeArgs) -> Result<()> {
+    let files = jsonl_files(&args.inputs)?;
+    // Every point once, with the file it came from.
+    let mut points: BTreeMap<usize, (PointLine, &Path)> = BTreeMap::new();
+    let mut first: Option<(PointLine, &Path)> = None;
+    for file in &files {
+        for line in read_lines(file)? {
+            let reference = first.get_or_insert_with(|| (line.clone(), file.as_path()));
+            if line.sweep != reference.0.sweep {
+                return Err(input_error(format!(
+                    "{} holds points of another sweep than {}: {} (sweep {}) against {} (sweep \
+                     {}); merge the shards of one sweep only (same grid, device, workload, \
+                     engine and nvarray version)",
+                    file.display(),
+                    reference.1.display(),
+                    grid_text(&line),
+                    line.sweep,
+                    grid_text(&reference.0),
+                    reference.0.sweep
+                )));
+            }
+            if line.point >= line.points {
+                return Err(input_error(format!(
+                    "{}: point {} of a sweep of {} points",
+                    file.display(),
+                    line.point,
+                    line.points
+                )));
+            }
+            match points.get(&line.point) {
+                Some((_, earlier)) => eprintln!(
+                    "note: point {} ({}) is in both {} and {}; kept the first",
+                    line.point,
+                    line.grid.describe(line.point),
+                    earlier.display(),
+                    file.display()
+                ),
+                None => {
+                    points.insert(line.point, (line, file.as_path()));
+                }
+            }
+        }
+    }
+    let Some((reference, _)) = first else {
+        return Err(input_error(format!(
+            "no sweep points in {}",
+            files
+                .iter()
+                .map(|f| f.display().to_string())
+                .collect::<Vec<_>>()
+                .join(", ")
+        )));
+    };
+    let grid = &reference.grid;
+    let missing: Vec<usize> = (0..reference.points)
+        .filter(|i| !points.contains_key(i))
+        .collect();
+    if !missing.is_empty() {
+        let count = reference
+            .shard
+            .split_once('/')
+            .and_then(|(_, n)| n.parse::<usize>().ok());
+        let listed: Vec<String> = missing
+            .iter()
+            .take(MISSING_LISTED)
+            .map(|&i| match count {
+                Some(n) if n > 1 => format!("{i} ({}, shard {}/{n})", grid.describe(i), i % n),
+                _ => format!("{i} ({})", grid.describe(i)),
+            })
+            .collect();
+        return Err(input_error(format!(
+            "missing {} of the sweep's {} points: {}{}; run the shards that hold them, then merge \
+             again",
+            missing.len(),
+            reference.points,
+            listed.join(", "),
+            if missing.len() > MISSING_LISTED {
+                format!(" and {} more", missing.len() - MISSING_LISTED)
+            } else {
+                String::new()
+            }
+        )));
+    }
+    let lines: Vec<PointLine> = points.into_values().map(|(line, _)| line).collect();
+    let out = args
+        .out
+        .clone()
+        .unwrap_or_else(|| PathBuf::from(grid.file_stem()));
+    let outputs = Outputs::new(&out, args.plot)?;
+    let metric = args.metric.unwrap_or(reference.metric);
+    present::write_sweep(&reference.sweep, grid, metric, &lines, &outputs, args.json)
+}
+
+/// The `.jsonl` files of the inputs: each directory's, sorted by name, and each file named.
+fn jsonl_files(inputs: &[PathBuf]) -> Result<Vec<PathBuf>> {
+    let mut files = Vec::new();
+    for input in inputs {
+        if input.is_dir() {
+            let mut found: Vec<PathBuf> = std::fs::read_dir(input)
+                .with_context(|| format!("cannot read {}", input.display()))?
+                .filter_map(|e| e.ok().map(|e| e.path()))
+                .filter(|p| p.extension().is_some_and(|e| e == "jsonl") && p.is_file())
+                .collect();
+            if found.is_empty() {
+                return Err(input_error(format!(
+                    "no .jsonl files in {}: give the directories the shards wrote to (their --out)",
+                    input.display()
+                )));
+            }
+            found.sort();
+            files.extend(found);
+        } else if input.is_file() {
+            files.push(input.clone());
+        } else {
+            return Err(input_error(format!(
+                "{}: no such file or directory",
+                input.display()
+            )));
+        }
+    }
+    Ok(files)
+}
+
+fn grid_text(line: &PointLine) -> String {
+    line.grid
+        .dims
+        .iter()
+        .map(|d| format!("{}={}", d.key, d.values.join(",")))
+        .collect::<Vec<_>>()
+        .join(" ")
+}

@@ -1,0 +1,250 @@
+//! `nvarray sim sweep` and `nvarray bench sweep`: a grid over any number of parameters (device
+//! keys or fio keys), each point a run of the caller's engine. Simulator points run side by
+//! side on every core (`--jobs`); `--shard I/N` runs one deterministic share of the points, and
+//! `nvarray sweep merge` joins the shards' JSON lines into the table, JSON and plot a whole
+//! sweep writes.
+//!
+//! - `grid`: the points, and which of them a shard runs.
+//! - `record`: the JSON line per point, the sweep's JSON and its identity.
+//! - `present`: table, plot and JSON, shared by a sweep and a merge.
+//! - `merge`: `nvarray sweep merge`.
+
+mod grid;
+pub mod merge;
+mod present;
+mod record;
+
+use std::io::Write as _;
+use std::path::PathBuf;
+
+use anyhow::{Context, Result};
+use clap::Args;
+use nvarray_model::{apply_overrides, DeviceConfig};
+use nvarray_report::RunReport;
+use nvarray_workload::Workload;
+
+use crate::cmd_sim::RunArgs;
+use crate::input_error;
+use crate::progress::Progress;
+use grid::{Grid, Shard};
+use present::{Metric, Outputs, PlotFormat};
+use record::{Identity, PointLine};
+
+/// Runs one point with some engine, calling the progress callback with the fraction done.
+pub type Runner<'a> =
+    dyn Fn(&DeviceConfig, &Workload, &mut dyn FnMut(f64)) -> Result<RunReport> + Sync + 'a;
+
+/// The engine a sweep's points run on.
+pub struct Engine<'a> {
+    /// The engine and its options, as text: part of the sweep's identity, so shards run with
+    /// other options are not merged.
+    pub identity: String,
+    /// Whether points may run side by side (the simulator's may; the emulator's measure the
+    /// machine and run one at a time).
+    pub parallel: bool,
+    pub run: &'a Runner<'a>,
+}
+
+/// What to vary and what to write; the device, workload and engine come from the command.
+#[derive(Args, Debug)]
+pub struct SweepSpec {
+    /// Parameter to vary: a fio key (bs, iodepth, numjobs, rwmixread, rw, ...) or a dotted device
+    /// key (memory.controllers, controller.policy, ...); `memory.latency_ns` sets both the read
+    /// and the write latency. Repeat it for a grid over every combination: each `--param KEY`
+    /// takes the next `--values LIST`, or write `--param KEY=LIST`. The first is the x axis,
+    /// the others make curves. Required.
+    #[arg(long, value_name = "KEY[=LIST]", required = true)]
+    pub param: Vec<String>,
+    /// Values of a --param, comma-separated (e.g. `4ns,16ns,64ns,256ns,1us,4us` or
+    /// `512,4k,64k`), in the units of the key (a time's default unit is its key's); one
+    /// --values for each --param without `=`, in order.
+    #[arg(long, value_name = "LIST")]
+    pub values: Vec<String>,
+    /// One more parameter, drawn as one curve per value (e.g. memory.controllers): the same as
+    /// another --param [default: none].
+    #[arg(long, value_name = "KEY", requires = "series_values")]
+    pub series: Option<String>,
+    /// Values of --series, comma-separated (required with --series).
+    #[arg(long, value_name = "LIST", value_delimiter = ',', requires = "series")]
+    pub series_values: Vec<String>,
+    /// What the two-parameter table and the plot show.
+    #[arg(long, value_enum, default_value_t = Metric::Bandwidth)]
+    pub metric: Metric,
+    /// Output path without extension: writes PATH.jsonl (one JSON line per point, as each
+    /// finishes), PATH.json and PATH.svg (or .png); a shard writes PATH.jsonl only [default:
+    /// sweep-PARAM+PARAM in the current directory, dots as dashes, and
+    /// -shard-I-of-N for a shard].
+    #[arg(long, value_name = "PATH")]
+    pub out: Option<PathBuf>,
+    /// Plot format.
+    #[arg(long, value_enum, default_value_t = PlotFormat::Svg)]
+    pub plot: PlotFormat,
+    /// Simulator points run side by side on this many threads; the emulator's always run one at
+    /// a time, since each measures the machine [default: every core for the simulator
+    /// (std::thread::available_parallelism), 1 for the emulator].
+    #[arg(long, value_name = "N")]
+    pub jobs: Option<usize>,
+    /// Run only shard I of N (I from 0 to N-1): the points whose index leaves remainder I
+    /// divided by N. Each shard writes its points' JSON lines; `nvarray sweep merge` joins
+    /// them into the whole sweep's table, JSON and plot [default: the whole sweep].
+    #[arg(long, value_name = "I/N")]
+    pub shard: Option<Shard>,
+}
+
+/// The device and workload of one point: device keys (dotted) become overrides, others are
+/// fio keys.
+fn point(args: &RunArgs, settings: &[(&str, &str)]) -> Result<(DeviceConfig, Workload)> {
+    let (text, mut overrides) = args.device.base()?;
+    let mut fio = Vec::new();
+    for (key, value) in settings {
+        // Device keys (dotted) go to the overrides, which expand aliases such as
+        // memory.latency_ns themselves.
+        let pair = (key.to_string(), value.to_string());
+        if key.contains('.') {
+            overrides.push(pair);
+        } else {
+            fio.push(pair);
+        }
+    }
+    let device = apply_overrides(&text, &overrides).map_err(input_error)?;
+    let workload = args.fio.workload(&fio)?;
+    Ok((device, workload))
+}
+
+/// Runs the points of `args` (all, or its shard's) on the device and workload of `run`,
+/// each through the engine.
+pub fn run(args: &SweepSpec, run: &RunArgs, engine: &Engine<'_>) -> Result<()> {
+    let grid = Grid::from_flags(
+        &args.param,
+        &args.values,
+        args.series.as_deref().map(|k| (k, &args.series_values[..])),
+    )
+    .map_err(input_error)?;
+    let shard = args.shard.unwrap_or(Shard::WHOLE);
+    let jobs = jobs(args.jobs, engine.parallel)?;
+
+    // Every point's device and workload are built before any runs, so a bad value is reported
+    // at once instead of after the points before it have run; the identity covers them all.
+    let mut identity = Identity::new(&engine.identity, &grid);
+    let mut held = Vec::new();
+    for i in 0..grid.len() {
+        let (device, workload) = point(run, &grid.settings(i))
+            .with_context(|| format!("sweep point {}", grid.describe(i)))?;
+        identity.add_point(&device, &workload);
+        if shard.holds(i) {
+            held.push((i, device, workload));
+        }
+    }
+    let sweep = identity.finish();
+
+    let out = args.out.clone().unwrap_or_else(|| {
+        let stem = grid.file_stem();
+        PathBuf::from(if shard.is_whole() {
+            stem
+        } else {
+            format!("{stem}-shard-{}-of-{}", shard.index, shard.count)
+        })
+    });
+    let lines_path = out.with_extension("jsonl");
+    crate::output::check_writable(&lines_path)?;
+    let outputs = if shard.is_whole() {
+        Some(Outputs::new(&out, args.plot)?)
+    } else {
+        None
+    };
+    let mut lines_file = std::io::BufWriter::new(
+        std::fs::File::create(&lines_path)
+            .with_context(|| format!("cannot write {}", lines_path.display()))?,
+    );
+
+    let mut lines = Vec::with_capacity(held.len());
+    if !held.is_empty() {
+        let total = held.len();
+        let bar = Progress::new("sweeping", total as u64);
+        bar.set_message(format!("{total} points, {} at a time", jobs.min(total)));
+        let run_point = |k: usize, progress: &mut dyn FnMut(f64)| {
+            let (_, device, workload) = &held[k];
+            (engine.run)(device, workload, progress)
+        };
+        let mut write_error = None;
+        let result = nvarray_run::parallel::run_points(
+            total,
+            jobs,
+            &run_point,
+            &|done| bar.set_done(done),
+            &mut |k, report| {
+                let line = PointLine::new(
+                    &sweep,
+                    &grid,
+                    args.metric,
+                    shard,
+                    held[k].0,
+                    serde_json::to_value(&report).expect("a report is JSON"),
+                );
+                let written = serde_json::to_writer(&mut lines_file, &line)
+                    .map_err(std::io::Error::from)
+                    .and_then(|()| lines_file.write_all(b"\n"))
+                    .and_then(|()| lines_file.flush());
+                if let Err(e) = written {
+                    write_error.get_or_insert(e);
+                }
+                lines.push(line);
+            },
+        );
+        bar.finish();
+        if let Err((k, e)) = result {
+            return Err(e.context(format!(
+                "sweep point {} (the points that finished are in {})",
+                grid.describe(held[k].0),
+                lines_path.display()
+            )));
+        }
+        if let Some(e) = write_error {
+            return Err(
+                anyhow::Error::new(e).context(format!("cannot write {}", lines_path.display()))
+            );
+        }
+    }
+    lines.sort_by_key(|l| l.point);
+
+    match outputs {
+        Some(outputs) => {
+            present::write_sweep(&sweep, &grid, args.metric, &lines, &outputs, run.json)
+        }
+        None => {
+            if run.json {
+                println!("{}", serde_json::to_string_pretty(&lines)?);
+                return Ok(());
+            }
+            let figures = present::figures(&lines)?;
+            print!(
+                "{}",
+                present::table(&grid, args.metric, &lines, &figures, false)
+            );
+            present::print_unfaithful(&grid, &lines, &figures);
+            println!(
+                "\nshard {shard}: {} of the sweep's {} points; wrote {}\n\
+                 join the shards with `nvarray sweep merge DIR...` (every shard's .jsonl)",
+                lines.len(),
+                grid.len(),
+                lines_path.display()
+            );
+            Ok(())
+        }
+    }
+}
+
+/// Threads for the points: `--jobs`, or every core for the simulator; the emulator's points
+/// run one at a time.
+fn jobs(asked: Option<usize>, parallel: bool) -> Result<usize> {
+    match asked {
+        Some(0) => Err(input_error("--jobs 0: give at least 1")),
+        Some(n) if n > 1 && !parallel => Err(input_error(format!(
+            "--jobs {n}: the emulator's points run one at a time, since each measures this \
+             machine and needs its cores quiet (--jobs applies to --engine sim)"
+        ))),
+        Some(n) => Ok(n),
+        None if parallel => Ok(std::thread::available_parallelism().map_or(1, |n| n.get())),
+        None => Ok(1),
+    }
+}

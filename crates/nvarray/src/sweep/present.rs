@@ -1,0 +1,287 @@
+//! A sweep's table, plot and JSON, the same from a whole sweep and from merged shards.
+
+use std::fmt::Write as _;
+use std::path::{Path, PathBuf};
+
+use anyhow::{Context, Result};
+use clap::ValueEnum;
+use nvarray_model::overrides::parse_value;
+use serde::{Deserialize, Serialize};
+
+use super::grid::Grid;
+use super::record::{Figures, PointLine, SweepFile};
+use crate::plot::{write_chart, Chart, Series};
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Metric {
+    /// Read + write bandwidth, GB/s.
+    Bandwidth,
+    /// Requests per second.
+    Iops,
+    /// Mean latency, µs.
+    Mean,
+    /// Median latency, µs.
+    P50,
+    /// 99th percentile latency, µs.
+    P99,
+    /// 99.9th percentile latency, µs.
+    P999,
+}
+
+impl Metric {
+    fn of(self, f: &Figures) -> f64 {
+        match self {
+            Metric::Bandwidth => {
+                (f.read_bandwidth_bytes_per_s + f.write_bandwidth_bytes_per_s) / 1e9
+            }
+            Metric::Iops => f.iops,
+            Metric::Mean => f.latency_ns.mean / 1e3,
+            Metric::P50 => f.latency_ns.p50 as f64 / 1e3,
+            Metric::P99 => f.latency_ns.p99 as f64 / 1e3,
+            Metric::P999 => f.latency_ns.p999 as f64 / 1e3,
+        }
+    }
+
+    fn label(self) -> &'static str {
+        match self {
+            Metric::Bandwidth => "bandwidth (GB/s)",
+            Metric::Iops => "IOPS",
+            Metric::Mean => "mean latency (µs)",
+            Metric::P50 => "p50 latency (µs)",
+            Metric::P99 => "p99 latency (µs)",
+            Metric::P999 => "p99.9 latency (µs)",
+        }
+    }
+}
+
+#[derive(Clone, Copy, Debug, ValueEnum)]
+pub enum PlotFormat {
+    Svg,
+    Png,
+}
+
+/// Where a whole sweep's JSON and plot go: `out` with `.json` and `.svg` (or `.png`).
+pub struct Outputs {
+    pub json: PathBuf,
+    pub plot: PathBuf,
+}
+
+impl Outputs {
+    /// The paths, checked writable now, so a bad `--out` fails before anything runs.
+    pub fn new(out: &Path, format: PlotFormat) -> Result<Self> {
+        let json = out.with_extension("json");
+        let plot = out.with_extension(match format {
+            PlotFormat::Svg => "svg",
+            PlotFormat::Png => "png",
+        });
+        crate::output::check_writable(&json)?;
+        crate::output::check_writable(&plot)?;
+        Ok(Outputs { json, plot })
+    }
+}
+
+/// Writes the whole sweep's JSON and plot, then prints the table (or the JSON with
+/// `print_json`) and a line for every point that was not faithful. `points` are all of the
+/// grid's, in grid order.
+pub fn write_sweep(
+    sweep: &str,
+    grid: &Grid,
+    metric: Metric,
+    points: &[PointLine],
+    outputs: &Outputs,
+    print_json: bool,
+) -> Result<()> {
+    let figures = figures(points)?;
+    let file = SweepFile::new(sweep, grid, metric, points);
+    let json = serde_json::to_string_pretty(&file)?;
+    std::fs::write(&outputs.json, &json)
+        .with_context(|| format!("cannot write {}", outputs.json.display()))?;
+    plot(grid, metric, points, &figures, &outputs.plot)?;
+    if print_json {
+        println!("{json}");
+    } else {
+        print!("{}", table(grid, metric, points, &figures, true));
+        print_unfaithful(grid, points, &figures);
+        println!(
+            "\nwrote {} and {}",
+            outputs.json.display(),
+            outputs.plot.display()
+        );
+    }
+    Ok(())
+}
+
+/// The figures of every point, in the order of `points`.
+pub fn figures(points: &[PointLine]) -> Result<Vec<Figures>> {
+    points.iter().map(PointLine::figures).collect()
+}
+
+pub fn print_unfaithful(grid: &Grid, points: &[PointLine], figures: &[Figures]) {
+    for (p, f) in points.iter().zip(figures).filter(|(_, f)| !f.faithful) {
+        println!(
+            "NOT FAITHFUL at {}: {}",
+            grid.describe(p.point),
+            f.unfaithful_reason.as_deref().unwrap_or("no reason given")
+        );
+    }
+}
+
+/// The table: for two parameters over the whole grid, the metric with the first parameter's
+/// values as rows and the second's as columns; otherwise one row per point (a column for each
+/// parameter, then the rates and latencies).
+pub fn table(
+    grid: &Grid,
+    metric: Metric,
+    points: &[PointLine],
+    figures: &[Figures],
+    complete: bool,
+) -> String {
+    let mut s = String::new();
+    if grid.dims.len() == 2 && complete {
+        let (rows, cols) = (&grid.dims[0], &grid.dims[1]);
+        let _ = writeln!(
+            s,
+            "{} by {} (rows) and {} (columns)",
+            metric.label(),
+            rows.key,
+            cols.key
+        );
+        let _ = write!(s, "{:>14}", rows.key);
+        for c in &cols.values {
+            let _ = write!(s, " {:>12}", format!("{}={c}", cols.key));
+        }
+        s.push('\n');
+        for (r, rv) in rows.values.iter().enumerate() {
+            let _ = write!(s, "{rv:>14}");
+            for c in 0..cols.values.len() {
+                // Point index: the first parameter fastest.
+                let i = r + c * rows.values.len();
+                let value = points
+                    .iter()
+                    .position(|p| p.point == i)
+                    .map_or(f64::NAN, |at| metric.of(&figures[at]));
+                let _ = write!(s, " {value:>12.3}");
+            }
+            s.push('\n');
+        }
+        return s;
+    }
+    let widths: Vec<usize> = grid.dims.iter().map(|d| d.key.len().max(14)).collect();
+    for (d, w) in grid.dims.iter().zip(&widths) {
+        let _ = write!(s, "{:>w$} ", d.key);
+    }
+    let _ = writeln!(
+        s,
+        "{:>11} {:>10} {:>10} {:>9} {:>9} {:>9}",
+        "IOPS", "read MB/s", "write MB/s", "mean µs", "p50 µs", "p99 µs"
+    );
+    for (p, f) in points.iter().zip(figures) {
+        for ((_, v), w) in grid.settings(p.point).iter().zip(&widths) {
+            let _ = write!(s, "{v:>w$} ");
+        }
+        let _ = writeln!(
+            s,
+            "{:>11.0} {:>10.1} {:>10.1} {:>9.2} {:>9.2} {:>9.2}",
+            f.iops,
+            f.read_bandwidth_bytes_per_s / 1e6,
+            f.write_bandwidth_bytes_per_s / 1e6,
+            f.latency_ns.mean / 1e3,
+            f.latency_ns.p50 as f64 / 1e3,
+            f.latency_ns.p99 as f64 / 1e3,
+        );
+    }
+    s
+}
+
+/// A value as a number for the x axis, if it reads as one.
+fn numeric(value: &str) -> Option<f64> {
+    match parse_value(value) {
+        toml::Value::Integer(i) => Some(i as f64),
+        toml::Value::Float(f) => Some(f),
+        _ => None,
+    }
+}
+
+/// The metric against the first parameter, one curve for each combination of the others.
+fn plot(
+    grid: &Grid,
+    metric: Metric,
+    points: &[PointLine],
+    figures: &[Figures],
+    path: &Path,
+) -> Result<()> {
+    let x_dim = &grid.dims[0];
+    let xs: Vec<Option<f64>> = x_dim.values.iter().map(|v| numeric(v)).collect();
+    let categorical = xs.iter().any(Option::is_none);
+    let x_of = |i: usize| {
+        if categorical {
+            i as f64
+        } else {
+            xs[i].expect("numeric")
+        }
+    };
+    let positive: Vec<f64> = xs.iter().flatten().copied().filter(|x| *x > 0.0).collect();
+    let log_x = !categorical
+        && positive.len() == xs.len()
+        && positive.iter().cloned().fold(f64::MIN, f64::max)
+            / positive.iter().cloned().fold(f64::MAX, f64::min)
+            >= 100.0;
+    let per_curve = x_dim.values.len();
+    let curves = grid.len() / per_curve;
+    let series: Vec<Series> = (0..curves)
+        .map(|c| {
+            let first = c * per_curve;
+            let label = if grid.dims.len() == 1 {
+                figures
+                    .first()
+                    .map_or_else(String::new, |f| f.device.clone())
+            } else {
+                grid.settings(first)[1..]
+                    .iter()
+                    .map(|(k, v)| format!("{k}={v}"))
+                    .collect::<Vec<_>>()
+                    .join(" ")
+            };
+            Series {
+                label,
+                points: (0..per_curve)
+                    .filter_map(|x| {
+                        points
+                            .iter()
+                            .position(|p| p.point == first + x)
+                            .map(|at| (x_of(x), metric.of(&figures[at])))
+                    })
+                    .collect(),
+            }
+        })
+        .collect();
+    let x_label = if categorical {
+        format!(
+            "{} ({})",
+            x_dim.key,
+            x_dim
+                .values
+                .iter()
+                .enumerate()
+                .map(|(i, v)| format!("{i}={v}"))
+                .collect::<Vec<_>>()
+                .join(", ")
+        )
+    } else {
+        x_dim.key.clone()
+    };
+    let title = format!("{} vs {}", metric.label(), x_dim.key);
+    write_chart(
+        path,
+        &Chart {
+            title: &title,
+            x_label: &x_label,
+            y_label: metric.label(),
+            log_x,
+            log_y: false,
+            series: &series,
+            reference: None,
+        },
+    )
+}
