@@ -9,6 +9,9 @@ use serde::Serialize;
 pub enum Component {
     /// Host software before the command is issued (set by the engine, not the device).
     Host,
+    /// The network to a remote device and back (`[fabric]`): serialisation, hops, the
+    /// adapters' overhead, and the remote CPU when it is on the path.
+    Fabric,
     /// Delivering the command: PIO command word, or doorbell + SQ entry fetch + PRP list fetch.
     CommandFetch,
     /// Waiting: for a tag, a transfer buffer, a busy link, ring or bank, or earlier pieces.
@@ -26,8 +29,9 @@ pub enum Component {
 }
 
 impl Component {
-    pub const ALL: [Component; 8] = [
+    pub const ALL: [Component; 9] = [
         Component::Host,
+        Component::Fabric,
         Component::CommandFetch,
         Component::Queueing,
         Component::Controller,
@@ -40,6 +44,7 @@ impl Component {
     pub fn name(self) -> &'static str {
         match self {
             Component::Host => "host",
+            Component::Fabric => "fabric",
             Component::CommandFetch => "command_fetch",
             Component::Queueing => "queueing",
             Component::Controller => "controller",

@@ -28,6 +28,9 @@ pub struct DeviceConfig {
     pub host: HostConfig,
     #[serde(default)]
     pub model: ModelConfig,
+    /// The network between the host and a remote device; none by default (a local device).
+    #[serde(default)]
+    pub fabric: FabricConfig,
 }
 
 /// Which timing model runs the device.
@@ -319,6 +322,89 @@ pub struct WearConfig {
     pub gap_interval_writes: u32,
 }
 
+/// A network between the host and the device (`[fabric]`), for a device in another machine:
+/// every command crosses it as a request message and comes back as a response message. A
+/// message waits for its direction of the wire (serialisation at `bandwidth_bytes_per_s`, so
+/// large transfers queue behind each other), then travels `hops` hops of `hop_latency_ns` and
+/// pays `message_overhead_ns` in the network adapters. With `kind = "tcp"` the remote machine's
+/// CPU is on the path: it handles every message (`remote_cpu_ns` plus copying at
+/// `remote_cpu_bytes_per_s`) on one of `remote_cpu_cores` cores, as an NBD or iSCSI server
+/// does. With `kind = "rdma"` the network adapter reaches the device itself (NVMe-oF, or DC
+/// Express's "bypassing the remote CPU for low latency access to networked storage",
+/// hgst-dcexpress-2016-slides.md) and no CPU is on the path.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct FabricConfig {
+    #[serde(default)]
+    pub kind: FabricKind,
+    /// Hops one way: the cables and switches a message crosses (1: a direct cable).
+    #[serde(default = "default_hops")]
+    pub hops: u32,
+    /// One way, per hop: propagation and switching.
+    #[serde(default)]
+    pub hop_latency_ns: u64,
+    /// Each direction's data rate (full duplex); 0 only with `kind = "none"`.
+    #[serde(default)]
+    pub bandwidth_bytes_per_s: u64,
+    /// Per message, both network adapters together (doorbell, DMA, protocol processing).
+    #[serde(default)]
+    pub message_overhead_ns: u64,
+    /// Bytes of a message besides its data: the command in a request, the status in a
+    /// response (headers of the transport included).
+    #[serde(default = "default_header_bytes")]
+    pub header_bytes: u32,
+    /// `tcp` only: the remote CPU's time per message (network stack, server software).
+    #[serde(default)]
+    pub remote_cpu_ns: u64,
+    /// `tcp` only: the remote CPU's copying rate for a message's data (0: no per-byte cost).
+    #[serde(default)]
+    pub remote_cpu_bytes_per_s: u64,
+    /// `tcp` only: cores serving messages side by side.
+    #[serde(default = "default_remote_cpu_cores")]
+    pub remote_cpu_cores: u32,
+}
+
+impl Default for FabricConfig {
+    fn default() -> Self {
+        FabricConfig {
+            kind: FabricKind::None,
+            hops: default_hops(),
+            hop_latency_ns: 0,
+            bandwidth_bytes_per_s: 0,
+            message_overhead_ns: 0,
+            header_bytes: default_header_bytes(),
+            remote_cpu_ns: 0,
+            remote_cpu_bytes_per_s: 0,
+            remote_cpu_cores: default_remote_cpu_cores(),
+        }
+    }
+}
+
+fn default_hops() -> u32 {
+    1
+}
+
+fn default_header_bytes() -> u32 {
+    64
+}
+
+fn default_remote_cpu_cores() -> u32 {
+    1
+}
+
+/// What carries commands between the host and the device.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum FabricKind {
+    /// The device is in the host: no network.
+    #[default]
+    None,
+    /// RDMA or NVMe-oF: the network adapter reaches the device; no remote CPU on the path.
+    Rdma,
+    /// TCP to a server program (NBD, iSCSI): the remote CPU handles every message.
+    Tcp,
+}
+
 /// Costs on the host side of the interface, charged by the engines, not by the device.
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -347,6 +433,11 @@ pub mod limits {
     pub const WEAR_LINES_MAX: u64 = 1 << 28;
     /// One hour: any latency beyond this is a typo, not a device.
     pub const LATENCY_NS_MAX: u64 = 3_600_000_000_000;
+    /// Network hops one way: a path across a data centre is a handful.
+    pub const FABRIC_HOPS_MAX: u32 = 64;
+    pub const REMOTE_CPU_CORES_MAX: u32 = 1024;
+    /// A message header beyond a megabyte is a typo.
+    pub const HEADER_BYTES_MAX: u32 = 1 << 20;
 }
 
 fn check(
@@ -363,6 +454,50 @@ fn check(
             range: range.to_string(),
             value: value.to_string(),
         })
+    }
+}
+
+impl FabricConfig {
+    fn validate(&self) -> Result<(), ConfigError> {
+        use limits::*;
+        check(
+            (1..=FABRIC_HOPS_MAX).contains(&self.hops),
+            "fabric.hops",
+            "1 to 64",
+            self.hops,
+        )?;
+        check_latency("fabric.hop_latency_ns", self.hop_latency_ns)?;
+        check_latency("fabric.message_overhead_ns", self.message_overhead_ns)?;
+        check_latency("fabric.remote_cpu_ns", self.remote_cpu_ns)?;
+        check(
+            self.header_bytes <= HEADER_BYTES_MAX,
+            "fabric.header_bytes",
+            "0 to 1048576",
+            self.header_bytes,
+        )?;
+        check(
+            (1..=REMOTE_CPU_CORES_MAX).contains(&self.remote_cpu_cores),
+            "fabric.remote_cpu_cores",
+            "1 to 1024",
+            self.remote_cpu_cores,
+        )?;
+        if self.kind != FabricKind::None {
+            check(
+                self.bandwidth_bytes_per_s > 0,
+                "fabric.bandwidth_bytes_per_s",
+                "above 0 for a fabric (e.g. 12.5g for 100 Gb/s)",
+                self.bandwidth_bytes_per_s,
+            )?;
+        }
+        if self.kind != FabricKind::Tcp {
+            check(
+                self.remote_cpu_ns == 0 && self.remote_cpu_bytes_per_s == 0,
+                "fabric.remote_cpu_ns",
+                "0 unless fabric.kind = \"tcp\" (only TCP puts the remote CPU on the path)",
+                self.remote_cpu_ns,
+            )?;
+        }
+        Ok(())
     }
 }
 
@@ -417,6 +552,7 @@ impl DeviceConfig {
         check_latency("link.propagation_ns", l.propagation_ns)?;
         check_latency("link.host_read_latency_ns", l.host_read_latency_ns)?;
         check_latency("model.null_latency_ns", self.model.null_latency_ns)?;
+        self.fabric.validate()?;
 
         let i = &self.interface;
         check_latency("interface.status_read_ns", i.status_read_ns)?;

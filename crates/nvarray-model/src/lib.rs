@@ -14,6 +14,7 @@ pub mod device;
 pub mod device_model;
 pub mod disk;
 pub mod error;
+pub mod fabric;
 pub mod link;
 pub mod memory;
 pub mod null_device;
@@ -24,7 +25,7 @@ pub mod timeline;
 pub mod wear;
 
 pub use breakdown::{Breakdown, Component};
-pub use config::{ControllerMode, DeviceConfig, ModelKind, Policy, Protocol};
+pub use config::{ControllerMode, DeviceConfig, FabricKind, ModelKind, Policy, Protocol};
 pub use device::{check_command, ArrayModel, Command, Completion, Op, ResourceBusy};
 pub use device_model::DeviceModel;
 pub use error::{CommandError, ConfigError};

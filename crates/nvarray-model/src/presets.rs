@@ -36,6 +36,8 @@ pub const PRESETS: &[Preset] = &[
     preset!("optane-p4800x"),
     preset!("dc-express-gen2x4"),
     preset!("dc-express-gen3x8"),
+    preset!("remote-pcm"),
+    preset!("remote-dram"),
     preset!("hdd"),
     preset!("pcie-flash-2010"),
     preset!("null"),

@@ -5,7 +5,7 @@
 use std::collections::BTreeMap;
 
 use nvarray_model::presets::PRESETS;
-use nvarray_model::{Command, Component, DeviceModel, ModelKind, Op};
+use nvarray_model::{Command, Component, DeviceModel, FabricKind, ModelKind, Op};
 use proptest::prelude::*;
 
 fn config(preset: usize, mut overrides: Vec<(String, String)>) -> nvarray_model::DeviceConfig {
@@ -27,10 +27,11 @@ fn overrides() -> impl Strategy<Value = Vec<(String, String)>> {
         prop_oneof![Just("4096"), Just("8192"), Just("65536")],
         0u64..5000,
         any::<bool>(),
+        prop_oneof![Just("none"), Just("rdma"), Just("tcp")],
     )
         .prop_map(
-            |(policy, buffers, banks, controllers, buffer_bytes, latency, wear)| {
-                vec![
+            |(policy, buffers, banks, controllers, buffer_bytes, latency, wear, fabric)| {
+                let mut o: Vec<(String, String)> = vec![
                     ("controller.policy".into(), policy.into()),
                     ("controller.buffer_count".into(), buffers.to_string()),
                     ("controller.buffer_bytes".into(), buffer_bytes.into()),
@@ -45,7 +46,20 @@ fn overrides() -> impl Strategy<Value = Vec<(String, String)>> {
                     ("memory.write_latency_ns".into(), (latency * 3).to_string()),
                     ("wear.enabled".into(), wear.to_string()),
                     ("wear.gap_interval_writes".into(), "3".into()),
-                ]
+                ];
+                // A remote device: every property holds with the network in front of it.
+                if fabric != "none" {
+                    o.push(("fabric.kind".into(), fabric.into()));
+                    o.push(("fabric.bandwidth_bytes_per_s".into(), "3000000000".into()));
+                    o.push(("fabric.hop_latency_ns".into(), (latency / 2).to_string()));
+                    o.push(("fabric.message_overhead_ns".into(), "300".into()));
+                }
+                if fabric == "tcp" {
+                    o.push(("fabric.remote_cpu_ns".into(), "700".into()));
+                    o.push(("fabric.remote_cpu_bytes_per_s".into(), "5000000000".into()));
+                    o.push(("fabric.remote_cpu_cores".into(), "2".into()));
+                }
+                o
             },
         )
 }
@@ -74,7 +88,11 @@ proptest! {
             match cfg.model.kind {
                 // Every part of the array takes time.
                 ModelKind::Array => assert!(c.visible_ns > submit),
-                ModelKind::Null => assert_eq!(c.visible_ns, submit + cfg.model.null_latency_ns),
+                ModelKind::Null if cfg.fabric.kind == FabricKind::None => {
+                    assert_eq!(c.visible_ns, submit + cfg.model.null_latency_ns)
+                }
+                // Behind a network: the messages' trips on top.
+                ModelKind::Null => assert!(c.visible_ns > submit + cfg.model.null_latency_ns),
             }
             assert_eq!(c.breakdown.total_ns(), c.visible_ns - c.submit_ns, "breakdown {:?}", c.breakdown);
             assert!(done.insert(c.id, c.visible_ns).is_none(), "command {} completed twice", c.id);

@@ -463,8 +463,13 @@ fn report_body(r: &RunReport) -> String {
     }
     let _ = writeln!(
         s,
-        "cpu: {:.3} s per GB moved (user + system, whole process)",
-        r.cpu_seconds_per_gb
+        "cpu: {:.3} s per GB moved (user + system, {})",
+        r.cpu_seconds_per_gb,
+        if r.engine == "sim" {
+            "the simulating thread"
+        } else {
+            "whole process"
+        }
     );
     let l = &r.lateness_ns;
     let _ = writeln!(
