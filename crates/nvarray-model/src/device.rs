@@ -72,6 +72,12 @@ pub struct ResourceBusy {
     /// Tag-nanoseconds held, summed over all tags.
     pub tags_ns: u64,
     pub tags: u32,
+    /// The network to a remote device (`[fabric]`), each direction of its wire; 0 without one.
+    pub fabric_to_device_ns: u64,
+    pub fabric_to_host_ns: u64,
+    /// The remote CPU's cores on a TCP fabric, summed over them.
+    pub remote_cpu_ns: u64,
+    pub remote_cpu_cores: u32,
 }
 
 impl ResourceBusy {
@@ -96,6 +102,10 @@ impl ResourceBusy {
             banks_ns: f(self.banks_ns, other.banks_ns),
             buffers_ns: f(self.buffers_ns, other.buffers_ns),
             tags_ns: f(self.tags_ns, other.tags_ns),
+            fabric_to_device_ns: f(self.fabric_to_device_ns, other.fabric_to_device_ns),
+            fabric_to_host_ns: f(self.fabric_to_host_ns, other.fabric_to_host_ns),
+            remote_cpu_ns: f(self.remote_cpu_ns, other.remote_cpu_ns),
+            remote_cpu_cores: self.remote_cpu_cores.max(other.remote_cpu_cores),
             controller_engines: self.controller_engines.max(other.controller_engines),
             banks: self.banks.max(other.banks),
             buffers: self.buffers.max(other.buffers),
@@ -915,6 +925,8 @@ impl ArrayModel {
             buffers: self.cfg.controller.buffer_count,
             tags_ns: self.tags_busy_ns,
             tags: self.cfg.controller.tags,
+            // The fabric's, if any: `DeviceModel::resource_busy`.
+            ..ResourceBusy::default()
         }
     }
 
@@ -974,6 +986,10 @@ mod tests {
             buffers: 8,
             tags_ns: 9 * ns,
             tags: 256,
+            fabric_to_device_ns: 10 * ns,
+            fabric_to_host_ns: 11 * ns,
+            remote_cpu_ns: 12 * ns,
+            remote_cpu_cores: 2,
         };
         assert_eq!(reading(30).since(&reading(10)), reading(20));
         assert_eq!(ResourceBusy::default().plus(&reading(5)), reading(5));

@@ -160,10 +160,19 @@ impl DeviceModel {
 
     /// Busy time of every resource so far.
     pub fn resource_busy(&self) -> ResourceBusy {
-        match &self.device {
+        let mut busy = match &self.device {
             Device::Array(m) => m.resource_busy(),
             Device::Null(m) => m.resource_busy(),
+        };
+        if let Some(f) = &self.fabric {
+            (
+                busy.fabric_to_device_ns,
+                busy.fabric_to_host_ns,
+                busy.remote_cpu_ns,
+            ) = f.busy_ns();
+            busy.remote_cpu_cores = f.remote_cpu_cores();
         }
+        busy
     }
 
     pub fn wear_stats(&self) -> Option<WearStats> {

@@ -220,6 +220,11 @@ impl Fabric {
         )
     }
 
+    /// Cores of the remote CPU on the path (0 for RDMA).
+    pub fn remote_cpu_cores(&self) -> u32 {
+        self.remote_cpu.len() as u32
+    }
+
     /// Busy time so far of each direction of the wire and of the remote CPU's cores together.
     pub fn busy_ns(&self) -> (u64, u64, u64) {
         (

@@ -257,6 +257,14 @@ pub struct Utilisation {
     pub banks: f64,
     pub buffers: f64,
     pub tags: f64,
+    /// Each direction of the network's wire, for a remote device (`[fabric]`).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub fabric_to_device: Option<f64>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub fabric_to_host: Option<f64>,
+    /// The remote CPU's cores, on a TCP fabric.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub remote_cpu: Option<f64>,
 }
 
 #[derive(Clone, Debug, Default, PartialEq, Serialize)]
@@ -681,6 +689,7 @@ impl RunReport {
         let all_ns = whole_ns(streams, elapsed_ns);
         let e = elapsed_ns.max(1) as f64;
         let frac = |ns: u64, n: u32| (ns as f64 / (e * f64::from(n.max(1)))).min(1.0);
+        let remote = model.config().fabric.kind != nvarray_model::FabricKind::None;
         RunReport {
             engine,
             device: model.config().name.clone(),
@@ -693,6 +702,10 @@ impl RunReport {
                 banks: frac(busy.banks_ns, busy.banks),
                 buffers: frac(busy.buffers_ns, busy.buffers),
                 tags: frac(busy.tags_ns, busy.tags),
+                fabric_to_device: remote.then(|| frac(busy.fabric_to_device_ns, 1)),
+                fabric_to_host: remote.then(|| frac(busy.fabric_to_host_ns, 1)),
+                remote_cpu: (busy.remote_cpu_cores > 0)
+                    .then(|| frac(busy.remote_cpu_ns, busy.remote_cpu_cores)),
             },
             wear: model.wear_stats().map(|w| WearReport {
                 line_writes_max: w.line_writes_max,

@@ -154,3 +154,49 @@ fn the_null_device_completes_every_request_its_latency_after_submission() {
         );
     }
 }
+
+/// A remote device (`[fabric]`) in the emulator: real requests wait for both messages' trips
+/// (no request is seen sooner than the network allows), and the breakdown gives the network
+/// the same share as the simulator does.
+#[test]
+fn a_remote_device_makes_real_requests_wait_for_the_network() {
+    // 20 us each way: far above the machine's own noise.
+    let cfg = preset("dram")
+        .unwrap()
+        .load(&[
+            ("memory.capacity_bytes".into(), SIZE.to_string()),
+            ("fabric.kind".into(), "tcp".into()),
+            ("fabric.bandwidth_bytes_per_s".into(), "1000000000".into()),
+            ("fabric.hop_latency_ns".into(), "15000".into()),
+            ("fabric.remote_cpu_ns".into(), "5000".into()),
+        ])
+        .unwrap();
+    let w = workload(&[("rw", "randread"), ("bs", "4k"), ("number_ios", "500")]);
+    let sim = nvarray_run::sim::run(&cfg, &w).unwrap();
+    let fabric = |r: &nvarray_run::RunReport| {
+        r.totals
+            .breakdown_ns
+            .0
+            .iter()
+            .find(|(name, _)| *name == "fabric")
+            .unwrap()
+            .1
+    };
+    // Request 64 B and response 64 B + 4 KiB at a byte a nanosecond, 15 us and 5 us each way.
+    let expected = (64 + 64 + 4096 + 2 * (15_000 + 5_000)) as f64;
+    assert_eq!(fabric(&sim), expected);
+    let device = Device::open(&cfg, &Options::default()).unwrap();
+    let emu = emu::run_on(&device, &w, &mut |_| {}).unwrap();
+    assert_eq!(emu.totals.requests, 500);
+    assert!(
+        emu.totals.latency_ns.min as f64 >= expected,
+        "a request was seen {} ns after issue, sooner than the network's {expected} ns",
+        emu.totals.latency_ns.min
+    );
+    assert_eq!(fabric(&emu), expected, "the model's share of each request");
+    let u = &emu.utilisation;
+    assert!(
+        u.fabric_to_host.is_some() && u.remote_cpu.is_some(),
+        "{u:?}"
+    );
+}

@@ -440,8 +440,7 @@ fn report_body(r: &RunReport) -> String {
         .collect();
     let _ = writeln!(s, "  {}", parts.join(" | "));
     let u = &r.utilisation;
-    let _ = writeln!(
-        s,
+    let mut line = format!(
         "utilisation: link to device {:.0}% | link to host {:.0}% | controller {:.0}% | ring {:.0}% | banks {:.0}% | buffers {:.0}% | tags {:.0}%",
         u.link_to_device * 100.0,
         u.link_to_host * 100.0,
@@ -451,6 +450,16 @@ fn report_body(r: &RunReport) -> String {
         u.buffers * 100.0,
         u.tags * 100.0
     );
+    for (name, value) in [
+        ("fabric to device", u.fabric_to_device),
+        ("fabric to host", u.fabric_to_host),
+        ("remote cpu", u.remote_cpu),
+    ] {
+        if let Some(v) = value {
+            let _ = write!(line, " | {name} {:.0}%", v * 100.0);
+        }
+    }
+    let _ = writeln!(s, "{line}");
     if let Some(w) = &r.wear {
         let _ = writeln!(
             s,
