@@ -174,6 +174,22 @@ pub enum BlockSize {
 }
 
 impl BlockSize {
+    /// The mean request length in bytes.
+    pub fn mean_bytes(&self) -> f64 {
+        match self {
+            BlockSize::Fixed(len_bytes) => f64::from(*len_bytes),
+            BlockSize::Split(entries) => {
+                let percent: u32 = entries.iter().map(|&(_, p)| p).sum();
+                let weighted: f64 = entries
+                    .iter()
+                    .map(|&(len, p)| f64::from(len) * f64::from(p))
+                    .sum();
+                weighted / f64::from(percent.max(1))
+            }
+            BlockSize::Range { min, max } => (f64::from(*min) + f64::from(*max)) / 2.0,
+        }
+    }
+
     /// The job key that sets this variant, for error messages.
     pub fn key(&self) -> &'static str {
         match self {

@@ -162,8 +162,12 @@ pub fn run(args: &SweepSpec, run: &RunArgs, engine: &Engine<'_>) -> Result<()> {
         let total = held.len();
         let bar = Progress::new("sweeping", total as u64);
         bar.set_message(format!("{total} points, {} at a time", jobs.min(total)));
+        // The costliest points first: a long point started last would leave the other
+        // threads idle at the end. The order changes when a point finishes, never its result.
+        let mut order: Vec<usize> = (0..total).collect();
+        order.sort_by(|&a, &b| cost_hint(&held[b].2).total_cmp(&cost_hint(&held[a].2)));
         let run_point = |k: usize, progress: &mut dyn FnMut(f64)| {
-            let (_, device, workload) = &held[k];
+            let (_, device, workload) = &held[order[k]];
             (engine.run)(device, workload, progress)
         };
         let mut write_error = None;
@@ -178,7 +182,7 @@ pub fn run(args: &SweepSpec, run: &RunArgs, engine: &Engine<'_>) -> Result<()> {
                     &grid,
                     args.metric,
                     shard,
-                    held[k].0,
+                    held[order[k]].0,
                     serde_json::to_value(&report).expect("a report is JSON"),
                 );
                 let written = serde_json::to_writer(&mut lines_file, &line)
@@ -195,7 +199,7 @@ pub fn run(args: &SweepSpec, run: &RunArgs, engine: &Engine<'_>) -> Result<()> {
         if let Err((k, e)) = result {
             return Err(e.context(format!(
                 "sweep point {} (the points that finished are in {})",
-                grid.describe(held[k].0),
+                grid.describe(held[order[k]].0),
                 lines_path.display()
             )));
         }
@@ -232,6 +236,24 @@ pub fn run(args: &SweepSpec, run: &RunArgs, engine: &Engine<'_>) -> Result<()> {
             Ok(())
         }
     }
+}
+
+/// A rough relative cost of simulating `w`, only to start the costliest points first: each
+/// job's requests (or, bounded by time, its runtime) times the pieces of a mean request, from
+/// a per-request cost measured to grow about 19x from 4 KiB to 256 KiB (`docs/perf.md`,
+/// "Sweeps on every core").
+fn cost_hint(w: &Workload) -> f64 {
+    w.jobs
+        .iter()
+        .map(|j| {
+            let threads = f64::from(j.numjobs.max(1));
+            match (j.number_ios, j.runtime_ns) {
+                (Some(n), _) => threads * n as f64 * (1.0 + j.bs.mean_bytes() / 16384.0),
+                (None, Some(t)) => threads * t as f64,
+                (None, None) => threads,
+            }
+        })
+        .sum()
 }
 
 /// Threads for the points: `--jobs`, or every core for the simulator; the emulator's points
