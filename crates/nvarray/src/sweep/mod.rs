@@ -221,10 +221,12 @@ pub fn run(args: &SweepSpec, run: &RunArgs, engine: &Engine<'_>) -> Result<()> {
                 return Ok(());
             }
             let figures = present::figures(&lines)?;
-            print!(
-                "{}",
-                present::table(&grid, args.metric, &lines, &figures, false)
-            );
+            if !lines.is_empty() {
+                print!(
+                    "{}",
+                    present::table(&grid, args.metric, &lines, &figures, false)
+                );
+            }
             present::print_unfaithful(&grid, &lines, &figures);
             println!(
                 "\nshard {shard}: {} of the sweep's {} points; wrote {}\n\
