@@ -606,6 +606,13 @@ top() { sed -nE "s/^  \"$1\": ([0-9.]+),?$/\1/p" "$report" | head -n 1; }
 S_REQ=$(top requests) S_RREQ=$(top read_requests) S_WREQ=$(top write_requests)
 S_RB=$(top read_bytes) S_WB=$(top write_bytes) S_IOPS=$(top iops)
 S_MEAN=$(sed -nE 's/^    "mean": ([0-9.]+),?$/\1/p' "$report" | head -n 1)   # latency_ns.mean
+# The server's own view, one stream per client host (its address).
+S_HOSTS_JSON=$(python3 -c '
+import json, sys
+r = json.load(open(sys.argv[1]))
+print(json.dumps([{"host": s["name"], "requests": s["requests"], "read_bytes": s["read_bytes"],
+                   "write_bytes": s["write_bytes"], "mean_latency_ns": s["latency_ns"]["mean"]}
+                  for s in r.get("streams", [])]))' "$report" 2>/dev/null || echo '[]')
 SERVER_OK=1
 [ "${S_REQ:-0}" -gt 0 ] 2>/dev/null || SERVER_OK=0
 [ "$SERVER_STATUS" = 0 ] || SERVER_OK=0
@@ -642,6 +649,12 @@ echo "server: ${S_REQ:-?} requests (${S_RREQ:-?} reads, ${S_WREQ:-?} writes)," \
     "$(awk -v b="${S_WB:-0}" 'BEGIN{printf "%.1f", b/1e6}') MB written," \
     "mean latency $(awk -v ns="${S_MEAN:-0}" 'BEGIN{printf "%.1f", ns/1e3}') us; exit status ${SERVER_STATUS:-?};" \
     "peak $PEAK_TOTAL connections from ${#PEAK_CONNS[@]} hosts (ss)"
+python3 -c '
+import json, sys
+for h in json.loads(sys.argv[1]):
+    print("  server sees %-12s %9d requests %9.1f MB read %9.1f MB written  mean %.1f us" % (
+        h["host"], h["requests"], h["read_bytes"] / 1e6, h["write_bytes"] / 1e6,
+        h["mean_latency_ns"] / 1e3))' "$S_HOSTS_JSON" || true
 [ -z "$SERVER_NOTES" ] || echo "server stderr: $SERVER_NOTES"
 if [ $CLEAN_OK = 1 ]; then
     echo "cleanup: ${#NAMESPACES[@]} namespaces, $CLIENTS veth pairs and every process removed"
@@ -673,7 +686,7 @@ if [ -n "$JSON" ]; then
         echo "  ],"
         echo "  \"sharing\": {\"offset\": $SHARE_OFF, \"length\": $SHARE_LEN, \"pattern\": \"0x5a\", \"passed\": $([ $SHARING_OK = 1 ] && echo true || echo false),"
         echo "    \"checks\": [$(join "${checks[@]}")]},"
-        echo "  \"server\": {\"requests\": ${S_REQ:-0}, \"read_requests\": ${S_RREQ:-0}, \"write_requests\": ${S_WREQ:-0}, \"read_bytes\": ${S_RB:-0}, \"write_bytes\": ${S_WB:-0}, \"iops\": ${S_IOPS:-0}, \"mean_latency_ns\": ${S_MEAN:-0}, \"exit_status\": ${SERVER_STATUS:-null}, \"peak_connections\": $PEAK_TOTAL, \"peak_connections_by_peer\": {$(join "${peers[@]}")}, \"stderr\": $(json_str "$SERVER_NOTES")},"
+        echo "  \"server\": {\"requests\": ${S_REQ:-0}, \"read_requests\": ${S_RREQ:-0}, \"write_requests\": ${S_WREQ:-0}, \"read_bytes\": ${S_RB:-0}, \"write_bytes\": ${S_WB:-0}, \"iops\": ${S_IOPS:-0}, \"mean_latency_ns\": ${S_MEAN:-0}, \"exit_status\": ${SERVER_STATUS:-null}, \"hosts\": $S_HOSTS_JSON, \"peak_connections\": $PEAK_TOTAL, \"peak_connections_by_peer\": {$(join "${peers[@]}")}, \"stderr\": $(json_str "$SERVER_NOTES")},"
         echo "  \"cleanup\": {\"clean\": $([ $CLEAN_OK = 1 ] && echo true || echo false), \"left\": $(json_str "$(printf '%s' "$LEFT" | tr '\n' ' ')")},"
         echo "  \"passed\": $PASSED"
         echo "}"

@@ -86,6 +86,17 @@ impl Stream {
     }
 
     /// Who is connected, for log lines.
+    /// The client's host, for the report's per-host streams: its address without the port
+    /// (`unix` for a Unix-socket client).
+    pub fn host(&self) -> String {
+        match self {
+            Stream::Unix(_) => "unix".to_string(),
+            Stream::Tcp(s) => s
+                .peer_addr()
+                .map_or_else(|_| "tcp".to_string(), |a| a.ip().to_string()),
+        }
+    }
+
     pub fn peer(&self) -> String {
         match self {
             Stream::Unix(_) => "unix client".to_string(),

@@ -7,6 +7,7 @@
 //! lock real ones out. What the server keeps of a connection after it ends is its statistics,
 //! merged into one record: memory does not grow with the number of connections ever served.
 
+use std::collections::BTreeMap;
 use std::io;
 use std::net::{SocketAddr, TcpListener, ToSocketAddrs};
 use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
@@ -175,8 +176,8 @@ struct Shared {
     queue_pairs: Mutex<Vec<QueuePair>>,
     /// The statistics of each serving connection, by connection id.
     stats: Mutex<Vec<(u64, Arc<Mutex<StreamStats>>)>>,
-    /// Every ended connection's statistics, merged.
-    ended_stats: Mutex<StreamStats>,
+    /// Every ended connection's statistics, merged per client host (the report's streams).
+    ended_stats: Mutex<BTreeMap<String, StreamStats>>,
     /// Time with at least one request in flight on any connection.
     busy: BusyClock,
     /// Each serving connection's fair share of the device's tags.
@@ -273,7 +274,7 @@ impl Server {
                 accepted: AtomicUsize::new(0),
                 queue_pairs: Mutex::new(Vec::new()),
                 stats: Mutex::new(Vec::new()),
-                ended_stats: Mutex::new(StreamStats::new("nbd")),
+                ended_stats: Mutex::new(BTreeMap::new()),
                 busy: BusyClock::new(),
                 tags,
                 started: Instant::now(),
@@ -315,22 +316,43 @@ impl Server {
         ShutdownHandle(Arc::clone(&self.shared))
     }
 
-    /// The device report so far: every request answered on every connection.
+    /// The device report so far: every request answered on every connection, with one stream
+    /// per client host (its address without the port; `unix` for Unix-socket clients), so
+    /// several machines sharing the device each see their own figures. A server no client has
+    /// used has one empty stream, `nbd`.
     pub fn report(&self) -> RunReport {
-        let mut all = StreamStats::new("nbd");
+        let mut hosts: BTreeMap<String, StreamStats> = BTreeMap::new();
+        let mut add = |s: &StreamStats| {
+            hosts
+                .entry(s.name.clone())
+                .or_insert_with(|| StreamStats::new(&s.name))
+                .merge(s);
+        };
         // Live ones first, under their list's lock, so a connection ending meanwhile (moved
         // from the list to the merged record under the same lock) is counted exactly once.
         let live = self.shared.stats.lock().expect("stats lock poisoned");
         for (_, s) in live.iter() {
-            all.merge(&s.lock().expect("stats lock poisoned"));
+            add(&s.lock().expect("stats lock poisoned"));
         }
-        all.merge(&self.shared.ended_stats.lock().expect("stats lock poisoned"));
+        for s in self
+            .shared
+            .ended_stats
+            .lock()
+            .expect("stats lock poisoned")
+            .values()
+        {
+            add(s);
+        }
         drop(live);
+        let mut streams: Vec<StreamStats> = hosts.into_values().collect();
+        if streams.is_empty() {
+            streams.push(StreamStats::new("nbd"));
+        }
         let uptime_ns = self.shared.started.elapsed().as_nanos() as u64;
         let cpu = process_cpu_seconds() - self.shared.cpu_start;
         // Rates and utilisation over the busy time: idle hours between clients dilute nothing.
         let mut report =
-            nvarray_run::device_report(&self.device, &[all], self.shared.busy.busy_ns(), cpu);
+            nvarray_run::device_report(&self.device, &streams, self.shared.busy.busy_ns(), cpu);
         report.uptime_ns = Some(uptime_ns);
         if let Some(setup) = report.emulator.as_mut() {
             // The CPUs of the connections so far, up to one per CPU of the list.
@@ -531,6 +553,7 @@ impl Server {
     }
 
     fn transmit(&self, id: u64, stream: Stream, structured: bool, log: &(dyn Fn(&str) + Sync)) {
+        let host = stream.host();
         let qp = self
             .shared
             .queue_pairs
@@ -538,7 +561,7 @@ impl Server {
             .expect("queue pair lock poisoned")
             .pop()
             .unwrap_or_else(|| self.device.queue_pair(self.device.completion()));
-        let stats = Arc::new(Mutex::new(StreamStats::new("nbd")));
+        let stats = Arc::new(Mutex::new(StreamStats::new(&host)));
         self.shared
             .stats
             .lock()
@@ -564,7 +587,7 @@ impl Server {
             .expect("queue pair lock poisoned")
             .push(qp);
         {
-            // Merge into the one record of ended connections, under the list's lock (see
+            // Merge into its host's record of ended connections, under the list's lock (see
             // `report`), and forget this connection's own.
             let mut live = self.shared.stats.lock().expect("stats lock poisoned");
             live.retain(|(i, _)| *i != id);
@@ -572,6 +595,8 @@ impl Server {
                 .ended_stats
                 .lock()
                 .expect("stats lock poisoned")
+                .entry(host.clone())
+                .or_insert_with(|| StreamStats::new(&host))
                 .merge(&stats.lock().expect("stats lock poisoned"));
         }
         if let Err(e) = result {

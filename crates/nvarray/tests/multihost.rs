@@ -144,6 +144,31 @@ fn three_hosts_share_one_emulated_array_over_nbd() {
         "the device saw fewer bytes read than the hosts read: {server:#}"
     );
 
+    // The server's own report has one stream per client host, each host's bytes at least
+    // what that host moved (the sharing checks add to some), and nothing else.
+    let seen = server["hosts"]
+        .as_array()
+        .expect("the server's per-host streams");
+    assert_eq!(seen.len(), 3, "{server:#}");
+    for h in hosts {
+        let address = h["address"].as_str().unwrap();
+        let s = seen
+            .iter()
+            .find(|s| s["host"] == address)
+            .unwrap_or_else(|| panic!("the server has no stream for {address}: {server:#}"));
+        assert!(
+            s["read_bytes"].as_u64().unwrap() >= h["read_bytes"].as_u64().unwrap()
+                && s["write_bytes"].as_u64().unwrap() >= h["write_bytes"].as_u64().unwrap(),
+            "the server saw {address} move less than it did: {s:#} {h:#}"
+        );
+    }
+    let per_host: u64 = seen.iter().map(|s| s["requests"].as_u64().unwrap()).sum();
+    assert_eq!(
+        Some(per_host),
+        server["requests"].as_u64(),
+        "the hosts' streams add up to the whole"
+    );
+
     // Nothing of the run is left.
     assert_eq!(report["cleanup"]["clean"], Value::Bool(true), "{report:#}");
     let made: Vec<&str> = report["namespaces"]
