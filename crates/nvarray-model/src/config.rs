@@ -485,7 +485,7 @@ impl FabricConfig {
             check(
                 self.bandwidth_bytes_per_s > 0,
                 "fabric.bandwidth_bytes_per_s",
-                "above 0 for a fabric (e.g. 12.5g for 100 Gb/s)",
+                "above 0 for a fabric (e.g. 12500000000 for 100 Gb/s)",
                 self.bandwidth_bytes_per_s,
             )?;
         }

@@ -148,7 +148,15 @@ fn merge(args: &MergeArgs) -> Result<()> {
         .unwrap_or_else(|| PathBuf::from(grid.file_stem()));
     let outputs = Outputs::new(&out, args.plot)?;
     let metric = args.metric.unwrap_or(reference.metric);
-    present::write_sweep(&reference.sweep, grid, metric, &lines, &outputs, args.json)
+    present::write_sweep(
+        &reference.sweep,
+        grid,
+        metric,
+        &lines,
+        &outputs,
+        None,
+        args.json,
+    )
 }
 
 /// The `.jsonl` files of the inputs: each directory's, sorted by name, and each file named.

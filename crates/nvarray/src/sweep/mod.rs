@@ -212,9 +212,15 @@ pub fn run(args: &SweepSpec, run: &RunArgs, engine: &Engine<'_>) -> Result<()> {
     lines.sort_by_key(|l| l.point);
 
     match outputs {
-        Some(outputs) => {
-            present::write_sweep(&sweep, &grid, args.metric, &lines, &outputs, run.json)
-        }
+        Some(outputs) => present::write_sweep(
+            &sweep,
+            &grid,
+            args.metric,
+            &lines,
+            &outputs,
+            Some(&lines_path),
+            run.json,
+        ),
         None => {
             if run.json {
                 println!("{}", serde_json::to_string_pretty(&lines)?);

@@ -90,6 +90,7 @@ pub fn write_sweep(
     metric: Metric,
     points: &[PointLine],
     outputs: &Outputs,
+    lines_path: Option<&Path>,
     print_json: bool,
 ) -> Result<()> {
     let figures = figures(points)?;
@@ -104,7 +105,8 @@ pub fn write_sweep(
         print!("{}", table(grid, metric, points, &figures, true));
         print_unfaithful(grid, points, &figures);
         println!(
-            "\nwrote {} and {}",
+            "\nwrote {}{} and {}",
+            lines_path.map_or_else(String::new, |p| format!("{}, ", p.display())),
             outputs.json.display(),
             outputs.plot.display()
         );
