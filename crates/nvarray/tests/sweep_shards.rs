@@ -145,6 +145,19 @@ fn four_shards_merged_equal_the_whole_sweep_and_merge_checks_its_input() {
         "{err}"
     );
 
+    // A line edited out of shape (its grid no longer matches its point count) is refused,
+    // not trusted.
+    let edited = lines
+        .lines()
+        .next()
+        .unwrap()
+        .replacen("\"points\":8", "\"points\":100", 1);
+    std::fs::write(other.join("s1.jsonl"), edited).unwrap();
+    let o = nvarray(&["sweep", "merge", path(&other)], &["--out", path(&merged)]);
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert_eq!(o.status.code(), Some(2), "{err}");
+    assert!(err.contains("was the file edited"), "{err}");
+
     // A line cut short (a shard killed while writing) is named with its file and line.
     std::fs::write(other.join("s1.jsonl"), "{\"sweep\":").unwrap();
     let o = nvarray(&["sweep", "merge", path(&other)], &["--out", path(&merged)]);

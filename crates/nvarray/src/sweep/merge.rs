@@ -79,6 +79,25 @@ fn merge(args: &MergeArgs) -> Result<()> {
                     reference.0.sweep
                 )));
             }
+            if line.grid.dims.is_empty()
+                || line.grid.dims.iter().any(|d| d.values.is_empty())
+                || line.points != line.grid.len()
+                || line.settings.len() != line.grid.dims.len()
+                || !line
+                    .grid
+                    .dims
+                    .iter()
+                    .all(|d| line.settings.contains_key(&d.key))
+            {
+                return Err(input_error(format!(
+                    "{}: point {}'s grid ({}) does not match its count of {} points or its \
+                     settings; was the file edited?",
+                    file.display(),
+                    line.point,
+                    grid_text(&line),
+                    line.points
+                )));
+            }
             if line.point >= line.points {
                 return Err(input_error(format!(
                     "{}: point {} of a sweep of {} points",
