@@ -165,7 +165,8 @@ pub fn run(args: &SweepSpec, run: &RunArgs, engine: &Engine<'_>) -> Result<()> {
         // The costliest points first: a long point started last would leave the other
         // threads idle at the end. The order changes when a point finishes, never its result.
         let mut order: Vec<usize> = (0..total).collect();
-        order.sort_by(|&a, &b| cost_hint(&held[b].2).total_cmp(&cost_hint(&held[a].2)));
+        let cost: Vec<f64> = held.iter().map(|(_, _, w)| cost_hint(w)).collect();
+        order.sort_by(|&a, &b| cost[b].total_cmp(&cost[a]));
         let run_point = |k: usize, progress: &mut dyn FnMut(f64)| {
             let (_, device, workload) = &held[order[k]];
             (engine.run)(device, workload, progress)

@@ -141,6 +141,7 @@ pub fn table(
 ) -> String {
     let mut s = String::new();
     if grid.dims.len() == 2 && complete {
+        let at = positions(grid, points);
         let (rows, cols) = (&grid.dims[0], &grid.dims[1]);
         let _ = writeln!(
             s,
@@ -159,10 +160,7 @@ pub fn table(
             for c in 0..cols.values.len() {
                 // Point index: the first parameter fastest.
                 let i = r + c * rows.values.len();
-                let value = points
-                    .iter()
-                    .position(|p| p.point == i)
-                    .map_or(f64::NAN, |at| metric.of(&figures[at]));
+                let value = at[i].map_or(f64::NAN, |k| metric.of(&figures[k]));
                 let _ = write!(s, " {value:>12.3}");
             }
             s.push('\n');
@@ -194,6 +192,18 @@ pub fn table(
         );
     }
     s
+}
+
+/// Where each of the grid's points is in `points`, if there: one pass, so a large grid's table
+/// and plot do not search the points for each cell.
+fn positions(grid: &Grid, points: &[PointLine]) -> Vec<Option<usize>> {
+    let mut at = vec![None; grid.len()];
+    for (k, p) in points.iter().enumerate() {
+        if let Some(slot) = at.get_mut(p.point) {
+            *slot = Some(k);
+        }
+    }
+    at
 }
 
 /// A value as a number for the x axis, if it reads as one.
@@ -229,6 +239,7 @@ fn plot(
         && positive.iter().cloned().fold(f64::MIN, f64::max)
             / positive.iter().cloned().fold(f64::MAX, f64::min)
             >= 100.0;
+    let at = positions(grid, points);
     let per_curve = x_dim.values.len();
     let curves = grid.len() / per_curve;
     let series: Vec<Series> = (0..curves)
@@ -248,12 +259,7 @@ fn plot(
             Series {
                 label,
                 points: (0..per_curve)
-                    .filter_map(|x| {
-                        points
-                            .iter()
-                            .position(|p| p.point == first + x)
-                            .map(|at| (x_of(x), metric.of(&figures[at])))
-                    })
+                    .filter_map(|x| at[first + x].map(|k| (x_of(x), metric.of(&figures[k]))))
                     .collect(),
             }
         })
