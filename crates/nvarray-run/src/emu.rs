@@ -140,15 +140,20 @@ fn run_phase(
     let at_start = DeviceReading::take(device);
     let mut at_ramp_end = ramp.is_zero().then(|| at_start.clone());
     let start = Instant::now();
+    // Each thread says when it has finished, so the phase ends when its last thread does,
+    // not at the next progress tick.
+    let (finished_tx, finished_rx) = std::sync::mpsc::channel::<()>();
     let results: Vec<Result<(usize, ThreadResult), EmuRunError>> = std::thread::scope(|s| {
         let handles = plan
             .threads
             .into_iter()
             .map(|plan| {
                 let done = &done;
+                let finished = FinishedSignal(finished_tx.clone());
                 std::thread::Builder::new()
                     .name(format!("nvarray-job-{}", plan.stream))
                     .spawn_scoped(s, move || {
+                        let _finished = finished;
                         let (stream, index) = (plan.stream, plan.index);
                         if let Some(cpu) = device.host_cpu(index as usize) {
                             pin_this_thread(cpu).map_err(|source| EmuRunError::Pin {
@@ -167,9 +172,12 @@ fn run_phase(
             // scope waits for them.
             Err(e) => return vec![Err(EmuRunError::ThreadStart(e))],
         };
+        // Only the threads hold senders now, so the channel disconnects when the last ends.
+        drop(finished_tx);
         // The calling thread reports progress while the workers run, and reads the device
-        // when the ramp ends.
-        while !handles.iter().all(|h| h.is_finished()) {
+        // when the ramp ends; it wakes for each thread that finishes.
+        let mut running = handles.len();
+        while running > 0 {
             let by_time = longest.map(|r| start.elapsed().as_secs_f64() / r.as_secs_f64());
             let by_ios = done.ios.load(Ordering::Relaxed) as f64 / ios_total.max(1) as f64;
             let by_bytes = done.bytes.load(Ordering::Relaxed) as f64 / bytes_total.max(1) as f64;
@@ -182,7 +190,7 @@ fn run_phase(
                     .max(by_trace)
                     .min(1.0),
             );
-            let mut nap = Duration::from_millis(50);
+            let mut nap = PROGRESS_EVERY;
             if at_ramp_end.is_none() {
                 let to_ramp_end = ramp.saturating_sub(start.elapsed());
                 if to_ramp_end.is_zero() {
@@ -190,21 +198,51 @@ fn run_phase(
                 }
                 nap = nap.min(to_ramp_end);
             }
-            std::thread::sleep(nap);
+            match finished_rx.recv_timeout(nap) {
+                Ok(()) => running -= 1,
+                Err(std::sync::mpsc::RecvTimeoutError::Timeout) => {}
+                // Every sender is gone: every thread has ended.
+                Err(std::sync::mpsc::RecvTimeoutError::Disconnected) => break,
+            }
         }
         handles
             .into_iter()
             .map(|h| h.join().expect("bench thread panicked"))
             .collect()
     });
-    let elapsed = start.elapsed();
+    let results = results.into_iter().collect::<Result<Vec<_>, _>>()?;
+    // The phase's end is when its last thread stopped measuring, not when this thread
+    // noticed (joining threads is nobody's I/O).
+    let ended = results
+        .iter()
+        .map(|(_, r)| r.ended)
+        .max()
+        .unwrap_or_else(Instant::now);
     // A phase that ended within its ramp measured nothing.
     let at_ramp_end = at_ramp_end.unwrap_or_else(|| DeviceReading::take(device));
     Ok(PhaseRun {
-        results: results.into_iter().collect::<Result<_, _>>()?,
-        measured_ns: elapsed.saturating_sub(ramp).as_nanos() as u64,
+        results,
+        measured_ns: ended
+            .saturating_duration_since(start)
+            .saturating_sub(ramp)
+            .as_nanos() as u64,
         ramp: at_ramp_end.since(&at_start),
     })
+}
+
+/// How often the calling thread updates the progress figure while a phase runs.
+const PROGRESS_EVERY: Duration = Duration::from_millis(50);
+
+/// Tells the phase's calling thread that a host thread has ended, however it ended (returned,
+/// failed, or panicked), when dropped.
+struct FinishedSignal(std::sync::mpsc::Sender<()>);
+
+impl Drop for FinishedSignal {
+    fn drop(&mut self) {
+        // The receiver outlives every thread of the scope; a send can fail only after it
+        // stopped listening, when nobody needs the signal.
+        let _ = self.0.send(());
+    }
 }
 
 /// What a phase's threads have done so far, for the progress bar.
@@ -225,6 +263,8 @@ struct ThreadResult {
     trace: Option<TraceReport>,
     /// A paced thread's requests issued late (`None`: not paced).
     paced_issued_late: Option<u64>,
+    /// When the thread stopped: its last completion was collected.
+    ended: Instant,
 }
 
 /// A timestamped trace's request issued more than this after its time counts as issued late
@@ -437,8 +477,9 @@ fn run_thread(
     // The thread's own time, after its ramp: a thread that stopped before the phase did (its
     // number_ios done, or a runtime shorter than the longest job's) reports its rates over
     // it, as fio does; and a run of several phases adds the phases' times up.
+    let ended = Instant::now();
     stats.set_active_ns(
-        Instant::now()
+        ended
             .saturating_duration_since(measure_from.max(began))
             .as_nanos()
             .max(1) as u64,
@@ -460,6 +501,7 @@ fn run_thread(
             verified_blocks,
             trace,
             paced_issued_late,
+            ended,
         }),
     }
 }

@@ -200,3 +200,36 @@ fn a_remote_device_makes_real_requests_wait_for_the_network() {
         "{u:?}"
     );
 }
+
+/// A run bounded by its request count ends when its last request does: the run's time is
+/// the threads' own (not rounded up to the next look of the thread that watches them), so
+/// requests over `elapsed_ns` is the reported IOPS and utilisation is over the time the
+/// device was used. (It was taken at a 50 ms progress tick: a 5,000-request run on the null
+/// device, a few milliseconds of work, reported at least 50 ms.)
+#[test]
+fn a_counted_run_ends_when_its_last_request_does() {
+    let cfg = preset("null")
+        .unwrap()
+        .load(&[("memory.capacity_bytes".into(), SIZE.to_string())])
+        .unwrap();
+    let device = Device::open(&cfg, &Options::default()).unwrap();
+    let w = workload(&[
+        ("rw", "randread"),
+        ("bs", "512"),
+        ("iodepth", "4"),
+        ("number_ios", "5000"),
+    ]);
+    let report = emu::run_on(&device, &w, &mut |_| {}).unwrap();
+    assert_eq!(report.totals.requests, 5000);
+    let iops_over_elapsed = report.totals.requests as f64 / (report.elapsed_ns as f64 / 1e9);
+    let ratio = report.totals.iops / iops_over_elapsed;
+    // The run's time also holds starting the thread, which is nobody's I/O: a little over
+    // the thread's own, never several times it.
+    assert!(
+        (1.0..1.5).contains(&ratio),
+        "IOPS {:.0} against {} requests in {} ns ({iops_over_elapsed:.0} per second)",
+        report.totals.iops,
+        report.totals.requests,
+        report.elapsed_ns
+    );
+}
