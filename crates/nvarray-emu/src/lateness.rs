@@ -19,6 +19,9 @@ pub struct LatenessReport {
     pub p50_ns: u64,
     pub p99_ns: u64,
     pub max_ns: u64,
+    /// The p99 lateness a faithful run stays within (`Lateness::bound`): anything else the
+    /// emulator's timing depends on (a timed request's issue) is held to the same bound.
+    pub bound_ns: u64,
     pub faithful: bool,
     /// Why the run was not faithful (None when it was).
     pub unfaithful_reason: Option<String>,
@@ -124,6 +127,7 @@ impl Lateness {
                 p50_ns: 0,
                 p99_ns: 0,
                 max_ns: 0,
+                bound_ns: LATENESS_NS_TOLERATED,
                 faithful: true,
                 unfaithful_reason: None,
             };
@@ -154,6 +158,7 @@ impl Lateness {
             p50_ns: p50,
             p99_ns: p99,
             max_ns: max,
+            bound_ns: bound,
             faithful: reasons.is_empty(),
             unfaithful_reason: (!reasons.is_empty()).then(|| reasons.join("; ")),
         }

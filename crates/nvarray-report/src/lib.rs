@@ -322,6 +322,10 @@ pub struct RunReport {
     /// its rate (a trace's are in `trace.issued_late`).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub paced_issued_late: Option<u64>,
+    /// How late the emulator's host threads issued timed requests after they could have gone
+    /// (absent for the simulator, whose clock is exact, and for runs with none).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub issue_lateness_ns: Option<IssueLatenessNs>,
     /// The replayed trace's own summary and what the replay did to it (absent without
     /// `--trace`).
     #[serde(skip_serializing_if = "Option::is_none")]
@@ -385,6 +389,77 @@ pub struct MachineJitterNs {
     /// Instants sampled, and the idle spinning they were sampled from.
     pub samples: u64,
     pub observed_ns: u64,
+}
+
+/// How late the emulator's host threads issued timed requests (a paced job's, a timestamped
+/// trace's), in nanoseconds after each could have gone: its due time, or the moment a queue
+/// slot freed when every slot was taken then. This is the host thread's own delay (a sleep the
+/// kernel ended late, a thread the machine paused or kept busy), never the device's, so it is
+/// left out of the requests' latency and held to the lateness bound on its own.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Serialize)]
+pub struct IssueLatenessNs {
+    /// Timed requests issued.
+    pub requests: u64,
+    /// Those issued more than `ISSUED_LATE_NS` after they could have gone.
+    pub late: u64,
+    pub p50: u64,
+    pub p99: u64,
+    pub max: u64,
+}
+
+/// A timed request issued more than this after it could have gone counts as issued late.
+pub const ISSUED_LATE_NS: u64 = 1_000;
+
+/// The issue delays of one thread's timed requests, merged into an [`IssueLatenessNs`].
+#[derive(Clone, Debug)]
+pub struct IssueDelays {
+    /// Each delay plus 1 ns (the histogram's least value is 1; on time is 0 late).
+    histogram: Histogram<u64>,
+    max_ns: u64,
+    late: u64,
+}
+
+impl Default for IssueDelays {
+    fn default() -> Self {
+        IssueDelays {
+            histogram: Histogram::new_with_bounds(1, 3_600_000_000_000, 3)
+                .expect("valid histogram bounds"),
+            max_ns: 0,
+            late: 0,
+        }
+    }
+}
+
+impl IssueDelays {
+    /// One timed request, issued `delay_ns` after it could have gone.
+    pub fn record(&mut self, delay_ns: u64) {
+        self.histogram.saturating_record(delay_ns.saturating_add(1));
+        self.max_ns = self.max_ns.max(delay_ns);
+        self.late += u64::from(delay_ns > ISSUED_LATE_NS);
+    }
+
+    pub fn merge(&mut self, other: &IssueDelays) {
+        self.histogram
+            .add(&other.histogram)
+            .expect("issue-delay histograms share their bounds");
+        self.max_ns = self.max_ns.max(other.max_ns);
+        self.late += other.late;
+    }
+
+    /// The summary, or `None` when no timed request was issued.
+    pub fn summary(&self) -> Option<IssueLatenessNs> {
+        if self.histogram.is_empty() {
+            return None;
+        }
+        let at = |q: f64| (self.histogram.value_at_quantile(q) - 1).min(self.max_ns);
+        Some(IssueLatenessNs {
+            requests: self.histogram.len(),
+            late: self.late,
+            p50: at(0.50),
+            p99: at(0.99),
+            max: self.max_ns,
+        })
+    }
 }
 
 /// CPU seconds (user + system) this process has used so far, every thread included.
@@ -657,6 +732,11 @@ impl RunReport {
         let why = format!(
             "too few requests: {done} completed; fewer than {REQUESTS_FEW} give no latency or rate worth reading ({advice})"
         );
+        self.mark_unfaithful(why);
+    }
+
+    /// Calls the run not faithful for `why`, ahead of any reason already given.
+    pub fn mark_unfaithful(&mut self, why: String) {
         self.unfaithful_reason = Some(match self.unfaithful_reason.take() {
             Some(other) if !self.faithful => format!("{why}; and {other}"),
             _ => why,

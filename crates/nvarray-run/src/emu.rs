@@ -13,7 +13,7 @@ use nvarray_host::ladder::{Issuer, LadderShared};
 use nvarray_host::options::pin_this_thread;
 use nvarray_host::{fine_timer_slack, Device, HostError, Opcode, Options};
 use nvarray_model::DeviceConfig;
-use nvarray_report::{process_cpu_seconds, RunReport, StreamStats};
+use nvarray_report::{process_cpu_seconds, IssueDelays, RunReport, StreamStats, ISSUED_LATE_NS};
 use nvarray_workload::trace::{Geometry, TraceReport};
 use nvarray_workload::{Direction, Request, Workload};
 
@@ -87,6 +87,7 @@ pub fn run_on(
     let mut ramps = DeviceReading::default();
     let mut trace = None;
     let mut paced_issued_late = None;
+    let mut issue_delays = IssueDelays::default();
     for (index, phase) in phase_plans.into_iter().enumerate() {
         let mut phase_progress = |f: f64| progress((index as f64 + f) / phase_count);
         let ran = run_phase(device, &shared, phase, &mut phase_progress)?;
@@ -95,6 +96,7 @@ pub fn run_on(
         for (stream, result) in ran.results {
             streams[stream].merge(&result.stats);
             verified_blocks += result.verified_blocks;
+            issue_delays.merge(&result.issue_delays);
             trace = trace.or(result.trace);
             if let Some(late) = result.paced_issued_late {
                 *paced_issued_late.get_or_insert(0) += late;
@@ -111,6 +113,18 @@ pub fn run_on(
     }
     report.trace = trace;
     report.paced_issued_late = paced_issued_late;
+    report.issue_lateness_ns = issue_delays.summary();
+    if let Some(issue) = report.issue_lateness_ns {
+        // The offered load's timing is part of what the run claims: timed requests issued
+        // later than the completions may be posted make it not the workload asked for.
+        let bound = device.lateness().bound_ns;
+        if issue.p99 > bound {
+            report.mark_unfaithful(format!(
+                "timed requests (rate, rate_iops, a trace's timestamps) issued late by the host thread: p99 {} ns after they could have gone exceeds the lateness bound {bound} ns ({} of {} later than {ISSUED_LATE_NS} ns; the thread woke late from its sleep or was paused)",
+                issue.p99, issue.late, issue.requests
+            ));
+        }
+    }
     report.require_enough_requests();
     Ok(report)
 }
@@ -265,28 +279,122 @@ struct ThreadResult {
     paced_issued_late: Option<u64>,
     /// When the thread stopped: its last completion was collected.
     ended: Instant,
+    /// How late the thread issued its timed requests after they could have gone.
+    issue_delays: IssueDelays,
 }
 
-/// A timestamped trace's request issued more than this after its time counts as issued late
-/// (every slot was taken, or the host thread was busy finishing others).
-const ISSUED_LATE_NS: u64 = 1_000;
+/// How a host thread waits for a time (a think time, a paced or timestamped request's due
+/// time): it sleeps for all but a margin and spins the rest, so that it wakes on time though
+/// the kernel ends sleeps late. The margin follows how late this thread's sleeps have ended
+/// (on the VMs of docs/perf.md, half of all `nanosleep`s overshoot by more than 50 µs and
+/// the p99 is about 200 µs): it rises at once to a late wake-up's overshoot and decays slowly,
+/// so a thread spins longer only on a machine that needs it.
+struct Pacer {
+    margin: Duration,
+}
 
-/// Naps shorter than this are spun instead of slept (a kernel sleep overshoots by tens of
-/// microseconds; see `driver::NAP_WAKE_MARGIN_NS`).
-const THINK_SPIN_BELOW: Duration = Duration::from_micros(50);
+impl Pacer {
+    /// The least margin: naps shorter than this are spun, never slept (a kernel sleep
+    /// overshoots by tens of microseconds; see `nvarray_host`'s `NAP_WAKE_MARGIN_NS`).
+    const MARGIN_MIN: Duration = Duration::from_micros(50);
+    /// The greatest margin: a thread spins at most this long before a due time.
+    const MARGIN_MAX: Duration = Duration::from_millis(2);
+    /// Room over the latest overshoot, so the next one like it still wakes in time.
+    const MARGIN_SLACK: Duration = Duration::from_micros(20);
 
-/// Waits until `until`: sleeps for all but the last `THINK_SPIN_BELOW`, spins the rest.
-fn think_until(until: Instant) {
-    let now = Instant::now();
-    if until <= now {
-        return;
+    fn new() -> Self {
+        Pacer {
+            margin: Self::MARGIN_MIN,
+        }
     }
-    if until - now > THINK_SPIN_BELOW {
-        fine_timer_slack();
-        std::thread::sleep(until - now - THINK_SPIN_BELOW);
+
+    /// Waits until `until`.
+    fn wait_until(&mut self, until: Instant) {
+        let now = Instant::now();
+        if until <= now {
+            return;
+        }
+        if until - now > self.margin {
+            fine_timer_slack();
+            let wake_at = until - self.margin;
+            std::thread::sleep(wake_at - now);
+            let overshoot = Instant::now().saturating_duration_since(wake_at);
+            // Rise to the overshoot at once; otherwise decay by 1/64 a sleep.
+            let decayed = self.margin - self.margin / 64;
+            self.margin = (overshoot + Self::MARGIN_SLACK)
+                .max(decayed)
+                .clamp(Self::MARGIN_MIN, Self::MARGIN_MAX);
+        }
+        while Instant::now() < until {
+            std::hint::spin_loop();
+        }
     }
-    while Instant::now() < until {
-        std::hint::spin_loop();
+}
+
+/// One of a thread's `iodepth` slots: when it may issue again.
+#[derive(Clone, Copy)]
+struct Slot {
+    /// When this thread may issue on it: its last command was collected (plus the think time).
+    ready: Instant,
+    /// When it would have been ready had the thread kept time: its last command's device time
+    /// (issue to collection) after the moment that command could have gone. A timed request
+    /// waits for a slot only until this, so one late issue of the thread's does not make the
+    /// requests behind it look queued.
+    ready_on_time: Instant,
+}
+
+/// A command of this thread's in flight.
+#[derive(Clone, Copy)]
+struct InFlight {
+    /// When it was issued (measured).
+    issued_at: Instant,
+    /// How long a timed request waited for a slot past its due time (counts in its latency).
+    slot_wait: Duration,
+    /// When it could have gone: its due time, or when a slot was ready on time after it
+    /// (an untimed request's is its issue).
+    could_go: Instant,
+}
+
+impl InFlight {
+    /// A command issued at `issued_at` on `slot`; a timed one was due at `due`.
+    fn issue(issued_at: Instant, due: Option<Instant>, slot: &Slot) -> InFlight {
+        let could_go = match due {
+            Some(due) => due.max(slot.ready_on_time).min(issued_at),
+            None => issued_at,
+        };
+        InFlight {
+            issued_at,
+            slot_wait: due.map_or(Duration::ZERO, |due| {
+                could_go.saturating_duration_since(due)
+            }),
+            could_go,
+        }
+    }
+
+    /// How long after it could have gone the thread issued it: the thread's own delay.
+    fn host_delay(&self) -> Duration {
+        self.issued_at - self.could_go
+    }
+
+    /// Its latency when collected at `collected`: from its issue, plus its wait for a slot.
+    fn latency(&self, collected: Instant) -> Duration {
+        collected.saturating_duration_since(self.issued_at) + self.slot_wait
+    }
+
+    /// When it would have been collected had the thread kept time: its device time (issue
+    /// to collection) after the moment it could have gone. Whether it counts after a ramp
+    /// is decided by this, as the simulator decides by its completion time, so a late
+    /// thread does not move requests due in the ramp into the measured window.
+    fn collected_on_time(&self, collected: Instant) -> Instant {
+        self.could_go + collected.saturating_duration_since(self.issued_at)
+    }
+
+    /// The slot it frees when collected at `collected`, ready again `thinktime` later.
+    fn frees(&self, collected: Instant, thinktime: Duration) -> Slot {
+        Slot {
+            ready: collected + thinktime,
+            ready_on_time: self.collected_on_time(collected) + thinktime,
+        }
     }
 }
 
@@ -309,15 +417,22 @@ fn run_thread(
     let mut issuer = Issuer::new(device, shared, completion);
     let block = device.block_bytes() as usize;
     let mut stats = StreamStats::new("thread");
-    // Per tag: when this thread prepared the command (tags are device-wide, so index by tag).
-    let mut started: Vec<Option<Instant>> = vec![None; device.tags()];
+    // Per tag: this thread's command on it (tags are device-wide, so index by tag).
+    let mut started: Vec<Option<InFlight>> = vec![None; device.tags()];
     let mut scratch = vec![0u8; device.command_bytes_max() as usize];
     let mut write_data = vec![0x5au8; device.command_bytes_max() as usize];
     let runtime = plan.runtime_ns.map(Duration::from_nanos);
     let deadline = runtime.map(|r| start + r);
     let thinktime = Duration::from_nanos(plan.thinktime_ns);
     // When each of the `iodepth` slots may issue again.
-    let mut slots: VecDeque<Instant> = std::iter::repeat_n(start, plan.iodepth as usize).collect();
+    let mut slots: VecDeque<Slot> = std::iter::repeat_n(
+        Slot {
+            ready: start,
+            ready_on_time: start,
+        },
+        plan.iodepth as usize,
+    )
+    .collect();
     let mut issued = 0u64;
     let mut in_flight = 0usize;
     let mut verified_blocks = 0u64;
@@ -327,7 +442,11 @@ fn run_thread(
     // found no tag), and its time (`None`: whenever it goes).
     let mut pending: Option<(Request, Option<Instant>)> = None;
     let mut trace_ended = false;
+    // Timed requests that waited for a slot (every slot taken at their due time), and how
+    // late the thread issued each after it could have gone (its own delay).
     let mut issued_late = 0u64;
+    let mut issue_delays = IssueDelays::default();
+    let mut pacer = Pacer::new();
     let mut issued_bytes = 0u64;
     loop {
         let time_up = deadline.is_some_and(|d| Instant::now() >= d);
@@ -337,21 +456,21 @@ fn run_thread(
             && issued_bytes < plan.io_bytes
             && !trace_ended;
         if more && in_flight == 0 {
-            if let Some(&ready) = slots.front() {
+            if let Some(slot) = slots.front() {
                 // Nothing to wait for but the think time, or the next request's time.
-                think_until(
+                pacer.wait_until(
                     pending
                         .and_then(|(_, due)| due)
-                        .map_or(ready, |due| due.max(ready)),
+                        .map_or(slot.ready, |due| due.max(slot.ready)),
                 );
             }
         }
         while more && issued < plan.ios && issued_bytes < plan.io_bytes {
             let now = Instant::now();
-            match slots.front() {
-                Some(&ready) if ready <= now => {}
+            let slot = match slots.front() {
+                Some(&slot) if slot.ready <= now => slot,
                 _ => break,
-            }
+            };
             let (r, due_at) = match pending.take() {
                 Some(p) => p,
                 None => match plan.requests.next_request() {
@@ -380,8 +499,6 @@ fn run_thread(
                 pending = Some((r, due_at));
                 break;
             }
-            let late_ns = now.duration_since(due).as_nanos() as u64;
-            issued_late += u64::from(late_ns > ISSUED_LATE_NS);
             let len = r.len_bytes as usize;
             let (op, data) = match r.op {
                 Direction::Read => (Opcode::Read, None),
@@ -393,16 +510,21 @@ fn run_thread(
                     (Opcode::Write, Some(&write_data[..len]))
                 }
             };
-            // Latency counts from a timed request's due time (a timestamped trace's, a paced
-            // job's): one issued late, every slot taken, shows its wait, as the device's
-            // queueing would. Others count from here, after their data was made.
-            let t0 = match due_at {
-                Some(due) => Instant::now().min(due),
-                None => Instant::now(),
-            };
+            // The issue time, measured. A timed request (a timestamped trace's, a paced
+            // job's) could go at its due time, or when a slot would have freed had this
+            // thread kept time (`Slot::ready_on_time`) if every slot was taken then: that wait
+            // for a slot is the workload's queueing, as in the simulator, and counts in its
+            // latency. Anything after that is this thread's own delay (a sleep that ended
+            // late, a pause, finishing other requests first): it is measured apart
+            // (`issue_delays`) and left out of the latency, which is the device's.
+            let command = InFlight::issue(Instant::now(), due_at, &slot);
+            if due_at.is_some() {
+                issued_late += u64::from(command.slot_wait.as_nanos() as u64 > ISSUED_LATE_NS);
+                issue_delays.record(command.host_delay().as_nanos() as u64);
+            }
             match device.prepare(op, r.offset_bytes, r.len_bytes, data) {
                 Ok(p) => {
-                    started[p.tag().index()] = Some(t0);
+                    started[p.tag().index()] = Some(command);
                     issuer.issue(p);
                     slots.pop_front();
                     issued += 1;
@@ -437,15 +559,15 @@ fn run_thread(
             None => issuer.wait(&mine, &mut |done| finished.push(done)),
         };
         for done in finished.drain(..) {
-            let t0 = started[done.tag.index()].take().expect("started");
+            let command = started[done.tag.index()].take().expect("started");
             let (is_read, len, offset) =
                 (done.op == Opcode::Read, done.len_bytes, done.offset_bytes);
             let out = is_read.then_some(&mut scratch[..len as usize]);
             match device.finish(done, out) {
                 Ok(()) => {
                     let now = Instant::now();
-                    if now >= measure_from {
-                        let latency_ns = now.duration_since(t0).as_nanos() as u64;
+                    if command.collected_on_time(now) >= measure_from {
+                        let latency_ns = command.latency(now).as_nanos() as u64;
                         // All of it as host time for now; `device_report` moves the modelled
                         // device's share to its components.
                         stats.record_host(is_read, len, latency_ns);
@@ -464,7 +586,7 @@ fn run_thread(
                 }
             }
             in_flight -= 1;
-            slots.push_back(Instant::now() + thinktime);
+            slots.push_back(command.frees(Instant::now(), thinktime));
             progress.ios.fetch_add(1, Ordering::Relaxed);
             progress.bytes.fetch_add(u64::from(len), Ordering::Relaxed);
         }
@@ -502,6 +624,94 @@ fn run_thread(
             trace,
             paced_issued_late,
             ended,
+            issue_delays,
         }),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn us(n: u64) -> Duration {
+        Duration::from_micros(n)
+    }
+
+    /// A paced thread (QD 1, a request due every 1,000 µs, each on the device 10 µs) that
+    /// woke `late_by` late for one request: that request's latency is still the device's,
+    /// the delay is the thread's own, and the requests after it neither wait for a slot nor
+    /// inherit the delay.
+    #[test]
+    fn a_late_wake_up_is_the_threads_delay_and_not_the_requests_latency() {
+        let t0 = Instant::now();
+        let late_by = us(3_000);
+        let mut slot = Slot {
+            ready: t0,
+            ready_on_time: t0,
+        };
+        for k in 0..5u64 {
+            let due = t0 + us(1_000 * k);
+            // Request 1 goes out 3 ms late; the others at once (request 2 is already due
+            // when the thread gets back, so it goes as soon as its slot is collected).
+            let issued_at = match k {
+                1 => due + late_by,
+                2..=4 => (due).max(slot.ready),
+                _ => due,
+            };
+            let c = InFlight::issue(issued_at, Some(due), &slot);
+            let collected = issued_at + us(10);
+            assert_eq!(
+                c.latency(collected),
+                us(10),
+                "request {k}: the device's time"
+            );
+            assert_eq!(
+                c.slot_wait,
+                Duration::ZERO,
+                "request {k} never waited for a slot"
+            );
+            let expected_delay = match k {
+                1 => late_by,
+                _ => issued_at - due,
+            };
+            assert_eq!(c.host_delay(), expected_delay, "request {k}");
+            slot = c.frees(collected, Duration::ZERO);
+        }
+    }
+
+    /// Requests due faster than the device serves them at QD 1 wait for the slot, as in the
+    /// simulator: the wait is in their latency and is not the thread's delay.
+    #[test]
+    fn a_request_due_while_its_slot_is_taken_waits_for_it_in_its_latency() {
+        let t0 = Instant::now();
+        let slot = Slot {
+            ready: t0,
+            ready_on_time: t0,
+        };
+        // Both due at t0; the first takes 10 µs on the device.
+        let first = InFlight::issue(t0, Some(t0), &slot);
+        let slot = first.frees(t0 + us(10), Duration::ZERO);
+        let second = InFlight::issue(t0 + us(10), Some(t0), &slot);
+        assert_eq!(second.slot_wait, us(10));
+        assert_eq!(second.host_delay(), Duration::ZERO);
+        assert_eq!(second.latency(t0 + us(20)), us(20));
+    }
+
+    /// An untimed request's latency is from its issue; it has no due time to be late for.
+    #[test]
+    fn an_untimed_request_counts_from_its_issue() {
+        let t0 = Instant::now();
+        let slot = Slot {
+            ready: t0,
+            ready_on_time: t0,
+        };
+        let c = InFlight::issue(t0 + us(5), None, &slot);
+        assert_eq!(
+            (c.slot_wait, c.host_delay()),
+            (Duration::ZERO, Duration::ZERO)
+        );
+        assert_eq!(c.latency(t0 + us(12)), us(7));
+        let freed = c.frees(t0 + us(12), us(100));
+        assert_eq!(freed.ready, t0 + us(112));
     }
 }

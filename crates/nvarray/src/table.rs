@@ -306,7 +306,10 @@ fn trace_lines(t: &TraceReport) -> String {
         replay += &format!("; {} out of order", t.out_of_order);
     }
     if t.replay_mode == ReplayMode::Timestamps {
-        replay += &format!("; issued late {}", t.issued_late);
+        replay += &format!(
+            "; waited for a queue slot past their time {}",
+            t.issued_late
+        );
     }
     if t.stopped_early {
         replay += "; STOPPED before the trace's end (--runtime or --number_ios)";
@@ -419,9 +422,9 @@ fn report_body(r: &RunReport) -> String {
     if let Some(late) = r.paced_issued_late {
         let _ = writeln!(
             s,
-            "paced requests (rate, rate_iops) issued after their due time: {late}{}",
+            "paced requests (rate, rate_iops) that waited for a queue slot past their due time: {late}{}",
             if late > 0 {
-                " (every queue slot was taken: their latency holds the wait)"
+                " (every slot was taken: their latency holds the wait)"
             } else {
                 ""
             }
@@ -488,6 +491,18 @@ fn report_body(r: &RunReport) -> String {
         l.p99 as f64 / 1e3,
         l.max as f64 / 1e3
     );
+    if let Some(i) = &r.issue_lateness_ns {
+        let _ = writeln!(
+            s,
+            "issue lateness, µs the host thread issued a timed request after it could have gone (not in its latency): p50 {:.3} | p99 {:.3} | max {:.3} ({} of {} later than {:.0} µs)",
+            i.p50 as f64 / 1e3,
+            i.p99 as f64 / 1e3,
+            i.max as f64 / 1e3,
+            i.late,
+            i.requests,
+            nvarray_report::ISSUED_LATE_NS as f64 / 1e3
+        );
+    }
     if let Some(e) = &r.emulator {
         let _ = writeln!(s, "{}", jitter_line(r.machine_jitter_ns.as_ref()));
         if let Some(line) = serial_line(e) {

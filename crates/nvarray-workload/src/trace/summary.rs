@@ -167,10 +167,10 @@ pub struct TraceReport {
     pub skipped: SkippedCounts,
     /// What fitting the requests to the device did.
     pub fitted: Fitted,
-    /// Timestamps mode: requests issued after their time, their latency counting the wait.
-    /// The simulator counts those that found every queue slot (`iodepth`) taken; the
-    /// emulator those its host thread issued more than 1 µs late (every slot taken, or the
-    /// thread busy finishing others).
+    /// Timestamps mode: requests that found every queue slot (`iodepth`) taken at their time
+    /// and waited for one, their latency counting the wait (in the emulator, a wait of more
+    /// than 1 µs). A host thread's own lateness in issuing is not counted here: the emulator
+    /// reports it apart (`RunReport::issue_lateness_ns`) and leaves it out of the latency.
     pub issued_late: u64,
     /// The run ended (runtime, number_ios) before the trace did.
     pub stopped_early: bool,
