@@ -448,8 +448,16 @@ fn run_thread(
     let mut issue_delays = IssueDelays::default();
     let mut pacer = Pacer::new();
     let mut issued_bytes = 0u64;
+    // A timed thread's run is every request due before its end, as in the simulator: one the
+    // thread is late for still goes after the end (its lateness is reported), so the offered
+    // load does not depend on this machine's pauses. An untimed thread stops at the end.
+    let timed = plan.requests.is_timed();
     loop {
-        let time_up = deadline.is_some_and(|d| Instant::now() >= d);
+        let time_up = match deadline {
+            None => false,
+            Some(d) if timed => pending.is_some_and(|(_, due)| due.is_some_and(|due| due >= d)),
+            Some(d) => Instant::now() >= d,
+        };
         let more = !time_up
             && error.is_none()
             && issued < plan.ios

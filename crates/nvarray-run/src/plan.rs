@@ -95,6 +95,14 @@ impl Requests {
         matches!(self, Requests::Generated(_, Some(_)))
     }
 
+    /// Whether every request has a due time: paced, or a trace replayed at its timestamps.
+    pub fn is_timed(&self) -> bool {
+        match self {
+            Requests::Generated(_, pacer) => pacer.is_some(),
+            Requests::Trace(feed) => feed.mode() == ReplayMode::Timestamps,
+        }
+    }
+
     /// How far through its requests the thread is (0.0 to 1.0), when that is known: a trace
     /// of known length.
     pub fn fraction_done(&self) -> Option<f64> {

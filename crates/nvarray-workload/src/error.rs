@@ -127,6 +127,18 @@ pub enum WorkloadError {
         reason: String,
     },
 
+    /// A uniform random job whose random map would be too large (fio's default
+    /// `norandommap=0` keeps a bit per aligned position of the region).
+    #[error("job '{job}': its random map would track {positions} positions (region / blockalign), more than {positions_max}; set norandommap=1 (offsets drawn independently), a larger blockalign, or a smaller size")]
+    RandomMapTooLarge {
+        /// The job's name.
+        job: String,
+        /// Aligned positions in the job's region.
+        positions: u64,
+        /// The most a map tracks.
+        positions_max: u64,
+    },
+
     /// A thread index outside `0..numjobs`.
     #[error("thread_index: must be in 0..{numjobs} (numjobs), got {thread_index}")]
     ThreadIndex {

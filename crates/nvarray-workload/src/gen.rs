@@ -10,6 +10,7 @@ use rand::rngs::SmallRng;
 use rand::{RngCore, SeedableRng};
 
 use crate::error::WorkloadError;
+use crate::random_map::{RandomMap, RANDOM_MAP_POSITIONS_MAX};
 use crate::spec::{
     BlockSize, Direction, Distribution, JobSpec, Request, RwMode, BSSPLIT_ENTRIES_MAX,
 };
@@ -40,6 +41,11 @@ const _: () = assert!(BSSPLIT_ENTRIES_MAX <= u8::MAX as usize + 1);
 ///   the request lies inside the region: uniformly over every position where a request of the
 ///   chosen length fits, or by zipf rank (see [`Distribution::Zipf`]) over the positions where
 ///   the longest length fits.
+/// - Uniform random offsets keep fio's random map unless `norandommap` is set: each aligned
+///   position of the region is used once per pass (a draw that lands on a used one moves to
+///   the next free one, and a request is cut short where it would run into a used one), and
+///   a new pass begins when all are used, as in fio (see `random_map.rs`). Zipf offsets never
+///   use a map (fio sets `norandommap` for non-uniform distributions).
 /// - Mixed (`rw`, `randrw`): each request is independently a read with probability
 ///   `rwmixread / 100`.
 /// - `bssplit`: each request independently picks its length by the percentages.
@@ -74,10 +80,11 @@ pub struct RequestGen {
 #[derive(Clone, Debug)]
 enum Pattern {
     /// Next offset of each direction, relative to the region start, indexed by `Direction as usize`.
-    Sequential {
-        cursor_bytes: [u64; 2],
+    Sequential { cursor_bytes: [u64; 2] },
+    Uniform {
+        /// fio's random map (`None` with `norandommap`).
+        map: Option<RandomMap>,
     },
-    Uniform,
     Zipf {
         zipf: ZipfSampler,
         /// Positions where the longest request fits; the ranks are spread over these.
@@ -159,7 +166,21 @@ impl RequestGen {
 
         let pattern = if job.is_random() {
             match job.random_distribution {
-                Distribution::Uniform => Pattern::Uniform,
+                Distribution::Uniform => Pattern::Uniform {
+                    map: if job.norandommap {
+                        None
+                    } else {
+                        let positions = region_len_bytes / align_bytes;
+                        if positions > RANDOM_MAP_POSITIONS_MAX {
+                            return Err(WorkloadError::RandomMapTooLarge {
+                                job: job.name.clone(),
+                                positions,
+                                positions_max: RANDOM_MAP_POSITIONS_MAX,
+                            });
+                        }
+                        Some(RandomMap::new(positions))
+                    },
+                },
                 Distribution::Zipf { theta } => {
                     let len_bytes_max = u64::from(job.bs.len_bytes_max());
                     let slots = (region_len_bytes - len_bytes_max) / align_bytes + 1;
@@ -236,7 +257,7 @@ impl RequestGen {
         } else {
             self.op_fixed
         };
-        let (len_bytes, uniform_slots) = if self.range_steps == 0 {
+        let (mut len_bytes, uniform_slots) = if self.range_steps == 0 {
             let len_index =
                 usize::from(self.len_index_by_percent[percent_of(bits & 0xffff_ffff) as usize]);
             (self.lens_bytes[len_index], self.slots_by_len[len_index])
@@ -258,8 +279,19 @@ impl RequestGen {
                 *cursor += u64::from(len_bytes);
                 offset
             }
-            Pattern::Uniform => {
+            Pattern::Uniform { map: None } => {
                 let slot = below(self.rng.next_u64(), uniform_slots);
+                slot * self.align_bytes
+            }
+            Pattern::Uniform { map: Some(map) } => {
+                let slot = map.land(below(self.rng.next_u64(), uniform_slots));
+                let wanted = u64::from(len_bytes).div_ceil(self.align_bytes);
+                let taken = map.take(slot, wanted);
+                if taken < wanted {
+                    // Cut short where it would run into a position used in this pass (or the
+                    // region's end), as fio's `mark_random_map` does.
+                    len_bytes = (taken * self.align_bytes) as u32;
+                }
                 slot * self.align_bytes
             }
             Pattern::Zipf {
@@ -402,7 +434,13 @@ mod tests {
     fn bsrange_draws_each_multiple_of_its_smallest_length_equally() {
         let n = 40_000;
         for rw in ["randrw", "write"] {
-            let j = job(&[("rw", rw), ("bsrange", "4k-16k"), ("size", "1m")]);
+            // Without the random map, which cuts requests short late in a pass.
+            let j = job(&[
+                ("rw", rw),
+                ("bsrange", "4k-16k"),
+                ("size", "1m"),
+                ("norandommap", "1"),
+            ]);
             let requests = take(&j, 0, GIB, n);
             let mut counts: HashMap<u32, usize> = HashMap::new();
             for r in &requests {
@@ -652,12 +690,117 @@ mod tests {
 
     #[test]
     fn bssplit_lengths_follow_the_percentages() {
-        let job = job(&[("rw", "randread"), ("bssplit", "4k/10:8k/0:64k/90")]);
+        let job = job(&[
+            ("rw", "randread"),
+            ("bssplit", "4k/10:8k/0:64k/90"),
+            ("norandommap", "1"),
+        ]);
         let requests = take(&job, 0, GIB, 20_000);
         let small = requests.iter().filter(|r| r.len_bytes == 4096).count();
         let large = requests.iter().filter(|r| r.len_bytes == 65536).count();
         assert_eq!(small + large, requests.len(), "8k has 0 percent");
         assert!((1_700..2_300).contains(&small), "{small} of 20000 are 4k");
+    }
+
+    /// fio's random map (on unless `norandommap`): `rw=randwrite bs=4k size=4m` writes each
+    /// of the 1,024 blocks once in its first 1,024 requests, as fio 3.33 does (628 distinct
+    /// blocks without the map), and the next 1,024 do it again (a new pass).
+    #[test]
+    fn random_offsets_use_each_block_once_per_pass() {
+        for rw in ["randwrite", "randrw"] {
+            let j = job(&[("rw", rw), ("bs", "4k"), ("size", "4m")]);
+            let requests = take(&j, 0, GIB, 2048);
+            for pass in requests.chunks(1024) {
+                let blocks: HashSet<u64> = pass.iter().map(|r| r.offset_bytes / 4096).collect();
+                assert_eq!(blocks.len(), 1024, "{rw}: every block once per pass");
+                assert!(blocks.iter().all(|&b| b < 1024));
+            }
+            let free = job(&[
+                ("rw", rw),
+                ("bs", "4k"),
+                ("size", "4m"),
+                ("norandommap", "1"),
+            ]);
+            let drawn: HashSet<u64> = take(&free, 0, GIB, 1024)
+                .iter()
+                .map(|r| r.offset_bytes)
+                .collect();
+            assert!(
+                (560..700).contains(&drawn.len()),
+                "{rw} norandommap: {} distinct (about 1 - 1/e of 1,024)",
+                drawn.len()
+            );
+        }
+    }
+
+    /// Mixed lengths with the map, as fio: requests never overlap within a pass (one that
+    /// would run into a used block is cut short, in whole blocks), and a pass covers the
+    /// region exactly, its bytes adding up to the region's size.
+    #[test]
+    fn mixed_lengths_with_the_random_map_cover_the_region_once_per_pass() {
+        let j = job(&[
+            ("rw", "randwrite"),
+            ("bssplit", "4k/50:16k/50"),
+            ("size", "4m"),
+        ]);
+        let mut gen = RequestGen::new(&j, 0, GIB, 4096).unwrap();
+        for pass in 0..3 {
+            let mut used = vec![false; 1024];
+            let mut bytes = 0u64;
+            while bytes < 4 << 20 {
+                let r = gen.next_request();
+                assert!(r.offset_bytes + u64::from(r.len_bytes) <= 4 << 20, "{r:?}");
+                assert!(r.len_bytes > 0 && r.len_bytes.is_multiple_of(4096), "{r:?}");
+                let first = r.offset_bytes / 4096;
+                for b in first..first + u64::from(r.len_bytes) / 4096 {
+                    assert!(!used[b as usize], "pass {pass}: block {b} twice ({r:?})");
+                    used[b as usize] = true;
+                }
+                bytes += u64::from(r.len_bytes);
+            }
+            assert_eq!(bytes, 4 << 20, "pass {pass} moved exactly the region");
+            assert!(used.iter().all(|&u| u));
+        }
+    }
+
+    /// Each thread keeps a map of its own, as each fio thread does; zipf never uses one (fio
+    /// turns the map off for non-uniform distributions), so hot blocks repeat.
+    #[test]
+    fn the_map_is_per_thread_and_uniform_only() {
+        let j = job(&[("rw", "randread"), ("size", "1m"), ("numjobs", "2")]);
+        for thread in 0..2 {
+            let blocks: HashSet<u64> = take(&j, thread, GIB, 256)
+                .iter()
+                .map(|r| r.offset_bytes)
+                .collect();
+            assert_eq!(blocks.len(), 256, "thread {thread}");
+        }
+        let z = job(&[
+            ("rw", "randread"),
+            ("size", "1m"),
+            ("random_distribution", "zipf:1.2"),
+        ]);
+        let blocks: HashSet<u64> = take(&z, 0, GIB, 256)
+            .iter()
+            .map(|r| r.offset_bytes)
+            .collect();
+        assert!(
+            blocks.len() < 200,
+            "zipf repeats its hot blocks: {}",
+            blocks.len()
+        );
+    }
+
+    /// A map that would be too large is refused, naming `norandommap`.
+    #[test]
+    fn a_random_map_too_large_asks_for_norandommap() {
+        let j = job(&[("rw", "randread"), ("bs", "512")]);
+        let err = RequestGen::new(&j, 0, 1 << 40, 512)
+            .unwrap_err()
+            .to_string();
+        assert!(err.contains("norandommap=1"), "{err}");
+        let free = job(&[("rw", "randread"), ("bs", "512"), ("norandommap", "1")]);
+        assert!(RequestGen::new(&free, 0, 1 << 40, 512).is_ok());
     }
 
     #[test]

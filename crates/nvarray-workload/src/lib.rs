@@ -56,6 +56,7 @@
 mod error;
 mod gen;
 mod jobfile;
+mod random_map;
 mod spec;
 pub mod trace;
 mod units;

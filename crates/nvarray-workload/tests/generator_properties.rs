@@ -45,13 +45,14 @@ fn arb_case() -> impl Strategy<Value = Case> {
             prop::collection::vec((1u32..=64, 0u32..=100), 1..=5),
             prop::option::of(0.01f64..4.0),
             any::<u32>(),
+            any::<bool>(),
         ),
     )
         .prop_map(
             |(
                 (mode, rwmixread, numjobs, randseed, name_seed),
                 (block_size_bytes, device_blocks, offset_raw, size_raw, whole_device),
-                (len_blocks_and_weights, theta, thread_raw),
+                (len_blocks_and_weights, theta, thread_raw, norandommap),
             )| {
                 let block_bytes = u64::from(block_size_bytes);
                 // A device whose size is not a whole number of blocks exercises the rounding
@@ -112,6 +113,7 @@ fn arb_case() -> impl Strategy<Value = Case> {
                     randseed,
                     offset_bytes: offset_blocks * block_bytes,
                     size_bytes: (!whole_device).then_some(region_blocks * block_bytes),
+                    norandommap,
                     ..JobSpec::default()
                 };
                 Case {
@@ -152,11 +154,24 @@ proptest! {
             None => region_start + (case.device_size_bytes - region_start) / block_bytes * block_bytes,
         };
         let lens: Vec<u32> = job.bs.lens_bytes().collect();
+        // fio's random map (uniform random offsets without norandommap) cuts a request
+        // short, in whole aligned positions, where it would run into one used in this pass.
+        let mapped = job.is_random()
+            && job.random_distribution == Distribution::Uniform
+            && !job.norandommap;
+        let align = job.align_bytes();
+        let len_max = lens.iter().copied().max().unwrap();
         for request in generate(&case, 2_000) {
             prop_assert_eq!(request.offset_bytes % block_bytes, 0, "{:?}", request);
             prop_assert_eq!(u64::from(request.len_bytes) % block_bytes, 0, "{:?}", request);
             prop_assert!(request.len_bytes > 0);
-            prop_assert!(lens.contains(&request.len_bytes), "{:?} not in {:?}", request, lens);
+            let cut = mapped
+                && u64::from(request.len_bytes).is_multiple_of(align)
+                && request.len_bytes < len_max;
+            prop_assert!(
+                lens.contains(&request.len_bytes) || cut,
+                "{:?} not in {:?}", request, lens
+            );
             prop_assert!(request.offset_bytes >= region_start, "{:?}", request);
             let end = request.offset_bytes + u64::from(request.len_bytes);
             prop_assert!(end <= region_end, "{:?} ends past {}", request, region_end);

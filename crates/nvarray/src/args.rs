@@ -186,14 +186,17 @@ pub struct FioArgs {
     #[arg(long, value_name = "MODE", requires = "trace")]
     pub trace_address: Option<String>,
     /// fio options that change nothing for a modelled array (ioengine, filename, direct=1,
-    /// buffered=0, norandommap, thread, group_reporting, time_based, randrepeat=1,
-    /// random_generator, invalidate, iodepth_batch*): accepted so a fio command line runs
-    /// unchanged, each noted on stderr with why.
+    /// buffered=0, thread, group_reporting, randrepeat=1, random_generator, invalidate,
+    /// iodepth_batch*): accepted so a fio command line runs unchanged, each noted on stderr
+    /// with why. Two of fio's switches here do change the run: --norandommap (uniform random
+    /// offsets drawn independently, instead of each block once per pass) and --time_based.
     #[command(flatten)]
     pub ignored: IgnoredFioArgs,
 }
 
-/// fio options accepted and ignored (see `nvarray_workload::ignored_reason` for each why).
+/// fio options accepted so a fio command line runs unchanged: most ignored (see
+/// `nvarray_workload::ignored_reason` for each why); `norandommap` and `time_based` are
+/// fio's switches and are applied.
 #[derive(Args, Clone, Debug, Default)]
 pub struct IgnoredFioArgs {
     #[arg(long, hide = true, num_args = 0..=1, default_missing_value = "")]

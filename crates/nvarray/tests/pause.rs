@@ -19,7 +19,7 @@ fn has_thread(pid: u32, name: &str) -> bool {
 
 #[test]
 fn a_paused_host_thread_is_issue_lateness_not_device_latency() {
-    let mut child = Command::new(env!("CARGO_BIN_EXE_nvarray"))
+    let child = Command::new(env!("CARGO_BIN_EXE_nvarray"))
         .args([
             "bench",
             "--preset",

@@ -56,10 +56,18 @@ pub const SUPPORTED_KEYS: &[&str] = &[
     "wait_for_previous",
     "new_group",
     "wait_for",
+    "norandommap",
+    "time_based",
 ];
 
 /// Keys that are switches: given bare (`stonewall`) they mean 1.
-const SWITCH_KEYS: &[&str] = &["stonewall", "wait_for_previous", "new_group"];
+const SWITCH_KEYS: &[&str] = &[
+    "stonewall",
+    "wait_for_previous",
+    "new_group",
+    "norandommap",
+    "time_based",
+];
 
 /// fio keys that are accepted (with or without a value) and ignored, each with why: they do
 /// not change the requests a modelled array sees. A front end says so in one line
@@ -73,8 +81,6 @@ const IGNORED: &[(&str, &str)] = &[
     ("thread", "threads or processes look the same to the device"),
     ("threads", "threads or processes look the same to the device"),
     ("group_reporting", "nvarray reports each job, its threads summed, and the whole"),
-    ("time_based", "generated requests wrap around their region: runtime or number_ios ends a job (nvarray fio: a job without it ends by its size)"),
-    ("norandommap", "random offsets are drawn independently, as with norandommap, always"),
     ("randrepeat", "runs always repeat: the same randseed gives the same requests (change randseed for others)"),
     ("random_generator", "offsets come from xoshiro256++; the generator changes which offsets, not how they spread"),
     ("invalidate", "the array has no page cache to invalidate"),
@@ -113,8 +119,6 @@ pub const IGNORED_KEYS: &[&str] = &[
     "thread",
     "threads",
     "group_reporting",
-    "time_based",
-    "norandommap",
     "randrepeat",
     "random_generator",
     "invalidate",
@@ -161,7 +165,7 @@ impl JobSpec {
     /// through here, so a key means the same thing everywhere.
     ///
     /// Keys are [`SUPPORTED_KEYS`]; keys in [`IGNORED_KEYS`] are accepted with any value
-    /// (even none) and change nothing (`time_based` is recorded for `nvarray fio`). Every other key is
+    /// (even none) and change nothing. Every other key is
     /// an error naming it. The value is trimmed; an empty value for a supported key is a
     /// [`WorkloadError::MissingValue`]. On error `self` is unchanged.
     ///
@@ -186,9 +190,6 @@ impl JobSpec {
     pub fn set(&mut self, key: &str, value: &str) -> Result<(), WorkloadError> {
         let value = value.trim();
         if IGNORED_KEYS.contains(&key) {
-            if key == "time_based" {
-                self.time_based = !matches!(value, "0");
-            }
             return Ok(());
         }
         if !SUPPORTED_KEYS.contains(&key) {
@@ -210,6 +211,8 @@ impl JobSpec {
             };
             match key {
                 "new_group" => self.new_group = on,
+                "norandommap" => self.norandommap = on,
+                "time_based" => self.time_based = on,
                 _ => self.stonewall = on,
             }
             return Ok(());
@@ -1194,10 +1197,11 @@ mod tests {
 
     #[test]
     fn set_keys_ignored_unknown_and_missing() {
-        for key in IGNORED_KEYS.iter().filter(|&&k| k != "time_based") {
+        for key in IGNORED_KEYS {
             check(key, "", Ok(d()));
         }
-        // Recorded for `nvarray fio`, where a job without it ends by its size.
+        // Switches that change the run: `nvarray fio` ends a job without `time_based` by its
+        // size; `norandommap` turns fio's random map off.
         check(
             "time_based",
             "",
@@ -1206,6 +1210,15 @@ mod tests {
                 ..d()
             }),
         );
+        check(
+            "norandommap",
+            "1",
+            Ok(JobSpec {
+                norandommap: true,
+                ..d()
+            }),
+        );
+        check("norandommap", "0", Ok(d()));
         check("ioengine", "io_uring", Ok(d()));
         check("filename", "/dev/nvme0n1", Ok(d()));
         check("direct", "1", Ok(d()));

@@ -112,6 +112,10 @@ pub struct JobSpec {
     /// without `time_based` does: set by `runtime=0` (no time limit, as in fio), and by
     /// `nvarray fio` for every job without `time_based`. A `runtime` still ends it sooner.
     pub ends_by_size: bool,
+    /// fio's `norandommap`: uniform random offsets are drawn independently, so a block may
+    /// be used again before others are used once. Default off, as in fio: each aligned
+    /// position is used once per pass over the region (see `RequestGen`).
+    pub norandommap: bool,
     /// fio's `time_based` was given (the job runs for its `runtime`, wrapping around its
     /// region): what `ends_by_size` is not, under `nvarray fio`.
     pub time_based: bool,
@@ -154,6 +158,7 @@ impl Default for JobSpec {
             offset_increment_bytes: 0,
             loops: 1,
             ends_by_size: false,
+            norandommap: false,
             time_based: false,
             ramp_time_ns: 0,
             stonewall: false,
