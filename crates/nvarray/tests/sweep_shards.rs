@@ -462,41 +462,115 @@ fn scripts() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("../../scripts")
 }
 
+fn slurm_local(action: &str, dir: &Path) -> Output {
+    Command::new(scripts().join("slurm-local.sh"))
+        .arg(action)
+        .arg(dir)
+        .output()
+        .expect("run slurm-local.sh")
+}
+
+/// `scripts/slurm-sweep.sh --wait` on `cluster` with `script_flags`, for the sweep `sweep`.
+fn slurm_sweep(cluster: &Cluster, script_flags: &[&str], sweep: &[&str]) -> Output {
+    Command::new(scripts().join("slurm-sweep.sh"))
+        .env("SLURM_CONF", cluster.dir.join("slurm.conf"))
+        .arg("--wait")
+        .args(script_flags)
+        .arg("--nvarray")
+        .arg(env!("CARGO_BIN_EXE_nvarray"))
+        .arg("--")
+        .args(sweep)
+        .output()
+        .expect("run slurm-sweep.sh")
+}
+
+/// The daemons' PIDs of the cluster in `dir`, from their PID files.
+fn daemon_pids(dir: &Path) -> Vec<String> {
+    ["munged", "slurmctld", "slurmd"]
+        .iter()
+        .map(|d| std::fs::read_to_string(dir.join(format!("{d}.pid"))).unwrap_or_default())
+        .collect()
+}
+
 #[test]
 fn a_slurm_job_array_of_four_shards_merges_into_the_whole_sweep() {
     let dir = tempfile::tempdir().unwrap();
     let cluster_dir = dir.path().join("cluster");
-    let o = Command::new(scripts().join("slurm-local.sh"))
-        .arg("start")
-        .arg(&cluster_dir)
-        .output()
-        .expect("run slurm-local.sh");
+    let o = slurm_local("start", &cluster_dir);
     let stdout = String::from_utf8_lossy(&o.stdout);
     if o.status.code() == Some(77) {
         eprintln!("{}", stdout.trim());
         return;
     }
     let cluster = Cluster { dir: cluster_dir };
-    assert!(
-        o.status.success(),
-        "{stdout}{}",
-        String::from_utf8_lossy(&o.stderr)
+    assert!(o.status.success(), "{stdout}{}", stderr(&o));
+
+    // Started again: the running cluster is reused, not doubled (a second munged over the
+    // first's key and PID file would be left running by `stop`).
+    let pids = daemon_pids(&cluster.dir);
+    let o = slurm_local("start", &cluster.dir);
+    assert!(o.status.success(), "{}", stderr(&o));
+    assert!(stderr(&o).contains("already running"), "{}", stderr(&o));
+    assert!(String::from_utf8_lossy(&o.stdout).contains("export SLURM_CONF="));
+    assert_eq!(daemon_pids(&cluster.dir), pids);
+
+    // A request no node can hold is refused before anything is submitted, not left pending
+    // for ever.
+    let cpus = std::thread::available_parallelism().unwrap().get() + 2;
+    let o = slurm_sweep(
+        &cluster,
+        &[
+            "--shards",
+            "2",
+            "--cpus-per-task",
+            &cpus.to_string(),
+            "--dir",
+            path(&dir.path().join("too-big")),
+        ],
+        &SWEEP,
     );
+    assert_eq!(o.status.code(), Some(2), "{}", stderr(&o));
+    assert!(
+        stderr(&o).contains("the largest node has"),
+        "{}",
+        stderr(&o)
+    );
+    assert!(
+        String::from_utf8_lossy(&o.stdout).is_empty(),
+        "nothing submitted"
+    );
+
+    // Shards that fail (a value out of range): the script fails too, naming every task and
+    // what its log says, and the merge that never ran.
+    let mut failing = SWEEP.to_vec();
+    failing[7] = "memory.controllers=1,0";
+    let o = slurm_sweep(
+        &cluster,
+        &["--shards", "2", "--dir", path(&dir.path().join("failing"))],
+        &failing,
+    );
+    let err = stderr(&o);
+    assert_eq!(o.status.code(), Some(1), "{err}");
+    assert!(
+        err.contains("2 of 2 shard tasks failed (tasks 0 1"),
+        "{err}"
+    );
+    assert!(
+        err.contains("memory.controllers = 0 is out of range"),
+        "{err}"
+    );
+    assert!(err.contains("DependencyNeverSatisfied"), "{err}");
+    assert!(!String::from_utf8_lossy(&o.stdout).contains("merged"));
+
     let run = dir.path().join("run");
-    let o = Command::new(scripts().join("slurm-sweep.sh"))
-        .env("SLURM_CONF", cluster.dir.join("slurm.conf"))
-        .args(["--wait", "--shards", "4", "--dir", path(&run), "--nvarray"])
-        .arg(env!("CARGO_BIN_EXE_nvarray"))
-        .arg("--")
-        .args(SWEEP)
-        .output()
-        .expect("run slurm-sweep.sh");
+    let o = slurm_sweep(&cluster, &["--shards", "4", "--dir", path(&run)], &SWEEP);
     assert!(
         o.status.success(),
         "{}{}",
         String::from_utf8_lossy(&o.stdout),
-        String::from_utf8_lossy(&o.stderr)
+        stderr(&o)
     );
+    assert!(String::from_utf8_lossy(&o.stdout).contains("merged: "));
     let shards = std::fs::read_dir(run.join("shards")).unwrap().count();
     assert_eq!(shards, 4, "one .jsonl per array task");
     let merged = std::fs::read_to_string(run.join("logs/merge.out")).unwrap();
