@@ -290,18 +290,16 @@ fn resume(
         return std::fs::File::create(path).map_err(cannot);
     }
     let (found, good_bytes) = record::read_for_resume(path)?;
-    let this = PointLine {
-        identity: Some(provenance.clone()),
-        ..PointLine::new(
-            sweep,
-            provenance,
-            grid,
-            Metric::Bandwidth,
-            shard,
-            0,
-            serde_json::Value::Null,
-        )
-    };
+    // This run as a line of its own, to compare the file's lines with.
+    let this = PointLine::new(
+        sweep,
+        provenance,
+        grid,
+        Metric::Bandwidth,
+        shard,
+        0,
+        serde_json::Value::Null,
+    );
     let shown = path.display().to_string();
     for line in &found {
         if let Some(why) = record::refusal(&this, "this run", line, &shown) {

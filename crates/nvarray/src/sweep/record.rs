@@ -618,9 +618,8 @@ mod tests {
         std::fs::write(&a, "0 0 W 0 4096\n").unwrap();
         let (second, parts2) = id(&traced(a.clone()));
         assert_ne!(second, first);
-        let line = |sweep: &str, p: &Provenance| PointLine {
-            identity: Some(p.clone()),
-            ..PointLine::new(
+        let line = |sweep: &str, p: &Provenance| {
+            PointLine::new(
                 sweep,
                 p,
                 &g,
