@@ -19,6 +19,23 @@ dir=$(cd "$2" && pwd)
 
 daemons=(munged slurmctld slurmd)
 
+# Whether PID is a daemon of this cluster: alive, and started with a path inside DIR (every
+# daemon here is), so a PID reused by another process is never signalled.
+ours() {
+  [ -n "$1" ] && kill -0 "$1" 2>/dev/null && tr '\0' ' ' <"/proc/$1/cmdline" 2>/dev/null | grep -qF "$dir/"
+}
+
+# The daemons of this cluster still running, as `name(PID)` words.
+running() {
+  local d pid out=()
+  for d in "${daemons[@]}"; do
+    [ -f "$dir/$d.pid" ] || continue
+    pid=$(cat "$dir/$d.pid")
+    if ours "$pid"; then out+=("$d($pid)"); fi
+  done
+  echo "${out[*]}"
+}
+
 stop() {
   local status=0
   for d in slurmd slurmctld munged; do
@@ -26,7 +43,7 @@ stop() {
     [ -f "$pidfile" ] || continue
     local pid
     pid=$(cat "$pidfile")
-    if [ -n "$pid" ] && kill -0 "$pid" 2>/dev/null; then
+    if ours "$pid"; then
       kill "$pid" 2>/dev/null || true
       # Wait for it to go, then insist.
       for _ in $(seq 100); do kill -0 "$pid" 2>/dev/null || break; sleep 0.1; done
@@ -47,6 +64,20 @@ free_port() {
 
 start() {
   if [ "$(id -u)" -ne 0 ]; then echo "SKIPPED: a local Slurm cluster needs root"; exit 77; fi
+  # A second start must not start a second set of daemons over the first (its munge key and
+  # PID files would be overwritten, and the first daemons left running with nothing to stop
+  # them): a whole running cluster is reused, a part of one refused.
+  local up
+  up=$(running)
+  if [ "$(wc -w <<<"$up")" -eq ${#daemons[@]} ]; then
+    echo "slurm-local: the cluster in $dir is already running: $up" >&2
+    echo "export SLURM_CONF=$dir/slurm.conf"
+    return 0
+  fi
+  if [ -n "$up" ]; then
+    echo "slurm-local: part of a cluster is still running in $dir: $up; stop it first: slurm-local.sh stop $dir" >&2
+    exit 1
+  fi
   for d in "${daemons[@]}" sbatch; do
     command -v "$d" >/dev/null || { echo "SKIPPED: $d not found (apt-get install slurmctld slurmd slurm-client munge)"; exit 77; }
   done

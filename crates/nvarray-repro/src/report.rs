@@ -7,7 +7,7 @@ use std::fmt::Write as _;
 use serde::Serialize;
 use serde_json::Value;
 
-use crate::spec::{Expect, Figure, Plot, Row, Seed};
+use crate::spec::{Expect, Figure, Plot, Row, Seed, Source};
 
 /// How a row came out.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
@@ -42,12 +42,16 @@ pub struct RowResult {
     pub id: String,
     pub what: String,
     pub unit: &'static str,
-    pub published: f64,
+    /// `None` when the seed states no number (the rule reads its words).
+    pub published: Option<f64>,
     pub published_text: &'static str,
-    pub source: &'static str,
+    /// Where the published value is stated, as the report prints it.
+    pub source: String,
+    /// The same, for scripts: the document, the place in it and the words.
+    pub cited: Source,
     /// nvarray's value; `None` when it could not be measured.
     pub value: Option<f64>,
-    /// nvarray / published.
+    /// nvarray / published; `None` when either is not a number.
     pub ratio: Option<f64>,
     /// The rule: "±10 %", "≥ 20000000", "differs", "measured".
     pub rule: String,
@@ -79,8 +83,8 @@ pub enum PlotData {
     RowBars {
         y_label: &'static str,
         log_y: bool,
-        /// (row, published, nvarray).
-        rows: Vec<(String, f64, f64)>,
+        /// (row, published (`None` when the seed gives words, not a number), nvarray).
+        rows: Vec<(String, Option<f64>, f64)>,
     },
 }
 
@@ -141,13 +145,15 @@ fn judge_row(row: &Row, outcomes: &Outcomes) -> RowResult {
     };
     let verdict = match (value, &row.expect) {
         (None, _) => Verdict::NotRun,
-        (Some(v), Expect::Within(t)) => {
-            if (v / row.published - 1.0).abs() <= *t {
-                Verdict::Within
-            } else {
-                Verdict::Outside
+        (Some(v), Expect::Within(t)) => match row.published {
+            Some(published) if (v / published - 1.0).abs() <= *t => Verdict::Within,
+            Some(_) => Verdict::Outside,
+            // A tolerance around words is a catalogue mistake (`seeds::tests` rules it out).
+            None => {
+                reason = Some("the row has no published number to be within".to_string());
+                Verdict::NotRun
             }
-        }
+        },
         (Some(v), Expect::AtLeast(b)) if v >= *b => Verdict::Within,
         (Some(v), Expect::AtMost(b)) if v <= *b => Verdict::Within,
         (Some(_), Expect::AtLeast(_) | Expect::AtMost(_)) => Verdict::Outside,
@@ -163,15 +169,23 @@ fn judge_row(row: &Row, outcomes: &Outcomes) -> RowResult {
         unit: row.unit,
         published: row.published,
         published_text: row.published_text,
-        source: row.source,
+        source: row.source.to_string(),
+        cited: row.source,
         value,
-        ratio: value.map(|v| v / row.published),
+        ratio: ratio(value, row.published),
         rule,
         verdict,
         reason,
         note: row.note,
         commands: row.experiments.iter().map(|e| e.command()).collect(),
     }
+}
+
+/// nvarray's value over the published one, when both are numbers: a row whose seed states
+/// words ("collapses") has no ratio, rather than one over a number the seed never gave.
+fn ratio(value: Option<f64>, published: Option<f64>) -> Option<f64> {
+    let (value, published) = (value?, published?);
+    (published != 0.0).then(|| value / published)
 }
 
 /// Judges every row of `figure` and gathers its plot's data.
@@ -321,7 +335,9 @@ pub fn markdown(results: &[FigureResult], header: &Header) -> String {
             let value = r
                 .value
                 .map_or("—".to_string(), |v| format!("{} {}", number(v), r.unit));
-            let ratio = r.ratio.map_or("—".to_string(), |x| format!("{:.2}", x));
+            // The ratio in the same digits as the values beside it (three significant), so a
+            // value of 0.0081 is not shown beside a ratio rounded to 0.08 or 0.01.
+            let ratio = r.ratio.map_or("—".to_string(), number);
             let commands = r
                 .commands
                 .iter()
@@ -368,6 +384,78 @@ pub fn markdown(results: &[FigureResult], header: &Header) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::spec::{at, of, sim, Source};
+
+    /// A one-row figure whose row reads `x` off a simulator run that `outcomes` answers.
+    fn one_row(published: Option<f64>, published_text: &'static str) -> (Figure, Outcomes) {
+        let experiment = sim("moneta", &[], &[("rw", "randread")]);
+        let outcomes =
+            HashMap::from([(experiment.command(), Ok(serde_json::json!({ "x": 0.0081 })))]);
+        let row = Row {
+            id: "f.r".into(),
+            what: "bandwidth at 128 us / at 4 ns".into(),
+            unit: "x",
+            published,
+            published_text,
+            source: Source::Outside { reference: "r" },
+            experiments: vec![experiment],
+            measure: of(|v| at(v, "x")),
+            expect: Expect::AtMost(0.2),
+            note: None,
+        };
+        let figure = Figure {
+            id: "f",
+            seed: Seed::Moneta,
+            title: "t",
+            source: "s",
+            rows: vec![row],
+            plot: Some(Plot::RowBars {
+                y_label: "x",
+                log_y: false,
+            }),
+        };
+        (figure, outcomes)
+    }
+
+    fn table_line(result: &FigureResult) -> String {
+        let header = Header {
+            version: "0".into(),
+            commit: "c".into(),
+            date: "d".into(),
+            seeds: vec![Seed::Moneta],
+            machine: "m".into(),
+        };
+        let text = markdown(std::slice::from_ref(result), &header);
+        text.lines()
+            .find(|l| l.starts_with("| bandwidth at 128 us"))
+            .expect("the row's line")
+            .to_string()
+    }
+
+    #[test]
+    fn a_row_of_words_has_no_ratio_and_no_published_bar() {
+        let (figure, outcomes) = one_row(None, "collapses");
+        let result = judge(&figure, &outcomes);
+        let row = &result.rows[0];
+        assert_eq!(row.value, Some(0.0081));
+        assert_eq!(row.ratio, None);
+        assert_eq!(row.verdict, Verdict::Within);
+        let line = table_line(&result);
+        assert!(line.contains("| 0.0081 x | — | ≤ 0.2 |"), "{line}");
+        let Some(PlotData::RowBars { rows, .. }) = &result.plot else {
+            panic!("a row-bar plot")
+        };
+        assert_eq!(rows[0].1, None);
+    }
+
+    #[test]
+    fn a_ratio_is_printed_in_the_digits_of_the_value_beside_it() {
+        let (figure, outcomes) = one_row(Some(0.1), "0.1");
+        let result = judge(&figure, &outcomes);
+        let line = table_line(&result);
+        // 0.0081 / 0.1: shown as 0.081, not rounded to two decimals (0.08).
+        assert!(line.contains("| 0.0081 x | 0.081 | ≤ 0.2 |"), "{line}");
+    }
 
     #[test]
     fn numbers_keep_three_significant_digits() {

@@ -77,6 +77,150 @@ impl SimRun {
     }
 }
 
+/// A seed document, one file of `../shared/reference/seeds/`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum Doc {
+    /// The MICRO'10 slides, one `#` heading per slide.
+    MonetaSlides,
+    /// Swanson's Google Tech Talk, an automatic transcript with no slide marks.
+    MonetaTalk,
+    /// The ATC'20 slides, `slide-N` before each slide.
+    OpenExpressSlides,
+    /// The SNIA 2016 slides, one heading per slide.
+    DcExpressSlides,
+    /// The 2019 slides, `slide-N` before each slide.
+    VnvmlSlides,
+}
+
+impl Doc {
+    pub const ALL: [Doc; 5] = [
+        Doc::MonetaSlides,
+        Doc::MonetaTalk,
+        Doc::OpenExpressSlides,
+        Doc::DcExpressSlides,
+        Doc::VnvmlSlides,
+    ];
+
+    pub fn file_name(self) -> &'static str {
+        match self {
+            Doc::MonetaSlides => "moneta-micro10-slides.md",
+            Doc::MonetaTalk => "moneta-talk-transcript.txt",
+            Doc::OpenExpressSlides => "openexpress-atc20-slides.txt",
+            Doc::DcExpressSlides => "hgst-dcexpress-2016-slides.md",
+            Doc::VnvmlSlides => "vnvml-2019-slides.txt",
+        }
+    }
+}
+
+impl Seed {
+    /// The documents a seed's figures are quoted from.
+    pub fn docs(self) -> &'static [Doc] {
+        match self {
+            Seed::Moneta => &[Doc::MonetaSlides, Doc::MonetaTalk],
+            Seed::OpenExpress => &[Doc::OpenExpressSlides],
+            Seed::DcExpress => &[Doc::DcExpressSlides],
+            Seed::Vnvml => &[Doc::VnvmlSlides],
+            Seed::StorageFuture => &[Doc::MonetaSlides],
+        }
+    }
+}
+
+/// Where in a seed document a quote is.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum Place {
+    /// The slide numbered N (`slide-N` in the text).
+    Slide(u32),
+    /// The slide with this title (a heading of a markdown document).
+    Titled(&'static str),
+    /// A passage of a transcript, described in words (a transcript has no marks to point at).
+    Passage(&'static str),
+}
+
+impl fmt::Display for Place {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Place::Slide(n) => write!(f, "slide {n}"),
+            Place::Titled(title) => write!(f, "slide \"{title}\""),
+            Place::Passage(passage) => f.write_str(passage),
+        }
+    }
+}
+
+/// Where a published value is stated.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+#[serde(tag = "kind", rename_all = "kebab-case")]
+pub enum Source {
+    /// Words of a seed document: `quote` occurs in `doc` at `place` as written, except that
+    /// any run of whitespace stands for any other (line breaks differ) and `...` for words
+    /// left out. `tests/quotes.rs` checks every one against the file.
+    Seed {
+        doc: Doc,
+        place: Place,
+        quote: &'static str,
+    },
+    /// A document that is not among the seeds (a paper's abstract, a datasheet), which no test
+    /// here can read: the report says so beside the value.
+    Outside { reference: &'static str },
+}
+
+impl fmt::Display for Source {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Source::Seed { doc, place, quote } => {
+                write!(f, "{}, {place}: \"{quote}\"", doc.file_name())
+            }
+            Source::Outside { reference } => write!(f, "{reference} (not among the seeds)"),
+        }
+    }
+}
+
+/// Words of the MICRO'10 slides on the slide titled `title`.
+pub fn moneta_slide(title: &'static str, quote: &'static str) -> Source {
+    Source::Seed {
+        doc: Doc::MonetaSlides,
+        place: Place::Titled(title),
+        quote,
+    }
+}
+
+/// Words of Swanson's talk, in the passage described by `passage`.
+pub fn moneta_talk(passage: &'static str, quote: &'static str) -> Source {
+    Source::Seed {
+        doc: Doc::MonetaTalk,
+        place: Place::Passage(passage),
+        quote,
+    }
+}
+
+/// Words of the OpenExpress slides on slide `n`.
+pub fn openexpress_slide(n: u32, quote: &'static str) -> Source {
+    Source::Seed {
+        doc: Doc::OpenExpressSlides,
+        place: Place::Slide(n),
+        quote,
+    }
+}
+
+/// Words of the DC Express slides on the slide titled `title`.
+pub fn dcexpress_slide(title: &'static str, quote: &'static str) -> Source {
+    Source::Seed {
+        doc: Doc::DcExpressSlides,
+        place: Place::Titled(title),
+        quote,
+    }
+}
+
+/// Words of the vNVML slides on slide `n`.
+pub fn vnvml_slide(n: u32, quote: &'static str) -> Source {
+    Source::Seed {
+        doc: Doc::VnvmlSlides,
+        place: Place::Slide(n),
+        quote,
+    }
+}
+
 /// One measurement to run. Only `Sim` and `ProtocolCost` run in this crate; the others are
 /// commands the caller runs (`Runner`).
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -207,11 +351,13 @@ pub struct Row {
     pub what: String,
     pub unit: &'static str,
     /// The published value nvarray is compared with (the middle of a published range).
-    pub published: f64,
+    /// `None` when the seed states no number, only words ("falls first", "fewer"): the row's
+    /// rule is then a bound that reads those words, and there is no ratio to print.
+    pub published: Option<f64>,
     /// The published value as the paper states it, e.g. "72~77 us".
     pub published_text: &'static str,
-    /// Where it is quoted from: file, slide or passage.
-    pub source: &'static str,
+    /// Where it is stated: the words that state it, and where they are.
+    pub source: Source,
     pub experiments: Vec<Experiment>,
     pub measure: Measure,
     pub expect: Expect,
@@ -220,7 +366,7 @@ pub struct Row {
 }
 
 /// A published value: (the value compared with, as the paper states it, where it is quoted).
-pub type Quote = (f64, &'static str, &'static str);
+pub type Quote = (Option<f64>, &'static str, Source);
 
 impl Row {
     /// A row measured by one experiment.

@@ -345,7 +345,11 @@ fn draw(path: &Path, figure: &FigureResult, plot: &PlotData) -> anyhow::Result<(
             let groups = vec![
                 (
                     "published".to_string(),
-                    rows.iter().map(|r| r.1).collect::<Vec<f64>>(),
+                    // A row whose seed gives words, not a number, has no published bar (NaN
+                    // is not drawn).
+                    rows.iter()
+                        .map(|r| r.1.unwrap_or(f64::NAN))
+                        .collect::<Vec<f64>>(),
                 ),
                 ("nvarray".to_string(), rows.iter().map(|r| r.2).collect()),
             ];

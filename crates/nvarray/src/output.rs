@@ -46,9 +46,46 @@ pub fn check_writable(path: &Path) -> anyhow::Result<()> {
     Ok(())
 }
 
+/// An output file named after `stem`: `stem` with `.ext` added, so `--out dot/v1.1` writes
+/// `dot/v1.1.jsonl` and `dot/v1.2` another file (`Path::with_extension` would replace the `.1`
+/// and `.2`, and the second run would overwrite the first's files). A stem that already ends
+/// in one of `own`, the extensions of the files written together, loses it first: `--out
+/// r.json` names the set `r.jsonl`, `r.json`, `r.svg`, not `r.json.json`.
+pub fn sibling(stem: &Path, ext: &str, own: &[&str]) -> std::path::PathBuf {
+    let mut name = stem.as_os_str().to_owned();
+    if let Some(e) = stem.extension().and_then(|e| e.to_str()) {
+        if own.contains(&e) {
+            name = stem.with_extension("").into_os_string();
+        }
+    }
+    name.push(".");
+    name.push(ext);
+    name.into()
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn siblings_keep_every_dot_of_the_stem() {
+        let own = ["jsonl", "json", "svg"];
+        for (stem, ext, expected) in [
+            ("dot/v1.1", "jsonl", "dot/v1.1.jsonl"),
+            ("dot/v1.2", "json", "dot/v1.2.json"),
+            ("sweep", "svg", "sweep.svg"),
+            ("run.2024-01-02", "json", "run.2024-01-02.json"),
+            ("r.json", "jsonl", "r.jsonl"),
+            ("r.jsonl", "svg", "r.svg"),
+            ("a.b/c", "json", "a.b/c.json"),
+        ] {
+            assert_eq!(
+                sibling(Path::new(stem), ext, &own),
+                Path::new(expected),
+                "{stem}"
+            );
+        }
+    }
 
     #[test]
     fn missing_directory_and_directories_are_refused() {

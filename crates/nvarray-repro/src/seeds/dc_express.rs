@@ -21,6 +21,12 @@ pub fn figures() -> Vec<Figure> {
     ]
 }
 
+/// The title of the two slides on remote PCM.
+const REMOTE: &str = "Remote PCM has performance similar to remote DRAM";
+
+/// The title of the slide on the bare protocol at gen3 x8.
+const BARE_GEN3: &str = "DC express bare protocol performance at gen3x8";
+
 /// Remote PCM against remote DRAM over RDMA (the `remote-pcm` and `remote-dram` presets: the
 /// same DC Express device and network, PCM or DRAM behind it).
 fn remote_figure() -> Figure {
@@ -57,9 +63,9 @@ fn remote_figure() -> Figure {
                 id: "dcexpress-remote.raw".into(),
                 what: "raw 512 B RDMA read at QD 1, remote PCM latency / remote DRAM".into(),
                 unit: "x",
-                published: 1.26,
+                published: Some(1.26),
                 published_text: "26% slower",
-                source: "slides: \"Raw RDMA access to remote PCM via PCIe peer2peer is 26% slower than to DRAM\"",
+                source: dcexpress_slide(REMOTE, "Raw RDMA access to remote PCM via PCIe peer2peer is 26% slower than to DRAM"),
                 experiments: vec![raw("remote-pcm"), raw("remote-dram")],
                 measure: ratio(mean_us),
                 expect: Expect::Within(0.02),
@@ -69,9 +75,9 @@ fn remote_figure() -> Figure {
                 id: "dcexpress-remote.kvs".into(),
                 what: "key-value get (64 B index + 512 B value reads, 2.75 us software each), remote PCM / remote DRAM".into(),
                 unit: "x",
-                published: 1.14,
+                published: Some(1.14),
                 published_text: "only 14%",
-                source: "slides: \"This gets effectively hidden in other system latency: KVS latency impact is only 14%\"",
+                source: dcexpress_slide(REMOTE, "This gets effectively hidden in other system latency: KVS latency impact is only 14%"),
                 experiments: vec![kvs("remote-pcm"), kvs("remote-dram")],
                 measure: ratio(mean_us),
                 expect: Expect::Within(0.02),
@@ -142,14 +148,14 @@ fn iops_by_size() -> Figure {
         id: "dcexpress-iops-by-size",
         seed: Seed::DcExpress,
         title: "DC Express bare protocol: random reads from SRAM, IOPS against transfer size",
-        source: "slides, \"DC express bare protocol performance at gen3x8\" and \"DC express at gen2x4\" (8 threads at QD 16)",
+        source: "slides, \"DC express bare protocol performance at gen3x8\" and \"Blast from the past: DC express at gen2x4\" (the slides give no thread count or queue depth: nvarray's is 8 threads at QD 16)",
         rows: vec![Row {
             id: "dcexpress-iops-by-size.gen3x8-64b".into(),
             what: "gen3 x8, 64 B random reads".into(),
             unit: "M IOPS",
-            published: 20.0,
+            published: Some(20.0),
             published_text: "over 20 M IOPS",
-            source: "slides: \"Max bandwidth much higher, over 20 MIOPS on some systems for <128 B transfers\"",
+            source: dcexpress_slide(BARE_GEN3, "Max bandwidth much higher, over 20 MIOPS on some systems for <128 B transfers"),
             experiments: vec![loaded(GEN3, "64")],
             measure: of(million_iops),
             expect: Expect::AtLeast(20.0),
@@ -178,9 +184,9 @@ fn qd1_latency() -> Figure {
                 id: "dcexpress-qd1.gen3-vs-gen2".into(),
                 what: "64 B read at QD 1, gen3 x8 latency / gen2 x4".into(),
                 unit: "x",
-                published: 1.0,
+                published: Some(1.0),
                 published_text: "no significant improvement",
-                source: "slides: \"At QD=1 no significant latency improvement over gen2x4, PCIe is limiting\"",
+                source: dcexpress_slide(BARE_GEN3, "At QD=1 no significant latency improvement over gen2x4, PCIe is limiting"),
                 experiments: vec![qd1(GEN3, "64"), qd1(GEN2, "64")],
                 measure: ratio(mean_us),
                 expect: Expect::AtLeast(0.9),
@@ -190,9 +196,11 @@ fn qd1_latency() -> Figure {
                 id: "dcexpress-qd1.gen2-512b".into(),
                 what: "512 B read at QD 1, gen2 x4".into(),
                 unit: "us",
-                published: 1.43,
+                published: Some(1.43),
                 published_text: "over 700 K IOPS at QD 1",
-                source: "Vucinic et al., FAST'14, abstract: \"exceed 700,000 IOPS on small random reads at queue depth 1\" (1/700 K = 1.43 us; outside the seed slides)",
+                source: Source::Outside {
+                    reference: "Vucinic et al., FAST'14, abstract: \"exceed 700,000 IOPS on small random reads at queue depth 1\" (1/700 K = 1.43 us)",
+                },
                 experiments: vec![qd1(GEN2, "512")],
                 measure: of(mean_us),
                 expect: Expect::Within(0.10),
@@ -236,14 +244,16 @@ fn packets_figure() -> Figure {
     let cost = || Experiment::ProtocolCost {
         preset: GEN3.to_string(),
     };
-    let fewer = |op: &'static str, len: u64| {
-        Row {
+    let fewer = |op: &'static str, len: u64| Row {
         id: format!("dcexpress-packets.{op}-{len}"),
         what: format!("packets per {len} B {op}, DC Express / NVMe"),
         unit: "x",
-        published: 1.0,
+        published: None,
         published_text: "fewer",
-        source: "slides: \"new, leaner PCIe storage protocol - minimizes number of packets per command\"",
+        source: dcexpress_slide(
+            "Blast from the past: DC express at gen2x4",
+            "new, leaner PCIe storage protocol - minimizes number of packets per command",
+        ),
         experiments: vec![cost()],
         measure: Box::new(move |o: &[&Value]| {
             let v = o.first()?;
@@ -251,7 +261,6 @@ fn packets_figure() -> Figure {
         }),
         expect: Expect::AtMost(0.99),
         note: None,
-    }
     };
     let bars = ["moneta", "nvme", "dc-express"]
         .into_iter()
@@ -338,6 +347,9 @@ fn kernel() -> Experiment {
     }
 }
 
+/// The title of the slide on user space against the kernel.
+const KERNELS: &str = "But wait! Kernels aren't ready!";
+
 fn user_vs_kernel() -> Figure {
     Figure {
         id: "dcexpress-user-vs-kernel",
@@ -349,9 +361,9 @@ fn user_vs_kernel() -> Figure {
                 id: "dcexpress-user-vs-kernel.user".into(),
                 what: "nvarray's user-space driver at QD 4, one thread (dc-express-gen3x8 emulated)".into(),
                 unit: "IOPS per core",
-                published: 1e6,
+                published: Some(1e6),
                 published_text: "1 M IOPS on 1 core at QD 4",
-                source: "slides: \"Userspace access achieves same performance at QD=4 using only 1 core\"",
+                source: dcexpress_slide(KERNELS, "8 CPU cores required to exceed 1 MIOPS ... Userspace access achieves same performance at QD=4 using only 1 core"),
                 experiments: vec![user_space()],
                 measure: per_core("iops"),
                 expect: Expect::Measured,
@@ -361,9 +373,9 @@ fn user_vs_kernel() -> Figure {
                 id: "dcexpress-user-vs-kernel.kernel".into(),
                 what: "the kernel's block path: fio (libaio, O_DIRECT) on a loop device over a RAM file".into(),
                 unit: "IOPS per core",
-                published: 125e3,
+                published: Some(125e3),
                 published_text: "8 cores for 1 M IOPS",
-                source: "slides: \"8 CPU cores required to exceed 1 MIOPS through Linux kernel: context switch overhead\"",
+                source: dcexpress_slide(KERNELS, "8 CPU cores required to exceed 1 MIOPS through Linux kernel: context switch overhead"),
                 experiments: vec![kernel()],
                 measure: per_core("jobs_read_iops"),
                 expect: Expect::Measured,
@@ -373,9 +385,9 @@ fn user_vs_kernel() -> Figure {
                 id: "dcexpress-user-vs-kernel.ratio".into(),
                 what: "IOPS per busy core, user space / kernel".into(),
                 unit: "x",
-                published: 8.0,
+                published: Some(8.0),
                 published_text: "8x",
-                source: "slides, the two figures above",
+                source: dcexpress_slide(KERNELS, "8 CPU cores required to exceed 1 MIOPS ... using only 1 core"),
                 experiments: vec![user_space(), kernel()],
                 measure: Box::new(|o: &[&Value]| {
                     let user = at(o.first()?, "iops")? / at(o.first()?, "busy_cores")?;

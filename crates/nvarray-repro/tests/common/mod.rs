@@ -37,7 +37,7 @@ pub fn check_seed(seed: Seed) {
             };
             if !ok {
                 failures.push(format!(
-                    "{}: {} = {got:.4} {} against published {} ({}), rule {} {:?}",
+                    "{}: {} = {got:.4} {} against published {} ({:?}), rule {} {:?}",
                     r.id, r.what, r.unit, r.published_text, r.published, r.rule, row.expect
                 ));
             }

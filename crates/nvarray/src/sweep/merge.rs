@@ -9,7 +9,7 @@ use anyhow::{Context, Result};
 use clap::{Args, Subcommand};
 
 use super::present::{self, Metric, Outputs, PlotFormat};
-use super::record::{read_lines, PointLine};
+use super::record::{grid_text, read_lines, refusal, PointLine};
 use crate::input_error;
 
 #[derive(Args)]
@@ -24,8 +24,9 @@ enum SweepCommand {
     /// whole sweep's table, JSON and plot, exactly as the unsharded sweep writes them.
     ///
     /// Reads every `.jsonl` file in each DIR (or each file named). Refuses lines of different
-    /// sweeps (another grid, device, workload, engine or nvarray version) and names the points
-    /// no shard ran, with the shard that holds each.
+    /// sweeps (another grid, device, workload, trace content, engine, or nvarray binary),
+    /// saying which of these differ, and names the points no shard ran, with the shard that
+    /// holds each.
     Merge(MergeArgs),
 }
 
@@ -65,18 +66,29 @@ fn merge(args: &MergeArgs) -> Result<()> {
     let mut first: Option<(PointLine, &Path)> = None;
     for file in &files {
         for line in read_lines(file)? {
+            // A line's identity is a hash of its recorded parts: one that does not match them
+            // was edited, and its parts cannot be trusted to explain anything.
+            if let Some(parts) = &line.identity {
+                if parts.sweep(&line.grid) != line.sweep {
+                    return Err(input_error(format!(
+                        "{}: point {}'s sweep identity {} is not the hash of its recorded parts; \
+                         was the file edited?",
+                        file.display(),
+                        line.point,
+                        line.sweep
+                    )));
+                }
+            }
             let reference = first.get_or_insert_with(|| (line.clone(), file.as_path()));
-            if line.sweep != reference.0.sweep {
+            let (reference_from, line_from) = (
+                reference.1.display().to_string(),
+                file.display().to_string(),
+            );
+            if let Some(why) = refusal(&reference.0, &reference_from, &line, &line_from) {
                 return Err(input_error(format!(
-                    "{} holds points of another sweep than {}: {} (sweep {}) against {} (sweep \
-                     {}); merge the shards of one sweep only (same grid, device, workload, \
-                     engine and nvarray version)",
-                    file.display(),
-                    reference.1.display(),
-                    grid_text(&line),
-                    line.sweep,
-                    grid_text(&reference.0),
-                    reference.0.sweep
+                    "{line_from} holds points of another sweep than {reference_from}: {why}\n\
+                     merge the shards of one sweep only (same grid, device, workload, trace, \
+                     engine and nvarray binary)"
                 )));
             }
             if line.grid.dims.is_empty()
@@ -94,7 +106,7 @@ fn merge(args: &MergeArgs) -> Result<()> {
                      settings; was the file edited?",
                     file.display(),
                     line.point,
-                    grid_text(&line),
+                    grid_text(&line.grid),
                     line.points
                 )));
             }
@@ -206,13 +218,4 @@ fn jsonl_files(inputs: &[PathBuf]) -> Result<Vec<PathBuf>> {
         }
     }
     Ok(files)
-}
-
-fn grid_text(line: &PointLine) -> String {
-    line.grid
-        .dims
-        .iter()
-        .map(|d| format!("{}={}", d.key, d.values.join(",")))
-        .collect::<Vec<_>>()
-        .join(" ")
 }

@@ -6,9 +6,11 @@
 //!
 //! - `grid`: the points, and which of them a shard runs.
 //! - `record`: the JSON line per point, the sweep's JSON and its identity.
+//! - `binary`: which nvarray binary ran them (its build id), part of the identity.
 //! - `present`: table, plot and JSON, shared by a sweep and a merge.
 //! - `merge`: `nvarray sweep merge`.
 
+mod binary;
 mod grid;
 pub mod merge;
 mod present;
@@ -29,6 +31,9 @@ use crate::progress::Progress;
 use grid::{Grid, Shard};
 use present::{Metric, Outputs, PlotFormat};
 use record::{Identity, PointLine};
+
+/// The extensions of the files a sweep writes beside one another (`output::sibling`).
+pub const OUTPUT_EXTENSIONS: [&str; 4] = ["jsonl", "json", "svg", "png"];
 
 /// Runs one point with some engine, calling the progress callback with the fraction done.
 pub type Runner<'a> =
@@ -71,11 +76,17 @@ pub struct SweepSpec {
     #[arg(long, value_enum, default_value_t = Metric::Bandwidth)]
     pub metric: Metric,
     /// Output path without extension: writes PATH.jsonl (one JSON line per point, as each
-    /// finishes), PATH.json and PATH.svg (or .png); a shard writes PATH.jsonl only [default:
-    /// sweep-PARAM+PARAM in the current directory, dots as dashes, and
-    /// -shard-I-of-N for a shard].
+    /// finishes), PATH.json and PATH.svg (or .png); a shard writes PATH.jsonl only. Every dot
+    /// of PATH is kept (`v1.1` writes `v1.1.jsonl`). When PATH.jsonl holds points of this same
+    /// sweep (an interrupted run), the sweep resumes: those points are kept and not run again
+    /// [default: sweep-PARAM+PARAM in the current directory, dots as dashes, and -shard-I-of-N
+    /// for a shard].
     #[arg(long, value_name = "PATH")]
     pub out: Option<PathBuf>,
+    /// Start over: empty PATH.jsonl instead of resuming from the points it holds (needed when
+    /// it holds another sweep's points).
+    #[arg(long)]
+    pub overwrite: bool,
     /// Plot format.
     #[arg(long, value_enum, default_value_t = PlotFormat::Svg)]
     pub plot: PlotFormat,
@@ -125,17 +136,17 @@ pub fn run(args: &SweepSpec, run: &RunArgs, engine: &Engine<'_>) -> Result<()> {
 
     // Every point's device and workload are built before any runs, so a bad value is reported
     // at once instead of after the points before it have run; the identity covers them all.
-    let mut identity = Identity::new(&engine.identity, &grid);
+    let mut identity = Identity::new(&engine.identity);
     let mut held = Vec::new();
     for i in 0..grid.len() {
         let (device, workload) = point(run, &grid.settings(i))
             .with_context(|| format!("sweep point {}", grid.describe(i)))?;
-        identity.add_point(&device, &workload);
+        identity.add_point(&device, &workload)?;
         if shard.holds(i) {
             held.push((i, device, workload));
         }
     }
-    let sweep = identity.finish();
+    let (sweep, provenance) = identity.finish(&grid);
 
     let out = args.out.clone().unwrap_or_else(|| {
         let stem = grid.file_stem();
@@ -145,19 +156,28 @@ pub fn run(args: &SweepSpec, run: &RunArgs, engine: &Engine<'_>) -> Result<()> {
             format!("{stem}-shard-{}-of-{}", shard.index, shard.count)
         })
     });
-    let lines_path = out.with_extension("jsonl");
+    let lines_path = crate::output::sibling(&out, "jsonl", &OUTPUT_EXTENSIONS);
     crate::output::check_writable(&lines_path)?;
     let outputs = if shard.is_whole() {
         Some(Outputs::new(&out, args.plot)?)
     } else {
         None
     };
-    let mut lines_file = std::io::BufWriter::new(
-        std::fs::File::create(&lines_path)
-            .with_context(|| format!("cannot write {}", lines_path.display()))?,
-    );
-
+    // The points an earlier run of this same sweep recorded are kept, not run again; a file
+    // of another sweep is never emptied without --overwrite.
     let mut lines = Vec::with_capacity(held.len());
+    let mut lines_file = std::io::BufWriter::new(resume(
+        &lines_path,
+        &sweep,
+        &provenance,
+        &grid,
+        shard,
+        args.overwrite,
+        &mut lines,
+    )?);
+    let recorded: std::collections::HashSet<usize> = lines.iter().map(|l| l.point).collect();
+    held.retain(|(i, _, _)| !recorded.contains(i));
+
     if !held.is_empty() {
         let total = held.len();
         let bar = Progress::new("sweeping", total as u64);
@@ -180,6 +200,7 @@ pub fn run(args: &SweepSpec, run: &RunArgs, engine: &Engine<'_>) -> Result<()> {
             &mut |k, report| {
                 let line = PointLine::new(
                     &sweep,
+                    &provenance,
                     &grid,
                     args.metric,
                     shard,
@@ -245,6 +266,71 @@ pub fn run(args: &SweepSpec, run: &RunArgs, engine: &Engine<'_>) -> Result<()> {
             Ok(())
         }
     }
+}
+
+/// Opens `path` for a sweep's JSON lines. A file holding points of this same sweep (`sweep`)
+/// is kept and appended to: its points (those `shard` runs) go into `lines`, a last line cut
+/// short by a kill is cut off, and a note says how many points are left to run. A file of
+/// another sweep is refused, naming what differs, unless `overwrite` (which empties it, as
+/// does a new file).
+fn resume(
+    path: &std::path::Path,
+    sweep: &str,
+    provenance: &record::Provenance,
+    grid: &Grid,
+    shard: Shard,
+    overwrite: bool,
+    lines: &mut Vec<PointLine>,
+) -> Result<std::fs::File> {
+    let cannot = |e: std::io::Error| {
+        anyhow::Error::new(e).context(format!("cannot write {}", path.display()))
+    };
+    let has_points = std::fs::metadata(path).is_ok_and(|m| m.len() > 0);
+    if overwrite || !has_points {
+        return std::fs::File::create(path).map_err(cannot);
+    }
+    let (found, good_bytes) = record::read_for_resume(path)?;
+    // This run as a line of its own, to compare the file's lines with.
+    let this = PointLine::new(
+        sweep,
+        provenance,
+        grid,
+        Metric::Bandwidth,
+        shard,
+        0,
+        serde_json::Value::Null,
+    );
+    let shown = path.display().to_string();
+    for line in &found {
+        if let Some(why) = record::refusal(&this, "this run", line, &shown) {
+            return Err(input_error(format!(
+                "{shown} holds points of another sweep, which this run would overwrite; {why}\n\
+                 give another --out, or --overwrite to empty it and start this sweep over"
+            )));
+        }
+    }
+    let mut seen = std::collections::HashSet::new();
+    lines.extend(
+        found
+            .into_iter()
+            .filter(|l| shard.holds(l.point) && seen.insert(l.point)),
+    );
+    let file = std::fs::OpenOptions::new()
+        .write(true)
+        .open(path)
+        .map_err(cannot)?;
+    // Drop a line cut short, then write after the last whole one.
+    file.set_len(good_bytes).map_err(cannot)?;
+    let mut file = file;
+    std::io::Seek::seek(&mut file, std::io::SeekFrom::End(0)).map_err(cannot)?;
+    let total = (0..grid.len()).filter(|&i| shard.holds(i)).count();
+    eprintln!(
+        "resuming: {} of the {total} points are already in {shown}; running the other {} \
+         (--overwrite starts over)",
+        lines.len(),
+        total - lines.len()
+    );
+    Ok(file)
 }
 
 /// A rough relative cost of simulating `w`, only to start the costliest points first: each

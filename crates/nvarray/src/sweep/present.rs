@@ -68,13 +68,19 @@ pub struct Outputs {
 }
 
 impl Outputs {
-    /// The paths, checked writable now, so a bad `--out` fails before anything runs.
+    /// The paths, checked writable now, so a bad `--out` fails before anything runs. Every
+    /// dot of `out` is kept (`output::sibling`).
     pub fn new(out: &Path, format: PlotFormat) -> Result<Self> {
-        let json = out.with_extension("json");
-        let plot = out.with_extension(match format {
-            PlotFormat::Svg => "svg",
-            PlotFormat::Png => "png",
-        });
+        let own = super::OUTPUT_EXTENSIONS;
+        let json = crate::output::sibling(out, "json", &own);
+        let plot = crate::output::sibling(
+            out,
+            match format {
+                PlotFormat::Svg => "svg",
+                PlotFormat::Png => "png",
+            },
+            &own,
+        );
         crate::output::check_writable(&json)?;
         crate::output::check_writable(&plot)?;
         Ok(Outputs { json, plot })
