@@ -6,7 +6,8 @@
 //! state, then fails here instead of reaching a report.
 //!
 //! The seeds are read from `../shared/reference/seeds/` beside the workspace, or from
-//! `NVARRAY_SEEDS_DIR`.
+//! `NVARRAY_SEEDS_DIR`. A checkout without them (a clone on its own) skips these checks,
+//! saying so on stderr; with `NVARRAY_SEEDS_DIR` set, a missing seed fails.
 
 use std::path::PathBuf;
 
@@ -18,6 +19,19 @@ fn seeds_dir() -> PathBuf {
         return PathBuf::from(dir);
     }
     PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../../shared/reference/seeds")
+}
+
+/// Whether the seed documents can be read here; when not (a clone without the shared folder
+/// beside it, and `NVARRAY_SEEDS_DIR` unset), says on stderr that `test` was skipped.
+fn seeds_here(test: &str) -> bool {
+    if std::env::var_os("NVARRAY_SEEDS_DIR").is_some() || seeds_dir().is_dir() {
+        return true;
+    }
+    eprintln!(
+        "SKIPPED (not passed) {test}: the seed documents are not at {}; set NVARRAY_SEEDS_DIR",
+        seeds_dir().display()
+    );
+    false
 }
 
 fn read(doc: Doc) -> String {
@@ -113,6 +127,9 @@ fn quoted(text: &str) -> Vec<&str> {
 
 #[test]
 fn every_row_quotes_its_seed_word_for_word_at_the_place_it_names() {
+    if !seeds_here("every_row_quotes_its_seed_word_for_word_at_the_place_it_names") {
+        return;
+    }
     let mut failures = Vec::new();
     let mut checked = 0;
     for figure in seeds::all() {
@@ -140,6 +157,9 @@ fn every_row_quotes_its_seed_word_for_word_at_the_place_it_names() {
 
 #[test]
 fn every_phrase_quoted_in_a_figure_source_is_in_its_seed() {
+    if !seeds_here("every_phrase_quoted_in_a_figure_source_is_in_its_seed") {
+        return;
+    }
     let mut failures = Vec::new();
     for figure in seeds::all() {
         let texts: Vec<String> = figure.seed.docs().iter().map(|&d| read(d)).collect();
@@ -196,6 +216,9 @@ fn only_rows_with_a_published_number_are_judged_by_a_tolerance() {
 
 #[test]
 fn the_checker_tells_a_misquote_and_a_wrong_place() {
+    if !seeds_here("the_checker_tells_a_misquote_and_a_wrong_place") {
+        return;
+    }
     // The quote a row used to give for random 512 KiB traffic on split queues: the seeds
     // never say it (the MICRO'10 abstract says 2.8 GB/s of sequential transfers).
     let wrong = check_quote(
