@@ -434,6 +434,10 @@ fn run_thread(
     )
     .collect();
     let mut issued = 0u64;
+    // Requests issued since the ramp ended: `number_ios` counts these, as in fio (fio 3.33:
+    // `rate_iops=1000 number_ios=2000 ramp_time=1` does 2,000 after its ramp). Bytes
+    // (`size`, `io_size`) count from the start, the ramp's too, as fio's do.
+    let mut issued_counted = 0u64;
     let mut in_flight = 0usize;
     let mut verified_blocks = 0u64;
     let mut error = None;
@@ -460,7 +464,7 @@ fn run_thread(
         };
         let more = !time_up
             && error.is_none()
-            && issued < plan.ios
+            && issued_counted < plan.ios
             && issued_bytes < plan.io_bytes
             && !trace_ended;
         if more && in_flight == 0 {
@@ -473,7 +477,7 @@ fn run_thread(
                 );
             }
         }
-        while more && issued < plan.ios && issued_bytes < plan.io_bytes {
+        while more && issued_counted < plan.ios && issued_bytes < plan.io_bytes {
             let now = Instant::now();
             let slot = match slots.front() {
                 Some(&slot) if slot.ready <= now => slot,
@@ -536,6 +540,7 @@ fn run_thread(
                     issuer.issue(p);
                     slots.pop_front();
                     issued += 1;
+                    issued_counted += u64::from(command.could_go >= measure_from);
                     issued_bytes += u64::from(r.len_bytes);
                     in_flight += 1;
                 }

@@ -35,7 +35,8 @@ pub struct ThreadPlan {
     pub ramp_ns: u64,
     pub requests: Requests,
     pub iodepth: u32,
-    /// Requests the thread issues at most (`u64::MAX` when only time bounds it).
+    /// Requests the thread issues at most after its ramp (`number_ios`, which, as in fio,
+    /// does not count the ramp's; `u64::MAX` when only time bounds it).
     pub ios: u64,
     /// Bytes the thread moves at most: it stops issuing once it has issued this many
     /// (`io_size`, or the region's size for `runtime=0`; `u64::MAX`: no limit).

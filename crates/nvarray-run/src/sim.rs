@@ -46,7 +46,9 @@ struct Thread {
     /// Timed requests (a timestamped trace's, a paced job's) that found every queue slot
     /// taken at their time.
     issued_late: u64,
-    /// Requests this thread may still issue (`u64::MAX` when bounded by time).
+    /// Requests this thread may still issue (`u64::MAX` when bounded by time). As in fio,
+    /// `number_ios` counts the requests issued after the ramp: those issued during it do not
+    /// count.
     remaining: u64,
     /// Bytes it may still issue (`u64::MAX`: no byte limit).
     bytes_left: u64,
@@ -142,7 +144,9 @@ impl Host {
                 }
             },
         };
-        th.remaining -= 1;
+        if t >= th.measure_from_ns {
+            th.remaining -= 1;
+        }
         th.bytes_left = th.bytes_left.saturating_sub(u64::from(r.len_bytes));
         let start = t.max(th.cpu_free_ns);
         let submit = start + self.software_ns;

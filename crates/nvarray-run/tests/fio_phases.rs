@@ -170,6 +170,45 @@ fn a_paced_job_counts_the_requests_it_issued_late() {
     assert_eq!(unpaced.paced_issued_late, None);
 }
 
+/// `number_ios` counts the requests after the ramp, as in fio 3.33 (`rate_iops=1000
+/// number_ios=2000 ramp_time=1` does 2,000 after its one-second ramp), in both engines; a
+/// byte limit (`io_size`) counts the ramp's bytes too, as fio's does (measured with fio 3.33
+/// and `ioengine=null`: `size=8m ramp_time=1` at 1,000 a second reports 1,047 requests).
+#[test]
+fn number_ios_counts_after_the_ramp_and_bytes_from_the_start() {
+    let cfg = device("dram");
+    let counted = one_job(&[
+        ("rate_iops", "10000"),
+        ("number_ios", "200"),
+        ("ramp_time", "10ms"),
+    ]);
+    let sized = one_job(&[
+        ("rate_iops", "10000"),
+        ("io_size", "1200k"),
+        ("ramp_time", "10ms"),
+    ]);
+    let r = sim::run(&cfg, &counted).unwrap();
+    assert_eq!(r.totals.requests, 200, "sim: 200 after the ramp");
+    let r = sim::run(&cfg, &sized).unwrap();
+    // 300 requests of 4 KiB in all; the ramp's 100 are not measured.
+    assert_eq!(
+        r.totals.requests, 200,
+        "sim: 300 in all, 100 of them in the ramp"
+    );
+    let options = Options {
+        device_threads: 0,
+        ..Options::default()
+    };
+    let opened = Device::open(&cfg, &options).unwrap();
+    let r = emu::run_on(&opened, &counted, &mut |_| {}).unwrap();
+    assert_eq!(r.totals.requests, 200, "emu: 200 after the ramp");
+    let r = emu::run_on(&opened, &sized, &mut |_| {}).unwrap();
+    assert_eq!(
+        r.totals.requests, 200,
+        "emu: 300 in all, 100 of them in the ramp"
+    );
+}
+
 #[test]
 fn the_emulator_runs_phases_in_order_on_one_device() {
     let options = Options {
