@@ -200,12 +200,19 @@ fn number_ios_counts_after_the_ramp_and_bytes_from_the_start() {
         ..Options::default()
     };
     let opened = Device::open(&cfg, &options).unwrap();
+    // The emulator also counts a request in flight when the ramp ends (at QD 1, at most one),
+    // as fio does: on a loaded machine the thread may collect it only after the ramp.
     let r = emu::run_on(&opened, &counted, &mut |_| {}).unwrap();
-    assert_eq!(r.totals.requests, 200, "emu: 200 after the ramp");
+    assert!(
+        (200..=201).contains(&r.totals.requests),
+        "emu: 200 after the ramp, got {}",
+        r.totals.requests
+    );
     let r = emu::run_on(&opened, &sized, &mut |_| {}).unwrap();
-    assert_eq!(
-        r.totals.requests, 200,
-        "emu: 300 in all, 100 of them in the ramp"
+    assert!(
+        (200..=201).contains(&r.totals.requests),
+        "emu: 300 in all, 100 of them in the ramp, got {}",
+        r.totals.requests
     );
 }
 
