@@ -536,6 +536,9 @@ fn run_thread(
             }
             match device.prepare(op, r.offset_bytes, r.len_bytes, data) {
                 Ok(p) => {
+                    if command.could_go >= measure_from {
+                        stats.io_depths_mut().record_issue(in_flight as u32 + 1);
+                    }
                     started[p.tag().index()] = Some(command);
                     issuer.issue(p);
                     slots.pop_front();
@@ -571,6 +574,9 @@ fn run_thread(
             Some(due) => issuer.wait_until(due, &mine, &mut |done| finished.push(done)),
             None => issuer.wait(&mine, &mut |done| finished.push(done)),
         };
+        if Instant::now() >= measure_from {
+            stats.io_depths_mut().record_collected(finished.len());
+        }
         for done in finished.drain(..) {
             let command = started[done.tag.index()].take().expect("started");
             let (is_read, len, offset) =

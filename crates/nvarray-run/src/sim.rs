@@ -22,7 +22,7 @@ use nvarray_workload::{Direction, Request, Workload};
 
 use crate::error::SimError;
 use crate::plan::{job_streams, Next, Plan, Requests};
-use nvarray_report::{cpu_seconds_per_gb, thread_cpu_seconds, RunReport, StreamStats};
+use nvarray_report::{cpu_seconds_per_gb, thread_cpu_seconds, IoDepths, RunReport, StreamStats};
 
 /// Outstanding requests across all threads; bounds the host-side bookkeeping.
 pub const OUTSTANDING_MAX: u64 = 1 << 20;
@@ -59,6 +59,9 @@ struct Thread {
     cpu_free_ns: u64,
     /// Completions before this (its job's `ramp_time` into the phase) are not counted.
     measure_from_ns: u64,
+    /// Its requests in flight, and fio's depth distributions of the measured ones.
+    in_flight: u32,
+    io_depths: IoDepths,
 }
 
 #[derive(Clone, Copy)]
@@ -144,8 +147,10 @@ impl Host {
                 }
             },
         };
+        th.in_flight += 1;
         if t >= th.measure_from_ns {
             th.remaining -= 1;
+            th.io_depths.record_issue(th.in_flight);
         }
         th.bytes_left = th.bytes_left.saturating_sub(u64::from(r.len_bytes));
         let start = t.max(th.cpu_free_ns);
@@ -324,6 +329,8 @@ fn run_phase(
                     .map_or(u64::MAX, |r| start_ns.saturating_add(r)),
                 cpu_free_ns: start_ns,
                 measure_from_ns: start_ns + t.ramp_ns,
+                in_flight: 0,
+                io_depths: IoDepths::default(),
             }
         })
         .collect();
@@ -389,8 +396,11 @@ fn run_phase(
             HostEvent::Complete => {
                 let p = host.pending[x as usize];
                 let c = p.completion.expect("completion recorded before its event");
-                let th = &host.threads[p.thread as usize];
+                let th = &mut host.threads[p.thread as usize];
+                th.in_flight -= 1;
                 if t >= th.measure_from_ns {
+                    // The simulated host takes each completion alone.
+                    th.io_depths.record_collected(1);
                     let mut breakdown = c.breakdown;
                     breakdown.set(Component::Host, p.submit_ns - p.issue_ns);
                     let latency = c.visible_ns - p.issue_ns;
@@ -439,6 +449,7 @@ fn run_phase(
     let mut trace = None;
     let mut paced_issued_late = None;
     for th in host.threads {
+        streams[th.stream].io_depths_mut().merge(&th.io_depths);
         if th.requests.is_paced() {
             *paced_issued_late.get_or_insert(0) += th.issued_late;
         }

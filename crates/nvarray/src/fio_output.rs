@@ -11,9 +11,16 @@
 //!   `slat_ns` is empty (`N` 0): nvarray does not time submission apart.
 //! - The per-interval bandwidth and IOPS samples fio logs (`bw_min`, `iops_stddev`, ...) are
 //!   not taken: their sample counts are 0 and their figures 0.
-//! - `usr_cpu`, `sys_cpu`, `ctx`, `majf`, `minf`, `iodepth_*` are 0: not measured per job.
+//! - `usr_cpu`, `sys_cpu`, `ctx`, `majf`, `minf` are 0: not measured per job.
+//! - `iodepth_level`, `iodepth_submit` and `iodepth_complete` are counted as fio counts them
+//!   (each request's thread depth at issue; requests handed over one per call; completions
+//!   per look), by both engines.
+//! - `job options` are each job's settings that differ from the defaults, however they were
+//!   given (`JobSpec::fio_options`, plus the trace flags of a replay); `global options` is
+//!   empty, since every job's options are written out whole.
 
-use nvarray_report::{DirectionTotals, RunReport, Totals};
+use nvarray_report::{DirectionTotals, IoDepths, RunReport, Totals};
+use nvarray_workload::trace::TraceSpec;
 use nvarray_workload::{JobSpec, Workload};
 use serde_json::{json, Map, Value};
 
@@ -58,7 +65,8 @@ pub fn report(workload: &Workload, r: &RunReport, percentiles: &[f64], plus: boo
             job(
                 &s.name,
                 s.group,
-                spec,
+                spec.map(|j| job_options(j, workload.trace.as_ref())),
+                spec.map_or(1, |j| j.iodepth),
                 &s.totals,
                 r.elapsed_ns,
                 percentiles,
@@ -71,15 +79,18 @@ pub fn report(workload: &Workload, r: &RunReport, percentiles: &[f64], plus: boo
         "timestamp": now.as_secs(),
         "timestamp_ms": now.as_millis() as u64,
         "time": ctime(now.as_secs()),
+        "global options": {},
         "jobs": jobs,
         "nvarray": r,
     })
 }
 
+#[allow(clippy::too_many_arguments)]
 fn job(
     name: &str,
     group: usize,
-    spec: Option<&JobSpec>,
+    options: Option<Map<String, Value>>,
+    iodepth: u32,
     t: &Totals,
     elapsed_ns: u64,
     percentiles: &[f64],
@@ -88,21 +99,33 @@ fn job(
     // The time the stream's rates are over (its own, if it stopped before the run).
     let runtime_ms = runtime_ns(t, elapsed_ns) / 1_000_000;
     let buckets = |edges: &[u64], scale: u64, from_ns: u64| -> Map<String, Value> {
-        // The ms series' last edge takes everything above, in fio's JSON.
-        let open_top = scale == 1_000_000;
-        edges
+        let mut m: Map<String, Value> = edges
             .iter()
-            .zip(distribution(t, edges, scale, from_ns, open_top))
+            .zip(distribution(t, edges, scale, from_ns, false))
             .map(|(edge, percent)| (edge.to_string(), json!(percent)))
+            .collect();
+        // The ms series ends with `>=2000`: everything above its last edge.
+        if scale == 1_000_000 {
+            let above = distribution(t, &[u64::MAX / scale], scale, 2_000 * scale, false)[0];
+            m.insert(">=2000".into(), json!(above));
+        }
+        m
+    };
+    let depths = |labels: &[&str; 7], counts: &[u64; 7]| -> Map<String, Value> {
+        labels
+            .iter()
+            .zip(IoDepths::percents(counts))
+            .map(|(label, percent)| (label.to_string(), json!(percent)))
             .collect()
     };
+    let d = &t.io_depths;
     json!({
         "jobname": name,
         "groupid": group,
         "error": 0,
         "eta": 0,
         "elapsed": elapsed_ns.div_ceil(1_000_000_000),
-        "job options": spec.map(job_options).unwrap_or_default(),
+        "job options": options.unwrap_or_default(),
         "read": direction(&t.read, runtime_ms, percentiles, plus),
         "write": direction(&t.write, runtime_ms, percentiles, plus),
         "trim": direction(&DirectionTotals::default(), runtime_ms, percentiles, false),
@@ -113,10 +136,13 @@ fn job(
         "ctx": 0,
         "majf": 0,
         "minf": 0,
+        "iodepth_level": depths(&IoDepths::LEVEL_LABELS, &d.at_issue),
+        "iodepth_submit": depths(&IoDepths::BATCH_LABELS, &d.submitted),
+        "iodepth_complete": depths(&IoDepths::BATCH_LABELS, &d.completed),
         "latency_ns": buckets(&EDGES, 1, 0),
         "latency_us": buckets(&EDGES, 1_000, 1_000),
         "latency_ms": buckets(&EDGES_MS, 1_000_000, 1_000_000),
-        "latency_depth": spec.map_or(1, |j| j.iodepth),
+        "latency_depth": iodepth,
         "latency_target": 0,
         "latency_percentile": 100.0,
         "latency_window": 0,
@@ -155,7 +181,7 @@ fn distribution(t: &Totals, edges: &[u64], scale: u64, from_ns: u64, open_top: b
 /// ("terse_version_3;fio_version;jobname;groupid;error;read_kb;..."). Latencies are in µs,
 /// the completion-latency percentiles fill 20 fields (`0%=0` past the list's end), and what
 /// nvarray does not measure per job (submission latency, per-interval bandwidth samples,
-/// CPU, I/O depths) is 0, as fio writes a statistic it has no samples of. No disk-utilisation
+/// CPU) is 0, as fio writes a statistic it has no samples of. No disk-utilisation
 /// fields: there is no host disk.
 pub fn terse(r: &RunReport, percentiles: &[f64]) -> String {
     let mut out = String::new();
@@ -209,9 +235,13 @@ pub fn terse(r: &RunReport, percentiles: &[f64]) -> String {
             // Per-interval bandwidth samples: not taken.
             f.extend(["0", "0", "0.000000%", "0.000000", "0.000000"].map(String::from));
         }
-        // CPU usage, then I/O depths: not measured per job.
+        // CPU usage: not measured per job. Then the I/O depths at issue, as fio's.
         f.extend(["0.000000%", "0.000000%", "0", "0", "0"].map(String::from));
-        f.extend(std::iter::repeat_n("0.0%".to_string(), 7));
+        f.extend(
+            IoDepths::percents(&t.io_depths.at_issue)
+                .into_iter()
+                .map(|p| format!("{p:.1}%")),
+        );
         let percent = |p: f64| {
             // fio shows a bucket that holds anything as at least 0.01%.
             let p = if p > 0.0 && p < 0.01 { 0.01 } else { p };
@@ -230,25 +260,33 @@ pub fn terse(r: &RunReport, percentiles: &[f64]) -> String {
     out
 }
 
-/// A job's settings as fio prints them: its keys with their values as strings.
-fn job_options(j: &JobSpec) -> Map<String, Value> {
-    let mut m = Map::new();
-    let mut put = |k: &str, v: String| {
-        m.insert(k.to_string(), Value::String(v));
-    };
-    put("name", j.name.clone());
-    put("rw", j.rw.to_string());
-    put(j.bs.key(), j.bs.to_string());
-    put("iodepth", j.iodepth.to_string());
-    put("numjobs", j.numjobs.to_string());
-    if j.rw.is_mixed() {
-        put("rwmixread", j.rwmixread.to_string());
-    }
-    if let Some(n) = j.number_ios {
-        put("number_ios", n.to_string());
-    }
-    if let Some(ns) = j.runtime_ns {
-        put("runtime", format!("{}ms", ns / 1_000_000));
+/// A job's settings as fio prints them, its keys with their values as strings: those that
+/// differ from the defaults, and for a replay the trace's flags instead of the generator's
+/// (the trace gives each request's direction, size and place).
+fn job_options(j: &JobSpec, trace: Option<&TraceSpec>) -> Map<String, Value> {
+    let mut m: Map<String, Value> = j
+        .fio_options()
+        .into_iter()
+        .map(|(k, v)| (k.to_string(), Value::String(v)))
+        .collect();
+    if let Some(t) = trace {
+        let text = |v: Value| match v {
+            Value::String(s) => s,
+            other => other.to_string(),
+        };
+        m.insert("trace".into(), t.path.display().to_string().into());
+        if let Some(format) = t.format {
+            m.insert("trace_format".into(), format.name().into());
+        }
+        for (key, value) in [
+            ("replay_mode", serde_json::to_value(t.mode)),
+            ("replay_speed", serde_json::to_value(t.speed)),
+            ("trace_address", serde_json::to_value(t.address)),
+        ] {
+            if let Ok(v) = value {
+                m.insert(key.into(), text(v).into());
+            }
+        }
     }
     m
 }
@@ -396,9 +434,33 @@ pub fn normal(
                 );
             }
         }
+        let d = &t.io_depths;
+        let line = |labels: &[&str; 7], counts: &[u64; 7]| {
+            labels
+                .iter()
+                .zip(IoDepths::percents(counts))
+                .map(|(label, p)| format!("{label}={p:.1}%"))
+                .collect::<Vec<_>>()
+                .join(", ")
+        };
         let _ = writeln!(
             s,
-            "  issued rwts: total={},{},0,0 short=0,0,0,0 dropped=0,0,0,0\n",
+            "  IO depths    : {}",
+            line(&IoDepths::LEVEL_LABELS, &d.at_issue)
+        );
+        let _ = writeln!(
+            s,
+            "     submit    : {}",
+            line(&IoDepths::BATCH_LABELS, &d.submitted)
+        );
+        let _ = writeln!(
+            s,
+            "     complete  : {}",
+            line(&IoDepths::BATCH_LABELS, &d.completed)
+        );
+        let _ = writeln!(
+            s,
+            "     issued rwts: total={},{},0,0 short=0,0,0,0 dropped=0,0,0,0\n",
             t.read.requests, t.write.requests
         );
     }
@@ -412,22 +474,59 @@ pub fn normal(
             s.push('\n');
         }
         let _ = writeln!(s, "Run status group {group} (all jobs):");
-        let run_ms = runtime_ns(t, r.elapsed_ns) / 1_000_000;
-        for (label, d) in [("   READ", &t.read), ("  WRITE", &t.write)] {
+        let members: Vec<&Totals> = r
+            .streams
+            .iter()
+            .filter(|st| st.group == group)
+            .map(|st| &st.totals)
+            .collect();
+        for (label, of) in [
+            (
+                "   READ",
+                (|t: &Totals| &t.read) as fn(&Totals) -> &DirectionTotals,
+            ),
+            ("  WRITE", |t: &Totals| &t.write),
+        ] {
+            let d = of(t);
             if d.requests == 0 {
                 continue;
             }
-            let (b, dec) = (
-                binary_rate(d.bandwidth_bytes_per_s),
-                decimal_rate(d.bandwidth_bytes_per_s),
+            // As fio: the group's rate, then the least and greatest of its jobs' own rates
+            // and run times, over the jobs that moved data this way.
+            let jobs: Vec<(f64, u64)> = members
+                .iter()
+                .filter(|m| of(m).requests > 0)
+                .map(|m| {
+                    (
+                        of(m).bandwidth_bytes_per_s,
+                        runtime_ns(m, r.elapsed_ns) / 1_000_000,
+                    )
+                })
+                .collect();
+            let fold = |f: fn(f64, f64) -> f64, init: f64, pick: fn(&(f64, u64)) -> f64| {
+                jobs.iter().map(pick).fold(init, f)
+            };
+            let (bw_min, bw_max) = (
+                fold(f64::min, f64::INFINITY, |j| j.0),
+                fold(f64::max, 0.0, |j| j.0),
+            );
+            let (run_min, run_max) = (
+                jobs.iter().map(|j| j.1).min().unwrap_or(0),
+                jobs.iter().map(|j| j.1).max().unwrap_or(0),
             );
             let _ = writeln!(
                 s,
-                "{label}: bw={b} ({dec}), {b}-{b} ({dec}-{dec}), io={} ({}), run={}-{}msec",
+                "{label}: bw={} ({}), {}-{} ({}-{}), io={} ({}), run={}-{}msec",
+                binary_rate(d.bandwidth_bytes_per_s),
+                decimal_rate(d.bandwidth_bytes_per_s),
+                binary_rate(bw_min),
+                binary_rate(bw_max),
+                decimal_rate(bw_min),
+                decimal_rate(bw_max),
                 binary_size(d.bytes),
                 decimal_size(d.bytes),
-                run_ms.max(1),
-                run_ms.max(1)
+                run_min.max(1),
+                run_max.max(1)
             );
         }
     }
@@ -452,41 +551,64 @@ fn unit_for(max_ns: u64) -> (&'static str, u64) {
     }
 }
 
-/// `972k`, `1028k`, `2345`: fio's IOPS figure.
-fn si(v: f64) -> String {
-    match v {
-        v if v >= 1e6 => format!("{:.0}k", v / 1e3),
-        v if v >= 1e4 => format!("{:.0}k", v / 1e3),
-        v => format!("{v:.0}"),
+/// fio's significant figures for sizes, rates and IOPS (`sig_figs`, default 4).
+const SIG_FIGS: usize = 4;
+
+/// A number as fio's `num2str` writes it (`lib/num2str.c`, fio 3.33), with `SIG_FIGS`
+/// digits: divided by 1000 (or 1024 with `binary`) until at most that many digits are left,
+/// then the digits the room allows after the point, from what the last division left over:
+/// `15.6MiB`, `3072KiB`, `16.8MB`, `20.0k`. Like fio's, the decimals are the remainder's own
+/// rounding: a remainder of 0.97 shows as `.0` with one decimal (fio prints `15.0` there too).
+fn num2str(mut num: u64, binary: bool, unit: &str) -> String {
+    const PREFIXES: [&str; 6] = ["", "k", "M", "G", "T", "P"];
+    const IEC: [&str; 6] = ["", "Ki", "Mi", "Gi", "Ti", "Pi"];
+    let thousand = if binary { 1024 } else { 1000 };
+    let mut post = 0usize;
+    let mut modulo = None;
+    // fio divides once more past its largest prefix and prints a sixth of the value there;
+    // this stops at it (the figure takes more digits instead).
+    while post < PREFIXES.len() - 1 && num.to_string().len() > SIG_FIGS {
+        modulo = Some(num % thousand);
+        num /= thousand;
+        post += 1;
     }
+    let prefix = if binary { IEC[post] } else { PREFIXES[post] };
+    let Some(modulo) = modulo else {
+        return format!("{num}{prefix}{unit}");
+    };
+    let digits = num.to_string().len();
+    if SIG_FIGS.saturating_sub(digits) <= 1 {
+        // No room for decimals: round the remainder.
+        let carry = u64::from(modulo >= thousand / 2);
+        return format!("{}{prefix}{unit}", num + carry);
+    }
+    let decimals = SIG_FIGS - digits - 1;
+    let fraction = format!("{:.*}", decimals, modulo as f64 / thousand as f64);
+    // "0.23" -> "23" (and "1.0" -> "0", as fio's `&tmp[2]` does).
+    format!("{num}.{}{prefix}{unit}", &fraction[2..])
+}
+
+/// `972k`, `20.0k`, `4987`: fio's IOPS figure.
+fn si(v: f64) -> String {
+    num2str(v as u64, false, "")
 }
 
 fn binary_rate(bytes_per_s: f64) -> String {
-    format!("{}/s", binary_size(bytes_per_s as u64))
+    num2str(bytes_per_s as u64, true, "B/s")
 }
 
 fn decimal_rate(bytes_per_s: f64) -> String {
-    format!("{}/s", decimal_size(bytes_per_s as u64))
+    num2str(bytes_per_s as u64, false, "B/s")
 }
 
-/// `3888KiB`, `3797MiB`: fio's binary sizes (whole units, as fio rounds them).
+/// `3072KiB`, `15.2MiB`: fio's binary sizes.
 fn binary_size(b: u64) -> String {
-    match b {
-        b if b >= 10 << 30 => format!("{}GiB", b >> 30),
-        b if b >= 10 << 20 => format!("{}MiB", b >> 20),
-        b if b >= 10 << 10 => format!("{}KiB", b >> 10),
-        b => format!("{b}B"),
-    }
+    num2str(b, true, "B")
 }
 
-/// `3981kB`, `4211MB`: fio's decimal sizes.
+/// `3146kB`, `16.0MB`: fio's decimal sizes.
 fn decimal_size(b: u64) -> String {
-    match b {
-        b if b >= 10_000_000_000 => format!("{}GB", b / 1_000_000_000),
-        b if b >= 10_000_000 => format!("{}MB", b / 1_000_000),
-        b if b >= 10_000 => format!("{}kB", b / 1_000),
-        b => format!("{b}B"),
-    }
+    num2str(b, false, "B")
 }
 
 /// fio's `{min, max, mean, stddev, N}` of a latency.
@@ -519,6 +641,31 @@ fn ctime(secs: u64) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// fio 3.33's own output (`ioengine=null`, `bs=4k`): `size=15600k` at 20,000 a second
+    /// printed `IOPS=20.0k, BW=78.1MiB/s (81.9MB/s)(15.2MiB/195msec)`, `size=3m` at 5,000
+    /// `IOPS=4987, BW=19.5MiB/s (20.4MB/s)(3072KiB/154msec)`, their group `io=18.2MiB
+    /// (19.1MB)`, and `size=16m` `io=16.0MiB (16.8MB)` at `8000MiB/s (8389MB/s)`.
+    #[test]
+    fn sizes_and_rates_are_written_as_fio_writes_them() {
+        for (n, binary, unit, fio) in [
+            (15_974_400, true, "B", "15.2MiB"),
+            (3 << 20, true, "B", "3072KiB"),
+            (19_120_128, true, "B", "18.2MiB"),
+            (19_120_128, false, "B", "19.1MB"),
+            (16 << 20, true, "B", "16.0MiB"),
+            (16 << 20, false, "B", "16.8MB"),
+            (8_388_608_000, true, "B/s", "8000MiB/s"),
+            (8_388_608_000, false, "B/s", "8389MB/s"),
+            (81_920_000, true, "B/s", "78.1MiB/s"),
+            (20_000, false, "", "20.0k"),
+            (4987, false, "", "4987"),
+            (0, true, "B", "0B"),
+            (u64::MAX, true, "B", "16384PiB"),
+        ] {
+            assert_eq!(num2str(n, binary, unit), fio, "{n}");
+        }
+    }
 
     #[test]
     fn percentile_lists_are_fios() {

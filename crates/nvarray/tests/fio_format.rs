@@ -434,3 +434,168 @@ fn stonewall_groups_show_in_every_fio_layout() {
     assert_eq!(json["jobs"][1]["groupid"], 1);
     assert_eq!(json["nvarray"]["groups"][1]["jobs"][0], "check");
 }
+
+/// The keys of a JSON object, with those of its objects below it (`a.b`), down to `depth`.
+fn key_paths(v: &serde_json::Value, prefix: &str, depth: usize, out: &mut Vec<String>) {
+    let Some(map) = v.as_object() else {
+        return;
+    };
+    for (k, child) in map {
+        let path = format!("{prefix}{k}");
+        if depth > 1 {
+            key_paths(child, &format!("{path}."), depth - 1, out);
+        }
+        out.push(path);
+    }
+}
+
+/// Every field real fio 3.33 writes in its JSON (the top level and each job, two levels
+/// down), nvarray writes too, so a tool that reads one of them finds it: `global options`,
+/// `iodepth_level`/`_submit`/`_complete`, and the `>=2000` bucket of `latency_ms` were missing.
+#[test]
+fn nvarrays_json_has_every_field_fios_has() {
+    if !have("fio") {
+        eprintln!("SKIPPED: fio is not installed (scripts/setup.sh installs it)");
+        return;
+    }
+    let out = Command::new("fio")
+        .args([
+            "--name=peer",
+            "--ioengine=null",
+            "--size=16m",
+            "--rw=randrw",
+            "--bs=4k",
+            "--number_ios=400",
+            "--output-format=json",
+        ])
+        .output()
+        .expect("run fio");
+    let fio: serde_json::Value = serde_json::from_slice(&out.stdout).expect("fio's JSON");
+    let ours = nvarray(&[
+        "sim",
+        "--preset",
+        "dram",
+        "--rw",
+        "randrw",
+        "--number_ios",
+        "400",
+        "--output-format",
+        "json",
+    ]);
+    let (mut theirs, mut mine) = (Vec::new(), Vec::new());
+    key_paths(&fio, "", 1, &mut theirs);
+    key_paths(&ours, "", 1, &mut mine);
+    key_paths(&fio["jobs"][0], "job.", 2, &mut theirs);
+    key_paths(&ours["jobs"][0], "job.", 2, &mut mine);
+    // fio's own: the host's disks under a null engine, and the job's options as given.
+    let skip = |k: &str| k == "disk_util" || k.starts_with("job.job options.");
+    let missing: Vec<&String> = theirs
+        .iter()
+        .filter(|k| !skip(k) && !mine.contains(k))
+        .collect();
+    assert!(
+        missing.is_empty(),
+        "fields fio writes and nvarray does not: {missing:?}"
+    );
+}
+
+/// A request over two seconds is in `latency_ms`'s `>=2000` bucket, not in `2000`; the I/O
+/// depth shares are the run's (a closed loop at `iodepth=4` issues nearly all at depth 4).
+#[test]
+fn the_json_buckets_hold_what_they_name() {
+    let slow = nvarray(&[
+        "sim",
+        "--preset",
+        "null",
+        "--set",
+        "model.null_latency_ns=3s",
+        "--number_ios",
+        "10",
+        "--output-format",
+        "json",
+    ]);
+    let ms = &slow["jobs"][0]["latency_ms"];
+    assert_eq!(ms[">=2000"], 100.0, "{ms}");
+    assert_eq!(ms["2000"], 0.0, "{ms}");
+    let deep = nvarray(&[
+        "sim",
+        "--preset",
+        "dram",
+        "--rw",
+        "randread",
+        "--iodepth",
+        "4",
+        "--number_ios",
+        "4000",
+        "--output-format",
+        "json",
+    ]);
+    let job = &deep["jobs"][0];
+    let level = &job["iodepth_level"];
+    assert!(level["4"].as_f64().unwrap() > 99.0, "{level}");
+    let sum: f64 = level
+        .as_object()
+        .unwrap()
+        .values()
+        .map(|v| v.as_f64().unwrap())
+        .sum();
+    assert!((sum - 100.0).abs() < 1e-9, "{level}");
+    assert_eq!(job["iodepth_submit"]["4"], 100.0);
+    assert_eq!(job["iodepth_complete"]["4"], 100.0);
+    // The job's options are its own settings.
+    assert_eq!(job["job options"]["iodepth"], "4");
+    assert_eq!(job["job options"]["rw"], "randread");
+}
+
+/// "Run status group": the group's rate, then the least and greatest of its jobs' own rates
+/// and run times, as fio prints it; sizes in fio's four significant figures (`15.2MiB`, where
+/// whole units once cut it to `15MiB`).
+#[test]
+fn the_run_status_line_ranges_over_the_groups_jobs() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("two.fio");
+    std::fs::write(
+        &path,
+        "[global]\nbs=4k\n[a]\nrw=randread\nsize=15600k\nrate_iops=20000\n[b]\nrw=randread\nsize=3m\nrate_iops=5000\n",
+    )
+    .unwrap();
+    let normal = nvarray_text(&["fio", "--engine", "sim", path.to_str().unwrap()]);
+    let line = normal
+        .lines()
+        .find(|l| l.trim_start().starts_with("READ:"))
+        .expect("a READ line");
+    // a: 3,900 requests at 20,000 a second, the last due at 194.95 ms (78.1 MiB/s); b: 768
+    // at 5,000, the last at 153.4 ms (3 MiB in 153.4 ms is 19.6 MiB/s); 18.2 MiB in all. Run
+    // times in whole ms, cut as fio cuts them.
+    assert!(line.contains("19.6MiB/s-78.1MiB/s"), "{line}");
+    assert!(line.contains("io=18.2MiB (19.1MB)"), "{line}");
+    assert!(line.contains("run=153-194msec"), "{line}");
+    assert!(normal.contains("(15.2MiB/194msec)"), "{normal}");
+}
+
+/// A replayed trace's options are the trace's flags, not a generator's `rw` and `bs`.
+#[test]
+fn a_replays_job_options_name_its_trace() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("t.csv");
+    std::fs::write(
+        &path,
+        "time_ns,op,offset_bytes,len_bytes\n0,W,0,8192\n10,R,8192,512\n",
+    )
+    .unwrap();
+    let json = nvarray(&[
+        "sim",
+        "--preset",
+        "dram",
+        "--trace",
+        path.to_str().unwrap(),
+        "--output-format",
+        "json",
+    ]);
+    let options = &json["jobs"][0]["job options"];
+    assert_eq!(options["trace"], path.to_str().unwrap(), "{options}");
+    assert!(
+        options.get("rw").is_none() && options.get("bs").is_none(),
+        "{options}"
+    );
+}

@@ -14,6 +14,7 @@ use serde::Serialize;
 use crate::units::NS_PER_S;
 
 mod keys;
+mod options;
 mod validate;
 mod vocabulary;
 

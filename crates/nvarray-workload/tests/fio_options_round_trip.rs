@@ -1,0 +1,89 @@
+//! `JobSpec::fio_options` writes a job back as the fio options that make it: applied to a
+//! default job with `JobSpec::set`, they give the same job, whatever keys (and spellings)
+//! built it. fio's JSON report lists them as the job's options.
+
+use nvarray_workload::JobSpec;
+use proptest::prelude::*;
+
+/// Keys with values `set` accepts, several spellings of the same setting among them.
+const SETTINGS: &[(&str, &[&str])] = &[
+    (
+        "rw",
+        &[
+            "read",
+            "write",
+            "randread",
+            "randwrite",
+            "rw",
+            "randrw",
+            "readwrite",
+        ],
+    ),
+    ("bs", &["512", "4k", "64k", "1m", "3k"]),
+    ("bssplit", &["4k/50:64k/50", "512/10:4k/0:16k/90"]),
+    ("bsrange", &["4k-16k", "512-4k"]),
+    ("rwmixread", &["0", "30", "50", "100"]),
+    ("rwmixwrite", &["25"]),
+    ("iodepth", &["1", "32"]),
+    ("numjobs", &["1", "4"]),
+    ("runtime", &["0", "1", "20ms", "1500us", "2s"]),
+    ("timeout", &["3"]),
+    ("number_ios", &["0", "77", "4k"]),
+    ("io_size", &["1m", "12345k"]),
+    ("io_limit", &["2g"]),
+    ("random_distribution", &["random", "zipf:1.2", "zipf:0.5"]),
+    ("randseed", &["1", "137", "0x89"]),
+    ("offset", &["0", "1m"]),
+    ("offset_increment", &["64k"]),
+    ("size", &["4m", "1g"]),
+    ("loops", &["1", "3"]),
+    ("blockalign", &["4k"]),
+    ("ba", &["8k"]),
+    ("thinktime", &["0", "10", "1500ns", "2ms"]),
+    ("rate", &["1m", "100k"]),
+    ("rate_iops", &["1000"]),
+    ("rate_process", &["linear", "poisson"]),
+    ("verify", &["crc32c", "none"]),
+    ("ramp_time", &["0", "1", "5ms"]),
+    ("stonewall", &["", "0", "1"]),
+    ("wait_for_previous", &["1"]),
+    ("new_group", &["", "0"]),
+    ("wait_for", &["first"]),
+    ("norandommap", &["", "0", "1"]),
+    ("time_based", &["", "1", "0"]),
+];
+
+proptest! {
+    #[test]
+    fn a_jobs_fio_options_build_it_again(
+        picks in proptest::collection::vec((0..SETTINGS.len(), 0usize..8), 0..20)
+    ) {
+        let mut job = JobSpec::default();
+        for (key_index, value_index) in picks {
+            let (key, values) = SETTINGS[key_index];
+            // A value `set` refuses leaves the job as it was; the options must still hold.
+            let _ = job.set(key, values[value_index % values.len()]);
+        }
+        let mut again = JobSpec::default();
+        for (key, value) in job.fio_options() {
+            prop_assert!(again.set(key, &value).is_ok(), "{key}={value} refused");
+        }
+        prop_assert_eq!(again, job);
+    }
+}
+
+/// A job given nothing has no options; one given its defaults in other words has none either.
+#[test]
+fn the_default_job_has_no_options() {
+    assert!(JobSpec::default().fio_options().is_empty());
+    let mut job = JobSpec::default();
+    for (key, value) in [
+        ("rw", "read"),
+        ("bs", "4096"),
+        ("rwmixwrite", "50"),
+        ("iodepth", "1"),
+    ] {
+        job.set(key, value).unwrap();
+    }
+    assert_eq!(job.fio_options(), Vec::<(&str, String)>::new());
+}
