@@ -366,6 +366,13 @@ impl Pool {
     ///
     /// A backing file this call created is removed again if the open fails, so a refused
     /// `nv_allocate(..., NV_CREATE)` leaves nothing behind.
+    ///
+    /// The NVM-tier state found for the path must have been made for this very file
+    /// (`identity.rs`): one left by a crashed pool whose file was since removed, replaced or
+    /// copied is `PmError::NotThisPool`, and the file is not written. Every block of the
+    /// backing file is reserved (`space.rs`): a file system without room is
+    /// `PmError::NoSpace`. The log and cache are cut to what the pool can use
+    /// (`Layout::for_pool`).
     pub fn open(path: impl AsRef<Path>, size_bytes: u64, options: &PoolOptions) -> Result<Pool> {
         options.validate()?;
         let path = path.as_ref();
