@@ -194,8 +194,8 @@ fn examine(
     let l = match Layout::from_header(&nvm, nvm_path) {
         Ok(l) => l,
         // An older version's state closed cleanly holds nothing: the file has it all.
-        Err(PmError::WrongVersion { found, .. })
-            if found < layout::VERSION && clean() && attached_pids(file, None).is_empty() =>
+        Err(PmError::WrongVersion { found: version, .. })
+            if version < layout::VERSION && clean() && attached_pids(file, None).is_empty() =>
         {
             return Ok(Verdict::Replace)
         }
@@ -329,14 +329,13 @@ fn attach_state(
     options: &PoolOptions,
 ) -> Result<(File, OpenLock, Media, Layout)> {
     let nvm_path = nvm_file_path(&options.nvm_dir, canonical);
-    let mut found = identity::observe(backing, path)?;
     for _ in 0..STATE_ATTEMPTS_MAX {
         let file = match OpenOptions::new().read(true).write(true).open(&nvm_path) {
             Ok(f) => f,
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
-                found = identity::establish(backing, path)?;
+                let id = identity::establish(backing, path)?;
                 let fresh = Layout::for_pool(size_bytes, options);
-                create_state(&options.nvm_dir, &nvm_path, canonical, &fresh, &found)?;
+                create_state(&options.nvm_dir, &nvm_path, canonical, &fresh, &id)?;
                 continue;
             }
             Err(e) => return Err(io_err(&nvm_path)(e)),
@@ -345,6 +344,9 @@ fn attach_state(
         if !identity::is_at(&file, &nvm_path)? {
             continue; // removed by the last process to close the pool, after we opened it
         }
+        // Looked at only now: a state names a pool id only after the file was given it, so
+        // a file that another opener gave its id meanwhile is seen with it.
+        let found = identity::observe(backing, path)?;
         match examine(&file, &nvm_path, canonical, &found, size_bytes)? {
             Verdict::Use(nvm, layout) => return Ok((file, lock, nvm, layout)),
             Verdict::Replace => remove_state(&file, &nvm_path)?,
@@ -670,8 +672,10 @@ impl Pool {
         // Closed cleanly, the state holds nothing the backing file lacks: remove it, so that
         // NVM-tier files live only while their pool is open or needs recovery. (The next
         // open makes a fresh one; one already waiting for the lock sees the name gone.)
+        // Failing to remove it is no failure of the close: a clean state left behind is
+        // replaced by the next open, or removed by `nvarray pm clean`.
         if last && result.is_ok() {
-            remove_state(file, &inner.nvm_path)?;
+            let _ = remove_state(file, &inner.nvm_path);
         }
         result
     }

@@ -241,6 +241,53 @@ fn a_dead_pools_state_is_never_written_into_another_file_at_its_path() {
     assert!(read_all(&pool) == before, "opening changed the file");
 }
 
+/// Openers racing to make a new pool all attach to one state: the one that gives the file its
+/// pool id and makes the state, and the others, which must see the file with that id (a
+/// look taken before it was given one saw another file, and refused or replaced the state).
+#[test]
+fn openers_racing_to_make_a_new_pool_all_attach_to_one_state() {
+    let s = Scratch::new();
+    for round in 0..100 {
+        let path = s.dir.path().join(format!("race-{round}"));
+        let start = std::sync::Barrier::new(3);
+        let pools: Vec<Pool> = std::thread::scope(|sc| {
+            let openers: Vec<_> = (0..3)
+                .map(|_| {
+                    sc.spawn(|| {
+                        start.wait();
+                        Pool::open(&path, SIZE, &s.small())
+                    })
+                })
+                .collect();
+            openers
+                .into_iter()
+                .map(|h| {
+                    h.join()
+                        .unwrap()
+                        .unwrap_or_else(|e| panic!("round {round}: {e}"))
+                })
+                .collect()
+        });
+        let mut tx = pools[0].begin().unwrap();
+        tx.write(0, b"one state").unwrap();
+        tx.commit().unwrap();
+        for p in &pools {
+            let mut buf = [0u8; 9];
+            p.read(0, &mut buf).unwrap();
+            assert_eq!(&buf, b"one state", "round {round}");
+            assert_eq!(p.nvm_path(), pools[0].nvm_path());
+        }
+        assert_eq!(common::state_files(s.dir.path()).len(), 1, "round {round}");
+        for p in pools {
+            p.close().unwrap();
+        }
+        assert!(
+            common::state_files(s.dir.path()).is_empty(),
+            "round {round}"
+        );
+    }
+}
+
 /// A state closed cleanly holds nothing its file lacks, so a state for another file (left
 /// by a process killed while closing, or by an older version) is replaced, not refused; one
 /// in use by a live process for the file that was there is refused, naming the process.
