@@ -101,18 +101,22 @@ pub(crate) fn establish(file: &File, path: &Path) -> Result<Identity> {
                 libc::XATTR_CREATE,
             )
         };
-        if rc != 0 {
+        let mut set = rc == 0;
+        if !set {
             let e = std::io::Error::last_os_error();
             // Another opener gave it its id first; `observe` reads theirs. A file system that
             // refuses user attributes leaves the inode and birth time to identify the file.
-            let raced = e.raw_os_error() == Some(libc::EEXIST);
-            if !raced && !unsupported(&e) {
+            set = e.raw_os_error() == Some(libc::EEXIST);
+            if !set && !unsupported(&e) {
                 return Err(attr_error(path, "set", e));
             }
         }
         // The id must be durable before a state records it: a state that outlives its id (a
         // power cut with the NVM tier on real persistent memory) would never match again.
-        file.sync_all().map_err(io_err(path))?;
+        // (Also when another opener set it: this one's state may be the one linked first.)
+        if set {
+            file.sync_all().map_err(io_err(path))?;
+        }
     }
     observe(file, path)
 }

@@ -211,7 +211,12 @@ fn describe(file: &File, path: &Path) -> Result<StateFile> {
 
 /// The status of a readable state not in use, from its pool's file.
 fn pool_file_status(backing: &Path, recorded: &identity::Identity, clean: bool) -> StateStatus {
-    let found = File::open(backing)
+    use std::os::unix::fs::OpenOptionsExt as _;
+    // Without waiting: something other than a regular file (a FIFO) may have its path now.
+    let found = OpenOptions::new()
+        .read(true)
+        .custom_flags(libc::O_NONBLOCK)
+        .open(backing)
         .map_err(io_err(backing))
         .and_then(|f| identity::observe(&f, backing));
     match found {

@@ -52,10 +52,11 @@ struct PoolFlags {
     /// NVM technology (an nvarray-model preset); each persist barrier costs its write latency.
     #[arg(long, default_value = "dram")]
     tech: String,
-    /// Redo log size.
+    /// Redo log size; cut to what the pool can use (eight times its size).
     #[arg(long, default_value = "64m", value_parser = parse_size)]
     log_size: u64,
-    /// NVM write cache size.
+    /// NVM write cache size; cut to what the pool can use (the size that never writes back
+    /// before the pool is closed).
     #[arg(long, default_value = "256m", value_parser = parse_size)]
     cache_size: u64,
 }
