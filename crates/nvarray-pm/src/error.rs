@@ -63,6 +63,9 @@ pub enum PmError {
         backing: PathBuf,
         pids: String,
     },
+    /// `remove_state_file` refused: the state may be needed (`StateStatus::removable`).
+    #[error("{path}: kept, {why}")]
+    StateKept { path: PathBuf, why: String },
     #[error("invalid option: {0}")]
     BadOption(String),
     #[error("write of {len} bytes at offset {offset} is outside the pool of {size} bytes")]

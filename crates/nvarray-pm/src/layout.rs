@@ -133,14 +133,14 @@ impl Layout {
     pub fn for_pool(pool_size_bytes: u64, options: &PoolOptions) -> Layout {
         let page = PAGE as u64;
         let pool_pages = pool_size_bytes.div_ceil(page);
-        let log_max = (pool_pages * page).saturating_mul(8).max(MIN_LOG);
+        let log_bytes_max = (pool_pages * page).saturating_mul(8).max(MIN_LOG);
         let never_written_back_pages = (pool_pages as f64 / options.writeback_threshold).ceil();
-        let cache_max_pages = (never_written_back_pages as u64).max(pool_pages.saturating_mul(2));
-        let cache_max = cache_max_pages.saturating_mul(page).max(MIN_CACHE);
+        let cache_pages_max = (never_written_back_pages as u64).max(pool_pages.saturating_mul(2));
+        let cache_bytes_max = cache_pages_max.saturating_mul(page).max(MIN_CACHE);
         Layout::new(
             pool_size_bytes,
-            options.log_size_bytes.min(log_max),
-            options.cache_size_bytes.min(cache_max),
+            options.log_size_bytes.min(log_bytes_max),
+            options.cache_size_bytes.min(cache_bytes_max),
         )
     }
 

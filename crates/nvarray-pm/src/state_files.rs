@@ -142,11 +142,10 @@ pub fn remove_state_file(path: &Path, discard_commits: bool) -> Result<StateFile
             }
             _ => "",
         };
-        return Err(PmError::BadOption(format!(
-            "{}: kept, {}{advice}",
-            path.display(),
-            state.status
-        )));
+        return Err(PmError::StateKept {
+            path: path.to_path_buf(),
+            why: format!("{}{advice}", state.status),
+        });
     }
     remove_state(&file, path)?;
     Ok(state)
@@ -158,10 +157,11 @@ fn check_name(path: &Path) -> Result<()> {
         .and_then(|n| n.to_str())
         .is_some_and(is_state_name);
     if !name_ok {
-        return Err(PmError::BadOption(format!(
-            "{}: not an nvarray-pm state file (they are named nvarray-pm-<16 hex digits>.nvm)",
-            path.display()
-        )));
+        return Err(PmError::Mismatch {
+            path: path.to_path_buf(),
+            what: "not an nvarray-pm state file (they are named nvarray-pm-<16 hex digits>.nvm)"
+                .into(),
+        });
     }
     Ok(())
 }
