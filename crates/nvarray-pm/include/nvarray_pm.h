@@ -51,7 +51,12 @@ typedef int64_t nv_tid_t;
 
 /* Opens the pool over the file at path (size bytes; 0 = the existing file's size) and
  * returns its mapping, or NULL (see nv_last_error()). mode is 0 or NV_CREATE; other bits are
- * refused. A file this call created is removed again if the open fails. */
+ * refused. A file this call created is removed again if the open fails. The file's blocks
+ * are reserved here, so a file system without room fails now, not with SIGBUS later. A file
+ * at the path of a pool whose process died before writing its commits back, but which is not
+ * that pool (removed and made anew, replaced, copied), is refused and left untouched; the
+ * message names the command that discards the dead pool's commits
+ * (nvarray pm clean --discard-commits). */
 void *nv_allocate(const char *path, uint64_t size, int mode);
 
 /* Starts a transaction; returns its id (> 0) or -1 (65,536 already open). */

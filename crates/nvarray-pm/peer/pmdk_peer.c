@@ -1,7 +1,7 @@
 /* PMDK peer for `nvarray pm-bench`: the same benchmarks on libpmemobj (Debian libpmemobj-dev),
  * printing the same JSON lines, so scripts/perf_pm.py can put them side by side.
  *
- *   gcc -O2 -Wall -Wextra -o target/pmdk_peer crates/nvarray-pm/peer/pmdk_peer.c -lpmemobj -lpthread
+ *   gcc -O2 -Wall -Wextra -o target/pmdk_peer crates/nvarray-pm/peer/pmdk_peer.c -lpmemobj -lpmem -lpthread
  *   PMEM_IS_PMEM_FORCE=1 target/pmdk_peer tx --pool /dev/shm/p --threads 1 --tx-bytes 256 --seconds 3
  *   PMEM_IS_PMEM_FORCE=1 target/pmdk_peer pages --pool /dev/shm/p --array-bytes 2g --write-bytes 64 --passes 1
  *   target/pmdk_peer plain --file /dev/shm/p --array-bytes 2g --write-bytes 64 --passes 1
@@ -21,6 +21,7 @@
 #include <sys/mman.h>
 #include <time.h>
 #include <unistd.h>
+#include <errno.h>
 #include <fcntl.h>
 
 #define PAGE 4096
@@ -213,16 +214,25 @@ static int run_pages(int argc, char **argv, int plain)
     char *array;
     int fd = -1;
     if (plain) {
-        /* The unlogged baseline: a shared mapping, prefaulted, plain stores, no flushes. */
+        /* The unlogged baseline: a shared mapping, prefaulted, plain stores, no flushes. It
+         * starts as the pools do: blocks reserved (PMDK's pool and nvarray-pm's both
+         * fallocate) and every page faulted in writable. MAP_POPULATE alone faults a shared
+         * mapping in readable only, and the timed passes then paid a write fault per page. */
         fd = open(path, O_RDWR | O_CREAT | O_TRUNC, 0600);
-        if (fd < 0 || ftruncate(fd, (off_t)bytes) != 0) {
-            perror(path);
+        int err = fd < 0 ? errno : posix_fallocate(fd, 0, (off_t)bytes);
+        if (err != 0) {
+            fprintf(stderr, "pmdk_peer: %s: %s\n", path, strerror(err));
             return 1;
         }
-        array = mmap(NULL, bytes, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_POPULATE, fd, 0);
+        array = mmap(NULL, bytes, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
         if (array == MAP_FAILED) {
             perror("mmap");
             return 1;
+        }
+        if (madvise(array, bytes, MADV_POPULATE_WRITE) != 0) {
+            /* Before Linux 5.14: store the zeros the fresh file already holds. */
+            for (uint64_t off = 0; off < bytes; off += PAGE)
+                array[off] = 0;
         }
     } else {
         pop = create_pool(path, bytes + (256u << 20));

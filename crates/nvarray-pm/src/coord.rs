@@ -92,11 +92,14 @@ pub(crate) fn release_liveness(file: &File, slot: usize) {
     unsafe { libc::fcntl(file.as_raw_fd(), libc::F_OFD_SETLK, &fl) };
 }
 
-/// `flock(2)` on the NVM file: held exclusively while a process attaches or detaches.
-pub(crate) struct OpenLock<'a>(&'a File);
+/// `flock(2)` on the NVM file: held exclusively while a process attaches or detaches, and
+/// by whoever removes the file (`pool.rs`). Holds its own handle on the file's open file
+/// description, so the file it was taken through may move on.
+pub(crate) struct OpenLock(File);
 
-impl<'a> OpenLock<'a> {
-    pub fn take(file: &'a File) -> std::io::Result<OpenLock<'a>> {
+impl OpenLock {
+    pub fn take(file: &File) -> std::io::Result<OpenLock> {
+        let file = file.try_clone()?;
         loop {
             // SAFETY: valid fd.
             if unsafe { libc::flock(file.as_raw_fd(), libc::LOCK_EX) } == 0 {
@@ -110,7 +113,7 @@ impl<'a> OpenLock<'a> {
     }
 }
 
-impl Drop for OpenLock<'_> {
+impl Drop for OpenLock {
     fn drop(&mut self) {
         // SAFETY: valid fd.
         unsafe { libc::flock(self.0.as_raw_fd(), libc::LOCK_UN) };

@@ -3,6 +3,8 @@
 
 use std::path::PathBuf;
 
+use crate::identity::Identity;
+
 #[derive(Debug, thiserror::Error)]
 pub enum PmError {
     #[error("{path}: {source}")]
@@ -21,6 +23,49 @@ pub enum PmError {
     },
     #[error("{path}: {what}")]
     Mismatch { path: PathBuf, what: String },
+    /// A file cannot get the blocks it needs: refused at open, where a write into a hole of a
+    /// mapped file on a full file system would later kill the process with SIGBUS.
+    #[error(
+        "{path}: {what} needs {need_bytes} bytes but its file system has {free_bytes} bytes \
+         free; {hint}"
+    )]
+    NoSpace {
+        path: PathBuf,
+        what: &'static str,
+        need_bytes: u64,
+        free_bytes: u64,
+        hint: &'static str,
+    },
+    /// The NVM-tier state found for a backing file's path was made for another file, which
+    /// left commits in it that were never written back (`identity.rs`).
+    #[error(
+        "{backing} is not the pool whose commits {state} holds: that pool's last process died \
+         before writing them back, and its file has since been removed, replaced or copied \
+         (the state was made for {recorded}; the file there now has {found}). Nothing was \
+         written to {backing}. If that pool is gone for good, discard its commits with \
+         `nvarray pm clean --discard-commits {state}` (or delete that file); if its file was \
+         moved away, move it back and open it to recover them"
+    )]
+    NotThisPool {
+        state: PathBuf,
+        backing: PathBuf,
+        recorded: Identity,
+        found: Identity,
+    },
+    /// The NVM-tier state found for a backing file's path is in use for another file.
+    #[error(
+        "{state} is in use by process {pids} for the pool that was at {backing}, which has \
+         since been removed or replaced: the file there now is another one. Nothing was \
+         written to it; stop those processes (they still hold the old pool), then open again"
+    )]
+    InUseForAnotherFile {
+        state: PathBuf,
+        backing: PathBuf,
+        pids: String,
+    },
+    /// `remove_state_file` refused: the state may be needed (`StateStatus::removable`).
+    #[error("{path}: kept, {why}")]
+    StateKept { path: PathBuf, why: String },
     #[error("invalid option: {0}")]
     BadOption(String),
     #[error("write of {len} bytes at offset {offset} is outside the pool of {size} bytes")]

@@ -186,7 +186,9 @@ fn options_from_env() -> Result<PoolOptions, PmError> {
 }
 
 /// Opens (with `NV_CREATE`, creates) the pool over `path` of `size` bytes (0: the existing
-/// file's size) and returns its mapping, or NULL on error.
+/// file's size) and returns its mapping, or NULL on error: among others a file system without
+/// room for the file, and a file at the path of a crashed pool that is not that pool
+/// (`Pool::open`).
 ///
 /// # Safety
 /// `path` must be a NUL-terminated string.

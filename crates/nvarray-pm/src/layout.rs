@@ -1,7 +1,8 @@
 //! Where everything lives in the NVM-tier file, and its header.
 //!
 //! ```text
-//! page 0     header (persistent): magic, version, sizes, backing file, log head, clean flag
+//! page 0     header (persistent): magic, version, sizes, backing file and its identity
+//!            (`identity.rs`), log head, clean flag
 //! page 1..   shared volatile area: locks, log tail, counters, process and transaction slots,
 //!            page-lock table, cache index. Rebuilt by the first process to open the pool.
 //! directory  16 bytes per cache page (persistent): page number and state, and which of its
@@ -18,14 +19,17 @@
 use std::path::Path;
 
 use crate::error::{PmError, Result};
+use crate::identity::Identity;
 use crate::media::Media;
+use crate::options::{PoolOptions, MIN_CACHE, MIN_LOG};
 
 pub const PAGE: usize = 4096;
 /// Bytes of one write-cache directory entry: state word, line mask word.
 pub const DIR_BYTES: usize = 16;
 pub const MAGIC: &[u8; 8] = b"NVPMPOOL";
 /// 2: the write cache holds lines, not whole pages (a line mask per directory entry).
-pub const VERSION: u32 = 2;
+/// 3: the header records the backing file's identity (`H_IDENTITY`).
+pub const VERSION: u32 = 3;
 
 /// Process slots per pool (processes attached at once).
 pub const PROCS: usize = 64;
@@ -47,6 +51,10 @@ pub const H_FIXED_END: usize = 56;
 pub const H_LOG_HEAD: usize = 64;
 /// 1 after a clean close (everything written back), 0 while in use or after a crash.
 pub const H_CLEAN: usize = 128;
+/// The backing file's identity (`identity::Identity`): pool id (16 bytes), inode, birth time.
+/// Written once, when the state is made; covered by the header checksum.
+pub const H_IDENTITY: usize = 160;
+pub const H_IDENTITY_END: usize = H_IDENTITY + 32;
 pub const H_PATH_LEN: usize = 192;
 pub const H_PATH: usize = 256;
 pub const MAX_PATH: usize = PAGE - H_PATH;
@@ -108,6 +116,34 @@ fn round_up(x: usize, to: usize) -> usize {
 }
 
 impl Layout {
+    /// The layout of a new pool of `pool_size_bytes` with `options`' log and cache, each cut
+    /// to what such a pool can use, so the NVM tier is sized to the pool (the defaults,
+    /// 64 MiB + 256 MiB, made a 1 MiB pool's NVM tier 322 MiB; it is 12 MiB). A larger one
+    /// would behave exactly the same:
+    /// * the cache holds at most one slot per page of the pool, and writes back once more
+    ///   than `writeback_threshold` of its slots are dirty, so at `pool pages / threshold`
+    ///   slots it never does before the pool is closed, as any larger cache; and at least
+    ///   twice the pool's pages, since a transaction may hold half the cache, so one can
+    ///   still rewrite the whole pool;
+    /// * the log at eight times the pool: a transaction may log a quarter of it, the whole
+    ///   pool twice over, and records wait in it only until the applier copies them to the
+    ///   cache.
+    ///
+    /// Each is at least its minimum.
+    pub fn for_pool(pool_size_bytes: u64, options: &PoolOptions) -> Layout {
+        let page = PAGE as u64;
+        let pool_pages = pool_size_bytes.div_ceil(page);
+        let log_bytes_max = (pool_pages * page).saturating_mul(8).max(MIN_LOG);
+        let never_written_back_pages = (pool_pages as f64 / options.writeback_threshold).ceil();
+        let cache_pages_max = (never_written_back_pages as u64).max(pool_pages.saturating_mul(2));
+        let cache_bytes_max = cache_pages_max.saturating_mul(page).max(MIN_CACHE);
+        Layout::new(
+            pool_size_bytes,
+            options.log_size_bytes.min(log_bytes_max),
+            options.cache_size_bytes.min(cache_bytes_max),
+        )
+    }
+
     pub fn new(pool_size_bytes: u64, log_size_bytes: u64, cache_size_bytes: u64) -> Layout {
         let log_size_bytes = log_size_bytes / PAGE as u64 * PAGE as u64;
         let cache_pages = cache_size_bytes / PAGE as u64;
@@ -177,8 +213,9 @@ impl Layout {
         Ok(l)
     }
 
-    /// Writes a fresh header for this layout (persistent) and an empty log and cache.
-    pub fn format(&self, nvm: &Media, backing: &Path) -> Result<()> {
+    /// Writes a fresh header for this layout (persistent) and an empty log and cache, for the
+    /// backing file at `backing` whose identity is `identity`.
+    pub fn format(&self, nvm: &Media, backing: &Path, identity: &Identity) -> Result<()> {
         let path = backing.as_os_str().as_encoded_bytes();
         if path.len() > MAX_PATH {
             return Err(PmError::BadOption(format!(
@@ -193,7 +230,10 @@ impl Layout {
         put(H_LOG_SIZE, self.log_size_bytes);
         put(H_CACHE_PAGES, self.cache_pages);
         put(H_BACKING_ID, backing_id(backing));
+        put(H_IDENTITY + 16, identity.inode);
+        put(H_IDENTITY + 24, identity.birth_ns);
         put(H_PATH_LEN, path.len() as u64);
+        h[H_IDENTITY..H_IDENTITY + 16].copy_from_slice(&identity.pool_id.to_le_bytes());
         h[H_PATH..H_PATH + path.len()].copy_from_slice(path);
         nvm.write(0, &h);
         let crc = header_crc(nvm);
@@ -203,15 +243,29 @@ impl Layout {
     }
 }
 
-/// Checksum of the fixed header fields and the backing path.
+/// Checksum of the fixed header fields, the backing file's identity and its path.
 pub fn header_crc(nvm: &Media) -> u32 {
     let mut fixed = [0u8; H_CRC];
     nvm.read(0, &mut fixed);
+    let mut identity = [0u8; H_IDENTITY_END - H_IDENTITY];
+    nvm.read(H_IDENTITY, &mut identity);
     let mut path = vec![0u8; MAX_PATH];
     nvm.read(H_PATH, &mut path);
     let mut len = [0u8; 8];
     nvm.read(H_PATH_LEN, &mut len);
-    crc32c::crc32c_append(crc32c::crc32c_append(crc32c::crc32c(&fixed), &len), &path)
+    let crc = crc32c::crc32c_append(crc32c::crc32c(&fixed), &identity);
+    crc32c::crc32c_append(crc32c::crc32c_append(crc, &len), &path)
+}
+
+/// The backing file's identity recorded in the header.
+pub fn identity(nvm: &Media) -> Identity {
+    let mut id = [0u8; 16];
+    nvm.read(H_IDENTITY, &mut id);
+    Identity {
+        pool_id: u128::from_le_bytes(id),
+        inode: nvm.load_word(H_IDENTITY + 16),
+        birth_ns: nvm.load_word(H_IDENTITY + 24),
+    }
 }
 
 /// The backing path recorded in the header.

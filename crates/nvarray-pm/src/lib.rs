@@ -23,6 +23,11 @@
 //! committed records into an NVM write cache; a write-back thread writes dirty cache pages to
 //! the backing file when more than 30 % are dirty. So the pool can be far larger than the NVM.
 //!
+//! The NVM tier of a pool (its *state*) is sized to the pool, exists while the pool is open
+//! or needs recovery, and belongs to the pool's file, not its path (`identity`): a crashed
+//! pool's commits are never applied to another file. `list_state_files` and
+//! `remove_state_file` find and remove the states no pool needs (`nvarray pm list|clean`).
+//!
 //! Isolation, recovery and multi-process rules are on `Pool`; the C ABI (the seed's
 //! `nv_allocate`, `nv_txbegin`, `nv_write`, `nv_commit`, `nv_abort`, `nv_free`) is in `ffi`
 //! with its header in `include/nvarray_pm.h`. `bench` is the harness behind `nvarray pm-bench`
@@ -35,6 +40,7 @@ mod cache;
 mod coord;
 pub mod error;
 pub mod ffi;
+mod identity;
 mod layout;
 mod log;
 mod media;
@@ -43,11 +49,15 @@ mod pool;
 mod pool_state;
 mod recovery;
 pub mod sim;
+mod space;
+mod state_files;
 mod tx;
 
 pub use error::{PmError, Result};
+pub use identity::Identity;
 pub use layout::PAGE;
 pub use options::PoolOptions;
 pub use pool::{nvm_file_path, Pool, Stats, MAX_POOL};
 pub use recovery::RecoveryReport;
+pub use state_files::{list_state_files, remove_state_file, state_file, StateFile, StateStatus};
 pub use tx::Tx;

@@ -247,6 +247,27 @@ impl Media {
     }
 }
 
+/// Faults `[base, base + len)` of a shared mapping in, writable, without changing a byte
+/// (`MADV_POPULATE_WRITE`, Linux 5.14+); older kernels read a byte of every page instead,
+/// which faults it in readable only. `Pool::prefault` and the unlogged baseline of
+/// `bench.rs` both go through here, so the two sides of a comparison start alike: a shared
+/// mapping populated by reading (`MAP_POPULATE` does only that) pays a write fault per page
+/// at its first store, inside the timed loop.
+///
+/// # Safety
+/// The range must lie inside one live mapping.
+pub(crate) unsafe fn prefault(base: *mut u8, len: usize) {
+    // SAFETY: the caller guarantees the range is mapped; the advice changes no data.
+    let rc = unsafe { libc::madvise(base.cast(), len, libc::MADV_POPULATE_WRITE) };
+    if rc != 0 {
+        for off in (0..len).step_by(4096) {
+            // SAFETY: inside the mapping (the caller's guarantee); a volatile read, so it
+            // is not optimised away.
+            unsafe { std::ptr::read_volatile(base.add(off)) };
+        }
+    }
+}
+
 /// One cache-line write-back.
 ///
 /// # Safety

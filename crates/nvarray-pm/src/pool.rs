@@ -9,14 +9,18 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::thread::JoinHandle;
 
+use std::os::fd::AsRawFd as _;
+
 use crate::coord::{self, Liveness, OpenLock};
 use crate::error::{io_err, PmError, Result};
+use crate::identity::{self, Identity};
 use crate::layout::{self, Layout, PROCS};
 use crate::media::Media;
 use crate::options::PoolOptions;
 use crate::pool_state::PoolState;
 use crate::recovery::{self, RecoveryReport};
 use crate::sim::{SimWorld, Tier};
+use crate::space;
 use crate::tx::Tx;
 
 /// Largest pool: page numbers must fit the cache index (36 bits of 4 KiB pages).
@@ -98,6 +102,9 @@ impl std::fmt::Debug for Pool {
     }
 }
 
+const BACKING_WHAT: &str = "the pool's file";
+const BACKING_HINT: &str = "free space there, or make the pool smaller or put it elsewhere";
+
 /// The NVM-tier file that belongs to a backing file.
 pub fn nvm_file_path(nvm_dir: &Path, backing_canonical: &Path) -> PathBuf {
     nvm_dir.join(format!(
@@ -130,28 +137,228 @@ fn open_backing(path: &Path, create: bool) -> Result<(File, bool)> {
     }
 }
 
-/// Refuses a fresh NVM tier file of `need` bytes that the file system of `dir` has no room
-/// for: a tmpfs such as /dev/shm takes a sparse file of any size, then the machine runs out
-/// of memory as the cache fills (`--cache-size 1t`).
-fn check_free_space(dir: &Path, need: u64) -> Result<()> {
-    use std::os::unix::ffi::OsStrExt as _;
-    let c_dir = std::ffi::CString::new(dir.as_os_str().as_bytes())
-        .map_err(|_| PmError::BadOption(format!("{}: NUL in path", dir.display())))?;
-    // SAFETY: statvfs is plain data; zeroed is a valid value for it.
-    let mut st: libc::statvfs = unsafe { std::mem::zeroed() };
-    // SAFETY: `c_dir` is NUL-terminated and `st` is a valid out-pointer for the call.
-    if unsafe { libc::statvfs(c_dir.as_ptr(), &mut st) } != 0 {
-        return Err(io_err(dir)(std::io::Error::last_os_error()));
+/// How often `attach_state` may find the state file gone or replaced between opening and
+/// locking it. Each time needs another process to close the pool (or replace a stale state)
+/// at that instant, so a thousand in a row is a bug, not bad luck.
+const STATE_ATTEMPTS_MAX: u32 = 1000;
+
+const NVM_WHAT: &str = "the NVM tier (log + cache + header)";
+const NVM_HINT: &str = "lower the log or cache size, or choose another NVM directory";
+
+/// What an open does with the state file found at a backing file's path.
+enum Verdict {
+    /// It is this file's: attach to it (its mapping and layout).
+    Use(Media, Layout),
+    /// It holds nothing its file lacks (closed cleanly, or empty) and is not in use, but it
+    /// is not this file's, or not of this version: remove it and make a new one.
+    Replace,
+}
+
+/// Process ids of the processes attached to the state in `file` (alive by their locks).
+pub(crate) fn attached_pids(file: &File, nvm: Option<&Media>) -> Vec<u64> {
+    let live = Liveness::new(Some(file), usize::MAX);
+    (0..PROCS)
+        .filter(|&p| live.alive(p))
+        .map(|p| {
+            nvm.map_or(0, |m| {
+                m.load_word(layout::V_PROCS + p * layout::PROC_BYTES + 8)
+            })
+        })
+        .collect()
+}
+
+/// Decides what to do with the state in `file` (locked, and still at `nvm_path`) for the
+/// backing file at `canonical`, whose identity is `found` and whose pool is `size_bytes`.
+/// The rules and why are in `identity.rs`.
+fn examine(
+    file: &File,
+    nvm_path: &Path,
+    canonical: &Path,
+    found: &Identity,
+    size_bytes: u64,
+) -> Result<Verdict> {
+    let len = file.metadata().map_err(io_err(nvm_path))?.len();
+    if len == 0 {
+        // Made and never formatted by an older version that was killed in between.
+        return if attached_pids(file, None).is_empty() {
+            Ok(Verdict::Replace)
+        } else {
+            Err(PmError::Corrupt {
+                path: nvm_path.to_path_buf(),
+                what: "empty, yet processes hold its locks".into(),
+            })
+        };
     }
-    let free = st.f_bavail.saturating_mul(st.f_frsize);
-    if need > free {
-        return Err(PmError::BadOption(format!(
-            "the NVM tier needs {need} bytes (log + cache + header) but {} has {free} bytes \
-             free: lower the log or cache size, or choose another NVM directory",
-            dir.display()
-        )));
+    let nvm = Media::nvm(file, nvm_path)?;
+    let clean = || nvm.len() >= 2 * layout::PAGE && nvm.load_word(layout::H_CLEAN) == 1;
+    let l = match Layout::from_header(&nvm, nvm_path) {
+        Ok(l) => l,
+        // An older version's state closed cleanly holds nothing: the file has it all.
+        Err(PmError::WrongVersion { found: version, .. })
+            if version < layout::VERSION && clean() && attached_pids(file, None).is_empty() =>
+        {
+            return Ok(Verdict::Replace)
+        }
+        Err(e) => return Err(e),
+    };
+    let recorded_path = layout::backing_path(&nvm);
+    if recorded_path != canonical.to_string_lossy() {
+        return Err(PmError::Mismatch {
+            path: nvm_path.to_path_buf(),
+            what: format!(
+                "belongs to backing file {recorded_path}, not {}",
+                canonical.display()
+            ),
+        });
+    }
+    let recorded = layout::identity(&nvm);
+    if recorded != *found {
+        let pids = attached_pids(file, Some(&nvm));
+        if !pids.is_empty() {
+            let pids: Vec<String> = pids.iter().map(u64::to_string).collect();
+            return Err(PmError::InUseForAnotherFile {
+                state: nvm_path.to_path_buf(),
+                backing: canonical.to_path_buf(),
+                pids: pids.join(", "),
+            });
+        }
+        if clean() {
+            return Ok(Verdict::Replace);
+        }
+        return Err(PmError::NotThisPool {
+            state: nvm_path.to_path_buf(),
+            backing: canonical.to_path_buf(),
+            recorded,
+            found: *found,
+        });
+    }
+    if l.pool_size_bytes != size_bytes {
+        return Err(PmError::Mismatch {
+            path: nvm_path.to_path_buf(),
+            what: format!(
+                "records a pool of {} bytes but {} is {size_bytes} bytes",
+                l.pool_size_bytes,
+                canonical.display()
+            ),
+        });
+    }
+    Ok(Verdict::Use(nvm, l))
+}
+
+/// Makes the state of a new pool at `nvm_path`, whole or not at all: it is formatted in an
+/// unnamed file (`O_TMPFILE`) and linked into place only when complete, so a process killed
+/// while making it leaves nothing, and no opener ever sees half a header. Another process
+/// that links its own first wins; this one then uses theirs.
+fn create_state(
+    nvm_dir: &Path,
+    nvm_path: &Path,
+    canonical: &Path,
+    layout: &Layout,
+    identity: &Identity,
+) -> Result<()> {
+    use std::os::unix::fs::OpenOptionsExt as _;
+    let file = OpenOptions::new()
+        .read(true)
+        .write(true)
+        .custom_flags(libc::O_TMPFILE)
+        .open(nvm_dir)
+        .map_err(|e| match e.raw_os_error() {
+            Some(libc::EOPNOTSUPP) | Some(libc::EISDIR) => PmError::BadOption(format!(
+                "{}: its file system cannot make unnamed files (O_TMPFILE), which the NVM \
+                 tier needs; use /dev/shm or a DAX-mounted ext4 or XFS",
+                nvm_dir.display()
+            )),
+            _ => io_err(nvm_dir)(e),
+        })?;
+    space::allocate(&file, layout.file_len as u64, nvm_dir, NVM_WHAT, NVM_HINT)?;
+    let nvm = Media::nvm(&file, nvm_path)?;
+    layout.format(&nvm, canonical, identity)?;
+    nvm.store_word(layout::H_CLEAN, 1);
+    nvm.persist(layout::H_CLEAN, 8);
+    drop(nvm);
+    let c_path = std::ffi::CString::new(nvm_path.as_os_str().as_encoded_bytes())
+        .map_err(|_| PmError::BadOption(format!("{}: NUL in path", nvm_path.display())))?;
+    let fd_path = std::ffi::CString::new(format!("/proc/self/fd/{}", file.as_raw_fd()))
+        .expect("no NUL in a number");
+    // SAFETY: valid fd and NUL-terminated paths. Linking an unnamed file by its /proc entry
+    // (AT_SYMLINK_FOLLOW) needs no privilege, unlike AT_EMPTY_PATH.
+    let rc = unsafe {
+        libc::linkat(
+            libc::AT_FDCWD,
+            fd_path.as_ptr(),
+            libc::AT_FDCWD,
+            c_path.as_ptr(),
+            libc::AT_SYMLINK_FOLLOW,
+        )
+    };
+    if rc != 0 {
+        let e = std::io::Error::last_os_error();
+        if e.kind() != std::io::ErrorKind::AlreadyExists {
+            return Err(io_err(nvm_path)(e));
+        }
+    }
+    // The new name must be durable before commits go into the file it names (a DAX NVM tier
+    // keeps the state across a power cut only if its directory entry survives too).
+    File::open(nvm_dir)
+        .and_then(|d| d.sync_all())
+        .map_err(io_err(nvm_dir))
+}
+
+/// Removes the state at `nvm_path` if `file` (whose open lock the caller holds) is still the
+/// file there. Only a process holding that lock removes a state, and only when none is
+/// attached and nothing in it is needed; openers waiting for the lock then find the name
+/// gone and make a new state (`attach_state`).
+pub(crate) fn remove_state(file: &File, nvm_path: &Path) -> Result<()> {
+    if identity::is_at(file, nvm_path)? {
+        match std::fs::remove_file(nvm_path) {
+            Err(e) if e.kind() != std::io::ErrorKind::NotFound => return Err(io_err(nvm_path)(e)),
+            _ => {}
+        }
     }
     Ok(())
+}
+
+/// Finds, or makes, the NVM-tier state of the backing file `backing` (at `path`, canonically
+/// `canonical`) and locks it for attaching: the state file, its open lock, its mapping and
+/// layout. A state made for another file is never used (`examine`).
+fn attach_state(
+    backing: &File,
+    path: &Path,
+    canonical: &Path,
+    size_bytes: u64,
+    options: &PoolOptions,
+) -> Result<(File, OpenLock, Media, Layout)> {
+    let nvm_path = nvm_file_path(&options.nvm_dir, canonical);
+    for _ in 0..STATE_ATTEMPTS_MAX {
+        let file = match OpenOptions::new().read(true).write(true).open(&nvm_path) {
+            Ok(f) => f,
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
+                let id = identity::establish(backing, path)?;
+                let fresh = Layout::for_pool(size_bytes, options);
+                create_state(&options.nvm_dir, &nvm_path, canonical, &fresh, &id)?;
+                continue;
+            }
+            Err(e) => return Err(io_err(&nvm_path)(e)),
+        };
+        let lock = OpenLock::take(&file).map_err(io_err(&nvm_path))?;
+        if !identity::is_at(&file, &nvm_path)? {
+            continue; // removed by the last process to close the pool, after we opened it
+        }
+        // Looked at only now: a state names a pool id only after the file was given it, so
+        // a file that another opener gave its id meanwhile is seen with it.
+        let found = identity::observe(backing, path)?;
+        match examine(&file, &nvm_path, canonical, &found, size_bytes)? {
+            Verdict::Use(nvm, layout) => return Ok((file, lock, nvm, layout)),
+            Verdict::Replace => remove_state(&file, &nvm_path)?,
+        }
+    }
+    Err(PmError::Corrupt {
+        path: nvm_path,
+        what: format!(
+            "removed or replaced by other processes {STATE_ATTEMPTS_MAX} times while this one \
+             was opening it"
+        ),
+    })
 }
 
 impl Pool {
@@ -161,6 +368,13 @@ impl Pool {
     ///
     /// A backing file this call created is removed again if the open fails, so a refused
     /// `nv_allocate(..., NV_CREATE)` leaves nothing behind.
+    ///
+    /// The NVM-tier state found for the path must have been made for this very file
+    /// (`identity.rs`): one left by a crashed pool whose file was since removed, replaced or
+    /// copied is `PmError::NotThisPool`, and the file is not written. Every block of the
+    /// backing file is reserved (`space.rs`): a file system without room is
+    /// `PmError::NoSpace`. The log and cache are cut to what the pool can use
+    /// (`Layout::for_pool`).
     pub fn open(path: impl AsRef<Path>, size_bytes: u64, options: &PoolOptions) -> Result<Pool> {
         options.validate()?;
         let path = path.as_ref();
@@ -186,11 +400,7 @@ impl Pool {
                     what: "empty file and no size given".into(),
                 })
             }
-            (0, s) => {
-                check_pool_size(path, s)?;
-                backing.set_len(s).map_err(io_err(path))?;
-                s
-            }
+            (0, s) => s,
             (l, 0) => l,
             (l, s) if l == s => s,
             (l, s) => {
@@ -202,59 +412,20 @@ impl Pool {
         };
         check_pool_size(path, size_bytes)?;
         let canonical = path.canonicalize().map_err(io_err(path))?;
+        let (nvm_file, open_lock, nvm, layout) =
+            attach_state(&backing, path, &canonical, size_bytes, options)?;
         let nvm_path = nvm_file_path(&options.nvm_dir, &canonical);
-        let nvm_file = OpenOptions::new()
-            .read(true)
-            .write(true)
-            .create(true)
-            .truncate(false)
-            .open(&nvm_path)
-            .map_err(io_err(&nvm_path))?;
-        let lock_file = nvm_file.try_clone().map_err(io_err(&nvm_path))?;
-        let _open = OpenLock::take(&lock_file).map_err(io_err(&nvm_path))?;
-        let fresh = nvm_file.metadata().map_err(io_err(&nvm_path))?.len() == 0;
-        if fresh {
-            let l = Layout::new(size_bytes, options.log_size_bytes, options.cache_size_bytes);
-            if let Err(e) = check_free_space(&options.nvm_dir, l.file_len as u64) {
-                // Nobody else can be using a file that was empty under the open lock.
-                let _ = std::fs::remove_file(&nvm_path);
-                return Err(e);
+        // The state is this file's: only now may the file change. Its blocks are reserved
+        // (`space.rs`), so a full file system is an error here, not a SIGBUS later.
+        if let Err(e) = space::allocate(&backing, size_bytes, path, BACKING_WHAT, BACKING_HINT) {
+            if len == 0 {
+                let _ = backing.set_len(0);
             }
-            nvm_file
-                .set_len(l.file_len as u64)
-                .map_err(io_err(&nvm_path))?;
+            if attached_pids(&nvm_file, None).is_empty() && nvm.load_word(layout::H_CLEAN) == 1 {
+                let _ = remove_state(&nvm_file, &nvm_path);
+            }
+            return Err(e);
         }
-        let nvm = Media::nvm(&nvm_file, &nvm_path)?;
-        let layout = if fresh {
-            let l = Layout::new(size_bytes, options.log_size_bytes, options.cache_size_bytes);
-            l.format(&nvm, &canonical)?;
-            nvm.store_word(layout::H_CLEAN, 1);
-            nvm.persist(layout::H_CLEAN, 8);
-            l
-        } else {
-            let l = Layout::from_header(&nvm, &nvm_path)?;
-            let recorded = layout::backing_path(&nvm);
-            if recorded != canonical.to_string_lossy() {
-                return Err(PmError::Mismatch {
-                    path: nvm_path,
-                    what: format!(
-                        "belongs to backing file {recorded}, not {}",
-                        canonical.display()
-                    ),
-                });
-            }
-            if l.pool_size_bytes != size_bytes {
-                return Err(PmError::Mismatch {
-                    path: nvm_path,
-                    what: format!(
-                        "records a pool of {} bytes but {} is {size_bytes} bytes",
-                        l.pool_size_bytes,
-                        canonical.display()
-                    ),
-                });
-            }
-            l
-        };
         let storage = Media::storage(backing, path)?;
         let first = !(0..PROCS).any(|p| Liveness::new(Some(&nvm_file), usize::MAX).alive(p));
         let mut live = Liveness::new(Some(&nvm_file), 0);
@@ -272,7 +443,9 @@ impl Pool {
             recovery: None,
         };
         let me = Pool::claim_process_slot(&mut inner, first)?;
-        Pool::attach(inner, first, me)
+        let pool = Pool::attach(inner, first, me);
+        drop(open_lock);
+        pool
     }
 
     /// Takes a process slot: one no process left state in if there is one (the usual case),
@@ -314,8 +487,8 @@ impl Pool {
         let storage = Media::simulated(world, Tier::Storage);
         let path = PathBuf::from("<simulated nvm>");
         let layout = if nvm.load_word(0) == 0 {
-            let l = Layout::new(size_bytes, options.log_size_bytes, options.cache_size_bytes);
-            l.format(&nvm, Path::new("<simulated storage>"))?;
+            let l = Layout::for_pool(size_bytes, options);
+            l.format(&nvm, Path::new("<simulated storage>"), &Identity::default())?;
             nvm.store_word(layout::H_CLEAN, 1);
             nvm.persist(layout::H_CLEAN, 8);
             l
@@ -342,7 +515,7 @@ impl Pool {
 
     /// Sizes of both simulated tiers for a pool of `size_bytes` bytes with these options.
     pub fn simulated_sizes(size_bytes: u64, options: &PoolOptions) -> (usize, usize) {
-        let l = Layout::new(size_bytes, options.log_size_bytes, options.cache_size_bytes);
+        let l = Layout::for_pool(size_bytes, options);
         (l.file_len, size_bytes as usize)
     }
 
@@ -398,23 +571,9 @@ impl Pool {
     /// 5.14+; older kernels fault the backing mapping in readable only). Benchmarks call it so
     /// they time transactions, not first-touch page faults, which NVM does not have.
     pub fn prefault(&self) {
-        let populate = |m: &Media| {
-            // SAFETY: the range is exactly the mapping; the advice changes no data.
-            unsafe {
-                libc::madvise(
-                    m.base() as *mut libc::c_void,
-                    m.len(),
-                    libc::MADV_POPULATE_WRITE,
-                )
-            }
-        };
-        populate(&self.inner.nvm);
-        if populate(&self.inner.storage) != 0 {
-            let mut buf = vec![0u8; 1 << 20];
-            for off in (0..self.size()).step_by(buf.len()) {
-                let n = buf.len().min((self.size() - off) as usize);
-                self.inner.storage.read(off as usize, &mut buf[..n]);
-            }
+        for m in [&self.inner.nvm, &self.inner.storage] {
+            // SAFETY: the range is exactly the tier's mapping, alive as long as `self`.
+            unsafe { crate::media::prefault(m.base(), m.len()) };
         }
     }
 
@@ -498,8 +657,7 @@ impl Pool {
         let Some(file) = inner.nvm_file.as_ref() else {
             return inner.maintain(true);
         };
-        let lock_file = file.try_clone().map_err(io_err(&inner.nvm_path))?;
-        let _open = OpenLock::take(&lock_file).map_err(io_err(&inner.nvm_path))?;
+        let _open = OpenLock::take(file).map_err(io_err(&inner.nvm_path))?;
         let last = !(0..PROCS).any(|p| p != me && inner.live.alive(p));
         let result = if last {
             inner.maintain(true).map(|_| {
@@ -511,6 +669,14 @@ impl Pool {
         };
         inner.proc_state(me).store(0, Ordering::Release);
         coord::release_liveness(file, me);
+        // Closed cleanly, the state holds nothing the backing file lacks: remove it, so that
+        // NVM-tier files live only while their pool is open or needs recovery. (The next
+        // open makes a fresh one; one already waiting for the lock sees the name gone.)
+        // Failing to remove it is no failure of the close: a clean state left behind is
+        // replaced by the next open, or removed by `nvarray pm clean`.
+        if last && result.is_ok() {
+            let _ = remove_state(file, &inner.nvm_path);
+        }
         result
     }
 }

@@ -74,6 +74,125 @@ fn the_c_example_builds_runs_and_its_commits_persist_across_runs() {
     assert!(second.contains("end x=1010 y=2020"), "{second}");
 }
 
+/// Issue 44, as it was found with the example: run it on a pool, `kill -9` it, remove the
+/// pool and run it again on the same path, and it started from the dead pool's counters; put
+/// an unrelated 1 MiB file there instead, and `nv_allocate` rewrote its first words with
+/// them. A file that is not the pool is now refused and left as it was, until the dead
+/// pool's state is discarded (`nvarray pm clean --discard-commits`, here its library call).
+#[test]
+fn a_dead_pools_counters_are_never_written_into_a_new_file_at_its_path() {
+    let s = common::Scratch::new();
+    let exe = s.dir.path().join("counters");
+    compile("examples/c/counters.c", &exe);
+    let pool = s.dir.path().join("counters.pool");
+    let counters = |n: &str| {
+        let mut c = Command::new(&exe);
+        c.arg(&pool)
+            .arg(n)
+            .env("NVARRAY_PM_NVM_DIR", s.dir.path())
+            .env("NVARRAY_PM_LOG_SIZE", "1m")
+            .env("NVARRAY_PM_CACHE_SIZE", "1m");
+        c
+    };
+    let x = || {
+        let bytes = std::fs::read(&pool).unwrap_or_default();
+        bytes
+            .get(..8)
+            .map_or(0, |b| i64::from_le_bytes(b.try_into().unwrap()))
+    };
+
+    // Killed once its commits are visible (through the mapping, before any write-back).
+    let mut child = counters("1000000000000")
+        .stdout(std::process::Stdio::null())
+        .spawn()
+        .unwrap();
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(30);
+    while x() < 1000 {
+        assert!(std::time::Instant::now() < deadline, "no commits in 30 s");
+        std::thread::yield_now();
+    }
+    child.kill().unwrap();
+    child.wait().unwrap();
+
+    // An unrelated file in its place: refused, and not written.
+    let unrelated = common::pattern(9, 1 << 20);
+    std::fs::remove_file(&pool).unwrap();
+    std::fs::write(&pool, &unrelated).unwrap();
+    let out = counters("10").output().unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        !out.status.success(),
+        "accepted: {}",
+        String::from_utf8_lossy(&out.stdout)
+    );
+    assert!(err.contains("is not the pool whose commits"), "{err}");
+    assert!(err.contains("nvarray pm clean --discard-commits"), "{err}");
+    assert!(
+        std::fs::read(&pool).unwrap() == unrelated,
+        "the unrelated file was written"
+    );
+
+    // Removed, and made anew by NV_CREATE: refused, and nothing left at the path.
+    std::fs::remove_file(&pool).unwrap();
+    let out = counters("10").output().unwrap();
+    assert!(
+        !out.status.success(),
+        "accepted: {}",
+        String::from_utf8_lossy(&out.stdout)
+    );
+    assert!(!pool.exists(), "the refused create left its file");
+
+    // Once the dead pool's state is discarded, a new pool starts from zero, and its clean
+    // exit leaves no state behind.
+    let states = nvarray_pm::list_state_files(s.dir.path()).unwrap();
+    assert_eq!(states.len(), 1, "{states:?}");
+    assert!(
+        matches!(
+            states[0].status,
+            nvarray_pm::StateStatus::Orphan {
+                unapplied: true,
+                ..
+            }
+        ),
+        "{states:?}"
+    );
+    nvarray_pm::remove_state_file(&states[0].path, true).unwrap();
+    let out = counters("10").output().unwrap();
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(stdout.contains("start x=0 y=0"), "{stdout}");
+    assert!(stdout.contains("end x=10 y=20"), "{stdout}");
+    assert_eq!(common::state_files(s.dir.path()), Vec::<PathBuf>::new());
+}
+
+/// Issue 44: `nv_allocate` sized a new pool's file with holes, so a file system without room
+/// for it failed later, inside a store, with SIGBUS. It is refused at once, with the reason.
+#[test]
+fn nv_allocate_refuses_a_pool_its_file_system_has_no_room_for() {
+    let s = common::Scratch::new();
+    let exe = s.dir.path().join("counters");
+    compile("examples/c/counters.c", &exe);
+    let small = common::Tmpfs::mount("256k");
+    let pool = small.path().join("counters.pool");
+    let out = Command::new(&exe)
+        .arg(&pool)
+        .arg("10")
+        .env("NVARRAY_PM_NVM_DIR", s.dir.path())
+        .env("NVARRAY_PM_LOG_SIZE", "1m")
+        .env("NVARRAY_PM_CACHE_SIZE", "1m")
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(1), "{err}");
+    assert!(err.contains("needs 1048576 bytes"), "{err}");
+    assert!(err.contains("free"), "{err}");
+    assert!(!pool.exists(), "the refused create left its file");
+}
+
 /// Each edge of the ABI that used to misbehave (issue 15): unknown mode bits were accepted, a
 /// refused `NV_CREATE` left a 0-byte file, a fork()ed child calling into its parent's pool
 /// printed a Rust panic, and `nv_txbegin` without commit grew without bound.

@@ -36,8 +36,21 @@ fn spawn(dir: &Path, worker: u64, workers: u64, generation: u64) -> Worker {
 
 /// A worker using `abi`: `rust` (the `Pool` API) or `c` (the C ABI's entry points).
 fn spawn_with(dir: &Path, worker: u64, workers: u64, generation: u64, abi: &str) -> Worker {
+    spawn_env(dir, worker, workers, generation, abi, false)
+}
+
+/// `spawn_with`; with `reopen`, the worker closes and reopens the pool after each ack.
+fn spawn_env(
+    dir: &Path,
+    worker: u64,
+    workers: u64,
+    generation: u64,
+    abi: &str,
+    reopen: bool,
+) -> Worker {
     let mut child = Command::new(env!("CARGO_BIN_EXE_nvarray-pm-worker"))
         .env("NVARRAY_PM_WORKER_ABI", abi)
+        .env("NVARRAY_PM_WORKER_REOPEN", if reopen { "1" } else { "0" })
         .arg(dir.join("pool.data"))
         .arg(dir)
         .args([worker, workers, generation].map(|n| n.to_string()))
@@ -176,6 +189,45 @@ fn a_worker_killed_at_random_moments_never_loses_an_acknowledged_transaction() {
         w.kill(&mut acked);
         let acked: Vec<(u64, u64)> = acked.into_iter().map(|k| (0, k)).collect();
         checker.check(dir, &acked, 1, trial);
+    }
+}
+
+/// Issue 44 made the last close remove the pool's NVM-tier state and the next open make it
+/// anew (formatted in an unnamed file, then linked into place), and every open check the
+/// state's identity. Workers that open, commit and close in a loop are killed at random
+/// moments, inside those steps too: the pool then still opens (never a half-made state, never
+/// a refusal) with every acknowledged transaction.
+#[test]
+fn workers_killed_while_opening_and_closing_leave_a_pool_that_opens_whole() {
+    let s = common::Scratch::new();
+    let dir = s.dir.path();
+    let workers = 2;
+    let mut rng = SmallRng::seed_from_u64(0x0072_656f);
+    let mut checker = Checker {
+        workers,
+        min_stamp: HashMap::new(),
+        counter: 0,
+    };
+    for trial in 1..=40u64 {
+        let running: Vec<Worker> = (0..workers)
+            .map(|w| spawn_env(dir, w, workers, trial, "rust", true))
+            .collect();
+        let mut acked: Vec<Vec<u64>> = vec![Vec::new(); workers as usize];
+        for (w, worker) in running.into_iter().enumerate() {
+            worker.wait_acks(rng.gen_range(1..20), &mut acked[w]);
+            worker.kill(&mut acked[w]);
+        }
+        let acked: Vec<(u64, u64)> = acked
+            .iter()
+            .enumerate()
+            .flat_map(|(w, ks)| ks.iter().map(move |&k| (w as u64, k)))
+            .collect();
+        checker.check(dir, &acked, workers, trial);
+        let left = common::state_files(dir);
+        assert!(
+            left.is_empty(),
+            "trial {trial}: the checker's close left {left:?}"
+        );
     }
 }
 

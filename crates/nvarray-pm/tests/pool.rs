@@ -4,7 +4,7 @@
 mod common;
 
 use common::{pattern, Scratch};
-use nvarray_pm::{PmError, Pool, PoolOptions};
+use nvarray_pm::{PmError, Pool, PoolOptions, StateStatus};
 use proptest::prelude::*;
 
 const SIZE: u64 = 1 << 20;
@@ -95,18 +95,24 @@ fn bad_requests_are_refused_and_change_nothing() {
     );
 }
 
+/// The NVM-tier state of `pool` as a crash of its process would leave it (not closed
+/// cleanly, commits perhaps not yet written back), to write back as the state file later.
+fn crash_image(pool: &Pool) -> Vec<u8> {
+    std::fs::read(pool.nvm_path()).unwrap()
+}
+
 #[test]
 fn wrong_size_damaged_header_and_wrong_version_are_clear_errors() {
     let s = Scratch::new();
     let pool = Pool::open(s.backing(), SIZE, &s.small()).unwrap();
     let nvm = pool.nvm_path().to_path_buf();
+    let original = crash_image(&pool);
     pool.close().unwrap();
 
     let e = Pool::open(s.backing(), SIZE * 2, &s.small()).unwrap_err();
     assert!(matches!(e, PmError::Mismatch { .. }), "{e}");
     assert!(e.to_string().contains("pool.data"), "names the file: {e}");
 
-    let original = std::fs::read(&nvm).unwrap();
     let mut damaged = original.clone();
     damaged[20] ^= 0xff; // inside the pool-size field
     std::fs::write(&nvm, &damaged).unwrap();
@@ -128,7 +134,345 @@ fn wrong_size_damaged_header_and_wrong_version_are_clear_errors() {
     assert!(matches!(e, PmError::Corrupt { .. }), "{e}");
 
     std::fs::write(&nvm, &original).unwrap();
-    Pool::open(s.backing(), SIZE, &s.small()).unwrap();
+    let pool = Pool::open(s.backing(), SIZE, &s.small()).unwrap();
+    assert!(pool.recovery().is_some(), "the crashed state was recovered");
+}
+
+/// Issue 44: the state was matched to a pool by its path and size only, so a pool removed
+/// after its process died (or replaced by an unrelated file) had the dead pool's commits
+/// replayed into the new file at its path. The state now records the file's identity; a file
+/// that is not the pool is never written, and its refusal says how to discard the state.
+#[test]
+fn a_dead_pools_state_is_never_written_into_another_file_at_its_path() {
+    let s = Scratch::new();
+    // No background threads: the commits stay in the log, for recovery to replay.
+    let opts = PoolOptions {
+        background: false,
+        ..s.small()
+    };
+    let open_crashed = |data: &[u8]| {
+        let pool = Pool::open(s.backing(), SIZE, &opts).unwrap();
+        let mut tx = pool.begin().unwrap();
+        tx.write(0, data).unwrap();
+        tx.commit().unwrap();
+        let image = crash_image(&pool);
+        let nvm = pool.nvm_path().to_path_buf();
+        pool.close().unwrap();
+        assert!(!nvm.exists(), "a clean close removes the state");
+        (nvm, image)
+    };
+    let dead = pattern(1, 4096);
+
+    // The same file: its commits are recovered into it.
+    let (nvm, image) = open_crashed(&dead);
+    std::fs::write(s.backing(), vec![0u8; SIZE as usize]).unwrap(); // written back: undo it
+    std::fs::write(&nvm, &image).unwrap();
+    let pool = Pool::open(s.backing(), SIZE, &opts).unwrap();
+    assert_eq!(pool.recovery().map(|r| r.records), Some(1));
+    assert_eq!(&read_all(&pool)[..4096], &dead[..]);
+    pool.close().unwrap();
+
+    // Replaced by an unrelated file of the same size: refused, and left as it was.
+    let (nvm, image) = open_crashed(&dead);
+    let unrelated = pattern(2, SIZE as usize);
+    std::fs::remove_file(s.backing()).unwrap();
+    std::fs::write(s.backing(), &unrelated).unwrap();
+    std::fs::write(&nvm, &image).unwrap();
+    let no_create = PoolOptions {
+        create: false,
+        ..opts.clone()
+    };
+    let e = Pool::open(s.backing(), 0, &no_create).unwrap_err();
+    assert!(matches!(e, PmError::NotThisPool { .. }), "{e}");
+    for needle in [
+        &*nvm.to_string_lossy(),
+        "nvarray pm clean --discard-commits",
+    ] {
+        assert!(e.to_string().contains(needle), "{needle:?} in {e}");
+    }
+    assert!(
+        std::fs::read(s.backing()).unwrap() == unrelated,
+        "the unrelated file was written"
+    );
+
+    // Removed, and a new pool made at the path: refused, and nothing left behind.
+    std::fs::remove_file(s.backing()).unwrap();
+    let e = Pool::open(s.backing(), SIZE, &opts).unwrap_err();
+    assert!(matches!(e, PmError::NotThisPool { .. }), "{e}");
+    assert!(!s.backing().exists(), "the refused create left its file");
+
+    // The refusal's advice: the state is an orphan that may hold commits, removed only when
+    // told to discard them.
+    let state = nvarray_pm::state_file(&nvm).unwrap();
+    assert!(
+        matches!(
+            state.status,
+            StateStatus::Orphan {
+                unapplied: true,
+                ..
+            }
+        ),
+        "{state:?}"
+    );
+    let e = nvarray_pm::remove_state_file(&nvm, false).unwrap_err();
+    assert!(e.to_string().contains("--discard-commits"), "{e}");
+    nvarray_pm::remove_state_file(&nvm, true).unwrap();
+
+    // A copy of the pool (it carries the pool id, not the inode): refused as well.
+    let (nvm, image) = open_crashed(&dead);
+    let copy = s.dir.path().join("copy");
+    let cp = std::process::Command::new("cp")
+        .arg("-a")
+        .arg(s.backing())
+        .arg(&copy)
+        .status()
+        .unwrap();
+    assert!(cp.success());
+    std::fs::rename(&copy, s.backing()).unwrap();
+    std::fs::write(&nvm, &image).unwrap();
+    let e = Pool::open(s.backing(), SIZE, &opts).unwrap_err();
+    assert!(matches!(e, PmError::NotThisPool { .. }), "{e}");
+
+    // Once the dead pool's state is discarded, the file opens as a pool of its own.
+    nvarray_pm::remove_state_file(&nvm, true).unwrap();
+    let before = std::fs::read(s.backing()).unwrap();
+    let pool = Pool::open(s.backing(), SIZE, &opts).unwrap();
+    assert!(pool.recovery().is_none());
+    assert!(read_all(&pool) == before, "opening changed the file");
+}
+
+/// Openers racing to make a new pool all attach to one state: the one that gives the file its
+/// pool id and makes the state, and the others, which must see the file with that id (a
+/// look taken before it was given one saw another file, and refused or replaced the state).
+#[test]
+fn openers_racing_to_make_a_new_pool_all_attach_to_one_state() {
+    let s = Scratch::new();
+    for round in 0..100 {
+        let path = s.dir.path().join(format!("race-{round}"));
+        let start = std::sync::Barrier::new(3);
+        let pools: Vec<Pool> = std::thread::scope(|sc| {
+            let openers: Vec<_> = (0..3)
+                .map(|_| {
+                    sc.spawn(|| {
+                        start.wait();
+                        Pool::open(&path, SIZE, &s.small())
+                    })
+                })
+                .collect();
+            openers
+                .into_iter()
+                .map(|h| {
+                    h.join()
+                        .unwrap()
+                        .unwrap_or_else(|e| panic!("round {round}: {e}"))
+                })
+                .collect()
+        });
+        let mut tx = pools[0].begin().unwrap();
+        tx.write(0, b"one state").unwrap();
+        tx.commit().unwrap();
+        for p in &pools {
+            let mut buf = [0u8; 9];
+            p.read(0, &mut buf).unwrap();
+            assert_eq!(&buf, b"one state", "round {round}");
+            assert_eq!(p.nvm_path(), pools[0].nvm_path());
+        }
+        assert_eq!(common::state_files(s.dir.path()).len(), 1, "round {round}");
+        for p in pools {
+            p.close().unwrap();
+        }
+        assert!(
+            common::state_files(s.dir.path()).is_empty(),
+            "round {round}"
+        );
+    }
+}
+
+/// A state closed cleanly holds nothing its file lacks, so a state for another file (left
+/// by a process killed while closing, or by an older version) is replaced, not refused; one
+/// in use by a live process for the file that was there is refused, naming the process.
+#[test]
+fn a_clean_state_of_another_file_is_replaced_and_a_live_one_refused() {
+    let s = Scratch::new();
+    let pool = Pool::open(s.backing(), SIZE, &s.small()).unwrap();
+    let nvm = pool.nvm_path().to_path_buf();
+    let mut image = crash_image(&pool);
+    image[128..136].copy_from_slice(&1u64.to_le_bytes()); // the clean flag (layout::H_CLEAN)
+
+    // The file is replaced while the pool is open in this process.
+    std::fs::remove_file(s.backing()).unwrap();
+    std::fs::write(s.backing(), pattern(3, SIZE as usize)).unwrap();
+    let e = Pool::open(s.backing(), SIZE, &s.small()).unwrap_err();
+    assert!(matches!(e, PmError::InUseForAnotherFile { .. }), "{e}");
+    assert!(
+        e.to_string().contains(&std::process::id().to_string()),
+        "names the process: {e}"
+    );
+    drop(pool);
+
+    std::fs::write(&nvm, &image).unwrap();
+    let pool = Pool::open(s.backing(), SIZE, &s.small()).unwrap();
+    assert!(pool.recovery().is_none());
+    assert!(read_all(&pool) == pattern(3, SIZE as usize));
+}
+
+/// Issue 44: the NVM tier was 322 MiB for any pool with the default options, even a 1 MiB
+/// one, and stayed in /dev/shm after the pool was closed and deleted. It is sized to the pool
+/// and removed by the last close.
+#[test]
+fn the_nvm_tier_is_sized_to_the_pool_and_gone_after_a_clean_close() {
+    let s = Scratch::new();
+    let options = PoolOptions {
+        nvm_dir: s.dir.path().to_path_buf(),
+        ..Default::default()
+    };
+    let pool = Pool::open(s.backing(), SIZE, &options).unwrap();
+    let len = std::fs::metadata(pool.nvm_path()).unwrap().len();
+    assert!(len < 16 << 20, "a 1 MiB pool's NVM tier is {len} bytes");
+    let st = pool.stats();
+    assert_eq!(st.log_size_bytes, 8 * SIZE, "{st:?}");
+    // As many cache pages as never write back before the close, as the asked 256 MiB.
+    let pool_pages = SIZE / 4096;
+    let never_written_back = (pool_pages as f64 / options.writeback_threshold).ceil() as u64;
+    assert_eq!(st.cache_pages, never_written_back, "{st:?}");
+    // A transaction can still rewrite the whole pool.
+    let mut tx = pool.begin().unwrap();
+    tx.write(0, &pattern(4, SIZE as usize)).unwrap();
+    tx.commit().unwrap();
+    // A second handle keeps the state; the last close removes it.
+    let other = Pool::open(s.backing(), SIZE, &options).unwrap();
+    pool.close().unwrap();
+    assert_eq!(common::state_files(s.dir.path()).len(), 1);
+    other.close().unwrap();
+    assert_eq!(
+        common::state_files(s.dir.path()),
+        Vec::<std::path::PathBuf>::new()
+    );
+    // A large pool keeps the asked sizes.
+    let big = Pool::open(s.dir.path().join("big"), 1 << 30, &options).unwrap();
+    assert_eq!(big.stats().log_size_bytes, options.log_size_bytes);
+    assert_eq!(big.stats().cache_pages * 4096, options.cache_size_bytes);
+}
+
+/// `list_state_files` tells apart what each state is for, and `remove_state_file` removes
+/// only what no pool can need.
+#[test]
+fn state_files_are_listed_and_only_unneeded_ones_removed() {
+    let s = Scratch::new();
+    let opts = PoolOptions {
+        background: false,
+        ..s.small()
+    };
+    let path = |name: &str| s.dir.path().join(name);
+    let crashed = |name: &str| {
+        let pool = Pool::open(path(name), SIZE, &opts).unwrap();
+        let mut tx = pool.begin().unwrap();
+        tx.write(0, b"commit").unwrap();
+        tx.commit().unwrap();
+        let image = crash_image(&pool);
+        let nvm = pool.nvm_path().to_path_buf();
+        pool.close().unwrap();
+        std::fs::write(&nvm, image).unwrap();
+        nvm
+    };
+    let in_use = Pool::open(path("open"), SIZE, &opts).unwrap();
+    let recovering = crashed("recovering");
+    let gone = crashed("gone");
+    std::fs::remove_file(path("gone")).unwrap();
+    let listed = nvarray_pm::list_state_files(s.dir.path()).unwrap();
+    let status = |nvm: &std::path::Path| {
+        listed
+            .iter()
+            .find(|f| f.path == nvm)
+            .unwrap_or_else(|| panic!("{} not listed in {listed:?}", nvm.display()))
+            .status
+            .clone()
+    };
+    assert_eq!(
+        status(in_use.nvm_path()),
+        StateStatus::InUse(vec![std::process::id() as u64])
+    );
+    assert_eq!(status(&recovering), StateStatus::NeedsRecovery);
+    assert!(
+        matches!(status(&gone), StateStatus::Orphan { unapplied: true, ref why } if why.contains("no longer exists")),
+        "{:?}",
+        status(&gone)
+    );
+    assert_eq!(listed.len(), 3, "{listed:?}");
+    for (nvm, discard) in [
+        (in_use.nvm_path(), true),
+        (&recovering, true),
+        (&gone, false),
+    ] {
+        let e = nvarray_pm::remove_state_file(nvm, discard).unwrap_err();
+        assert!(e.to_string().contains("kept"), "{e}");
+        assert!(nvm.exists());
+    }
+    let removed = nvarray_pm::remove_state_file(&gone, true).unwrap();
+    assert_eq!(removed.backing, Some(path("gone")));
+    assert!(!gone.exists());
+    let e = nvarray_pm::remove_state_file(&path("open"), true).unwrap_err();
+    assert!(
+        e.to_string().contains("not an nvarray-pm state file"),
+        "{e}"
+    );
+    // The recovering one is recovered by its next open, and then closed away.
+    Pool::open(path("recovering"), SIZE, &opts)
+        .unwrap()
+        .close()
+        .unwrap();
+    in_use.close().unwrap();
+    assert_eq!(
+        common::state_files(s.dir.path()),
+        Vec::<std::path::PathBuf>::new()
+    );
+}
+
+/// Issue 44: a pool's file was sized with `set_len` (all holes), so on a file system short of
+/// room the first write-back into a hole killed the process with SIGBUS. Both tiers' blocks
+/// are reserved at open; no room is an error naming the file, and nothing is left behind.
+#[test]
+fn a_file_system_without_room_is_an_error_at_open_not_a_sigbus() {
+    let s = Scratch::new();
+    let small = common::Tmpfs::mount("4m");
+    let backing = small.path().join("pool");
+    // The pool's file.
+    let e = Pool::open(&backing, 16 << 20, &s.small()).unwrap_err();
+    assert!(matches!(e, PmError::NoSpace { .. }), "{e}");
+    assert!(e.to_string().contains("free"), "{e}");
+    assert!(!backing.exists(), "the refused create left its file");
+    assert_eq!(
+        common::state_files(s.dir.path()),
+        Vec::<std::path::PathBuf>::new()
+    );
+    // An existing sparse file larger than the room left: refused, and not changed.
+    std::fs::File::create(&backing)
+        .unwrap()
+        .set_len(16 << 20)
+        .unwrap();
+    let e = Pool::open(&backing, 0, &s.small()).unwrap_err();
+    assert!(matches!(e, PmError::NoSpace { .. }), "{e}");
+    assert_eq!(std::fs::metadata(&backing).unwrap().len(), 16 << 20);
+    std::fs::remove_file(&backing).unwrap();
+    // The NVM tier.
+    let options = PoolOptions {
+        nvm_dir: small.path().to_path_buf(),
+        log_size_bytes: 8 << 20,
+        ..Default::default()
+    };
+    let e = Pool::open(s.backing(), 16 << 20, &options).unwrap_err();
+    assert!(matches!(e, PmError::NoSpace { .. }), "{e}");
+    assert!(e.to_string().contains("log or cache size"), "{e}");
+    assert_eq!(
+        common::state_files(small.path()),
+        Vec::<std::path::PathBuf>::new()
+    );
+    // What fits opens.
+    let pool = Pool::open(&backing, 1 << 20, &s.small()).unwrap();
+    let mut tx = pool.begin().unwrap();
+    tx.write(0, &pattern(5, 4096)).unwrap();
+    tx.commit().unwrap();
+    pool.close().unwrap();
 }
 
 #[test]
@@ -150,7 +494,7 @@ fn bad_options_name_the_field() {
 #[test]
 fn the_pool_can_be_far_larger_than_its_nvm_tier() {
     let s = Scratch::new();
-    // 4 GiB pool (sparse file) over 64 KiB of log and 64 KiB of cache.
+    // 4 GiB pool over 64 KiB of log and 64 KiB of cache.
     let size = 4u64 << 30;
     let pool = Pool::open(s.backing(), size, &s.small()).unwrap();
     for i in 0..64u64 {

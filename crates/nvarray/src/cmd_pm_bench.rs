@@ -52,16 +52,24 @@ struct PoolFlags {
     /// NVM technology (an nvarray-model preset); each persist barrier costs its write latency.
     #[arg(long, default_value = "dram")]
     tech: String,
-    /// Redo log size.
+    /// Redo log size; cut to what the pool can use (eight times its size).
     #[arg(long, default_value = "64m", value_parser = parse_size)]
     log_size: u64,
-    /// NVM write cache size.
+    /// NVM write cache size; cut to what the pool can use (the size that never writes back
+    /// before the pool is closed).
     #[arg(long, default_value = "256m", value_parser = parse_size)]
     cache_size: u64,
 }
 
+/// Every size flag of pm-bench reads sizes this one way (`1k`, `64m`, `2g`, plain bytes).
 fn parse_size(s: &str) -> Result<u64, String> {
     nvarray_workload::parse_size(s).map_err(|e| e.to_string())
+}
+
+/// `parse_size` for a size held in memory at once (`--tx-bytes`).
+fn parse_size_usize(s: &str) -> Result<usize, String> {
+    let bytes = parse_size(s)?;
+    usize::try_from(bytes).map_err(|_| format!("{bytes} bytes does not fit in memory"))
 }
 
 impl PoolFlags {
@@ -106,12 +114,13 @@ struct TxArgs {
     pool: PoolFlags,
     #[arg(long, default_value_t = 1)]
     threads: usize,
-    /// Bytes written per transaction.
-    #[arg(long, default_value_t = 256)]
+    /// Bytes written per transaction (a size: 256, 1k, ...).
+    #[arg(long, default_value = "256", value_parser = parse_size_usize)]
     tx_bytes: usize,
     /// Objects per thread (each transaction rewrites the next one).
     #[arg(long, default_value_t = 1024)]
     objects: usize,
+    /// How long to run. Each thread commits at least one transaction, however short.
     #[arg(long, default_value_t = 3.0)]
     seconds: f64,
 }
@@ -161,7 +170,7 @@ struct PagesArgs {
     /// Array size (the paper: 2 GB).
     #[arg(long, default_value = "2g", value_parser = parse_size)]
     array_bytes: u64,
-    /// Bytes written into each 4 KiB page (64 .. 4096).
+    /// Bytes written into each 4 KiB page (1 .. 4096).
     #[arg(long, default_value = "64", value_parser = parse_size)]
     write_bytes: u64,
     /// Passes over the whole array (the paper: 1 and 16).
@@ -240,6 +249,23 @@ struct YcsbArgs {
     seed: u64,
 }
 
+/// Says on stderr when the pool used a smaller log or cache than asked: `nvarray-pm` sizes
+/// the NVM tier to the pool, so on a small pool a sweep's larger values all run the same.
+fn note_cut_sizes(r: &YcsbResult, log_size: u64, cache_size: u64) {
+    for (what, asked, used) in [
+        ("log", log_size, r.log_size_bytes),
+        ("cache", cache_size, r.cache_size_bytes),
+    ] {
+        if used < asked {
+            eprintln!(
+                "note: {what} size {asked} B asked, {used} B used: a pool of {} B can use no \
+                 more (the NVM tier is sized to the pool)",
+                r.records * r.record_bytes
+            );
+        }
+    }
+}
+
 fn run_ycsb(a: YcsbArgs) -> anyhow::Result<()> {
     let ycsb = Ycsb::new(YcsbConfig {
         record_bytes: a.record_bytes,
@@ -256,12 +282,20 @@ fn run_ycsb(a: YcsbArgs) -> anyhow::Result<()> {
         )
     })?;
     let sizes: Vec<(u64, u64)> = match a.sweep {
+        None if !a.values.is_empty() => {
+            return Err(input_error(
+                "--values is for --sweep log-size|cache-size; without --sweep it would be \
+                 ignored (use --log-size or --cache-size for one run)",
+            ))
+        }
         None => vec![(a.pool.log_size, a.pool.cache_size)],
         Some(_) if a.values.is_empty() => return Err(input_error("--sweep needs --values")),
         Some(Sweep::LogSize) => a.values.iter().map(|&v| (v, a.pool.cache_size)).collect(),
         Some(Sweep::CacheSize) => a.values.iter().map(|&v| (a.pool.log_size, v)).collect(),
     };
+    // The chart's name is checked before the sweep runs, not after it (minutes of work).
     if a.sweep.is_some() {
+        crate::plot::check_chart_path(&a.plot).map_err(input_error)?;
         crate::output::check_writable(&a.plot)?;
     }
     let progress = crate::progress::Progress::new("pm-bench ycsb", sizes.len() as u64);
@@ -275,6 +309,7 @@ fn run_ycsb(a: YcsbArgs) -> anyhow::Result<()> {
             ..a.pool.options()
         };
         let r = ycsb.run(&a.pool.data_dir, &opts).map_err(run_error)?;
+        note_cut_sizes(&r, log_size, cache_size);
         println!("{}", serde_json::to_string(&r)?);
         results.push(r);
     }

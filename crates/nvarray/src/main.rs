@@ -7,6 +7,7 @@
 mod args;
 mod cmd_bench;
 mod cmd_mount;
+mod cmd_pm;
 mod cmd_pm_bench;
 mod cmd_presets;
 mod cmd_repro;
@@ -103,6 +104,10 @@ enum Command {
     /// unlogged writes. JSON lines on stdout, shaped like the PMDK peer's
     /// (`crates/nvarray-pm/peer/pmdk_peer.c`), so `scripts/perf_pm.py` can put them side by side.
     PmBench(cmd_pm_bench::PmBenchArgs),
+    /// The NVM-tier state files of `nvarray-pm` pools (`/dev/shm/nvarray-pm-*.nvm`): `list`
+    /// says what each is for, `clean` removes those no pool needs (a pool's whose last
+    /// process died and whose file was then removed or replaced).
+    Pm(cmd_pm::PmArgs),
     /// Work on sweeps' results: `nvarray sweep merge DIR...` joins the shards of a sweep run
     /// with `--shard I/N` (on other machines, or as a cluster's array tasks) into its table,
     /// JSON and plot.
@@ -143,6 +148,7 @@ fn main() -> ExitCode {
         Command::Presets(a) => cmd_presets::run(a),
         Command::Repro(a) => cmd_repro::run(a),
         Command::PmBench(a) => cmd_pm_bench::run(a),
+        Command::Pm(a) => cmd_pm::run(a),
         Command::Sweep(a) => sweep::merge::run(a),
     };
     match result {

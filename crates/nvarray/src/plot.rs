@@ -65,6 +65,12 @@ const MARKER_RADIUS_PX: i32 = 4;
 
 const REFERENCE_COLOR: RGBColor = RGBColor(0, 0, 0);
 
+/// Checks that `path` names a chart format `write_chart` can write (by its extension), so a
+/// command can refuse a wrong name before the work whose chart it is.
+pub fn check_chart_path(path: &Path) -> anyhow::Result<()> {
+    ImageFormat::from_path(path).map(|_| ())
+}
+
 /// Writes the chart to `path`; the format follows the extension: `.svg` (SVGBackend) or `.png`
 /// (BitMapBackend, 1024x640). Any other extension is an error that names the accepted ones.
 pub fn write_chart(path: &Path, chart: &Chart) -> anyhow::Result<()> {

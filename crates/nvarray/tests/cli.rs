@@ -876,7 +876,6 @@ fn pm_bench_refuses_unbounded_runs() {
             &["--tx-bytes", "1000000", "--objects", "1000000"][..],
             "GiB pool",
         ),
-        (&["--cache-size", "1t"][..], "free"),
         (
             &["--data-dir", "/nonexistent"][..],
             "--data-dir /nonexistent",
@@ -890,6 +889,243 @@ fn pm_bench_refuses_unbounded_runs() {
         assert!(err.contains(needle), "{args:?}: {err}");
         assert!(!err.contains("panicked"), "{args:?}: {err}");
     }
+}
+
+/// A tmpfs of `size` mounted on a scratch directory (the tests run as root), for a
+/// directory short of room; unmounted when dropped, a failing test included.
+struct SmallTmpfs(Scratch);
+
+impl SmallTmpfs {
+    fn mount(name: &str, size: &str) -> SmallTmpfs {
+        let dir = scratch(name);
+        let out = Command::new("mount")
+            .args(["-t", "tmpfs", "-o", &format!("size={size}"), "tmpfs"])
+            .arg(&*dir)
+            .output()
+            .expect("run mount");
+        assert!(
+            out.status.success(),
+            "mount a {size} tmpfs (the tests run as root): {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        SmallTmpfs(dir)
+    }
+
+    fn path(&self) -> &Path {
+        &self.0
+    }
+}
+
+impl Drop for SmallTmpfs {
+    fn drop(&mut self) {
+        let _ = Command::new("umount").arg("-l").arg(&*self.0).status();
+    }
+}
+
+/// Issue 44: `pm-bench pages --array-bytes 64m` with a 16 MiB `--data-dir` died of SIGBUS
+/// (exit 135, no message) at its first store into the sparse pool file. Each file pm-bench
+/// maps now has its blocks reserved first: a directory short of room is refused (exit 2)
+/// with the sizes, before the run, and leaves nothing behind.
+#[test]
+fn pm_bench_refuses_directories_without_room() {
+    let small = SmallTmpfs::mount("pm-room", "16m");
+    let dir = small.path().to_str().unwrap();
+    let small_nvm = ["--log-size", "1m", "--cache-size", "1m"];
+    for (args, needle) in [
+        (
+            vec!["pages", "--array-bytes", "64m", "--data-dir", dir],
+            "needs 67108864 bytes",
+        ),
+        // The unlogged baseline's file, made before the library's pool.
+        (
+            vec![
+                "ycsb",
+                "--records",
+                "65536",
+                "--ops",
+                "10",
+                "--data-dir",
+                dir,
+            ],
+            "baseline",
+        ),
+        (
+            vec![
+                "tx",
+                "--tx-bytes",
+                "16m",
+                "--objects",
+                "1",
+                "--nvm-dir",
+                dir,
+            ],
+            "lower the log or cache size",
+        ),
+    ] {
+        let mut all = vec!["pm-bench"];
+        all.extend_from_slice(&args);
+        if !args.contains(&"--nvm-dir") {
+            all.extend_from_slice(&small_nvm);
+        }
+        let out = nvarray(&all);
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(2), "{args:?}: {err}");
+        assert!(err.contains(needle), "{args:?}: {err}");
+        assert!(err.contains("free"), "{args:?}: {err}");
+        let left: Vec<_> = std::fs::read_dir(small.path()).unwrap().flatten().collect();
+        assert!(left.is_empty(), "{args:?} left {left:?}");
+    }
+}
+
+/// Issue 44's smaller pm-bench defects: `--tx-bytes 1k` was refused while `--log-size 1k`
+/// worked (one size parser now); `--seconds 0.0001` printed 0 transactions (each thread now
+/// commits at least one); `--values` without `--sweep` was ignored; `--plot x.txt` failed
+/// only after the whole sweep had run.
+#[test]
+fn pm_bench_reads_sizes_alike_and_checks_its_flags_before_running() {
+    let nvm = scratch("pm-flags-nvm");
+    let data = scratch("pm-flags-data");
+    let dirs = [
+        "--nvm-dir",
+        nvm.to_str().unwrap(),
+        "--data-dir",
+        data.to_str().unwrap(),
+        "--log-size",
+        "1m",
+        "--cache-size",
+        "1m",
+    ];
+    let run = |args: &[&str]| {
+        let mut all = vec!["pm-bench"];
+        all.extend_from_slice(args);
+        all.extend_from_slice(&dirs);
+        nvarray(&all)
+    };
+    let out = run(&["tx", "--tx-bytes", "1k", "--seconds", "0.01"]);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let r: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(r["tx_bytes"], 1024, "{r}");
+
+    let out = run(&["tx", "--threads", "2", "--seconds", "0.0001"]);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let r: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert!(r["transactions"].as_u64().unwrap() >= 2, "{r}");
+    assert!(r["tx_per_s"].as_f64().unwrap() > 0.0, "{r}");
+    assert!(r["p50_ns"].as_u64().unwrap() > 0, "{r}");
+
+    let ycsb = ["ycsb", "--records", "1000", "--ops", "1000"];
+    for (extra, needle) in [
+        (&["--values", "1m,2m"][..], "--values is for --sweep"),
+        (
+            &[
+                "--sweep", "log-size", "--values", "1m,2m", "--plot", "x.txt",
+            ][..],
+            ".svg or .png",
+        ),
+    ] {
+        let mut args = ycsb.to_vec();
+        args.extend_from_slice(extra);
+        let out = run(&args);
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(2), "{extra:?}: {err}");
+        assert!(err.contains(needle), "{extra:?}: {err}");
+        assert!(out.stdout.is_empty(), "{extra:?} ran before refusing");
+    }
+}
+
+/// Issue 44: NVM-tier state files outlived their pools and nothing said how to clean them
+/// up. `nvarray pm list` says what each is for; `nvarray pm clean` removes the ones no pool
+/// needs, and one that may hold commits only with `--discard-commits`.
+#[test]
+fn pm_list_and_clean_remove_only_what_no_pool_needs() {
+    use nvarray_pm::{Pool, PoolOptions};
+    let nvm = scratch("pm-clean-nvm");
+    let data = scratch("pm-clean-data");
+    let options = PoolOptions {
+        nvm_dir: nvm.to_path_buf(),
+        log_size_bytes: 1 << 20,
+        cache_size_bytes: 1 << 20,
+        background: false,
+        ..Default::default()
+    };
+    // A pool whose process "died" with a commit in its log (the state as a crash leaves it),
+    // and whose file was then removed.
+    let crashed = |name: &str| {
+        let pool = Pool::open(data.join(name), 1 << 20, &options).unwrap();
+        let mut tx = pool.begin().unwrap();
+        tx.write(0, b"commit").unwrap();
+        tx.commit().unwrap();
+        let image = std::fs::read(pool.nvm_path()).unwrap();
+        let state = pool.nvm_path().to_path_buf();
+        pool.close().unwrap();
+        std::fs::write(&state, image).unwrap();
+        state
+    };
+    let orphan = crashed("gone.pool");
+    std::fs::remove_file(data.join("gone.pool")).unwrap();
+    let recovering = crashed("kept.pool");
+    let open = Pool::open(data.join("open.pool"), 1 << 20, &options).unwrap();
+    let nvm_dir = nvm.to_str().unwrap();
+
+    let out = nvarray(&["pm", "list", "--nvm-dir", nvm_dir]);
+    assert!(out.status.success());
+    let listed = String::from_utf8_lossy(&out.stdout);
+    let line = |state: &Path| {
+        listed
+            .lines()
+            .find(|l| l.starts_with(state.to_str().unwrap()))
+            .unwrap_or_else(|| panic!("{} not in {listed}", state.display()))
+            .to_string()
+    };
+    assert!(line(&orphan).contains("no longer exists"), "{listed}");
+    assert!(line(&orphan).contains("may hold commits"), "{listed}");
+    assert!(line(&recovering).contains("recovers it"), "{listed}");
+    assert!(
+        line(open.nvm_path()).contains("in use by process"),
+        "{listed}"
+    );
+
+    let out = nvarray(&["pm", "clean", "--nvm-dir", nvm_dir]);
+    assert!(out.status.success());
+    assert!(orphan.exists() && recovering.exists() && open.nvm_path().exists());
+    let out = nvarray(&[
+        "pm",
+        "clean",
+        "--nvm-dir",
+        nvm_dir,
+        "--discard-commits",
+        "--dry-run",
+    ]);
+    assert!(out.status.success());
+    assert!(String::from_utf8_lossy(&out.stdout).contains("would remove"));
+    assert!(orphan.exists());
+    let out = nvarray(&["pm", "clean", "--nvm-dir", nvm_dir, "--discard-commits"]);
+    assert!(out.status.success());
+    let cleaned = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        cleaned.contains(&format!("removed {}", orphan.display())),
+        "{cleaned}"
+    );
+    assert!(!orphan.exists());
+    assert!(recovering.exists() && open.nvm_path().exists(), "{cleaned}");
+    // Named, a state in use is refused with the reason.
+    let out = nvarray(&[
+        "pm",
+        "clean",
+        "--discard-commits",
+        open.nvm_path().to_str().unwrap(),
+    ]);
+    assert_eq!(out.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("in use by process"));
+    open.close().unwrap();
 }
 
 /// A `pm-bench` run killed with SIGKILL leaves no pool file behind in either directory (it

@@ -5,7 +5,9 @@
 //! (read for update, so workers serialise on it). After each commit returns it prints
 //! `ack K`. Stamp `K = GENERATION * 1e9 + i` identifies the transaction; see `tests/kill.rs`
 //! for the layout it shares with the checker. With `NVARRAY_PM_WORKER_ABI=c` it goes through
-//! the C ABI (`nv_allocate`, `nv_txbegin`, `nv_write`, `nv_commit`) instead of the Rust API.
+//! the C ABI (`nv_allocate`, `nv_txbegin`, `nv_write`, `nv_commit`) instead of the Rust API;
+//! with `NVARRAY_PM_WORKER_REOPEN=1` it closes the pool and opens it again after each
+//! acknowledgement, so a kill lands in opening and closing too.
 
 use std::io::Write;
 
@@ -41,10 +43,13 @@ fn main() {
         cache_size_bytes: 256 << 10,
         ..Default::default()
     };
-    let pool = Pool::open(&args[1], 1 << 20, &options).unwrap_or_else(|e| {
+    let die = |e: PmError| -> ! {
         eprintln!("nvarray-pm-worker: {e}");
         std::process::exit(1)
-    });
+    };
+    let open = || Pool::open(&args[1], 1 << 20, &options).unwrap_or_else(|e| die(e));
+    let reopen = std::env::var("NVARRAY_PM_WORKER_REOPEN").as_deref() == Ok("1");
+    let mut pool = open();
     let per_worker = SLOTS / workers;
     let mut out = std::io::stdout().lock();
     for i in 0.. {
@@ -54,14 +59,15 @@ fn main() {
             match transaction(&pool, k, worker, slot) {
                 Ok(()) => break,
                 Err(PmError::Conflict { .. }) => continue,
-                Err(e) => {
-                    eprintln!("nvarray-pm-worker: {e}");
-                    std::process::exit(1)
-                }
+                Err(e) => die(e),
             }
         }
         if writeln!(out, "ack {k}").and_then(|_| out.flush()).is_err() {
             return; // the parent stopped listening
+        }
+        if reopen {
+            pool.close().unwrap_or_else(|e| die(e));
+            pool = open();
         }
     }
 }

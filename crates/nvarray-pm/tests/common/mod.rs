@@ -57,3 +57,52 @@ pub fn campaign_env(name: &str, default: u64) -> u64 {
         })
         .unwrap_or(default)
 }
+
+/// A tmpfs of a given size mounted on a temporary directory (the tests run as root), for file
+/// systems that run out of room. Unmounted when dropped, a failing test included.
+pub struct Tmpfs {
+    pub dir: tempfile::TempDir,
+}
+
+impl Tmpfs {
+    pub fn mount(size: &str) -> Tmpfs {
+        let dir = tempfile::tempdir().expect("temporary directory");
+        let out = std::process::Command::new("mount")
+            .args(["-t", "tmpfs", "-o", &format!("size={size}"), "tmpfs"])
+            .arg(dir.path())
+            .output()
+            .expect("run mount");
+        assert!(
+            out.status.success(),
+            "mount a {size} tmpfs (the tests run as root): {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        Tmpfs { dir }
+    }
+
+    pub fn path(&self) -> &std::path::Path {
+        self.dir.path()
+    }
+}
+
+impl Drop for Tmpfs {
+    fn drop(&mut self) {
+        // Lazily, so a file a failed test left open cannot keep it mounted.
+        let _ = std::process::Command::new("umount")
+            .arg("-l")
+            .arg(self.dir.path())
+            .status();
+    }
+}
+
+/// The NVM-tier state files in `dir`.
+pub fn state_files(dir: &std::path::Path) -> Vec<PathBuf> {
+    let mut v: Vec<PathBuf> = std::fs::read_dir(dir)
+        .expect("read the NVM directory")
+        .flatten()
+        .map(|e| e.path())
+        .filter(|p| p.extension().is_some_and(|e| e == "nvm"))
+        .collect();
+    v.sort();
+    v
+}
