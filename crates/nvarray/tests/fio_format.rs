@@ -38,11 +38,12 @@ fn parse(report: &serde_json::Value, direction: &str) -> FioDirection {
     }
 }
 
-#[test]
-fn real_fio_and_nvarray_json_read_the_same_way() {
+/// Real fio's JSON report of a random mixed job of `number_ios` 4 KiB requests on its null
+/// engine (`None`, said on stderr, when fio is not installed).
+fn real_fio_json(number_ios: u32) -> Option<serde_json::Value> {
     if !have("fio") {
         eprintln!("SKIPPED: fio is not installed (scripts/setup.sh installs it)");
-        return;
+        return None;
     }
     let out = Command::new("fio")
         .args([
@@ -51,7 +52,7 @@ fn real_fio_and_nvarray_json_read_the_same_way() {
             "--size=16m",
             "--rw=randrw",
             "--bs=4k",
-            "--number_ios=4000",
+            &format!("--number_ios={number_ios}"),
             "--output-format=json",
         ])
         .output()
@@ -61,7 +62,14 @@ fn real_fio_and_nvarray_json_read_the_same_way() {
         "{}",
         String::from_utf8_lossy(&out.stderr)
     );
-    let fio: serde_json::Value = serde_json::from_slice(&out.stdout).expect("fio's JSON");
+    Some(serde_json::from_slice(&out.stdout).expect("fio's JSON"))
+}
+
+#[test]
+fn real_fio_and_nvarray_json_read_the_same_way() {
+    let Some(fio) = real_fio_json(4000) else {
+        return;
+    };
     let ours = nvarray(&[
         "sim",
         "--preset",
@@ -454,23 +462,9 @@ fn key_paths(v: &serde_json::Value, prefix: &str, depth: usize, out: &mut Vec<St
 /// `iodepth_level`/`_submit`/`_complete`, and the `>=2000` bucket of `latency_ms` were missing.
 #[test]
 fn nvarrays_json_has_every_field_fios_has() {
-    if !have("fio") {
-        eprintln!("SKIPPED: fio is not installed (scripts/setup.sh installs it)");
+    let Some(fio) = real_fio_json(400) else {
         return;
-    }
-    let out = Command::new("fio")
-        .args([
-            "--name=peer",
-            "--ioengine=null",
-            "--size=16m",
-            "--rw=randrw",
-            "--bs=4k",
-            "--number_ios=400",
-            "--output-format=json",
-        ])
-        .output()
-        .expect("run fio");
-    let fio: serde_json::Value = serde_json::from_slice(&out.stdout).expect("fio's JSON");
+    };
     let ours = nvarray(&[
         "sim",
         "--preset",

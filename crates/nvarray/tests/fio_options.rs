@@ -487,16 +487,7 @@ fn the_random_map_writes_every_block_of_a_pass_once() {
             ),
         )
         .unwrap();
-        let out = std::process::Command::new(env!("CARGO_BIN_EXE_nvarray"))
-            .args(["bench", "--size", "64m", path.to_str().unwrap(), "--json"])
-            .output()
-            .unwrap();
-        assert!(
-            out.status.success(),
-            "{}",
-            String::from_utf8_lossy(&out.stderr)
-        );
-        let r: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+        let (r, _) = run(&["bench", "--size", "64m", path.to_str().unwrap(), "--json"]);
         r["emulator"]["verified_blocks"].as_u64().unwrap()
     };
     // 4 MiB of 512-byte device blocks.
