@@ -10,7 +10,7 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 mod common;
-use common::{campaign_env, run, run_ok};
+use common::{campaign_env, run, run_for, run_ok};
 
 fn scratch(name: &str) -> PathBuf {
     let dir = std::env::temp_dir().join(format!("nvarray-nbd-{}-{name}", std::process::id()));
@@ -359,6 +359,89 @@ fn acknowledged_writes_survive_kill_9_of_the_server() {
     }
     drop(c);
     let (status, _) = serve.stop("-INT");
+    assert!(status.success());
+}
+
+/// Two devices on one backing file would overwrite each other's data unseen. While `serve`
+/// holds the file, a second `serve` and a `bench` on it exit 2 naming the holder's pid and
+/// command, and write nothing; once the holder dies by SIGKILL (which unlocks nothing itself)
+/// the file serves again, with the holder's data.
+#[test]
+fn a_backing_file_in_use_is_refused_naming_its_holder_until_the_holder_dies() {
+    use nvarray_nbd::client::{Client, Reply};
+    use nvarray_nbd::io::Stream;
+    use std::os::unix::net::UnixStream;
+
+    let dir = scratch("in-use");
+    let disk = dir.join("disk.img");
+    let backing = format!("file:{}", disk.display());
+    let first = Serve::start(&dir, &["--backing", &backing]);
+    let holder = first.child.id();
+    let block = vec![0x5au8; 4096];
+    let mut c = Client::connect(
+        Stream::Unix(UnixStream::connect(&first.socket).unwrap()),
+        "",
+        true,
+    )
+    .unwrap();
+    assert_eq!(c.write(0, &block, true).unwrap(), Reply::Ok(vec![]));
+    drop(c);
+    let second_listen = format!("unix:{}", dir.join("second.sock").display());
+    let nvarray = env!("CARGO_BIN_EXE_nvarray");
+    let attempts: [&[&str]; 2] = [
+        &[
+            "serve",
+            "--preset",
+            "dram",
+            "--size",
+            "64M",
+            "--listen",
+            &second_listen,
+            "--backing",
+            &backing,
+        ],
+        &[
+            "bench",
+            "--preset",
+            "dram",
+            "--size",
+            "64M",
+            "--backing",
+            &backing,
+            "--rw",
+            "write",
+            "--bs",
+            "4k",
+            "--number_ios",
+            "16",
+        ],
+    ];
+    for args in attempts {
+        let (out, killed) = run_for(nvarray, args, Duration::from_secs(30));
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert!(!killed, "{args:?} ran beside the holder:\n{err}");
+        assert_eq!(out.status.code(), Some(2), "{args:?}: {err}");
+        assert!(
+            err.contains(&format!("process {holder} (")) && err.contains("serve"),
+            "{args:?} does not name the holder: {err}"
+        );
+    }
+    let (status, _) = first.stop("-KILL");
+    assert!(!status.success());
+    let again = Serve::start(&dir, &["--backing", &backing]);
+    let mut c = Client::connect(
+        Stream::Unix(UnixStream::connect(&again.socket).unwrap()),
+        "",
+        true,
+    )
+    .unwrap();
+    assert_eq!(
+        c.read(0, 4096).unwrap(),
+        Reply::Ok(block),
+        "the refused bench wrote"
+    );
+    drop(c);
+    let (status, _) = again.stop("-INT");
     assert!(status.success());
 }
 
