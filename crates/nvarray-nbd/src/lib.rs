@@ -43,8 +43,9 @@ pub enum NbdError {
     },
     #[error(transparent)]
     Io(#[from] std::io::Error),
+    /// (Not a `source`: the message quotes it, and the binary prints the chain of sources.)
     #[error("flushing the device at shutdown: {0}")]
-    Device(#[source] nvarray_host::HostError),
+    Device(nvarray_host::HostError),
 }
 
 impl NbdError {
