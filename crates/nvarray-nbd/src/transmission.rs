@@ -308,7 +308,7 @@ impl<'a> Transmission<'a> {
     /// Checks a request and starts it: issues its commands, or answers it at once.
     fn start(&mut self, header: RequestHeader) -> io::Result<()> {
         let started = self.now;
-        let command = match check_request(&header, &self.limits) {
+        let command = match check_request(&header, &self.limits, self.structured) {
             Ok(c) => c,
             Err(RequestError::Fatal(message)) => {
                 (self.log)(&message);

@@ -103,12 +103,18 @@ fn bad_requests_get_the_specs_errors_and_the_connection_goes_on() {
             (CMD_READ, 0, SIZE_BYTES - 512, 1024, NbdErrno::Inval as u32),
             (CMD_READ, 0, u64::MAX - 511, 512, NbdErrno::Inval as u32),
             (CMD_READ, 0, 100, 512, NbdErrno::Inval as u32),
+            // Over the largest payload: EOVERFLOW with structured replies (the client may
+            // retry smaller), EINVAL with simple ones (the client must never ask).
             (
                 CMD_READ,
                 0,
                 0,
-                PAYLOAD_BYTES_MAX + 512,
-                NbdErrno::Inval as u32,
+                64 << 20,
+                if structured {
+                    NbdErrno::Overflow as u32
+                } else {
+                    NbdErrno::Inval as u32
+                },
             ),
             (CMD_READ, 1 << 1, 0, 512, NbdErrno::Inval as u32),
             (7, 0, 0, 512, NbdErrno::Inval as u32),
@@ -195,6 +201,15 @@ fn a_read_only_export_refuses_every_write() {
     let server = Running::start(true);
     let mut c = server.client(true);
     assert_ne!(c.info.transmission_flags & TFLAG_READ_ONLY, 0);
+    // Nothing that changes data is advertised, so clients do not offer it.
+    for (flag, name) in [
+        (TFLAG_SEND_TRIM, "trim"),
+        (TFLAG_SEND_WRITE_ZEROES, "write zeroes"),
+        (TFLAG_SEND_FUA, "FUA"),
+    ] {
+        assert_eq!(c.info.transmission_flags & flag, 0, "{name} advertised");
+    }
+    assert_ne!(c.info.transmission_flags & TFLAG_SEND_FLUSH, 0);
     assert_eq!(errno(c.write(0, &[1u8; 512], false).unwrap()), 1);
     assert_eq!(errno(c.request(CMD_TRIM, 0, 0, 512, &[]).unwrap()), 1);
     assert_eq!(
