@@ -1,11 +1,13 @@
 //! The server: a listener, one thread per connection, one queue pair per connection (reused by
 //! the next), shutdown that lets in-flight requests finish, and the device report.
 //!
-//! Connections are bounded in two phases: at most `HANDSHAKES_MAX` in the handshake (each
-//! closed after `HANDSHAKE_IDLE` of silence), and at most `connections_max` serving, a slot
-//! taken only when the client chooses the export. Silent or slow clients therefore cannot
-//! lock real ones out. What the server keeps of a connection after it ends is its statistics,
-//! merged into one record: memory does not grow with the number of connections ever served.
+//! Connections are bounded in two phases: in the handshake, by budgets per peer (`gate`: no
+//! peer can hold every handshake slot, some are kept for new peers, each closed after
+//! `HANDSHAKE_IDLE` of silence), and at most `connections_max` serving, a slot taken only when
+//! the client chooses the export. Silent or slow clients, or one address flooding the server
+//! with connections, therefore cannot lock real ones out. What the server keeps of a
+//! connection after it ends is its statistics, merged into one record: memory does not grow
+//! with the number of connections ever served.
 
 use std::collections::BTreeMap;
 use std::io;
@@ -22,6 +24,7 @@ use nvarray_host::options::pin_this_thread;
 use nvarray_host::{Device, QueuePair};
 use nvarray_report::{process_cpu_seconds, BusyClock, RunReport, StreamStats};
 
+use crate::gate::{Admission, Gate, Peer, HANDSHAKE_WAIT};
 use crate::handshake::{negotiate, Export, Outcome, HANDSHAKE_IDLE};
 use crate::io::Stream;
 use crate::proto::{ExportLimits, REP_ERR_SHUTDOWN};
@@ -40,10 +43,7 @@ pub const CONNECTIONS_MAX: usize = 256;
 /// `HANDSHAKE_IDLE` of silence), so it cannot hold a handshake slot for ever.
 const HANDSHAKE_TIMEOUT: Duration = Duration::from_secs(10);
 
-/// Connections in the handshake at once, apart from the serving ones. Beyond it a new
-/// connection is closed at once: only a flood gets there, since a silent client is closed
-/// after `HANDSHAKE_IDLE`.
-pub const HANDSHAKES_MAX: usize = 64;
+pub use crate::gate::HANDSHAKES_MAX;
 
 /// At shutdown, how long connections have to answer the requests they have read before
 /// their sockets are closed both ways (a client that stopped taking replies would otherwise
@@ -167,7 +167,8 @@ struct Shared {
     /// waits on for them to end.
     threads: Mutex<usize>,
     thread_ended: Condvar,
-    handshaking: AtomicUsize,
+    /// The handshake budgets (`gate`).
+    gate: Gate,
     serving: AtomicUsize,
     accepted: AtomicUsize,
     /// Idle queue pairs from connections that ended, reused by the next ones (building a
@@ -199,6 +200,7 @@ impl ShutdownHandle {
         // SAFETY: writes 8 bytes from a live u64 to the eventfd we own; failure (counter full)
         // still leaves it readable, which is all the accept loop needs.
         unsafe { libc::write(self.0.wake_fd.as_raw_fd(), (&one as *const u64).cast(), 8) };
+        self.0.gate.close();
         for live in self.0.live.lock().expect("live lock poisoned").iter() {
             live.stream.shutdown_read();
         }
@@ -269,7 +271,7 @@ impl Server {
                 live: Mutex::new(Vec::new()),
                 threads: Mutex::new(0),
                 thread_ended: Condvar::new(),
-                handshaking: AtomicUsize::new(0),
+                gate: Gate::default(),
                 serving: AtomicUsize::new(0),
                 accepted: AtomicUsize::new(0),
                 queue_pairs: Mutex::new(Vec::new()),
@@ -396,18 +398,27 @@ impl Server {
                     }
                 };
                 let id = self.shared.accepted.fetch_add(1, Ordering::Relaxed) as u64;
-                let handshaking = self.shared.handshaking.fetch_add(1, Ordering::SeqCst);
-                if handshaking >= HANDSHAKES_MAX {
-                    // Not even a polite refusal for a flood: close at once.
-                    self.shared.handshaking.fetch_sub(1, Ordering::SeqCst);
-                    (self.log)(&format!(
-                        "connection {id} dropped: {HANDSHAKES_MAX} handshakes already in progress"
-                    ));
+                let peer = Peer::of(&stream);
+                let admission = self.shared.gate.admit(&peer);
+                if let Admission::Refuse(why) = admission {
+                    // Not even a polite refusal for a flood: close at once, and say why (once
+                    // a second at most, counting the rest).
+                    if let Some(count) = self.shared.gate.refusal_to_log(Instant::now()) {
+                        let others = match count {
+                            1 => String::new(),
+                            n => format!(" ({} more closed since the last such line)", n - 1),
+                        };
+                        (self.log)(&format!(
+                            "connection {id} ({}) closed before its handshake: {why}{others}",
+                            stream.peer()
+                        ));
+                    }
                     continue;
                 }
+                let waits = admission == Admission::Wait;
                 *self.shared.threads.lock().expect("threads lock poisoned") += 1;
                 scope.spawn(move || {
-                    self.connection(id, stream);
+                    self.connection(id, stream, peer, waits);
                     *self.shared.threads.lock().expect("threads lock poisoned") -= 1;
                     self.shared.thread_ended.notify_all();
                 });
@@ -490,10 +501,26 @@ impl Server {
             })
     }
 
-    /// One connection, from handshake to close.
-    fn connection(&self, id: u64, mut stream: Stream) {
-        let peer = stream.peer();
-        let log = |m: &str| (self.log)(&format!("connection {id} ({peer}): {m}"));
+    /// One connection, from handshake to close. `waits`: its peer was over its handshake
+    /// budget when it arrived, so it waits for a slot first.
+    fn connection(&self, id: u64, mut stream: Stream, peer: Peer, waits: bool) {
+        let address = stream.peer();
+        let log = |m: &str| (self.log)(&format!("connection {id} ({address}): {m}"));
+        if waits {
+            if let Err(why) = self
+                .shared
+                .gate
+                .wait_turn(&peer, Instant::now() + HANDSHAKE_WAIT)
+            {
+                log(&format!("closed before its handshake: {why}"));
+                return;
+            }
+        }
+        // The slot goes back however the handshake ends.
+        let handshaking = HandshakeSlot {
+            gate: &self.shared.gate,
+            peer: &peer,
+        };
         if let Some(cpu) = self.device.host_cpu(id as usize) {
             // The list was checked when the device opened; a failure here (the process's CPUs
             // narrowed since) leaves the thread where the scheduler puts it.
@@ -533,7 +560,7 @@ impl Server {
             Instant::now() + HANDSHAKE_TIMEOUT,
             &mut |m| log(m),
         );
-        self.shared.handshaking.fetch_sub(1, Ordering::SeqCst);
+        drop(handshaking);
         match outcome {
             Ok(Outcome::Transmission { structured }) => {
                 let _ = stream.set_read_timeout(None);
@@ -609,6 +636,18 @@ impl Server {
                 log(&format!("closed: {e}"));
             }
         }
+    }
+}
+
+/// A handshake slot of the gate, given back when dropped.
+struct HandshakeSlot<'a> {
+    gate: &'a Gate,
+    peer: &'a Peer,
+}
+
+impl Drop for HandshakeSlot<'_> {
+    fn drop(&mut self) {
+        self.gate.done(self.peer);
     }
 }
 

@@ -324,13 +324,14 @@ fn a_burst_of_large_reads_is_answered_in_bounded_memory() {
 }
 
 /// Connections that never speak hold handshake slots, not serving slots, and are closed after
-/// `HANDSHAKE_IDLE`: a real client is served at once beside 20 silent ones (the limit is 4
-/// here). Before, every accepted connection took a serving slot for up to 30 s.
+/// `HANDSHAKE_IDLE`: a real client is served at once beside 15 silent ones (the serving limit
+/// is 4 here; 15 and the client are within one peer's handshake budget). Before, every
+/// accepted connection took a serving slot for up to 30 s.
 #[test]
 fn silent_connections_neither_lock_out_clients_nor_stay_long() {
     use std::io::Read;
     let server = Running::start(false);
-    let silent: Vec<UnixStream> = (0..20)
+    let silent: Vec<UnixStream> = (0..nvarray_nbd::gate::HANDSHAKES_PER_PEER_MAX - 1)
         .map(|_| {
             let mut s = UnixStream::connect(&server.socket).unwrap();
             let mut greeting = [0u8; 18];
@@ -436,5 +437,109 @@ fn the_report_divides_by_busy_time_and_gives_the_uptime_too() {
     let later = server.server.report();
     assert_eq!(later.elapsed_ns, r.elapsed_ns);
     assert!(later.uptime_ns.unwrap() > uptime);
+    server.stop();
+}
+
+/// The server's log lines, and a logger that collects them.
+type Log = std::sync::Arc<std::sync::Mutex<Vec<String>>>;
+type Logger = std::sync::Arc<dyn Fn(&str) + Send + Sync>;
+fn collected_log() -> (Log, Logger) {
+    let lines: Log = Default::default();
+    let sink = std::sync::Arc::clone(&lines);
+    let log = std::sync::Arc::new(move |m: &str| {
+        eprintln!("server: {m}");
+        sink.lock().unwrap().push(m.to_string());
+    });
+    (lines, log)
+}
+
+/// A real client from `from`: handshake, one read. A read timeout keeps a server that never
+/// answers from hanging the test.
+fn served_from(server: &Running, from: std::net::Ipv4Addr) -> Result<(), String> {
+    let s = server.connect_from(from).map_err(|e| e.to_string())?;
+    s.set_read_timeout(Some(std::time::Duration::from_secs(20)))
+        .unwrap();
+    let mut c = Client::connect(Stream::Tcp(s), "", true).map_err(|e| e.to_string())?;
+    match c.read(0, 4096) {
+        Ok(Reply::Ok(data)) if data == vec![0; 4096] => Ok(()),
+        other => Err(format!("{other:?}")),
+    }
+}
+
+const FLOODER: std::net::Ipv4Addr = std::net::Ipv4Addr::new(127, 0, 0, 1);
+const OTHER: std::net::Ipv4Addr = std::net::Ipv4Addr::new(127, 0, 0, 2);
+
+/// 100 silent connections from one address, past every handshake limit, do not shut out a
+/// client from another address: it is served at once, and the log says why the flood's
+/// excess was closed. Before, 64 silent connections held every handshake slot, so every new
+/// client was closed without a word for as long as they stayed.
+#[test]
+fn a_flood_of_silent_connections_from_one_address_does_not_shut_out_another() {
+    use std::io::Read;
+    let (lines, log) = collected_log();
+    let server = Running::start_tcp(log);
+    let flood: Vec<std::net::TcpStream> = (0..100)
+        .map(|_| server.connect_from(FLOODER).unwrap())
+        .collect();
+    // The accept loop takes connections in order: once the last has its answer (a greeting,
+    // or end of file when it is closed at once), every one before it has had its own.
+    let mut last = flood.last().unwrap();
+    last.set_read_timeout(Some(std::time::Duration::from_secs(20)))
+        .unwrap();
+    let mut answer = [0u8; 18];
+    let _ = last
+        .read(&mut answer)
+        .expect("the server answered the flood's last connection");
+    served_from(&server, OTHER).expect("a client beside the flood is served");
+    let said = lines.lock().unwrap().join("\n");
+    assert!(
+        said.contains("closed before its handshake: 127.0.0.1 already has"),
+        "the log does not say why the flood was closed:\n{said}"
+    );
+    drop(flood);
+    server.stop();
+}
+
+/// One address opening connection after connection without end (at 22 a second this kept
+/// every client out) does not keep a client from another address out: each of several is
+/// served while the storm goes on.
+#[test]
+fn a_reconnect_storm_from_one_address_does_not_keep_another_out() {
+    use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+    let (_lines, log) = collected_log();
+    let server = Running::start_tcp(log);
+    let port = server.port();
+    let stop = AtomicBool::new(false);
+    let opened = AtomicUsize::new(0);
+    std::thread::scope(|s| {
+        let storm = s.spawn(|| {
+            // It holds its last 100 connections, silent, and opens the next as fast as it can.
+            let mut held = std::collections::VecDeque::new();
+            while !stop.load(Ordering::Relaxed) {
+                if let Ok(c) = common::connect_from(FLOODER, port) {
+                    held.push_back(c);
+                    opened.fetch_add(1, Ordering::Relaxed);
+                }
+                if held.len() > 100 {
+                    held.pop_front();
+                }
+            }
+        });
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(60);
+        while opened.load(Ordering::Relaxed) < 300 {
+            assert!(
+                std::time::Instant::now() < deadline,
+                "the storm did not start"
+            );
+            std::thread::yield_now();
+        }
+        let results: Vec<Result<(), String>> =
+            (0..5).map(|_| served_from(&server, OTHER)).collect();
+        stop.store(true, Ordering::Relaxed);
+        storm.join().unwrap();
+        for r in results {
+            r.expect("a client is served during the storm");
+        }
+    });
     server.stop();
 }
