@@ -50,6 +50,10 @@ pub use crate::gate::HANDSHAKES_MAX;
 /// hold the exit for `io::STALL_MAX`).
 pub const SHUTDOWN_GRACE: Duration = Duration::from_secs(2);
 
+/// What the server's active time is, for its report (per host, and for all hosts together).
+pub const ACTIVE_TIME: &str =
+    "each connection from its first request to its close, the client's pauses included";
+
 /// How long the server waits before accepting again after `accept` failed.
 const ACCEPT_RETRY_AFTER: Duration = Duration::from_millis(100);
 
@@ -179,8 +183,13 @@ struct Shared {
     stats: Mutex<Vec<(u64, Arc<Mutex<StreamStats>>)>>,
     /// Every ended connection's statistics, merged per client host (the report's streams).
     ended_stats: Mutex<BTreeMap<String, StreamStats>>,
-    /// Time with at least one request in flight on any connection.
+    /// The server's active time: some connection between its first request and its close
+    /// (`Transmission::busy`), and gaps under `ACTIVE_GAP_MAX` between such times. The
+    /// whole's rates are over it.
     busy: BusyClock,
+    /// The same for each client host, over its own connections only: its stream's rates are
+    /// over it, so a host is not charged for time when only others were served.
+    host_busy: Mutex<BTreeMap<String, Arc<BusyClock>>>,
     /// Each serving connection's fair share of the device's tags.
     tags: TagShare,
     started: Instant,
@@ -278,6 +287,7 @@ impl Server {
                 stats: Mutex::new(Vec::new()),
                 ended_stats: Mutex::new(BTreeMap::new()),
                 busy: BusyClock::new(),
+                host_busy: Mutex::new(BTreeMap::new()),
                 tags,
                 started: Instant::now(),
                 cpu_start: process_cpu_seconds(),
@@ -322,6 +332,10 @@ impl Server {
     /// per client host (its address without the port; `unix` for Unix-socket clients), so
     /// several machines sharing the device each see their own figures. A server no client has
     /// used has one empty stream, `nbd`.
+    ///
+    /// Rates are over active time (`Shared::busy`): the whole's over the server's, each
+    /// host's over its own, so two hosts served one after the other each show their own rate,
+    /// not half of it.
     pub fn report(&self) -> RunReport {
         let mut hosts: BTreeMap<String, StreamStats> = BTreeMap::new();
         let mut add = |s: &StreamStats| {
@@ -355,6 +369,17 @@ impl Server {
         // Rates and utilisation over the busy time: idle hours between clients dilute nothing.
         let mut report =
             nvarray_run::device_report(&self.device, &streams, self.shared.busy.busy_ns(), cpu);
+        let host_busy = self.shared.host_busy.lock().expect("busy lock poisoned");
+        // (`streams` are the report's, in order.)
+        for (shown, stats) in report.streams.iter_mut().zip(&streams) {
+            if let Some(clock) = host_busy.get(&stats.name) {
+                // The device's share of the latency, attributed by `device_report`, stays.
+                let breakdown = std::mem::take(&mut shown.totals.breakdown_ns);
+                shown.totals = stats.totals(clock.busy_ns());
+                shown.totals.breakdown_ns = breakdown;
+            }
+        }
+        drop(host_busy);
         report.uptime_ns = Some(uptime_ns);
         if let Some(setup) = report.emulator.as_mut() {
             // The CPUs of the connections so far, up to one per CPU of the list.
@@ -581,6 +606,14 @@ impl Server {
 
     fn transmit(&self, id: u64, stream: Stream, structured: bool, log: &(dyn Fn(&str) + Sync)) {
         let host = stream.host();
+        let host_busy = Arc::clone(
+            self.shared
+                .host_busy
+                .lock()
+                .expect("busy lock poisoned")
+                .entry(host.clone())
+                .or_default(),
+        );
         let qp = self
             .shared
             .queue_pairs
@@ -603,6 +636,7 @@ impl Server {
             ServerLinks {
                 stats: &stats,
                 busy: &self.shared.busy,
+                host_busy: &host_busy,
                 tags: &self.shared.tags,
             },
             log,

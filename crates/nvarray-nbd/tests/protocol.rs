@@ -409,8 +409,21 @@ fn shutdown_does_not_wait_for_a_client_that_takes_no_replies() {
     drop(c);
 }
 
-/// The report's rates are over the time requests were in flight, not the uptime: the
-/// requests of a burst, then idle time, leave IOPS at requests / busy time.
+/// Waits (at most 20 s) until the server has no connection left: its last one's session is
+/// over.
+fn wait_until_no_connections(server: &Running) {
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(20);
+    while server.server.connections() > 0 {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "a connection never ended"
+        );
+        std::thread::yield_now();
+    }
+}
+
+/// The report's rates are over the active time, not the uptime: the requests of a session,
+/// then idle time, leave IOPS at requests / active time.
 #[test]
 fn the_report_divides_by_busy_time_and_gives_the_uptime_too() {
     let server = Running::start(false);
@@ -419,6 +432,7 @@ fn the_report_divides_by_busy_time_and_gives_the_uptime_too() {
         c.read((i % 64) * 4096, 4096).unwrap();
     }
     drop(c);
+    wait_until_no_connections(&server);
     let r = server.server.report();
     let uptime = r.uptime_ns.expect("a server reports its uptime");
     assert_eq!(r.totals.requests, 200);
@@ -541,5 +555,102 @@ fn a_reconnect_storm_from_one_address_does_not_keep_another_out() {
             r.expect("a client is served during the storm");
         }
     });
+    server.stop();
+}
+
+/// `requests` QD 1 reads of 4 KiB from `from` on one connection, `gap` apart; returns the
+/// time from before the first to after the server saw the connection end (which contains
+/// the server's own view of the session).
+fn session_from(
+    server: &Running,
+    from: std::net::Ipv4Addr,
+    requests: u64,
+    gap: std::time::Duration,
+) -> std::time::Duration {
+    let s = server.connect_from(from).unwrap();
+    let mut c = Client::connect(Stream::Tcp(s), "", true).unwrap();
+    let began = std::time::Instant::now();
+    for i in 0..requests {
+        if i > 0 {
+            // The client's own pace (what fio's thinktime or rate_iops does), not a wait for
+            // the server.
+            std::thread::sleep(gap);
+        }
+        assert_eq!(c.read(i * 4096, 4096).unwrap(), Reply::Ok(vec![0; 4096]));
+    }
+    drop(c);
+    wait_until_no_connections(server);
+    began.elapsed()
+}
+
+/// The seconds a stream's rate is over: its requests / its IOPS.
+fn seconds_of(t: &nvarray_report::Totals) -> f64 {
+    t.requests as f64 / t.iops
+}
+
+/// Two hosts served one after the other each report their own rate, over their own active
+/// time, while the whole's rate is over both: the hosts' times add up to the whole's (the
+/// idle time between them, longer than `ACTIVE_GAP_MAX`, counts for nobody). Before, each
+/// host's rate was over the server's whole active time: half its real IOPS each.
+#[test]
+fn hosts_served_one_after_the_other_each_report_their_own_rate() {
+    let (_lines, log) = collected_log();
+    let server = Running::start_tcp(log);
+    let first = session_from(&server, FLOODER, 200, std::time::Duration::ZERO);
+    // Idle time between two programs (longer than the gaps a session's clock bridges).
+    std::thread::sleep(nvarray_report::ACTIVE_GAP_MAX * 2);
+    let second = session_from(&server, OTHER, 200, std::time::Duration::ZERO);
+    let r = server.server.report();
+    assert_eq!(r.streams.len(), 2, "{:?}", r.streams);
+    let whole_s = r.elapsed_ns as f64 / 1e9;
+    assert!((seconds_of(&r.totals) - whole_s).abs() <= whole_s * 1e-9);
+    let hosts_s: Vec<f64> = r.streams.iter().map(|s| seconds_of(&s.totals)).collect();
+    for ((s, host_s), outside) in r.streams.iter().zip(&hosts_s).zip([first, second]) {
+        assert_eq!(s.totals.requests, 200, "{}", s.name);
+        // Each host's time is within what its client saw from outside.
+        assert!(
+            *host_s <= outside.as_secs_f64(),
+            "{}: {host_s} s of rate time, {outside:?} seen by the client",
+            s.name
+        );
+    }
+    // (Each clock reads the time of a session's end itself: they differ by microseconds.
+    // Charging each host the whole's time would make the sum twice the whole's.)
+    let sum_s: f64 = hosts_s.iter().sum();
+    assert!(
+        (sum_s - whole_s).abs() <= whole_s * 0.01,
+        "hosts' times {hosts_s:?} do not add up to the whole's {whole_s} s"
+    );
+    server.stop();
+}
+
+/// A client that paces itself (ten QD 1 reads 200 ms apart) reports the rate it ran at,
+/// about 5 IOPS: its session's time holds its own pauses. Before, the rate was over the
+/// time requests were in flight only (the pauses, over 100 ms, were dropped as idle):
+/// 19,628 IOPS, the inverse of one read's latency.
+#[test]
+fn a_paced_client_reports_the_rate_it_ran_at() {
+    let (_lines, log) = collected_log();
+    let server = Running::start_tcp(log);
+    let gap = std::time::Duration::from_millis(200);
+    let outside = session_from(&server, OTHER, 10, gap);
+    let r = server.server.report();
+    let iops = r.streams[0].totals.iops;
+    // Between 10 requests over what the client saw and 10 over the 9 pauses alone.
+    let (low, high) = (
+        10.0 / outside.as_secs_f64(),
+        10.0 / (9.0 * gap.as_secs_f64()),
+    );
+    assert!(
+        (low..=high).contains(&iops),
+        "{iops} IOPS, expected {low:.2} to {high:.2}"
+    );
+    // The whole (one host) agrees, but for the microseconds between its clock's reading of
+    // the session's end and the host's.
+    assert!(
+        (r.totals.iops - iops).abs() <= iops * 0.01,
+        "whole {} IOPS, host {iops}",
+        r.totals.iops
+    );
     server.stop();
 }

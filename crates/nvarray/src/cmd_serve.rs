@@ -149,6 +149,7 @@ fn print_report(config: &nvarray_model::DeviceConfig, server: &Server, json: boo
         table::served_report(
             config,
             &format!("NBD clients at {}", server.address()),
+            nvarray_nbd::server::ACTIVE_TIME,
             &report,
         )
     };
