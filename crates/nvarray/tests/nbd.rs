@@ -10,7 +10,7 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 mod common;
-use common::{campaign_env, run, run_for, run_ok};
+use common::{campaign_env, run, run_for, run_ok, KillOnDrop};
 
 fn scratch(name: &str) -> PathBuf {
     let dir = std::env::temp_dir().join(format!("nvarray-nbd-{}-{name}", std::process::id()));
@@ -496,17 +496,20 @@ fn bad_listen_addresses_are_input_errors() {
 fn serve_listens_before_it_prepares_a_large_device() {
     let dir = scratch("listen-first");
     let socket = dir.join("nbd.sock");
-    let mut child = Command::new(env!("CARGO_BIN_EXE_nvarray"))
-        .args(["serve", "--preset", "dram", "--size", "2G", "--listen"])
-        .arg(format!("unix:{}", socket.display()))
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
+    // Killed if the test fails half way: a 2 GiB server must not outlive it.
+    let mut child = KillOnDrop::new(
+        Command::new(env!("CARGO_BIN_EXE_nvarray"))
+            .args(["serve", "--preset", "dram", "--size", "2G", "--listen"])
+            .arg(format!("unix:{}", socket.display()))
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap(),
+    );
     let deadline = Instant::now() + Duration::from_secs(60);
     while !socket.exists() {
         assert!(Instant::now() < deadline, "no socket");
-        assert!(child.try_wait().unwrap().is_none(), "serve exited");
+        assert!(child.child().try_wait().unwrap().is_none(), "serve exited");
         std::thread::yield_now();
     }
     let mut c = nvarray_nbd::client::Client::connect(
@@ -522,9 +525,9 @@ fn serve_listens_before_it_prepares_a_large_device() {
     );
     drop(c);
     let _ = Command::new("kill")
-        .args(["-INT", &child.id().to_string()])
+        .args(["-INT", &child.child().id().to_string()])
         .status();
-    let out = child.wait_with_output().unwrap();
+    let out = child.into_inner().wait_with_output().unwrap();
     assert!(out.status.success());
     let err = String::from_utf8_lossy(&out.stderr);
     assert!(err.contains("preparing the device"), "{err}");

@@ -39,6 +39,35 @@ pub fn run_for(program: &str, args: &[&str], limit: std::time::Duration) -> (Out
     )
 }
 
+/// A child process killed (and reaped) when dropped, so a test that fails half way leaves no
+/// server behind; `into_inner` takes it back to stop it gracefully.
+#[allow(dead_code)]
+pub struct KillOnDrop(Option<std::process::Child>);
+
+#[allow(dead_code)]
+impl KillOnDrop {
+    pub fn new(child: std::process::Child) -> KillOnDrop {
+        KillOnDrop(Some(child))
+    }
+
+    pub fn child(&mut self) -> &mut std::process::Child {
+        self.0.as_mut().expect("child taken")
+    }
+
+    pub fn into_inner(mut self) -> std::process::Child {
+        self.0.take().expect("child taken")
+    }
+}
+
+impl Drop for KillOnDrop {
+    fn drop(&mut self) {
+        if let Some(mut child) = self.0.take() {
+            let _ = child.kill();
+            let _ = child.wait();
+        }
+    }
+}
+
 /// Runs `program` and returns its standard output; panics with both outputs when it fails.
 pub fn run_ok(program: &str, args: &[&str]) -> String {
     let out = run(program, args);
