@@ -606,12 +606,15 @@ top() { sed -nE "s/^  \"$1\": ([0-9.]+),?$/\1/p" "$report" | head -n 1; }
 S_REQ=$(top requests) S_RREQ=$(top read_requests) S_WREQ=$(top write_requests)
 S_RB=$(top read_bytes) S_WB=$(top write_bytes) S_IOPS=$(top iops)
 S_MEAN=$(sed -nE 's/^    "mean": ([0-9.]+),?$/\1/p' "$report" | head -n 1)   # latency_ns.mean
-# The server's own view, one stream per client host (its address).
+# The server's own view, one stream per client host (its address), each host's rates over its
+# own active time (its connections, first request to close).
 S_HOSTS_JSON=$(python3 -c '
 import json, sys
 r = json.load(open(sys.argv[1]))
 print(json.dumps([{"host": s["name"], "requests": s["requests"], "read_bytes": s["read_bytes"],
-                   "write_bytes": s["write_bytes"], "mean_latency_ns": s["latency_ns"]["mean"]}
+                   "write_bytes": s["write_bytes"], "mean_latency_ns": s["latency_ns"]["mean"],
+                   "iops": s["iops"],
+                   "mb_per_s": (s["read_bandwidth_bytes_per_s"] + s["write_bandwidth_bytes_per_s"]) / 1e6}
                   for s in r.get("streams", [])]))' "$report" 2>/dev/null || echo '[]')
 SERVER_OK=1
 [ "${S_REQ:-0}" -gt 0 ] 2>/dev/null || SERVER_OK=0
@@ -652,9 +655,9 @@ echo "server: ${S_REQ:-?} requests (${S_RREQ:-?} reads, ${S_WREQ:-?} writes)," \
 python3 -c '
 import json, sys
 for h in json.loads(sys.argv[1]):
-    print("  server sees %-12s %9d requests %9.1f MB read %9.1f MB written  mean %.1f us" % (
+    print("  server sees %-12s %9d requests %9.1f MB read %9.1f MB written  mean %.1f us  %.0f IOPS %.1f MB/s over its active time" % (
         h["host"], h["requests"], h["read_bytes"] / 1e6, h["write_bytes"] / 1e6,
-        h["mean_latency_ns"] / 1e3))' "$S_HOSTS_JSON" || true
+        h["mean_latency_ns"] / 1e3, h["iops"], h["mb_per_s"]))' "$S_HOSTS_JSON" || true
 [ -z "$SERVER_NOTES" ] || echo "server stderr: $SERVER_NOTES"
 if [ $CLEAN_OK = 1 ]; then
     echo "cleanup: ${#NAMESPACES[@]} namespaces, $CLIENTS veth pairs and every process removed"

@@ -24,7 +24,7 @@ fuzz_target!(|data: &[u8]| {
         offset_bytes,
         len_bytes,
         ..
-    }) = check_request(&header, &limits)
+    }) = check_request(&header, &limits, data.len() % 3 == 0)
     {
         assert!(offset_bytes + u64::from(len_bytes) <= limits.size_bytes);
         assert!(len_bytes <= PAYLOAD_BYTES_MAX);

@@ -150,6 +150,19 @@ impl Backing {
             .truncate(false)
             .open(path)
             .map_err(io)?;
+        // Before anything reads or sizes the file: another device on it would overwrite this
+        // one's data and this one its (`backing_lock`). The lock lives as long as `file`.
+        let locked =
+            crate::backing_lock::try_lock_exclusive(&file).map_err(|error| EmuError::Lock {
+                path: path.to_path_buf(),
+                error,
+            })?;
+        if !locked {
+            return Err(EmuError::BackingInUse {
+                path: path.to_path_buf(),
+                holder: crate::backing_lock::holder(&file),
+            });
+        }
         let len = file.metadata().map_err(io)?.len();
         if len == 0 {
             file.set_len(size_bytes).map_err(io)?;
@@ -550,11 +563,47 @@ mod tests {
         let mut buf = [0u8; 7];
         b.read(512, &mut buf).unwrap();
         assert_eq!(&buf, b"persist");
+        // (Closed first: while open, the file is locked and any other open is refused.)
+        drop(b);
         let e = Backing::open(&kind, 1 << 17).unwrap_err().to_string();
         assert!(
             e.contains(&path.display().to_string()) && e.contains("65536"),
             "{e}"
         );
+        std::fs::remove_file(&path).unwrap();
+    }
+
+    /// A second device on a file already backing one is refused, naming the holder, and
+    /// nothing of the file changes; once the first is closed the file opens again.
+    #[test]
+    fn a_file_backing_one_device_is_refused_to_a_second() {
+        let path = scratch("in-use");
+        let kind = BackingKind::File {
+            path: path.clone(),
+            durable: false,
+        };
+        let first = Backing::open(&kind, 1 << 16).unwrap();
+        first.write(0, b"first").unwrap();
+        let e = Backing::open(&kind, 1 << 16).unwrap_err();
+        assert!(matches!(e, EmuError::BackingInUse { .. }), "{e}");
+        assert!(e.is_input_error());
+        let message = e.to_string();
+        assert!(
+            message.contains(&format!("pid {}", std::process::id())),
+            "{message}"
+        );
+        // A size the file does not have: still "in use", and the file keeps its size.
+        assert!(matches!(
+            Backing::open(&kind, 1 << 17).unwrap_err(),
+            EmuError::BackingInUse { .. }
+        ));
+        assert_eq!(std::fs::metadata(&path).unwrap().len(), 1 << 16);
+        drop(first);
+        let again = Backing::open(&kind, 1 << 16).unwrap();
+        let mut buf = [0u8; 5];
+        again.read(0, &mut buf).unwrap();
+        assert_eq!(&buf, b"first");
+        drop(again);
         std::fs::remove_file(&path).unwrap();
     }
 

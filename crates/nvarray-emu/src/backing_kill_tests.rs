@@ -1,7 +1,9 @@
 //! A write acknowledged by a file-backed store survives `kill -9` of the process (sled's
 //! kill-and-restart idea, with the real process): a child process writes numbered records
 //! and acknowledges each on stdout; the parent kills it with SIGKILL at a seeded moment,
-//! reopens the file, and checks that every acknowledged record is there, whole.
+//! reopens the file, and checks that every acknowledged record is there, whole. The same
+//! child shows that the backing file's lock is the process's: a second open is refused
+//! naming the child while it lives, and succeeds once it is killed.
 
 use std::io::{BufRead, BufReader};
 use std::path::PathBuf;
@@ -92,4 +94,50 @@ fn acknowledged_writes_survive_kill_9() {
         }
         std::fs::remove_file(&path).unwrap();
     }
+}
+
+/// While the child holds the file, opening it here is refused with the child's pid in the
+/// message; after `kill -9` of the child (which never closed anything) the file opens.
+#[test]
+fn the_backing_lock_names_its_holder_and_dies_with_it() {
+    let path = std::env::temp_dir().join(format!("nvarray-kill-lock-{}", std::process::id()));
+    let _ = std::fs::remove_file(&path);
+    let mut child = Command::new(std::env::current_exe().unwrap())
+        .args([
+            "--exact",
+            "backing_kill_tests::child_writer",
+            "--nocapture",
+            "--test-threads",
+            "1",
+        ])
+        .env(CHILD_ENV, &path)
+        .stdout(Stdio::piped())
+        .spawn()
+        .expect("spawn child");
+    // The first acknowledgement comes after the open, so the lock is held by then (the test
+    // harness prints its own lines before it).
+    let mut lines = BufReader::new(child.stdout.take().unwrap()).lines();
+    let first = lines
+        .by_ref()
+        .map_while(Result::ok)
+        .find(|l| l.starts_with("ack "));
+    let kind = BackingKind::File {
+        path: path.clone(),
+        durable: false,
+    };
+    let refused = Backing::open(&kind, SIZE_BYTES);
+    // SAFETY: kill(2) on our own child's pid; no memory is involved.
+    let rc = unsafe { libc::kill(child.id() as i32, libc::SIGKILL) };
+    let _ = child.wait();
+    drop(lines);
+    assert_eq!(rc, 0);
+    assert!(first.is_some(), "the child acknowledged no write");
+    let message = refused.expect_err("opened beside the child").to_string();
+    assert!(
+        message.contains(&format!("process {}", child.id())) && message.contains("child_writer"),
+        "{message}"
+    );
+    eprintln!("refused: {message}");
+    Backing::open(&kind, SIZE_BYTES).expect("the lock died with the child");
+    std::fs::remove_file(&path).unwrap();
 }

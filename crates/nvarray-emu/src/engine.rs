@@ -235,7 +235,7 @@ impl Emulator {
                         device_thread(&shared, i, count)
                     }
                 })
-                .map_err(|source| EmuError::Thread { source })?;
+                .map_err(|error| EmuError::Thread { error })?;
             // Dropping `emulator` on an error stops the threads already started.
             emulator.threads.push(thread);
             let pinned = pinned.recv().unwrap_or(Ok(()));

@@ -1,4 +1,8 @@
 //! Errors of the emulator: one line each, naming the file, value or range at fault.
+//!
+//! A message that quotes the system's error of a failure the user did not cause carries it as
+//! text (`error`), not as a `source`: the binary prints such errors with their chain of
+//! sources, which would say it twice.
 
 use std::path::PathBuf;
 
@@ -31,12 +35,23 @@ pub enum EmuError {
         size_bytes: u64,
         source: std::io::Error,
     },
+    #[error(
+        "{path} is in use: {holder} holds it locked, as every device holds its backing file. Two \
+         devices on one file overwrite each other's data: stop that one first, or give another \
+         file"
+    )]
+    BackingInUse { path: PathBuf, holder: String },
+    #[error("{path}: cannot lock the backing file (so that no second device opens it): {error}")]
+    Lock {
+        path: PathBuf,
+        error: std::io::Error,
+    },
     #[error("cannot map {what}: {error}")]
     Map { what: String, error: std::io::Error },
     #[error("DMA memory of {tags} tags x {buffer_bytes} bytes is out of range: expected 1 byte to 1 GiB in all (lower --buffer-size or the tag count)")]
     Arena { tags: usize, buffer_bytes: usize },
-    #[error("cannot start a device thread: {source}")]
-    Thread { source: std::io::Error },
+    #[error("cannot start a device thread: {error}")]
+    Thread { error: std::io::Error },
     #[error("--cpus: {0}")]
     Cpus(String),
     #[error(
@@ -66,6 +81,7 @@ impl EmuError {
             self,
             EmuError::BackingSize { .. }
                 | EmuError::FileSize { .. }
+                | EmuError::BackingInUse { .. }
                 | EmuError::File { .. }
                 | EmuError::Allocate { .. }
                 | EmuError::Arena { .. }

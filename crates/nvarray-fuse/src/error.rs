@@ -6,42 +6,64 @@ use nvarray_host::HostError;
 use thiserror::Error;
 
 /// Why a mount could not be made, or ended badly.
+///
+/// A message that quotes the system's error carries it as text (`error`), not as a `source`:
+/// the binary prints an error with its chain of sources, which would say it twice.
 #[derive(Debug, Error)]
 pub enum FuseError {
     #[error("{dir} does not exist: create it first (mkdir -p {dir})", dir = .dir.display())]
     DirMissing { dir: PathBuf },
     #[error("{dir} is not a directory: give an empty directory to mount on", dir = .dir.display())]
     NotADirectory { dir: PathBuf },
-    #[error("{dir} is a FUSE mount whose server has gone away: unmount it first (fusermount3 -u -z {dir}, or umount -l {dir})", dir = .dir.display())]
-    DeadMount { dir: PathBuf },
-    #[error("{dir}: {source}", dir = .dir.display())]
-    Dir {
+    #[error(
+        "{dir} is not empty (it holds {first}{more}): a mount would hide what is there until \
+         it is unmounted; give an empty directory (mkdir DIR) to mount on",
+        dir = .dir.display(),
+        more = if *.more == 0 { String::new() } else { format!(" and {} more", .more) }
+    )]
+    NotEmpty {
         dir: PathBuf,
-        source: std::io::Error,
+        /// The first name found in it, and how many more there are.
+        first: String,
+        more: usize,
     },
+    #[error("{dir} already has an nvarray mount on it: stop that `nvarray mount` first (SIGINT), or give another empty directory", dir = .dir.display())]
+    AlreadyMounted { dir: PathBuf },
+    #[error("{}", dead_mount_message(.dir, .mount))]
+    DeadMount {
+        dir: PathBuf,
+        /// The dead mount: `dir` itself or the mount it lies in.
+        mount: PathBuf,
+    },
+    #[error("{dir}: {error}", dir = .dir.display())]
+    Dir { dir: PathBuf, error: std::io::Error },
     #[error("/dev/fuse is missing: load the fuse module (modprobe fuse), or give the container the device (--device /dev/fuse)")]
     NoFuseDevice,
     #[error("fusermount3 is not on PATH, and only root can mount without it: install Debian's fuse3 (apt-get install fuse3) or run as root")]
     NoFusermount,
-    #[error("cannot mount on {dir}: {source}", dir = .dir.display())]
-    Mount {
-        dir: PathBuf,
-        source: std::io::Error,
-    },
+    #[error("cannot mount on {dir}: {error}", dir = .dir.display())]
+    Mount { dir: PathBuf, error: std::io::Error },
     #[error("{dir} is busy: something still uses {dir}/disk — detach its loop device first (losetup -j {dir}/disk shows it, losetup -d /dev/loopN detaches it) and unmount what is mounted on it", dir = .dir.display())]
     Busy { dir: PathBuf },
-    #[error("cannot unmount {dir}: {source}", dir = .dir.display())]
-    Unmount {
-        dir: PathBuf,
-        source: std::io::Error,
-    },
-    #[error("the FUSE session on {dir} ended with an error: {source}", dir = .dir.display())]
-    Session {
-        dir: PathBuf,
-        source: std::io::Error,
-    },
+    #[error("cannot unmount {dir}: {error}", dir = .dir.display())]
+    Unmount { dir: PathBuf, error: std::io::Error },
+    #[error("the FUSE session on {dir} ended with an error: {error}", dir = .dir.display())]
+    Session { dir: PathBuf, error: std::io::Error },
     #[error("the device cannot be presented as a file: {0}")]
     Device(String),
+}
+
+fn dead_mount_message(dir: &std::path::Path, mount: &std::path::Path) -> String {
+    let advice = format!(
+        "a FUSE mount whose server has gone away (a killed `nvarray mount`?): unmount it first \
+         (fusermount3 -u -z {mount}, or umount -l {mount})",
+        mount = mount.display()
+    );
+    if dir == mount {
+        format!("{} is {advice}", dir.display())
+    } else {
+        format!("{} is inside {}, {advice}", dir.display(), mount.display())
+    }
 }
 
 impl FuseError {
@@ -52,6 +74,8 @@ impl FuseError {
             self,
             FuseError::DirMissing { .. }
                 | FuseError::NotADirectory { .. }
+                | FuseError::NotEmpty { .. }
+                | FuseError::AlreadyMounted { .. }
                 | FuseError::DeadMount { .. }
                 | FuseError::NoFuseDevice
                 | FuseError::NoFusermount

@@ -17,6 +17,7 @@ pub mod disk;
 pub mod error;
 mod fs;
 mod mount;
+pub mod mounts;
 
 pub use disk::{DiskIo, DiskStats, IO_BYTES_MAX};
 pub use error::{FuseError, IoError};

@@ -12,6 +12,7 @@ use nvarray_host::Device;
 use crate::disk::{DiskIo, DiskStats, IO_BYTES_MAX};
 use crate::error::FuseError;
 use crate::fs::{DiskFs, DISK_NAME};
+use crate::mounts::{self, dead_fuse_mount};
 
 /// The kernel's FUSE device.
 const DEV_FUSE: &str = "/dev/fuse";
@@ -20,11 +21,19 @@ const DEV_FUSE: &str = "/dev/fuse";
 const FUSERMOUNT: &str = "fusermount3";
 
 /// Checks `dir` and the machine before a device is opened for it, so that a mistake costs
-/// nothing; returns the directory's canonical path.
+/// nothing; returns the directory's canonical path. The directory must be empty: a mount
+/// hides what a directory holds (a live `nvarray mount` on it included) until it is unmounted.
 pub fn preflight(dir: &Path) -> Result<PathBuf, FuseError> {
-    let dir_error = |source: std::io::Error| FuseError::Dir {
-        dir: dir.to_path_buf(),
-        source,
+    // What stat says under a FUSE mount whose server died (e.g. after kill -9): ENOTCONN.
+    let dir_error = |error: std::io::Error| match dead_fuse_mount(dir, &error) {
+        Some(mount) => FuseError::DeadMount {
+            dir: dir.to_path_buf(),
+            mount,
+        },
+        None => FuseError::Dir {
+            dir: dir.to_path_buf(),
+            error,
+        },
     };
     match std::fs::metadata(dir) {
         Ok(meta) if meta.is_dir() => {}
@@ -38,15 +47,29 @@ pub fn preflight(dir: &Path) -> Result<PathBuf, FuseError> {
                 dir: dir.to_path_buf(),
             })
         }
-        // What stat says of a FUSE mount point whose server died (e.g. after kill -9).
-        Err(e) if e.raw_os_error() == Some(libc::ENOTCONN) => {
-            return Err(FuseError::DeadMount {
-                dir: dir.to_path_buf(),
-            })
-        }
         Err(e) => return Err(dir_error(e)),
     }
-    let dir = dir.canonicalize().map_err(dir_error)?;
+    let canonical = dir.canonicalize().map_err(dir_error)?;
+    // Reading the directory asks its file system: a dead FUSE mount answers `stat` from its
+    // attribute cache for a while, but never this.
+    let mut entries = std::fs::read_dir(&canonical).map_err(dir_error)?;
+    let dir = canonical;
+    let table = mounts::mount_table();
+    let on_top = table.iter().rev().find(|m| m.dir == dir);
+    if on_top.is_some_and(mounts::MountEntry::is_nvarray) {
+        return Err(FuseError::AlreadyMounted { dir });
+    }
+    if let Some(first) = entries.next() {
+        let first = first.map_or_else(
+            |_| "an entry".to_string(),
+            |e| format!("{:?}", e.file_name()),
+        );
+        return Err(FuseError::NotEmpty {
+            dir,
+            first,
+            more: entries.count(),
+        });
+    }
     if !Path::new(DEV_FUSE).exists() {
         return Err(FuseError::NoFuseDevice);
     }
@@ -98,15 +121,21 @@ pub fn mount(
     ];
     // One serving thread: the device model is one serial machine anyway, and one thread keeps
     // the read-modify-write of edge blocks free of races without a lock being contended.
-    let session = fuser::spawn_mount(fs, dir, &config).map_err(|source| {
-        if source.kind() == std::io::ErrorKind::NotFound && !Path::new(DEV_FUSE).exists() {
+    let session = fuser::spawn_mount(fs, dir, &config).map_err(|error| {
+        if error.kind() == std::io::ErrorKind::NotFound && !Path::new(DEV_FUSE).exists() {
             FuseError::NoFuseDevice
-        } else if source.kind() == std::io::ErrorKind::NotFound && !on_path(FUSERMOUNT) {
+        } else if error.kind() == std::io::ErrorKind::NotFound && !on_path(FUSERMOUNT) {
             FuseError::NoFusermount
+        } else if let Some(mount) = dead_fuse_mount(dir, &error) {
+            // The mount died between `preflight` and now.
+            FuseError::DeadMount {
+                dir: dir.to_path_buf(),
+                mount,
+            }
         } else {
             FuseError::Mount {
                 dir: dir.to_path_buf(),
-                source,
+                error,
             }
         }
     })?;
@@ -150,7 +179,7 @@ impl Mounted {
         }
         let path = CString::new(self.dir.as_os_str().as_bytes()).map_err(|_| FuseError::Dir {
             dir: self.dir.clone(),
-            source: std::io::Error::from(std::io::ErrorKind::InvalidInput),
+            error: std::io::Error::from(std::io::ErrorKind::InvalidInput),
         })?;
         // SAFETY: `path` is a valid NUL-terminated string that outlives the call.
         let rc = unsafe { libc::umount2(path.as_ptr(), 0) };
@@ -168,7 +197,7 @@ impl Mounted {
             Some(libc::EPERM) => self.unmount_with_helper(),
             _ => Err(FuseError::Unmount {
                 dir: self.dir.clone(),
-                source: error,
+                error,
             }),
         }
     }
@@ -179,9 +208,9 @@ impl Mounted {
             .arg("--")
             .arg(&self.dir)
             .output()
-            .map_err(|source| FuseError::Unmount {
+            .map_err(|error| FuseError::Unmount {
                 dir: self.dir.clone(),
-                source,
+                error,
             })?;
         if out.status.success() {
             return Ok(());
@@ -194,7 +223,7 @@ impl Mounted {
         }
         Err(FuseError::Unmount {
             dir: self.dir.clone(),
-            source: std::io::Error::other(stderr.trim().to_string()),
+            error: std::io::Error::other(stderr.trim().to_string()),
         })
     }
 
@@ -205,9 +234,9 @@ impl Mounted {
         if let Some(session) = self.session.take() {
             // Not fuser's own unmount-and-join: the directory is unmounted already, and
             // unmounting it again races with the kernel tearing the connection down.
-            session.join().map_err(|source| FuseError::Session {
+            session.join().map_err(|error| FuseError::Session {
                 dir: self.dir.clone(),
-                source,
+                error,
             })?;
         }
         Ok(self.stats())

@@ -80,6 +80,11 @@ fn read_option_reply(s: &mut Stream, option: u32) -> io::Result<(u32, Vec<u8>)> 
 }
 
 impl Client {
+    /// Whether the connection has structured replies.
+    pub fn structured(&self) -> bool {
+        self.structured
+    }
+
     /// Connects to the export `name`, asking for structured replies when `structured`.
     pub fn connect(mut stream: Stream, name: &str, structured: bool) -> io::Result<Client> {
         let mut greeting = [0u8; 18];

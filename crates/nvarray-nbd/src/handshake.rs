@@ -25,18 +25,16 @@ pub struct Export {
 impl Export {
     /// Transmission flags: flush, FUA, trim and write-zeroes are served; several connections
     /// may share the export (a flush on any of them covers writes completed on all: the device
-    /// flushes the whole backing).
+    /// flushes the whole backing). A read-only export advertises none of the commands that
+    /// change data (trim, write-zeroes) nor FUA, which only means something for them: a
+    /// client would otherwise offer them (`nbdinfo` said `can_trim: true`) and get EPERM.
     pub fn transmission_flags(&self) -> u16 {
-        let mut flags = TFLAG_HAS_FLAGS
-            | TFLAG_SEND_FLUSH
-            | TFLAG_SEND_FUA
-            | TFLAG_SEND_TRIM
-            | TFLAG_SEND_WRITE_ZEROES
-            | TFLAG_CAN_MULTI_CONN;
+        let flags = TFLAG_HAS_FLAGS | TFLAG_SEND_FLUSH | TFLAG_CAN_MULTI_CONN;
         if self.limits.read_only {
-            flags |= TFLAG_READ_ONLY;
+            flags | TFLAG_READ_ONLY
+        } else {
+            flags | TFLAG_SEND_FUA | TFLAG_SEND_TRIM | TFLAG_SEND_WRITE_ZEROES
         }
-        flags
     }
 
     fn matches(&self, name: &str) -> bool {

@@ -8,7 +8,7 @@
 //!
 //! - `proto`: the wire format and the checks every request passes before it touches the
 //!   device (pure; property-tested and fuzzed).
-//! - `handshake`: fixed newstyle negotiation.
+//! - `handshake`: fixed newstyle negotiation; `gate`: who may start one (budgets per peer).
 //! - `transmission`: one connection's pipelined request loop.
 //! - `pace`: how long a connection may wait to serve a client that is behind in one burst.
 //! - `server`: listening, the connection limit, shutdown, statistics.
@@ -18,6 +18,7 @@
 //! write before its device command has completed.
 
 pub mod client;
+pub mod gate;
 pub mod handshake;
 pub mod io;
 pub mod pace;
@@ -43,8 +44,9 @@ pub enum NbdError {
     },
     #[error(transparent)]
     Io(#[from] std::io::Error),
+    /// (Not a `source`: the message quotes it, and the binary prints the chain of sources.)
     #[error("flushing the device at shutdown: {0}")]
-    Device(#[source] nvarray_host::HostError),
+    Device(nvarray_host::HostError),
 }
 
 impl NbdError {

@@ -200,10 +200,12 @@ fn refused(errno: NbdErrno, message: String) -> RequestError {
 
 /// Checks a request against the export and the spec (flags valid for the command, offset and
 /// length aligned and inside the export, payload bounded, nothing that writes on a read-only
-/// export). Any input gives an answer; none panics.
+/// export). `structured`: the connection negotiated structured replies, which changes the
+/// error for a read over the largest payload. Any input gives an answer; none panics.
 pub fn check_request(
     h: &RequestHeader,
     limits: &ExportLimits,
+    structured: bool,
 ) -> Result<CheckedRequest, RequestError> {
     if h.magic != REQUEST_MAGIC {
         return Err(RequestError::Fatal(format!(
@@ -255,9 +257,22 @@ pub fn check_request(
         ));
     }
     if h.kind == CMD_READ && len_bytes > PAYLOAD_BYTES_MAX {
+        // With simple replies the client must not ask (the reply would carry more than the
+        // maximum payload): EINVAL, a malformed request. With structured replies the reply's
+        // size is the server's to choose, and proto.md ("NBD_CMD_READ") lets a server "reject
+        // large read requests up front with NBD_EOVERFLOW", which tells the client to retry
+        // with smaller ones.
+        let errno = if structured {
+            NbdErrno::Overflow
+        } else {
+            NbdErrno::Inval
+        };
         return Err(refused(
-            NbdErrno::Inval,
-            format!("read of {len_bytes} bytes is over the {PAYLOAD_BYTES_MAX}-byte maximum"),
+            errno,
+            format!(
+                "read of {len_bytes} bytes is over the {PAYLOAD_BYTES_MAX}-byte maximum; \
+                 split it into smaller reads"
+            ),
         ));
     }
     let block = u64::from(limits.block_bytes);
@@ -454,7 +469,17 @@ mod tests {
         limits: ExportLimits,
         expected: Result<CheckedRequest, Option<NbdErrno>>,
     ) {
-        let got = check_request(&h, &limits).map_err(|e| match e {
+        check_replying(h, limits, false, expected)
+    }
+
+    /// `check` on a connection with structured replies or not.
+    fn check_replying(
+        h: RequestHeader,
+        limits: ExportLimits,
+        structured: bool,
+        expected: Result<CheckedRequest, Option<NbdErrno>>,
+    ) {
+        let got = check_request(&h, &limits, structured).map_err(|e| match e {
             RequestError::Fatal(_) => None,
             RequestError::Refused { errno, .. } => Some(errno),
         });
@@ -512,6 +537,17 @@ mod tests {
             LIMITS,
             Err(Some(Inval)),
         );
+        // With structured replies, an over-large read is EOVERFLOW (proto.md: "reject large
+        // read requests up front with NBD_EOVERFLOW"), however far it reaches.
+        for len in [PAYLOAD_BYTES_MAX + 512, 64 << 20, u32::MAX - 511] {
+            check_replying(
+                header(CMD_READ, 0, 0, len),
+                LIMITS,
+                true,
+                Err(Some(Overflow)),
+            );
+        }
+        check_replying(header(CMD_READ, 0, 0, 4096), LIMITS, true, read(0, 4096));
         check(
             header(CMD_WRITE, 0, 0, PAYLOAD_BYTES_MAX + 512),
             LIMITS,
@@ -586,6 +622,7 @@ mod tests {
             bytes in proptest::array::uniform28(any::<u8>()),
             magic_ok in any::<bool>(),
             read_only in any::<bool>(),
+            structured in any::<bool>(),
         ) {
             let mut h = RequestHeader::decode(&bytes);
             if magic_ok {
@@ -593,7 +630,7 @@ mod tests {
             }
             prop_assert_eq!(RequestHeader::decode(&h.encode()), h);
             let limits = ExportLimits { read_only, ..LIMITS };
-            match check_request(&h, &limits) {
+            match check_request(&h, &limits, structured) {
                 Ok(CheckedRequest::Read { offset_bytes, len_bytes })
                 | Ok(CheckedRequest::Write { offset_bytes, len_bytes, .. })
                 | Ok(CheckedRequest::WriteZeroes { offset_bytes, len_bytes, .. })

@@ -1,11 +1,13 @@
 //! The server: a listener, one thread per connection, one queue pair per connection (reused by
 //! the next), shutdown that lets in-flight requests finish, and the device report.
 //!
-//! Connections are bounded in two phases: at most `HANDSHAKES_MAX` in the handshake (each
-//! closed after `HANDSHAKE_IDLE` of silence), and at most `connections_max` serving, a slot
-//! taken only when the client chooses the export. Silent or slow clients therefore cannot
-//! lock real ones out. What the server keeps of a connection after it ends is its statistics,
-//! merged into one record: memory does not grow with the number of connections ever served.
+//! Connections are bounded in two phases: in the handshake, by budgets per peer (`gate`: no
+//! peer can hold every handshake slot, some are kept for new peers, each closed after
+//! `HANDSHAKE_IDLE` of silence), and at most `connections_max` serving, a slot taken only when
+//! the client chooses the export. Silent or slow clients, or one address flooding the server
+//! with connections, therefore cannot lock real ones out. What the server keeps of a
+//! connection after it ends is its statistics, merged into one record: memory does not grow
+//! with the number of connections ever served.
 
 use std::collections::BTreeMap;
 use std::io;
@@ -22,6 +24,7 @@ use nvarray_host::options::pin_this_thread;
 use nvarray_host::{Device, QueuePair};
 use nvarray_report::{process_cpu_seconds, BusyClock, RunReport, StreamStats};
 
+use crate::gate::{Admission, Gate, Peer, HANDSHAKE_WAIT};
 use crate::handshake::{negotiate, Export, Outcome, HANDSHAKE_IDLE};
 use crate::io::Stream;
 use crate::proto::{ExportLimits, REP_ERR_SHUTDOWN};
@@ -40,15 +43,16 @@ pub const CONNECTIONS_MAX: usize = 256;
 /// `HANDSHAKE_IDLE` of silence), so it cannot hold a handshake slot for ever.
 const HANDSHAKE_TIMEOUT: Duration = Duration::from_secs(10);
 
-/// Connections in the handshake at once, apart from the serving ones. Beyond it a new
-/// connection is closed at once: only a flood gets there, since a silent client is closed
-/// after `HANDSHAKE_IDLE`.
-pub const HANDSHAKES_MAX: usize = 64;
+pub use crate::gate::HANDSHAKES_MAX;
 
 /// At shutdown, how long connections have to answer the requests they have read before
 /// their sockets are closed both ways (a client that stopped taking replies would otherwise
 /// hold the exit for `io::STALL_MAX`).
 pub const SHUTDOWN_GRACE: Duration = Duration::from_secs(2);
+
+/// What the server's active time is, for its report (per host, and for all hosts together).
+pub const ACTIVE_TIME: &str =
+    "each connection from its first request to its close, the client's pauses included";
 
 /// How long the server waits before accepting again after `accept` failed.
 const ACCEPT_RETRY_AFTER: Duration = Duration::from_millis(100);
@@ -167,7 +171,8 @@ struct Shared {
     /// waits on for them to end.
     threads: Mutex<usize>,
     thread_ended: Condvar,
-    handshaking: AtomicUsize,
+    /// The handshake budgets (`gate`).
+    gate: Gate,
     serving: AtomicUsize,
     accepted: AtomicUsize,
     /// Idle queue pairs from connections that ended, reused by the next ones (building a
@@ -178,8 +183,13 @@ struct Shared {
     stats: Mutex<Vec<(u64, Arc<Mutex<StreamStats>>)>>,
     /// Every ended connection's statistics, merged per client host (the report's streams).
     ended_stats: Mutex<BTreeMap<String, StreamStats>>,
-    /// Time with at least one request in flight on any connection.
+    /// The server's active time: some connection between its first request and its close
+    /// (`Transmission::busy`), and gaps under `ACTIVE_GAP_MAX` between such times. The
+    /// whole's rates are over it.
     busy: BusyClock,
+    /// The same for each client host, over its own connections only: its stream's rates are
+    /// over it, so a host is not charged for time when only others were served.
+    host_busy: Mutex<BTreeMap<String, Arc<BusyClock>>>,
     /// Each serving connection's fair share of the device's tags.
     tags: TagShare,
     started: Instant,
@@ -199,6 +209,7 @@ impl ShutdownHandle {
         // SAFETY: writes 8 bytes from a live u64 to the eventfd we own; failure (counter full)
         // still leaves it readable, which is all the accept loop needs.
         unsafe { libc::write(self.0.wake_fd.as_raw_fd(), (&one as *const u64).cast(), 8) };
+        self.0.gate.close();
         for live in self.0.live.lock().expect("live lock poisoned").iter() {
             live.stream.shutdown_read();
         }
@@ -269,13 +280,14 @@ impl Server {
                 live: Mutex::new(Vec::new()),
                 threads: Mutex::new(0),
                 thread_ended: Condvar::new(),
-                handshaking: AtomicUsize::new(0),
+                gate: Gate::default(),
                 serving: AtomicUsize::new(0),
                 accepted: AtomicUsize::new(0),
                 queue_pairs: Mutex::new(Vec::new()),
                 stats: Mutex::new(Vec::new()),
                 ended_stats: Mutex::new(BTreeMap::new()),
                 busy: BusyClock::new(),
+                host_busy: Mutex::new(BTreeMap::new()),
                 tags,
                 started: Instant::now(),
                 cpu_start: process_cpu_seconds(),
@@ -320,6 +332,10 @@ impl Server {
     /// per client host (its address without the port; `unix` for Unix-socket clients), so
     /// several machines sharing the device each see their own figures. A server no client has
     /// used has one empty stream, `nbd`.
+    ///
+    /// Rates are over active time (`Shared::busy`): the whole's over the server's, each
+    /// host's over its own, so two hosts served one after the other each show their own rate,
+    /// not half of it.
     pub fn report(&self) -> RunReport {
         let mut hosts: BTreeMap<String, StreamStats> = BTreeMap::new();
         let mut add = |s: &StreamStats| {
@@ -353,6 +369,17 @@ impl Server {
         // Rates and utilisation over the busy time: idle hours between clients dilute nothing.
         let mut report =
             nvarray_run::device_report(&self.device, &streams, self.shared.busy.busy_ns(), cpu);
+        let host_busy = self.shared.host_busy.lock().expect("busy lock poisoned");
+        // (`streams` are the report's, in order.)
+        for (shown, stats) in report.streams.iter_mut().zip(&streams) {
+            if let Some(clock) = host_busy.get(&stats.name) {
+                // The device's share of the latency, attributed by `device_report`, stays.
+                let breakdown = std::mem::take(&mut shown.totals.breakdown_ns);
+                shown.totals = stats.totals(clock.busy_ns());
+                shown.totals.breakdown_ns = breakdown;
+            }
+        }
+        drop(host_busy);
         report.uptime_ns = Some(uptime_ns);
         if let Some(setup) = report.emulator.as_mut() {
             // The CPUs of the connections so far, up to one per CPU of the list.
@@ -396,18 +423,27 @@ impl Server {
                     }
                 };
                 let id = self.shared.accepted.fetch_add(1, Ordering::Relaxed) as u64;
-                let handshaking = self.shared.handshaking.fetch_add(1, Ordering::SeqCst);
-                if handshaking >= HANDSHAKES_MAX {
-                    // Not even a polite refusal for a flood: close at once.
-                    self.shared.handshaking.fetch_sub(1, Ordering::SeqCst);
-                    (self.log)(&format!(
-                        "connection {id} dropped: {HANDSHAKES_MAX} handshakes already in progress"
-                    ));
+                let peer = Peer::of(&stream);
+                let admission = self.shared.gate.admit(&peer);
+                if let Admission::Refuse(why) = admission {
+                    // Not even a polite refusal for a flood: close at once, and say why (once
+                    // a second at most, counting the rest).
+                    if let Some(count) = self.shared.gate.refusal_to_log(Instant::now()) {
+                        let others = match count {
+                            1 => String::new(),
+                            n => format!(" ({} more closed since the last such line)", n - 1),
+                        };
+                        (self.log)(&format!(
+                            "connection {id} ({}) closed before its handshake: {why}{others}",
+                            stream.peer()
+                        ));
+                    }
                     continue;
                 }
+                let waits = admission == Admission::Wait;
                 *self.shared.threads.lock().expect("threads lock poisoned") += 1;
                 scope.spawn(move || {
-                    self.connection(id, stream);
+                    self.connection(id, stream, peer, waits);
                     *self.shared.threads.lock().expect("threads lock poisoned") -= 1;
                     self.shared.thread_ended.notify_all();
                 });
@@ -490,10 +526,26 @@ impl Server {
             })
     }
 
-    /// One connection, from handshake to close.
-    fn connection(&self, id: u64, mut stream: Stream) {
-        let peer = stream.peer();
-        let log = |m: &str| (self.log)(&format!("connection {id} ({peer}): {m}"));
+    /// One connection, from handshake to close. `waits`: its peer was over its handshake
+    /// budget when it arrived, so it waits for a slot first.
+    fn connection(&self, id: u64, mut stream: Stream, peer: Peer, waits: bool) {
+        let address = stream.peer();
+        let log = |m: &str| (self.log)(&format!("connection {id} ({address}): {m}"));
+        if waits {
+            if let Err(why) = self
+                .shared
+                .gate
+                .wait_turn(&peer, Instant::now() + HANDSHAKE_WAIT)
+            {
+                log(&format!("closed before its handshake: {why}"));
+                return;
+            }
+        }
+        // The slot goes back however the handshake ends.
+        let handshaking = HandshakeSlot {
+            gate: &self.shared.gate,
+            peer: &peer,
+        };
         if let Some(cpu) = self.device.host_cpu(id as usize) {
             // The list was checked when the device opened; a failure here (the process's CPUs
             // narrowed since) leaves the thread where the scheduler puts it.
@@ -533,7 +585,7 @@ impl Server {
             Instant::now() + HANDSHAKE_TIMEOUT,
             &mut |m| log(m),
         );
-        self.shared.handshaking.fetch_sub(1, Ordering::SeqCst);
+        drop(handshaking);
         match outcome {
             Ok(Outcome::Transmission { structured }) => {
                 let _ = stream.set_read_timeout(None);
@@ -554,6 +606,14 @@ impl Server {
 
     fn transmit(&self, id: u64, stream: Stream, structured: bool, log: &(dyn Fn(&str) + Sync)) {
         let host = stream.host();
+        let host_busy = Arc::clone(
+            self.shared
+                .host_busy
+                .lock()
+                .expect("busy lock poisoned")
+                .entry(host.clone())
+                .or_default(),
+        );
         let qp = self
             .shared
             .queue_pairs
@@ -576,6 +636,7 @@ impl Server {
             ServerLinks {
                 stats: &stats,
                 busy: &self.shared.busy,
+                host_busy: &host_busy,
                 tags: &self.shared.tags,
             },
             log,
@@ -609,6 +670,18 @@ impl Server {
                 log(&format!("closed: {e}"));
             }
         }
+    }
+}
+
+/// A handshake slot of the gate, given back when dropped.
+struct HandshakeSlot<'a> {
+    gate: &'a Gate,
+    peer: &'a Peer,
+}
+
+impl Drop for HandshakeSlot<'_> {
+    fn drop(&mut self) {
+        self.gate.done(self.peer);
     }
 }
 

@@ -14,8 +14,8 @@
 //! the client is behind (its unread replies pile up, as fio's do at queue depth 16), the
 //! connection waits a little before that `recv`, as long as the client's backlog keeps it
 //! busy (`pace`), so the requests it sends meanwhile are served as one burst. Per request it
-//! takes no lock and reads the clock only once per pass: the server's busy clock is told when
-//! the connection becomes busy or idle, and statistics are recorded in batches.
+//! takes no lock and reads the clock only once per pass: the active-time clocks are told when
+//! the connection's session begins and ends, and statistics are recorded in batches.
 //!
 //! Every request is checked by `proto::check_request` before anything touches the device.
 //! Write payloads are read from the socket straight into the command's DMA buffer.
@@ -90,12 +90,14 @@ struct Request {
 }
 
 /// What a connection shares with the rest of its server: its own statistics (read by the
-/// report), the server's busy time (every request from the moment it takes a slot to its
-/// reply) and the fair shares of the device's tags.
+/// report), the active time of the server and of the connection's client host (the rates of
+/// the whole and of the host's stream are over them; see `Transmission::session_begun`) and
+/// the fair shares of the device's tags.
 #[derive(Clone, Copy)]
 pub struct ServerLinks<'a> {
     pub stats: &'a Mutex<StreamStats>,
     pub busy: &'a BusyClock,
+    pub host_busy: &'a BusyClock,
     pub tags: &'a TagShare,
 }
 
@@ -132,11 +134,16 @@ pub struct Transmission<'a> {
     /// Requests answered and not yet recorded in `stats`: (read, bytes, latency ns), recorded
     /// together under one lock before their replies are sent (`record_stats`).
     unrecorded: Vec<(bool, u32, u64)>,
-    /// The server's busy time: every request from the moment it takes a slot to its reply.
-    /// The connection begins it when its first request takes a slot and ends it when its
-    /// last one leaves, which gives the clock the same intervals as one `begin` and `end` per
-    /// request, without its lock on every request.
+    /// The active time of the server and of this connection's client host. A connection is
+    /// active from its first request to its close (its session): the client's own time
+    /// between its requests is part of its rate, as in the client's own measurement (fio at
+    /// `rate_iops=5` did 5 IOPS, not the 20,000 that one request's latency gives), while the
+    /// time before a client's first request and between sessions is not (the clocks bridge
+    /// only gaps under `nvarray_report::ACTIVE_GAP_MAX`).
     busy: &'a BusyClock,
+    host_busy: &'a BusyClock,
+    /// Whether the session has begun on both clocks (at the first request).
+    session_begun: bool,
     /// The time of this pass of the loop, read once per pass, after a wait for a request and
     /// after each collection of completions: requests are timed from it.
     now: Instant,
@@ -179,6 +186,8 @@ impl<'a> Transmission<'a> {
             stats: links.stats,
             unrecorded: Vec::with_capacity(REQUESTS_MAX),
             busy: links.busy,
+            host_busy: links.host_busy,
+            session_begun: false,
             now: Instant::now(),
             pace: Pace::default(),
             client_ahead: false,
@@ -196,9 +205,9 @@ impl<'a> Transmission<'a> {
             self.reap(true);
         }
         let result = result.and_then(|()| self.send_all_replies());
-        // Requests the connection ended without answering are no longer in flight.
-        if self.requests.iter().any(Option::is_some) {
+        if self.session_begun {
             self.busy.end();
+            self.host_busy.end();
         }
         (self.qp, result)
     }
@@ -308,7 +317,13 @@ impl<'a> Transmission<'a> {
     /// Checks a request and starts it: issues its commands, or answers it at once.
     fn start(&mut self, header: RequestHeader) -> io::Result<()> {
         let started = self.now;
-        let command = match check_request(&header, &self.limits) {
+        if !self.session_begun {
+            // The session's first request (see `busy`).
+            self.session_begun = true;
+            self.busy.begin_at(started);
+            self.host_busy.begin_at(started);
+        }
+        let command = match check_request(&header, &self.limits, self.structured) {
             Ok(c) => c,
             Err(RequestError::Fatal(message)) => {
                 (self.log)(&message);
@@ -375,10 +390,6 @@ impl<'a> Transmission<'a> {
             }
             self.pace.answered();
             return Ok(());
-        }
-        if self.free_slots.len() == REQUESTS_MAX {
-            // The connection's first request in flight (see `busy`).
-            self.busy.begin_at(started);
         }
         let slot = self
             .free_slots
@@ -586,10 +597,6 @@ impl<'a> Transmission<'a> {
         }
         let request = self.requests[slot].take().expect("live request");
         self.free_slots.push(slot);
-        if self.free_slots.len() == REQUESTS_MAX {
-            // The connection's last request in flight has been answered (see `busy`).
-            self.busy.end();
-        }
         let is_read = request.kind == Opcode::Read;
         if is_read {
             self.read_bytes_live -= u64::from(request.len_bytes);

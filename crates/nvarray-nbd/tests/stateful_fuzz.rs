@@ -23,6 +23,7 @@ mod common;
 use common::{campaign_env, Running, SIZE_BYTES};
 
 const EINVAL: u32 = 22;
+const EOVERFLOW: u32 = 75;
 const ENOSPC: u32 = 28;
 /// Live connections at most (the server under test takes 4).
 const CLIENTS_MAX: usize = 3;
@@ -284,7 +285,13 @@ impl Fuzzer {
                 self.count("refused: read over the maximum");
                 let len = PAYLOAD_BYTES_MAX + bb as u32;
                 let r = self.clients[c].request(CMD_READ, 0, 0, len, &[]);
-                self.expect_errno("oversized read", r, EINVAL);
+                // EOVERFLOW where structured replies let the client retry smaller.
+                let errno = if self.clients[c].structured() {
+                    EOVERFLOW
+                } else {
+                    EINVAL
+                };
+                self.expect_errno("oversized read", r, errno);
             }
             860..=884 => {
                 self.count("disconnect: NBD_CMD_DISC");

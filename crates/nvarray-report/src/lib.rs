@@ -371,9 +371,9 @@ pub struct RunReport {
     pub engine: &'static str,
     pub device: String,
     /// Time the measurement covers (virtual time for the simulator), which rates and
-    /// utilisation are divided by. For a server (`serve`, `mount`) it is the active time
-    /// (`BusyClock`: requests in flight and the short gaps between them); `uptime_ns` is then
-    /// the whole time it ran.
+    /// utilisation are divided by. For a server it is the active time (`BusyClock`: for
+    /// `serve`, each connection from its first request to its close; for `mount`, requests in
+    /// flight; and the short gaps between them); `uptime_ns` is then the whole time it ran.
     pub elapsed_ns: u64,
     /// A server's whole running time, idle included (absent for a benchmark run, whose
     /// elapsed time is its running time).
@@ -589,8 +589,9 @@ pub fn cpu_seconds_per_gb(cpu_seconds: f64, bytes: u64) -> f64 {
 /// longer ones (idle time between programs) do not.
 pub const ACTIVE_GAP_MAX: std::time::Duration = std::time::Duration::from_millis(100);
 
-/// A server's active time: time with at least one request in flight, over any number of
-/// threads, plus the gaps shorter than `gap_max` between them. A server's rates are divided
+/// A server's active time: time with at least one interval begun and not yet ended (a
+/// request in flight; for `serve`, a connection's session from its first request to its
+/// close), over any number of threads, plus the gaps shorter than `gap_max` between them. A server's rates are divided
 /// by it, so idle time between clients does not dilute them (a server up 10 s that served
 /// fio for 3 s reports fio's rate, not a third of it), while the client's own time between
 /// requests still counts, as it does in the client's measurement.

@@ -195,7 +195,7 @@ fn print_report(
         serde_json::to_string_pretty(report).unwrap_or_else(|e| format!("{{\"error\": \"{e}\"}}"))
             + "\n"
     } else {
-        table::served_report(config, source, report) + &fuse_line + "\n"
+        table::served_report(config, source, "requests in flight", report) + &fuse_line + "\n"
     };
     let mut out = std::io::stdout().lock();
     // Nobody reading stdout any more is no reason to fail.

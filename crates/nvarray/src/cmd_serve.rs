@@ -64,6 +64,9 @@ pub fn run(args: ServeArgs) -> Result<()> {
     // Listen before the device is prepared (seconds for a large one): a client that connects
     // meanwhile waits in the backlog instead of being refused.
     check_options(&server_options).map_err(nbd_error)?;
+    if let Listen::Unix(path) = &args.listen {
+        crate::emu_args::refuse_dead_mount(path, "--listen unix:")?;
+    }
     let bound = Bound::listen(&args.listen).map_err(nbd_error)?;
     let device = open_device(&config, &options)?;
     let log: Arc<dyn Fn(&str) + Send + Sync> = Arc::new(|m: &str| eprintln!("nvarray serve: {m}"));
@@ -146,6 +149,7 @@ fn print_report(config: &nvarray_model::DeviceConfig, server: &Server, json: boo
         table::served_report(
             config,
             &format!("NBD clients at {}", server.address()),
+            nvarray_nbd::server::ACTIVE_TIME,
             &report,
         )
     };

@@ -47,10 +47,26 @@ pub fn backing_kind(backing: &Backing, durable: bool) -> Result<BackingKind> {
             "--durable needs a file to make durable: add --backing file:PATH",
         )),
         (Backing::Ram, false) => Ok(BackingKind::Ram),
-        (Backing::File(path), durable) => Ok(BackingKind::File {
-            path: path.clone(),
-            durable,
-        }),
+        (Backing::File(path), durable) => {
+            refuse_dead_mount(path, "--backing file:")?;
+            Ok(BackingKind::File {
+                path: path.clone(),
+                durable,
+            })
+        }
+    }
+}
+
+/// Refuses a path under a FUSE mount whose server has gone away (a killed `nvarray mount`),
+/// saying which mount and how to remove it: every use of the path would fail with a bare
+/// "Transport endpoint is not connected". `flag` names where the path came from.
+pub fn refuse_dead_mount(path: &std::path::Path, flag: &str) -> Result<()> {
+    match std::fs::symlink_metadata(path) {
+        Err(e) => match nvarray_fuse::mounts::dead_mount_advice(path, &e) {
+            Some(advice) => Err(input_error(format!("{flag}{}: {advice}", path.display()))),
+            None => Ok(()),
+        },
+        Ok(_) => Ok(()),
     }
 }
 

@@ -335,27 +335,28 @@ pub fn run_report(device: &DeviceConfig, workload: &Workload, r: &RunReport) -> 
     let mut s = String::new();
     let _ = writeln!(s, "device   {}", device_line(device));
     s += &workload_lines(workload);
-    s + &report_body(r)
+    s + &report_body(r, "")
 }
 
 /// The report of a device that served outside software (`nvarray serve`, `nvarray mount`):
 /// the same table as `nvarray bench`, with `source` (who sent the requests) in place of the
-/// jobs.
-pub fn served_report(device: &DeviceConfig, source: &str, r: &RunReport) -> String {
+/// jobs. `active` says what counts as active time, which the rates are over (a server's
+/// report has `uptime_ns` beside it).
+pub fn served_report(device: &DeviceConfig, source: &str, active: &str, r: &RunReport) -> String {
     let mut s = String::new();
     let _ = writeln!(s, "device   {}", device_line(device));
     let _ = writeln!(s, "served   {source}");
-    s + &report_body(r)
+    s + &report_body(r, active)
 }
 
 /// Everything after the device and job lines: engine, faithfulness, totals, breakdown,
-/// utilisation, wear, CPU and lateness.
-fn report_body(r: &RunReport) -> String {
+/// utilisation, wear, CPU and lateness. `active`: what a server's active time is.
+fn report_body(r: &RunReport, active: &str) -> String {
     let mut s = String::new();
     let time = match r.uptime_ns {
         // A server: say which time the rates are over.
         Some(up) => format!(
-            "{:.3} ms active (requests in flight, and gaps under {} ms between them) of {:.3} s up; rates and utilisation are over the active time",
+            "{:.3} ms active ({active}, and gaps under {} ms between them) of {:.3} s up; rates and utilisation are over the active time",
             r.elapsed_ns as f64 / 1e6,
             nvarray_report::ACTIVE_GAP_MAX.as_millis(),
             up as f64 / 1e9

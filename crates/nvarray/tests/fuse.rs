@@ -14,7 +14,7 @@ use std::process::{Child, Command, ExitStatus, Stdio};
 use std::time::{Duration, Instant};
 
 mod common;
-use common::{campaign_env, run, run_ok};
+use common::{campaign_env, run, run_for, run_ok};
 
 /// Small and fast: the DRAM preset. XFS refuses file systems under 300 MiB.
 const XFS_SIZE: &str = "320M";
@@ -187,11 +187,20 @@ impl Server {
 
     /// SIGKILL, then the lazy unmount a user must do after a crashed FUSE server.
     fn kill9(&mut self) {
+        self.kill9_leaving_a_dead_mount();
+        remove_dead_mount(&self.dir);
+        assert!(!mounted(&self.dir, "fuse"), "dead mount still there");
+    }
+
+    /// SIGKILL only: the directory stays a dead FUSE mount (until this is dropped).
+    fn kill9_leaving_a_dead_mount(&mut self) {
         let mut child = self.child.take().expect("server running");
         child.kill().unwrap();
         child.wait().unwrap();
-        remove_dead_mount(&self.dir);
-        assert!(!mounted(&self.dir, "fuse"), "dead mount still there");
+    }
+
+    fn pid(&self) -> u32 {
+        self.child.as_ref().expect("server running").id()
     }
 }
 
@@ -614,6 +623,159 @@ fn mount_refuses_a_missing_dir_or_a_file_with_one_line() {
         help.contains("losetup") && help.contains("--backing"),
         "{help}"
     );
+}
+
+/// How many FUSE mounts are stacked on `dir`.
+fn fuse_mounts_on(dir: &Path) -> usize {
+    let mounts = std::fs::read_to_string("/proc/mounts").unwrap_or_default();
+    let dir = dir.to_string_lossy();
+    mounts
+        .lines()
+        .filter(|line| {
+            let mut fields = line.split(' ');
+            let (_source, target, kind) = (fields.next(), fields.next(), fields.next());
+            target == Some(&*dir) && kind.is_some_and(|k| k.starts_with("fuse"))
+        })
+        .count()
+}
+
+/// `nvarray mount` with `args`, expected to refuse at once: exit 2, one line on stderr that
+/// contains every one of `says`. Run for at most 30 s, so a mount that wrongly starts is
+/// killed (then its dead mount is removed) and the test fails.
+fn mount_refused(dir: &Path, args: &[&str], says: &[&str]) {
+    let mut all = vec!["mount", dir.to_str().unwrap(), "--preset", "dram"];
+    all.extend_from_slice(args);
+    let (out, killed) = run_for(env!("CARGO_BIN_EXE_nvarray"), &all, WAIT_MAX);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    if killed {
+        remove_dead_mount(dir);
+        panic!("{all:?} was not refused: it mounted and ran: {stderr}");
+    }
+    assert_eq!(out.status.code(), Some(2), "{all:?}: {stderr}");
+    assert_eq!(stderr.lines().count(), 1, "{all:?}: {stderr}");
+    for s in says {
+        assert!(stderr.contains(s), "{all:?} does not say {s:?}: {stderr}");
+    }
+}
+
+/// A mount hides what its directory holds, so `mount` refuses a directory that is not empty,
+/// one an `nvarray mount` already serves, and one (or a path under one) that a killed server
+/// left as a dead FUSE mount, saying how to remove it; the same advice comes for a backing
+/// file or a socket under the dead mount instead of a bare "Transport endpoint is not
+/// connected".
+#[test]
+fn mount_refuses_a_directory_it_would_hide_or_a_dead_mount_with_advice() {
+    if let Some(reason) = fuse_missing() {
+        return skipped(
+            "mount_refuses_a_directory_it_would_hide_or_a_dead_mount_with_advice",
+            &reason,
+        );
+    }
+    let work = tempfile::tempdir().unwrap();
+    let full = work.path().join("full");
+    std::fs::create_dir_all(&full).unwrap();
+    std::fs::write(full.join("precious"), b"still here").unwrap();
+    mount_refused(&full, &["--size", SMALL_SIZE], &["not empty", "precious"]);
+    assert_eq!(fuse_mounts_on(&full), 0);
+    assert_eq!(std::fs::read(full.join("precious")).unwrap(), b"still here");
+
+    let dir = work.path().join("fuse");
+    let mut server = Server::start(work.path(), &dir, &["--size", SMALL_SIZE]);
+    mount_refused(
+        &server.dir,
+        &["--size", SMALL_SIZE],
+        &["already has an nvarray mount"],
+    );
+    assert_eq!(fuse_mounts_on(&server.dir), 1, "a second mount was stacked");
+    assert!(server.running());
+
+    server.kill9_leaving_a_dead_mount();
+    let unmount = format!("fusermount3 -u -z {}", server.dir.display());
+    mount_refused(&server.dir, &["--size", SMALL_SIZE], &[&unmount]);
+    mount_refused(
+        &server.dir.join("sub"),
+        &["--size", SMALL_SIZE],
+        &[&unmount, "inside"],
+    );
+    let nvarray = env!("CARGO_BIN_EXE_nvarray");
+    let backing = format!("file:{}", server.dir.join("image").display());
+    let listen = format!("unix:{}", server.dir.join("nbd.sock").display());
+    for args in [
+        vec![
+            "serve",
+            "--preset",
+            "dram",
+            "--size",
+            SMALL_SIZE,
+            "--backing",
+            &backing,
+        ],
+        vec![
+            "serve", "--preset", "dram", "--size", SMALL_SIZE, "--listen", &listen,
+        ],
+        vec![
+            "bench",
+            "--preset",
+            "dram",
+            "--size",
+            SMALL_SIZE,
+            "--backing",
+            &backing,
+        ],
+    ] {
+        let (out, killed) = run_for(nvarray, &args, WAIT_MAX);
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert!(!killed, "{args:?} ran: {stderr}");
+        assert_eq!(out.status.code(), Some(2), "{args:?}: {stderr}");
+        assert!(stderr.contains(&unmount), "{args:?}: {stderr}");
+    }
+    drop(server); // removes the dead mount
+    assert_eq!(fuse_mounts_on(&dir.canonicalize().unwrap()), 0);
+}
+
+/// Two devices on one backing file would overwrite each other's data (ext4 through both lost
+/// every file written on one side): while `mount` holds the file, a second `mount` and a
+/// `serve` on it exit 2 naming the holder, and the second directory stays unmounted.
+#[test]
+fn a_backing_file_in_use_by_a_mount_is_refused_to_a_second_front_end() {
+    if let Some(reason) = fuse_missing() {
+        return skipped(
+            "a_backing_file_in_use_by_a_mount_is_refused_to_a_second_front_end",
+            &reason,
+        );
+    }
+    let work = tempfile::tempdir().unwrap();
+    let image = work.path().join("device.img");
+    let backing = format!("file:{}", image.display());
+    let args = ["--size", SMALL_SIZE, "--backing", &backing];
+    let mut server = Server::start(work.path(), &work.path().join("first"), &args);
+    let holder = format!("process {} (", server.pid());
+    let second = work.path().join("second");
+    std::fs::create_dir_all(&second).unwrap();
+    mount_refused(&second, &args, &[&holder, "mount"]);
+    assert_eq!(fuse_mounts_on(&second.canonicalize().unwrap()), 0);
+    let listen = format!("unix:{}", work.path().join("nbd.sock").display());
+    let (out, killed) = run_for(
+        env!("CARGO_BIN_EXE_nvarray"),
+        &[
+            "serve",
+            "--preset",
+            "dram",
+            "--listen",
+            &listen,
+            "--size",
+            SMALL_SIZE,
+            "--backing",
+            &backing,
+        ],
+        WAIT_MAX,
+    );
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(!killed, "serve ran beside the mount: {stderr}");
+    assert_eq!(out.status.code(), Some(2), "{stderr}");
+    assert!(stderr.contains(&holder), "{stderr}");
+    let (status, _, stderr) = server.stop();
+    assert!(status.success(), "{stderr}");
 }
 
 /// SQLite (through Python's `sqlite3`, the real library) committing transactions of 50 rows

@@ -161,6 +161,12 @@ fn three_hosts_share_one_emulated_array_over_nbd() {
                 && s["write_bytes"].as_u64().unwrap() >= h["write_bytes"].as_u64().unwrap(),
             "the server saw {address} move less than it did: {s:#} {h:#}"
         );
+        // Its rates are over its own active time, which is within the server's.
+        assert!(
+            s["iops"].as_f64().is_some_and(|v| v > 0.0)
+                && s["mb_per_s"].as_f64().is_some_and(|v| v > 0.0),
+            "no rate for {address}: {s:#}"
+        );
     }
     let per_host: u64 = seen.iter().map(|s| s["requests"].as_u64().unwrap()).sum();
     assert_eq!(

@@ -10,7 +10,7 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 mod common;
-use common::{campaign_env, run, run_ok};
+use common::{campaign_env, run, run_for, run_ok, KillOnDrop};
 
 fn scratch(name: &str) -> PathBuf {
     let dir = std::env::temp_dir().join(format!("nvarray-nbd-{}-{name}", std::process::id()));
@@ -150,14 +150,12 @@ fn nbdinfo_reports_the_configured_size_block_sizes_and_flags() {
         assert_eq!(e["block_size_preferred"], 4096, "{info}");
         assert_eq!(e["block_size_maximum"], 32 << 20, "{info}");
         assert_eq!(e["is_read_only"], read_only, "{info}");
-        for flag in [
-            "can_flush",
-            "can_fua",
-            "can_multi_conn",
-            "can_trim",
-            "can_zero",
-        ] {
+        for flag in ["can_flush", "can_multi_conn"] {
             assert_eq!(e[flag], true, "{flag} in {info}");
+        }
+        // A read-only export offers nothing that changes data.
+        for flag in ["can_fua", "can_trim", "can_zero"] {
+            assert_eq!(e[flag], !read_only, "{flag} in {info}");
         }
         assert_eq!(info["protocol"], "newstyle-fixed", "{info}");
         assert_eq!(info["structured"], true, "{info}");
@@ -362,6 +360,89 @@ fn acknowledged_writes_survive_kill_9_of_the_server() {
     assert!(status.success());
 }
 
+/// Two devices on one backing file would overwrite each other's data unseen. While `serve`
+/// holds the file, a second `serve` and a `bench` on it exit 2 naming the holder's pid and
+/// command, and write nothing; once the holder dies by SIGKILL (which unlocks nothing itself)
+/// the file serves again, with the holder's data.
+#[test]
+fn a_backing_file_in_use_is_refused_naming_its_holder_until_the_holder_dies() {
+    use nvarray_nbd::client::{Client, Reply};
+    use nvarray_nbd::io::Stream;
+    use std::os::unix::net::UnixStream;
+
+    let dir = scratch("in-use");
+    let disk = dir.join("disk.img");
+    let backing = format!("file:{}", disk.display());
+    let first = Serve::start(&dir, &["--backing", &backing]);
+    let holder = first.child.id();
+    let block = vec![0x5au8; 4096];
+    let mut c = Client::connect(
+        Stream::Unix(UnixStream::connect(&first.socket).unwrap()),
+        "",
+        true,
+    )
+    .unwrap();
+    assert_eq!(c.write(0, &block, true).unwrap(), Reply::Ok(vec![]));
+    drop(c);
+    let second_listen = format!("unix:{}", dir.join("second.sock").display());
+    let nvarray = env!("CARGO_BIN_EXE_nvarray");
+    let attempts: [&[&str]; 2] = [
+        &[
+            "serve",
+            "--preset",
+            "dram",
+            "--size",
+            "64M",
+            "--listen",
+            &second_listen,
+            "--backing",
+            &backing,
+        ],
+        &[
+            "bench",
+            "--preset",
+            "dram",
+            "--size",
+            "64M",
+            "--backing",
+            &backing,
+            "--rw",
+            "write",
+            "--bs",
+            "4k",
+            "--number_ios",
+            "16",
+        ],
+    ];
+    for args in attempts {
+        let (out, killed) = run_for(nvarray, args, Duration::from_secs(30));
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert!(!killed, "{args:?} ran beside the holder:\n{err}");
+        assert_eq!(out.status.code(), Some(2), "{args:?}: {err}");
+        assert!(
+            err.contains(&format!("process {holder} (")) && err.contains("serve"),
+            "{args:?} does not name the holder: {err}"
+        );
+    }
+    let (status, _) = first.stop("-KILL");
+    assert!(!status.success());
+    let again = Serve::start(&dir, &["--backing", &backing]);
+    let mut c = Client::connect(
+        Stream::Unix(UnixStream::connect(&again.socket).unwrap()),
+        "",
+        true,
+    )
+    .unwrap();
+    assert_eq!(
+        c.read(0, 4096).unwrap(),
+        Reply::Ok(block),
+        "the refused bench wrote"
+    );
+    drop(c);
+    let (status, _) = again.stop("-INT");
+    assert!(status.success());
+}
+
 #[test]
 fn connections_over_the_limit_are_refused_with_a_message() {
     if !have(&["nbdinfo"]) {
@@ -415,17 +496,20 @@ fn bad_listen_addresses_are_input_errors() {
 fn serve_listens_before_it_prepares_a_large_device() {
     let dir = scratch("listen-first");
     let socket = dir.join("nbd.sock");
-    let mut child = Command::new(env!("CARGO_BIN_EXE_nvarray"))
-        .args(["serve", "--preset", "dram", "--size", "2G", "--listen"])
-        .arg(format!("unix:{}", socket.display()))
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
+    // Killed if the test fails half way: a 2 GiB server must not outlive it.
+    let mut child = KillOnDrop::new(
+        Command::new(env!("CARGO_BIN_EXE_nvarray"))
+            .args(["serve", "--preset", "dram", "--size", "2G", "--listen"])
+            .arg(format!("unix:{}", socket.display()))
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap(),
+    );
     let deadline = Instant::now() + Duration::from_secs(60);
     while !socket.exists() {
         assert!(Instant::now() < deadline, "no socket");
-        assert!(child.try_wait().unwrap().is_none(), "serve exited");
+        assert!(child.child().try_wait().unwrap().is_none(), "serve exited");
         std::thread::yield_now();
     }
     let mut c = nvarray_nbd::client::Client::connect(
@@ -441,9 +525,9 @@ fn serve_listens_before_it_prepares_a_large_device() {
     );
     drop(c);
     let _ = Command::new("kill")
-        .args(["-INT", &child.id().to_string()])
+        .args(["-INT", &child.child().id().to_string()])
         .status();
-    let out = child.wait_with_output().unwrap();
+    let out = child.into_inner().wait_with_output().unwrap();
     assert!(out.status.success());
     let err = String::from_utf8_lossy(&out.stderr);
     assert!(err.contains("preparing the device"), "{err}");

@@ -47,6 +47,24 @@ impl Running {
         overrides: &[(&str, &str)],
         log: Arc<dyn Fn(&str) + Send + Sync>,
     ) -> Running {
+        let dir = tempfile::tempdir().unwrap();
+        let socket = dir.path().join("s.sock");
+        Running::start_on(read_only, overrides, Listen::Unix(socket), dir, log)
+    }
+
+    /// The server on TCP loopback (an ephemeral port), its messages going to `log`.
+    pub fn start_tcp(log: Arc<dyn Fn(&str) + Send + Sync>) -> Running {
+        let dir = tempfile::tempdir().unwrap();
+        Running::start_on(false, &[], Listen::Tcp("127.0.0.1:0".into()), dir, log)
+    }
+
+    fn start_on(
+        read_only: bool,
+        overrides: &[(&str, &str)],
+        listen: Listen,
+        dir: tempfile::TempDir,
+        log: Arc<dyn Fn(&str) + Send + Sync>,
+    ) -> Running {
         let overrides: Vec<(String, String)> = overrides
             .iter()
             .map(|&(k, v)| (k.to_string(), v.to_string()))
@@ -60,12 +78,14 @@ impl Running {
             ..Options::default()
         };
         let device = Arc::new(Device::open(&config, &options).unwrap());
-        let dir = tempfile::tempdir().unwrap();
-        let socket = dir.path().join("s.sock");
+        let socket = match &listen {
+            Listen::Unix(path) => path.clone(),
+            Listen::Tcp(_) => PathBuf::new(),
+        };
         let server = Server::bind(
             device,
             ServerOptions {
-                listen: Listen::Unix(socket.clone()),
+                listen,
                 export_name: "nvarray".into(),
                 read_only,
                 connections_max: 4,
@@ -86,6 +106,21 @@ impl Running {
         }
     }
 
+    /// The TCP port of a server started with `start_tcp`.
+    pub fn port(&self) -> u16 {
+        let address = self.server.address();
+        address
+            .rsplit_once(':')
+            .and_then(|(_, port)| port.parse().ok())
+            .unwrap_or_else(|| panic!("not a TCP address: {address}"))
+    }
+
+    /// A TCP connection to the server (`start_tcp`) from the loopback address `from`
+    /// (127.0.0.1, 127.0.0.2, ...: all of 127/8 is this machine, so each is a different peer).
+    pub fn connect_from(&self, from: std::net::Ipv4Addr) -> std::io::Result<std::net::TcpStream> {
+        connect_from(from, self.port())
+    }
+
     pub fn client(&self, structured: bool) -> Client {
         let s = UnixStream::connect(&self.socket).unwrap();
         Client::connect(Stream::Unix(s), "", structured).unwrap()
@@ -104,6 +139,39 @@ impl Drop for Running {
             let _ = t.join();
         }
     }
+}
+
+/// A TCP connection to `127.0.0.1:port` whose own end is bound to `from` (which std's
+/// `TcpStream::connect` cannot choose).
+pub fn connect_from(from: std::net::Ipv4Addr, port: u16) -> std::io::Result<std::net::TcpStream> {
+    use std::os::fd::FromRawFd;
+    let sockaddr = |ip: std::net::Ipv4Addr, port: u16| libc::sockaddr_in {
+        sin_family: libc::AF_INET as libc::sa_family_t,
+        sin_port: port.to_be(),
+        sin_addr: libc::in_addr {
+            s_addr: u32::from(ip).to_be(),
+        },
+        sin_zero: [0; 8],
+    };
+    let len = std::mem::size_of::<libc::sockaddr_in>() as libc::socklen_t;
+    // SAFETY: socket() takes three integers and returns a new descriptor or -1 (checked).
+    let fd = unsafe { libc::socket(libc::AF_INET, libc::SOCK_STREAM | libc::SOCK_CLOEXEC, 0) };
+    if fd < 0 {
+        return Err(std::io::Error::last_os_error());
+    }
+    // SAFETY: `fd` is a fresh descriptor nothing else owns; the stream closes it.
+    let stream = unsafe { std::net::TcpStream::from_raw_fd(fd) };
+    let local = sockaddr(from, 0);
+    let remote = sockaddr(std::net::Ipv4Addr::LOCALHOST, port);
+    // SAFETY: both point at live sockaddr_in values of `len` bytes; the descriptor is open.
+    unsafe {
+        if libc::bind(fd, (&local as *const libc::sockaddr_in).cast(), len) != 0
+            || libc::connect(fd, (&remote as *const libc::sockaddr_in).cast(), len) != 0
+        {
+            return Err(std::io::Error::last_os_error());
+        }
+    }
+    Ok(stream)
 }
 
 /// Read requests of `len_bytes` at offset 0, one per cookie, as one buffer to send at once.
