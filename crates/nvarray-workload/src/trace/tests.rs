@@ -462,6 +462,18 @@ fn the_devices_of_a_trace_are_counted_and_one_can_be_picked() {
             "{format:?}: the other file's add line too"
         );
         assert_eq!(report.devices.len(), 2, "{format:?}: all still listed");
+        // For --trace-address scale, the span is the picked device's.
+        let span = |spec: &TraceSpec| {
+            let reader = Box::new(std::io::Cursor::new(text.as_bytes().to_vec()));
+            trace_span("t", reader, spec).unwrap()
+        };
+        let mut only_a = spec(None, ReplayMode::AsFast, 1.0);
+        only_a.device = Some(a.to_string());
+        assert_eq!(
+            (span(&only_a), span(&only_b)),
+            (12_288, 16_384),
+            "{format:?}"
+        );
         let mut missing = spec(None, ReplayMode::AsFast, 1.0);
         missing.device = Some("9,9".to_string());
         let e = replay(&text, &missing).unwrap_err().to_string();
