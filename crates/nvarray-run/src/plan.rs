@@ -9,7 +9,8 @@ use std::io::BufReader;
 
 use nvarray_report::StreamStats;
 use nvarray_workload::trace::{
-    trace_span, AddressMode, Geometry, ReplayMode, TimedRequest, TraceError, TraceFeed, TraceSpec,
+    refused_job_key, trace_span, AddressMode, Geometry, Loops, Reopen, ReplayMode, TimedRequest,
+    TraceError, TraceFeed, TraceSpec,
 };
 use nvarray_workload::{
     JobSpec, RateProcess, Request, RequestGen, Verify, Workload, WorkloadError,
@@ -181,6 +182,16 @@ pub enum PlanError {
     Trace(#[from] TraceError),
     #[error("a trace replays on one thread: numjobs={numjobs} with --trace (use iodepth for concurrency)")]
     TraceThreads { numjobs: u32 },
+    #[error("{key} cannot be used with --trace: {why}")]
+    TraceKey {
+        key: &'static str,
+        why: &'static str,
+    },
+    #[error(
+        "time_based with --trace replays the trace over and over until the runtime: give \
+         --runtime (or --loops N for N passes)"
+    )]
+    TraceTimeBasedWithoutRuntime,
 }
 
 impl Plan {
@@ -203,10 +214,19 @@ impl Plan {
                 None if !bounded => Some(DEFAULT_RUNTIME_NS),
                 runtime => runtime,
             };
-            if workload.trace.is_some() && job.numjobs != 1 {
-                return Err(PlanError::TraceThreads {
-                    numjobs: job.numjobs,
-                });
+            if workload.trace.is_some() {
+                if job.numjobs != 1 {
+                    return Err(PlanError::TraceThreads {
+                        numjobs: job.numjobs,
+                    });
+                }
+                // A key the replay would not use is refused, never silently ignored.
+                if let Some((key, why)) = refused_job_key(job) {
+                    return Err(PlanError::TraceKey { key, why });
+                }
+                if job.time_based && job.runtime_ns.is_none() {
+                    return Err(PlanError::TraceTimeBasedWithoutRuntime);
+                }
             }
             let loops = u64::from(job.loops);
             // fio's `ramp_time` comes first; the runtime is measured after it.
@@ -227,7 +247,9 @@ impl Plan {
                     job
                 };
                 let requests = match &workload.trace {
-                    Some(spec) => Requests::Trace(Box::new(open_trace(spec, geometry)?)),
+                    Some(spec) => {
+                        Requests::Trace(Box::new(open_trace(spec, geometry, Loops::of(job))?))
+                    }
                     None => Requests::Generated(
                         RequestGen::new(job, t, size_bytes, block_bytes).map_err(|source| {
                             PlanError::Job {
@@ -324,21 +346,48 @@ pub fn job_streams(workload: &Workload) -> Vec<StreamStats> {
         .collect()
 }
 
-/// Opens the trace `spec` names for a replay on `geometry`.
-pub fn open_trace(spec: &TraceSpec, geometry: Geometry) -> Result<TraceFeed, TraceError> {
+/// Opens the trace `spec` names for a replay on `geometry`, `loops` times over.
+pub fn open_trace(
+    spec: &TraceSpec,
+    geometry: Geometry,
+    loops: Loops,
+) -> Result<TraceFeed, TraceError> {
     let name = spec.path.display().to_string();
-    let open = || -> Result<Box<BufReader<File>>, TraceError> {
-        let file = File::open(&spec.path).map_err(|e| TraceError::Read {
-            trace: name.clone(),
+    let path = spec.path.clone();
+    let open = move || -> Result<Box<dyn std::io::BufRead + Send>, TraceError> {
+        let file = File::open(&path).map_err(|e| TraceError::Read {
+            trace: path.display().to_string(),
             reason: e.to_string(),
         })?;
         Ok(Box::new(BufReader::with_capacity(1 << 16, file)))
     };
+    // A pipe (`--trace /dev/stdin`) or a device can be read only once: a second reading would
+    // find it empty and replay nothing.
+    let regular = std::fs::metadata(&spec.path).map(|m| m.is_file());
+    if let Ok(false) = regular {
+        let reads_twice = if spec.address == AddressMode::Scale {
+            Some("--trace-address scale reads it once for its span before replaying it")
+        } else if loops.repeats() {
+            Some("--loops (or --time_based) reads it again for each pass")
+        } else {
+            None
+        };
+        if let Some(why) = reads_twice {
+            return Err(TraceError::Setup(format!(
+                "--trace {name} is not a regular file (a pipe?) and can be read only once, \
+                 but {why}: save the trace to a file first"
+            )));
+        }
+    }
     let span_bytes = match spec.address {
-        AddressMode::Scale => trace_span(&name, open()?, spec.format)?,
+        AddressMode::Scale => trace_span(&name, open()?, spec)?,
         AddressMode::Wrap => 0,
     };
     let mut feed = TraceFeed::new(&name, open()?, spec, geometry, span_bytes)?;
+    if loops.repeats() {
+        let reopen: Reopen = Box::new(open);
+        feed = feed.with_loops(loops, reopen);
+    }
     if let Ok(meta) = std::fs::metadata(&spec.path) {
         if meta.is_file() {
             feed.set_len_bytes(meta.len());

@@ -41,6 +41,7 @@ fn replay(path: &Path, mode: ReplayMode, speed: f64, iodepth: u32) -> Workload {
             mode,
             speed,
             address: AddressMode::Wrap,
+            device: None,
         }),
     }
 }
@@ -216,4 +217,75 @@ fn the_emulator_replays_the_same_requests() {
             assert!(r.elapsed_ns >= 5_980_000, "{} ns", r.elapsed_ns);
         }
     }
+}
+
+#[test]
+fn a_job_key_a_trace_would_ignore_is_refused_in_both_engines() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = csv(dir.path(), &[(0, 'R', 0, 4096)]);
+    // As a sweep's parameter sets them, past the command line's checks.
+    let cases = [
+        ("rate_iops", "1000"),
+        ("rate", "1m"),
+        ("rate_process", "poisson"),
+        ("offset_increment", "1m"),
+        ("bs", "8k"),
+        ("randseed", "9"),
+    ];
+    let cfg = device("dram", "64m");
+    for (key, value) in cases {
+        let mut w = replay(&path, ReplayMode::AsFast, 1.0, 1);
+        w.jobs[0].set(key, value).unwrap();
+        let e = sim::run(&cfg, &w).unwrap_err().to_string();
+        assert!(
+            e.contains(&format!("{key} cannot be used with --trace")),
+            "{key}: {e}"
+        );
+        let e = emu::run(&cfg, &w, &Options::default(), &mut |_| {})
+            .unwrap_err()
+            .to_string();
+        assert!(
+            e.contains(&format!("{key} cannot be used with --trace")),
+            "emu {key}: {e}"
+        );
+    }
+}
+
+#[test]
+fn loops_replay_the_trace_again_with_times_continuing_in_both_engines() {
+    let dir = tempfile::tempdir().unwrap();
+    // One 4 KiB read every 100 µs, 20 of them: 1.9 ms of trace.
+    let rows: Vec<_> = (0..20u64)
+        .map(|i| (i * 100_000, 'R', i * 4096, 4096))
+        .collect();
+    let path = csv(dir.path(), &rows);
+    let cfg = device("dram", "4m");
+    let mut w = replay(&path, ReplayMode::Timestamps, 1.0, 2);
+    w.jobs[0].set("loops", "3").unwrap();
+    let r = sim::run(&cfg, &w).unwrap();
+    assert_eq!(requests(&r), 60);
+    // The third pass's last request is due at 3 x 1.9 ms.
+    assert!(
+        (5_700_000..5_750_000).contains(&r.elapsed_ns),
+        "elapsed {} ns",
+        r.elapsed_ns
+    );
+    let t = r.trace.as_ref().unwrap();
+    assert_eq!((t.requests, t.replayed, t.passes), (20, 60, 3));
+    assert!(!t.stopped_early);
+    let options = Options {
+        device_threads: 0,
+        ..Options::default()
+    };
+    let opened = Device::open(&cfg, &options).unwrap();
+    let e = emu::run_on(&opened, &w, &mut |_| {}).unwrap();
+    assert_eq!(requests(&e), 60);
+    assert!(e.elapsed_ns >= 5_700_000, "{} ns", e.elapsed_ns);
+    // number_ios counts per loop, as for a generated job: 3 x 15 of the 60, stopping in the
+    // third pass.
+    w.jobs[0].set("number_ios", "15").unwrap();
+    let r = sim::run(&cfg, &w).unwrap();
+    assert_eq!(requests(&r), 45);
+    let t = r.trace.unwrap();
+    assert!(t.stopped_early && t.passes == 3, "{t:?}");
 }

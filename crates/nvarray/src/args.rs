@@ -5,7 +5,7 @@ use std::path::{Path, PathBuf};
 use anyhow::{Context, Result};
 use clap::Args;
 use nvarray_model::{apply_overrides, parse_assignment, presets, DeviceConfig};
-use nvarray_workload::trace::{AddressMode, ReplayMode, TraceFormat, TraceSpec};
+use nvarray_workload::trace::{refused_key, AddressMode, ReplayMode, TraceFormat, TraceSpec};
 use nvarray_workload::{ignored_reason, parse_job_file_with, JobFileEnv, JobSpec, Workload};
 
 use crate::input_error;
@@ -160,8 +160,10 @@ pub struct FioArgs {
     /// Replay a block trace instead of generating requests: blkparse text, fio iolog v2/v3,
     /// MSR-Cambridge CSV, SNIA/FIU text or nvarray CSV (docs/traces.md). Read as it goes, so
     /// any size replays in bounded memory. The trace gives each request's direction, offset,
-    /// size and time; --iodepth, --runtime, --number_ios, --thinktime and --name still apply
-    /// [default: none, requests generated from the job].
+    /// size and time; --iodepth, --runtime, --number_ios, --io_size, --thinktime, --ramp_time
+    /// and --name still apply, --loops replays it that many times (--time_based: until
+    /// --runtime); flags that would mean nothing for a trace are refused [default: none,
+    /// requests generated from the job].
     #[arg(long, value_name = "FILE", conflicts_with_all = [
         "jobfile", "rw", "bs", "bssplit", "bsrange", "rwmixread", "numjobs", "random_distribution",
         "offset", "blockalign", "verify",
@@ -185,6 +187,12 @@ pub struct FioArgs {
     /// aligned to the device block and split at its largest transfer; the report counts each.
     #[arg(long, value_name = "MODE", requires = "trace")]
     pub trace_address: Option<String>,
+    /// Replay only this device or file of a trace that holds several, named as the trace
+    /// names it: blkparse `8,16`, an iolog's file name, MSR `Hostname,DiskNumber` (`hm,1`),
+    /// FIU `MAJOR,MINOR`. The report lists the trace's devices [default: all of them, laid
+    /// over the one device].
+    #[arg(long, value_name = "NAME", requires = "trace")]
+    pub trace_device: Option<String>,
     /// fio options that change nothing for a modelled array (ioengine, filename, direct=1,
     /// buffered=0, thread, group_reporting, randrepeat=1, random_generator, invalidate,
     /// iodepth_batch*): accepted so a fio command line runs unchanged, each noted on stderr
@@ -330,6 +338,14 @@ impl FioArgs {
                 ))
             })?,
         };
+        // A flag the replay would not use is refused, never silently ignored.
+        for (key, _) in self.pairs() {
+            if let Some(why) = refused_key(key) {
+                return Err(input_error(format!(
+                    "--{key} cannot be used with --trace: {why}"
+                )));
+            }
+        }
         if self.replay_speed.is_some() && mode != ReplayMode::Timestamps {
             return Err(input_error(
                 "--replay-speed scales the trace's times: it needs --replay-mode timestamps",
@@ -341,6 +357,7 @@ impl FioArgs {
             mode,
             speed: self.replay_speed.unwrap_or(1.0),
             address,
+            device: self.trace_device.clone(),
         };
         spec.validate().map_err(input_error)?;
         Ok(Some(spec))

@@ -228,6 +228,16 @@ pub fn run(args: BenchArgs) -> Result<()> {
     let device = run.device.load()?;
     let workload = run.fio.workload(&[])?;
     if args.compare_sim {
+        if let Some(trace) = &workload.trace {
+            // Each engine reads the trace from its start: a pipe would be empty the second time.
+            if std::fs::metadata(&trace.path).is_ok_and(|m| !m.is_file()) {
+                return Err(input_error(format!(
+                    "--trace {} is not a regular file (a pipe?) and can be read only once, but \
+                     --compare-sim replays it in both engines: save the trace to a file first",
+                    trace.path.display()
+                )));
+            }
+        }
         return compare(&run, &device, &workload, &options, args.run.device_threads);
     }
     let engine = args.run.engine;

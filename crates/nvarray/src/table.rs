@@ -4,7 +4,7 @@ use std::fmt::Write;
 
 use nvarray_model::DeviceConfig;
 use nvarray_report::{EmulatorSetup, LatencySummary, MachineJitterNs, RunReport, Totals};
-use nvarray_workload::trace::{AddressMode, ReplayMode, TraceReport};
+use nvarray_workload::trace::{shown, AddressMode, ReplayMode, TraceReport};
 use nvarray_workload::{format_size, JobSpec, RateProcess, Verify, Workload};
 use serde::Serialize;
 
@@ -255,11 +255,19 @@ fn workload_lines(workload: &Workload) -> String {
                     AddressMode::Scale => "scaled",
                 }
             );
+            if let Some(d) = &t.device {
+                line += &format!(", device {} only", shown(d));
+            }
             if let Some(n) = j.number_ios {
                 line += &format!(" number_ios={n}");
             }
             if let Some(r) = j.runtime_ns {
                 line += &format!(" runtime={}", fmt_ns(r));
+            }
+            if j.time_based {
+                line += " time_based (passes until the runtime)";
+            } else if j.loops > 1 {
+                line += &format!(" loops={}", j.loops);
             }
             let _ = writeln!(s, "trace    {line}");
         }
@@ -285,8 +293,11 @@ fn trace_lines(t: &TraceReport) -> String {
         bytes(t.read_bytes),
         bytes(t.write_bytes),
         t.duration_ns as f64 / 1e6,
-        bytes(t.footprint_bytes),
+        footprint(t),
     );
+    if let Some(line) = devices_line(t) {
+        let _ = writeln!(s, "{line}");
+    }
     let sizes: Vec<String> = t
         .size_histogram
         .iter()
@@ -302,8 +313,28 @@ fn trace_lines(t: &TraceReport) -> String {
         "  replay: {} requests to the device; split {} (+{}), aligned {}, offsets moved {}, clamped at the end {}; skipped {} trim, {} flush, {} zero-length, {} other lines",
         t.replayed, f.split, f.split_added, f.aligned, f.moved, f.clamped, k.trim, k.flush, k.empty, k.other
     );
+    if k.other_device > 0 {
+        replay += &format!(", {} of other devices", k.other_device);
+    }
+    if k.longer_than_device > 0 {
+        replay += &format!(
+            ", {} requests longer than the whole device",
+            k.longer_than_device
+        );
+    }
     if t.out_of_order > 0 {
         replay += &format!("; {} out of order", t.out_of_order);
+    }
+    match t.loops {
+        Some(1) => {}
+        Some(n) => replay += &format!("; {} of {n} passes over the trace (--loops)", t.passes),
+        None => {
+            replay += &format!(
+                "; {} pass{} over the trace (--time_based: until the runtime)",
+                t.passes,
+                if t.passes == 1 { "" } else { "es" }
+            )
+        }
     }
     if t.replay_mode == ReplayMode::Timestamps {
         replay += &format!(
@@ -311,11 +342,51 @@ fn trace_lines(t: &TraceReport) -> String {
             t.issued_late
         );
     }
-    if t.stopped_early {
-        replay += "; STOPPED before the trace's end (--runtime or --number_ios)";
+    // Until the runtime, passes end by being stopped; a first pass cut short is still said.
+    if t.stopped_early && (t.loops.is_some() || t.passes == 1) {
+        replay += "; STOPPED before the trace's end (--runtime, --number_ios or --io_size)";
     }
     let _ = writeln!(s, "{replay}");
     s
+}
+
+/// "40.10 MB", or for a footprint counted in coarser granules than the device's block,
+/// "at most 52.43 MB (counted in 64 KiB granules: ...)".
+fn footprint(t: &TraceReport) -> String {
+    if t.footprint_exact {
+        return bytes(t.footprint_bytes);
+    }
+    format!(
+        "at most {} (counted in {} granules: the replay touched too many separate extents to \
+         count them apart)",
+        bytes(t.footprint_bytes),
+        format_size(t.footprint_granule_bytes)
+    )
+}
+
+/// The trace's devices, when it held more than one or one was picked: how many, and that
+/// they were laid over the one device.
+fn devices_line(t: &TraceReport) -> Option<String> {
+    let listed = t.devices.len() + usize::from(t.unlisted_device_requests > 0);
+    if listed <= 1 && t.device.is_none() {
+        return None;
+    }
+    let count = if t.unlisted_device_requests > 0 {
+        format!("more than {}", t.devices.len())
+    } else {
+        t.devices.len().to_string()
+    };
+    Some(match &t.device {
+        None => format!(
+            "  devices: {count} in the trace, laid over the one device: {} (--trace-device NAME replays one)",
+            t.devices_described()
+        ),
+        Some(d) => format!(
+            "  devices: {count} in the trace, {} replayed alone (--trace-device): {}",
+            shown(d),
+            t.devices_described()
+        ),
+    })
 }
 
 /// Bytes for a reader: "1.09 GB" (decimal units, as the bandwidth columns).

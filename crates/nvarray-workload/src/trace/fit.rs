@@ -55,7 +55,8 @@ pub struct Geometry {
     pub max_transfer_bytes: u32,
 }
 
-/// Fits raw requests to a device, one at a time, into at most `pieces` requests each.
+/// Fits raw requests to a device, one at a time, each into pieces handed out one by one: a
+/// request split into many pieces never holds them all in memory.
 #[derive(Clone, Debug)]
 pub(crate) struct Fitter {
     geometry: Geometry,
@@ -73,6 +74,25 @@ pub(crate) struct FittedRequest {
     pub(crate) len_bytes: u32,
 }
 
+/// The pieces of one request still to hand out: `[offset, end)` in the trace's addresses
+/// (after scaling), block-aligned. `u128`, because a request's end rounded up to a block may
+/// be 2^64 itself.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) struct Pieces {
+    op: Direction,
+    offset: u128,
+    end: u128,
+}
+
+/// What fitting makes of one request of the trace.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Fit {
+    /// Its pieces, to hand out with [`Fitter::next_piece`].
+    Pieces(Pieces),
+    /// Longer than the whole device, once aligned: not replayed (counted as skipped).
+    LongerThanDevice,
+}
+
 impl Fitter {
     /// `span_bytes` is the trace's largest end offset (only `Scale` reads it).
     pub(crate) fn new(geometry: Geometry, mode: AddressMode, span_bytes: u64) -> Fitter {
@@ -86,52 +106,76 @@ impl Fitter {
         }
     }
 
-    /// Fits `r` and hands each resulting request to `out`, in address order.
-    pub(crate) fn fit(&mut self, r: &RawRequest, mut out: impl FnMut(FittedRequest)) {
+    /// Aligns and scales `r`, and counts what that changed; its pieces come from `next_piece`.
+    pub(crate) fn fit(&mut self, r: &RawRequest) -> Fit {
         let g = self.geometry;
-        let block = u64::from(g.block_bytes);
-        let mut offset = r.offset_bytes;
-        let mut len = r.len_bytes;
+        let block = u128::from(g.block_bytes);
+        let mut offset = u128::from(r.offset_bytes);
+        let len = u128::from(r.len_bytes);
         if self.mode == AddressMode::Scale && self.span_bytes > g.capacity_bytes {
             // Whole request scaled, so its pieces stay together.
-            offset = (u128::from(offset) * u128::from(g.capacity_bytes)
-                / u128::from(self.span_bytes)) as u64;
+            offset = offset * u128::from(g.capacity_bytes) / u128::from(self.span_bytes);
+        }
+        // Masks, not divisions: the block is a power of two, and a u128 division is slow.
+        let start = offset & !(block - 1);
+        // Every request covers at least one block; the end may reach 2^64 itself.
+        let end = ((offset + len + block - 1) & !(block - 1)).max(start + block);
+        if end - start > u128::from(g.capacity_bytes) {
+            return Fit::LongerThanDevice;
+        }
+        if offset != u128::from(r.offset_bytes) {
             self.counts.moved += 1;
         }
-        let start = offset / block * block;
-        let end = (offset.saturating_add(len)).div_ceil(block) * block;
         if start != offset || end - start != len {
             self.counts.aligned += 1;
         }
-        offset = start;
-        len = (end - start).max(block);
-        let max = u64::from(g.max_transfer_bytes) / block * block;
-        if len > max {
+        // Both at most the capacity, a u64.
+        let (aligned_len, max) = ((end - start) as u64, self.max_piece());
+        if aligned_len > max {
             self.counts.split += 1;
-            self.counts.split_added += len.div_ceil(max) - 1;
+            self.counts.split_added += aligned_len.div_ceil(max) - 1;
         }
-        while len > 0 {
-            let piece = len.min(max);
-            let mut at = offset;
-            if at.saturating_add(piece) > g.capacity_bytes {
-                if self.mode == AddressMode::Wrap && at >= g.capacity_bytes {
-                    at %= g.capacity_bytes;
-                    at = at / block * block;
-                    self.counts.moved += 1;
-                }
-                if at + piece > g.capacity_bytes {
-                    at = g.capacity_bytes - piece;
-                    self.counts.clamped += 1;
-                }
+        Fit::Pieces(Pieces {
+            op: r.op,
+            offset: start,
+            end,
+        })
+    }
+
+    /// The largest piece: the device's largest transfer, in whole blocks.
+    fn max_piece(&self) -> u64 {
+        let block = u64::from(self.geometry.block_bytes);
+        (u64::from(self.geometry.max_transfer_bytes) & !(block - 1)).max(block)
+    }
+
+    /// The next piece of `p` brought inside the device (`None` when it has none left),
+    /// counting the pieces moved (wrapped) and clamped.
+    pub(crate) fn next_piece(&mut self, p: &mut Pieces) -> Option<FittedRequest> {
+        if p.offset >= p.end {
+            return None;
+        }
+        let g = self.geometry;
+        let capacity = u128::from(g.capacity_bytes);
+        let block = u128::from(g.block_bytes);
+        let piece = (p.end - p.offset).min(u128::from(self.max_piece()));
+        let mut at = p.offset;
+        if at + piece > capacity {
+            if self.mode == AddressMode::Wrap && at >= capacity {
+                at = at % capacity / block * block;
+                self.counts.moved += 1;
             }
-            out(FittedRequest {
-                op: r.op,
-                offset_bytes: at,
-                len_bytes: piece as u32,
-            });
-            offset = offset.saturating_add(piece);
-            len -= piece;
+            if at + piece > capacity {
+                at = capacity - piece;
+                self.counts.clamped += 1;
+            }
         }
+        p.offset += piece;
+        // `at + piece <= capacity <= u64::MAX` and `piece <= max_transfer_bytes`.
+        Some(FittedRequest {
+            op: p.op,
+            offset_bytes: at as u64,
+            len_bytes: piece as u32,
+        })
     }
 }
 
@@ -153,7 +197,12 @@ mod tests {
             offset_bytes,
             len_bytes,
         };
-        f.fit(&r, |p| v.push((p.offset_bytes, p.len_bytes)));
+        let Fit::Pieces(mut pieces) = f.fit(&r) else {
+            return v;
+        };
+        while let Some(p) = f.next_piece(&mut pieces) {
+            v.push((p.offset_bytes, p.len_bytes));
+        }
         v
     }
 
@@ -216,5 +265,45 @@ mod tests {
         let mut small = Fitter::new(G, AddressMode::Scale, 1 << 19);
         assert_eq!(fit(&mut small, 4096, 4096), [(4096, 4096)]);
         assert_eq!(small.counts.moved, 0);
+    }
+
+    #[test]
+    fn ends_near_2_64_are_fitted_without_overflow_and_longer_than_the_device_is_refused() {
+        // (offset, length) -> the pieces, or `None`: longer than the device, not replayed.
+        type Case = (u64, u64, Option<Vec<(u64, u32)>>);
+        let cases: [Case; 6] = [
+            // The case: a length whose end rounds up to 2^64 once aligned.
+            (0, u64::MAX - 616, None),
+            (0, u64::MAX, None),
+            (1, 1 << 20, None),
+            (
+                0,
+                1 << 20,
+                Some((0..8).map(|i| (i << 17, 128 << 10)).collect()),
+            ),
+            // Its end rounds up to 2^64 exactly; wrapped to the device's last block.
+            (u64::MAX - 511, 511, Some(vec![((1 << 20) - 512, 512)])),
+            (u64::MAX - 1, 1, Some(vec![((1 << 20) - 512, 512)])),
+        ];
+        for (offset, len, expected) in cases {
+            let mut f = Fitter::new(G, AddressMode::Wrap, 0);
+            let r = RawRequest {
+                time_ns: 0,
+                op: Direction::Write,
+                offset_bytes: offset,
+                len_bytes: len,
+            };
+            let got = match f.fit(&r) {
+                Fit::LongerThanDevice => None,
+                Fit::Pieces(mut p) => {
+                    let mut v = Vec::new();
+                    while let Some(piece) = f.next_piece(&mut p) {
+                        v.push((piece.offset_bytes, piece.len_bytes));
+                    }
+                    Some(v)
+                }
+            };
+            assert_eq!(got, expected, "offset {offset} length {len}");
+        }
     }
 }

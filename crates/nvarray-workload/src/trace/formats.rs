@@ -1,8 +1,11 @@
 //! One line of each trace format, parsed. Each parser reads a line into a [`Line`]: a request
 //! (time, direction, byte offset and length as the trace gives them), something the replay
 //! skips and counts (a trim, a flush, a file action, a block-layer event other than a queued
-//! request), or the end of the requests (blkparse's closing summary). A line that fits none is
-//! an error whose text says what the format expects there.
+//! request), or the end of the requests (blkparse's closing summary); and the device or file
+//! the line is about, when the format names one ([`DeviceName`]). A line that fits none is an
+//! error whose text says what the format expects there. A number the line gives that would
+//! overflow 64 bits once in bytes or nanoseconds is such an error too, never a wrapped or
+//! saturated value.
 
 use crate::spec::Direction;
 use crate::trace::by_name;
@@ -89,7 +92,7 @@ impl TraceFormat {
             .find(|&f| {
                 matches!(
                     parse_line(f, line, &mut LineState::default()),
-                    Ok(Line::Request(_))
+                    Ok((Line::Request(_), _))
                 )
             })
     }
@@ -135,7 +138,58 @@ pub(crate) enum Skipped {
     /// Not a request: a file action (add, open, close), or a block-layer event other than a
     /// queued request (issue, complete, merge, remap, plug, a message).
     Other,
+    /// A line of a device or file other than the one replayed (`--trace-device`).
+    OtherDevice,
+    /// A request longer than the whole device once aligned to its blocks.
+    LongerThanDevice,
 }
+
+/// The device or file a line of the trace is about, as the trace names it: blkparse's
+/// `MAJ,MIN`, an iolog's file name, MSR-Cambridge's `Hostname,DiskNumber`, the FIU traces'
+/// `MAJOR,MINOR` (when the line has them). Borrowed from the line: a trace has millions.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) struct DeviceName<'a> {
+    first: &'a str,
+    /// The second part of a name in two fields (MSR's disk number, FIU's minor), or "".
+    second: &'a str,
+}
+
+impl<'a> DeviceName<'a> {
+    fn one(name: &'a str) -> Option<DeviceName<'a>> {
+        Some(DeviceName {
+            first: name,
+            second: "",
+        })
+    }
+
+    fn two(first: &'a str, second: &'a str) -> Option<DeviceName<'a>> {
+        Some(DeviceName { first, second })
+    }
+
+    /// Whether this is the device `name` (as [`DeviceName::to_string`] spells it).
+    pub(crate) fn is(&self, name: &str) -> bool {
+        if self.second.is_empty() {
+            return name == self.first;
+        }
+        name.len() == self.first.len() + 1 + self.second.len()
+            && name.starts_with(self.first)
+            && name[self.first.len()..].starts_with(',')
+            && name.ends_with(self.second)
+    }
+}
+
+impl std::fmt::Display for DeviceName<'_> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        if self.second.is_empty() {
+            f.write_str(self.first)
+        } else {
+            write!(f, "{},{}", self.first, self.second)
+        }
+    }
+}
+
+/// A parsed line and the device it names, if any.
+pub(crate) type Parsed<'a> = (Line, Option<DeviceName<'a>>);
 
 /// What a parser carries from one line to the next (fio iolog v2's clock is the sum of its
 /// waits).
@@ -149,14 +203,14 @@ const SECTOR_BYTES: u64 = 512;
 
 /// Parses one line of `format`. `Err` says what the format expects, without the line number
 /// (the reader adds it).
-pub(crate) fn parse_line(
+pub(crate) fn parse_line<'a>(
     format: TraceFormat,
-    line: &str,
+    line: &'a str,
     state: &mut LineState,
-) -> Result<Line, String> {
+) -> Result<Parsed<'a>, String> {
     let line = line.trim();
     if line.is_empty() || line.starts_with('#') {
-        return Ok(Line::Nothing);
+        return Ok((Line::Nothing, None));
     }
     match format {
         TraceFormat::Blkparse => blkparse(line),
@@ -215,12 +269,12 @@ fn check_fields(
     Err(format!("{found} fields, not {wanted}; {layout}"))
 }
 
-fn blkparse(line: &str) -> Result<Line, String> {
+fn blkparse(line: &str) -> Result<Parsed<'_>, String> {
     const LAYOUT: &str = "expected blkparse's default layout: MAJ,MIN CPU SEQ SECONDS.NANOSECONDS \
                           PID ACTION RWBS SECTOR + SECTORS [PROCESS]";
     // The summary blkparse prints after the events: "CPU0 (8,0):", "Total (8,0):".
     if line.starts_with("CPU") || line.starts_with("Total (") {
-        return Ok(Line::End);
+        return Ok((Line::End, None));
     }
     let mut f = line.split_whitespace();
     let device = f.next().unwrap_or_default();
@@ -230,6 +284,7 @@ fn blkparse(line: &str) -> Result<Line, String> {
     {
         return Err(format!("device '{device}' is not MAJ,MIN; {LAYOUT}"));
     }
+    let name = DeviceName::one(device);
     number(f.next(), "CPU", LAYOUT)?;
     number(f.next(), "sequence number", LAYOUT)?;
     let time = f.next().ok_or_else(|| format!("missing time; {LAYOUT}"))?;
@@ -240,11 +295,11 @@ fn blkparse(line: &str) -> Result<Line, String> {
         .next()
         .ok_or_else(|| format!("missing action; {LAYOUT}"))?;
     if action != "Q" {
-        return Ok(Line::Skip(Skipped::Other));
+        return Ok((Line::Skip(Skipped::Other), name));
     }
     let rwbs = f.next().ok_or_else(|| format!("missing RWBS; {LAYOUT}"))?;
     if rwbs.contains('D') {
-        return Ok(Line::Skip(Skipped::Trim));
+        return Ok((Line::Skip(Skipped::Trim), name));
     }
     let op = if rwbs.contains('W') {
         Direction::Write
@@ -252,7 +307,7 @@ fn blkparse(line: &str) -> Result<Line, String> {
         Direction::Read
     } else if rwbs.contains('F') || rwbs.contains('N') {
         // A flush alone ("F", "FN") or a request without data ("N").
-        return Ok(Line::Skip(Skipped::Flush));
+        return Ok((Line::Skip(Skipped::Flush), name));
     } else {
         return Err(format!("RWBS '{rwbs}' has none of R, W, D, F, N; {LAYOUT}"));
     };
@@ -261,7 +316,7 @@ fn blkparse(line: &str) -> Result<Line, String> {
         return Err(format!("expected '+' after the sector; {LAYOUT}"));
     }
     let sectors = number(f.next(), "sector count", LAYOUT)?;
-    request(time_ns, op, sector, sectors, SECTOR_BYTES)
+    Ok((request(time_ns, op, sector, sectors, SECTOR_BYTES)?, name))
 }
 
 /// `SECONDS.FRACTION` (up to nine digits) to nanoseconds.
@@ -300,14 +355,14 @@ fn request(time_ns: u64, op: Direction, at: u64, len: u64, unit: u64) -> Result<
     }))
 }
 
-fn iolog(line: &str, v3: bool, state: &mut LineState) -> Result<Line, String> {
+fn iolog<'a>(line: &'a str, v3: bool, state: &mut LineState) -> Result<Parsed<'a>, String> {
     let layout = if v3 {
         "expected fio iolog v3: MICROSECONDS FILENAME ACTION [OFFSET LENGTH]"
     } else {
         "expected fio iolog v2: FILENAME ACTION [OFFSET LENGTH]"
     };
     if line == IOLOG_V2_HEADER || line == IOLOG_V3_HEADER {
-        return Ok(Line::Nothing);
+        return Ok((Line::Nothing, None));
     }
     let mut f = line.split_whitespace();
     let time_ns = if v3 {
@@ -317,27 +372,35 @@ fn iolog(line: &str, v3: bool, state: &mut LineState) -> Result<Line, String> {
     } else {
         state.iolog_v2_clock_ns
     };
-    let _file = f
+    let file = f
         .next()
         .ok_or_else(|| format!("missing file name; {layout}"))?;
+    let name = DeviceName::one(file);
     let action = f
         .next()
         .ok_or_else(|| format!("missing action; {layout}"))?;
     let op = match action {
         "read" => Direction::Read,
         "write" => Direction::Write,
-        "add" | "open" | "close" => return Ok(Line::Skip(Skipped::Other)),
-        "sync" | "datasync" => return Ok(Line::Skip(Skipped::Flush)),
-        "trim" => return Ok(Line::Skip(Skipped::Trim)),
+        "add" | "open" | "close" => return Ok((Line::Skip(Skipped::Other), name)),
+        "sync" | "datasync" => return Ok((Line::Skip(Skipped::Flush), name)),
+        "trim" => return Ok((Line::Skip(Skipped::Trim), name)),
         "wait" if !v3 => {
             // "Wait for OFFSET microseconds. Everything below 100 is discarded" (fio's HOWTO).
             let us = number(f.next(), "wait time", layout)?;
             if us >= 100 {
-                state.iolog_v2_clock_ns = state
-                    .iolog_v2_clock_ns
-                    .saturating_add(us.saturating_mul(1_000));
+                state.iolog_v2_clock_ns = us
+                    .checked_mul(1_000)
+                    .and_then(|ns| state.iolog_v2_clock_ns.checked_add(ns))
+                    .ok_or_else(|| {
+                        format!(
+                            "wait {us} us takes the trace's clock past 2^64 ns (584 years) \
+                             after {} ns of waits; {layout}",
+                            state.iolog_v2_clock_ns
+                        )
+                    })?;
             }
-            return Ok(Line::Nothing);
+            return Ok((Line::Nothing, name));
         }
         other => {
             return Err(format!(
@@ -348,14 +411,17 @@ fn iolog(line: &str, v3: bool, state: &mut LineState) -> Result<Line, String> {
     };
     let offset = number(f.next(), "offset", layout)?;
     let len = number(f.next(), "length", layout)?;
-    request(time_ns, op, offset, len, 1)
+    Ok((request(time_ns, op, offset, len, 1)?, name))
 }
 
-fn msr(line: &str) -> Result<Line, String> {
+fn msr(line: &str) -> Result<Parsed<'_>, String> {
     const LAYOUT: &str =
         "expected MSR-Cambridge CSV: Timestamp,Hostname,DiskNumber,Type,Offset,Size,ResponseTime";
-    if line.to_ascii_lowercase().starts_with("timestamp,") {
-        return Ok(Line::Nothing);
+    if line
+        .get(..10)
+        .is_some_and(|head| head.eq_ignore_ascii_case("timestamp,"))
+    {
+        return Ok((Line::Nothing, None));
     }
     let (f, count) = fields::<7>(line.split(','));
     check_fields(count, 7..=7, LAYOUT)?;
@@ -368,10 +434,16 @@ fn msr(line: &str) -> Result<Line, String> {
     let offset = number(Some(f[4]), "offset", LAYOUT)?;
     let len = number(Some(f[5]), "size", LAYOUT)?;
     // Windows filetime: 100 ns units.
-    request(ticks.saturating_mul(100), op, offset, len, 1)
+    let time_ns = ticks
+        .checked_mul(100)
+        .ok_or_else(|| format!("timestamp {ticks} x 100 ns overflows 64 bits; {LAYOUT}"))?;
+    Ok((
+        request(time_ns, op, offset, len, 1)?,
+        DeviceName::two(f[1], f[2]),
+    ))
 }
 
-fn fiu(line: &str) -> Result<Line, String> {
+fn fiu(line: &str) -> Result<Parsed<'_>, String> {
     const LAYOUT: &str = "expected SNIA/FIU text: NANOSECONDS PID PROCESS LBA SECTORS R|W \
                           [MAJOR MINOR [HASH]]";
     let (f, count) = fields::<9>(line.split_whitespace());
@@ -385,13 +457,19 @@ fn fiu(line: &str) -> Result<Line, String> {
         "W" | "w" => Direction::Write,
         other => return Err(format!("direction '{other}' is not R or W; {LAYOUT}")),
     };
-    request(time_ns, op, lba, sectors, SECTOR_BYTES)
+    // MAJOR MINOR, when the line has them, name the device.
+    let name = if count >= 8 {
+        DeviceName::two(f[6], f[7])
+    } else {
+        None
+    };
+    Ok((request(time_ns, op, lba, sectors, SECTOR_BYTES)?, name))
 }
 
-fn csv(line: &str) -> Result<Line, String> {
+fn csv(line: &str) -> Result<Parsed<'_>, String> {
     const LAYOUT: &str = "expected nvarray CSV: time_ns,op,offset_bytes,len_bytes (op R or W)";
     if line.eq_ignore_ascii_case(CSV_HEADER) {
-        return Ok(Line::Nothing);
+        return Ok((Line::Nothing, None));
     }
     let (f, count) = fields::<4>(line.split(','));
     check_fields(count, 4..=4, LAYOUT)?;
@@ -403,7 +481,8 @@ fn csv(line: &str) -> Result<Line, String> {
     };
     let offset = number(Some(f[2]), "offset_bytes", LAYOUT)?;
     let len = number(Some(f[3]), "len_bytes", LAYOUT)?;
-    request(time_ns, op, offset, len, 1)
+    // The format names no device: every request is of the one device.
+    Ok((request(time_ns, op, offset, len, 1)?, None))
 }
 
 #[cfg(test)]
@@ -411,7 +490,7 @@ mod tests {
     use super::*;
 
     fn one(format: TraceFormat, line: &str) -> Result<Line, String> {
-        parse_line(format, line, &mut LineState::default())
+        parse_line(format, line, &mut LineState::default()).map(|(l, _)| l)
     }
 
     fn req(time_ns: u64, op: Direction, offset_bytes: u64, len_bytes: u64) -> Line {
@@ -478,7 +557,7 @@ mod tests {
     fn iolog_v2_times_are_the_sum_of_its_waits_and_v3_times_are_microseconds() {
         let mut state = LineState::default();
         let v2 = TraceFormat::IologV2;
-        let mut line = |l: &str| parse_line(v2, l, &mut state);
+        let mut line = |l: &str| parse_line(v2, l, &mut state).map(|(l, _)| l);
         assert_eq!(line(IOLOG_V2_HEADER), Ok(Line::Nothing));
         assert_eq!(line("/dev/sda add"), Ok(Line::Skip(Skipped::Other)));
         assert_eq!(
@@ -593,5 +672,112 @@ mod tests {
             assert_eq!(TraceFormat::from_name(name), Some(f));
             assert_eq!(f.name(), name);
         }
+    }
+
+    /// Checks, line by line, the device each format's line names (`None`: none).
+    fn check_devices(format: TraceFormat, cases: &[(&str, Option<&str>)]) {
+        for &(line, expected) in cases {
+            let (_, device) = parse_line(format, line, &mut LineState::default())
+                .unwrap_or_else(|e| panic!("{line}: {e}"));
+            assert_eq!(
+                device.map(|d| d.to_string()).as_deref(),
+                expected,
+                "{format:?}: {line}"
+            );
+            if let (Some(d), Some(name)) = (device, expected) {
+                assert!(d.is(name), "{name}");
+                assert!(!d.is(&format!("{name}0")) && !d.is("8,1"), "{name}");
+            }
+        }
+    }
+
+    #[test]
+    fn each_line_names_the_device_or_file_it_is_about() {
+        check_devices(
+            TraceFormat::Blkparse,
+            &[
+                (
+                    "  8,16   0   12   1.25  4162  Q  RS 16 + 256 [fio]",
+                    Some("8,16"),
+                ),
+                ("  8,0    1    6   0.6    100  Q  FN [kworker]", Some("8,0")),
+                ("CPU0 (8,0):", None),
+            ],
+        );
+        check_devices(
+            TraceFormat::IologV2,
+            &[
+                ("/tmp/j.0.1 read 0 4096", Some("/tmp/j.0.1")),
+                ("/tmp/j.0.0 wait 250 0", Some("/tmp/j.0.0")),
+                (IOLOG_V2_HEADER, None),
+            ],
+        );
+        check_devices(
+            TraceFormat::IologV3,
+            &[("5 /dev/sdb write 0 512", Some("/dev/sdb"))],
+        );
+        check_devices(
+            TraceFormat::Msr,
+            &[
+                ("128166372003061629,hm,1,Read,0,4096,1061", Some("hm,1")),
+                (
+                    "Timestamp,Hostname,DiskNumber,Type,Offset,Size,ResponseTime",
+                    None,
+                ),
+            ],
+        );
+        check_devices(
+            TraceFormat::Fiu,
+            &[
+                ("5 1 cat 2 1 R 8 16 c1cba2e6", Some("8,16")),
+                ("5 1 cat 2 1 R", None),
+            ],
+        );
+        check_devices(TraceFormat::Csv, &[("0,R,0,512", None)]);
+    }
+
+    /// Checks that each line is refused with an error containing `expected`.
+    fn check_refused(format: TraceFormat, cases: &[(&str, &str)]) {
+        let mut state = LineState::default();
+        for &(line, expected) in cases {
+            let e = parse_line(format, line, &mut state).unwrap_err();
+            assert!(e.contains(expected), "{line}: {e}");
+        }
+    }
+
+    #[test]
+    fn times_and_offsets_past_64_bits_are_errors_not_wrapped_or_saturated() {
+        check_refused(
+            TraceFormat::Msr,
+            &[(
+                "184467440737095517,hm,0,Read,0,4096,1",
+                "timestamp 184467440737095517 x 100 ns overflows",
+            )],
+        );
+        // The second wait takes the clock past 2^64 ns.
+        let mut state = LineState::default();
+        let v2 = TraceFormat::IologV2;
+        assert!(parse_line(v2, "/f wait 18446744073709551 0", &mut state).is_ok());
+        let e = parse_line(v2, "/f wait 18446744073709551 0", &mut state).unwrap_err();
+        assert!(e.contains("past 2^64 ns"), "{e}");
+        check_refused(
+            TraceFormat::IologV3,
+            &[("18446744073709552 /f read 0 1", "overflows")],
+        );
+        check_refused(
+            TraceFormat::Blkparse,
+            &[(
+                "8,0 0 1 18446744074.0 1 Q R 0 + 8",
+                "not SECONDS.NANOSECONDS",
+            )],
+        );
+        check_refused(
+            TraceFormat::Fiu,
+            &[("0 1 p 36028797018963968 1 R", "overflows 64 bits")],
+        );
+        check_refused(
+            TraceFormat::Csv,
+            &[("0,R,18446744073709551615,1", "overflows 64 bits")],
+        );
     }
 }

@@ -16,6 +16,7 @@ fn spec(format: Option<TraceFormat>, mode: ReplayMode, speed: f64) -> TraceSpec 
         mode,
         speed,
         address: AddressMode::Wrap,
+        device: None,
     }
 }
 
@@ -123,7 +124,9 @@ fn every_format_gives_the_same_requests_at_the_same_times() {
             );
             assert_eq!(report.duration_ns, 2_000_000_000, "{name}");
             assert!((report.read_fraction - 2.0 / 3.0).abs() < 1e-12);
-            assert_eq!(report.footprint_bytes, 4096 + 4096 + 65_536, "{name}");
+            // Exactly the bytes touched: the 512-byte write counts 512 bytes, not a granule.
+            assert_eq!(report.footprint_bytes, 4096 + 512 + 65_536, "{name}");
+            assert!(report.footprint_exact, "{name}");
             assert!(!report.stopped_early);
         }
     }
@@ -284,7 +287,7 @@ fn the_span_is_the_largest_end_and_scaling_uses_it() {
         (4u64 << 30) - 4096
     );
     let reader = Box::new(std::io::Cursor::new(text.as_bytes().to_vec()));
-    let span = trace_span("t", reader, None).unwrap();
+    let span = trace_span("t", reader, &spec(None, ReplayMode::AsFast, 1.0)).unwrap();
     assert_eq!(span, 4 << 30);
     let mut s = spec(None, ReplayMode::AsFast, 1.0);
     s.address = AddressMode::Scale;
@@ -293,4 +296,331 @@ fn the_span_is_the_largest_end_and_scaling_uses_it() {
     f.next_request().unwrap();
     let last = f.next_request().unwrap().unwrap();
     assert_eq!(last.request.offset_bytes, (1 << 30) - 4096);
+}
+
+/// Every request of `text` replayed `loops` times (reopening the text for each pass), and
+/// the feed's report.
+fn replay_loops(
+    text: &str,
+    spec: &TraceSpec,
+    loops: Loops,
+) -> Result<(Vec<Replayed>, TraceReport), TraceError> {
+    let bytes = text.as_bytes().to_vec();
+    let again = bytes.clone();
+    let reopen: Reopen = Box::new(move || {
+        Ok(Box::new(std::io::Cursor::new(again.clone())) as Box<dyn BufRead + Send>)
+    });
+    let mut f = TraceFeed::new(
+        "t",
+        Box::new(std::io::Cursor::new(bytes)),
+        spec,
+        GEOMETRY,
+        0,
+    )?
+    .with_loops(loops, reopen);
+    let mut out = Vec::new();
+    // Bounded, for `UntilStopped`: the caller's runtime would stop it.
+    while let Some(t) = f.next_request()? {
+        out.push((
+            t.due_ns,
+            t.request.op,
+            t.request.offset_bytes,
+            t.request.len_bytes,
+        ));
+        if out.len() == 100 {
+            break;
+        }
+    }
+    Ok((out, f.finish(0)?))
+}
+
+#[test]
+fn loops_replay_the_trace_from_its_start_with_times_continuing() {
+    let text = format!("{CSV_HEADER}\n1000,R,0,512\n1500,W,4096,512\n3000,R,8192,512\n");
+    let (r, report) = replay_loops(
+        &text,
+        &spec(None, ReplayMode::Timestamps, 1.0),
+        Loops::Count(3),
+    )
+    .unwrap();
+    assert_eq!(
+        r.iter().map(|r| (r.0, r.2)).collect::<Vec<_>>(),
+        [
+            (0, 0),
+            (500, 4096),
+            (2000, 8192),
+            // The second pass starts where the first ended, at its last due time.
+            (2000, 0),
+            (2500, 4096),
+            (4000, 8192),
+            (4000, 0),
+            (4500, 4096),
+            (6000, 8192)
+        ]
+    );
+    // The trace's own counts are of one pass; the replay's of all three.
+    assert_eq!((report.requests, report.lines, report.replayed), (3, 4, 9));
+    assert_eq!((report.loops, report.passes), (Some(3), 3));
+    assert_eq!(report.duration_ns, 2000);
+    assert!(!report.stopped_early);
+    // Twice as fast, the passes too.
+    let (fast, _) = replay_loops(
+        &text,
+        &spec(None, ReplayMode::Timestamps, 2.0),
+        Loops::Count(2),
+    )
+    .unwrap();
+    assert_eq!(
+        fast.iter().map(|r| r.0).collect::<Vec<_>>(),
+        [0, 250, 1000, 1000, 1250, 2000]
+    );
+    // Until stopped: pass after pass (the caller stops at 100 here).
+    let (endless, report) = replay_loops(
+        &text,
+        &spec(None, ReplayMode::AsFast, 1.0),
+        Loops::UntilStopped,
+    )
+    .unwrap();
+    assert_eq!(endless.len(), 100);
+    assert_eq!((report.loops, report.passes), (None, 34));
+    assert!(report.stopped_early);
+    // A trace whose passes replay nothing ends (no endless loop) and is refused as empty.
+    let none = format!("{CSV_HEADER}\n0,R,0,0\n");
+    let e = replay_loops(
+        &none,
+        &spec(None, ReplayMode::AsFast, 1.0),
+        Loops::UntilStopped,
+    )
+    .unwrap_err();
+    assert!(e.to_string().contains("no requests"), "{e}");
+}
+
+/// The same four requests of two devices, in each format that names devices: the first and
+/// third of device `a`, the second and fourth of device `b`.
+fn two_devices() -> [(TraceFormat, String, &'static str, &'static str); 4] {
+    [
+        (
+            TraceFormat::Blkparse,
+            "8,0 0 1 0.000001 1 Q R 0 + 8\n8,16 0 2 0.000002 1 Q W 8 + 8\n\
+             8,0 0 3 0.000003 1 Q R 16 + 8\n8,16 0 4 0.000004 1 Q W 24 + 8\n"
+                .to_string(),
+            "8,0",
+            "8,16",
+        ),
+        (
+            TraceFormat::IologV3,
+            "fio version 3 iolog\n1 /f.0 add\n1 /f.1 add\n1 /f.0 read 0 4096\n\
+             2 /f.1 write 4096 4096\n3 /f.0 read 8192 4096\n4 /f.1 write 12288 4096\n"
+                .to_string(),
+            "/f.0",
+            "/f.1",
+        ),
+        (
+            TraceFormat::Msr,
+            "10,hm,0,Read,0,4096,1\n20,hm,1,Write,4096,4096,1\n\
+             30,hm,0,Read,8192,4096,1\n40,hm,1,Write,12288,4096,1\n"
+                .to_string(),
+            "hm,0",
+            "hm,1",
+        ),
+        (
+            TraceFormat::Fiu,
+            "1000 1 p 0 8 R 8 0\n2000 1 p 8 8 W 8 16\n3000 1 p 16 8 R 8 0\n4000 1 p 24 8 W 8 16\n"
+                .to_string(),
+            "8,0",
+            "8,16",
+        ),
+    ]
+}
+
+#[test]
+fn the_devices_of_a_trace_are_counted_and_one_can_be_picked() {
+    for (format, text, a, b) in two_devices() {
+        let (all, report) = replay(&text, &spec(None, ReplayMode::AsFast, 1.0)).unwrap();
+        assert_eq!(all.len(), 4, "{format:?}");
+        assert_eq!(
+            report
+                .devices
+                .iter()
+                .map(|d| (d.name.as_str(), d.requests))
+                .collect::<Vec<_>>(),
+            [(a, 2), (b, 2)],
+            "{format:?}"
+        );
+        assert_eq!(report.device, None);
+        let mut only_b = spec(None, ReplayMode::AsFast, 1.0);
+        only_b.device = Some(b.to_string());
+        let (picked, report) = replay(&text, &only_b).unwrap();
+        assert_eq!(
+            picked.iter().map(|r| (r.1, r.2)).collect::<Vec<_>>(),
+            [(W, 4096), (W, 12288)],
+            "{format:?}"
+        );
+        assert_eq!(
+            (report.requests, report.writes, report.skipped.other_device),
+            (2, 2, 2 + u64::from(format == TraceFormat::IologV3)),
+            "{format:?}: the other file's add line too"
+        );
+        assert_eq!(report.devices.len(), 2, "{format:?}: all still listed");
+        // For --trace-address scale, the span is the picked device's.
+        let span = |spec: &TraceSpec| {
+            let reader = Box::new(std::io::Cursor::new(text.as_bytes().to_vec()));
+            trace_span("t", reader, spec).unwrap()
+        };
+        let mut only_a = spec(None, ReplayMode::AsFast, 1.0);
+        only_a.device = Some(a.to_string());
+        assert_eq!(
+            (span(&only_a), span(&only_b)),
+            (12_288, 16_384),
+            "{format:?}"
+        );
+        let mut missing = spec(None, ReplayMode::AsFast, 1.0);
+        missing.device = Some("9,9".to_string());
+        let e = replay(&text, &missing).unwrap_err().to_string();
+        assert!(
+            e.contains("no requests of --trace-device 9,9")
+                && e.contains(&format!("{a} (2 requests), {b} (2 requests)")),
+            "{format:?}: {e}"
+        );
+    }
+    // A format without device names lists none.
+    let (_, csv) = replay(
+        &the_same_trace_in(TraceFormat::Csv),
+        &spec(None, ReplayMode::AsFast, 1.0),
+    )
+    .unwrap();
+    assert!(csv.devices.is_empty());
+}
+
+#[test]
+fn devices_past_the_listed_bound_are_counted_together() {
+    let mut text = String::from("fio version 3 iolog\n");
+    for i in 0..DEVICES_LISTED_MAX + 10 {
+        text += &format!("{i} /f.{i} read 0 512\n");
+    }
+    let (_, report) = replay(&text, &spec(None, ReplayMode::AsFast, 1.0)).unwrap();
+    assert_eq!(report.devices.len(), DEVICES_LISTED_MAX);
+    assert_eq!(report.unlisted_device_requests, 10);
+    assert_eq!(report.requests, DEVICES_LISTED_MAX as u64 + 10);
+}
+
+#[test]
+fn overflowing_lengths_and_times_are_counted_skips_or_errors_naming_the_line() {
+    let max = u64::MAX;
+    // (trace lines after the header, Ok(requests replayed, skipped longer than the device)
+    // or Err(what the error says)), replayed at the timestamps.
+    type Case = (String, Result<(usize, u64), &'static str>);
+    let cases: [Case; 5] = [
+        // The issue's case: a length near 2^64, once a 512-byte request and 18 EB read.
+        (format!("0,R,0,{}\n1,R,0,4096\n", max - 616), Ok((1, 1))),
+        (format!("0,W,{},1\n", max - 1), Ok((1, 0))),
+        (
+            format!("0,R,0,512\n{max},R,0,512\n"),
+            Err("t line 3: due 18446744073709551615 ns after the trace's first request"),
+        ),
+        (
+            format!("0,R,0,512\n{},R,0,512\n", (1u64 << 62) + 1),
+            Err("past the latest a request may be due"),
+        ),
+        (format!("0,R,0,{max}\n"), Err("no requests in it")),
+    ];
+    for (lines, expected) in cases {
+        let text = format!("{CSV_HEADER}\n{lines}");
+        let got = replay(&text, &spec(None, ReplayMode::Timestamps, 1.0));
+        match (got, expected) {
+            (Ok((r, report)), Ok((replayed, too_long))) => {
+                assert_eq!(
+                    (r.len(), report.skipped.longer_than_device),
+                    (replayed, too_long),
+                    "{lines}"
+                );
+                assert!(report.read_bytes + report.write_bytes <= 1 << 30, "{lines}");
+            }
+            (Err(e), Err(says)) => assert!(e.to_string().contains(says), "{lines}: {e}"),
+            (got, _) => panic!("{lines}: {:?}", got.map(|(r, _)| r)),
+        }
+    }
+    // As fast as possible, the times are not used: no error.
+    let text = format!("{CSV_HEADER}\n0,R,0,512\n{max},R,0,512\n");
+    assert!(replay(&text, &spec(None, ReplayMode::AsFast, 1.0)).is_ok());
+    // A slow replay speed multiplies the times past the bound.
+    let text = format!("{CSV_HEADER}\n0,R,0,512\n{},R,0,512\n", 1u64 << 60);
+    let e = replay(&text, &spec(None, ReplayMode::Timestamps, 0.01)).unwrap_err();
+    assert!(e.to_string().contains("at --replay-speed 0.01"), "{e}");
+}
+
+#[test]
+fn the_footprint_is_exact_distinct_bytes() {
+    // 512-byte requests 64 KiB apart, one repeated, and two overlapping 4 KiB ones.
+    let mut text = format!("{CSV_HEADER}\n");
+    for i in 0..100u64 {
+        text += &format!("{i},R,{},512\n", i << 16);
+    }
+    text += "200,W,0,512\n300,W,1048576,4096\n301,W,1050624,4096\n";
+    let (_, report) = replay(&text, &spec(None, ReplayMode::AsFast, 1.0)).unwrap();
+    // 100 x 512, and 6 KiB from the two 4 KiB writes (the first overlaps request 16's block).
+    assert_eq!(report.footprint_bytes, 100 * 512 + 6144 - 512);
+    assert!(report.footprint_exact);
+    assert_eq!(report.footprint_granule_bytes, 512);
+}
+
+#[test]
+fn a_byte_order_mark_is_skipped_and_invisible_characters_are_shown_escaped() {
+    let bom = format!("\u{feff}{CSV_HEADER}\n0,R,0,512\n");
+    let (r, report) = replay(&bom, &spec(None, ReplayMode::AsFast, 1.0)).unwrap();
+    assert_eq!((r.len(), report.format), (1, TraceFormat::Csv));
+    let bom_msr = "\u{feff}10,hm,0,Read,0,4096,1\n";
+    let (_, report) = replay(bom_msr, &spec(None, ReplayMode::AsFast, 1.0)).unwrap();
+    assert_eq!(report.format, TraceFormat::Msr);
+    // (text, what its error shows)
+    let cases = [
+        ("\u{200b}hello\tthere\n", "'\\u{200b}hello\\tthere'"),
+        (
+            "time_ns,op,offset_bytes,len_bytes\n0,\u{feff}R,0,512\n",
+            "op '\\u{feff}R' is not R or W",
+        ),
+        (
+            "time_ns,op,offset_bytes,len_bytes\n0,R\u{1b}[31m,0,512\n",
+            "op 'R\\u{1b}[31m'",
+        ),
+    ];
+    for (text, shows) in cases {
+        let e = replay(text, &spec(None, ReplayMode::AsFast, 1.0))
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains(shows), "{text:?}: {e}");
+        assert!(
+            !e.chars()
+                .any(|c| c.is_control() || c == '\u{feff}' || c == '\u{200b}'),
+            "{e:?}"
+        );
+    }
+    assert_eq!(shown("plain 'quoted' \\ text"), "plain 'quoted' \\ text");
+}
+
+#[test]
+fn keys_a_trace_would_ignore_are_named_with_why() {
+    let check = |pairs: &[(&str, &str)], expected: Option<&str>| {
+        let mut job = JobSpec::default();
+        for (k, v) in pairs {
+            job.set(k, v).unwrap();
+        }
+        assert_eq!(refused_job_key(&job).map(|(k, _)| k), expected, "{pairs:?}");
+    };
+    check(&[], None);
+    check(
+        &[("iodepth", "8"), ("loops", "3"), ("number_ios", "5")],
+        None,
+    );
+    check(&[("rate_iops", "1000")], Some("rate_iops"));
+    check(&[("rate", "1m")], Some("rate"));
+    check(&[("rate_process", "poisson")], Some("rate_process"));
+    check(&[("offset_increment", "1m")], Some("offset_increment"));
+    check(&[("rwmixwrite", "30")], Some("rwmixread"));
+    check(&[("randseed", "7")], Some("randseed"));
+    check(&[("norandommap", "1")], Some("norandommap"));
+    for (key, why) in KEYS_REFUSED {
+        assert_eq!(refused_key(key), Some(why));
+    }
+    assert!(refused_key("iodepth").is_none());
 }

@@ -599,6 +599,7 @@ mod tests {
                 mode: nvarray_workload::trace::ReplayMode::AsFast,
                 speed: 1.0,
                 address: nvarray_workload::trace::AddressMode::Wrap,
+                device: None,
             });
             w
         };
