@@ -278,6 +278,9 @@ fn job_options(j: &JobSpec, trace: Option<&TraceSpec>) -> Map<String, Value> {
         if let Some(format) = t.format {
             m.insert("trace_format".into(), format.name().into());
         }
+        if let Some(device) = &t.device {
+            m.insert("trace_device".into(), device.clone().into());
+        }
         for (key, value) in [
             ("replay_mode", serde_json::to_value(t.mode)),
             ("replay_speed", serde_json::to_value(t.speed)),
