@@ -10,7 +10,7 @@ use rand::rngs::SmallRng;
 use rand::{RngCore, SeedableRng};
 
 use crate::error::WorkloadError;
-use crate::random_map::{RandomMap, RANDOM_MAP_POSITIONS_MAX};
+use crate::random_map::{RandomMap, Shuffle, RANDOM_MAP_POSITIONS_MAX};
 use crate::spec::{
     BlockSize, Direction, Distribution, JobSpec, Request, RwMode, BSSPLIT_ENTRIES_MAX,
 };
@@ -81,10 +81,12 @@ pub struct RequestGen {
 enum Pattern {
     /// Next offset of each direction, relative to the region start, indexed by `Direction as usize`.
     Sequential { cursor_bytes: [u64; 2] },
-    Uniform {
-        /// fio's random map (`None` with `norandommap`).
-        map: Option<RandomMap>,
-    },
+    /// Offsets drawn independently (`norandommap`).
+    Uniform,
+    /// Each position once per pass, in a keyed order: requests of one position each.
+    Shuffled(Shuffle),
+    /// fio's random map: requests of several sizes.
+    Mapped(RandomMap),
     Zipf {
         zipf: ZipfSampler,
         /// Positions where the longest request fits; the ranks are spread over these.
@@ -166,21 +168,27 @@ impl RequestGen {
 
         let pattern = if job.is_random() {
             match job.random_distribution {
-                Distribution::Uniform => Pattern::Uniform {
-                    map: if job.norandommap {
-                        None
-                    } else {
-                        let positions = region_len_bytes / align_bytes;
-                        if positions > RANDOM_MAP_POSITIONS_MAX {
-                            return Err(WorkloadError::RandomMapTooLarge {
-                                job: job.name.clone(),
-                                positions,
-                                positions_max: RANDOM_MAP_POSITIONS_MAX,
-                            });
-                        }
-                        Some(RandomMap::new(positions))
-                    },
-                },
+                Distribution::Uniform if job.norandommap => Pattern::Uniform,
+                Distribution::Uniform
+                    if len_count == 1
+                        && range_steps == 0
+                        && u64::from(lens_bytes[0]) <= align_bytes =>
+                {
+                    // Every request takes one position: a shuffle needs no map.
+                    let seed = stream_seed(job.randseed, &job.name, thread_index);
+                    Pattern::Shuffled(Shuffle::new(slots_by_len[0], splitmix64(seed)))
+                }
+                Distribution::Uniform => {
+                    let positions = region_len_bytes / align_bytes;
+                    if positions > RANDOM_MAP_POSITIONS_MAX {
+                        return Err(WorkloadError::RandomMapTooLarge {
+                            job: job.name.clone(),
+                            positions,
+                            positions_max: RANDOM_MAP_POSITIONS_MAX,
+                        });
+                    }
+                    Pattern::Mapped(RandomMap::new(positions))
+                }
                 Distribution::Zipf { theta } => {
                     let len_bytes_max = u64::from(job.bs.len_bytes_max());
                     let slots = (region_len_bytes - len_bytes_max) / align_bytes + 1;
@@ -279,11 +287,15 @@ impl RequestGen {
                 *cursor += u64::from(len_bytes);
                 offset
             }
-            Pattern::Uniform { map: None } => {
+            Pattern::Uniform => {
                 let slot = below(self.rng.next_u64(), uniform_slots);
                 slot * self.align_bytes
             }
-            Pattern::Uniform { map: Some(map) } => {
+            Pattern::Shuffled(shuffle) => {
+                let rng = &mut self.rng;
+                shuffle.next(|| rng.next_u64()) * self.align_bytes
+            }
+            Pattern::Mapped(map) => {
                 let slot = map.land(below(self.rng.next_u64(), uniform_slots));
                 let wanted = u64::from(len_bytes).div_ceil(self.align_bytes);
                 let taken = map.take(slot, wanted);
@@ -791,15 +803,26 @@ mod tests {
         );
     }
 
-    /// A map that would be too large is refused, naming `norandommap`.
+    /// One size on any device needs no map (a shuffle of its positions); several sizes keep
+    /// one, and one that would be too large is refused, naming `norandommap`.
     #[test]
-    fn a_random_map_too_large_asks_for_norandommap() {
-        let j = job(&[("rw", "randread"), ("bs", "512")]);
-        let err = RequestGen::new(&j, 0, 1 << 40, 512)
+    fn only_a_job_of_several_sizes_on_a_huge_device_asks_for_norandommap() {
+        let fixed = job(&[("rw", "randread"), ("bs", "512")]);
+        let mut gen = RequestGen::new(&fixed, 0, 1 << 40, 512).unwrap();
+        let first: HashSet<u64> = (0..10_000)
+            .map(|_| gen.next_request().offset_bytes)
+            .collect();
+        assert_eq!(first.len(), 10_000, "a pass repeats nothing");
+        let mixed = job(&[("rw", "randread"), ("bssplit", "512/50:4k/50")]);
+        let err = RequestGen::new(&mixed, 0, 1 << 40, 512)
             .unwrap_err()
             .to_string();
         assert!(err.contains("norandommap=1"), "{err}");
-        let free = job(&[("rw", "randread"), ("bs", "512"), ("norandommap", "1")]);
+        let free = job(&[
+            ("rw", "randread"),
+            ("bssplit", "512/50:4k/50"),
+            ("norandommap", "1"),
+        ]);
         assert!(RequestGen::new(&free, 0, 1 << 40, 512).is_ok());
     }
 

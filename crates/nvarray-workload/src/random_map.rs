@@ -8,6 +8,12 @@
 //! `write_iolog`: `rw=randwrite bs=4k size=4m` writes each of the 1,024 blocks once;
 //! `bssplit=4k/50:16k/50` writes every block once with some requests cut to 8k and 12k.)
 //!
+//! A job whose every request takes one position (one block size, no larger than the
+//! alignment: the usual `bs=4k` random job) needs no map: [`Shuffle`] walks a keyed
+//! pseudo-random permutation of the positions, a new key per pass, which uses each position
+//! once per pass in O(1) memory, however large the device (fio's `random_generator=lfsr`
+//! gives its jobs the same guarantee without a map). Jobs of several sizes keep the map.
+//!
 //! The map is a bitmap in levels: level 0 has a bit per position, set when used; each level
 //! above has a bit per word of the one below, set when that word is full. Finding the next
 //! free position climbs only as far as the first word with room, so the simulator's hot path
@@ -15,7 +21,8 @@
 //! end of a level are set at the start of each pass, so they are never free.
 
 /// Positions a map may track: 2^30 positions is 128 MiB of bits per thread (a 4 TiB region of
-/// 4 KiB blocks). fio would allocate a larger one; nvarray asks for `norandommap` instead.
+/// 4 KiB blocks). Only jobs of several request sizes keep a map; fio would allocate a larger
+/// one, nvarray asks for `norandommap` or a larger `blockalign` instead.
 pub const RANDOM_MAP_POSITIONS_MAX: u64 = 1 << 30;
 
 const WORD_BITS: u64 = 64;
@@ -150,6 +157,79 @@ impl RandomMap {
     }
 }
 
+/// A pass over `0..n` in a keyed pseudo-random order: a balanced Feistel network over the
+/// smallest even number of bits that holds `n`, four rounds of SplitMix64 keyed per pass,
+/// walked until it lands below `n` (the domain is under 4 n, so under 4 steps on average).
+/// A Feistel network is a bijection whatever its round function, so a pass of `n` steps
+/// visits each position exactly once.
+#[derive(Clone, Debug)]
+pub(crate) struct Shuffle {
+    n: u64,
+    half_bits: u32,
+    keys: [u64; 4],
+    /// Steps taken in this pass.
+    step: u64,
+}
+
+impl Shuffle {
+    /// A permutation of `0..n` (`n` at least 1) keyed by `seed`.
+    pub(crate) fn new(n: u64, seed: u64) -> Self {
+        assert!(n >= 1);
+        let bits = (64 - (n - 1).leading_zeros()).max(2);
+        let mut shuffle = Shuffle {
+            n,
+            half_bits: bits.div_ceil(2),
+            keys: [0; 4],
+            step: 0,
+        };
+        shuffle.rekey(seed);
+        shuffle
+    }
+
+    fn rekey(&mut self, seed: u64) {
+        for (i, key) in self.keys.iter_mut().enumerate() {
+            *key = splitmix64(seed ^ (i as u64).wrapping_mul(0x9e37_79b9_7f4a_7c15));
+        }
+        self.step = 0;
+    }
+
+    /// The next position of the pass; a pass that has used every position starts again in
+    /// an order keyed by `next_seed`.
+    pub(crate) fn next(&mut self, next_seed: impl FnOnce() -> u64) -> u64 {
+        if self.step == self.n {
+            self.rekey(next_seed());
+        }
+        let mut x = self.step;
+        self.step += 1;
+        loop {
+            x = self.permute(x);
+            if x < self.n {
+                return x;
+            }
+        }
+    }
+
+    #[inline]
+    fn permute(&self, x: u64) -> u64 {
+        let mask = (1u64 << self.half_bits) - 1;
+        let (mut left, mut right) = (x >> self.half_bits, x & mask);
+        for key in self.keys {
+            let mixed = splitmix64(right ^ key) & mask;
+            (left, right) = (right, left ^ mixed);
+        }
+        (left << self.half_bits) | right
+    }
+}
+
+/// SplitMix64's finalizer (Steele, Lea and Flood, OOPSLA 2014): the round function.
+#[inline]
+fn splitmix64(x: u64) -> u64 {
+    let mut z = x.wrapping_add(0x9e37_79b9_7f4a_7c15);
+    z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
+    z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
+    z ^ (z >> 31)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -202,6 +282,45 @@ mod tests {
                 .map(|i| (i.wrapping_mul(0x9e37_79b9_7f4a_7c15) >> 7, 1))
                 .collect();
             check_against_set(positions, &ops);
+        }
+    }
+
+    /// A shuffle's pass visits each position once, for sizes at the edges of its bit widths,
+    /// and the next pass is in another order.
+    #[test]
+    fn a_shuffle_pass_visits_each_position_once() {
+        for n in [1u64, 2, 3, 4, 5, 63, 64, 65, 1000, 4096, 4097, 100_003] {
+            let mut shuffle = Shuffle::new(n, 7);
+            let mut seen = vec![false; n as usize];
+            let first: Vec<u64> = (0..n).map(|_| shuffle.next(|| 8)).collect();
+            for &p in &first {
+                assert!(!seen[p as usize], "{p} twice in a pass of {n}");
+                seen[p as usize] = true;
+            }
+            let second: Vec<u64> = (0..n).map(|_| shuffle.next(|| 9)).collect();
+            let mut sorted = second.clone();
+            sorted.sort_unstable();
+            assert_eq!(sorted, (0..n).collect::<Vec<_>>(), "second pass of {n}");
+            if n > 10 {
+                assert_ne!(first, second, "a new order each pass");
+            }
+        }
+    }
+
+    /// A pass is spread over the region: each tenth of a pass lands about a tenth of its
+    /// positions in each tenth of the region (no sweep from one end to the other).
+    #[test]
+    fn a_shuffle_spreads_every_part_of_a_pass() {
+        let n = 100_000u64;
+        let mut shuffle = Shuffle::new(n, 1);
+        for part in 0..10 {
+            let mut tenths = [0u64; 10];
+            for _ in 0..n / 10 {
+                tenths[(shuffle.next(|| 2) * 10 / n) as usize] += 1;
+            }
+            for count in tenths {
+                assert!((800..1200).contains(&count), "part {part}: {tenths:?}");
+            }
         }
     }
 
