@@ -13,6 +13,11 @@ pub struct DmaMemory {
     /// DC Express in-data completion: the word the device writes after a read's data. 0 while
     /// the read is pending; `IN_DATA_DONE | status` once the data is in place.
     pub in_data: Box<[AtomicU64]>,
+    /// Per tag: the model's completion time (the emulator's clock, ns) of the command last
+    /// completed on it, written before its completion is posted, so the host reads the one of
+    /// the completion it sees. The host tells with it the device's time from its own (a
+    /// completion collected late because the host thread was paused is not the device's).
+    pub deadlines_ns: Box<[AtomicU64]>,
     pub page_bytes: usize,
 }
 

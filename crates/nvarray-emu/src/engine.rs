@@ -188,6 +188,7 @@ impl Emulator {
             data,
             lists,
             in_data: (0..options.tags).map(|_| AtomicU64::new(0)).collect(),
+            deadlines_ns: (0..options.tags).map(|_| AtomicU64::new(0)).collect(),
             page_bytes,
         });
         let published = Published::default();

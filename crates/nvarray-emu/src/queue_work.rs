@@ -359,6 +359,12 @@ impl QueueWork {
     /// Delivers a completion: into the data for an in-data read, else as a completion queue
     /// entry (raising the interrupt if the host may sleep).
     fn post(&mut self, path: &DataPath, posted: Posted, in_data: bool) {
+        if posted.status != Status::TagConflict {
+            // Before the completion is published (its store is Release): the host reads it
+            // after seeing the completion. A refusal of a second command on a tag in flight
+            // leaves the first one's alone.
+            path.dma.deadlines_ns[posted.tag.index()].store(posted.deadline_ns, Ordering::Relaxed);
+        }
         if in_data {
             // Release publishes the read data written into the buffer before this word.
             path.dma.in_data[posted.tag.index()].store(
@@ -622,6 +628,7 @@ mod tests {
             data: Arena::new(2, buffer_bytes).expect("arena"),
             lists: Some(Arena::new(2, list_bytes).expect("lists")),
             in_data: (0..2).map(|_| AtomicU64::new(0)).collect(),
+            deadlines_ns: (0..2).map(|_| AtomicU64::new(0)).collect(),
             page_bytes: PAGE,
         }
     }

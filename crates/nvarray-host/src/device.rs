@@ -65,6 +65,9 @@ pub struct Done {
     pub offset_bytes: u64,
     pub len_bytes: u32,
     pub status: Status,
+    /// When the model completed it, on the emulator's clock (`Device::now_ns`): what the
+    /// device took is from its issue to here, whenever the host collected it.
+    pub deadline_ns: u64,
 }
 
 impl Device {
@@ -191,6 +194,11 @@ impl Device {
     /// How the device's work is split among threads (`Emulator::work_split`).
     pub fn work_split(&self) -> String {
         self.emu.work_split()
+    }
+
+    /// The emulator's clock (`CLOCK_MONOTONIC`, ns): what `Done::deadline_ns` is on.
+    pub fn now_ns(&self) -> u64 {
+        self.emu.now_ns()
     }
 
     /// How late the emulator posted completions so far, and its faithfulness verdict.

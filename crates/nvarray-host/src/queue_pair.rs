@@ -234,6 +234,9 @@ impl QueuePair {
             offset_bytes: p.offset_bytes,
             len_bytes: p.len_bytes,
             status,
+            // Read after the completion was seen (Acquire), which the device published after
+            // writing this (see `DmaMemory::deadlines_ns`).
+            deadline_ns: self.dma.deadlines_ns[tag].load(Ordering::Relaxed),
         })
     }
 

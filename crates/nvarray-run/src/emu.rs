@@ -331,6 +331,33 @@ impl Pacer {
     }
 }
 
+/// The device's clock (`Device::now_ns`, which completions' model times are on) seen as
+/// `Instant`s: both are `CLOCK_MONOTONIC`, so one pair of readings relates them.
+struct DeviceClock {
+    instant: Instant,
+    ns: u64,
+}
+
+impl DeviceClock {
+    fn new(device: &Device) -> Self {
+        DeviceClock {
+            instant: Instant::now(),
+            ns: device.now_ns(),
+        }
+    }
+
+    /// The instant the device's clock read `ns`.
+    fn instant_of(&self, ns: u64) -> Instant {
+        match ns.checked_sub(self.ns) {
+            Some(after) => self.instant + Duration::from_nanos(after),
+            None => self
+                .instant
+                .checked_sub(Duration::from_nanos(self.ns - ns))
+                .unwrap_or(self.instant),
+        }
+    }
+}
+
 /// One of a thread's `iodepth` slots: when it may issue again.
 #[derive(Clone, Copy)]
 struct Slot {
@@ -381,19 +408,23 @@ impl InFlight {
         collected.saturating_duration_since(self.issued_at) + self.slot_wait
     }
 
-    /// When it would have been collected had the thread kept time: its device time (issue
-    /// to collection) after the moment it could have gone. Whether it counts after a ramp
-    /// is decided by this, as the simulator decides by its completion time, so a late
-    /// thread does not move requests due in the ramp into the measured window.
-    fn collected_on_time(&self, collected: Instant) -> Instant {
-        self.could_go + collected.saturating_duration_since(self.issued_at)
+    /// When it would have completed had the thread kept time: `device_time` (from its issue
+    /// to the model's completion, whenever the thread collected it) after the moment it could
+    /// have gone. Whether it counts after a ramp is decided by this, as the simulator decides
+    /// by its completion time, so a late thread does not move requests due in the ramp into
+    /// the measured window.
+    fn done_on_time(&self, device_time: Duration) -> Instant {
+        self.could_go + device_time
     }
 
-    /// The slot it frees when collected at `collected`, ready again `thinktime` later.
-    fn frees(&self, collected: Instant, thinktime: Duration) -> Slot {
+    /// The slot it frees when collected at `collected`, the device having taken
+    /// `device_time`: ready again `thinktime` later. Had the thread kept time, it would have
+    /// been ready `thinktime` after the device's completion, however late the thread
+    /// collected it (a pause between the two is the thread's, not the device's).
+    fn frees(&self, collected: Instant, thinktime: Duration, device_time: Duration) -> Slot {
         Slot {
             ready: collected + thinktime,
-            ready_on_time: self.collected_on_time(collected) + thinktime,
+            ready_on_time: self.done_on_time(device_time) + thinktime,
         }
     }
 }
@@ -414,6 +445,7 @@ fn run_thread(
     // Completions before the end of the job's ramp are not counted.
     let measure_from = start + Duration::from_nanos(plan.ramp_ns);
     let completion = device.completion();
+    let clock = DeviceClock::new(device);
     let mut issuer = Issuer::new(device, shared, completion);
     let block = device.block_bytes() as usize;
     let mut stats = StreamStats::new("thread");
@@ -581,11 +613,16 @@ fn run_thread(
             let command = started[done.tag.index()].take().expect("started");
             let (is_read, len, offset) =
                 (done.op == Opcode::Read, done.len_bytes, done.offset_bytes);
+            // The device's time: from the issue to the model's completion, not to this
+            // thread's collecting it.
+            let device_time = clock
+                .instant_of(done.deadline_ns)
+                .saturating_duration_since(command.issued_at);
             let out = is_read.then_some(&mut scratch[..len as usize]);
             match device.finish(done, out) {
                 Ok(()) => {
                     let now = Instant::now();
-                    if command.collected_on_time(now) >= measure_from {
+                    if command.done_on_time(device_time) >= measure_from {
                         let latency_ns = command.latency(now).as_nanos() as u64;
                         // All of it as host time for now; `device_report` moves the modelled
                         // device's share to its components.
@@ -605,7 +642,7 @@ fn run_thread(
                 }
             }
             in_flight -= 1;
-            slots.push_back(command.frees(Instant::now(), thinktime));
+            slots.push_back(command.frees(Instant::now(), thinktime, device_time));
             progress.ios.fetch_add(1, Ordering::Relaxed);
             progress.bytes.fetch_add(u64::from(len), Ordering::Relaxed);
         }
@@ -694,7 +731,7 @@ mod tests {
                 _ => issued_at - due,
             };
             assert_eq!(c.host_delay(), expected_delay, "request {k}");
-            slot = c.frees(collected, Duration::ZERO);
+            slot = c.frees(collected, Duration::ZERO, us(10));
         }
     }
 
@@ -709,7 +746,7 @@ mod tests {
         };
         // Both due at t0; the first takes 10 µs on the device.
         let first = InFlight::issue(t0, Some(t0), &slot);
-        let slot = first.frees(t0 + us(10), Duration::ZERO);
+        let slot = first.frees(t0 + us(10), Duration::ZERO, us(10));
         let second = InFlight::issue(t0 + us(10), Some(t0), &slot);
         assert_eq!(second.slot_wait, us(10));
         assert_eq!(second.host_delay(), Duration::ZERO);
@@ -730,7 +767,28 @@ mod tests {
             (Duration::ZERO, Duration::ZERO)
         );
         assert_eq!(c.latency(t0 + us(12)), us(7));
-        let freed = c.frees(t0 + us(12), us(100));
+        let freed = c.frees(t0 + us(12), us(100), us(7));
         assert_eq!(freed.ready, t0 + us(112));
+    }
+
+    /// A thread paused between the device's completion and its collecting it (a machine
+    /// pause of 100 ms at QD 1): the requests due meanwhile did not wait for a slot the
+    /// device had freed; they were issued late by the thread.
+    #[test]
+    fn a_pause_before_collecting_is_the_threads_not_a_full_slot() {
+        let t0 = Instant::now();
+        let slot = Slot {
+            ready: t0,
+            ready_on_time: t0,
+        };
+        let first = InFlight::issue(t0, Some(t0), &slot);
+        // The device took 10 µs; the thread collected it 100 ms later.
+        let collected = t0 + us(100_000);
+        let slot = first.frees(collected, Duration::ZERO, us(10));
+        // The next was due 1 ms after the first and goes as soon as the thread is back.
+        let second = InFlight::issue(collected, Some(t0 + us(1_000)), &slot);
+        assert_eq!(second.slot_wait, Duration::ZERO);
+        assert_eq!(second.host_delay(), us(99_000));
+        assert_eq!(second.latency(collected + us(10)), us(10));
     }
 }
