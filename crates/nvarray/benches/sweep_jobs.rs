@@ -44,7 +44,16 @@ fn sweep(jobs: usize, grid: &[&str], ios: &str, out: &std::path::Path) -> f64 {
     let o = Command::new(env!("CARGO_BIN_EXE_nvarray"))
         .args(["sim", "sweep", "--preset", "dram", "--rw", "randread"])
         .args(grid)
-        .args(["--number_ios", ios, "--jobs", &jobs.to_string(), "--out"])
+        // Every round starts the sweep over: without --overwrite a second round would resume
+        // the first's finished points and time nothing.
+        .args([
+            "--number_ios",
+            ios,
+            "--jobs",
+            &jobs.to_string(),
+            "--overwrite",
+            "--out",
+        ])
         .arg(out)
         .output()
         .expect("run nvarray");
@@ -65,8 +74,8 @@ fn main() {
     for (name, grid) in SWEEPS {
         let (mut one, mut two) = (Vec::new(), Vec::new());
         for round in 0..rounds {
-            let a = sweep(1, grid, ios, &dir.join("one"));
-            let b = sweep(2, grid, ios, &dir.join("two"));
+            let a = sweep(1, grid, ios, &dir.join(format!("{name} one")));
+            let b = sweep(2, grid, ios, &dir.join(format!("{name} two")));
             println!(
                 "{name}, round {round}: --jobs 1 {a:.3} s, --jobs 2 {b:.3} s, ratio {:.3}",
                 b / a
