@@ -8,6 +8,9 @@ Needs root for the kernel comparison (loop device over a file in /dev/shm) and f
     sudo ./scripts/perf_emulator.py --only kernel,ladder         # a subset
     NVARRAY_BIN=/tmp/nvarray-old ./scripts/perf_emulator.py --only overhead,throughput
     NVARRAY_BASELINE=/tmp/nvarray-old ./scripts/perf_emulator.py --only scaling   # before/after
+    ./scripts/perf_emulator.py --only first-run,probe     # what a new user meets (issue 37), no root
+
+Run `--only first-run` before and after every change to the emulator, the driver or the model.
 """
 
 import argparse
@@ -24,7 +27,8 @@ NVARRAY = os.environ.get(
 # NVARRAY_BASELINE, for the scaling section: a build to run alternately with NVARRAY_BIN at
 # every point, so the before/after ratio is measured under the same machine conditions.
 BASELINE = os.environ.get("NVARRAY_BASELINE")
-SECTIONS = ["overhead", "throughput", "kernel", "threshold", "fidelity", "ladder", "scaling"]
+SECTIONS = ["overhead", "throughput", "kernel", "threshold", "fidelity", "ladder", "scaling",
+            "first-run", "probe"]
 
 
 def system_busy_seconds():
@@ -299,6 +303,81 @@ def scaling(out, secs, repeats=3):
               f" | the serial part beyond {knee:.0f} cores |")
 
 
+def spinner(out, seconds):
+    """The independent spinner (scripts/spinner.c, compiled once into --out): this machine's
+    jitter measured apart from the emulator, in the probe's own statistic."""
+    binary = os.path.join(out, "spinner")
+    source = os.path.join(os.path.dirname(__file__), "spinner.c")
+    if not os.path.exists(binary) or os.path.getmtime(binary) < os.path.getmtime(source):
+        subprocess.run(["cc", "-O2", "-o", binary, source], check=True)
+    res = subprocess.run([binary, str(seconds)], capture_output=True, text=True, check=True)
+    return json.loads(res.stdout)
+
+
+def verdict_of(r):
+    return r.get("verdict", "faithful" if r["faithful"] else "not-faithful")
+
+
+# The README's main job (`nvarray bench`, its defaults), then a matrix around it.
+FIRST_RUN = [("README main job: moneta read 4k QD 1", [])] + [
+    (f"moneta {rw} {bs} QD {qd}", ["--rw", rw, "--bs", bs, "--iodepth", qd])
+    for bs in ["512", "4k", "64k"] for rw in ["read", "randread"] for qd in ["1", "16"]
+] + [
+    ("dram randread 4k QD 1", ["--preset", "dram", "--rw", "randread", "--bs", "4k"]),
+    ("null randread 4k QD 1", ["--preset", "null", "--rw", "randread", "--bs", "4k"]),
+]
+
+
+def first_run(out, secs, runs=5):
+    """What a new user meets first (issue 37): each configuration `runs` times at its default
+    length (the README's main job runs 100 ms), alternating with 0.3 s of the independent
+    spinner, so the probe's jitter has a measure of the machine beside it."""
+    print(f"\n### First run: the README's main job and a matrix around it ({runs} runs each)\n")
+    print("Verdict counts; then medians over the runs: the emulator's own lateness (completions "
+          "not due in a pause of the machine), the share of machine-late completions, the probe's "
+          "jitter p99 and the independent spinner's just before.\n")
+    print("| configuration | faithful | machine-limited | NOT FAITHFUL | own p50 µs | own p99 µs (max over runs) | machine-late % | probe p99 µs | spinner p99 µs | IOPS | why not faithful (first run that was not) |")
+    print("|---|---|---|---|---|---|---|---|---|---|---|")
+    for name, args in FIRST_RUN:
+        counts = {"faithful": 0, "machine-limited": 0, "not-faithful": 0}
+        own50, own99, share, probe, spin, iops, why = [], [], [], [], [], [], ""
+        for i in range(runs):
+            spin.append(spinner(out, 0.3)["p99"])
+            r = nvarray(args, out, f"first-run-{name.replace(' ', '_')}-{i}")
+            v = verdict_of(r)
+            counts[v] += 1
+            l = r["lateness_ns"]
+            own50.append(l["own_p50"])
+            own99.append(l["own_p99"])
+            share.append(l["machine_late_percent"])
+            probe.append((r.get("machine_jitter_ns") or {}).get("p99", float("nan")))
+            iops.append(r["iops"])
+            if v == "not-faithful" and not why:
+                why = (r["unfaithful_reason"] or "")[:160]
+        print(f"| {name} | {counts['faithful']} | {counts['machine-limited']} | {counts['not-faithful']} "
+              f"| {us(median(own50))} | {us(median(own99))} ({us(max(own99))}) | {median(share):.2f} "
+              f"| {us(median(probe))} | {us(median(spin))} | {median(iops):.0f} | {why} |")
+
+
+def probe(out, secs, pairs=5):
+    """The probe against the independent spinner (issue 37): alternating pairs, the spinner for
+    1 s just before the README's main job for 1 s; the probe's p99 should be within 2x."""
+    print(f"\n### The jitter probe beside an independent spinner ({pairs} alternating pairs)\n")
+    print("| pair | spinner p99 µs | spinner p99.99 µs | probe p99 µs | probe p99.99 µs | probe / spinner (p99) | within 2x |")
+    print("|---|---|---|---|---|---|---|")
+    within = 0
+    for i in range(pairs):
+        s = spinner(out, 1.0)
+        r = nvarray(["--runtime", "1s"], out, f"probe-{i}")
+        j = r.get("machine_jitter_ns") or {}
+        ratio = j.get("p99", float("nan")) / max(s["p99"], 1)
+        ok = 0.5 <= ratio <= 2.0
+        within += ok
+        print(f"| {i + 1} | {us(s['p99'])} | {us(s['p9999'])} | {us(j.get('p99', float('nan')))} "
+              f"| {us(j.get('p9999', float('nan')))} | {ratio:.2f} | {'yes' if ok else 'no'} |")
+    print(f"\nwithin 2x in {within} of {pairs} pairs")
+
+
 def main():
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--out", default="target/perf", help="directory for the raw JSON reports")
@@ -314,7 +393,7 @@ def main():
     for s in a.only.split(","):
         if s not in SECTIONS:
             sys.exit(f"unknown section {s!r}: expected some of {', '.join(SECTIONS)}")
-        globals()[s](a.out, secs)
+        globals()[s.replace("-", "_")](a.out, secs)
 
 
 if __name__ == "__main__":

@@ -35,6 +35,7 @@ use crate::irq::Irq;
 use crate::jitter::{JitterProbe, JitterReport};
 use crate::lateness::{Lateness, LatenessReport};
 use crate::mailbox::Mailbox;
+use crate::pauses;
 use crate::queue_work::{DataPath, DeviceQueue, QueueWork, TagStates};
 
 /// A device thread whose queue pairs have had nothing in flight for this long yields the CPU
@@ -582,6 +583,22 @@ fn serve(shared: &Shared, cell: &QueueCell, work: &mut QueueWork, spinning: bool
     // commands, the model is visited only when something in it is due, and only if no other
     // thread is visiting it (that one does the work).
     let mut now = path.clock.now_ns();
+    // Chained to the previous pass's readings only when the thread did nothing else since
+    // (`pauses`): the gap then is loop time, the commands just taken, or a pause.
+    pauses::this_thread(|w| {
+        if spinning {
+            w.reading(now);
+        } else {
+            w.restart(now);
+        }
+    });
+    // The jitter probe samples from this reading when nothing was taken or posted before it,
+    // whatever the pass does next: a pause that swallowed a deadline ends at this reading, and
+    // the pass that follows it posts (issue 37: recorded only for a pass that did nothing at
+    // all, the probe missed exactly the pauses that make completions late).
+    if taken == 0 && !posted {
+        work.idle_reading(now, spinning);
+    }
     let mut visited = if !work.to_model.is_empty() {
         let how = if work.visit_misses + 1 >= VISIT_TRIES {
             Visit::Wait
@@ -610,6 +627,7 @@ fn serve(shared: &Shared, cell: &QueueCell, work: &mut QueueWork, spinning: bool
             break;
         }
         now = path.clock.spin_until(next);
+        pauses::this_thread(|w| w.reading(now));
         if model_behind(shared, work, now) {
             visited |= visit(shared, work, Visit::IfFree);
         }
@@ -620,9 +638,7 @@ fn serve(shared: &Shared, cell: &QueueCell, work: &mut QueueWork, spinning: bool
     if taken > 0 {
         cell.commands.store(work.commands, Ordering::Relaxed);
     }
-    if taken == 0 && !posted && !visited {
-        work.idle_reading(now, spinning);
-    } else {
+    if taken > 0 || posted || visited {
         work.jitter.worked();
     }
     if taken > 0 || work.busy() {
@@ -670,6 +686,13 @@ fn visit(shared: &Shared, work: &mut QueueWork, how: Visit) -> bool {
     let path = &shared.path;
     // Read inside the lock, so the model's time never goes back from one visitor to the next.
     let now = path.clock.now_ns();
+    // A wait for the lock is another thread's visit (or its pause): not measured as this
+    // thread's. What the visit hands over and finishes is declared work.
+    pauses::this_thread(|w| match how {
+        Visit::Wait => w.restart(now),
+        Visit::IfFree => w.reading(now),
+    });
+    let mut finished = 0u64;
     let ModelState {
         core,
         cells,
@@ -680,6 +703,7 @@ fn visit(shared: &Shared, work: &mut QueueWork, how: Visit) -> bool {
     let own = work.id();
     let (arrived, to_model) = (&mut work.arrived, &mut work.to_model);
     let mut deliver = |f: Finished| {
+        finished += 1;
         let queue = usize::from(f.queue);
         if f.queue == own {
             arrived.push(f);
@@ -692,7 +716,8 @@ fn visit(shared: &Shared, work: &mut QueueWork, how: Visit) -> bool {
     };
     core.advance(now, &mut deliver);
     let mut refused = Vec::new();
-    *handed += to_model.len() as u64;
+    let handed_now = to_model.len() as u64;
+    *handed += handed_now;
     for s in to_model.drain(..) {
         if let Err(status) = core.submit(s, now) {
             refused.push((s, status));
@@ -720,6 +745,7 @@ fn visit(shared: &Shared, work: &mut QueueWork, how: Visit) -> bool {
     published.settled_ns.store(next.max(now), Ordering::Release);
     *held_ticks += ticks().wrapping_sub(entered);
     drop(state);
+    pauses::this_thread(|w| w.allow(finished + handed_now, 0));
     for (s, status) in refused {
         work.refuse(path, s, status);
     }

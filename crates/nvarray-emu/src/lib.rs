@@ -38,6 +38,11 @@ mod sync;
 pub mod cpus;
 pub mod dma_copy;
 
+// When the machine paused a thread: the device's serving threads feed it, and a host thread
+// that times its requests feeds the same thread-local watch, so its issue lateness is
+// attributed the same way.
+pub mod pauses;
+
 #[cfg(test)]
 mod backing_kill_tests;
 

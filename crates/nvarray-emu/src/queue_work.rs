@@ -24,6 +24,7 @@ use crate::irq::Irq;
 use crate::jitter::{this_runner, JitterProbe};
 use crate::lateness::Lateness;
 use crate::nvme_cq::{CqDevice, Cqe};
+use crate::pauses;
 use crate::protocol::{moneta, nvme, Opcode, Status};
 use crate::ring::Consumer;
 use crate::tag_pool::Tag;
@@ -228,9 +229,13 @@ impl QueueWork {
         self.sq_taken += taken as u64;
         self.commands += taken as u64;
         let mut batch = std::mem::take(&mut self.batch);
+        let mut bytes = 0u64;
         for decoded in batch.drain(..) {
             match decoded.and_then(|(s, in_data)| accept(path, s, in_data)) {
-                Ok(Accepted::ToModel(s)) => self.to_model.push(s),
+                Ok(Accepted::ToModel(s)) => {
+                    bytes += u64::from(s.len_bytes);
+                    self.to_model.push(s);
+                }
                 Ok(Accepted::Done(p)) | Err(p) => {
                     self.post(path, p, false);
                     posted = true;
@@ -238,6 +243,10 @@ impl QueueWork {
             }
         }
         self.batch = batch;
+        if taken > 0 {
+            // Declared before the pass's next clock reading (`pauses`): moving the data is work.
+            pauses::this_thread(|w| w.allow(taken as u64, bytes));
+        }
         (taken, posted)
     }
 
@@ -278,6 +287,7 @@ impl QueueWork {
             // SAFETY: the tag is busy with this command until its completion is posted, so
             // its buffer is the device's, and only this queue's owner touches it.
             let buffer = unsafe { path.dma.data.buffer(tag) };
+            pauses::this_thread(|w| w.allow(0, u64::from(f.len_bytes)));
             if path
                 .backing
                 .read(
@@ -330,8 +340,16 @@ impl QueueWork {
             now >= d.deadline_ns,
             "completion posted before its deadline"
         );
-        self.lateness
-            .record(d.deadline_ns, now, d.deadline_ns - d.submit_ns);
+        let machine_late = pauses::this_thread(|w| {
+            w.reading(now);
+            w.paused_at(d.deadline_ns)
+        });
+        self.lateness.record(
+            d.deadline_ns,
+            now,
+            d.deadline_ns - d.submit_ns,
+            machine_late,
+        );
         let tag = Tag::new(d.tag);
         let in_data = path.tags.release(tag.index());
         let p = Posted {

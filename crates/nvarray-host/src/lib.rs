@@ -23,6 +23,6 @@ mod sync_io;
 pub use device::{Device, Done, Prepared, BUFFER_BYTES_DEFAULT};
 pub use error::HostError;
 pub use nap::{fine_timer_slack, waits_by_spinning_alone};
-pub use nvarray_emu::{BackingPages, LatenessReport, Opcode, Status};
+pub use nvarray_emu::{pauses, BackingPages, LatenessReport, Opcode, Status};
 pub use options::{BackingKind, CompletionMode, Options, Stack};
 pub use queue_pair::QueuePair;

@@ -22,6 +22,7 @@ pub mod overrides;
 pub mod presets;
 pub mod protocol_cost;
 pub mod timeline;
+pub mod verdict;
 pub mod wear;
 
 pub use breakdown::{Breakdown, Component};
@@ -31,3 +32,4 @@ pub use device_model::DeviceModel;
 pub use error::{CommandError, ConfigError};
 pub use memory::WearStats;
 pub use overrides::{apply_overrides, parse_assignment};
+pub use verdict::Verdict;

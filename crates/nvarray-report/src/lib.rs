@@ -6,6 +6,7 @@
 //! (`process_cpu_seconds`); it never runs anything itself.
 
 use hdrhistogram::Histogram;
+pub use nvarray_model::Verdict;
 use nvarray_model::{Breakdown, Component};
 use serde::ser::SerializeMap;
 use serde::{Serialize, Serializer};
@@ -397,8 +398,12 @@ pub struct RunReport {
     /// How late completions were posted against their modelled time (0 for the simulator,
     /// whose virtual clock is exact).
     pub lateness_ns: LatenessNs,
-    /// Whether the timing the run reports is the model's. The emulator is unfaithful when the
-    /// machine could not keep up (lateness too high); `unfaithful_reason` then says why.
+    /// Whether the timing the run reports is the model's, in three words: `faithful`;
+    /// `machine-limited` (late only where the machine paused the emulator's threads: the
+    /// figures hold those pauses); `not-faithful` (the emulator itself fell behind its model,
+    /// or the run measured too little). `unfaithful_reason` says why when not faithful.
+    pub verdict: Verdict,
+    /// `verdict` is `faithful` (kept for scripts that read only this).
     pub faithful: bool,
     pub unfaithful_reason: Option<String>,
     /// The machine's own jitter, measured in the same run by the emulator's spinning threads
@@ -457,13 +462,23 @@ pub struct EmulatorSetup {
     pub cores: usize,
 }
 
-/// Completion posting time minus its modelled deadline, in nanoseconds.
+/// Completion posting time minus its modelled deadline, in nanoseconds: of every completion,
+/// then whose it was. A completion is machine-late when its deadline fell while the machine
+/// paused the thread serving it (`nvarray_emu::pauses`); the others' lateness is the
+/// emulator's own (`own_*`).
 #[derive(Clone, Copy, Debug, Default, PartialEq, Serialize)]
 pub struct LatenessNs {
     pub mean: f64,
     pub p50: u64,
     pub p99: u64,
     pub max: u64,
+    pub completions: u64,
+    pub machine_late: u64,
+    /// `machine_late` in percent of `completions` (0 without completions).
+    pub machine_late_percent: f64,
+    pub own_p50: u64,
+    pub own_p99: u64,
+    pub own_max: u64,
 }
 
 /// How late a spinning thread of this machine notices an instant, in nanoseconds: for instants
@@ -496,6 +511,10 @@ pub struct IssueLatenessNs {
     pub p50: u64,
     pub p99: u64,
     pub max: u64,
+    /// Those whose time came while the machine paused the thread (a sleep the kernel ended
+    /// late, a gap in its spinning), and the p99 of the others': the thread's own.
+    pub machine_late: u64,
+    pub own_p99: u64,
 }
 
 /// A timed request issued more than this after it could have gone counts as issued late.
@@ -504,17 +523,21 @@ pub const ISSUED_LATE_NS: u64 = 1_000;
 /// The issue delays of one thread's timed requests, merged into an [`IssueLatenessNs`].
 #[derive(Clone, Debug)]
 pub struct IssueDelays {
-    /// Each delay plus 1 ns (the histogram's least value is 1; on time is 0 late).
+    /// Each delay plus 1 ns (the histogram's least value is 1; on time is 0 late), of all
+    /// and of those not machine-late.
     histogram: Histogram<u64>,
+    own: Histogram<u64>,
     max_ns: u64,
     late: u64,
 }
 
 impl Default for IssueDelays {
     fn default() -> Self {
+        let histogram =
+            Histogram::new_with_bounds(1, 3_600_000_000_000, 3).expect("valid histogram bounds");
         IssueDelays {
-            histogram: Histogram::new_with_bounds(1, 3_600_000_000_000, 3)
-                .expect("valid histogram bounds"),
+            own: histogram.clone(),
+            histogram,
             max_ns: 0,
             late: 0,
         }
@@ -522,17 +545,25 @@ impl Default for IssueDelays {
 }
 
 impl IssueDelays {
-    /// One timed request, issued `delay_ns` after it could have gone.
-    pub fn record(&mut self, delay_ns: u64) {
+    /// One timed request, issued `delay_ns` after it could have gone; `machine_late`: its
+    /// time came while the machine paused the thread.
+    pub fn record(&mut self, delay_ns: u64, machine_late: bool) {
         self.histogram.saturating_record(delay_ns.saturating_add(1));
+        if !machine_late {
+            self.own.saturating_record(delay_ns.saturating_add(1));
+        }
         self.max_ns = self.max_ns.max(delay_ns);
         self.late += u64::from(delay_ns > ISSUED_LATE_NS);
     }
 
     pub fn merge(&mut self, other: &IssueDelays) {
-        self.histogram
-            .add(&other.histogram)
-            .expect("issue-delay histograms share their bounds");
+        for (mine, theirs) in [
+            (&mut self.histogram, &other.histogram),
+            (&mut self.own, &other.own),
+        ] {
+            mine.add(theirs)
+                .expect("issue-delay histograms share their bounds");
+        }
         self.max_ns = self.max_ns.max(other.max_ns);
         self.late += other.late;
     }
@@ -542,13 +573,21 @@ impl IssueDelays {
         if self.histogram.is_empty() {
             return None;
         }
-        let at = |q: f64| (self.histogram.value_at_quantile(q) - 1).min(self.max_ns);
+        let at = |h: &Histogram<u64>, q: f64| {
+            if h.is_empty() {
+                0
+            } else {
+                (h.value_at_quantile(q) - 1).min(self.max_ns)
+            }
+        };
         Some(IssueLatenessNs {
             requests: self.histogram.len(),
             late: self.late,
-            p50: at(0.50),
-            p99: at(0.99),
+            p50: at(&self.histogram, 0.50),
+            p99: at(&self.histogram, 0.99),
             max: self.max_ns,
+            machine_late: self.histogram.len() - self.own.len(),
+            own_p99: at(&self.own, 0.99),
         })
     }
 }
@@ -838,10 +877,22 @@ impl RunReport {
 
     /// Calls the run not faithful for `why`, ahead of any reason already given.
     pub fn mark_unfaithful(&mut self, why: String) {
-        self.unfaithful_reason = Some(match self.unfaithful_reason.take() {
-            Some(other) if !self.faithful => format!("{why}; and {other}"),
-            _ => why,
+        self.mark(Verdict::NotFaithful, why);
+    }
+
+    /// Gives the run `verdict` for `why` unless it already has a worse one: the worse
+    /// verdict's reason comes first, and every reason is kept.
+    pub fn mark(&mut self, verdict: Verdict, why: String) {
+        if verdict == Verdict::Faithful {
+            return;
+        }
+        let other = self.unfaithful_reason.take().filter(|_| !self.faithful);
+        self.unfaithful_reason = Some(match other {
+            Some(other) if verdict >= self.verdict => format!("{why}; and {other}"),
+            Some(other) => format!("{other}; and {why}"),
+            None => why,
         });
+        self.verdict = self.verdict.worst(verdict);
         self.faithful = false;
     }
 
@@ -904,6 +955,7 @@ impl RunReport {
                 })
                 .collect(),
             groups: group_reports(streams, elapsed_ns),
+            verdict: Verdict::Faithful,
             faithful: true,
             ..RunReport::default()
         }
@@ -1119,6 +1171,7 @@ mod tests {
         }
         // A reason already given is kept beside it.
         let mut r = RunReport {
+            verdict: Verdict::NotFaithful,
             faithful: false,
             unfaithful_reason: Some("lateness".into()),
             ..RunReport::default()
@@ -1129,6 +1182,37 @@ mod tests {
             why.starts_with("too few requests: 0 completed") && why.ends_with("lateness"),
             "{why}"
         );
+    }
+
+    /// A run takes the worst verdict of its parts, the worst one's reason first, every
+    /// reason kept; a faithful run has none.
+    #[test]
+    fn the_worst_verdict_wins_and_its_reason_comes_first() {
+        let faithful = || RunReport {
+            faithful: true,
+            ..RunReport::default()
+        };
+        let mut r = faithful();
+        r.mark(Verdict::Faithful, "nothing".into());
+        assert_eq!(
+            (r.verdict, r.faithful, r.unfaithful_reason),
+            (Verdict::Faithful, true, None)
+        );
+        let mut r = faithful();
+        r.mark(Verdict::MachineLimited, "paused".into());
+        assert_eq!((r.verdict, r.faithful), (Verdict::MachineLimited, false));
+        r.mark(Verdict::NotFaithful, "own".into());
+        assert_eq!(r.verdict, Verdict::NotFaithful);
+        assert_eq!(r.unfaithful_reason.as_deref(), Some("own; and paused"));
+        r.mark(Verdict::MachineLimited, "issue paused".into());
+        assert_eq!(r.verdict, Verdict::NotFaithful);
+        assert_eq!(
+            r.unfaithful_reason.as_deref(),
+            Some("own; and paused; and issue paused")
+        );
+        let json = serde_json::to_value(&r).unwrap();
+        assert_eq!(json["verdict"], "not-faithful");
+        assert_eq!(json["faithful"], false);
     }
 
     /// Reads and writes of a mixed stream each get their own figures, and the stream's are

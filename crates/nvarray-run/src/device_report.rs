@@ -58,8 +58,19 @@ pub fn device_report_over(
         p50: lateness.p50_ns,
         p99: lateness.p99_ns,
         max: lateness.max_ns,
+        completions: lateness.completions,
+        machine_late: lateness.machine_late,
+        machine_late_percent: if lateness.completions == 0 {
+            0.0
+        } else {
+            lateness.machine_late as f64 * 100.0 / lateness.completions as f64
+        },
+        own_p50: lateness.own_p50_ns,
+        own_p99: lateness.own_p99_ns,
+        own_max: lateness.own_max_ns,
     };
-    report.faithful = lateness.faithful;
+    report.verdict = lateness.verdict;
+    report.faithful = lateness.faithful();
     report.unfaithful_reason = lateness.unfaithful_reason;
     report.machine_jitter_ns = device.jitter().map(|j| MachineJitterNs {
         p50: j.p50_ns,

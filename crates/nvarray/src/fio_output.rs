@@ -367,12 +367,8 @@ pub fn normal(
     }
     let _ = writeln!(s, "nvarray-{} (fio's layout)", env!("CARGO_PKG_VERSION"));
     let _ = writeln!(s, "device: {device_line}");
-    if !r.faithful {
-        let _ = writeln!(
-            s,
-            "NOT FAITHFUL: {}",
-            r.unfaithful_reason.as_deref().unwrap_or("see the report")
-        );
+    if let Some(line) = crate::table::verdict_line(r) {
+        let _ = writeln!(s, "{line}");
     }
     let threads: u32 = workload.jobs.iter().map(|j| j.numjobs).sum();
     let _ = writeln!(

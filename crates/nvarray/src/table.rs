@@ -3,7 +3,7 @@
 use std::fmt::Write;
 
 use nvarray_model::DeviceConfig;
-use nvarray_report::{EmulatorSetup, LatencySummary, MachineJitterNs, RunReport, Totals};
+use nvarray_report::{EmulatorSetup, LatencySummary, MachineJitterNs, RunReport, Totals, Verdict};
 use nvarray_workload::trace::{shown, AddressMode, ReplayMode, TraceReport};
 use nvarray_workload::{format_size, JobSpec, RateProcess, Verify, Workload};
 use serde::Serialize;
@@ -449,7 +449,7 @@ fn report_body(r: &RunReport, active: &str) -> String {
         r.emulator.as_ref().map(setup_line).unwrap_or_default(),
     );
     // First, so nobody reads the numbers below without knowing they are not the model's.
-    if let Some(line) = unfaithful_line(r) {
+    if let Some(line) = verdict_line(r) {
         let _ = writeln!(s, "{line}");
     }
     s.push('\n');
@@ -556,23 +556,38 @@ fn report_body(r: &RunReport, active: &str) -> String {
         }
     );
     let l = &r.lateness_ns;
+    let us = |ns: u64| ns as f64 / 1e3;
     let _ = writeln!(
         s,
         "lateness, µs after the modelled completion time: p50 {:.3} | p99 {:.3} | max {:.3}",
-        l.p50 as f64 / 1e3,
-        l.p99 as f64 / 1e3,
-        l.max as f64 / 1e3
+        us(l.p50),
+        us(l.p99),
+        us(l.max)
     );
+    if r.emulator.is_some() {
+        let _ = writeln!(
+            s,
+            "  the emulator's own, without the {} of {} completions ({:.2} %) due in a pause of the machine: p50 {:.3} | p99 {:.3} | max {:.3}",
+            l.machine_late,
+            l.completions,
+            l.machine_late_percent,
+            us(l.own_p50),
+            us(l.own_p99),
+            us(l.own_max)
+        );
+    }
     if let Some(i) = &r.issue_lateness_ns {
         let _ = writeln!(
             s,
-            "issue lateness, µs the host thread issued a timed request after it could have gone (not in its latency): p50 {:.3} | p99 {:.3} | max {:.3} ({} of {} later than {:.0} µs)",
-            i.p50 as f64 / 1e3,
-            i.p99 as f64 / 1e3,
-            i.max as f64 / 1e3,
+            "issue lateness, µs the host thread issued a timed request after it could have gone (not in its latency): p50 {:.3} | p99 {:.3} | max {:.3} ({} of {} later than {:.0} µs; {} due in a pause of the machine, the thread's own p99 {:.3})",
+            us(i.p50),
+            us(i.p99),
+            us(i.max),
             i.late,
             i.requests,
-            nvarray_report::ISSUED_LATE_NS as f64 / 1e3
+            nvarray_report::ISSUED_LATE_NS as f64 / 1e3,
+            i.machine_late,
+            us(i.own_p99)
         );
     }
     if let Some(e) = &r.emulator {
@@ -615,14 +630,27 @@ fn jitter_line(j: Option<&MachineJitterNs>) -> String {
     )
 }
 
-/// `NOT FAITHFUL: <reason>` when the engine could not keep to the model's timing.
-pub fn unfaithful_line(r: &RunReport) -> Option<String> {
-    (!r.faithful).then(|| {
-        format!(
-            "NOT FAITHFUL: {}",
-            r.unfaithful_reason.as_deref().unwrap_or("no reason given")
-        )
-    })
+/// The verdict in its three words (`nvarray_report::Verdict`), with the reason when the run
+/// was not faithful: `NOT FAITHFUL: <reason>`, `machine-limited: <reason>`, or for an
+/// emulated run `faithful` and its lateness. `None` for a faithful simulation, whose clock is
+/// exact.
+pub fn verdict_line(r: &RunReport) -> Option<String> {
+    let why = || r.unfaithful_reason.as_deref().unwrap_or("no reason given");
+    match r.verdict {
+        Verdict::NotFaithful => Some(format!("NOT FAITHFUL: {}", why())),
+        Verdict::MachineLimited => Some(format!("machine-limited: {}", why())),
+        Verdict::Faithful if r.emulator.is_some() => {
+            let l = &r.lateness_ns;
+            Some(format!(
+                "faithful: lateness p99 {:.3} µs, within the bound ({} of {} completions, {:.2} %, fell due in a pause of the machine)",
+                l.p99 as f64 / 1e3,
+                l.machine_late,
+                l.completions,
+                l.machine_late_percent
+            ))
+        }
+        Verdict::Faithful => None,
+    }
 }
 
 /// One quantity `nvarray bench --compare-sim` sets side by side.
@@ -699,7 +727,7 @@ pub fn comparison(
     }
     s.push('\n');
     s.push_str(&difference_in_words(sim, emu));
-    if let Some(line) = unfaithful_line(emu) {
+    if let Some(line) = verdict_line(emu) {
         let _ = writeln!(s, "\n{line}");
     }
     s

@@ -83,3 +83,91 @@ fn a_paused_host_thread_is_issue_lateness_not_device_latency() {
     let why = r["unfaithful_reason"].as_str().unwrap();
     assert!(why.contains("issued late by the host thread"), "{why}");
 }
+
+/// Planted stalls (issue 37): the whole process stopped for 2 ms in every 10 ms of a QD 1
+/// run whose requests take about 0.8 ms, so every stall holds a request's deadline. The
+/// emulator's jitter probe must see the stalls (before issue 37 it recorded a pause only
+/// when the pass after it did nothing, and a pass after a stall that held a deadline posts
+/// it: the probe was blind to exactly these), and the verdict must name them the machine's:
+/// machine-limited, with the emulator's own lateness within the bound.
+#[test]
+fn planted_stalls_are_seen_by_the_probe_and_called_the_machines() {
+    let mut child = Command::new(env!("CARGO_BIN_EXE_nvarray"))
+        .args([
+            "bench",
+            "--size",
+            "64m",
+            "--rw",
+            "randread",
+            "--bs",
+            "4k",
+            "--set",
+            "memory.latency_ns=200us",
+            "--completion",
+            "spin",
+            "--device-threads",
+            "0",
+            "--runtime",
+            "2s",
+            "--json",
+        ])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("start nvarray bench");
+    let pid = child.id();
+    let waited = Instant::now();
+    while !has_thread(pid, "nvarray-job-0") {
+        assert!(
+            waited.elapsed() < Duration::from_secs(30),
+            "the run never started"
+        );
+        std::thread::yield_now();
+    }
+    let (stall, between) = (Duration::from_millis(2), Duration::from_millis(8));
+    let mut stalls = 0;
+    while child.try_wait().expect("child state").is_none() {
+        // SAFETY: kill with a valid signal on our own child's pid has no memory effects.
+        if unsafe { libc::kill(pid as i32, libc::SIGSTOP) } != 0 {
+            break; // it ended meanwhile
+        }
+        std::thread::sleep(stall); // the stimulus: how long the machine "paused" the process
+                                   // SAFETY: as above.
+        unsafe { libc::kill(pid as i32, libc::SIGCONT) };
+        stalls += 1;
+        std::thread::sleep(between);
+    }
+    let out = child.wait_with_output().expect("bench ends");
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(stalls >= 50, "only {stalls} stalls planted");
+    let r: serde_json::Value = serde_json::from_slice(&out.stdout).expect("JSON report");
+    // A fifth of the spinning time was stalled: the probe's p99 instant is in a stall.
+    let jitter = &r["machine_jitter_ns"];
+    let stall_ns = stall.as_nanos() as u64;
+    assert!(
+        jitter["max"].as_u64().unwrap() >= stall_ns / 2
+            && jitter["p99"].as_u64().unwrap() >= stall_ns / 4,
+        "the probe missed {stalls} stalls of {stall:?}: {jitter}"
+    );
+    let l = &r["lateness_ns"];
+    let (completions, machine_late) = (
+        l["completions"].as_u64().unwrap(),
+        l["machine_late"].as_u64().unwrap(),
+    );
+    assert!(
+        machine_late * 100 >= completions && machine_late >= stalls / 4,
+        "{machine_late} of {completions} completions machine-late after {stalls} stalls: {l}"
+    );
+    assert!(
+        l["max"].as_u64().unwrap() >= stall_ns / 2,
+        "a stall held a deadline: {l}"
+    );
+    assert_eq!(r["verdict"], "machine-limited", "{r}");
+    assert_eq!(r["faithful"], false);
+    let why = r["unfaithful_reason"].as_str().unwrap();
+    assert!(why.contains("paused the thread serving them"), "{why}");
+}

@@ -128,7 +128,8 @@ pub fn figures(points: &[PointLine]) -> Result<Vec<Figures>> {
 pub fn print_unfaithful(grid: &Grid, points: &[PointLine], figures: &[Figures]) {
     for (p, f) in points.iter().zip(figures).filter(|(_, f)| !f.faithful) {
         println!(
-            "NOT FAITHFUL at {}: {}",
+            "{} at {}: {}",
+            f.verdict().words(),
             grid.describe(p.point),
             f.unfaithful_reason.as_deref().unwrap_or("no reason given")
         );

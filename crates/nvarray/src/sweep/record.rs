@@ -7,7 +7,7 @@ use std::io::{BufRead, Read};
 use std::path::{Path, PathBuf};
 
 use anyhow::{Context, Result};
-use nvarray_model::DeviceConfig;
+use nvarray_model::{DeviceConfig, Verdict};
 use nvarray_workload::Workload;
 use serde::{Deserialize, Serialize};
 
@@ -81,8 +81,22 @@ pub struct Figures {
     pub write_bandwidth_bytes_per_s: f64,
     pub latency_ns: LatencyFigures,
     pub faithful: bool,
+    /// Absent from the lines of sweeps before the three-word verdict: `verdict()` reads
+    /// `faithful` then.
+    #[serde(default)]
+    verdict: Option<Verdict>,
     #[serde(default)]
     pub unfaithful_reason: Option<String>,
+}
+
+impl Figures {
+    pub fn verdict(&self) -> Verdict {
+        self.verdict.unwrap_or(if self.faithful {
+            Verdict::Faithful
+        } else {
+            Verdict::NotFaithful
+        })
+    }
 }
 
 #[derive(Debug, Deserialize)]

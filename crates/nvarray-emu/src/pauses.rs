@@ -1,0 +1,197 @@
+//! When the machine did not run a serving thread: the pauses that make a completion late
+//! through no fault of the emulator's.
+//!
+//! A thread that serves the device reads the clock all through its loop. Two consecutive
+//! readings farther apart than any work the loop does between them (`PAUSE_NS`, plus what the
+//! work it declared may take, `PauseWatch::allow`) mean the thread was not running in
+//! between: an interrupt, the scheduler or the hypervisor had its CPU. A completion whose
+//! deadline fell inside such a gap is *machine-late*: the thread would have posted it on time
+//! had it been running. Every other late completion is the emulator's own (`Lateness`).
+//!
+//! The test is conservative on purpose: a gap counts only past an allowance well above the
+//! loop's real work, so the emulator's own slowness is never excused as the machine's; a short
+//! pause inside long declared work goes unnoticed and counts as the emulator's. A pause of
+//! another thread (one holding the model's lock) counts as the emulator's too: the chain of
+//! readings is broken across a wait for a lock (`PauseWatch::restart`).
+//!
+//! The readings are those the loop makes anyway (no extra clock reads on the fast path); the
+//! watch lives in a thread-local, since a pause is a thread's, whatever queue pair it serves.
+
+use std::cell::RefCell;
+
+/// A gap between two consecutive readings of a serving loop longer than this, plus the work
+/// declared between them, is a pause of the machine. A pass of the loop does at most a few
+/// hundred nanoseconds of undeclared work between readings (a pass over an idle pair is about
+/// 100 ns; posting a completion about 200); on the VMs of docs/perf.md the machine's pauses
+/// are 5 to 900 µs (issue 37).
+pub const PAUSE_NS: u64 = 2_000;
+
+/// Work allowed per command taken or handed to the model, over `PAUSE_NS`: about twice the
+/// model's whole cost per command on the project's VMs (about 2,600 instructions, 0.8 µs;
+/// issue 38), so a batch is never mistaken for a pause.
+pub const ALLOW_NS_PER_COMMAND: u64 = 2_000;
+
+/// Work allowed per KiB of data a command moves (copy or prefetch): 4 GiB/s, a quarter of the
+/// memcpy bandwidth measured on the project's VMs.
+pub const ALLOW_NS_PER_KIB: u64 = 250;
+
+/// Pauses remembered: a completion's deadline is looked up among the latest few, since the
+/// thread posts it at the first reading after the pause that held it.
+const RECENT: usize = 4;
+
+/// One thread's chain of clock readings and the pauses found in it.
+#[derive(Debug)]
+pub struct PauseWatch {
+    /// The chain's last reading (`None`: no chain; the next reading starts one).
+    last_ns: Option<u64>,
+    /// Work declared since the last reading.
+    allowed_ns: u64,
+    /// The latest pauses as (last reading before, first reading after), newest at
+    /// `next - 1` (a ring).
+    recent: [(u64, u64); RECENT],
+    next: usize,
+}
+
+impl Default for PauseWatch {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+impl PauseWatch {
+    pub const fn new() -> Self {
+        PauseWatch {
+            last_ns: None,
+            allowed_ns: 0,
+            recent: [(0, 0); RECENT],
+            next: 0,
+        }
+    }
+
+    /// A reading of the clock in the loop. A gap since the previous one longer than
+    /// `PAUSE_NS` plus the work declared in between is remembered as a pause.
+    #[inline]
+    pub fn reading(&mut self, now_ns: u64) {
+        if let Some(last) = self.last_ns {
+            if now_ns > last && now_ns - last > PAUSE_NS + self.allowed_ns {
+                self.remember(last, now_ns);
+            }
+        }
+        self.last_ns = Some(now_ns);
+        self.allowed_ns = 0;
+    }
+
+    /// A reading after the thread did something else, unbounded (slept, yielded, waited for a
+    /// lock, ran the host's own code): no gap is measured across it, a new chain starts.
+    #[inline]
+    pub fn restart(&mut self, now_ns: u64) {
+        self.last_ns = Some(now_ns);
+        self.allowed_ns = 0;
+    }
+
+    /// The chain is broken and the next reading starts a new one.
+    #[inline]
+    pub fn break_chain(&mut self) {
+        self.last_ns = None;
+    }
+
+    /// A pause known otherwise: a sleep meant to end at `from_ns` that the kernel ended at
+    /// `to_ns`. Starts a new chain at `to_ns`.
+    pub fn overslept(&mut self, from_ns: u64, to_ns: u64) {
+        if to_ns > from_ns + PAUSE_NS {
+            self.remember(from_ns, to_ns);
+        }
+        self.restart(to_ns);
+    }
+
+    fn remember(&mut self, from_ns: u64, to_ns: u64) {
+        self.recent[self.next % RECENT] = (from_ns, to_ns);
+        self.next = self.next.wrapping_add(1);
+    }
+
+    /// Declares work before the next reading: `commands` taken or handed over, `bytes` moved.
+    #[inline]
+    pub fn allow(&mut self, commands: u64, bytes: u64) {
+        self.allowed_ns += commands * ALLOW_NS_PER_COMMAND + bytes * ALLOW_NS_PER_KIB / 1024;
+    }
+
+    /// Whether `deadline_ns` fell inside a remembered pause: after the last reading before it
+    /// (so the thread had not yet seen it due) and before the first one after.
+    #[inline]
+    pub fn paused_at(&self, deadline_ns: u64) -> bool {
+        self.recent
+            .iter()
+            .take(self.next.min(RECENT))
+            .any(|&(from, to)| from < deadline_ns && deadline_ns < to)
+    }
+}
+
+thread_local! {
+    static WATCH: RefCell<PauseWatch> = const { RefCell::new(PauseWatch::new()) };
+}
+
+/// Runs `f` on the calling thread's watch.
+#[inline]
+pub fn this_thread<R>(f: impl FnOnce(&mut PauseWatch) -> R) -> R {
+    WATCH.with_borrow_mut(f)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_gap_past_the_allowance_is_a_pause_and_holds_the_deadlines_inside_it() {
+        let mut w = PauseWatch::new();
+        w.reading(1_000);
+        w.reading(1_100); // a pass
+        assert!(!w.paused_at(1_050), "100 ns is the loop's own time");
+        w.reading(1_100 + PAUSE_NS); // exactly the floor: not a pause
+        assert!(!w.paused_at(1_200));
+        w.reading(50_000); // 46.9 µs: a pause
+        assert!(w.paused_at(40_000));
+        assert!(
+            !w.paused_at(1_100 + PAUSE_NS),
+            "due at the reading before: the thread saw it due and was running"
+        );
+        assert!(!w.paused_at(50_000), "due at the reading after: on time");
+        assert!(!w.paused_at(60_000));
+    }
+
+    #[test]
+    fn declared_work_is_not_a_pause_and_a_restart_measures_nothing() {
+        let mut w = PauseWatch::new();
+        w.reading(0);
+        w.allow(16, 16 * 4096); // a batch of 16 4 KiB commands
+        let allowed = PAUSE_NS + 16 * ALLOW_NS_PER_COMMAND + 16 * 4 * ALLOW_NS_PER_KIB;
+        w.reading(allowed);
+        assert!(!w.paused_at(allowed / 2));
+        // The allowance was for that gap only.
+        w.reading(allowed + PAUSE_NS + 1);
+        assert!(w.paused_at(allowed + 1));
+        // Across a restart (a sleep, a lock waited for) nothing is measured.
+        w.restart(10_000_000);
+        w.reading(10_000_100);
+        assert!(!w.paused_at(5_000_000));
+        w.break_chain();
+        w.reading(20_000_000);
+        assert!(!w.paused_at(15_000_000));
+    }
+
+    #[test]
+    fn the_latest_pauses_are_remembered() {
+        let mut w = PauseWatch::new();
+        let mut t = 0;
+        for _ in 0..RECENT + 2 {
+            w.reading(t);
+            t += 10_000; // each gap a pause
+        }
+        w.reading(t);
+        assert!(w.paused_at(t - 5_000), "the newest");
+        assert!(w.paused_at(t - (RECENT as u64 - 1) * 10_000 - 5_000));
+        assert!(
+            !w.paused_at(5_000),
+            "the oldest are forgotten: {RECENT} kept"
+        );
+    }
+}
