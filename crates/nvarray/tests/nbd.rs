@@ -512,12 +512,20 @@ fn serve_listens_before_it_prepares_a_large_device() {
         assert!(child.child().try_wait().unwrap().is_none(), "serve exited");
         std::thread::yield_now();
     }
-    let mut c = nvarray_nbd::client::Client::connect(
-        nvarray_nbd::io::Stream::Unix(std::os::unix::net::UnixStream::connect(&socket).unwrap()),
-        "",
-        true,
-    )
-    .expect("served once the device is ready");
+    // The socket's file appears at bind, a moment before the server listens on it.
+    let stream = loop {
+        match std::os::unix::net::UnixStream::connect(&socket) {
+            Ok(s) => break s,
+            Err(e) if e.kind() == std::io::ErrorKind::ConnectionRefused => {
+                assert!(Instant::now() < deadline, "never listened: {e}");
+                std::thread::yield_now();
+            }
+            Err(e) => panic!("connect to {}: {e}", socket.display()),
+        }
+    };
+    let mut c =
+        nvarray_nbd::client::Client::connect(nvarray_nbd::io::Stream::Unix(stream), "", true)
+            .expect("served once the device is ready");
     assert_eq!(c.info.size_bytes, 2 << 30);
     assert_eq!(
         c.read(0, 4096).unwrap(),
