@@ -574,7 +574,32 @@ fn device_thread(shared: &Shared, index: usize, count: usize) {
 fn serve(shared: &Shared, cell: &QueueCell, work: &mut QueueWork, spinning: bool) -> bool {
     let path = &shared.path;
     let published = &shared.published;
-    let (taken, mut posted) = work.take_commands(path);
+    // The pass's first clock reading starts or continues the thread's chain of readings
+    // (`pauses`): continued only when the thread did nothing else since its previous pass.
+    let chain = |now: u64, first: bool| {
+        pauses::this_thread(|w| {
+            if spinning || !first {
+                w.reading(now);
+            } else {
+                w.restart(now);
+            }
+        })
+    };
+    // A completion already due goes out before the new commands are taken: taking them moves
+    // their data (a 4 KiB read's copy each), and a deadline waiting behind a batch of them
+    // was late by the whole batch.
+    let mut early = false;
+    let mut posted = false;
+    if let Some(due) = work.next_due_ns() {
+        let mut now = path.clock.now_ns();
+        if due <= now {
+            chain(now, true);
+            early = true;
+            posted = settle(shared, cell, work, &mut now) > 0;
+        }
+    }
+    let (taken, posted_taking) = work.take_commands(path);
+    posted |= posted_taking;
     // The commands are dated inside the visit, by a clock reading taken after they were taken
     // from the queue: each deadline is at least the model's latency after the host's
     // submission. A pass that finds another thread visiting goes on to post what is due and
@@ -583,15 +608,7 @@ fn serve(shared: &Shared, cell: &QueueCell, work: &mut QueueWork, spinning: bool
     // commands, the model is visited only when something in it is due, and only if no other
     // thread is visiting it (that one does the work).
     let mut now = path.clock.now_ns();
-    // Chained to the previous pass's readings only when the thread did nothing else since
-    // (`pauses`): the gap then is loop time, the commands just taken, or a pause.
-    pauses::this_thread(|w| {
-        if spinning {
-            w.reading(now);
-        } else {
-            w.restart(now);
-        }
-    });
+    chain(now, !early);
     // The jitter probe samples from this reading when nothing was taken or posted before it,
     // whatever the pass does next: a pause that swallowed a deadline ends at this reading, and
     // the pass that follows it posts (issue 37: recorded only for a pass that did nothing at
