@@ -147,6 +147,75 @@ pub fn run_on(
     Ok(report)
 }
 
+/// A phase's start: when every thread of it has set itself up (attached its queue pair,
+/// allocated its buffers; about 1.4 ms on the project's VM). Started before that, a timed
+/// job's first requests were issued late by the setup (issue lateness max 1.3-1.9 ms in every
+/// paced run), and a counted one's time held it.
+struct StartGate {
+    state: std::sync::Mutex<(usize, Option<Instant>)>,
+    opened: std::sync::Condvar,
+}
+
+impl StartGate {
+    fn new(threads: usize) -> Self {
+        StartGate {
+            state: std::sync::Mutex::new((threads, None)),
+            opened: std::sync::Condvar::new(),
+        }
+    }
+
+    /// One thread is ready: waits for the others, then returns the start, the same for all.
+    fn arrive(&self) -> Instant {
+        let mut state = self.state.lock().unwrap_or_else(|e| e.into_inner());
+        state.0 = state.0.saturating_sub(1);
+        if state.0 == 0 && state.1.is_none() {
+            state.1 = Some(Instant::now());
+            self.opened.notify_all();
+        }
+        let state = self
+            .opened
+            .wait_while(state, |s| s.1.is_none())
+            .unwrap_or_else(|e| e.into_inner());
+        state.1.expect("opened")
+    }
+
+    /// Opens the gate whoever has arrived (a thread could not be started).
+    fn open(&self) {
+        let mut state = self.state.lock().unwrap_or_else(|e| e.into_inner());
+        state.1.get_or_insert_with(Instant::now);
+        self.opened.notify_all();
+    }
+
+    fn started(&self) -> Option<Instant> {
+        self.state.lock().unwrap_or_else(|e| e.into_inner()).1
+    }
+}
+
+/// A thread's place at the gate: it arrives once, when ready, or when it ends without
+/// getting there (a failed pin, an error), so the others never wait for it.
+struct Arrival<'a> {
+    gate: &'a StartGate,
+    start: Option<Instant>,
+}
+
+impl<'a> Arrival<'a> {
+    fn new(gate: &'a StartGate) -> Self {
+        Arrival { gate, start: None }
+    }
+
+    fn start(&mut self) -> Instant {
+        *self.start.get_or_insert_with(|| self.gate.arrive())
+    }
+}
+
+impl Drop for Arrival<'_> {
+    fn drop(&mut self) {
+        if self.start.is_none() {
+            self.gate.arrive();
+        }
+    }
+}
+
 /// What one phase did.
 struct PhaseRun {
     /// Each thread's stream and what it measured.
@@ -171,7 +240,10 @@ fn run_phase(
     let done = Progress::default();
     let at_start = DeviceReading::take(device);
     let mut at_ramp_end = ramp.is_zero().then(|| at_start.clone());
-    let start = Instant::now();
+    let gate = StartGate::new(plan.threads.len());
+    // Until every thread is set up the phase has not started; the progress bar counts from
+    // here meanwhile.
+    let spawned = Instant::now();
     // Each thread says when it has finished, so the phase ends when its last thread does,
     // not at the next progress tick.
     let (finished_tx, finished_rx) = std::sync::mpsc::channel::<()>();
@@ -181,11 +253,15 @@ fn run_phase(
             .into_iter()
             .map(|plan| {
                 let done = &done;
+                let gate = &gate;
                 let finished = FinishedSignal(finished_tx.clone());
                 std::thread::Builder::new()
                     .name(format!("nvarray-job-{}", plan.stream))
                     .spawn_scoped(s, move || {
                         let _finished = finished;
+                        // Arrives at the gate on every way out, so no thread waits for one
+                        // that failed before it was ready.
+                        let mut arrival = Arrival::new(gate);
                         let (stream, index) = (plan.stream, plan.index);
                         if let Some(cpu) = device.host_cpu(index as usize) {
                             pin_this_thread(cpu).map_err(|source| EmuRunError::Pin {
@@ -194,7 +270,7 @@ fn run_phase(
                                 source,
                             })?;
                         }
-                        run_thread(device, shared, plan, start, done).map(|st| (stream, st))
+                        run_thread(device, shared, plan, &mut arrival, done).map(|st| (stream, st))
                     })
             })
             .collect::<Result<Vec<_>, _>>();
@@ -202,7 +278,10 @@ fn run_phase(
             Ok(handles) => handles,
             // The threads already started end on their own (the workload bounds them); the
             // scope waits for them.
-            Err(e) => return vec![Err(EmuRunError::ThreadStart(e))],
+            Err(e) => {
+                gate.open();
+                return vec![Err(EmuRunError::ThreadStart(e))];
+            }
         };
         // Only the threads hold senders now, so the channel disconnects when the last ends.
         drop(finished_tx);
@@ -210,6 +289,8 @@ fn run_phase(
         // when the ramp ends; it wakes for each thread that finishes.
         let mut running = handles.len();
         while running > 0 {
+            let started = gate.started();
+            let start = started.unwrap_or(spawned);
             let by_time = longest.map(|r| start.elapsed().as_secs_f64() / r.as_secs_f64());
             let by_ios = done.ios.load(Ordering::Relaxed) as f64 / ios_total.max(1) as f64;
             let by_bytes = done.bytes.load(Ordering::Relaxed) as f64 / bytes_total.max(1) as f64;
@@ -223,7 +304,7 @@ fn run_phase(
                     .min(1.0),
             );
             let mut nap = PROGRESS_EVERY;
-            if at_ramp_end.is_none() {
+            if at_ramp_end.is_none() && started.is_some() {
                 let to_ramp_end = ramp.saturating_sub(start.elapsed());
                 if to_ramp_end.is_zero() {
                     at_ramp_end = Some(DeviceReading::take(device));
@@ -243,6 +324,7 @@ fn run_phase(
             .collect()
     });
     let results = results.into_iter().collect::<Result<Vec<_>, _>>()?;
+    let start = gate.started().unwrap_or(spawned);
     // The phase's end is when its last thread stopped measuring, not when this thread
     // noticed (joining threads is nobody's I/O).
     let ended = results
@@ -348,7 +430,8 @@ impl Pacer {
                 .clamp(Self::MARGIN_MIN, Self::MARGIN_MAX);
             pauses::this_thread(|w| {
                 if woke > until {
-                    w.overslept(clock.ns_of(until), clock.ns_of(woke));
+                    // Not running from when the sleep was to end until the kernel ended it.
+                    w.overslept(clock.ns_of(wake_at), clock.ns_of(woke));
                 } else {
                     w.restart(clock.ns_of(woke));
                 }
@@ -484,12 +567,11 @@ fn run_thread(
     device: &Device,
     shared: &LadderShared,
     mut plan: ThreadPlan,
-    start: Instant,
+    arrival: &mut Arrival,
     progress: &Progress,
 ) -> Result<ThreadResult, EmuRunError> {
     let began = Instant::now();
-    // Completions before the end of the job's ramp are not counted.
-    let measure_from = start + Duration::from_nanos(plan.ramp_ns);
+    // Completions before the end of the job's ramp are not counted (`measure_from`).
     let completion = device.completion();
     let clock = DeviceClock::new(device);
     let mut issuer = Issuer::new(device, shared, completion);
@@ -499,6 +581,9 @@ fn run_thread(
     let mut started: Vec<Option<InFlight>> = vec![None; device.tags()];
     let mut scratch = vec![0u8; device.command_bytes_max() as usize];
     let mut write_data = vec![0x5au8; device.command_bytes_max() as usize];
+    // Set up: the phase starts when every thread of it is (`StartGate`).
+    let start = arrival.start();
+    let measure_from = start + Duration::from_nanos(plan.ramp_ns);
     let runtime = plan.runtime_ns.map(Duration::from_nanos);
     let deadline = runtime.map(|r| start + r);
     let thinktime = Duration::from_nanos(plan.thinktime_ns);
