@@ -4,6 +4,7 @@
 use std::collections::HashMap;
 use std::fmt::Write as _;
 
+use nvarray_model::Verdict as EmulationVerdict;
 use serde::Serialize;
 use serde_json::Value;
 
@@ -60,6 +61,39 @@ pub struct RowResult {
     pub reason: Option<String>,
     pub note: Option<&'static str>,
     pub commands: Vec<String>,
+    /// When a run behind the value was emulated and not faithful: the worst verdict of its
+    /// reports (`machine-limited`, `NOT FAITHFUL`) and its reason, so the value is read with
+    /// it.
+    pub emulation: Option<String>,
+}
+
+/// The worst verdict of the run reports anywhere in `outcomes` (a report, an array of them,
+/// `--compare-sim`'s pair), with its reason; `None` when every one was faithful.
+fn emulation_verdict(outcomes: &[&Value]) -> Option<String> {
+    fn walk(v: &Value, worst: &mut Option<(EmulationVerdict, String)>) {
+        match v {
+            Value::Array(items) => items.iter().for_each(|i| walk(i, worst)),
+            Value::Object(map) => {
+                let verdict = map
+                    .get("verdict")
+                    .and_then(|x| serde_json::from_value::<EmulationVerdict>(x.clone()).ok());
+                if let Some(verdict) = verdict.filter(|v| *v != EmulationVerdict::Faithful) {
+                    if worst.as_ref().is_none_or(|(w, _)| verdict > *w) {
+                        let why = map
+                            .get("unfaithful_reason")
+                            .and_then(Value::as_str)
+                            .unwrap_or("no reason given");
+                        *worst = Some((verdict, why.to_string()));
+                    }
+                }
+                map.values().for_each(|x| walk(x, worst));
+            }
+            _ => {}
+        }
+    }
+    let mut worst = None;
+    outcomes.iter().for_each(|o| walk(o, &mut worst));
+    worst.map(|(v, why)| format!("the emulated run was {}: {why}", v.words()))
 }
 
 /// A plot's data, measured, for the caller to draw.
@@ -130,7 +164,9 @@ fn outcomes_of<'a>(
 }
 
 fn judge_row(row: &Row, outcomes: &Outcomes) -> RowResult {
-    let measured = outcomes_of(&row.experiments, outcomes).map(|o| (row.measure)(&o));
+    let found = outcomes_of(&row.experiments, outcomes);
+    let emulation = found.as_ref().ok().and_then(|o| emulation_verdict(o));
+    let measured = found.map(|o| (row.measure)(&o));
     let (value, mut reason) = match measured {
         Ok(Some(v)) if v.is_finite() => (Some(v), None),
         Ok(_) => (None, Some("the outcome lacks the number".to_string())),
@@ -178,6 +214,7 @@ fn judge_row(row: &Row, outcomes: &Outcomes) -> RowResult {
         reason,
         note: row.note,
         commands: row.experiments.iter().map(|e| e.command()).collect(),
+        emulation,
     }
 }
 
@@ -365,11 +402,11 @@ pub fn markdown(results: &[FigureResult], header: &Header) -> String {
                 if let Some(reason) = &r.reason {
                     text.push_str(reason);
                 }
-                if let Some(note) = r.note {
+                for extra in [r.note, r.emulation.as_deref()].into_iter().flatten() {
                     if !text.is_empty() {
                         text.push(' ');
                     }
-                    text.push_str(note);
+                    text.push_str(extra);
                 }
                 (!text.is_empty()).then(|| format!("- *{}*: {text}", r.what))
             })
@@ -430,6 +467,52 @@ mod tests {
             .find(|l| l.starts_with("| bandwidth at 128 us"))
             .expect("the row's line")
             .to_string()
+    }
+
+    /// A value measured on an emulated run that was not faithful says so beside it: the worst
+    /// verdict among its reports (here inside `--compare-sim`'s pair), with the reason.
+    #[test]
+    fn a_value_from_an_unfaithful_emulated_run_says_so() {
+        let (figure, mut outcomes) = one_row(None, "collapses");
+        let judged = |outcomes: &Outcomes| judge(&figure, outcomes).rows[0].emulation.clone();
+        assert_eq!(
+            judged(&outcomes),
+            None,
+            "a simulation has no verdict to tell"
+        );
+        for v in outcomes.values_mut() {
+            *v = Ok(serde_json::json!({
+                "x": 0.0081,
+                "sim": { "verdict": "faithful", "unfaithful_reason": null },
+                "emu": [
+                    { "verdict": "machine-limited", "unfaithful_reason": "paused" },
+                    { "verdict": "faithful", "unfaithful_reason": null },
+                ],
+            }));
+        }
+        let said = judged(&outcomes).expect("told");
+        assert_eq!(said, "the emulated run was machine-limited: paused");
+        let header = Header {
+            version: "v".into(),
+            commit: "c".into(),
+            date: "d".into(),
+            seeds: Vec::new(),
+            machine: "m".into(),
+        };
+        let text = markdown(&[judge(&figure, &outcomes)], &header);
+        assert!(text.contains("machine-limited: paused"), "{text}");
+        for v in outcomes.values_mut() {
+            if let Ok(Value::Object(map)) = v {
+                map.insert(
+                    "late".into(),
+                    serde_json::json!({ "verdict": "not-faithful", "unfaithful_reason": "own" }),
+                );
+            }
+        }
+        assert_eq!(
+            judged(&outcomes).as_deref(),
+            Some("the emulated run was NOT FAITHFUL: own")
+        );
     }
 
     #[test]
