@@ -590,15 +590,19 @@ fn serve(shared: &Shared, cell: &QueueCell, work: &mut QueueWork, spinning: bool
     // was late by the whole batch.
     let mut early = false;
     let mut posted = false;
+    // With completions waiting, taking commands also posts those that fall due meanwhile, up
+    // to what the model has settled (read here: it only grows).
+    let mut settled = None;
     if let Some(due) = work.next_due_ns() {
         let mut now = path.clock.now_ns();
+        chain(now, true);
+        early = true;
         if due <= now {
-            chain(now, true);
-            early = true;
             posted = settle(shared, cell, work, &mut now) > 0;
         }
+        settled = Some(shared.published.settled_ns.load(Ordering::Acquire));
     }
-    let (taken, posted_taking) = work.take_commands(path);
+    let (taken, posted_taking) = work.take_commands(path, settled);
     posted |= posted_taking;
     // The commands are dated inside the visit, by a clock reading taken after they were taken
     // from the queue: each deadline is at least the model's latency after the host's

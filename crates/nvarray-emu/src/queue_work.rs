@@ -205,7 +205,7 @@ impl QueueWork {
     /// once; valid reads and writes have their tag claimed and their data moved (a write's
     /// data taken, a large read's put in place, a small read's prefetched) and wait in
     /// `to_model`. Returns how many commands were taken and whether anything was posted.
-    pub fn take_commands(&mut self, path: &DataPath) -> (usize, bool) {
+    pub fn take_commands(&mut self, path: &DataPath, settled_ns: Option<u64>) -> (usize, bool) {
         let mut posted = false;
         for p in std::mem::take(&mut self.backlog) {
             self.post(path, p, false);
@@ -229,24 +229,32 @@ impl QueueWork {
         self.sq_taken += taken as u64;
         self.commands += taken as u64;
         let mut batch = std::mem::take(&mut self.batch);
-        let mut bytes = 0u64;
         for decoded in batch.drain(..) {
             match decoded.and_then(|(s, in_data)| accept(path, s, in_data)) {
                 Ok(Accepted::ToModel(s)) => {
-                    bytes += u64::from(s.len_bytes);
+                    // Declared before any clock reading that follows (`pauses`): moving the
+                    // data is work.
+                    pauses::this_thread(|w| w.allow(1, u64::from(s.len_bytes)));
                     self.to_model.push(s);
+                    // A completion that fell due while this command's data moved goes now,
+                    // not after the whole batch's.
+                    if let (Some(settled), Some(due)) = (settled_ns, self.next_due_ns()) {
+                        if due <= settled {
+                            let now = path.clock.now_ns();
+                            if due <= now {
+                                posted |= self.post_due(path, settled.min(now)) > 0;
+                            }
+                        }
+                    }
                 }
                 Ok(Accepted::Done(p)) | Err(p) => {
+                    pauses::this_thread(|w| w.allow(1, 0));
                     self.post(path, p, false);
                     posted = true;
                 }
             }
         }
         self.batch = batch;
-        if taken > 0 {
-            // Declared before the pass's next clock reading (`pauses`): moving the data is work.
-            pauses::this_thread(|w| w.allow(taken as u64, bytes));
-        }
         (taken, posted)
     }
 

@@ -437,6 +437,10 @@ impl Pacer {
                 }
             });
         } else {
+            // Too near to sleep: the margin decays here too, or one long overshoot (a pause of
+            // the machine) would leave a margin past the job's period and the thread spinning
+            // for the rest of the run.
+            self.margin = (self.margin - self.margin / 64).max(Self::MARGIN_MIN);
             pauses::this_thread(|w| w.restart(clock.ns_of(now)));
         }
         loop {
@@ -827,6 +831,23 @@ mod tests {
 
     fn us(n: u64) -> Duration {
         Duration::from_micros(n)
+    }
+
+    /// A margin raised to its greatest by one long overshoot (a pause of the machine) comes
+    /// back down while the thread's waits are too short to sleep: it used to decay only at a
+    /// sleep, so a job whose period was under 2 ms spun through the rest of its run.
+    #[test]
+    fn the_pacing_margin_decays_when_the_thread_does_not_sleep() {
+        let clock = DeviceClock {
+            instant: Instant::now(),
+            ns: 0,
+        };
+        let mut pacer = Pacer::new();
+        pacer.margin = Pacer::MARGIN_MAX;
+        for _ in 0..300 {
+            pacer.wait_until(Instant::now() + us(1), &clock);
+        }
+        assert_eq!(pacer.margin, Pacer::MARGIN_MIN);
     }
 
     /// A paced thread (QD 1, a request due every 1,000 µs, each on the device 10 µs) that

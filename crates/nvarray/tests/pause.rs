@@ -17,6 +17,32 @@ fn has_thread(pid: u32, name: &str) -> bool {
         .any(|t| std::fs::read_to_string(t.path().join("comm")).is_ok_and(|c| c.trim() == name))
 }
 
+/// Whether `pid`'s thread named `name` is well into its run: it has slept 50 times (a paced
+/// thread sleeps before each request) or run for 50 ms of CPU (one that spins instead). Its
+/// setup, before the phase starts, does neither.
+fn well_into_its_run(pid: u32, name: &str) -> bool {
+    let Ok(tasks) = std::fs::read_dir(format!("/proc/{pid}/task")) else {
+        return false;
+    };
+    tasks.flatten().any(|t| {
+        let read = |f: &str| std::fs::read_to_string(t.path().join(f)).unwrap_or_default();
+        if read("comm").trim() != name {
+            return false;
+        }
+        let switches: u64 = read("status")
+            .lines()
+            .find_map(|l| l.strip_prefix("voluntary_ctxt_switches:"))
+            .and_then(|n| n.trim().parse().ok())
+            .unwrap_or(0);
+        let cpu_ns: u64 = read("schedstat")
+            .split_whitespace()
+            .next()
+            .and_then(|n| n.parse().ok())
+            .unwrap_or(0);
+        switches >= 50 || cpu_ns >= 50_000_000
+    })
+}
+
 #[test]
 fn a_paused_host_thread_is_issue_lateness_not_device_latency() {
     let child = Command::new(env!("CARGO_BIN_EXE_nvarray"))
@@ -41,9 +67,10 @@ fn a_paused_host_thread_is_issue_lateness_not_device_latency() {
         .spawn()
         .expect("start nvarray bench");
     let pid = child.id();
-    // Wait for the run's host thread, so the pause lands inside the run.
+    // Wait for the run's host thread to be pacing its requests (its setup comes before the
+    // phase starts), so the pause lands inside the run.
     let waited = Instant::now();
-    while !has_thread(pid, "nvarray-job-0") {
+    while !well_into_its_run(pid, "nvarray-job-0") {
         assert!(
             waited.elapsed() < Duration::from_secs(30),
             "the run never started"
