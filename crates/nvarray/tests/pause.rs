@@ -7,16 +7,6 @@
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
-/// Whether the process `pid` has started a thread named `name` (its run has begun).
-fn has_thread(pid: u32, name: &str) -> bool {
-    let Ok(tasks) = std::fs::read_dir(format!("/proc/{pid}/task")) else {
-        return false;
-    };
-    tasks
-        .flatten()
-        .any(|t| std::fs::read_to_string(t.path().join("comm")).is_ok_and(|c| c.trim() == name))
-}
-
 /// Whether `pid`'s thread named `name` is well into its run: it has slept 50 times (a paced
 /// thread sleeps before each request) or run for 50 ms of CPU (one that spins instead). Its
 /// setup, before the phase starts, does neither.
@@ -43,40 +33,45 @@ fn well_into_its_run(pid: u32, name: &str) -> bool {
     })
 }
 
-#[test]
-fn a_paused_host_thread_is_issue_lateness_not_device_latency() {
+/// Starts `nvarray bench ARGS --json` and returns once its job thread is well into its run
+/// (`well_into_its_run`), so a stimulus lands inside the measured run.
+fn bench_under_way(args: &[&str]) -> std::process::Child {
     let child = Command::new(env!("CARGO_BIN_EXE_nvarray"))
-        .args([
-            "bench",
-            "--preset",
-            "null",
-            "--size",
-            "64m",
-            "--rw",
-            "randread",
-            "--bs",
-            "4k",
-            "--rate_iops",
-            "1000",
-            "--runtime",
-            "1s",
-            "--json",
-        ])
+        .arg("bench")
+        .args(args)
+        .arg("--json")
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
         .spawn()
         .expect("start nvarray bench");
-    let pid = child.id();
-    // Wait for the run's host thread to be pacing its requests (its setup comes before the
-    // phase starts), so the pause lands inside the run.
     let waited = Instant::now();
-    while !well_into_its_run(pid, "nvarray-job-0") {
+    while !well_into_its_run(child.id(), "nvarray-job-0") {
         assert!(
             waited.elapsed() < Duration::from_secs(30),
             "the run never started"
         );
         std::thread::yield_now();
     }
+    child
+}
+
+#[test]
+fn a_paused_host_thread_is_issue_lateness_not_device_latency() {
+    let child = bench_under_way(&[
+        "--preset",
+        "null",
+        "--size",
+        "64m",
+        "--rw",
+        "randread",
+        "--bs",
+        "4k",
+        "--rate_iops",
+        "1000",
+        "--runtime",
+        "1s",
+    ]);
+    let pid = child.id();
     let pause = Duration::from_millis(100);
     // SAFETY: kill with a valid signal on our own child's pid has no memory effects.
     assert_eq!(unsafe { libc::kill(pid as i32, libc::SIGSTOP) }, 0);
@@ -119,38 +114,23 @@ fn a_paused_host_thread_is_issue_lateness_not_device_latency() {
 /// machine-limited, with the emulator's own lateness within the bound.
 #[test]
 fn planted_stalls_are_seen_by_the_probe_and_called_the_machines() {
-    let mut child = Command::new(env!("CARGO_BIN_EXE_nvarray"))
-        .args([
-            "bench",
-            "--size",
-            "64m",
-            "--rw",
-            "randread",
-            "--bs",
-            "4k",
-            "--set",
-            "memory.latency_ns=200us",
-            "--completion",
-            "spin",
-            "--device-threads",
-            "0",
-            "--runtime",
-            "2s",
-            "--json",
-        ])
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .expect("start nvarray bench");
+    let mut child = bench_under_way(&[
+        "--size",
+        "64m",
+        "--rw",
+        "randread",
+        "--bs",
+        "4k",
+        "--set",
+        "memory.latency_ns=200us",
+        "--completion",
+        "spin",
+        "--device-threads",
+        "0",
+        "--runtime",
+        "2s",
+    ]);
     let pid = child.id();
-    let waited = Instant::now();
-    while !has_thread(pid, "nvarray-job-0") {
-        assert!(
-            waited.elapsed() < Duration::from_secs(30),
-            "the run never started"
-        );
-        std::thread::yield_now();
-    }
     let (stall, between) = (Duration::from_millis(2), Duration::from_millis(8));
     let mut stalls = 0;
     while child.try_wait().expect("child state").is_none() {
