@@ -30,7 +30,9 @@ pub struct LatenessReport {
     /// Completions recorded, and those whose deadline fell inside a pause of the machine.
     pub completions: u64,
     pub machine_late: u64,
-    /// The emulator's own lateness: percentiles over the completions not machine-late.
+    /// The emulator's own lateness: the mean and percentiles over the completions not
+    /// machine-late.
+    pub own_mean_ns: f64,
     pub own_p50_ns: u64,
     pub own_p99_ns: u64,
     pub own_max_ns: u64,
@@ -55,8 +57,9 @@ pub struct Lateness {
     /// the emulator's own.
     max_ns: u64,
     own_max_ns: u64,
-    /// Every lateness summed, for the exact mean.
+    /// Every lateness summed, for the exact mean, and the emulator's own.
     late_ns_sum: u128,
+    own_late_ns_sum: u128,
     modelled_ns_sum: u128,
     early: u64,
 }
@@ -81,6 +84,7 @@ impl Lateness {
             max_ns: 0,
             own_max_ns: 0,
             late_ns_sum: 0,
+            own_late_ns_sum: 0,
             modelled_ns_sum: 0,
             early: 0,
         }
@@ -111,6 +115,7 @@ impl Lateness {
         if !machine_late {
             self.own.saturating_record(late_ns + 1);
             self.own_max_ns = self.own_max_ns.max(late_ns);
+            self.own_late_ns_sum += u128::from(late_ns);
         }
         self.late_ns_sum += u128::from(late_ns);
         self.modelled_ns_sum += u128::from(modelled_ns);
@@ -132,6 +137,7 @@ impl Lateness {
         self.max_ns = self.max_ns.max(other.max_ns);
         self.own_max_ns = self.own_max_ns.max(other.own_max_ns);
         self.late_ns_sum += other.late_ns_sum;
+        self.own_late_ns_sum += other.own_late_ns_sum;
         self.modelled_ns_sum += other.modelled_ns_sum;
         self.early += other.early;
     }
@@ -172,6 +178,7 @@ impl Lateness {
                 bound_ns: LATENESS_NS_TOLERATED,
                 completions: 0,
                 machine_late: 0,
+                own_mean_ns: 0.0,
                 own_p50_ns: 0,
                 own_p99_ns: 0,
                 own_max_ns: 0,
@@ -238,6 +245,11 @@ impl Lateness {
             bound_ns: bound,
             completions,
             machine_late,
+            own_mean_ns: if self.own.is_empty() {
+                0.0
+            } else {
+                self.own_late_ns_sum as f64 / self.own.len() as f64
+            },
             own_p50_ns: own_p50,
             own_p99_ns: own_p99,
             own_max_ns: self.own_max_ns,
@@ -352,6 +364,8 @@ mod tests {
         assert_eq!((r.completions, r.machine_late), (1000, 31));
         assert_eq!(r.p99_ns, 40_000);
         assert_eq!((r.own_p50_ns, r.own_p99_ns, r.own_max_ns), (100, 100, 100));
+        assert_eq!(r.own_mean_ns, 100.0);
+        assert_eq!(r.mean_ns, (969.0 * 100.0 + 31.0 * 40_000.0) / 1000.0);
         let why = r.unfaithful_reason.unwrap();
         assert!(why.contains("31 of 1000 completions (3.10 %)"), "{why}");
         assert!(why.contains("own p99 is 100 ns"), "{why}");

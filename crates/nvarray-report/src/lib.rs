@@ -476,6 +476,7 @@ pub struct LatenessNs {
     pub machine_late: u64,
     /// `machine_late` in percent of `completions` (0 without completions).
     pub machine_late_percent: f64,
+    pub own_mean: f64,
     pub own_p50: u64,
     pub own_p99: u64,
     pub own_max: u64,

@@ -65,6 +65,7 @@ pub fn device_report_over(
         } else {
             lateness.machine_late as f64 * 100.0 / lateness.completions as f64
         },
+        own_mean: lateness.own_mean_ns,
         own_p50: lateness.own_p50_ns,
         own_p99: lateness.own_p99_ns,
         own_max: lateness.own_max_ns,

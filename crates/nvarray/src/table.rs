@@ -742,8 +742,11 @@ pub struct Difference {
     /// The host's own software and waiting: the emulator's `host` component, less the
     /// lateness inside it and the host time the simulator charges too (`host.software_ns`).
     pub host_software: f64,
-    /// The emulator posting completions after the model's time (mean lateness).
+    /// The emulator posting completions after the model's time (mean lateness), and the part
+    /// of it that completions due in a pause of the machine make (the rest is the
+    /// emulator's own).
     pub lateness: f64,
+    pub machine_lateness: f64,
     /// The modelled device itself: its share of the emulated run against the simulator's
     /// (requests that arrive at other times meet other queues).
     pub device: f64,
@@ -765,11 +768,20 @@ pub fn difference(sim: &RunReport, emu: &RunReport) -> Option<Difference> {
     };
     let (sim_host, emu_host) = (host(sim_t), host(emu_t));
     // The emulator's host component holds everything the model did not produce.
-    let lateness = emu.lateness_ns.mean.min(emu_host);
+    let l = &emu.lateness_ns;
+    let lateness = l.mean.min(emu_host);
+    // Per request: the own completions' lateness over every completion; the rest is the
+    // machine's pauses'.
+    let own = if l.completions == 0 {
+        0.0
+    } else {
+        l.own_mean * (l.completions - l.machine_late) as f64 / l.completions as f64
+    };
     Some(Difference {
         total: emu_t.latency_ns.mean - sim_t.latency_ns.mean,
         host_software: emu_host - lateness - sim_host,
         lateness,
+        machine_lateness: (lateness - own).max(0.0),
         device: (emu_t.latency_ns.mean - emu_host) - (sim_t.latency_ns.mean - sim_host),
     })
 }
@@ -794,11 +806,15 @@ pub fn difference_in_words(sim: &RunReport, emu: &RunReport) -> String {
         setup.map_or("?", |e| e.stack),
         setup.map_or("?", |e| e.completion),
     );
+    let l = &emu.lateness_ns;
     let _ = writeln!(
         s,
-        "  {:+.2} µs lateness (the emulator posted completions after the model's time; p99 {:.2} µs)",
+        "  {:+.2} µs lateness (completions posted after the model's time): {:+.2} µs the machine's pauses ({} completions fell due in one), {:+.2} µs the emulator's own (its p99 {:.2} µs)",
         us(d.lateness),
-        us(emu.lateness_ns.p99 as f64)
+        us(d.machine_lateness),
+        l.machine_late,
+        us(d.lateness - d.machine_lateness),
+        us(l.own_p99 as f64)
     );
     let _ = writeln!(
         s,

@@ -675,6 +675,12 @@ fn compare_sim_sets_model_and_emulator_side_by_side() {
         "parts {parts} != total {total}: {d}"
     );
     assert!(d["lateness"].as_f64().unwrap() >= 0.0, "{d}");
+    // The machine's pauses are a part of the lateness, never more than it.
+    let machine = d["machine_lateness"].as_f64().unwrap();
+    assert!(
+        (0.0..=d["lateness"].as_f64().unwrap() + 1e-9).contains(&machine),
+        "{d}"
+    );
 
     let o = nvarray(&args);
     assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
@@ -686,7 +692,9 @@ fn compare_sim_sets_model_and_emulator_side_by_side() {
         "p99 latency",
         "IOPS",
         "host software and waiting",
-        "lateness (the emulator posted completions after the model's time",
+        "lateness (completions posted after the model's time)",
+        "the machine's pauses",
+        "the emulator's own",
         "the modelled device",
     ] {
         assert!(table.contains(needle), "`{needle}` not in:\n{table}");
