@@ -162,8 +162,15 @@ def device_share(report):
         "mean_us": mean / 1e3,
         "host_share": host / mean if mean > 0 else 0.0,
         "faithful": report.get("faithful", True),
+        # faithful, machine-limited (late only where the machine paused the emulator) or
+        # not-faithful; reports from before the three-word verdict carry only `faithful`.
+        "verdict": report.get("verdict", "faithful" if report.get("faithful", True) else "not-faithful"),
         "unfaithful_reason": report.get("unfaithful_reason"),
     }
+
+
+# The report's verdict as the results table shows it.
+VERDICT_CELL = {"faithful": "yes", "machine-limited": "machine-limited", "not-faithful": "NO"}
 
 
 def fio_bandwidth(args, extra):
@@ -670,9 +677,10 @@ def markdown(args, results, rows, command):
               "session's device report gives its requests at the emulated device, the data moved, their "
               "mean latency there, and the share of that mean that is `host`: the front end, the kernel "
               "and the emulation above the modelled device (0 where a request's commands overlapped, so "
-              "that the model's time alone exceeds the request's; see the README). `faithful`: whether "
-              "the emulator kept to the model's timing in that session.", "",
-              "| device | measurement | figure | device requests | MB | mean µs | host share | faithful |",
+              "that the model's time alone exceeds the request's; see the README). `verdict`: whether "
+              "the emulator kept to the model's timing in that session (yes), kept it except where the "
+              "machine paused it (machine-limited), or fell behind (NO).", "",
+              "| device | measurement | figure | device requests | MB | mean µs | host share | verdict |",
               "|---|---|---|---|---|---|---|---|"]
     rows_of = lambda r: ([(f"NBD fio {p}", r["raw"].get(p, {}), "MB/s", "mb_per_s") for p, _, _ in PATTERNS]
                          + [(f"XFS fio {p}", r["fs"].get(p, {}), "MB/s", "mb_per_s") for p, _, _ in PATTERNS]
@@ -686,16 +694,21 @@ def markdown(args, results, rows, command):
                 continue
             d = a["device"]
             lines.append(f"| {r['device']} | {label} | {a[key]:,.1f} {unit} | {d['requests']:,} | {d['mb']:,.1f} | "
-                         f"{d['mean_us']:,.1f} | {d['host_share'] * 100:.0f} % | {'yes' if d['faithful'] else 'NO'} |")
+                         f"{d['mean_us']:,.1f} | {d['host_share'] * 100:.0f} % | {VERDICT_CELL[d['verdict']]} |")
     skipped = [(r["device"], what, why) for r in results for what, why in r["skipped"]]
     if skipped:
         lines += ["", "## Skipped", ""] + [f"- {d}: {w}: {why}" for d, w, why in skipped]
     sessions = [a["device"] for r in results for _, a, _, _ in rows_of(r) if "device" in a]
-    late = [d for d in sessions if not d["faithful"]]
+    late = [d for d in sessions if d["verdict"] == "not-faithful"]
     if late:
-        lines += ["", f"The emulator was NOT FAITHFUL in {len(late)} of {len(sessions)} sessions (completions posted "
-                  f"after the model's time; the reasons are in apps.json, e.g.: {late[0]['unfaithful_reason']}). "
+        lines += ["", f"The emulator was NOT FAITHFUL in {len(late)} of {len(sessions)} sessions (it fell behind "
+                  f"its model; the reasons are in apps.json, e.g.: {late[0]['unfaithful_reason']}). "
                   "Their figures are what the software got from a device slower than the model by that lateness."]
+    paused = [d for d in sessions if d["verdict"] == "machine-limited"]
+    if paused:
+        lines += ["", f"{len(paused)} of {len(sessions)} sessions were machine-limited: late only where this "
+                  "machine paused the emulator's threads (the share is in apps.json's reasons, e.g.: "
+                  f"{paused[0]['unfaithful_reason']}). Their figures hold those pauses."]
     lines += ["", "## Commands", "", "```sh", command,
               "# per device, what the script runs:",
               f"nvarray serve --preset DEVICE --size {args.size} --listen unix:SOCK --json",

@@ -381,6 +381,7 @@ impl Server {
         }
         drop(host_busy);
         report.uptime_ns = Some(uptime_ns);
+        report.require_enough_served();
         if let Some(setup) = report.emulator.as_mut() {
             // The CPUs of the connections so far, up to one per CPU of the list.
             let connections = self.shared.accepted.load(Ordering::Relaxed);

@@ -861,15 +861,26 @@ impl RunReport {
     /// latencies would print as 0.00 us and its rates as measured. Engines call this last, on
     /// the report of a finished run.
     pub fn require_enough_requests(&mut self) {
-        let done = self.totals.requests;
-        if done >= REQUESTS_FEW {
-            return;
-        }
         let advice = if self.trace.is_some() {
             "replay a longer trace, or raise --runtime or --number_ios if they stopped it"
         } else {
             "lengthen --runtime or set --number_ios"
         };
+        self.require_requests(advice);
+    }
+
+    /// [`RunReport::require_enough_requests`] for a front end's report (`serve`, `mount`),
+    /// whose requests are the clients': a session of a few requests is reported, its
+    /// verdict is not read off one outlier.
+    pub fn require_enough_served(&mut self) {
+        self.require_requests("the clients sent fewer; read the report after more I/O");
+    }
+
+    fn require_requests(&mut self, advice: &str) {
+        let done = self.totals.requests;
+        if done >= REQUESTS_FEW {
+            return;
+        }
         let why = format!(
             "too few requests: {done} completed; fewer than {REQUESTS_FEW} give no latency or rate worth reading ({advice})"
         );
@@ -1183,6 +1194,32 @@ mod tests {
             why.starts_with("too few requests: 0 completed") && why.ends_with("lateness"),
             "{why}"
         );
+    }
+
+    /// A front end's session of a few requests says so, with the clients' advice, and is
+    /// not read off one outlier.
+    #[test]
+    fn a_served_session_of_too_few_requests_says_the_clients_sent_few() {
+        let mut r = RunReport {
+            faithful: true,
+            ..RunReport::default()
+        };
+        r.totals.requests = 2;
+        r.require_enough_served();
+        assert_eq!(r.verdict, Verdict::NotFaithful);
+        let why = r.unfaithful_reason.unwrap();
+        assert!(
+            why.starts_with("too few requests: 2 completed")
+                && why.contains("the clients sent fewer"),
+            "{why}"
+        );
+        let mut r = RunReport {
+            faithful: true,
+            ..RunReport::default()
+        };
+        r.totals.requests = REQUESTS_FEW;
+        r.require_enough_served();
+        assert_eq!((r.verdict, r.faithful), (Verdict::Faithful, true));
     }
 
     /// A run takes the worst verdict of its parts, the worst one's reason first, every

@@ -112,6 +112,7 @@ pub fn run(args: MountArgs) -> Result<()> {
             cpu_seconds,
         );
         report.uptime_ns = Some(start.elapsed().as_nanos() as u64);
+        report.require_enough_served();
         if let Some(setup) = report.emulator.as_mut() {
             setup.host_cpus = device.host_cpu(0).into_iter().collect();
         }
