@@ -585,22 +585,22 @@ fn serve(shared: &Shared, cell: &QueueCell, work: &mut QueueWork, spinning: bool
             }
         })
     };
-    // A completion already due goes out before the new commands are taken: taking them moves
-    // their data (a 4 KiB read's copy each), and a deadline waiting behind a batch of them
-    // was late by the whole batch.
-    let mut early = false;
+    // With completions waiting, the clock is read before the new commands are taken: one
+    // already due goes out first (taking commands moves their data, a 4 KiB read's copy
+    // each, and a deadline behind a batch of them was late by the whole batch), and taking
+    // them posts those that fall due meanwhile, up to what the model has settled (read here:
+    // it only grows).
+    let mut early = None;
     let mut posted = false;
-    // With completions waiting, taking commands also posts those that fall due meanwhile, up
-    // to what the model has settled (read here: it only grows).
     let mut settled = None;
     if let Some(due) = work.next_due_ns() {
         let mut now = path.clock.now_ns();
         chain(now, true);
-        early = true;
         if due <= now {
             posted = settle(shared, cell, work, &mut now) > 0;
         }
         settled = Some(shared.published.settled_ns.load(Ordering::Acquire));
+        early = Some(now);
     }
     let (taken, posted_taking) = work.take_commands(path, settled);
     posted |= posted_taking;
@@ -611,8 +611,15 @@ fn serve(shared: &Shared, cell: &QueueCell, work: &mut QueueWork, spinning: bool
     // waiting for the lock only after `VISIT_TRIES` passes in a row found it taken. Without
     // commands, the model is visited only when something in it is due, and only if no other
     // thread is visiting it (that one does the work).
-    let mut now = path.clock.now_ns();
-    chain(now, !early);
+    // Read again only if commands were taken since (the visit dates them by its own reading).
+    let mut now = match early {
+        Some(now) if taken == 0 => now,
+        _ => {
+            let now = path.clock.now_ns();
+            chain(now, early.is_none());
+            now
+        }
+    };
     // The jitter probe samples from this reading when nothing was taken or posted before it,
     // whatever the pass does next: a pause that swallowed a deadline ends at this reading, and
     // the pass that follows it posts (issue 37: recorded only for a pass that did nothing at
