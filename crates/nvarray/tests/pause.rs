@@ -33,6 +33,12 @@ fn well_into_its_run(pid: u32, name: &str) -> bool {
     })
 }
 
+/// Held by each test for its whole run: each stops a process and times what follows, and on a
+/// 2-core machine the other's spinning, stopped bench would be a second stimulus (a paced
+/// request in flight while the other test's run held the CPU waited for its slot: 2 of 12
+/// runs failed `paced_issued_late == 0` in parallel).
+static ONE_AT_A_TIME: std::sync::Mutex<()> = std::sync::Mutex::new(());
+
 /// Starts `nvarray bench ARGS --json` and returns once its job thread is well into its run
 /// (`well_into_its_run`), so a stimulus lands inside the measured run.
 fn bench_under_way(args: &[&str]) -> std::process::Child {
@@ -57,6 +63,7 @@ fn bench_under_way(args: &[&str]) -> std::process::Child {
 
 #[test]
 fn a_paused_host_thread_is_issue_lateness_not_device_latency() {
+    let _alone = ONE_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner());
     let child = bench_under_way(&[
         "--preset",
         "null",
@@ -114,6 +121,7 @@ fn a_paused_host_thread_is_issue_lateness_not_device_latency() {
 /// machine-limited, with the emulator's own lateness within the bound.
 #[test]
 fn planted_stalls_are_seen_by_the_probe_and_called_the_machines() {
+    let _alone = ONE_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner());
     let mut child = bench_under_way(&[
         "--size",
         "64m",
