@@ -1152,14 +1152,20 @@ fn a_killed_pm_bench_leaves_no_files() {
         .stderr(std::process::Stdio::null())
         .spawn()
         .unwrap();
-    // Wait until the pool is mapped (its files already unlinked), then kill.
+    // Wait until the pool is open: both of its files mapped and no longer named in either
+    // directory (an NVM-tier file is built unnamed and shows as deleted before the pool is
+    // open, so its mapping alone is no sign: the data file was still there in 1 of ~30 runs),
+    // then kill.
     let maps = format!("/proc/{}/maps", child.id());
     let deadline = std::time::Instant::now() + std::time::Duration::from_secs(30);
+    let empty = |dir: &std::path::Path| std::fs::read_dir(dir).unwrap().next().is_none();
     let pool_mapped = || {
-        std::fs::read_to_string(&maps)
-            .unwrap_or_default()
-            .lines()
-            .any(|l| l.contains(nvm.to_str().unwrap()) && l.ends_with("(deleted)"))
+        let maps = std::fs::read_to_string(&maps).unwrap_or_default();
+        let mapped_deleted = |dir: &std::path::Path| {
+            maps.lines()
+                .any(|l| l.contains(dir.to_str().unwrap()) && l.ends_with("(deleted)"))
+        };
+        mapped_deleted(&nvm) && mapped_deleted(&data) && empty(&nvm) && empty(&data)
     };
     while !pool_mapped() {
         assert!(
