@@ -1,0 +1,831 @@
+//! The device description: every parameter of the timing model, read from TOML.
+//!
+//! One struct per hardware part, with the unit of every field in its name. `validate` checks
+//! each field against the range the model supports and names the field in its error, so a
+//! user who mistypes a preset override learns which key and which range at once.
+
+use serde::{Deserialize, Serialize};
+
+use crate::error::ConfigError;
+
+/// The whole array: host link, command interface, controller, ring, memory, wear levelling,
+/// and the host-side software cost the engines charge per request.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct DeviceConfig {
+    /// Short name, e.g. the preset's name.
+    pub name: String,
+    /// One line saying what this device is.
+    #[serde(default)]
+    pub description: String,
+    pub link: LinkConfig,
+    pub interface: InterfaceConfig,
+    pub controller: ControllerConfig,
+    pub ring: RingConfig,
+    pub memory: MemoryConfig,
+    pub wear: WearConfig,
+    #[serde(default)]
+    pub host: HostConfig,
+    #[serde(default)]
+    pub model: ModelConfig,
+    /// The network between the host and a remote device; none by default (a local device).
+    #[serde(default)]
+    pub fabric: FabricConfig,
+}
+
+/// Which timing model runs the device.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ModelConfig {
+    #[serde(default)]
+    pub kind: ModelKind,
+    /// For `kind = "null"`: how long after its submission every command completes.
+    #[serde(default)]
+    pub null_latency_ns: u64,
+}
+
+/// The timing model behind a device.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum ModelKind {
+    /// The whole array: link, command protocol, controller, buffers, ring, memory.
+    #[default]
+    Array,
+    /// Every command completes `model.null_latency_ns` after it is submitted, with no shared
+    /// resource, like Linux's `null_blk`: a target for testing software, and the emulator's
+    /// own path with the model's cost near zero. The other sections still give the device's
+    /// size, block size, largest transfer, tags and command protocol.
+    Null,
+}
+
+/// The PCIe host link. Both directions have the full bandwidth (full duplex).
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct LinkConfig {
+    /// PCIe generation, 1 to 5 (2.5, 5, 8, 16, 32 GT/s per lane).
+    pub generation: u8,
+    /// Lane count, 1 to 16.
+    pub lanes: u8,
+    /// Largest data payload of one TLP (Max_Payload_Size), a power of two from 64 to 4096.
+    pub max_payload_bytes: u32,
+    /// Bytes each TLP costs on the wire beyond its payload: framing, sequence number, header,
+    /// LCRC, and the share of ACK/flow-control DLLPs.
+    pub tlp_overhead_bytes: u32,
+    /// Largest read a device may request from host memory in one TLP (Max_Read_Request_Size).
+    pub max_read_request_bytes: u32,
+    /// One-way latency through the link and root complex.
+    pub propagation_ns: u64,
+    /// Time host memory takes to answer a device's DMA read request, excluding the link.
+    pub host_read_latency_ns: u64,
+}
+
+/// How commands and completions cross the link.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum Protocol {
+    /// Moneta: one 64-bit programmed-I/O write issues a command; completion is a status
+    /// register plus an interrupt, and the host reads the status back over the link.
+    Moneta,
+    /// NVMe: doorbell write, the device fetches a 64-byte SQ entry (and a PRP list for
+    /// transfers over two pages), then writes a 16-byte CQ entry and an MSI; the host writes
+    /// the CQ head doorbell.
+    Nvme,
+    /// DC Express (HGST, 2016): "a leaner PCIe storage protocol ... minimizes number of
+    /// packets per command". The host writes the whole command in one programmed-I/O write;
+    /// a read completes in its data (the host watches a unique tag that the data overwrites:
+    /// no completion entry, no interrupt, no status read); a write completes with one posted
+    /// write of a status word into host memory (the seed does not say; see `DeviceModel::complete`).
+    DcExpress,
+}
+
+impl Protocol {
+    pub const ALL: [Protocol; 3] = [Protocol::Moneta, Protocol::Nvme, Protocol::DcExpress];
+
+    pub fn name(self) -> &'static str {
+        match self {
+            Protocol::Moneta => "moneta",
+            Protocol::Nvme => "nvme",
+            Protocol::DcExpress => "dc-express",
+        }
+    }
+}
+
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct InterfaceConfig {
+    pub protocol: Protocol,
+    /// Moneta: time the device takes to answer the host's status-register read.
+    #[serde(default)]
+    pub status_read_ns: u64,
+    /// NVMe: memory page size that PRP entries describe.
+    #[serde(default = "default_page_bytes")]
+    pub page_bytes: u32,
+    /// Moneta and DC Express: bytes of the one programmed-I/O write that carries a command
+    /// (Moneta's command word is 64 bits).
+    #[serde(default = "default_command_bytes")]
+    pub command_bytes: u32,
+}
+
+fn default_page_bytes() -> u32 {
+    4096
+}
+
+fn default_command_bytes() -> u32 {
+    8
+}
+
+/// Who does the per-command work inside the controller.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum ControllerMode {
+    /// Embedded cores run firmware for each stage (OpenExpress's baseline).
+    Firmware,
+    /// Automated hardware pipeline (Moneta's FPGA, OpenExpress's design).
+    Hardware,
+}
+
+/// Order in which the controller hands transfer buffers to waiting requests.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum Policy {
+    /// Oldest request first; a large request takes every buffer until it is fully scheduled.
+    Fifo,
+    /// Separate read and write queues, served alternately on each buffer allocation, so both
+    /// link directions stay busy (Moneta's full-duplex fix).
+    SplitRw,
+    /// A request gets one buffer and goes to the back of the queue (Moneta's fairness fix).
+    RoundRobin,
+}
+
+impl Policy {
+    pub const ALL: [Policy; 3] = [Policy::Fifo, Policy::SplitRw, Policy::RoundRobin];
+
+    pub fn name(self) -> &'static str {
+        match self {
+            Policy::Fifo => "fifo",
+            Policy::SplitRw => "split-rw",
+            Policy::RoundRobin => "round-robin",
+        }
+    }
+}
+
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ControllerConfig {
+    pub mode: ControllerMode,
+    pub policy: Policy,
+    /// Scoreboard size: commands the controller tracks at once. More wait in the request queue.
+    pub tags: u32,
+    /// Transfer buffers: how many request pieces can move at once.
+    pub buffer_count: u32,
+    /// Size of one transfer buffer; requests are moved in pieces of this size.
+    pub buffer_bytes: u32,
+    /// Logical block size: offsets and lengths must be multiples of it.
+    pub block_bytes: u32,
+    /// Largest request the controller accepts.
+    pub max_transfer_bytes: u32,
+    /// Latency from granting a buffer to the start of its memory or DMA transfer.
+    pub dma_setup_ns: u64,
+    /// Hardware mode: time the command pipeline is occupied per command (it handles one
+    /// command at a time, so this also bounds IOPS).
+    #[serde(default)]
+    pub hardware_command_ns: u64,
+    /// Hardware mode: time the pipeline is occupied to post a completion.
+    #[serde(default)]
+    pub hardware_completion_ns: u64,
+    /// Hardware mode: latency of the command pipeline beyond the time it is occupied: its
+    /// stages overlap with the next commands', so this delays each command without bounding
+    /// IOPS (a 250 MHz pipeline takes a command every few cycles, yet each spends microseconds
+    /// in it).
+    #[serde(default)]
+    pub pipeline_latency_ns: u64,
+    /// Clock of the controller's hardware, in MHz, for the stage costs given in cycles
+    /// (OpenExpress tunes its FPGA from 50 to 250 MHz). 0 when every cost is given in ns.
+    #[serde(default)]
+    pub clock_mhz: u32,
+    /// Hardware mode: pipeline cycles per command (queue dispatch, SQ entry parsing, context
+    /// set-up: OpenExpress's FET and CTX), on top of `hardware_command_ns`.
+    #[serde(default)]
+    pub hardware_command_cycles: u64,
+    /// Hardware mode: pipeline cycles per page of the command (`interface.page_bytes`): PRP
+    /// entry traversal and DMA descriptor set-up (OpenExpress's HTRW).
+    #[serde(default)]
+    pub hardware_page_cycles: u64,
+    /// Hardware mode: pipeline cycles to post a completion (OpenExpress's CMT), on top of
+    /// `hardware_completion_ns`.
+    #[serde(default)]
+    pub hardware_completion_cycles: u64,
+    /// Cycles from granting a buffer to the start of its transfer, on top of `dma_setup_ns`.
+    #[serde(default)]
+    pub dma_setup_cycles: u64,
+    /// Firmware mode: embedded cores sharing the per-command work.
+    #[serde(default = "one")]
+    pub firmware_cores: u32,
+    /// Firmware mode: per-command cost of fetching and decoding the command.
+    #[serde(default)]
+    pub firmware_fetch_ns: u64,
+    /// Firmware mode: per-command cost of walking PRP entries and setting up DMA.
+    #[serde(default)]
+    pub firmware_prp_ns: u64,
+    /// Firmware mode: per-command cost of address translation (FTL or wear-levelling map).
+    #[serde(default)]
+    pub firmware_translation_ns: u64,
+    /// Firmware mode: per-command cost of building the completion and raising the interrupt.
+    #[serde(default)]
+    pub firmware_completion_ns: u64,
+}
+
+fn one() -> u32 {
+    1
+}
+
+impl ControllerConfig {
+    /// `cycles` at the controller's clock, in ns (rounded up; 0 without a clock).
+    pub fn cycles_ns(&self, cycles: u64) -> u64 {
+        if self.clock_mhz == 0 {
+            return 0;
+        }
+        (cycles * 1000).div_ceil(u64::from(self.clock_mhz))
+    }
+}
+
+/// The internal network between the controller and the memory controllers.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RingConfig {
+    /// Raw ring bandwidth, shared by reads and writes.
+    pub bandwidth_bytes_per_s: u64,
+    /// Payload carried by one ring packet.
+    pub packet_payload_bytes: u32,
+    /// Header bytes each ring packet adds.
+    pub packet_header_bytes: u32,
+    /// Latency of one traversal, controller to memory controller.
+    pub latency_ns: u64,
+}
+
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct MemoryConfig {
+    /// Label of the memory technology (pcm, stt-mram, dram, xpoint, z-nand, slc, mlc, tlc, ...).
+    pub technology: String,
+    /// Usable capacity of the array.
+    pub capacity_bytes: u64,
+    /// Independent memory controllers on the ring.
+    pub controllers: u32,
+    /// Banks (or dies) per memory controller that work in parallel.
+    pub banks_per_controller: u32,
+    /// Consecutive bytes on one controller before the address moves to the next.
+    pub stripe_bytes: u32,
+    /// Unit of one media access (a row, or a flash page); the access latency is paid per row.
+    pub row_bytes: u32,
+    /// Media read latency per row access.
+    pub read_latency_ns: u64,
+    /// Media write latency per row access (the write is complete only when it is in the media).
+    pub write_latency_ns: u64,
+    /// Data rate of one bank once a row is open.
+    pub bank_bandwidth_bytes_per_s: u64,
+    /// Erase latency (flash); 0 for media written in place.
+    #[serde(default)]
+    pub erase_latency_ns: u64,
+    /// Bytes written to a bank between two erases (flash erase block); used when erase_latency_ns > 0.
+    #[serde(default)]
+    pub erase_block_bytes: u64,
+    /// A hard disk instead of random-access media: each controller is one disk (one bank),
+    /// and an access costs seek by distance plus rotation plus transfer (`disk.rs`);
+    /// `read_latency_ns`/`write_latency_ns` are then the drive's per-command overhead.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub disk: Option<DiskConfig>,
+}
+
+/// A rotating disk's geometry and mechanics (`[memory.disk]`).
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct DiskConfig {
+    /// Spindle speed, revolutions per minute.
+    pub rpm: u32,
+    /// Bytes on one track: the media rate is one track per revolution.
+    pub track_bytes: u32,
+    /// Seek to the next track (head settle included).
+    pub seek_track_to_track_ns: u64,
+    /// Seek across the whole disk.
+    pub seek_full_stroke_ns: u64,
+}
+
+/// Start-gap wear levelling (Qureshi et al., MICRO'09), one instance per memory controller.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct WearConfig {
+    pub enabled: bool,
+    /// Remapping granularity (a line).
+    pub line_bytes: u32,
+    /// Writes between two gap moves (the paper's psi; 100 costs 1 % extra writes).
+    pub gap_interval_writes: u32,
+}
+
+/// A network between the host and the device (`[fabric]`), for a device in another machine:
+/// every command crosses it as a request message and comes back as a response message. A
+/// message waits for its direction of the wire (serialisation at `bandwidth_bytes_per_s`, so
+/// large transfers queue behind each other), then travels `hops` hops of `hop_latency_ns` and
+/// pays `message_overhead_ns` in the network adapters. With `kind = "tcp"` the remote machine's
+/// CPU is on the path: it handles every message (`remote_cpu_ns` plus copying at
+/// `remote_cpu_bytes_per_s`) on one of `remote_cpu_cores` cores, as an NBD or iSCSI server
+/// does. With `kind = "rdma"` the network adapter reaches the device itself (NVMe-oF, or DC
+/// Express's "bypassing the remote CPU for low latency access to networked storage",
+/// hgst-dcexpress-2016-slides.md) and no CPU is on the path.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct FabricConfig {
+    #[serde(default)]
+    pub kind: FabricKind,
+    /// Hops one way: the cables and switches a message crosses (1: a direct cable).
+    #[serde(default = "default_hops")]
+    pub hops: u32,
+    /// One way, per hop: propagation and switching.
+    #[serde(default)]
+    pub hop_latency_ns: u64,
+    /// Each direction's data rate (full duplex); 0 only with `kind = "none"`.
+    #[serde(default)]
+    pub bandwidth_bytes_per_s: u64,
+    /// Per message, both network adapters together (doorbell, DMA, protocol processing).
+    #[serde(default)]
+    pub message_overhead_ns: u64,
+    /// Bytes of a message besides its data: the command in a request, the status in a
+    /// response (headers of the transport included).
+    #[serde(default = "default_header_bytes")]
+    pub header_bytes: u32,
+    /// `tcp` only: the remote CPU's time per message (network stack, server software).
+    #[serde(default)]
+    pub remote_cpu_ns: u64,
+    /// `tcp` only: the remote CPU's copying rate for a message's data (0: no per-byte cost).
+    #[serde(default)]
+    pub remote_cpu_bytes_per_s: u64,
+    /// `tcp` only: cores serving messages side by side.
+    #[serde(default = "default_remote_cpu_cores")]
+    pub remote_cpu_cores: u32,
+}
+
+impl Default for FabricConfig {
+    fn default() -> Self {
+        FabricConfig {
+            kind: FabricKind::None,
+            hops: default_hops(),
+            hop_latency_ns: 0,
+            bandwidth_bytes_per_s: 0,
+            message_overhead_ns: 0,
+            header_bytes: default_header_bytes(),
+            remote_cpu_ns: 0,
+            remote_cpu_bytes_per_s: 0,
+            remote_cpu_cores: default_remote_cpu_cores(),
+        }
+    }
+}
+
+fn default_hops() -> u32 {
+    1
+}
+
+fn default_header_bytes() -> u32 {
+    64
+}
+
+fn default_remote_cpu_cores() -> u32 {
+    1
+}
+
+/// What carries commands between the host and the device.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum FabricKind {
+    /// The device is in the host: no network.
+    #[default]
+    None,
+    /// RDMA or NVMe-oF: the network adapter reaches the device; no remote CPU on the path.
+    Rdma,
+    /// TCP to a server program (NBD, iSCSI): the remote CPU handles every message.
+    Tcp,
+}
+
+/// Costs on the host side of the interface, charged by the engines, not by the device.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct HostConfig {
+    /// Host software time per request before it is issued (driver, OS, library). 0 by default,
+    /// so results show the device alone.
+    #[serde(default)]
+    pub software_ns: u64,
+}
+
+/// Bounds the model supports; kept in one place so errors and docs quote the same numbers.
+pub mod limits {
+    pub const LANES_MAX: u8 = 16;
+    pub const GENERATION_MAX: u8 = 5;
+    pub const TAGS_MAX: u32 = 65_536;
+    pub const BUFFERS_MAX: u32 = 4_096;
+    pub const CONTROLLERS_MAX: u32 = 256;
+    pub const BANKS_MAX: u32 = 256;
+    pub const FIRMWARE_CORES_MAX: u32 = 64;
+    /// 10 GHz: beyond any controller.
+    pub const CLOCK_MHZ_MAX: u32 = 10_000;
+    /// A billion cycles of one stage is a typo, not a controller.
+    pub const CYCLES_MAX: u64 = 1_000_000_000;
+    pub const MAX_TRANSFER_BYTES_MAX: u32 = 64 << 20;
+    /// Start-gap write counters kept at most (4 bytes each: 1 GiB).
+    pub const WEAR_LINES_MAX: u64 = 1 << 28;
+    /// One hour: any latency beyond this is a typo, not a device.
+    pub const LATENCY_NS_MAX: u64 = 3_600_000_000_000;
+    /// Network hops one way: a path across a data centre is a handful.
+    pub const FABRIC_HOPS_MAX: u32 = 64;
+    pub const REMOTE_CPU_CORES_MAX: u32 = 1024;
+    /// A message header beyond a megabyte is a typo.
+    pub const HEADER_BYTES_MAX: u32 = 1 << 20;
+}
+
+fn check(
+    ok: bool,
+    field: &'static str,
+    range: &str,
+    value: impl ToString,
+) -> Result<(), ConfigError> {
+    if ok {
+        Ok(())
+    } else {
+        Err(ConfigError::OutOfRange {
+            field,
+            range: range.to_string(),
+            value: value.to_string(),
+        })
+    }
+}
+
+impl FabricConfig {
+    fn validate(&self) -> Result<(), ConfigError> {
+        use limits::*;
+        check(
+            (1..=FABRIC_HOPS_MAX).contains(&self.hops),
+            "fabric.hops",
+            "1 to 64",
+            self.hops,
+        )?;
+        check_latency("fabric.hop_latency_ns", self.hop_latency_ns)?;
+        check_latency("fabric.message_overhead_ns", self.message_overhead_ns)?;
+        check_latency("fabric.remote_cpu_ns", self.remote_cpu_ns)?;
+        check(
+            self.header_bytes <= HEADER_BYTES_MAX,
+            "fabric.header_bytes",
+            "0 to 1048576",
+            self.header_bytes,
+        )?;
+        check(
+            (1..=REMOTE_CPU_CORES_MAX).contains(&self.remote_cpu_cores),
+            "fabric.remote_cpu_cores",
+            "1 to 1024",
+            self.remote_cpu_cores,
+        )?;
+        if self.kind != FabricKind::None {
+            check(
+                self.bandwidth_bytes_per_s > 0,
+                "fabric.bandwidth_bytes_per_s",
+                "above 0 for a fabric (e.g. 12500000000 for 100 Gb/s)",
+                self.bandwidth_bytes_per_s,
+            )?;
+        }
+        if self.kind != FabricKind::Tcp {
+            check(
+                self.remote_cpu_ns == 0 && self.remote_cpu_bytes_per_s == 0,
+                "fabric.remote_cpu_ns",
+                "0 unless fabric.kind = \"tcp\" (only TCP puts the remote CPU on the path)",
+                self.remote_cpu_ns,
+            )?;
+        }
+        Ok(())
+    }
+}
+
+fn check_latency(field: &'static str, value: u64) -> Result<(), ConfigError> {
+    check(
+        value <= limits::LATENCY_NS_MAX,
+        field,
+        "0 to 3600000000000 (one hour)",
+        value,
+    )
+}
+
+fn check_pow2(field: &'static str, value: u32, min: u32, max: u32) -> Result<(), ConfigError> {
+    check(
+        value.is_power_of_two() && (min..=max).contains(&value),
+        field,
+        &format!("a power of two from {min} to {max}"),
+        value,
+    )
+}
+
+impl DeviceConfig {
+    /// Checks every field against the range the model supports.
+    pub fn validate(&self) -> Result<(), ConfigError> {
+        use limits::*;
+        let l = &self.link;
+        check(
+            (1..=GENERATION_MAX).contains(&l.generation),
+            "link.generation",
+            "1 to 5",
+            l.generation,
+        )?;
+        check(
+            (1..=LANES_MAX).contains(&l.lanes),
+            "link.lanes",
+            "1 to 16",
+            l.lanes,
+        )?;
+        check_pow2("link.max_payload_bytes", l.max_payload_bytes, 64, 4096)?;
+        check(
+            l.tlp_overhead_bytes <= 128,
+            "link.tlp_overhead_bytes",
+            "0 to 128",
+            l.tlp_overhead_bytes,
+        )?;
+        check_pow2(
+            "link.max_read_request_bytes",
+            l.max_read_request_bytes,
+            64,
+            4096,
+        )?;
+        check_latency("link.propagation_ns", l.propagation_ns)?;
+        check_latency("link.host_read_latency_ns", l.host_read_latency_ns)?;
+        check_latency("model.null_latency_ns", self.model.null_latency_ns)?;
+        self.fabric.validate()?;
+
+        let i = &self.interface;
+        check_latency("interface.status_read_ns", i.status_read_ns)?;
+        check_pow2("interface.page_bytes", i.page_bytes, 512, 65_536)?;
+        check(
+            (4..=l.max_payload_bytes).contains(&i.command_bytes)
+                && i.command_bytes.is_multiple_of(4),
+            "interface.command_bytes",
+            &format!(
+                "a multiple of 4 from 4 to link.max_payload_bytes ({}): one write",
+                l.max_payload_bytes
+            ),
+            i.command_bytes,
+        )?;
+
+        let c = &self.controller;
+        check(
+            (1..=TAGS_MAX).contains(&c.tags),
+            "controller.tags",
+            "1 to 65536",
+            c.tags,
+        )?;
+        check(
+            (1..=BUFFERS_MAX).contains(&c.buffer_count),
+            "controller.buffer_count",
+            "1 to 4096",
+            c.buffer_count,
+        )?;
+        check_pow2("controller.block_bytes", c.block_bytes, 1, 65_536)?;
+        check(
+            c.buffer_bytes >= c.block_bytes && c.buffer_bytes.is_multiple_of(c.block_bytes),
+            "controller.buffer_bytes",
+            &format!("a multiple of controller.block_bytes ({})", c.block_bytes),
+            c.buffer_bytes,
+        )?;
+        check(
+            c.max_transfer_bytes >= c.block_bytes
+                && c.max_transfer_bytes.is_multiple_of(c.block_bytes)
+                && c.max_transfer_bytes <= MAX_TRANSFER_BYTES_MAX,
+            "controller.max_transfer_bytes",
+            &format!(
+                "a multiple of controller.block_bytes ({}) up to {MAX_TRANSFER_BYTES_MAX}",
+                c.block_bytes
+            ),
+            c.max_transfer_bytes,
+        )?;
+        for (field, v) in [
+            ("controller.dma_setup_ns", c.dma_setup_ns),
+            ("controller.hardware_command_ns", c.hardware_command_ns),
+            (
+                "controller.hardware_completion_ns",
+                c.hardware_completion_ns,
+            ),
+            ("controller.pipeline_latency_ns", c.pipeline_latency_ns),
+            ("controller.firmware_fetch_ns", c.firmware_fetch_ns),
+            ("controller.firmware_prp_ns", c.firmware_prp_ns),
+            (
+                "controller.firmware_translation_ns",
+                c.firmware_translation_ns,
+            ),
+            (
+                "controller.firmware_completion_ns",
+                c.firmware_completion_ns,
+            ),
+        ] {
+            check_latency(field, v)?;
+        }
+        check(
+            c.clock_mhz <= CLOCK_MHZ_MAX,
+            "controller.clock_mhz",
+            "0 to 10000",
+            c.clock_mhz,
+        )?;
+        for (field, cycles) in [
+            (
+                "controller.hardware_command_cycles",
+                c.hardware_command_cycles,
+            ),
+            ("controller.hardware_page_cycles", c.hardware_page_cycles),
+            (
+                "controller.hardware_completion_cycles",
+                c.hardware_completion_cycles,
+            ),
+            ("controller.dma_setup_cycles", c.dma_setup_cycles),
+        ] {
+            check(
+                cycles == 0 || c.clock_mhz > 0,
+                field,
+                "0 unless controller.clock_mhz is set",
+                cycles,
+            )?;
+            check(cycles <= CYCLES_MAX, field, "0 to 1000000000", cycles)?;
+        }
+        check(
+            (1..=FIRMWARE_CORES_MAX).contains(&c.firmware_cores),
+            "controller.firmware_cores",
+            "1 to 64",
+            c.firmware_cores,
+        )?;
+
+        let r = &self.ring;
+        check(
+            r.bandwidth_bytes_per_s >= 1_000_000,
+            "ring.bandwidth_bytes_per_s",
+            "at least 1000000",
+            r.bandwidth_bytes_per_s,
+        )?;
+        check(
+            r.packet_payload_bytes >= 1,
+            "ring.packet_payload_bytes",
+            "at least 1",
+            r.packet_payload_bytes,
+        )?;
+        check(
+            r.packet_header_bytes <= 4096,
+            "ring.packet_header_bytes",
+            "0 to 4096",
+            r.packet_header_bytes,
+        )?;
+        check_latency("ring.latency_ns", r.latency_ns)?;
+
+        let m = &self.memory;
+        check(
+            (1..=CONTROLLERS_MAX).contains(&m.controllers),
+            "memory.controllers",
+            "1 to 256",
+            m.controllers,
+        )?;
+        check(
+            (1..=BANKS_MAX).contains(&m.banks_per_controller),
+            "memory.banks_per_controller",
+            "1 to 256",
+            m.banks_per_controller,
+        )?;
+        check_pow2("memory.row_bytes", m.row_bytes, 1, 1 << 20)?;
+        check_pow2(
+            "memory.stripe_bytes",
+            m.stripe_bytes,
+            m.row_bytes.min(512),
+            1 << 30,
+        )?;
+        check(
+            m.stripe_bytes >= m.row_bytes,
+            "memory.stripe_bytes",
+            &format!("at least memory.row_bytes ({})", m.row_bytes),
+            m.stripe_bytes,
+        )?;
+        let stride = u64::from(m.controllers) * u64::from(m.stripe_bytes.max(self.wear.line_bytes));
+        check(
+            m.capacity_bytes >= stride && m.capacity_bytes.is_multiple_of(stride),
+            "memory.capacity_bytes",
+            &format!("a non-zero multiple of controllers x max(stripe_bytes, wear.line_bytes) ({stride})"),
+            m.capacity_bytes,
+        )?;
+        // After the capacity's own check, so a tiny --size blames the size, not the buffers.
+        check(
+            u64::from(c.buffer_bytes) <= m.capacity_bytes,
+            "controller.buffer_bytes",
+            &format!("at most memory.capacity_bytes ({})", m.capacity_bytes),
+            c.buffer_bytes,
+        )?;
+        check_latency("memory.read_latency_ns", m.read_latency_ns)?;
+        check_latency("memory.write_latency_ns", m.write_latency_ns)?;
+        check_latency("memory.erase_latency_ns", m.erase_latency_ns)?;
+        check(
+            m.bank_bandwidth_bytes_per_s >= 1_000_000,
+            "memory.bank_bandwidth_bytes_per_s",
+            "at least 1000000",
+            m.bank_bandwidth_bytes_per_s,
+        )?;
+        check(
+            m.erase_latency_ns == 0 || m.erase_block_bytes >= u64::from(m.row_bytes),
+            "memory.erase_block_bytes",
+            &format!(
+                "at least memory.row_bytes ({}) when erase_latency_ns > 0",
+                m.row_bytes
+            ),
+            m.erase_block_bytes,
+        )?;
+
+        if let Some(d) = &m.disk {
+            check(
+                (1_000..=30_000).contains(&d.rpm),
+                "memory.disk.rpm",
+                "1000 to 30000",
+                d.rpm,
+            )?;
+            check(
+                d.track_bytes >= 512,
+                "memory.disk.track_bytes",
+                "at least 512",
+                d.track_bytes,
+            )?;
+            check_latency(
+                "memory.disk.seek_track_to_track_ns",
+                d.seek_track_to_track_ns,
+            )?;
+            check_latency("memory.disk.seek_full_stroke_ns", d.seek_full_stroke_ns)?;
+            check(
+                d.seek_full_stroke_ns >= d.seek_track_to_track_ns,
+                "memory.disk.seek_full_stroke_ns",
+                &format!(
+                    "at least memory.disk.seek_track_to_track_ns ({})",
+                    d.seek_track_to_track_ns
+                ),
+                d.seek_full_stroke_ns,
+            )?;
+            check(
+                m.banks_per_controller == 1,
+                "memory.banks_per_controller",
+                "1 with [memory.disk] (one actuator per disk)",
+                m.banks_per_controller,
+            )?;
+            check(
+                m.erase_latency_ns == 0,
+                "memory.erase_latency_ns",
+                "0 with [memory.disk]",
+                m.erase_latency_ns,
+            )?;
+            check(
+                !self.wear.enabled,
+                "wear.enabled",
+                "false with [memory.disk] (disks are not wear-levelled)",
+                self.wear.enabled,
+            )?;
+        }
+
+        let w = &self.wear;
+        check_pow2(
+            "wear.line_bytes",
+            w.line_bytes,
+            m.row_bytes.max(64),
+            1 << 24,
+        )?;
+        check(
+            w.gap_interval_writes >= 1,
+            "wear.gap_interval_writes",
+            "at least 1",
+            w.gap_interval_writes,
+        )?;
+        let lines = m.capacity_bytes / u64::from(m.controllers) / u64::from(w.line_bytes);
+        // One 4-byte write counter per line: keep them under 1 GiB in all.
+        check(
+            !w.enabled || lines * u64::from(m.controllers) <= limits::WEAR_LINES_MAX,
+            "wear.line_bytes",
+            &format!(
+                "large enough for at most {} start-gap lines in all, where memory.capacity_bytes ({}) / wear.line_bytes makes {}: raise wear.line_bytes, lower memory.capacity_bytes (--size), or set wear.enabled=false",
+                limits::WEAR_LINES_MAX,
+                m.capacity_bytes,
+                lines * u64::from(m.controllers)
+            ),
+            w.line_bytes,
+        )?;
+
+        check_latency("host.software_ns", self.host.software_ns)?;
+        Ok(())
+    }
+
+    /// Parses a TOML device description and validates it.
+    pub fn from_toml(text: &str) -> Result<Self, ConfigError> {
+        let cfg: DeviceConfig =
+            toml::from_str(text).map_err(|e| ConfigError::Toml(one_line(&e.to_string())))?;
+        cfg.validate()?;
+        Ok(cfg)
+    }
+
+    /// Serialises to TOML (without the preset files' comments).
+    pub fn to_toml(&self) -> String {
+        toml::to_string(self).expect("a DeviceConfig always serialises")
+    }
+}
+
+/// Folds toml's multi-line error report into one line.
+pub(crate) fn one_line(message: &str) -> String {
+    message.split_whitespace().collect::<Vec<_>>().join(" ")
+}

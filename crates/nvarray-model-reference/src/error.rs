@@ -1,0 +1,44 @@
+//! Typed errors of the model: one line each, naming the field and what it accepts.
+
+use thiserror::Error;
+
+/// A device description the model cannot run.
+#[derive(Debug, Error, Clone, PartialEq, Eq)]
+pub enum ConfigError {
+    #[error("{field} = {value} is out of range: expected {range}")]
+    OutOfRange {
+        field: &'static str,
+        range: String,
+        value: String,
+    },
+    #[error("malformed device TOML: {0}")]
+    Toml(String),
+    #[error("unknown preset `{name}`: choose one of {choices}")]
+    UnknownPreset { name: String, choices: String },
+    #[error("--set {key}: {message}")]
+    Override { key: String, message: String },
+}
+
+/// A command the device refuses. The device state is unchanged when this is returned.
+#[derive(Debug, Error, Clone, PartialEq, Eq)]
+pub enum CommandError {
+    #[error(
+        "request beyond end of device: offset={offset_bytes} len={len_bytes} size={size_bytes}"
+    )]
+    OutOfRange {
+        offset_bytes: u64,
+        len_bytes: u32,
+        size_bytes: u64,
+    },
+    #[error("request not aligned to the {block_bytes}-byte block: offset={offset_bytes} len={len_bytes}")]
+    Misaligned {
+        offset_bytes: u64,
+        len_bytes: u32,
+        block_bytes: u32,
+    },
+    #[error("request length {len_bytes} is zero or above the maximum transfer of {max_transfer_bytes} bytes")]
+    BadLength {
+        len_bytes: u32,
+        max_transfer_bytes: u32,
+    },
+}

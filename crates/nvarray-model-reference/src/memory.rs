@@ -1,0 +1,610 @@
+//! The memory array: controllers on the ring, banks per controller, media timing, erase, and
+//! the start-gap remapping of each controller.
+//!
+//! Address layout: the device address space is striped over the controllers in
+//! `stripe_bytes` pieces; inside a controller, addresses are grouped in wear-levelling lines
+//! that start-gap remaps; rows (the media's access unit) of a physical line are interleaved
+//! over the controller's banks, so one request keeps several banks busy at once. A bank
+//! serves one row access at a time: `latency + row / bank bandwidth`.
+
+use crate::config::MemoryConfig;
+use crate::config::WearConfig;
+use crate::disk::Disk;
+use crate::link::{bytes_to_ns, fs_per_byte};
+use crate::timeline::Timeline;
+use crate::wear::StartGap;
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Access {
+    Read,
+    Write,
+}
+
+/// Wear statistics across all controllers.
+#[derive(Clone, Copy, Debug, Default, PartialEq)]
+pub struct WearStats {
+    /// Most writes any physical line received.
+    pub line_writes_max: u64,
+    /// Mean writes per physical line.
+    pub line_writes_mean: f64,
+    /// Line copies made by gap moves (the levelling's own write overhead).
+    pub gap_moves: u64,
+}
+
+#[derive(Clone, Copy, Debug, Default)]
+struct Booking {
+    now_ns: u64,
+    ready_ns: u64,
+    first_start_ns: u64,
+    last_end_ns: u64,
+}
+
+#[derive(Clone, Debug)]
+pub struct Memory {
+    controllers: u32,
+    banks_per_controller: u32,
+    stripe_bytes: u64,
+    row_bytes: u64,
+    line_bytes: u64,
+    rows_per_line: u64,
+    read_latency_ns: u64,
+    write_latency_ns: u64,
+    erase_latency_ns: u64,
+    erase_block_bytes: u64,
+    bank_fs_per_byte: u64,
+    /// Cost of one whole row on one bank: latency plus transfer.
+    row_read_ns: u64,
+    row_write_ns: u64,
+    banks: Vec<Timeline>,
+    /// Per controller: every access so far gave each of its banks the same work, so their
+    /// timelines are identical and the first bank's stands for all (see `add_rows`).
+    lockstep: Vec<bool>,
+    /// Busy time of the banks that a lockstep controller's first bank stood for.
+    lockstep_busy_ns: u64,
+    bank_bytes_since_erase: Vec<u64>,
+    wear: Option<Vec<StartGap>>,
+    /// Time each bank is asked for by the piece being booked; reused, so no allocation per piece.
+    /// The access being booked: its ready time, the engine's now, and the span of bank time
+    /// booked so far (first start, last end).
+    booking: Booking,
+    erases: u64,
+    /// One per controller when the media is a hard disk (`[memory.disk]`).
+    disks: Option<Vec<Disk>>,
+    /// Bytes addressable (`memory.capacity_bytes`); every access lies inside (checked in
+    /// debug builds; last, so the hot fields keep their places).
+    capacity_bytes: u64,
+}
+
+impl Memory {
+    pub fn new(cfg: &MemoryConfig, wear: &WearConfig) -> Self {
+        let banks = (cfg.controllers * cfg.banks_per_controller) as usize;
+        // A disk is not wear-levelled (validated): its pieces split only at stripe ends.
+        let line_bytes = if cfg.disk.is_some() {
+            u64::from(cfg.stripe_bytes)
+        } else {
+            u64::from(wear.line_bytes)
+        };
+        let lines_per_controller = cfg.capacity_bytes / u64::from(cfg.controllers) / line_bytes;
+        // What the address arithmetic of `access` relies on (`DeviceConfig::validate` checks
+        // each; a `Memory` built from an unchecked config would book the wrong banks).
+        debug_assert!(
+            cfg.controllers >= 1,
+            "expected at least one controller, found {}",
+            cfg.controllers
+        );
+        debug_assert!(
+            cfg.banks_per_controller >= 1,
+            "expected at least one bank per controller, found {}",
+            cfg.banks_per_controller
+        );
+        debug_assert!(
+            cfg.stripe_bytes.is_power_of_two(),
+            "expected a power-of-two stripe, found {}",
+            cfg.stripe_bytes
+        );
+        debug_assert!(
+            cfg.row_bytes.is_power_of_two(),
+            "expected a power-of-two row, found {}",
+            cfg.row_bytes
+        );
+        debug_assert!(
+            line_bytes.is_power_of_two(),
+            "expected a power-of-two line, found {line_bytes}"
+        );
+        debug_assert!(
+            line_bytes >= u64::from(cfg.row_bytes),
+            "expected a line of at least one row, found line={line_bytes} row={}",
+            cfg.row_bytes
+        );
+        debug_assert!(
+            cfg.capacity_bytes > 0,
+            "expected a non-empty memory, found capacity 0"
+        );
+        debug_assert!(
+            cfg.capacity_bytes.is_multiple_of(
+                u64::from(cfg.controllers) * line_bytes.max(u64::from(cfg.stripe_bytes))
+            ),
+            "expected a capacity that is a multiple of controllers x max(stripe, line) ({} x {}), \
+             found {}",
+            cfg.controllers,
+            line_bytes.max(u64::from(cfg.stripe_bytes)),
+            cfg.capacity_bytes
+        );
+        debug_assert!(
+            cfg.erase_latency_ns == 0 || cfg.erase_block_bytes > 0,
+            "expected an erase block when erases cost time, found erase_block_bytes=0 with \
+             erase_latency_ns={}",
+            cfg.erase_latency_ns
+        );
+        debug_assert!(
+            !wear.enabled || lines_per_controller <= u64::from(u32::MAX - 1),
+            "expected at most {} start-gap lines per controller, found {lines_per_controller}",
+            u32::MAX - 1
+        );
+        debug_assert!(
+            cfg.disk.is_none() || cfg.banks_per_controller == 1,
+            "expected one bank (one actuator) per disk, found {}",
+            cfg.banks_per_controller
+        );
+        let row_transfer_ns = bytes_to_ns(
+            u64::from(cfg.row_bytes),
+            fs_per_byte(cfg.bank_bandwidth_bytes_per_s as f64),
+        );
+        Memory {
+            capacity_bytes: cfg.capacity_bytes,
+            controllers: cfg.controllers,
+            banks_per_controller: cfg.banks_per_controller,
+            stripe_bytes: u64::from(cfg.stripe_bytes),
+            row_bytes: u64::from(cfg.row_bytes),
+            line_bytes,
+            rows_per_line: (line_bytes / u64::from(cfg.row_bytes)).max(1),
+            read_latency_ns: cfg.read_latency_ns,
+            write_latency_ns: cfg.write_latency_ns,
+            erase_latency_ns: cfg.erase_latency_ns,
+            erase_block_bytes: cfg.erase_block_bytes,
+            bank_fs_per_byte: fs_per_byte(cfg.bank_bandwidth_bytes_per_s as f64),
+            row_read_ns: cfg.read_latency_ns + row_transfer_ns,
+            row_write_ns: cfg.write_latency_ns + row_transfer_ns,
+            banks: vec![Timeline::new(); banks],
+            lockstep: vec![
+                cfg.erase_latency_ns == 0 && cfg.banks_per_controller > 1;
+                cfg.controllers as usize
+            ],
+            lockstep_busy_ns: 0,
+            bank_bytes_since_erase: vec![0; banks],
+            wear: wear.enabled.then(|| {
+                (0..cfg.controllers)
+                    .map(|_| StartGap::new(lines_per_controller as u32, wear.gap_interval_writes))
+                    .collect()
+            }),
+            booking: Booking::default(),
+            erases: 0,
+            disks: cfg.disk.as_ref().map(|d| {
+                let per_disk = cfg.capacity_bytes / u64::from(cfg.controllers);
+                vec![Disk::new(d, per_disk); cfg.controllers as usize]
+            }),
+        }
+    }
+
+    /// Books the media for `access` of `[offset, offset + len)` once `ready_ns`; returns
+    /// `(first bank start, last bank end)`. The access is not empty and lies inside the
+    /// capacity (the device checks every command first).
+    pub fn access(
+        &mut self,
+        now_ns: u64,
+        ready_ns: u64,
+        access: Access,
+        offset_bytes: u64,
+        len_bytes: u64,
+    ) -> (u64, u64) {
+        debug_assert!(
+            len_bytes > 0,
+            "empty media access: expected len > 0, found len=0 at offset {offset_bytes}"
+        );
+        debug_assert!(
+            offset_bytes
+                .checked_add(len_bytes)
+                .is_some_and(|end| end <= self.capacity_bytes),
+            "media access past the end: expected offset + len <= {}, found offset={offset_bytes} \
+             len={len_bytes}",
+            self.capacity_bytes
+        );
+        debug_assert!(
+            ready_ns >= now_ns,
+            "media access ready in the past: expected ready >= now, found ready={ready_ns} \
+             now={now_ns}"
+        );
+        // Stripe, line and row sizes are powers of two (validated), so the address arithmetic
+        // is shifts and masks; the controller count need not be, so it is divided once (a
+        // shift when it is a power of two, as in most presets) and then stepped.
+        let stripe_shift = self.stripe_bytes.trailing_zeros();
+        let stripe_mask = self.stripe_bytes - 1;
+        let controllers = u64::from(self.controllers);
+        let stripe = offset_bytes >> stripe_shift;
+        let (mut controller, mut group) = if controllers.is_power_of_two() {
+            let shift = controllers.trailing_zeros();
+            ((stripe & (controllers - 1)) as u32, stripe >> shift)
+        } else {
+            ((stripe % controllers) as u32, stripe / controllers)
+        };
+        let mut in_stripe = offset_bytes & stripe_mask;
+        let mut left = len_bytes;
+        self.booking = Booking {
+            now_ns,
+            ready_ns,
+            first_start_ns: u64::MAX,
+            last_end_ns: ready_ns,
+        };
+        while left > 0 {
+            let local = (group << stripe_shift) + in_stripe;
+            // A piece ends at the stripe's end and, because lines are remapped one by one,
+            // at the line's end.
+            let line_left = self.line_bytes - (local & (self.line_bytes - 1));
+            let piece = left.min(self.stripe_bytes - in_stripe).min(line_left);
+            #[cfg(debug_assertions)]
+            self.check_piece(offset_bytes + (len_bytes - left), controller, local, piece);
+            self.add_piece(controller, local, piece, access);
+            left -= piece;
+            in_stripe += piece;
+            if in_stripe == self.stripe_bytes {
+                in_stripe = 0;
+                controller += 1;
+                if controller == self.controllers {
+                    controller = 0;
+                    group += 1;
+                }
+            }
+        }
+        let b = self.booking;
+        debug_assert!(
+            b.first_start_ns != u64::MAX,
+            "a media access booked no bank: expected at least one booking for offset \
+             {offset_bytes} len {len_bytes}"
+        );
+        debug_assert!(
+            b.first_start_ns >= ready_ns,
+            "media started before the access was ready: expected first start >= {ready_ns}, \
+             found {}",
+            b.first_start_ns
+        );
+        debug_assert!(
+            b.last_end_ns > b.first_start_ns,
+            "media access took no time: expected last end > first start {}, found {}",
+            b.first_start_ns,
+            b.last_end_ns
+        );
+        (b.first_start_ns.min(b.last_end_ns), b.last_end_ns)
+    }
+
+    /// Checks one piece of an access against the address layout, computed directly from the
+    /// piece's device address `global_bytes` rather than stepped as `access` does: the right
+    /// controller and controller-local address for the striping, inside one stripe and one
+    /// line, inside the controller's share of the capacity.
+    #[cfg(debug_assertions)]
+    fn check_piece(&self, global_bytes: u64, controller: u32, local_bytes: u64, len_bytes: u64) {
+        let controllers = u64::from(self.controllers);
+        let stripe = global_bytes / self.stripe_bytes;
+        let in_stripe = global_bytes % self.stripe_bytes;
+        assert_eq!(
+            u64::from(controller),
+            stripe % controllers,
+            "address {global_bytes} on the wrong controller: expected stripe {stripe} mod \
+             {controllers}, found controller {controller}"
+        );
+        assert_eq!(
+            local_bytes,
+            stripe / controllers * self.stripe_bytes + in_stripe,
+            "address {global_bytes} at the wrong controller-local address: expected stripe \
+             {stripe} / {controllers} x {} + {in_stripe}, found {local_bytes}",
+            self.stripe_bytes
+        );
+        assert!(
+            len_bytes > 0,
+            "empty piece at address {global_bytes}: expected len > 0, found 0"
+        );
+        assert!(
+            in_stripe + len_bytes <= self.stripe_bytes,
+            "piece crosses a stripe: expected {in_stripe} + {len_bytes} <= {}",
+            self.stripe_bytes
+        );
+        let in_line = local_bytes % self.line_bytes;
+        assert!(
+            in_line + len_bytes <= self.line_bytes,
+            "piece crosses a line: expected {in_line} + {len_bytes} <= {}",
+            self.line_bytes
+        );
+        let per_controller = self.capacity_bytes / controllers;
+        assert!(
+            local_bytes + len_bytes <= per_controller,
+            "piece past the controller's end: expected {local_bytes} + {len_bytes} <= \
+             {per_controller}"
+        );
+    }
+
+    #[inline]
+    fn add_piece(&mut self, controller: u32, local_bytes: u64, len_bytes: u64, access: Access) {
+        if let Some(disks) = &mut self.disks {
+            // A disk serves accesses one after another in the order they are booked: its
+            // head position and the platter's angle depend on what it did just before, so no
+            // booking may fill a gap before an earlier one.
+            let b = &mut self.booking;
+            let bank = &mut self.banks[controller as usize];
+            let start = b.ready_ns.max(bank.busy_until_ns());
+            let overhead = match access {
+                Access::Read => self.read_latency_ns,
+                Access::Write => self.write_latency_ns,
+            };
+            let ns = disks[controller as usize].service_ns(start, overhead, local_bytes, len_bytes);
+            let booked = bank.reserve(b.now_ns, start, ns);
+            debug_assert_eq!(
+                booked, start,
+                "a disk booking filled a gap: expected it to start after the last one, at \
+                 {start}, found {booked}"
+            );
+            let start = booked;
+            b.first_start_ns = b.first_start_ns.min(start);
+            b.last_end_ns = b.last_end_ns.max(start + ns);
+            return;
+        }
+        let line_shift = self.line_bytes.trailing_zeros();
+        let row_shift = self.row_bytes.trailing_zeros();
+        let logical_line = local_bytes >> line_shift;
+        let mut gap_move = None;
+        let physical_line = match &mut self.wear {
+            Some(wear) => {
+                let sg = &mut wear[controller as usize];
+                let p = sg.physical(logical_line as u32);
+                if access == Access::Write {
+                    gap_move = sg.record_write(logical_line as u32);
+                }
+                u64::from(p)
+            }
+            None => logical_line,
+        };
+        let in_line = local_bytes & (self.line_bytes - 1);
+        let line_first_row = physical_line * self.rows_per_line;
+        let first_row = line_first_row + (in_line >> row_shift);
+        let last_row = line_first_row + ((in_line + len_bytes - 1) >> row_shift);
+        #[cfg(debug_assertions)]
+        {
+            // Start-gap keeps one spare physical line per controller.
+            let lines = self.capacity_bytes / u64::from(self.controllers) / self.line_bytes;
+            let physical_lines = lines + u64::from(self.wear.is_some());
+            assert!(
+                logical_line < lines,
+                "logical line out of range: expected < {lines}, found {logical_line}"
+            );
+            assert!(
+                physical_line < physical_lines,
+                "start-gap mapped line {logical_line} out of range: expected < \
+                 {physical_lines}, found {physical_line}"
+            );
+            assert!(
+                first_row <= last_row,
+                "piece's rows reversed: expected first row {first_row} <= last row {last_row}"
+            );
+            assert!(
+                last_row < line_first_row + self.rows_per_line,
+                "piece's rows leave its line: expected last row < {}, found {last_row}",
+                line_first_row + self.rows_per_line
+            );
+            if let Some(mv) = gap_move {
+                assert!(
+                    u64::from(mv.from) < physical_lines,
+                    "gap move from a line out of range: expected < {physical_lines}, found {mv:?}"
+                );
+                assert!(
+                    u64::from(mv.to) < physical_lines,
+                    "gap move to a line out of range: expected < {physical_lines}, found {mv:?}"
+                );
+            }
+        }
+        self.add_rows(
+            controller,
+            first_row,
+            last_row - first_row + 1,
+            len_bytes,
+            access,
+        );
+        if let Some(mv) = gap_move {
+            // The copy reads the source line and writes it into the gap.
+            let rows = self.rows_per_line;
+            self.add_rows(
+                controller,
+                u64::from(mv.from) * rows,
+                rows,
+                self.line_bytes,
+                Access::Read,
+            );
+            self.add_rows(
+                controller,
+                u64::from(mv.to) * rows,
+                rows,
+                self.line_bytes,
+                Access::Write,
+            );
+        }
+    }
+
+    /// Spreads `rows` consecutive rows over the controller's banks (row r on bank r mod banks).
+    #[inline]
+    fn add_rows(&mut self, controller: u32, first_row: u64, rows: u64, bytes: u64, access: Access) {
+        debug_assert!(
+            controller < self.controllers,
+            "controller out of range: expected < {}, found {controller}",
+            self.controllers
+        );
+        debug_assert!(
+            rows >= 1,
+            "no rows to book: expected rows >= 1, found 0 ({bytes} bytes)"
+        );
+        debug_assert!(bytes >= 1, "no bytes to book: expected bytes >= 1, found 0");
+        debug_assert!(
+            bytes <= rows * self.row_bytes,
+            "bytes do not fit their rows: expected bytes <= {rows} x {}, found {bytes}",
+            self.row_bytes
+        );
+        let banks = u64::from(self.banks_per_controller);
+        let base = (controller * self.banks_per_controller) as usize;
+        // Divisions are a large share of the simulator's time; bank counts are usually powers
+        // of two and pieces usually whole rows, so take the shift-and-mask path when we can.
+        let (per_bank, extra, first_bank) = if banks.is_power_of_two() {
+            let shift = banks.trailing_zeros();
+            (rows >> shift, rows & (banks - 1), first_row & (banks - 1))
+        } else {
+            (rows / banks, rows % banks, first_row % banks)
+        };
+        debug_assert_eq!(
+            per_bank * banks + extra,
+            rows,
+            "rows split wrongly over {banks} banks: expected per bank x banks + extra = rows, \
+             found per bank {per_bank}, extra {extra}"
+        );
+        debug_assert!(
+            extra < banks,
+            "leftover rows out of range: expected < {banks}, found {extra}"
+        );
+        debug_assert!(
+            first_bank < banks,
+            "first bank out of range: expected < {banks}, found {first_bank}"
+        );
+        // Every row costs the same: one access latency plus its bytes at the bank's rate.
+        let (bytes_per_row, row_ns) = if bytes == rows * self.row_bytes {
+            let ns = match access {
+                Access::Read => self.row_read_ns,
+                Access::Write => self.row_write_ns,
+            };
+            (self.row_bytes, ns)
+        } else {
+            let latency = match access {
+                Access::Read => self.read_latency_ns,
+                Access::Write => self.write_latency_ns,
+            };
+            let per_row = bytes.div_ceil(rows);
+            (
+                per_row,
+                latency + bytes_to_ns(per_row, self.bank_fs_per_byte),
+            )
+        };
+        if self.lockstep[controller as usize] {
+            #[cfg(debug_assertions)]
+            self.check_lockstep(controller);
+            if extra == 0 {
+                // Every bank gets `per_bank` rows, ready at the same time: the banks' timelines
+                // stay identical, so booking the first one is exact and 1/banks of the work.
+                let ns = per_bank * row_ns;
+                let b = &mut self.booking;
+                let start = self.banks[base].reserve(b.now_ns, b.ready_ns, ns);
+                b.first_start_ns = b.first_start_ns.min(start);
+                b.last_end_ns = b.last_end_ns.max(start + ns);
+                self.lockstep_busy_ns += ns * (banks - 1);
+                return;
+            }
+            // Uneven work: the banks part ways here; give each the shared schedule.
+            for i in 1..banks as usize {
+                self.banks[base + i] = self.banks[base].schedule_copy();
+            }
+            self.lockstep[controller as usize] = false;
+            debug_assert!(
+                self.banks[base..base + banks as usize]
+                    .iter()
+                    .all(|t| t.busy_until_ns() == self.banks[base].busy_until_ns()),
+                "banks parting from lockstep do not share the first bank's schedule: expected \
+                 every bank busy until {}",
+                self.banks[base].busy_until_ns()
+            );
+        }
+        let erase = access == Access::Write && self.erase_latency_ns > 0;
+        let mut bank = first_bank as usize;
+        for i in 0..banks.min(rows) {
+            let n = per_bank + u64::from(i < extra);
+            let mut ns = n * row_ns;
+            let index = base + bank;
+            debug_assert!(
+                bank < banks as usize,
+                "bank out of range: expected < {banks}, found {bank}"
+            );
+            if erase {
+                let written = &mut self.bank_bytes_since_erase[index];
+                *written += (n * bytes_per_row).min(bytes);
+                while *written >= self.erase_block_bytes {
+                    *written -= self.erase_block_bytes;
+                    ns += self.erase_latency_ns;
+                    self.erases += 1;
+                }
+                debug_assert!(
+                    *written < self.erase_block_bytes,
+                    "bank written past an erase block without erasing: expected < {}, found {}",
+                    self.erase_block_bytes,
+                    *written
+                );
+            }
+            // Booking each piece as it comes is the same as summing per bank first: two
+            // bookings ready at the same time land back to back (or fill gaps, which is better).
+            let b = &mut self.booking;
+            let start = self.banks[index].reserve(b.now_ns, b.ready_ns, ns);
+            b.first_start_ns = b.first_start_ns.min(start);
+            b.last_end_ns = b.last_end_ns.max(start + ns);
+            bank += 1;
+            if bank as u64 == banks {
+                bank = 0;
+            }
+        }
+    }
+
+    /// What lets a lockstep controller book only its first bank: the media has no erase
+    /// (whose per-bank counters would diverge) and the other banks were never booked, so the
+    /// first bank's timeline is every bank's (they get a copy of it when they part).
+    #[cfg(debug_assertions)]
+    fn check_lockstep(&self, controller: u32) {
+        assert_eq!(
+            self.erase_latency_ns, 0,
+            "controller {controller} in lockstep on media with erases: expected erase latency \
+             0, found {}",
+            self.erase_latency_ns
+        );
+        let base = (controller * self.banks_per_controller) as usize;
+        for i in 1..self.banks_per_controller as usize {
+            let bank = &self.banks[base + i];
+            assert_eq!(
+                bank.busy_until_ns(),
+                0,
+                "bank {i} of controller {controller} booked while in lockstep: expected an \
+                 untouched timeline, found one busy until the time shown"
+            );
+            assert_eq!(
+                bank.busy_ns_total(),
+                0,
+                "bank {i} of controller {controller} booked while in lockstep: expected no busy \
+                 time, found the time shown"
+            );
+        }
+    }
+
+    pub fn wear_stats(&self) -> Option<WearStats> {
+        let wear = self.wear.as_ref()?;
+        let total: u64 = wear.iter().map(StartGap::writes_total).sum();
+        let lines: u64 = wear.iter().map(StartGap::physical_lines).sum();
+        Some(WearStats {
+            line_writes_max: wear
+                .iter()
+                .map(|w| u64::from(w.write_count_max()))
+                .max()
+                .unwrap_or(0),
+            line_writes_mean: total as f64 / lines as f64,
+            gap_moves: wear.iter().map(StartGap::gap_moves).sum(),
+        })
+    }
+
+    /// Busy time summed over all banks, and the bank count (for utilisation).
+    pub fn bank_busy_ns_total(&self) -> (u64, usize) {
+        (
+            self.banks.iter().map(Timeline::busy_ns_total).sum::<u64>() + self.lockstep_busy_ns,
+            self.banks.len(),
+        )
+    }
+
+    pub fn erases(&self) -> u64 {
+        self.erases
+    }
+}

@@ -1,0 +1,337 @@
+//! A resource that serves one thing at a time, booked in advance.
+//!
+//! The model computes a request piece's whole path (media, ring, link) when the piece is
+//! granted a buffer, so a resource can be booked for a time in the future. A plain
+//! "busy until" register would then make an earlier-ready piece wait behind a later booking;
+//! `Timeline` keeps the booked intervals and lets a new booking fill a gap before them
+//! (first-come, first-served by readiness as far as the gaps allow). Intervals that ended
+//! before `now_ns` are forgotten, so the list stays as short as the number of pieces in flight.
+
+/// Bookings a gap search looks through at most: with this many kept, a booking that would
+/// need a gap goes after the last one instead (never earlier than a correct schedule would
+/// allow, only possibly later). Bounded so a pathological workload cannot make every booking
+/// a long scan. It bounds the search, not the list: the fast path appends without a limit
+/// (a booking after all others never scans), so more can be kept
+/// (`a_full_list_books_after_the_last_booking`).
+pub const INTERVALS_MAX: usize = 256;
+
+/// The fast path prunes ended bookings once the list is this long.
+const PRUNE_AT: usize = 16;
+
+#[derive(Clone, Debug, Default)]
+pub struct Timeline {
+    /// The latest booking, kept inline: the fast path (a booking after everything booked so
+    /// far) touches only this, not the heap memory of `earlier`. Empty when `last.1 == 0`.
+    last: (u64, u64),
+    /// Earlier bookings from index `head` on: sorted, disjoint, non-touching `[start, end)`,
+    /// all before `last`. Entries before `head` are forgotten; forgetting moves `head` rather
+    /// than the entries, and the vector is compacted only once that prefix is long, so a
+    /// booking in a gap costs a binary search and a short move of the entries after it.
+    earlier: Vec<(u64, u64)>,
+    head: usize,
+    busy_ns_total: u64,
+    /// The latest `now_ns` a booking was made at (debug builds only): bookings that ended
+    /// by then may have been forgotten, so a booking dated earlier could land on one.
+    #[cfg(debug_assertions)]
+    now_ns_max: u64,
+}
+
+impl Timeline {
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    /// Books `duration_ns` at the earliest start `>= ready_ns` that is free, and returns the
+    /// start. `now_ns` is the engine's current time: nothing can be booked before it, and it
+    /// never goes back from one booking to the next.
+    ///
+    /// Debug builds check the contract around the booking itself (`book`): the booking
+    /// starts no earlier than it was ready, overlaps nothing booked before it and loses none
+    /// (the booked time from `now_ns` on grows by exactly `duration_ns`), the end of the last
+    /// booking never moves back, and the interval list keeps its shape (`check_invariants`).
+    /// The checks are two passes over the bookings kept, which are about as many as the
+    /// pieces in flight (20 on average at queue depth 32 in `benches/model_cost.rs`).
+    #[inline]
+    pub fn reserve(&mut self, now_ns: u64, ready_ns: u64, duration_ns: u64) -> u64 {
+        debug_assert!(
+            ready_ns >= now_ns,
+            "booking in the past: expected ready >= now, found ready={ready_ns} now={now_ns}"
+        );
+        debug_assert!(
+            ready_ns.checked_add(duration_ns).is_some(),
+            "booking past the end of time: expected ready + duration <= u64::MAX, found \
+             ready={ready_ns} duration={duration_ns}"
+        );
+        #[cfg(debug_assertions)]
+        let (booked_ns_before, busy_until_before) = {
+            assert!(
+                now_ns >= self.now_ns_max,
+                "time went backwards on a timeline: expected now >= {}, found now={now_ns}",
+                self.now_ns_max
+            );
+            self.now_ns_max = now_ns;
+            (self.booked_ns_from(now_ns), self.last.1)
+        };
+
+        let start = self.book(now_ns, ready_ns, duration_ns);
+
+        #[cfg(debug_assertions)]
+        {
+            assert!(
+                start >= ready_ns,
+                "booking starts before it was ready: expected start >= {ready_ns}, found \
+                 start={start} (duration {duration_ns}, now {now_ns})"
+            );
+            // Pruning forgets only bookings that ended by `now_ns`, which hold no time from
+            // `now_ns` on: the booked time from there grows by exactly the new booking.
+            let booked_ns_after =
+                self.check_invariants(now_ns, (start, start.saturating_add(duration_ns)));
+            assert_eq!(
+                booked_ns_after,
+                booked_ns_before + duration_ns,
+                "booking [{start}, {}) overlaps an earlier one or lost one: booked time from \
+                 now={now_ns} expected to grow by {duration_ns}, found {booked_ns_before} -> \
+                 {booked_ns_after}",
+                start + duration_ns
+            );
+            assert!(
+                self.last.1 >= busy_until_before,
+                "end of the last booking moved back: expected >= {busy_until_before}, found {}",
+                self.last.1
+            );
+        }
+        start
+    }
+
+    /// The booking itself (see `reserve`, which checks its contract in debug builds).
+    #[inline]
+    fn book(&mut self, now_ns: u64, ready_ns: u64, duration_ns: u64) -> u64 {
+        if duration_ns == 0 {
+            return ready_ns;
+        }
+        self.busy_ns_total += duration_ns;
+        let end = ready_ns + duration_ns;
+
+        // Fast path: free from `ready_ns` on (the common case in a pipeline).
+        if ready_ns >= self.last.1 {
+            if self.last.1 <= now_ns {
+                // Every booking has ended: forget them all at once.
+                if !self.earlier.is_empty() {
+                    self.earlier.clear();
+                    self.head = 0;
+                }
+                self.last = (ready_ns, end);
+            } else if ready_ns == self.last.1 {
+                self.last.1 = end;
+            } else {
+                self.earlier.push(self.last);
+                self.last = (ready_ns, end);
+                if self.earlier.len() - self.head > PRUNE_AT {
+                    self.prune(now_ns);
+                }
+            }
+            return ready_ns;
+        }
+
+        self.prune(now_ns);
+        if self.earlier.len() - self.head >= INTERVALS_MAX {
+            let start = self.last.1;
+            self.last.1 += duration_ns;
+            return start;
+        }
+
+        // Every earlier booking ended by `ready_ns` (the common case of a booking that lands
+        // before `last`): the only gap to try is the one right before `last`.
+        let len = self.earlier.len();
+        if self.earlier.last().is_none_or(|&(_, e)| e <= ready_ns) {
+            if end <= self.last.0 {
+                self.insert(len, ready_ns, end);
+                return ready_ns;
+            }
+            let start = self.last.1;
+            self.last.1 += duration_ns;
+            return start;
+        }
+
+        // Find the first gap that fits, looking at `earlier` and then `last`. A scan from the
+        // oldest booking kept: a booking lands a few bookings in (7.9 on average at queue
+        // depth 32 in `benches/model_cost.rs`, of 30 kept), where a scan is shorter than a
+        // binary search. Bookings that end by the candidate start cannot hold it.
+        let mut start = ready_ns;
+        let mut index = len;
+        for (i, &(s, e)) in self.earlier[self.head..].iter().enumerate() {
+            if e <= start {
+                continue;
+            }
+            if s >= start + duration_ns {
+                index = self.head + i;
+                break;
+            }
+            start = e;
+        }
+        if index == len && start + duration_ns > self.last.0 {
+            // No gap before `last`: go after it.
+            let start = self.last.1.max(start);
+            if start == self.last.1 {
+                self.last.1 += duration_ns;
+            } else {
+                self.earlier.push(self.last);
+                self.last = (start, start + duration_ns);
+            }
+            return start;
+        }
+        self.insert(index, start, start + duration_ns);
+        start
+    }
+
+    /// Booked time at or after `t`, over the bookings still kept (debug checks only: bookings
+    /// ending by the current `now` may have been forgotten, later ones never are). Plain
+    /// loops: a debug build runs these on every booking, and iterator chains over a
+    /// `VecDeque` once made a simulation 4x slower there.
+    #[cfg(debug_assertions)]
+    fn booked_ns_from(&self, t: u64) -> u64 {
+        let mut booked_ns = 0;
+        for &(start, end) in &self.earlier[self.head..] {
+            if end > t {
+                booked_ns += end - start.max(t);
+            }
+        }
+        if self.last.1 > t {
+            booked_ns += self.last.1 - self.last.0.max(t);
+        }
+        booked_ns
+    }
+
+    /// Checks the shape `book` relies on, in one pass, and returns the booked time at or after
+    /// `t`: `earlier` is sorted, each booking non-empty, apart from and not touching the next
+    /// (touching ones are merged), all of it before `last`; an empty `last` means nothing is
+    /// booked; and one kept booking holds `booking`, the interval just booked (if not empty).
+    #[cfg(debug_assertions)]
+    fn check_invariants(&self, t: u64, booking: (u64, u64)) -> u64 {
+        if self.last.1 == 0 {
+            assert!(
+                self.earlier.len() == self.head,
+                "bookings kept with an empty last booking: expected none, found {:?}",
+                &self.earlier[self.head..]
+            );
+            assert!(
+                booking.0 == booking.1,
+                "booking {booking:?} is not in the timeline after booking it: expected a kept \
+                 booking to hold it, found none"
+            );
+            return 0;
+        }
+        let mut booked_ns = 0;
+        let mut held = booking.0 == booking.1;
+        let mut previous_end: Option<u64> = None;
+        let mut visit = |(start, end): (u64, u64)| {
+            assert!(
+                start < end,
+                "empty or reversed booking: expected start < end, found [{start}, {end})"
+            );
+            if let Some(previous_end) = previous_end {
+                assert!(
+                    previous_end < start,
+                    "bookings out of order, overlapping or unmerged: expected the previous end \
+                     {previous_end} < start, found [{start}, {end})"
+                );
+            }
+            previous_end = Some(end);
+            if end > t {
+                booked_ns += end - start.max(t);
+            }
+            held |= start <= booking.0 && booking.1 <= end;
+        };
+        for &interval in &self.earlier[self.head..] {
+            visit(interval);
+        }
+        visit(self.last);
+        assert!(
+            held,
+            "booking {booking:?} is not in the timeline after booking it: expected a kept \
+             booking to hold it, found {:?} then {:?}",
+            &self.earlier[self.head..],
+            self.last
+        );
+        booked_ns
+    }
+
+    /// Forgets bookings that ended by `now_ns`: moves `head` past them, and drops the
+    /// forgotten prefix once it is longer than what is kept.
+    fn prune(&mut self, now_ns: u64) {
+        // A scan, not a binary search: usually none or one has ended since the last call.
+        while self
+            .earlier
+            .get(self.head)
+            .is_some_and(|&(_, e)| e <= now_ns)
+        {
+            self.head += 1;
+        }
+        if self.head > PRUNE_AT && self.head * 2 > self.earlier.len() {
+            self.earlier.drain(..self.head);
+            self.head = 0;
+        }
+    }
+
+    /// Inserts `[start, end)` into `earlier` at `index` (it ends at or before `last` starts,
+    /// and after every kept booking before `index`), merging with touching neighbours.
+    fn insert(&mut self, index: usize, start: u64, end: u64) {
+        let len = self.earlier.len();
+        let touches_prev = index > self.head && self.earlier[index - 1].1 == start;
+        let next = self.earlier.get(index).map(|&(s, _)| s);
+        if next.is_none() && end == self.last.0 {
+            if touches_prev {
+                let (s, _) = self.earlier.pop().expect("exists");
+                self.last.0 = s;
+            } else {
+                self.last.0 = start;
+            }
+            return;
+        }
+        let touches_next = next == Some(end);
+        match (touches_prev, touches_next) {
+            (true, true) => {
+                let next_end = self.earlier[index].1;
+                self.earlier[index - 1].1 = next_end;
+                self.earlier.remove(index);
+            }
+            (true, false) => self.earlier[index - 1].1 = end,
+            (false, true) => self.earlier[index].0 = start,
+            (false, false) => {
+                if self.head > 0 && index - self.head < len - index {
+                    // Closer to the front, where forgotten bookings left room: move the
+                    // bookings before it one place towards the front instead.
+                    self.earlier.copy_within(self.head..index, self.head - 1);
+                    self.head -= 1;
+                    self.earlier[index - 1] = (start, end);
+                } else {
+                    self.earlier.insert(index, (start, end));
+                }
+            }
+        }
+    }
+
+    /// A timeline with the same future bookings and no busy time of its own (used to split a
+    /// group of resources that were booked in lockstep).
+    pub fn schedule_copy(&self) -> Timeline {
+        Timeline {
+            last: self.last,
+            earlier: self.earlier[self.head..].to_vec(),
+            head: 0,
+            busy_ns_total: 0,
+            #[cfg(debug_assertions)]
+            now_ns_max: self.now_ns_max,
+        }
+    }
+
+    /// Total time booked since creation (for utilisation).
+    pub fn busy_ns_total(&self) -> u64 {
+        self.busy_ns_total
+    }
+
+    /// End of the last booking, or 0.
+    #[inline]
+    pub fn busy_until_ns(&self) -> u64 {
+        self.last.1
+    }
+}
