@@ -760,9 +760,14 @@ fn run_thread(
                 .instant_of(done.deadline_ns)
                 .saturating_duration_since(command.issued_at);
             let out = is_read.then_some(&mut scratch[..len as usize]);
+            // When the thread had the completion, for its slot (`InFlight::frees`): the
+            // latency's reading unless checking the data took time after it (one clock
+            // reading per request fewer, issue 38).
+            let mut collected = None;
             match device.finish(done, out) {
                 Ok(()) => {
                     let now = Instant::now();
+                    collected = Some(now);
                     if command.done_on_time(device_time) >= measure_from {
                         let latency_ns = command.latency(now).as_nanos() as u64;
                         // All of it as host time for now; `device_report` moves the modelled
@@ -770,6 +775,7 @@ fn run_thread(
                         stats.record_host(is_read, len, latency_ns);
                     }
                     if is_read && plan.verify {
+                        collected = None;
                         match verify::check(&scratch[..len as usize], offset, block) {
                             Ok(n) => verified_blocks += n,
                             Err(e) => {
@@ -783,7 +789,8 @@ fn run_thread(
                 }
             }
             in_flight -= 1;
-            slots.push_back(command.frees(Instant::now(), thinktime, device_time));
+            let collected = collected.unwrap_or_else(Instant::now);
+            slots.push_back(command.frees(collected, thinktime, device_time));
             progress.ios.fetch_add(1, Ordering::Relaxed);
             progress.bytes.fetch_add(u64::from(len), Ordering::Relaxed);
         }
