@@ -59,7 +59,21 @@ pub struct Memory {
     /// Per controller: every access so far gave each of its banks the same work, so their
     /// timelines are identical and the first bank's stands for all (see `add_rows`).
     lockstep: Vec<bool>,
-    /// Busy time of the banks that a lockstep controller's first bank stood for.
+    /// Every access so far gave every controller the same work at the same times (whole
+    /// stripes, the same number on each, with no write that start-gap records): their
+    /// timelines are identical, so the first controller's first bank stands for every bank
+    /// of the array (see `access_uniform`). Implies `lockstep` of every controller.
+    controllers_lockstep: bool,
+    /// Whole-stripe accesses keep the controllers in lockstep: a stripe is one piece (no
+    /// longer than a line) of whole rows that spread evenly over a controller's banks.
+    stripes_spread_evenly: bool,
+    /// A stripe on every controller (`access_uniform`'s unit), and what one such round costs
+    /// each bank (one per bank: read, write).
+    round_bytes: u64,
+    round_read_ns: u64,
+    round_write_ns: u64,
+    /// Busy time of the banks that a lockstep controller's first bank stood for (and, in
+    /// `controllers_lockstep`, the other controllers' banks).
     lockstep_busy_ns: u64,
     bank_bytes_since_erase: Vec<u64>,
     wear: Option<Vec<StartGap>>,
@@ -146,6 +160,8 @@ impl Memory {
             "expected one bank (one actuator) per disk, found {}",
             cfg.banks_per_controller
         );
+        let rows_per_bank_per_stripe =
+            u64::from(cfg.stripe_bytes / cfg.row_bytes / cfg.banks_per_controller);
         let row_transfer_ns = bytes_to_ns(
             u64::from(cfg.row_bytes),
             fs_per_byte(cfg.bank_bandwidth_bytes_per_s as f64),
@@ -170,6 +186,19 @@ impl Memory {
                 cfg.erase_latency_ns == 0 && cfg.banks_per_controller > 1;
                 cfg.controllers as usize
             ],
+            controllers_lockstep: cfg.erase_latency_ns == 0
+                && cfg.banks_per_controller > 1
+                && cfg.controllers > 1
+                && cfg.disk.is_none(),
+            stripes_spread_evenly: {
+                let (stripe, row) = (u64::from(cfg.stripe_bytes), u64::from(cfg.row_bytes));
+                stripe <= line_bytes
+                    && stripe >= row
+                    && (stripe / row).is_multiple_of(u64::from(cfg.banks_per_controller))
+            },
+            round_bytes: u64::from(cfg.stripe_bytes) * u64::from(cfg.controllers),
+            round_read_ns: rows_per_bank_per_stripe * (cfg.read_latency_ns + row_transfer_ns),
+            round_write_ns: rows_per_bank_per_stripe * (cfg.write_latency_ns + row_transfer_ns),
             lockstep_busy_ns: 0,
             bank_bytes_since_erase: vec![0; banks],
             wear: wear.enabled.then(|| {
@@ -214,6 +243,14 @@ impl Memory {
             "media access ready in the past: expected ready >= now, found ready={ready_ns} \
              now={now_ns}"
         );
+        if self.controllers_lockstep {
+            if let Some(span) =
+                self.access_uniform(now_ns, ready_ns, access, offset_bytes, len_bytes)
+            {
+                return span;
+            }
+            self.part_controllers();
+        }
         // Stripe, line and row sizes are powers of two (validated), so the address arithmetic
         // is shifts and masks; the controller count need not be, so it is divided once (a
         // shift when it is a power of two, as in most presets) and then stepped.
@@ -274,6 +311,85 @@ impl Memory {
             b.last_end_ns
         );
         (b.first_start_ns.min(b.last_end_ns), b.last_end_ns)
+    }
+
+    /// The access in `controllers_lockstep`, if it keeps the controllers in lockstep: whole
+    /// stripes from a stripe boundary, as many on every controller (a 4 KiB read on Moneta's
+    /// four controllers of 1 KiB stripes), and nothing start-gap records (a read, or no wear
+    /// levelling). Each stripe would book its controller's first bank for `rows / banks` rows
+    /// at `ready_ns` (`add_rows`, lockstep, no leftover rows), every controller in the same
+    /// order, so the controllers' timelines stay identical and booking the first controller's
+    /// first bank once per round of stripes is exact. Returns `None`, having changed nothing,
+    /// for any other access.
+    #[inline]
+    fn access_uniform(
+        &mut self,
+        now_ns: u64,
+        ready_ns: u64,
+        access: Access,
+        offset_bytes: u64,
+        len_bytes: u64,
+    ) -> Option<(u64, u64)> {
+        let records_writes = access == Access::Write && self.wear.is_some();
+        if !self.stripes_spread_evenly
+            || records_writes
+            || offset_bytes & (self.stripe_bytes - 1) != 0
+        {
+            return None;
+        }
+        let rounds = len_bytes / self.round_bytes;
+        if rounds * self.round_bytes != len_bytes {
+            return None;
+        }
+        #[cfg(debug_assertions)]
+        self.check_controllers_lockstep();
+        let ns = match access {
+            Access::Read => self.round_read_ns,
+            Access::Write => self.round_write_ns,
+        };
+        let (mut first_start, mut last_end) = (u64::MAX, ready_ns);
+        for _ in 0..rounds {
+            let start = self.banks[0].reserve(now_ns, ready_ns, ns);
+            first_start = first_start.min(start);
+            last_end = last_end.max(start + ns);
+        }
+        // The other banks of the array, booked alike.
+        self.lockstep_busy_ns += rounds * ns * (self.banks.len() as u64 - 1);
+        Some((first_start.min(last_end), last_end))
+    }
+
+    /// Ends `controllers_lockstep`: every controller's first bank takes the shared schedule
+    /// (each controller's banks stay in lockstep with its first).
+    fn part_controllers(&mut self) {
+        #[cfg(debug_assertions)]
+        self.check_controllers_lockstep();
+        let banks = self.banks_per_controller as usize;
+        for c in 1..self.controllers as usize {
+            self.banks[c * banks] = self.banks[0].schedule_copy();
+        }
+        self.controllers_lockstep = false;
+    }
+
+    /// What lets the array in `controllers_lockstep` book only the first bank: every
+    /// controller is in lockstep and no bank but the first was ever booked.
+    #[cfg(debug_assertions)]
+    fn check_controllers_lockstep(&self) {
+        assert!(
+            self.lockstep.iter().all(|&l| l),
+            "controllers in lockstep with a controller whose banks parted: expected every \
+             controller in lockstep, found {:?}",
+            self.lockstep
+        );
+        let banks = self.banks_per_controller as usize;
+        for (i, bank) in self.banks.iter().enumerate().skip(1) {
+            assert!(
+                bank.busy_until_ns() == 0 && bank.busy_ns_total() == 0,
+                "bank {} of controller {} booked while in lockstep (the controllers' too): \
+                 expected an untouched timeline",
+                i % banks,
+                i / banks
+            );
+        }
     }
 
     /// Checks one piece of an access against the address layout, computed directly from the
@@ -645,33 +761,70 @@ mod tests {
     /// Booking a controller's banks in lockstep gives exactly what booking each bank gives,
     /// including after the banks part ways: while a controller is in lockstep, every one of
     /// its banks booked one by one has the first bank's timeline; once they part, each bank
-    /// has its own twin's.
+    /// has its own twin's. The same holds for the controllers in lockstep (whole-stripe
+    /// accesses, as many stripes on each): every bank has the first controller's first
+    /// bank's timeline until they part.
     #[test]
     fn lockstep_booking_is_exact() {
         use proptest::prelude::*;
-        let accesses = proptest::collection::vec(
-            (0u64..2000, 0u64..3000, any::<bool>(), 0u64..4096, 1u64..40),
-            1..150,
+        // Some accesses are whole rounds of stripes (1 KiB on each controller from a stripe
+        // boundary: the controllers' lockstep); the others are at 64-byte granularity, so
+        // some pieces split unevenly over the banks.
+        let access = prop_oneof![
+            (
+                0u64..2000,
+                0u64..3000,
+                any::<bool>(),
+                0u64..4096,
+                1u64..40,
+                Just(false)
+            ),
+            (
+                0u64..2000,
+                0u64..3000,
+                any::<bool>(),
+                0u64..64,
+                1u64..4,
+                Just(true)
+            ),
+        ];
+        let accesses = proptest::collection::vec(access, 1..150);
+        let shape = (
+            1u32..6,
+            prop_oneof![Just(2u32), Just(4), 2u32..7],
+            any::<bool>(),
         );
-        let shape = (1u32..6, 2u32..7, any::<bool>());
-        proptest!(ProptestConfig::with_cases(200), |((controllers, banks, wear) in shape, ops in accesses)| {
+        proptest!(ProptestConfig::with_cases(300), |((controllers, banks, wear) in shape, ops in accesses)| {
             let capacity = u64::from(controllers) << 22;
             let mut fast = memory_of(capacity, controllers, banks, wear);
             let mut exact = memory_of(capacity, controllers, banks, wear);
             exact.lockstep.iter_mut().for_each(|l| *l = false);
+            exact.controllers_lockstep = false;
             let mut now = 0;
-            for (advance, delay, read, block, blocks) in ops {
+            for (advance, delay, read, block, blocks, whole_stripes) in ops {
                 now += advance;
                 let access = if read { Access::Read } else { Access::Write };
-                // 64-byte granularity so some pieces split unevenly over the banks.
-                let (offset, len) = (block * 64, blocks * 64);
+                let (offset, len) = if whole_stripes {
+                    (block * 1024, blocks * 1024 * u64::from(controllers))
+                } else {
+                    (block * 64, blocks * 64)
+                };
+                if offset + len > capacity {
+                    continue;
+                }
                 let a = fast.access(now, now + delay, access, offset, len);
                 let b = exact.access(now, now + delay, access, offset, len);
                 prop_assert_eq!(a, b);
                 for c in 0..controllers as usize {
                     let base = c * banks as usize;
                     for i in 0..banks as usize {
-                        let twin = if fast.lockstep[c] { base } else { base + i };
+                        let twin = if fast.controllers_lockstep {
+                            0
+                        } else if fast.lockstep[c] {
+                            base
+                        } else {
+                            base + i
+                        };
                         prop_assert_eq!(
                             fast.banks[twin].intervals(),
                             exact.banks[base + i].intervals(),
@@ -735,6 +888,45 @@ mod tests {
         let mut m = memory(4, 4, false);
         m.banks[1].reserve(0, 0, 10);
         m.access(0, 0, Access::Read, 0, 4096);
+    }
+
+    /// ... nor a bank of another controller while the controllers are in lockstep.
+    #[cfg(debug_assertions)]
+    #[test]
+    #[should_panic(expected = "bank 0 of controller 1 booked while in lockstep")]
+    fn a_controller_booked_behind_the_controllers_lockstep_is_caught() {
+        let mut m = memory(4, 4, false);
+        m.banks[4].reserve(0, 0, 10);
+        m.access(0, 0, Access::Read, 0, 4096);
+    }
+
+    /// Whole rounds of stripes keep the controllers in lockstep; an access to one controller
+    /// parts them, and each controller's first bank carries on from the shared schedule.
+    #[test]
+    fn whole_stripes_keep_the_controllers_in_lockstep_until_one_is_not() {
+        // 164 ns a row (`memory`), 4 rows per bank for each 1 KiB stripe.
+        let stripe_ns = 4 * 164;
+        let mut m = memory(4, 4, false);
+        assert_eq!(m.access(0, 0, Access::Read, 0, 4096), (0, stripe_ns));
+        assert_eq!(
+            m.access(0, 0, Access::Read, 8192, 8192),
+            (stripe_ns, 3 * stripe_ns)
+        );
+        assert!(m.controllers_lockstep);
+        assert_eq!(m.bank_busy_ns_total(), (3 * stripe_ns * 16, 16));
+        // One stripe, on controller 1: its banks queue behind the shared schedule.
+        assert_eq!(
+            m.access(0, 0, Access::Read, 1024, 1024),
+            (3 * stripe_ns, 4 * stripe_ns)
+        );
+        assert!(!m.controllers_lockstep);
+        assert_eq!(m.banks[4].busy_until_ns(), 4 * stripe_ns);
+        assert_eq!(m.banks[8].busy_until_ns(), 3 * stripe_ns);
+        assert_eq!(m.banks[0].busy_until_ns(), 3 * stripe_ns);
+        assert_eq!(
+            m.bank_busy_ns_total(),
+            (4 * stripe_ns * 16 - 3 * stripe_ns * 4, 16)
+        );
     }
 
     #[test]

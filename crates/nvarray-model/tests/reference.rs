@@ -76,6 +76,9 @@ struct Step {
     write: bool,
     offset_draw: u64,
     len_blocks: u32,
+    /// The offset a multiple of the length, as fio's block-sized random offsets are (what
+    /// keeps the memory's controllers in lockstep when the length is a round of stripes).
+    aligned: bool,
     queue_depth: usize,
 }
 
@@ -84,15 +87,22 @@ fn steps() -> impl Strategy<Value = Vec<Step>> {
         prop_oneof![3 => Just(0u64), 2 => 0u64..2_000, 1 => 0u64..200_000],
         any::<bool>(),
         any::<u64>(),
-        prop_oneof![4 => 1u32..9, 2 => 1u32..130, 1 => 1u32..600],
+        prop_oneof![
+            4 => 1u32..9,
+            2 => 1u32..130,
+            1 => 1u32..600,
+            3 => (1u32..5).prop_map(|k| 8 * k),
+        ],
+        any::<bool>(),
         1usize..80,
     )
         .prop_map(
-            |(gap_ns, write, offset_draw, len_blocks, queue_depth)| Step {
+            |(gap_ns, write, offset_draw, len_blocks, aligned, queue_depth)| Step {
                 gap_ns,
                 write,
                 offset_draw,
                 len_blocks,
+                aligned,
                 queue_depth,
             },
         );
@@ -179,7 +189,12 @@ fn run(preset: usize, mut ov: Vec<(String, String)>, steps: &[Step]) -> Result<(
             pair.advance(now)?;
         }
         let len_blocks = step.len_blocks.min(max_blocks).max(1);
-        let offset_blocks = step.offset_draw % (blocks - u64::from(len_blocks) + 1);
+        let len = u64::from(len_blocks);
+        let offset_blocks = if step.aligned {
+            step.offset_draw % (blocks / len) * len
+        } else {
+            step.offset_draw % (blocks - len + 1)
+        };
         let (op, reference_op) = if step.write {
             (Op::Write, reference::Op::Write)
         } else {
