@@ -147,15 +147,17 @@ impl Timeline {
         self.book_in_gap(now_ns, ready_ns, duration_ns)
     }
 
-    /// A booking after a gap behind the last one: the last moves into `earlier`.
+    /// A booking `[start, end)` after a gap behind the last one: the last moves into
+    /// `earlier`. Returns `start`.
     #[inline(never)]
-    fn append(&mut self, now_ns: u64, ready_ns: u64, end: u64) -> u64 {
+    fn append(&mut self, now_ns: u64, start: u64, end: u64) -> u64 {
         self.earlier.push(self.last);
-        self.last = (ready_ns, end);
+        self.last = (start, end);
         if self.earlier.len() - self.head > PRUNE_AT {
-            self.prune(now_ns);
+            self.forget_ended(now_ns);
+            self.compact();
         }
-        ready_ns
+        start
     }
 
     /// The rest of `book`: a booking ready before the last one ends that may fill a gap
@@ -163,30 +165,31 @@ impl Timeline {
     #[inline(never)]
     fn book_in_gap(&mut self, now_ns: u64, ready_ns: u64, duration_ns: u64) -> u64 {
         let end = ready_ns + duration_ns;
-        self.prune(now_ns);
-        if self.earlier.len() - self.head >= INTERVALS_MAX {
+        // Forget what ended (compacting is `insert`'s and `append`'s, which call out anyway:
+        // like `book`, this function calls nothing but in tail position).
+        self.forget_ended(now_ns);
+        let len = self.earlier.len();
+        if len - self.head >= INTERVALS_MAX {
             let start = self.last.1;
             self.last.1 += duration_ns;
             return start;
         }
 
-        // Every earlier booking ended by `ready_ns` (the common case of a booking that lands
-        // before `last`): the only gap to try is the one right before `last`.
-        let len = self.earlier.len();
+        // Every earlier booking ended by `ready_ns`: the only gap to try is the one right
+        // before `last`, and `book` has seen that it holds the booking.
         if self.earlier.last().is_none_or(|&(_, e)| e <= ready_ns) {
-            if end <= self.last.0 {
-                self.insert(len, ready_ns, end);
-                return ready_ns;
-            }
-            let start = self.last.1;
-            self.last.1 += duration_ns;
-            return start;
+            debug_assert!(
+                end <= self.last.0,
+                "`book` queues this case behind the last"
+            );
+            return self.insert(len, ready_ns, end);
         }
 
         // Find the first gap that fits, looking at `earlier` and then `last`. A scan from the
         // oldest booking kept: a booking lands a few bookings in (7.9 on average at queue
         // depth 32 in `benches/model_cost.rs`, of 30 kept), where a scan is shorter than a
-        // binary search. Bookings that end by the candidate start cannot hold it.
+        // binary search (tried: 120 instructions more per command). Bookings that end by the
+        // candidate start cannot hold it.
         let mut start = ready_ns;
         let mut index = len;
         for (i, &(s, e)) in self.earlier[self.head..].iter().enumerate() {
@@ -204,14 +207,11 @@ impl Timeline {
             let start = self.last.1.max(start);
             if start == self.last.1 {
                 self.last.1 += duration_ns;
-            } else {
-                self.earlier.push(self.last);
-                self.last = (start, start + duration_ns);
+                return start;
             }
-            return start;
+            return self.append(now_ns, start, start + duration_ns);
         }
-        self.insert(index, start, start + duration_ns);
-        start
+        self.insert(index, start, start + duration_ns)
     }
 
     /// Booked time at or after `t`, over the bookings still kept (debug checks only: bookings
@@ -286,9 +286,9 @@ impl Timeline {
         booked_ns
     }
 
-    /// Forgets bookings that ended by `now_ns`: moves `head` past them, and drops the
-    /// forgotten prefix once it is longer than what is kept.
-    fn prune(&mut self, now_ns: u64) {
+    /// Forgets bookings that ended by `now_ns`: moves `head` past them.
+    #[inline]
+    fn forget_ended(&mut self, now_ns: u64) {
         // A scan, not a binary search: usually none or one has ended since the last call.
         while self
             .earlier
@@ -297,6 +297,11 @@ impl Timeline {
         {
             self.head += 1;
         }
+    }
+
+    /// Drops the forgotten prefix of `earlier` once it is longer than what is kept.
+    #[inline]
+    fn compact(&mut self) {
         if self.head > PRUNE_AT && self.head * 2 > self.earlier.len() {
             self.earlier.drain(..self.head);
             self.head = 0;
@@ -305,7 +310,15 @@ impl Timeline {
 
     /// Inserts `[start, end)` into `earlier` at `index` (it ends at or before `last` starts,
     /// and after every kept booking before `index`), merging with touching neighbours.
-    fn insert(&mut self, index: usize, start: u64, end: u64) {
+    /// Returns `start`.
+    #[inline(never)]
+    fn insert(&mut self, index: usize, start: u64, end: u64) -> u64 {
+        self.insert_at(index, start, end);
+        self.compact();
+        start
+    }
+
+    fn insert_at(&mut self, index: usize, start: u64, end: u64) {
         let len = self.earlier.len();
         let touches_prev = index > self.head && self.earlier[index - 1].1 == start;
         let next = self.earlier.get(index).map(|&(s, _)| s);
