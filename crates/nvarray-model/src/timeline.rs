@@ -310,16 +310,11 @@ impl Timeline {
 
     /// Inserts `[start, end)` into `earlier` at `index` (it ends at or before `last` starts,
     /// and after every kept booking before `index`), merging with touching neighbours.
-    /// Returns `start`.
-    #[inline(never)]
+    /// Returns `start`. The cases that move no booking are done in place (merging into a
+    /// neighbour or `last`, or taking the free place in front of the first kept booking, as
+    /// an NVMe doorbell does); only the others call out, to `insert_moving`.
+    #[inline(always)]
     fn insert(&mut self, index: usize, start: u64, end: u64) -> u64 {
-        self.insert_at(index, start, end);
-        self.compact();
-        start
-    }
-
-    fn insert_at(&mut self, index: usize, start: u64, end: u64) {
-        let len = self.earlier.len();
         let touches_prev = index > self.head && self.earlier[index - 1].1 == start;
         let next = self.earlier.get(index).map(|&(s, _)| s);
         if next.is_none() && end == self.last.0 {
@@ -329,29 +324,43 @@ impl Timeline {
             } else {
                 self.last.0 = start;
             }
-            return;
+            return start;
         }
         let touches_next = next == Some(end);
         match (touches_prev, touches_next) {
-            (true, true) => {
-                let next_end = self.earlier[index].1;
-                self.earlier[index - 1].1 = next_end;
-                self.earlier.remove(index);
-            }
+            (true, true) => return self.insert_moving(index, start, end),
             (true, false) => self.earlier[index - 1].1 = end,
             (false, true) => self.earlier[index].0 = start,
-            (false, false) => {
-                if self.head > 0 && index - self.head < len - index {
-                    // Closer to the front, where forgotten bookings left room: move the
-                    // bookings before it one place towards the front instead.
-                    self.earlier.copy_within(self.head..index, self.head - 1);
-                    self.head -= 1;
-                    self.earlier[index - 1] = (start, end);
-                } else {
-                    self.earlier.insert(index, (start, end));
-                }
+            (false, false) if index == self.head && self.head > 0 => {
+                self.head -= 1;
+                self.earlier[self.head] = (start, end);
             }
+            (false, false) => return self.insert_moving(index, start, end),
         }
+        start
+    }
+
+    /// The cases of `insert` that move bookings: a booking that joins its two neighbours
+    /// into one, or one that needs a place between two. Returns `start`.
+    #[inline(never)]
+    fn insert_moving(&mut self, index: usize, start: u64, end: u64) -> u64 {
+        let len = self.earlier.len();
+        if index > self.head && self.earlier[index - 1].1 == start {
+            // Joins the bookings on both sides.
+            let next_end = self.earlier[index].1;
+            self.earlier[index - 1].1 = next_end;
+            self.earlier.remove(index);
+        } else if self.head > 0 && index - self.head < len - index {
+            // Closer to the front, where forgotten bookings left room: move the bookings
+            // before it one place towards the front instead.
+            self.earlier.copy_within(self.head..index, self.head - 1);
+            self.head -= 1;
+            self.earlier[index - 1] = (start, end);
+        } else {
+            self.earlier.insert(index, (start, end));
+        }
+        self.compact();
+        start
     }
 
     /// A timeline with the same future bookings and no busy time of its own (used to split a
