@@ -12,12 +12,12 @@
 //! granted (see `timeline` for why booking ahead is safe); when the last piece is done the
 //! controller posts the completion.
 
-use std::cmp::Reverse;
-use std::collections::{BinaryHeap, VecDeque};
+use std::collections::VecDeque;
 
 use crate::breakdown::{Breakdown, Component};
 use crate::config::{ControllerMode, DeviceConfig, Policy, Protocol};
 use crate::error::CommandError;
+use crate::events::{Event, EventKind, EventQueue};
 use crate::link::{
     bytes_to_ns, fs_per_byte, wire_bytes, Carries, Direction, DirectionTraffic, DmaTransfer, Link,
     Transfer,
@@ -111,51 +111,6 @@ impl ResourceBusy {
             buffers: self.buffers.max(other.buffers),
             tags: self.tags.max(other.tags),
         }
-    }
-}
-
-#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
-enum EventKind {
-    /// Controller finished the command's work: it may now be granted buffers.
-    Ready,
-    /// One piece finished and released its transfer buffer.
-    PieceDone,
-}
-
-/// An entry of the device's event queue, ordered by time, then by the order events were
-/// scheduled in (so events at equal times replay deterministically). Packed into one `u128` —
-/// the time in the high 64 bits, then the sequence number (47 bits), the kind (1 bit) and the
-/// tag (16 bits, `config::limits::TAGS_MAX`) — so the heap compares single integers: with a
-/// tuple key the heap was a seventh of the model's time (`benches/model_cost.rs`).
-#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
-struct Event(u128);
-
-impl Event {
-    const TAG_BITS: u32 = 16;
-    const SEQ_MAX: u64 = 1 << 47;
-
-    fn new(t: u64, seq: u64, kind: EventKind, tag: u32) -> Self {
-        debug_assert!(tag < 1 << Self::TAG_BITS);
-        let low = (seq << (Self::TAG_BITS + 1))
-            | (u64::from(kind == EventKind::PieceDone) << Self::TAG_BITS)
-            | u64::from(tag);
-        Event((u128::from(t) << 64) | u128::from(low))
-    }
-
-    fn time(self) -> u64 {
-        (self.0 >> 64) as u64
-    }
-
-    fn kind(self) -> EventKind {
-        if (self.0 >> Self::TAG_BITS) & 1 == 1 {
-            EventKind::PieceDone
-        } else {
-            EventKind::Ready
-        }
-    }
-
-    fn tag(self) -> u32 {
-        (self.0 as u32) & ((1 << Self::TAG_BITS) - 1)
     }
 }
 
@@ -424,8 +379,7 @@ pub struct ArrayModel {
     write_queue: VecDeque<u32>,
     prefer_read: bool,
     buffers_free: u32,
-    events: BinaryHeap<Reverse<Event>>,
-    event_seq: u64,
+    events: EventQueue,
     buffers_busy_ns: u64,
     tags_busy_ns: u64,
     commands_done: u64,
@@ -474,8 +428,7 @@ impl ArrayModel {
             write_queue: VecDeque::with_capacity(c.tags as usize),
             prefer_read: true,
             buffers_free: c.buffer_count,
-            events: BinaryHeap::with_capacity(c.tags as usize * 2),
-            event_seq: 0,
+            events: EventQueue::with_capacity(c.tags as usize * 2),
             buffers_busy_ns: 0,
             tags_busy_ns: 0,
             commands_done: 0,
@@ -529,7 +482,7 @@ impl ArrayModel {
     /// Time of the device's next internal event, if any.
     #[inline]
     pub fn next_event_ns(&self) -> Option<u64> {
-        self.events.peek().map(|Reverse(e)| e.time())
+        self.events.peek().map(Event::time)
     }
 
     /// Commands issued and not yet reported as complete.
@@ -539,12 +492,8 @@ impl ArrayModel {
 
     /// Does everything due at or before `now_ns`, reporting each finished command.
     pub fn advance(&mut self, now_ns: u64, mut on_complete: impl FnMut(Completion)) {
-        while let Some(&Reverse(event)) = self.events.peek() {
+        while let Some(event) = self.events.pop_due(now_ns) {
             let (t, kind, tag) = (event.time(), event.kind(), event.tag());
-            if t > now_ns {
-                break;
-            }
-            self.events.pop();
             debug_assert!(t >= self.now_ns);
             self.now_ns = t;
             match kind {
@@ -573,11 +522,7 @@ impl ArrayModel {
     }
 
     fn push_event(&mut self, t: u64, kind: EventKind, tag: u32) {
-        self.event_seq += 1;
-        // At 10 M events per second, 2^47 events take 160 days.
-        assert!(self.event_seq < Event::SEQ_MAX, "event sequence exhausted");
-        self.events
-            .push(Reverse(Event::new(t, self.event_seq, kind, tag)));
+        self.events.push(t, kind, tag);
     }
 
     /// The command travels to the device; returns when the controller has it.
@@ -965,14 +910,6 @@ mod tests {
     use super::*;
     use proptest::prelude::*;
 
-    fn kind(piece_done: bool) -> EventKind {
-        if piece_done {
-            EventKind::PieceDone
-        } else {
-            EventKind::Ready
-        }
-    }
-
     /// Windows of busy time subtract and add field by field, and keep the device's counts
     /// of pooled resources, which the utilisation divides by, even against an empty reading.
     #[test]
@@ -998,23 +935,5 @@ mod tests {
         assert_eq!(ResourceBusy::default().plus(&reading(5)), reading(5));
         assert_eq!(reading(5).plus(&ResourceBusy::default()), reading(5));
         assert_eq!(reading(5).since(&ResourceBusy::default()), reading(5));
-    }
-
-    proptest! {
-        /// A packed event gives back what it was built from, and two events order as their
-        /// (time, sequence) pairs do, whatever their kinds and tags.
-        #[test]
-        fn packed_events_order_by_time_then_sequence(
-            a in (any::<u64>(), 0..Event::SEQ_MAX, any::<bool>(), 0u32..1 << Event::TAG_BITS),
-            b in (any::<u64>(), 0..Event::SEQ_MAX, any::<bool>(), 0u32..1 << Event::TAG_BITS),
-        ) {
-            let ea = Event::new(a.0, a.1, kind(a.2), a.3);
-            let eb = Event::new(b.0, b.1, kind(b.2), b.3);
-            prop_assert_eq!((ea.time(), ea.kind(), ea.tag()), (a.0, kind(a.2), a.3));
-            prop_assert_eq!((eb.time(), eb.kind(), eb.tag()), (b.0, kind(b.2), b.3));
-            if (a.0, a.1) != (b.0, b.1) {
-                prop_assert_eq!(ea.cmp(&eb), (a.0, a.1).cmp(&(b.0, b.1)));
-            }
-        }
     }
 }

@@ -14,6 +14,7 @@ pub mod device;
 pub mod device_model;
 pub mod disk;
 pub mod error;
+mod events;
 pub mod fabric;
 pub mod link;
 pub mod memory;
