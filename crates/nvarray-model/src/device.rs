@@ -908,7 +908,6 @@ impl ArrayModel {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use proptest::prelude::*;
 
     /// Windows of busy time subtract and add field by field, and keep the device's counts
     /// of pooled resources, which the utilisation divides by, even against an empty reading.
