@@ -1,0 +1,30 @@
+#!/bin/bash
+# Instructions per command, counted by callgrind: a run of N and of 2N commands, differenced, so
+# set-up and tear-down cancel. The stable figure on a shared VM, where times drift (issue 38).
+#
+#   scripts/callgrind_per_command.sh model BINARY CASE      # model_cost's case (dram, moneta)
+#   scripts/callgrind_per_command.sh sim BINARY PRESET BS IODEPTH   # a whole simulated request
+#
+# BINARY is target/release/deps/model_cost-* (cargo bench -p nvarray-model --bench model_cost
+# --no-run prints it) or target/release/nvarray. Needs valgrind.
+set -euo pipefail
+kind=${1:?model or sim}; bin=${2:?binary}; shift 2
+n=100000
+count() {
+    local out; out=$(mktemp)
+    case $kind in
+        model) valgrind --tool=callgrind --callgrind-out-file=/dev/null "$bin" "$1" 1 "$case" \
+                   >/dev/null 2>"$out" ;;
+        sim) valgrind --tool=callgrind --callgrind-out-file=/dev/null "$bin" sim --preset "$preset" \
+                 --rw randread --bs "$bs" --iodepth "$qd" --number_ios "$1" >/dev/null 2>"$out" ;;
+    esac
+    grep -ao 'refs: *[0-9,]*' "$out" | tr -d ', ' | cut -d: -f2
+    rm -f "$out"
+}
+case $kind in
+    model) case=${1:?case}; what="model_cost $case" ;;
+    sim) preset=${1:?preset}; bs=${2:?bs}; qd=${3:?iodepth}; what="sim $preset $bs QD $qd" ;;
+    *) echo "first argument: model or sim" >&2; exit 2 ;;
+esac
+a=$(count $n); b=$(count $((2 * n)))
+echo "$what: $(( (b - a) / n )) instructions per command"
