@@ -2,14 +2,10 @@
 //!
 //! Events are ordered by time, then by the order they were scheduled in (so events at equal
 //! times replay deterministically). Most are scheduled in that order already (a command's
-//! `Ready` after the controller's fixed pipeline, behind the last command's): those go on a
-//! FIFO, and only an event earlier than the FIFO's last goes on a heap. The next event is the
-//! earlier of the two fronts, so the order is exactly a single heap's, at a fraction of its
-//! cost (issue 38: the heap was 180 of Moneta's 1,563 instructions per command, callgrind,
-//! `benches/model_cost.rs`).
+//! `Ready` after the controller's fixed pipeline, behind the last command's), which is what
+//! `MinQueue` is fast for.
 
-use std::cmp::Reverse;
-use std::collections::{BinaryHeap, VecDeque};
+use crate::min_queue::MinQueue;
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
 pub(crate) enum EventKind {
@@ -56,21 +52,17 @@ impl Event {
     }
 }
 
-/// The events not yet due: a FIFO of events scheduled in order, and a heap for the rest.
+/// The events not yet due, numbered in the order they were scheduled.
 #[derive(Clone, Debug, Default)]
 pub(crate) struct EventQueue {
-    /// Sorted from front to back.
-    in_order: VecDeque<Event>,
-    /// Events scheduled earlier than the back of `in_order` when they were pushed.
-    out_of_order: BinaryHeap<Reverse<Event>>,
+    events: MinQueue<Event>,
     seq: u64,
 }
 
 impl EventQueue {
     pub(crate) fn with_capacity(capacity: usize) -> Self {
         EventQueue {
-            in_order: VecDeque::with_capacity(capacity),
-            out_of_order: BinaryHeap::with_capacity(capacity),
+            events: MinQueue::with_capacity(capacity),
             seq: 0,
         }
     }
@@ -81,42 +73,25 @@ impl EventQueue {
         self.seq += 1;
         // At 10 M events per second, 2^47 events take 160 days.
         assert!(self.seq < Event::SEQ_MAX, "event sequence exhausted");
-        let event = Event::new(t, self.seq, kind, tag);
-        match self.in_order.back() {
-            Some(&last) if event < last => self.out_of_order.push(Reverse(event)),
-            _ => self.in_order.push_back(event),
-        }
+        self.events.push(Event::new(t, self.seq, kind, tag));
     }
 
     /// The next event, if any.
     #[inline]
     pub(crate) fn peek(&self) -> Option<Event> {
-        match (self.in_order.front(), self.out_of_order.peek()) {
-            (Some(&a), Some(&Reverse(b))) => Some(a.min(b)),
-            (a, b) => a.copied().or(b.map(|&Reverse(e)| e)),
-        }
-    }
-
-    /// Removes the next event (the one `peek` returns).
-    #[cfg(test)]
-    pub(crate) fn pop(&mut self) -> Option<Event> {
-        self.pop_due(u64::MAX)
+        self.events.peek()
     }
 
     /// Removes and returns the next event if it is due by `now_ns`.
     #[inline]
     pub(crate) fn pop_due(&mut self, now_ns: u64) -> Option<Event> {
-        let due = |e: Event| e.time() <= now_ns;
-        match (self.in_order.front(), self.out_of_order.peek()) {
-            (Some(&a), Some(&Reverse(b))) if b < a => {
-                due(b).then(|| self.out_of_order.pop().map(|Reverse(e)| e))?
-            }
-            (Some(&a), _) => due(a).then(|| self.in_order.pop_front())?,
-            (None, Some(&Reverse(b))) => {
-                due(b).then(|| self.out_of_order.pop().map(|Reverse(e)| e))?
-            }
-            (None, None) => None,
-        }
+        self.events.pop_if(|e| e.time() <= now_ns)
+    }
+
+    /// Removes the next event (the one `peek` returns).
+    #[cfg(test)]
+    pub(crate) fn pop(&mut self) -> Option<Event> {
+        self.events.pop()
     }
 }
 
@@ -124,6 +99,8 @@ impl EventQueue {
 mod tests {
     use super::*;
     use proptest::prelude::*;
+    use std::cmp::Reverse;
+    use std::collections::BinaryHeap;
 
     fn kind(piece_done: bool) -> EventKind {
         if piece_done {

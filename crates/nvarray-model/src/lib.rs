@@ -18,6 +18,7 @@ mod events;
 pub mod fabric;
 pub mod link;
 pub mod memory;
+pub mod min_queue;
 pub mod null_device;
 pub mod overrides;
 pub mod presets;
