@@ -825,9 +825,14 @@ mod tests {
                         } else {
                             base + i
                         };
+                        // What is still booked from `now` on: bookings that ended may be
+                        // forgotten at different times by the two (forgetting is lazy).
+                        let future = |t: &Timeline| -> Vec<(u64, u64)> {
+                            t.intervals().into_iter().filter(|&(_, e)| e > now).collect()
+                        };
                         prop_assert_eq!(
-                            fast.banks[twin].intervals(),
-                            exact.banks[base + i].intervals(),
+                            future(&fast.banks[twin]),
+                            future(&exact.banks[base + i]),
                             "controller {} bank {} (lockstep {})", c, i, fast.lockstep[c]
                         );
                     }

@@ -15,7 +15,8 @@
 /// (`a_full_list_books_after_the_last_booking`).
 pub const INTERVALS_MAX: usize = 256;
 
-/// The fast path prunes ended bookings once the list is this long.
+/// The forgotten prefix of the kept bookings is dropped once it is longer than this (and
+/// than what is kept), and a list that must grow first grows by at least this.
 const PRUNE_AT: usize = 16;
 
 #[derive(Clone, Debug, Default)]
@@ -151,13 +152,27 @@ impl Timeline {
     /// `earlier`. Returns `start`.
     #[inline(never)]
     fn append(&mut self, now_ns: u64, start: u64, end: u64) -> u64 {
+        if self.earlier.len() == self.earlier.capacity() {
+            self.make_room(now_ns);
+        }
         self.earlier.push(self.last);
         self.last = (start, end);
-        if self.earlier.len() - self.head > PRUNE_AT {
-            self.forget_ended(now_ns);
-            self.compact();
-        }
         start
+    }
+
+    /// Before `earlier` would grow: forgets what ended and drops the forgotten prefix, and
+    /// grows only if the kept bookings fill more than half of it.
+    #[cold]
+    #[inline(never)]
+    fn make_room(&mut self, now_ns: u64) {
+        self.forget_ended(now_ns);
+        if self.head > 0 {
+            self.earlier.drain(..self.head);
+            self.head = 0;
+        }
+        if 2 * self.earlier.len() >= self.earlier.capacity() {
+            self.earlier.reserve(self.earlier.capacity().max(PRUNE_AT));
+        }
     }
 
     /// The rest of `book`: a booking ready before the last one ends that may fill a gap
