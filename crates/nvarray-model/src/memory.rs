@@ -251,6 +251,11 @@ impl Memory {
             }
             self.part_controllers();
         }
+        if let Some(span) =
+            self.access_whole_rows(now_ns, ready_ns, access, offset_bytes, len_bytes)
+        {
+            return span;
+        }
         // Stripe, line and row sizes are powers of two (validated), so the address arithmetic
         // is shifts and masks; the controller count need not be, so it is divided once (a
         // shift when it is a power of two, as in most presets) and then stepped.
@@ -356,6 +361,58 @@ impl Memory {
         // The other banks of the array, booked alike.
         self.lockstep_busy_ns += rounds * ns * (self.banks.len() as u64 - 1);
         Some((first_start.min(last_end), last_end))
+    }
+
+    /// The access if it is whole rows inside one stripe of a controller in lockstep whose
+    /// banks they spread over evenly, with nothing for start-gap to record (a read, or no wear
+    /// levelling): a dram or Moneta read of 512 B. `add_piece` and `add_rows` would book the
+    /// controller's first bank once for `rows / banks` rows at `ready_ns`, whatever line the
+    /// rows are remapped to (the lockstep case with no leftover rows); this books it directly.
+    /// Returns `None`, having changed nothing, for any other access.
+    #[inline]
+    fn access_whole_rows(
+        &mut self,
+        now_ns: u64,
+        ready_ns: u64,
+        access: Access,
+        offset_bytes: u64,
+        len_bytes: u64,
+    ) -> Option<(u64, u64)> {
+        let in_stripe = offset_bytes & (self.stripe_bytes - 1);
+        let banks = u64::from(self.banks_per_controller);
+        if !self.stripes_spread_evenly
+            || !banks.is_power_of_two()
+            || (access == Access::Write && self.wear.is_some())
+            || (offset_bytes | len_bytes) & (self.row_bytes - 1) != 0
+            || in_stripe + len_bytes > self.stripe_bytes
+        {
+            return None;
+        }
+        let rows = len_bytes >> self.row_bytes.trailing_zeros();
+        if rows & (banks - 1) != 0 {
+            return None;
+        }
+        let stripe = offset_bytes >> self.stripe_bytes.trailing_zeros();
+        let controllers = u64::from(self.controllers);
+        let controller = if controllers.is_power_of_two() {
+            stripe & (controllers - 1)
+        } else {
+            stripe % controllers
+        } as usize;
+        if !self.lockstep[controller] {
+            return None;
+        }
+        #[cfg(debug_assertions)]
+        self.check_lockstep(controller as u32);
+        let row_ns = match access {
+            Access::Read => self.row_read_ns,
+            Access::Write => self.row_write_ns,
+        };
+        let ns = (rows >> banks.trailing_zeros()) * row_ns;
+        let bank = controller * self.banks_per_controller as usize;
+        let start = self.banks[bank].reserve(now_ns, ready_ns, ns);
+        self.lockstep_busy_ns += ns * (banks - 1);
+        Some((start, start + ns))
     }
 
     /// Ends `controllers_lockstep`: every controller's first bank takes the shared schedule
