@@ -180,8 +180,9 @@ impl Timeline {
     #[inline(never)]
     fn book_in_gap(&mut self, now_ns: u64, ready_ns: u64, duration_ns: u64) -> u64 {
         let end = ready_ns + duration_ns;
-        // Forget what ended (compacting is `insert`'s and `append`'s, which call out anyway:
-        // like `book`, this function calls nothing but in tail position).
+        // Forget what ended (compacting is left to `insert_moving` and `make_room`, which
+        // move bookings anyway: like `book`, this function calls nothing but in tail
+        // position).
         self.forget_ended(now_ns);
         let len = self.earlier.len();
         if len - self.head >= INTERVALS_MAX {
