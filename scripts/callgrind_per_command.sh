@@ -2,7 +2,7 @@
 # Instructions per command, counted by callgrind: a run of N and of 2N commands, differenced, so
 # set-up and tear-down cancel. The stable figure on a shared VM, where times drift (issue 38).
 #
-#   scripts/callgrind_per_command.sh model BINARY CASE      # model_cost's case (dram, moneta)
+#   scripts/callgrind_per_command.sh model BINARY CASE      # model_cost's cases whose names hold CASE: dram, 'moneta 4', 'moneta 512'
 #   scripts/callgrind_per_command.sh sim BINARY PRESET BS IODEPTH   # a whole simulated request
 #
 # BINARY is target/release/deps/model_cost-* (cargo bench -p nvarray-model --bench model_cost

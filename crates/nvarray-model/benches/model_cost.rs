@@ -150,6 +150,16 @@ fn main() {
             queue_depth: 16,
             step_ns: 300,
         },
+        // The seed device's case the emulator cannot keep up with (2.48 M IOPS, issue 38).
+        Case {
+            name: "moneta 512 B randread qd16",
+            preset: "moneta",
+            overrides: &[],
+            lens_bytes: &[512],
+            write_percent: 0,
+            queue_depth: 16,
+            step_ns: 300,
+        },
     ];
     if std::env::args().nth(1).as_deref() == Some("digests") {
         let commands = std::env::args()
