@@ -15,15 +15,15 @@
 use std::cmp::Reverse;
 use std::collections::{BinaryHeap, VecDeque};
 
-use crate::breakdown::{Breakdown, Component};
-use crate::config::{ControllerMode, DeviceConfig, Policy, Protocol};
-use crate::error::CommandError;
 use crate::link::{
     bytes_to_ns, fs_per_byte, wire_bytes, Carries, Direction, DirectionTraffic, DmaTransfer, Link,
     Transfer,
 };
 use crate::memory::{Access, Memory, WearStats};
 use crate::timeline::Timeline;
+use nvarray_model::breakdown::{Breakdown, Component};
+use nvarray_model::config::{ControllerMode, DeviceConfig, Policy, Protocol};
+use nvarray_model::error::CommandError;
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, serde::Serialize)]
 #[serde(rename_all = "lowercase")]

@@ -3,13 +3,13 @@
 //! network of `[fabric]` when the device is remote (`Fabric`, `fabric.rs`). Both engines and
 //! every front end hold this type; the models share one contract (see `submit`).
 
-use crate::config::{DeviceConfig, ModelKind};
 use crate::device::{ArrayModel, Command, Completion, ResourceBusy};
-use crate::error::CommandError;
 use crate::fabric::Fabric;
 use crate::link::DirectionTraffic;
 use crate::memory::WearStats;
 use crate::null_device::NullModel;
+use nvarray_model::config::{DeviceConfig, ModelKind};
+use nvarray_model::error::CommandError;
 
 /// A device's timing model: the device itself, and the network in front of it if it is
 /// remote.

@@ -20,7 +20,7 @@
 //! revolution), and command queueing (requests are served in arrival order, no reordering to
 //! shorten seeks).
 
-use crate::config::DiskConfig;
+use nvarray_model::config::DiskConfig;
 
 /// One disk's timing and where its head is.
 #[derive(Clone, Debug)]

@@ -14,10 +14,10 @@
 use std::cmp::Reverse;
 use std::collections::{BinaryHeap, HashMap};
 
-use crate::breakdown::Component;
-use crate::config::{FabricConfig, FabricKind};
 use crate::device::{Command, Completion, Op};
 use crate::timeline::Timeline;
+use nvarray_model::breakdown::Component;
+use nvarray_model::config::{FabricConfig, FabricKind};
 
 /// A command whose request message is on its way.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]

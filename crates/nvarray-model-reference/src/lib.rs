@@ -1,43 +1,26 @@
 //! `nvarray-model-reference`: the timing model as it was before issue 38's redesign, frozen
-//! (a copy of `nvarray-model`'s sources at d4e421d, unit tests and presets left out: it
-//! compiles the live crate's preset files, so a recalibration moves both alike).
+//! (a copy of `nvarray-model`'s timing sources at d4e421d, unit tests left out). What is not
+//! timing, the configuration (`DeviceConfig`, presets, overrides, validation), the breakdown's
+//! components and the command errors, it takes from `nvarray-model`: both models are built
+//! from one configuration, and a new configuration field or a recalibrated preset reaches
+//! both alike.
 //!
 //! Test-only: `nvarray-model`'s `tests/reference.rs` drives this model and the live one with
 //! the same random command streams and requires every completion, busy time, link count and
 //! wear figure to be identical. The redesign makes the model faster, not different; a
 //! deliberate change of the model's meaning updates this copy in its own commit, with the
 //! figures it moves listed. Nothing else depends on this crate.
-//!
-//! It owns the device description (`DeviceConfig`, TOML files, named presets), the timing of
-//! every resource (PCIe link per direction, command protocol, controller engines, transfer
-//! buffers, ring, banks), the scheduling policies and start-gap wear levelling.
-//!
-//! It is pure: no clock, no threads, no I/O. Time is a `u64` of nanoseconds passed in by the
-//! caller, so the discrete-event simulator and the real-time emulator drive the same code and
-//! must agree. Do not add a call to `Instant::now` or a file read here.
 
-pub mod breakdown;
-pub mod config;
 pub mod device;
 pub mod device_model;
 pub mod disk;
-pub mod error;
 pub mod fabric;
 pub mod link;
 pub mod memory;
 pub mod null_device;
-pub mod overrides;
-pub mod presets;
-pub mod protocol_cost;
 pub mod timeline;
-pub mod verdict;
 pub mod wear;
 
-pub use breakdown::{Breakdown, Component};
-pub use config::{ControllerMode, DeviceConfig, FabricKind, ModelKind, Policy, Protocol};
 pub use device::{check_command, ArrayModel, Command, Completion, Op, ResourceBusy};
 pub use device_model::DeviceModel;
-pub use error::{CommandError, ConfigError};
 pub use memory::WearStats;
-pub use overrides::{apply_overrides, parse_assignment};
-pub use verdict::Verdict;

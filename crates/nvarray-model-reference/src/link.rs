@@ -5,8 +5,8 @@
 //! device (to fetch write data or an NVMe SQ entry) costs a header-only request towards the
 //! host, the host memory's answer time, and the data coming back.
 
-use crate::config::LinkConfig;
 use crate::timeline::Timeline;
+use nvarray_model::config::LinkConfig;
 
 /// Giga-transfers per second per lane for PCIe generations 1 to 5.
 const GIGATRANSFERS_PER_S: [f64; 5] = [2.5, 5.0, 8.0, 16.0, 32.0];

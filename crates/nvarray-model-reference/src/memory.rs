@@ -7,12 +7,12 @@
 //! over the controller's banks, so one request keeps several banks busy at once. A bank
 //! serves one row access at a time: `latency + row / bank bandwidth`.
 
-use crate::config::MemoryConfig;
-use crate::config::WearConfig;
 use crate::disk::Disk;
 use crate::link::{bytes_to_ns, fs_per_byte};
 use crate::timeline::Timeline;
 use crate::wear::StartGap;
+use nvarray_model::config::MemoryConfig;
+use nvarray_model::config::WearConfig;
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Access {

@@ -12,10 +12,10 @@
 
 use std::collections::VecDeque;
 
-use crate::breakdown::{Breakdown, Component};
-use crate::config::DeviceConfig;
 use crate::device::{check_command, Command, Completion, ResourceBusy};
-use crate::error::CommandError;
+use nvarray_model::breakdown::{Breakdown, Component};
+use nvarray_model::config::DeviceConfig;
+use nvarray_model::error::CommandError;
 
 #[derive(Clone, Debug)]
 pub struct NullModel {

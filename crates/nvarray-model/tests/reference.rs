@@ -7,7 +7,8 @@
 //! the wear and erase counts must be identical: the redesign makes the model faster, not
 //! different.
 //!
-//! The two crates have separate types with the same shape, so values are compared through
+//! Both are built from one `DeviceConfig` (the reference takes its configuration from this
+//! crate); their results are separate types with the same shape, so they are compared through
 //! their `Debug` text, which prints every field.
 
 use nvarray_model::presets::PRESETS;
@@ -166,13 +167,9 @@ fn run(preset: usize, mut ov: Vec<(String, String)>, steps: &[Step]) -> Result<(
     let cfg = p
         .load(&ov)
         .unwrap_or_else(|e| panic!("{} with {ov:?}: {e}", p.name));
-    let reference_cfg = reference::presets::preset(p.name)
-        .expect("the same presets")
-        .load(&ov)
-        .expect("the reference takes what the model takes");
     let mut pair = Pair {
         live: DeviceModel::new(&cfg),
-        reference: reference::DeviceModel::new(&reference_cfg),
+        reference: reference::DeviceModel::new(&cfg),
     };
     let block = u64::from(cfg.controller.block_bytes);
     let max_blocks = cfg.controller.max_transfer_bytes / cfg.controller.block_bytes;
