@@ -4,6 +4,8 @@
 #
 #   scripts/callgrind_per_command.sh model BINARY CASE      # model_cost's cases whose names hold CASE: dram, 'moneta 4', 'moneta 512'
 #   scripts/callgrind_per_command.sh sim BINARY PRESET BS IODEPTH   # a whole simulated request
+#   scripts/callgrind_per_command.sh bench BINARY PRESET BS IODEPTH # an emulated request, inline:
+#       host thread, driver, device and model on one thread (`--device-threads 0`)
 #
 # BINARY is target/release/deps/model_cost-* (cargo bench -p nvarray-model --bench model_cost
 # --no-run prints it) or target/release/nvarray. Needs valgrind.
@@ -17,14 +19,17 @@ count() {
                    >/dev/null 2>"$out" ;;
         sim) valgrind --tool=callgrind --callgrind-out-file=/dev/null "$bin" sim --preset "$preset" \
                  --rw randread --bs "$bs" --iodepth "$qd" --number_ios "$1" >/dev/null 2>"$out" ;;
+        bench) valgrind --tool=callgrind --callgrind-out-file=/dev/null "$bin" bench --preset "$preset" \
+                   --size 16m --rw randread --bs "$bs" --iodepth "$qd" --device-threads 0 \
+                   --number_ios "$1" >/dev/null 2>"$out" ;;
     esac
     grep -ao 'refs: *[0-9,]*' "$out" | tr -d ', ' | cut -d: -f2
     rm -f "$out"
 }
 case $kind in
     model) case=${1:?case}; what="model_cost $case" ;;
-    sim) preset=${1:?preset}; bs=${2:?bs}; qd=${3:?iodepth}; what="sim $preset $bs QD $qd" ;;
-    *) echo "first argument: model or sim" >&2; exit 2 ;;
+    sim|bench) preset=${1:?preset}; bs=${2:?bs}; qd=${3:?iodepth}; what="$kind $preset $bs QD $qd" ;;
+    *) echo "first argument: model, sim or bench" >&2; exit 2 ;;
 esac
 a=$(count $n); b=$(count $((2 * n)))
 echo "$what: $(( (b - a) / n )) instructions per command"

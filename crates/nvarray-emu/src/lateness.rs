@@ -49,19 +49,70 @@ impl LatenessReport {
 
 #[derive(Clone, Debug)]
 pub struct Lateness {
-    /// Lateness plus 1 ns (the histogram's least value is 1, and on time is 0 late).
-    histogram: Histogram<u64>,
-    /// The same, of the completions not machine-late: the emulator's own.
-    own: Histogram<u64>,
-    /// The exact greatest lateness (the histogram's is the top of its bucket), of all and of
-    /// the emulator's own.
-    max_ns: u64,
-    own_max_ns: u64,
-    /// Every lateness summed, for the exact mean, and the emulator's own.
-    late_ns_sum: u128,
-    own_late_ns_sum: u128,
+    /// The emulator's own completions (not machine-late) and the machine-late ones, apart: one
+    /// record per completion on the hot path, the whole run's figures joined when read.
+    own: Part,
+    machine: Part,
     modelled_ns_sum: u128,
     early: u64,
+}
+
+/// The lateness of some of the completions.
+#[derive(Clone, Debug)]
+struct Part {
+    /// Lateness plus 1 ns (the histogram's least value is 1, and on time is 0 late).
+    histogram: Histogram<u64>,
+    /// The exact greatest lateness (the histogram's is the top of its bucket).
+    max_ns: u64,
+    /// Every lateness summed, for the exact mean.
+    late_ns_sum: u128,
+}
+
+impl Part {
+    fn new() -> Self {
+        Part {
+            histogram: ns_histogram(),
+            max_ns: 0,
+            late_ns_sum: 0,
+        }
+    }
+
+    #[inline]
+    fn record(&mut self, late_ns: u64) {
+        self.histogram.saturating_record(late_ns + 1);
+        self.max_ns = self.max_ns.max(late_ns);
+        self.late_ns_sum += u128::from(late_ns);
+    }
+
+    fn merge(&mut self, other: &Part) {
+        self.histogram
+            .add(&other.histogram)
+            .expect("lateness histograms share their bounds");
+        self.max_ns = self.max_ns.max(other.max_ns);
+        self.late_ns_sum += other.late_ns_sum;
+    }
+
+    fn count(&self) -> u64 {
+        self.histogram.len()
+    }
+
+    /// The lateness at quantile `q`, inside what was measured: a histogram answers with the
+    /// top of a value's bucket. 0 when empty.
+    fn at(&self, q: f64) -> u64 {
+        if self.histogram.is_empty() {
+            0
+        } else {
+            (self.histogram.value_at_quantile(q) - 1).min(self.max_ns)
+        }
+    }
+
+    fn mean_ns(&self) -> f64 {
+        if self.histogram.is_empty() {
+            0.0
+        } else {
+            self.late_ns_sum as f64 / self.count() as f64
+        }
+    }
 }
 
 impl Default for Lateness {
@@ -79,12 +130,8 @@ pub(crate) fn ns_histogram() -> Histogram<u64> {
 impl Lateness {
     pub fn new() -> Self {
         Lateness {
-            histogram: ns_histogram(),
-            own: ns_histogram(),
-            max_ns: 0,
-            own_max_ns: 0,
-            late_ns_sum: 0,
-            own_late_ns_sum: 0,
+            own: Part::new(),
+            machine: Part::new(),
             modelled_ns_sum: 0,
             early: 0,
         }
@@ -110,34 +157,23 @@ impl Lateness {
             self.early += 1;
         }
         let late_ns = posted_ns.saturating_sub(deadline_ns);
-        self.histogram.saturating_record(late_ns + 1);
-        self.max_ns = self.max_ns.max(late_ns);
-        if !machine_late {
-            self.own.saturating_record(late_ns + 1);
-            self.own_max_ns = self.own_max_ns.max(late_ns);
-            self.own_late_ns_sum += u128::from(late_ns);
+        if machine_late {
+            self.machine.record(late_ns);
+        } else {
+            self.own.record(late_ns);
         }
-        self.late_ns_sum += u128::from(late_ns);
         self.modelled_ns_sum += u128::from(modelled_ns);
     }
 
     pub fn count(&self) -> u64 {
-        self.histogram.len()
+        self.own.count() + self.machine.count()
     }
 
     /// Adds `other`'s completions to these (each queue pair records its own; a report joins
     /// them).
     pub fn merge(&mut self, other: &Lateness) {
-        self.histogram
-            .add(&other.histogram)
-            .expect("lateness histograms share their bounds");
-        self.own
-            .add(&other.own)
-            .expect("lateness histograms share their bounds");
-        self.max_ns = self.max_ns.max(other.max_ns);
-        self.own_max_ns = self.own_max_ns.max(other.own_max_ns);
-        self.late_ns_sum += other.late_ns_sum;
-        self.own_late_ns_sum += other.own_late_ns_sum;
+        self.own.merge(&other.own);
+        self.machine.merge(&other.machine);
         self.modelled_ns_sum += other.modelled_ns_sum;
         self.early += other.early;
     }
@@ -168,7 +204,7 @@ impl Lateness {
     /// link).
     pub fn report(&self, hint: Option<&str>) -> LatenessReport {
         let completions = self.count();
-        let machine_late = completions - self.own.len();
+        let machine_late = self.machine.count();
         if completions == 0 {
             return LatenessReport {
                 mean_ns: 0.0,
@@ -186,22 +222,10 @@ impl Lateness {
                 unfaithful_reason: None,
             };
         }
-        // Inside what was measured: a histogram answers with the top of a value's bucket.
-        let at = |h: &Histogram<u64>, max: u64, q: f64| {
-            if h.is_empty() {
-                0
-            } else {
-                (h.value_at_quantile(q) - 1).min(max)
-            }
-        };
-        let (p50, p99) = (
-            at(&self.histogram, self.max_ns, 0.50),
-            at(&self.histogram, self.max_ns, 0.99),
-        );
-        let (own_p50, own_p99) = (
-            at(&self.own, self.own_max_ns, 0.50),
-            at(&self.own, self.own_max_ns, 0.99),
-        );
+        let mut all = self.own.clone();
+        all.merge(&self.machine);
+        let (p50, p99) = (all.at(0.50), all.at(0.99));
+        let (own_p50, own_p99) = (self.own.at(0.50), self.own.at(0.99));
         let (modelled_mean, bound) = self.bound();
         let mut verdict = Verdict::Faithful;
         let mut reasons = Vec::new();
@@ -238,21 +262,17 @@ impl Lateness {
             }
         }
         LatenessReport {
-            mean_ns: self.late_ns_sum as f64 / completions as f64,
+            mean_ns: all.mean_ns(),
             p50_ns: p50,
             p99_ns: p99,
-            max_ns: self.max_ns,
+            max_ns: all.max_ns,
             bound_ns: bound,
             completions,
             machine_late,
-            own_mean_ns: if self.own.is_empty() {
-                0.0
-            } else {
-                self.own_late_ns_sum as f64 / self.own.len() as f64
-            },
+            own_mean_ns: self.own.mean_ns(),
             own_p50_ns: own_p50,
             own_p99_ns: own_p99,
-            own_max_ns: self.own_max_ns,
+            own_max_ns: self.own.max_ns,
             verdict,
             unfaithful_reason: (!reasons.is_empty()).then(|| reasons.join("; ")),
         }

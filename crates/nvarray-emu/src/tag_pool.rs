@@ -1,11 +1,14 @@
-//! A lock-free pool of command tags with a per-CPU starting hint (Moneta, MICRO'10: "lock free
-//! tag pool: compare-and-swap operations, tag indexed data structures, use processor ID as hint
-//! for where to search").
+//! A lock-free pool of command tags with a per-thread starting hint (Moneta, MICRO'10: "lock
+//! free tag pool: compare-and-swap operations, tag indexed data structures, use processor ID as
+//! hint for where to search").
 //!
 //! The pool is a bitmap of `AtomicU64` words, one bit per tag, set while the tag is taken. Each
 //! word sits on its own cache line. `acquire(hint)` starts at the word `hint` selects (callers
-//! pass `cpu_hint()`), so threads on different CPUs usually take bits from different words and
-//! different cache lines; it walks on to the next word only when that one is full.
+//! pass `thread_hint()`), so different threads usually take bits from different words and
+//! different cache lines; it walks on to the next word only when that one is full. Moneta's
+//! hint was the processor's number; a number per thread, fixed at its first command, spreads
+//! threads the same way without asking the CPU per command (`sched_getcpu`, 45 instructions
+//! of the emulator's path per request, issue 38), and a thread that migrates keeps its word.
 //!
 //! Small pools are spread over up to `WORDS_SPREAD` words rather than packed into one: Moneta
 //! has 64 tags, and one 64-bit word would make every CPU contend on the same cache line, which
@@ -141,7 +144,7 @@ impl TagPool {
         self.tags
     }
 
-    /// Takes a free tag, searching from the word `hint` selects (pass `cpu_hint()`; any value is
+    /// Takes a free tag, searching from the word `hint` selects (pass `thread_hint()`; any value is
     /// accepted). Returns `None` when every word was seen full during the call (each at its
     /// own instant: the words are not read as one snapshot), or, under extreme contention, when
     /// `ATTEMPTS_PER_WORD_MAX` attempts on a word all lost races; callers treat both as "queue
@@ -239,20 +242,27 @@ fn low_bits(bits: usize) -> u64 {
     u64::MAX >> (WORD_BITS - bits)
 }
 
-/// The CPU the calling thread is running on, as a hint for `TagPool::acquire`. Only a hint: the
-/// thread may migrate right after. 0 where the CPU cannot be read, and under loom and miri,
-/// which need deterministic runs and cannot call into libc.
-pub fn cpu_hint() -> usize {
-    #[cfg(all(target_os = "linux", not(loom), not(miri)))]
+/// The calling thread's hint for `TagPool::acquire`: a number given to each thread at its first
+/// call (0, 1, 2, … in the order threads first ask), so threads start their searches on
+/// different words. 0 under loom, whose runs must be deterministic.
+pub fn thread_hint() -> usize {
+    #[cfg(not(loom))]
     {
-        // glibc answers from the rseq area or the vDSO, so this is not a system call and is fit
-        // for the hot path.
-        // SAFETY: `sched_getcpu` takes no arguments, touches no caller memory and has no
-        // preconditions; it returns -1 on failure, handled below.
-        let cpu = unsafe { libc::sched_getcpu() };
-        usize::try_from(cpu).unwrap_or(0)
+        use std::cell::Cell;
+        use std::sync::atomic::AtomicUsize;
+        static NEXT: AtomicUsize = AtomicUsize::new(0);
+        thread_local! {
+            static HINT: Cell<usize> = const { Cell::new(usize::MAX) };
+        }
+        HINT.with(|hint| {
+            if hint.get() == usize::MAX {
+                // Relaxed: a counter handing out distinct numbers, nothing else published.
+                hint.set(NEXT.fetch_add(1, std::sync::atomic::Ordering::Relaxed) % TAGS_MAX);
+            }
+            hint.get()
+        })
     }
-    #[cfg(not(all(target_os = "linux", not(loom), not(miri))))]
+    #[cfg(loom)]
     {
         0
     }
@@ -393,10 +403,16 @@ mod tests {
     }
 
     #[test]
-    fn cpu_hint_is_callable() {
-        // Any value is a valid hint; this only checks the call works on this platform.
+    fn threads_get_distinct_hints_and_keep_theirs() {
+        let mine = thread_hint();
+        assert_eq!(thread_hint(), mine, "a thread's hint does not change");
+        let others: HashSet<usize> = (0..4)
+            .map(|_| thread::spawn(thread_hint).join().unwrap())
+            .collect();
+        assert_eq!(others.len(), 4, "each thread its own number: {others:?}");
+        assert!(!others.contains(&mine));
         let pool = TagPool::new(8).unwrap();
-        let tag = pool.acquire(cpu_hint()).unwrap();
+        let tag = pool.acquire(mine).unwrap();
         pool.release(tag).unwrap();
     }
 

@@ -11,7 +11,7 @@ use std::sync::Arc;
 
 use nvarray_emu::dma_copy;
 use nvarray_emu::protocol::{moneta, nvme};
-use nvarray_emu::tag_pool::{cpu_hint, Tag, TagPool, TAGS_MAX};
+use nvarray_emu::tag_pool::{thread_hint, Tag, TagPool, TAGS_MAX};
 use nvarray_emu::{Emulator, EmulatorOptions, JitterReport, LatenessReport, Opcode, Status};
 use nvarray_model::{Breakdown, DeviceConfig, Protocol};
 
@@ -318,7 +318,7 @@ impl Device {
     ) -> Result<Prepared, HostError> {
         let tag = self
             .tags
-            .acquire(cpu_hint())
+            .acquire(thread_hint())
             .ok_or_else(|| HostError::NoTag {
                 tags: self.tags.tags(),
             })?;
