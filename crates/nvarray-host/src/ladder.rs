@@ -57,19 +57,20 @@ impl Issuer {
         }
     }
 
-    /// As `wait`, but on the thread's own queue pair it polls only until `until` and may
-    /// return 0: a thread with a request due then (a trace replayed at its timestamps) issues
-    /// it on time instead of blocking past it. On shared queue pairs it waits as `wait`.
+    /// As `wait`, but on the thread's own queue pair it polls only until `until_ns` (the
+    /// device's clock, `Device::now_ns`) and may return 0: a thread with a request due then (a
+    /// trace replayed at its timestamps) issues it on time instead of blocking past it. On
+    /// shared queue pairs it waits as `wait`.
     pub fn wait_until(
         &mut self,
-        until: std::time::Instant,
+        until_ns: u64,
         mine: &dyn Fn(usize) -> bool,
         f: &mut dyn FnMut(Done),
     ) -> usize {
         match self {
             Issuer::Own(qp) => loop {
                 let n = qp.poll(&mut *f);
-                if n > 0 || std::time::Instant::now() >= until {
+                if n > 0 || qp.now_ns() >= until_ns {
                     return n;
                 }
                 std::hint::spin_loop();

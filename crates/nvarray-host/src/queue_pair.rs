@@ -60,6 +60,11 @@ pub struct QueuePair {
 }
 
 impl QueuePair {
+    /// The device's clock, in nanoseconds (`Device::now_ns`).
+    pub fn now_ns(&self) -> u64 {
+        self.emu.now_ns()
+    }
+
     /// Builds the rings of a new queue pair (as large as the device's tags, so they never
     /// fill) and attaches their device ends to the emulator. `completion` is already fitted
     /// to the protocol (`Device::queue_pair`).

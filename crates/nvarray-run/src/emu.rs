@@ -388,65 +388,66 @@ struct ThreadResult {
 /// the kernel ends sleeps late. The margin follows how late this thread's sleeps have ended
 /// (on the VMs of docs/perf.md, half of all `nanosleep`s overshoot by more than 50 µs and
 /// the p99 is about 200 µs): it rises at once to a late wake-up's overshoot and decays slowly,
-/// so a thread spins longer only on a machine that needs it.
+/// so a thread spins longer only on a machine that needs it. Times are the device's clock's
+/// nanoseconds (`Device::now_ns`), as everywhere in a host thread's loop.
 struct Pacer {
-    margin: Duration,
+    margin_ns: u64,
 }
 
 impl Pacer {
     /// The least margin: naps shorter than this are spun, never slept (a kernel sleep
     /// overshoots by tens of microseconds; see `nvarray_host`'s `NAP_WAKE_MARGIN_NS`).
-    const MARGIN_MIN: Duration = Duration::from_micros(50);
+    const MARGIN_MIN_NS: u64 = 50_000;
     /// The greatest margin: a thread spins at most this long before a due time.
-    const MARGIN_MAX: Duration = Duration::from_millis(2);
+    const MARGIN_MAX_NS: u64 = 2_000_000;
     /// Room over the latest overshoot, so the next one like it still wakes in time.
-    const MARGIN_SLACK: Duration = Duration::from_micros(20);
+    const MARGIN_SLACK_NS: u64 = 20_000;
 
     fn new() -> Self {
         Pacer {
-            margin: Self::MARGIN_MIN,
+            margin_ns: Self::MARGIN_MIN_NS,
         }
     }
 
-    /// Waits until `until`, telling this thread's pause watch (`nvarray_emu::pauses`) what
-    /// it saw on `clock`: a sleep the kernel ended after `until`, and gaps in the spin that
-    /// follows, are the machine's, so a timed request due in them is issued late by the
-    /// machine, not by this thread's own work.
-    fn wait_until(&mut self, until: Instant, clock: &DeviceClock) {
-        let now = Instant::now();
-        if until <= now {
+    /// Waits until `until_ns` on the clock `now_ns` reads, telling this thread's pause watch
+    /// (`nvarray_emu::pauses`) what it saw: a sleep the kernel ended after `until_ns`, and
+    /// gaps in the spin that follows, are the machine's, so a timed request due in them is
+    /// issued late by the machine, not by this thread's own work.
+    fn wait_until(&mut self, until_ns: u64, now_ns: impl Fn() -> u64) {
+        let now = now_ns();
+        if until_ns <= now {
             return;
         }
-        if until - now > self.margin {
+        if until_ns - now > self.margin_ns {
             fine_timer_slack();
-            let wake_at = until - self.margin;
-            std::thread::sleep(wake_at - now);
-            let woke = Instant::now();
-            let overshoot = woke.saturating_duration_since(wake_at);
+            let wake_at = until_ns - self.margin_ns;
+            std::thread::sleep(Duration::from_nanos(wake_at - now));
+            let woke = now_ns();
+            let overshoot = woke.saturating_sub(wake_at);
             // Rise to the overshoot at once; otherwise decay by 1/64 a sleep.
-            let decayed = self.margin - self.margin / 64;
-            self.margin = (overshoot + Self::MARGIN_SLACK)
+            let decayed = self.margin_ns - self.margin_ns / 64;
+            self.margin_ns = (overshoot + Self::MARGIN_SLACK_NS)
                 .max(decayed)
-                .clamp(Self::MARGIN_MIN, Self::MARGIN_MAX);
+                .clamp(Self::MARGIN_MIN_NS, Self::MARGIN_MAX_NS);
             pauses::this_thread(|w| {
-                if woke > until {
+                if woke > until_ns {
                     // Not running from when the sleep was to end until the kernel ended it.
-                    w.overslept(clock.ns_of(wake_at), clock.ns_of(woke));
+                    w.overslept(wake_at, woke);
                 } else {
-                    w.restart(clock.ns_of(woke));
+                    w.restart(woke);
                 }
             });
         } else {
             // Too near to sleep: the margin decays here too, or one long overshoot (a pause of
             // the machine) would leave a margin past the job's period and the thread spinning
             // for the rest of the run.
-            self.margin = (self.margin - self.margin / 64).max(Self::MARGIN_MIN);
-            pauses::this_thread(|w| w.restart(clock.ns_of(now)));
+            self.margin_ns = (self.margin_ns - self.margin_ns / 64).max(Self::MARGIN_MIN_NS);
+            pauses::this_thread(|w| w.restart(now));
         }
         loop {
-            let now = Instant::now();
-            pauses::this_thread(|w| w.reading(clock.ns_of(now)));
-            if now >= until {
+            let now = now_ns();
+            pauses::this_thread(|w| w.reading(now));
+            if now >= until_ns {
                 break;
             }
             std::hint::spin_loop();
@@ -454,8 +455,9 @@ impl Pacer {
     }
 }
 
-/// The device's clock (`Device::now_ns`, which completions' model times are on) seen as
-/// `Instant`s: both are `CLOCK_MONOTONIC`, so one pair of readings relates them.
+/// The device's clock (`Device::now_ns`, which completions' model times and a host thread's
+/// loop are on) seen as `Instant`s at a thread's edges: both are `CLOCK_MONOTONIC`, so one
+/// pair of readings relates them.
 struct DeviceClock {
     instant: Instant,
     ns: u64,
@@ -478,86 +480,73 @@ impl DeviceClock {
                 .saturating_sub((self.instant - instant).as_nanos() as u64),
         }
     }
-
-    /// The instant the device's clock read `ns`.
-    fn instant_of(&self, ns: u64) -> Instant {
-        match ns.checked_sub(self.ns) {
-            Some(after) => self.instant + Duration::from_nanos(after),
-            None => self
-                .instant
-                .checked_sub(Duration::from_nanos(self.ns - ns))
-                .unwrap_or(self.instant),
-        }
-    }
 }
 
-/// One of a thread's `iodepth` slots: when it may issue again.
+/// One of a thread's `iodepth` slots: when it may issue again (device clock, ns).
 #[derive(Clone, Copy)]
 struct Slot {
     /// When this thread may issue on it: its last command was collected (plus the think time).
-    ready: Instant,
+    ready_ns: u64,
     /// When it would have been ready had the thread kept time: its last command's device time
     /// (issue to collection) after the moment that command could have gone. A timed request
     /// waits for a slot only until this, so one late issue of the thread's does not make the
     /// requests behind it look queued.
-    ready_on_time: Instant,
+    ready_on_time_ns: u64,
 }
 
-/// A command of this thread's in flight.
+/// A command of this thread's in flight (device clock, ns).
 #[derive(Clone, Copy)]
 struct InFlight {
     /// When it was issued (measured).
-    issued_at: Instant,
+    issued_ns: u64,
     /// How long a timed request waited for a slot past its due time (counts in its latency).
-    slot_wait: Duration,
+    slot_wait_ns: u64,
     /// When it could have gone: its due time, or when a slot was ready on time after it
     /// (an untimed request's is its issue).
-    could_go: Instant,
+    could_go_ns: u64,
 }
 
 impl InFlight {
-    /// A command issued at `issued_at` on `slot`; a timed one was due at `due`.
-    fn issue(issued_at: Instant, due: Option<Instant>, slot: &Slot) -> InFlight {
-        let could_go = match due {
-            Some(due) => due.max(slot.ready_on_time).min(issued_at),
-            None => issued_at,
+    /// A command issued at `issued_ns` on `slot`; a timed one was due at `due_ns`.
+    fn issue(issued_ns: u64, due_ns: Option<u64>, slot: &Slot) -> InFlight {
+        let could_go_ns = match due_ns {
+            Some(due) => due.max(slot.ready_on_time_ns).min(issued_ns),
+            None => issued_ns,
         };
         InFlight {
-            issued_at,
-            slot_wait: due.map_or(Duration::ZERO, |due| {
-                could_go.saturating_duration_since(due)
-            }),
-            could_go,
+            issued_ns,
+            slot_wait_ns: due_ns.map_or(0, |due| could_go_ns.saturating_sub(due)),
+            could_go_ns,
         }
     }
 
     /// How long after it could have gone the thread issued it: the thread's own delay.
-    fn host_delay(&self) -> Duration {
-        self.issued_at - self.could_go
+    fn host_delay_ns(&self) -> u64 {
+        self.issued_ns - self.could_go_ns
     }
 
-    /// Its latency when collected at `collected`: from its issue, plus its wait for a slot.
-    fn latency(&self, collected: Instant) -> Duration {
-        collected.saturating_duration_since(self.issued_at) + self.slot_wait
+    /// Its latency when collected at `collected_ns`: from its issue, plus its wait for a slot.
+    fn latency_ns(&self, collected_ns: u64) -> u64 {
+        collected_ns.saturating_sub(self.issued_ns) + self.slot_wait_ns
     }
 
-    /// When it would have completed had the thread kept time: `device_time` (from its issue
+    /// When it would have completed had the thread kept time: `device_ns` (from its issue
     /// to the model's completion, whenever the thread collected it) after the moment it could
     /// have gone. Whether it counts after a ramp is decided by this, as the simulator decides
     /// by its completion time, so a late thread does not move requests due in the ramp into
     /// the measured window.
-    fn done_on_time(&self, device_time: Duration) -> Instant {
-        self.could_go + device_time
+    fn done_on_time_ns(&self, device_ns: u64) -> u64 {
+        self.could_go_ns + device_ns
     }
 
-    /// The slot it frees when collected at `collected`, the device having taken
-    /// `device_time`: ready again `thinktime` later. Had the thread kept time, it would have
-    /// been ready `thinktime` after the device's completion, however late the thread
+    /// The slot it frees when collected at `collected_ns`, the device having taken
+    /// `device_ns`: ready again `thinktime_ns` later. Had the thread kept time, it would have
+    /// been ready `thinktime_ns` after the device's completion, however late the thread
     /// collected it (a pause between the two is the thread's, not the device's).
-    fn frees(&self, collected: Instant, thinktime: Duration, device_time: Duration) -> Slot {
+    fn frees(&self, collected_ns: u64, thinktime_ns: u64, device_ns: u64) -> Slot {
         Slot {
-            ready: collected + thinktime,
-            ready_on_time: self.done_on_time(device_time) + thinktime,
+            ready_ns: collected_ns + thinktime_ns,
+            ready_on_time_ns: self.done_on_time_ns(device_ns) + thinktime_ns,
         }
     }
 }
@@ -596,7 +585,7 @@ fn run_thread(
     let mut finished = Vec::with_capacity(device.tags());
     // A request taken but not yet issued (a timestamped trace's before its time, or one that
     // found no tag), and its time (`None`: whenever it goes).
-    let mut pending: Option<(Request, Option<Instant>)> = None;
+    let mut pending: Option<(Request, Option<u64>)> = None;
     let mut trace_ended = false;
     // Timed requests that waited for a slot (every slot taken at their due time), and how
     // late the thread issued each after it could have gone (its own delay).
@@ -610,16 +599,19 @@ fn run_thread(
     let timed = plan.requests.is_timed();
     // Set up (everything above allocates: the histograms alone take about 0.3 ms to fault
     // in): the phase starts when every thread of it is (`StartGate`).
-    let start = arrival.start();
-    let measure_from = start + Duration::from_nanos(plan.ramp_ns);
-    let runtime = plan.runtime_ns.map(Duration::from_nanos);
-    let deadline = runtime.map(|r| start + r);
-    let thinktime = Duration::from_nanos(plan.thinktime_ns);
+    // From here on every time is the device clock's nanoseconds (one `clock_gettime` and a
+    // subtraction a reading; `Instant` arithmetic cost about 150 instructions per request,
+    // issue 38).
+    let now_ns = || device.now_ns();
+    let start = clock.ns_of(arrival.start());
+    let measure_from = start + plan.ramp_ns;
+    let deadline = plan.runtime_ns.map(|r| start + r);
+    let thinktime = plan.thinktime_ns;
     // When each of the `iodepth` slots may issue again.
     let mut slots: VecDeque<Slot> = std::iter::repeat_n(
         Slot {
-            ready: start,
-            ready_on_time: start,
+            ready_ns: start,
+            ready_on_time_ns: start,
         },
         plan.iodepth as usize,
     )
@@ -628,7 +620,7 @@ fn run_thread(
         let time_up = match deadline {
             None => false,
             Some(d) if timed => pending.is_some_and(|(_, due)| due.is_some_and(|due| due >= d)),
-            Some(d) => Instant::now() >= d,
+            Some(d) => now_ns() >= d,
         };
         let more = !time_up
             && error.is_none()
@@ -641,23 +633,21 @@ fn run_thread(
                 pacer.wait_until(
                     pending
                         .and_then(|(_, due)| due)
-                        .map_or(slot.ready, |due| due.max(slot.ready)),
-                    &clock,
+                        .map_or(slot.ready_ns, |due| due.max(slot.ready_ns)),
+                    now_ns,
                 );
             }
         }
         while more && issued_counted < plan.ios && issued_bytes < plan.io_bytes {
-            let now = Instant::now();
+            let now = now_ns();
             let slot = match slots.front() {
-                Some(&slot) if slot.ready <= now => slot,
+                Some(&slot) if slot.ready_ns <= now => slot,
                 _ => break,
             };
             let (r, due_at) = match pending.take() {
                 Some(p) => p,
                 None => match plan.requests.next_request() {
-                    Ok(Next::Request(r, due_ns)) => {
-                        (r, due_ns.map(|ns| start + Duration::from_nanos(ns)))
-                    }
+                    Ok(Next::Request(r, due_ns)) => (r, due_ns.map(|ns| start + ns)),
                     Ok(Next::End) => {
                         trace_ended = true;
                         break;
@@ -698,25 +688,24 @@ fn run_thread(
             // latency. Anything after that is this thread's own delay (a sleep that ended
             // late, a pause, finishing other requests first): it is measured apart
             // (`issue_delays`) and left out of the latency, which is the device's.
-            let command = InFlight::issue(Instant::now(), due_at, &slot);
+            let command = InFlight::issue(now_ns(), due_at, &slot);
             if due_at.is_some() {
-                issued_late += u64::from(command.slot_wait.as_nanos() as u64 > ISSUED_LATE_NS);
+                issued_late += u64::from(command.slot_wait_ns > ISSUED_LATE_NS);
                 // Issued late by the machine when its time came inside a pause of this
                 // thread (a sleep the kernel ended late, a gap in its spinning or serving).
-                let machine_late =
-                    pauses::this_thread(|w| w.paused_at(clock.ns_of(command.could_go)));
-                issue_delays.record(command.host_delay().as_nanos() as u64, machine_late);
+                let machine_late = pauses::this_thread(|w| w.paused_at(command.could_go_ns));
+                issue_delays.record(command.host_delay_ns(), machine_late);
             }
             match device.prepare(op, r.offset_bytes, r.len_bytes, data) {
                 Ok(p) => {
-                    if command.could_go >= measure_from {
+                    if command.could_go_ns >= measure_from {
                         stats.io_depths_mut().record_issue(in_flight as u32 + 1);
                     }
                     started[p.tag().index()] = Some(command);
                     issuer.issue(p);
                     slots.pop_front();
                     issued += 1;
-                    issued_counted += u64::from(command.could_go >= measure_from);
+                    issued_counted += u64::from(command.could_go_ns >= measure_from);
                     issued_bytes += u64::from(r.len_bytes);
                     in_flight += 1;
                 }
@@ -747,7 +736,7 @@ fn run_thread(
             Some(due) => issuer.wait_until(due, &mine, &mut |done| finished.push(done)),
             None => issuer.wait(&mine, &mut |done| finished.push(done)),
         };
-        if Instant::now() >= measure_from {
+        if plan.ramp_ns == 0 || now_ns() >= measure_from {
             stats.io_depths_mut().record_collected(finished.len());
         }
         for done in finished.drain(..) {
@@ -756,9 +745,7 @@ fn run_thread(
                 (done.op == Opcode::Read, done.len_bytes, done.offset_bytes);
             // The device's time: from the issue to the model's completion, not to this
             // thread's collecting it.
-            let device_time = clock
-                .instant_of(done.deadline_ns)
-                .saturating_duration_since(command.issued_at);
+            let device_ns = done.deadline_ns.saturating_sub(command.issued_ns);
             let out = is_read.then_some(&mut scratch[..len as usize]);
             // When the thread had the completion, for its slot (`InFlight::frees`): the
             // latency's reading unless checking the data took time after it (one clock
@@ -766,10 +753,10 @@ fn run_thread(
             let mut collected = None;
             match device.finish(done, out) {
                 Ok(()) => {
-                    let now = Instant::now();
+                    let now = now_ns();
                     collected = Some(now);
-                    if command.done_on_time(device_time) >= measure_from {
-                        let latency_ns = command.latency(now).as_nanos() as u64;
+                    if command.done_on_time_ns(device_ns) >= measure_from {
+                        let latency_ns = command.latency_ns(now);
                         // All of it as host time for now; `device_report` moves the modelled
                         // device's share to its components.
                         stats.record_host(is_read, len, latency_ns);
@@ -789,8 +776,8 @@ fn run_thread(
                 }
             }
             in_flight -= 1;
-            let collected = collected.unwrap_or_else(Instant::now);
-            slots.push_back(command.frees(collected, thinktime, device_time));
+            let collected = collected.unwrap_or_else(now_ns);
+            slots.push_back(command.frees(collected, thinktime, device_ns));
             progress.ios.fetch_add(1, Ordering::Relaxed);
             progress.bytes.fetch_add(u64::from(len), Ordering::Relaxed);
         }
@@ -805,10 +792,10 @@ fn run_thread(
     // it, as fio does; and a run of several phases adds the phases' times up.
     let ended = Instant::now();
     stats.set_active_ns(
-        ended
-            .saturating_duration_since(measure_from.max(began))
-            .as_nanos()
-            .max(1) as u64,
+        clock
+            .ns_of(ended)
+            .saturating_sub(measure_from.max(clock.ns_of(began)))
+            .max(1),
     );
     let paced_issued_late = plan.requests.is_paced().then_some(issued_late);
     let trace = match plan.requests {
@@ -837,25 +824,26 @@ fn run_thread(
 mod tests {
     use super::*;
 
-    fn us(n: u64) -> Duration {
-        Duration::from_micros(n)
+    fn us(n: u64) -> u64 {
+        n * 1_000
     }
+
+    /// A device-clock time some way into a run.
+    const T0: u64 = 5_000_000_000;
 
     /// A margin raised to its greatest by one long overshoot (a pause of the machine) comes
     /// back down while the thread's waits are too short to sleep: it used to decay only at a
     /// sleep, so a job whose period was under 2 ms spun through the rest of its run.
     #[test]
     fn the_pacing_margin_decays_when_the_thread_does_not_sleep() {
-        let clock = DeviceClock {
-            instant: Instant::now(),
-            ns: 0,
-        };
+        let origin = Instant::now();
+        let now_ns = || origin.elapsed().as_nanos() as u64;
         let mut pacer = Pacer::new();
-        pacer.margin = Pacer::MARGIN_MAX;
+        pacer.margin_ns = Pacer::MARGIN_MAX_NS;
         for _ in 0..300 {
-            pacer.wait_until(Instant::now() + us(1), &clock);
+            pacer.wait_until(now_ns() + us(1), now_ns);
         }
-        assert_eq!(pacer.margin, Pacer::MARGIN_MIN);
+        assert_eq!(pacer.margin_ns, Pacer::MARGIN_MIN_NS);
     }
 
     /// A paced thread (QD 1, a request due every 1,000 µs, each on the device 10 µs) that
@@ -864,11 +852,11 @@ mod tests {
     /// inherit the delay.
     #[test]
     fn a_late_wake_up_is_the_threads_delay_and_not_the_requests_latency() {
-        let t0 = Instant::now();
+        let t0 = T0;
         let late_by = us(3_000);
         let mut slot = Slot {
-            ready: t0,
-            ready_on_time: t0,
+            ready_ns: t0,
+            ready_on_time_ns: t0,
         };
         for k in 0..5u64 {
             let due = t0 + us(1_000 * k);
@@ -876,27 +864,23 @@ mod tests {
             // when the thread gets back, so it goes as soon as its slot is collected).
             let issued_at = match k {
                 1 => due + late_by,
-                2..=4 => (due).max(slot.ready),
+                2..=4 => due.max(slot.ready_ns),
                 _ => due,
             };
             let c = InFlight::issue(issued_at, Some(due), &slot);
             let collected = issued_at + us(10);
             assert_eq!(
-                c.latency(collected),
+                c.latency_ns(collected),
                 us(10),
                 "request {k}: the device's time"
             );
-            assert_eq!(
-                c.slot_wait,
-                Duration::ZERO,
-                "request {k} never waited for a slot"
-            );
+            assert_eq!(c.slot_wait_ns, 0, "request {k} never waited for a slot");
             let expected_delay = match k {
                 1 => late_by,
                 _ => issued_at - due,
             };
-            assert_eq!(c.host_delay(), expected_delay, "request {k}");
-            slot = c.frees(collected, Duration::ZERO, us(10));
+            assert_eq!(c.host_delay_ns(), expected_delay, "request {k}");
+            slot = c.frees(collected, 0, us(10));
         }
     }
 
@@ -904,36 +888,33 @@ mod tests {
     /// simulator: the wait is in their latency and is not the thread's delay.
     #[test]
     fn a_request_due_while_its_slot_is_taken_waits_for_it_in_its_latency() {
-        let t0 = Instant::now();
+        let t0 = T0;
         let slot = Slot {
-            ready: t0,
-            ready_on_time: t0,
+            ready_ns: t0,
+            ready_on_time_ns: t0,
         };
         // Both due at t0; the first takes 10 µs on the device.
         let first = InFlight::issue(t0, Some(t0), &slot);
-        let slot = first.frees(t0 + us(10), Duration::ZERO, us(10));
+        let slot = first.frees(t0 + us(10), 0, us(10));
         let second = InFlight::issue(t0 + us(10), Some(t0), &slot);
-        assert_eq!(second.slot_wait, us(10));
-        assert_eq!(second.host_delay(), Duration::ZERO);
-        assert_eq!(second.latency(t0 + us(20)), us(20));
+        assert_eq!(second.slot_wait_ns, us(10));
+        assert_eq!(second.host_delay_ns(), 0);
+        assert_eq!(second.latency_ns(t0 + us(20)), us(20));
     }
 
     /// An untimed request's latency is from its issue; it has no due time to be late for.
     #[test]
     fn an_untimed_request_counts_from_its_issue() {
-        let t0 = Instant::now();
+        let t0 = T0;
         let slot = Slot {
-            ready: t0,
-            ready_on_time: t0,
+            ready_ns: t0,
+            ready_on_time_ns: t0,
         };
         let c = InFlight::issue(t0 + us(5), None, &slot);
-        assert_eq!(
-            (c.slot_wait, c.host_delay()),
-            (Duration::ZERO, Duration::ZERO)
-        );
-        assert_eq!(c.latency(t0 + us(12)), us(7));
+        assert_eq!((c.slot_wait_ns, c.host_delay_ns()), (0, 0));
+        assert_eq!(c.latency_ns(t0 + us(12)), us(7));
         let freed = c.frees(t0 + us(12), us(100), us(7));
-        assert_eq!(freed.ready, t0 + us(112));
+        assert_eq!(freed.ready_ns, t0 + us(112));
     }
 
     /// A thread paused between the device's completion and its collecting it (a machine
@@ -941,19 +922,19 @@ mod tests {
     /// device had freed; they were issued late by the thread.
     #[test]
     fn a_pause_before_collecting_is_the_threads_not_a_full_slot() {
-        let t0 = Instant::now();
+        let t0 = T0;
         let slot = Slot {
-            ready: t0,
-            ready_on_time: t0,
+            ready_ns: t0,
+            ready_on_time_ns: t0,
         };
         let first = InFlight::issue(t0, Some(t0), &slot);
         // The device took 10 µs; the thread collected it 100 ms later.
         let collected = t0 + us(100_000);
-        let slot = first.frees(collected, Duration::ZERO, us(10));
+        let slot = first.frees(collected, 0, us(10));
         // The next was due 1 ms after the first and goes as soon as the thread is back.
         let second = InFlight::issue(collected, Some(t0 + us(1_000)), &slot);
-        assert_eq!(second.slot_wait, Duration::ZERO);
-        assert_eq!(second.host_delay(), us(99_000));
-        assert_eq!(second.latency(collected + us(10)), us(10));
+        assert_eq!(second.slot_wait_ns, 0);
+        assert_eq!(second.host_delay_ns(), us(99_000));
+        assert_eq!(second.latency_ns(collected + us(10)), us(10));
     }
 }
