@@ -17,9 +17,7 @@
 //! p99.99 compare directly with the lateness and latency tails of the same run: a tail the
 //! machine has too is the machine's.
 
-use hdrhistogram::Histogram;
-
-use crate::lateness::ns_histogram;
+use nvarray_histogram::NsHistogram;
 
 /// The spacing of the sampled instants. Finer costs more recording in idle passes; coarser
 /// takes longer to see the rare stalls. At 1 µs a second of idle spinning gives a million
@@ -61,7 +59,7 @@ pub fn this_runner() -> Runner {
 #[derive(Clone, Debug)]
 pub struct JitterProbe {
     /// Each sampled instant's jitter plus 1 ns (the histogram's least value is 1).
-    histogram: Histogram<u64>,
+    histogram: NsHistogram,
     max_ns: u64,
     observed_ns: u64,
     /// The clock reading of the last pass that did nothing after it, and who ran it.
@@ -77,7 +75,7 @@ impl Default for JitterProbe {
 impl JitterProbe {
     pub fn new() -> Self {
         JitterProbe {
-            histogram: ns_histogram(),
+            histogram: NsHistogram::new(),
             max_ns: 0,
             observed_ns: 0,
             last_idle: None,
@@ -119,7 +117,7 @@ impl JitterProbe {
         let instants = last - first + 1;
         if instants == 1 {
             self.histogram
-                .saturating_record(to_ns - last * JITTER_SAMPLE_PERIOD_NS + 1);
+                .record(to_ns - last * JITTER_SAMPLE_PERIOD_NS + 1);
             return;
         }
         // Many instants: `steps` equal shares, each recorded at its middle instant.
@@ -131,16 +129,14 @@ impl JitterProbe {
             );
             let middle = lo + (hi - lo) / 2;
             let late_ns = to_ns - middle * JITTER_SAMPLE_PERIOD_NS;
-            let _ = self.histogram.record_n(late_ns + 1, hi - lo);
+            self.histogram.record_n(late_ns + 1, hi - lo);
         }
     }
 
     /// Adds the instants `other` sampled to these (each queue pair's passes sample their own;
     /// a report joins them).
     pub fn merge(&mut self, other: &JitterProbe) {
-        self.histogram
-            .add(&other.histogram)
-            .expect("jitter histograms share their bounds");
+        self.histogram.add(&other.histogram);
         self.max_ns = self.max_ns.max(other.max_ns);
         self.observed_ns += other.observed_ns;
     }
@@ -152,7 +148,8 @@ impl JitterProbe {
             return None;
         }
         // Inside what was measured: a histogram answers with the top of a value's bucket.
-        let at = |q: f64| (self.histogram.value_at_quantile(q) - 1).min(self.max_ns);
+        let histogram = self.histogram.to_histogram();
+        let at = |q: f64| (histogram.value_at_quantile(q) - 1).min(self.max_ns);
         Some(JitterReport {
             samples: self.histogram.len(),
             observed_ns: self.observed_ns,

@@ -9,7 +9,7 @@
 //! by the machine's pauses is `machine-limited`; one whose own lateness is past the bound is
 //! `NOT FAITHFUL`.
 
-use hdrhistogram::Histogram;
+use nvarray_histogram::NsHistogram;
 use nvarray_model::Verdict;
 
 /// The absolute part of the faithfulness bound.
@@ -61,7 +61,7 @@ pub struct Lateness {
 #[derive(Clone, Debug)]
 struct Part {
     /// Lateness plus 1 ns (the histogram's least value is 1, and on time is 0 late).
-    histogram: Histogram<u64>,
+    histogram: NsHistogram,
     /// The exact greatest lateness (the histogram's is the top of its bucket).
     max_ns: u64,
     /// Every lateness summed, for the exact mean.
@@ -71,7 +71,7 @@ struct Part {
 impl Part {
     fn new() -> Self {
         Part {
-            histogram: ns_histogram(),
+            histogram: NsHistogram::new(),
             max_ns: 0,
             late_ns_sum: 0,
         }
@@ -79,15 +79,13 @@ impl Part {
 
     #[inline]
     fn record(&mut self, late_ns: u64) {
-        self.histogram.saturating_record(late_ns + 1);
+        self.histogram.record(late_ns + 1);
         self.max_ns = self.max_ns.max(late_ns);
         self.late_ns_sum += u128::from(late_ns);
     }
 
     fn merge(&mut self, other: &Part) {
-        self.histogram
-            .add(&other.histogram)
-            .expect("lateness histograms share their bounds");
+        self.histogram.add(&other.histogram);
         self.max_ns = self.max_ns.max(other.max_ns);
         self.late_ns_sum += other.late_ns_sum;
     }
@@ -96,14 +94,14 @@ impl Part {
         self.histogram.len()
     }
 
-    /// The lateness at quantile `q`, inside what was measured: a histogram answers with the
-    /// top of a value's bucket. 0 when empty.
-    fn at(&self, q: f64) -> u64 {
+    /// The lateness at quantiles `qs`, inside what was measured: a histogram answers with
+    /// the top of a value's bucket. 0 when empty.
+    fn at<const N: usize>(&self, qs: [f64; N]) -> [u64; N] {
         if self.histogram.is_empty() {
-            0
-        } else {
-            (self.histogram.value_at_quantile(q) - 1).min(self.max_ns)
+            return [0; N];
         }
+        let h = self.histogram.to_histogram();
+        qs.map(|q| (h.value_at_quantile(q) - 1).min(self.max_ns))
     }
 
     fn mean_ns(&self) -> f64 {
@@ -119,12 +117,6 @@ impl Default for Lateness {
     fn default() -> Self {
         Self::new()
     }
-}
-
-/// A histogram of nanoseconds, 1 ns to one hour at 3 significant digits, for values recorded
-/// plus 1 (its least value is 1, and 0 ns is a value here).
-pub(crate) fn ns_histogram() -> Histogram<u64> {
-    Histogram::new_with_bounds(1, 3_600_000_000_000, 3).expect("valid bounds")
 }
 
 impl Lateness {
@@ -224,8 +216,8 @@ impl Lateness {
         }
         let mut all = self.own.clone();
         all.merge(&self.machine);
-        let (p50, p99) = (all.at(0.50), all.at(0.99));
-        let (own_p50, own_p99) = (self.own.at(0.50), self.own.at(0.99));
+        let [p50, p99] = all.at([0.50, 0.99]);
+        let [own_p50, own_p99] = self.own.at([0.50, 0.99]);
         let (modelled_mean, bound) = self.bound();
         let mut verdict = Verdict::Faithful;
         let mut reasons = Vec::new();

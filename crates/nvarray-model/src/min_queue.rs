@@ -57,8 +57,9 @@ impl<T: Ord + Copy> MinQueue<T> {
     }
 
     /// Removes and returns the smallest key if `wanted` says so (an event that is due): one
-    /// look at the two fronts, where `peek` then `pop` would take two.
-    #[inline]
+    /// look at the two fronts, where `peek` then `pop` would take two. Always inlined, as
+    /// `EventQueue::pop_due`, which is all it is.
+    #[inline(always)]
     pub fn pop_if(&mut self, wanted: impl FnOnce(T) -> bool) -> Option<T> {
         match (self.in_order.front(), self.out_of_order.peek()) {
             (Some(&a), Some(&Reverse(b))) if b < a => {

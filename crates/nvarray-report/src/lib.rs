@@ -6,6 +6,7 @@
 //! (`process_cpu_seconds`); it never runs anything itself.
 
 use hdrhistogram::Histogram;
+use nvarray_histogram::NsHistogram;
 pub use nvarray_model::Verdict;
 use nvarray_model::{Breakdown, Component};
 use serde::ser::SerializeMap;
@@ -226,7 +227,8 @@ impl DirectionTotals {
 /// One direction's latencies as a stream records them.
 #[derive(Clone, Debug)]
 struct DirectionStats {
-    histogram: Histogram<u64>,
+    /// Each latency plus 1 ns.
+    histogram: NsHistogram,
     /// The exact least and greatest latency recorded (the histogram's are bucketed), and the
     /// exact sum and sum of squares, for the mean and the standard deviation.
     min_ns: u64,
@@ -241,8 +243,7 @@ impl DirectionStats {
     fn new() -> Self {
         DirectionStats {
             // 1 ns to one hour at 3 significant digits.
-            histogram: Histogram::new_with_bounds(1, 3_600_000_000_000, 3)
-                .expect("valid histogram bounds"),
+            histogram: NsHistogram::new(),
             min_ns: u64::MAX,
             max_ns: 0,
             sum_ns: 0,
@@ -255,7 +256,7 @@ impl DirectionStats {
     #[inline]
     fn count(&mut self, len_bytes: u32, latency_ns: u64) {
         // One higher, so a request of 0 ns (the null device) is not counted as 1 ns.
-        self.histogram.saturating_record(latency_ns + 1);
+        self.histogram.record(latency_ns + 1);
         self.min_ns = self.min_ns.min(latency_ns);
         self.max_ns = self.max_ns.max(latency_ns);
         self.sum_ns += u128::from(latency_ns);
@@ -265,9 +266,7 @@ impl DirectionStats {
     }
 
     fn merge(&mut self, other: &DirectionStats) {
-        self.histogram
-            .add(&other.histogram)
-            .expect("same histogram bounds");
+        self.histogram.add(&other.histogram);
         self.min_ns = self.min_ns.min(other.min_ns);
         self.max_ns = self.max_ns.max(other.max_ns);
         self.sum_ns += other.sum_ns;
@@ -276,8 +275,9 @@ impl DirectionStats {
         self.bytes += other.bytes;
     }
 
-    /// The latency summary, with the exact mean and standard deviation.
-    fn latency(&self) -> LatencySummary {
+    /// The latency summary, with the exact mean and standard deviation; `histogram` is
+    /// `self.histogram`'s (`NsHistogram::to_histogram`).
+    fn latency(&self, histogram: &Histogram<u64>) -> LatencySummary {
         if self.requests == 0 {
             return LatencySummary::default();
         }
@@ -287,18 +287,19 @@ impl DirectionStats {
         LatencySummary {
             mean,
             stdev: variance.sqrt(),
-            ..LatencySummary::from_histogram(&self.histogram, self.min_ns, self.max_ns)
+            ..LatencySummary::from_histogram(histogram, self.min_ns, self.max_ns)
         }
     }
 
     fn totals(&self, seconds: f64) -> DirectionTotals {
+        let histogram = self.histogram.to_histogram();
         DirectionTotals {
             requests: self.requests,
             bytes: self.bytes,
             iops: self.requests as f64 / seconds,
             bandwidth_bytes_per_s: self.bytes as f64 / seconds,
-            latency_ns: self.latency(),
-            histogram: (self.requests > 0).then(|| std::sync::Arc::new(self.histogram.clone())),
+            latency_ns: self.latency(&histogram),
+            histogram: (self.requests > 0).then(|| std::sync::Arc::new(histogram)),
         }
     }
 }
@@ -526,19 +527,17 @@ pub const ISSUED_LATE_NS: u64 = 1_000;
 pub struct IssueDelays {
     /// Each delay plus 1 ns (the histogram's least value is 1; on time is 0 late), of all
     /// and of those not machine-late.
-    histogram: Histogram<u64>,
-    own: Histogram<u64>,
+    histogram: NsHistogram,
+    own: NsHistogram,
     max_ns: u64,
     late: u64,
 }
 
 impl Default for IssueDelays {
     fn default() -> Self {
-        let histogram =
-            Histogram::new_with_bounds(1, 3_600_000_000_000, 3).expect("valid histogram bounds");
         IssueDelays {
-            own: histogram.clone(),
-            histogram,
+            histogram: NsHistogram::new(),
+            own: NsHistogram::new(),
             max_ns: 0,
             late: 0,
         }
@@ -549,9 +548,9 @@ impl IssueDelays {
     /// One timed request, issued `delay_ns` after it could have gone; `machine_late`: its
     /// time came while the machine paused the thread.
     pub fn record(&mut self, delay_ns: u64, machine_late: bool) {
-        self.histogram.saturating_record(delay_ns.saturating_add(1));
+        self.histogram.record(delay_ns.saturating_add(1));
         if !machine_late {
-            self.own.saturating_record(delay_ns.saturating_add(1));
+            self.own.record(delay_ns.saturating_add(1));
         }
         self.max_ns = self.max_ns.max(delay_ns);
         self.late += u64::from(delay_ns > ISSUED_LATE_NS);
@@ -562,8 +561,7 @@ impl IssueDelays {
             (&mut self.histogram, &other.histogram),
             (&mut self.own, &other.own),
         ] {
-            mine.add(theirs)
-                .expect("issue-delay histograms share their bounds");
+            mine.add(theirs);
         }
         self.max_ns = self.max_ns.max(other.max_ns);
         self.late += other.late;
@@ -581,14 +579,15 @@ impl IssueDelays {
                 (h.value_at_quantile(q) - 1).min(self.max_ns)
             }
         };
+        let (all, own) = (self.histogram.to_histogram(), self.own.to_histogram());
         Some(IssueLatenessNs {
             requests: self.histogram.len(),
             late: self.late,
-            p50: at(&self.histogram, 0.50),
-            p99: at(&self.histogram, 0.99),
+            p50: at(&all, 0.50),
+            p99: at(&all, 0.99),
             max: self.max_ns,
             machine_late: self.histogram.len() - self.own.len(),
-            own_p99: at(&self.own, 0.99),
+            own_p99: at(&own, 0.99),
         })
     }
 }
@@ -836,7 +835,7 @@ impl StreamStats {
                 } else {
                     self.breakdown_sum.total_ns() as f64 / n
                 },
-                ..both.latency()
+                ..both.latency(&both.histogram.to_histogram())
             },
             read: read.totals(seconds),
             write: write.totals(seconds),
