@@ -85,16 +85,22 @@ pub fn split(capacity: usize) -> Result<(CqDevice, CqHost), RingError> {
     Ok((
         CqDevice {
             shared: Arc::clone(&shared),
+            laps: Laps::new(capacity),
             tail: 0,
             head_cached: 0,
         },
-        CqHost { shared, head: 0 },
+        CqHost {
+            shared,
+            laps: Laps::new(capacity),
+            head: 0,
+        },
     ))
 }
 
 /// The device's end: posts entries.
 pub struct CqDevice {
     shared: Arc<Shared>,
+    laps: Laps,
     /// Entries posted.
     tail: u64,
     /// The head doorbell as last read.
@@ -104,13 +110,39 @@ pub struct CqDevice {
 /// The host's end: consumes entries and rings the head doorbell.
 pub struct CqHost {
     shared: Arc<Shared>,
+    laps: Laps,
     /// Entries consumed.
     head: u64,
 }
 
-fn lap_phase(counter: u64, capacity: usize) -> bool {
-    // Lap 0 writes phase 1, lap 1 writes 0, ...
-    (counter / capacity as u64).is_multiple_of(2)
+/// Where a count of entries falls in a queue of a power-of-two capacity: shifts and masks,
+/// as the capacity is one, not divisions (two per entry posted or taken).
+#[derive(Clone, Copy)]
+struct Laps {
+    mask: u64,
+    shift: u32,
+}
+
+impl Laps {
+    fn new(capacity: usize) -> Self {
+        debug_assert!(capacity.is_power_of_two());
+        Laps {
+            mask: capacity as u64 - 1,
+            shift: capacity.trailing_zeros(),
+        }
+    }
+
+    /// The slot of the `counter`-th entry.
+    #[inline]
+    fn slot(self, counter: u64) -> usize {
+        (counter & self.mask) as usize
+    }
+
+    /// The phase the `counter`-th entry is written with: lap 0 writes 1, lap 1 writes 0, ...
+    #[inline]
+    fn phase(self, counter: u64) -> bool {
+        (counter >> self.shift) & 1 == 0
+    }
 }
 
 impl CqDevice {
@@ -126,11 +158,11 @@ impl CqDevice {
                 return Err(cqe);
             }
         }
-        let slot = &self.shared.slots[(self.tail % capacity as u64) as usize];
+        let slot = &self.shared.slots[self.laps.slot(self.tail)];
         slot.lo.store(u64::from(cqe.result), Ordering::Relaxed);
         // Release publishes `lo` (and the read data in the DMA buffer) with the phase bit.
         slot.hi
-            .store(cqe.hi(lap_phase(self.tail, capacity)), Ordering::Release);
+            .store(cqe.hi(self.laps.phase(self.tail)), Ordering::Release);
         self.tail += 1;
         Ok(())
     }
@@ -140,12 +172,11 @@ impl CqHost {
     /// Takes the next entry if the device has posted it, and rings the head doorbell.
     #[inline]
     pub fn pop(&mut self) -> Option<Cqe> {
-        let capacity = self.shared.slots.len();
-        let slot = &self.shared.slots[(self.head % capacity as u64) as usize];
+        let slot = &self.shared.slots[self.laps.slot(self.head)];
         // Acquire pairs with the device's Release store of `hi`.
         let hi = slot.hi.load(Ordering::Acquire);
         let (_, phase) = Cqe::from_words(0, hi);
-        if phase != lap_phase(self.head, capacity) {
+        if phase != self.laps.phase(self.head) {
             return None;
         }
         let lo = slot.lo.load(Ordering::Relaxed);
@@ -161,10 +192,9 @@ impl CqHost {
     /// Whether the next entry is new (a peek that consumes nothing).
     #[inline]
     pub fn has_next(&self) -> bool {
-        let capacity = self.shared.slots.len();
-        let slot = &self.shared.slots[(self.head % capacity as u64) as usize];
+        let slot = &self.shared.slots[self.laps.slot(self.head)];
         let (_, phase) = Cqe::from_words(0, slot.hi.load(Ordering::Acquire));
-        phase == lap_phase(self.head, capacity)
+        phase == self.laps.phase(self.head)
     }
 }
 

@@ -151,10 +151,12 @@ impl TagPool {
     /// full, retry later". A tag whose release happens before this call is always seen free.
     pub fn acquire(&self, hint: usize) -> Option<Tag> {
         let words = self.words.len();
-        let start = hint % words;
-        for step in 0..words {
-            let w = (start + step) % words;
-            let word = &self.words[w].0;
+        // No division when the hint is a word's number already (a thread's usually is).
+        let mut w = if hint < words { hint } else { hint % words };
+        for _ in 0..words {
+            let at = w;
+            w = if w + 1 == words { 0 } else { w + 1 };
+            let word = &self.words[at].0;
             // Acquire, although the `fetch_or` below decides which bit is ours: when this load
             // shows the word full and we move on, we must also see every release the word's
             // last writer made before writing it (its `fetch_or` is a Release for this reason).
@@ -176,7 +178,7 @@ impl TagPool {
                 // so "every word looked full" never rests on a stale view of a freed tag.
                 let previous = word.fetch_or(mask, Ordering::AcqRel);
                 if previous & mask == 0 {
-                    let index = (w << self.bits_per_word_log2) | bit as usize;
+                    let index = (at << self.bits_per_word_log2) | bit as usize;
                     assert!(index < self.tags);
                     // `index < tags <= TAGS_MAX`, which fits in a u16 (const-asserted above).
                     return Some(Tag(index as u16));

@@ -739,6 +739,9 @@ fn run_thread(
         if plan.ramp_ns == 0 || now_ns() >= measure_from {
             stats.io_depths_mut().record_collected(finished.len());
         }
+        // Counted for the progress bar once per round (an atomic add per request was a line
+        // every host thread wrote).
+        let (collected_ios, mut collected_bytes) = (finished.len() as u64, 0u64);
         for done in finished.drain(..) {
             let command = started[done.tag.index()].take().expect("started");
             let (is_read, len, offset) =
@@ -778,8 +781,11 @@ fn run_thread(
             in_flight -= 1;
             let collected = collected.unwrap_or_else(now_ns);
             slots.push_back(command.frees(collected, thinktime, device_ns));
-            progress.ios.fetch_add(1, Ordering::Relaxed);
-            progress.bytes.fetch_add(u64::from(len), Ordering::Relaxed);
+            collected_bytes += u64::from(len);
+        }
+        if collected_ios > 0 {
+            progress.ios.fetch_add(collected_ios, Ordering::Relaxed);
+            progress.bytes.fetch_add(collected_bytes, Ordering::Relaxed);
         }
         if let Some(fraction) = plan.requests.fraction_done() {
             progress
