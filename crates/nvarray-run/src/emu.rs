@@ -607,6 +607,10 @@ fn run_thread(
     let measure_from = start + plan.ramp_ns;
     let deadline = plan.runtime_ns.map(|r| start + r);
     let thinktime = plan.thinktime_ns;
+    // Slots wait for time only in a timed thread or one with think time.
+    let fresh_for_slots = timed || thinktime > 0;
+    // The latest reading of the clock in the loop (`now_ns`).
+    let mut latest_ns = start;
     // When each of the `iodepth` slots may issue again.
     let mut slots: VecDeque<Slot> = std::iter::repeat_n(
         Slot {
@@ -639,7 +643,10 @@ fn run_thread(
             }
         }
         while more && issued_counted < plan.ios && issued_bytes < plan.io_bytes {
-            let now = now_ns();
+            // An untimed thread without think time has a slot ready whenever one is free
+            // (each was freed at a reading of the clock, and the clock does not go back), so
+            // the latest reading answers; only the issue below reads the clock again.
+            let now = if fresh_for_slots { now_ns() } else { latest_ns };
             let slot = match slots.front() {
                 Some(&slot) if slot.ready_ns <= now => slot,
                 _ => break,
@@ -688,7 +695,8 @@ fn run_thread(
             // latency. Anything after that is this thread's own delay (a sleep that ended
             // late, a pause, finishing other requests first): it is measured apart
             // (`issue_delays`) and left out of the latency, which is the device's.
-            let command = InFlight::issue(now_ns(), due_at, &slot);
+            latest_ns = now_ns();
+            let command = InFlight::issue(latest_ns, due_at, &slot);
             if due_at.is_some() {
                 issued_late += u64::from(command.slot_wait_ns > ISSUED_LATE_NS);
                 // Issued late by the machine when its time came inside a pause of this
@@ -757,6 +765,7 @@ fn run_thread(
             match device.finish(done, out) {
                 Ok(()) => {
                     let now = now_ns();
+                    latest_ns = now;
                     collected = Some(now);
                     if command.done_on_time_ns(device_ns) >= measure_from {
                         let latency_ns = command.latency_ns(now);
@@ -780,6 +789,7 @@ fn run_thread(
             }
             in_flight -= 1;
             let collected = collected.unwrap_or_else(now_ns);
+            latest_ns = latest_ns.max(collected);
             slots.push_back(command.frees(collected, thinktime, device_ns));
             collected_bytes += u64::from(len);
         }
