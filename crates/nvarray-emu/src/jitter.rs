@@ -147,15 +147,15 @@ impl JitterProbe {
         if self.histogram.is_empty() {
             return None;
         }
-        // Inside what was measured: a histogram answers with the top of a value's bucket.
-        let histogram = self.histogram.to_histogram();
-        let at = |q: f64| (histogram.value_at_quantile(q) - 1).min(self.max_ns);
+        let [p50, p99, p9999] =
+            self.histogram
+                .shifted_quantiles([0.50, 0.99, 0.9999], 0, self.max_ns);
         Some(JitterReport {
             samples: self.histogram.len(),
             observed_ns: self.observed_ns,
-            p50_ns: at(0.50),
-            p99_ns: at(0.99),
-            p99_99_ns: at(0.9999),
+            p50_ns: p50,
+            p99_ns: p99,
+            p99_99_ns: p9999,
             max_ns: self.max_ns,
         })
     }

@@ -94,14 +94,9 @@ impl Part {
         self.histogram.len()
     }
 
-    /// The lateness at quantiles `qs`, inside what was measured: a histogram answers with
-    /// the top of a value's bucket. 0 when empty.
+    /// The lateness at quantiles `qs`, inside what was measured; 0 when empty.
     fn at<const N: usize>(&self, qs: [f64; N]) -> [u64; N] {
-        if self.histogram.is_empty() {
-            return [0; N];
-        }
-        let h = self.histogram.to_histogram();
-        qs.map(|q| (h.value_at_quantile(q) - 1).min(self.max_ns))
+        self.histogram.shifted_quantiles(qs, 0, self.max_ns)
     }
 
     fn mean_ns(&self) -> f64 {

@@ -128,6 +128,16 @@ impl NsHistogram {
         self.len += other.len;
     }
 
+    /// `shifted_quantile` at each of `qs` (values recorded plus 1, kept inside `[min, max]`),
+    /// from one `to_histogram`; 0s when empty.
+    pub fn shifted_quantiles<const N: usize>(&self, qs: [f64; N], min: u64, max: u64) -> [u64; N] {
+        if self.is_empty() {
+            return [0; N];
+        }
+        let h = self.to_histogram();
+        qs.map(|q| shifted_quantile(&h, q, min, max))
+    }
+
     /// The `hdrhistogram::Histogram` that recorded the same values (bounds 1 to `HIGHEST_NS`,
     /// 3 significant digits): its answers are the ones to report.
     pub fn to_histogram(&self) -> Histogram<u64> {
@@ -140,6 +150,14 @@ impl NsHistogram {
         }
         h
     }
+}
+
+/// For a histogram that recorded each value plus 1 (so that 0 has a bucket of its own, the
+/// least value a histogram takes being 1): the value at quantile `q`, kept inside the exact
+/// least and greatest values recorded, `[min, max]` (a histogram answers with the top of a
+/// value's bucket). `h` must not be empty.
+pub fn shifted_quantile(h: &Histogram<u64>, q: f64, min: u64, max: u64) -> u64 {
+    (h.value_at_quantile(q) - 1).clamp(min, max)
 }
 
 /// An empty `hdrhistogram::Histogram` with `NsHistogram`'s bounds.

@@ -6,7 +6,7 @@
 //! (`process_cpu_seconds`); it never runs anything itself.
 
 use hdrhistogram::Histogram;
-use nvarray_histogram::NsHistogram;
+use nvarray_histogram::{shifted_quantile, NsHistogram};
 pub use nvarray_model::Verdict;
 use nvarray_model::{Breakdown, Component};
 use serde::ser::SerializeMap;
@@ -39,7 +39,7 @@ impl LatencySummary {
             return Self::default();
         }
         // Values are recorded one higher (the histogram's least value is 1; see `count`).
-        let at = |q: f64| (h.value_at_quantile(q) - 1).clamp(min_ns, max_ns);
+        let at = |q: f64| shifted_quantile(h, q, min_ns, max_ns);
         LatencySummary {
             mean: h.mean(),
             stdev: h.stdev(),
@@ -185,7 +185,7 @@ impl DirectionTotals {
         match &self.histogram {
             Some(h) if !h.is_empty() => {
                 let l = &self.latency_ns;
-                (h.value_at_quantile(percent / 100.0) - 1).clamp(l.min, l.max)
+                shifted_quantile(h, percent / 100.0, l.min, l.max)
             }
             _ => 0,
         }
@@ -572,22 +572,18 @@ impl IssueDelays {
         if self.histogram.is_empty() {
             return None;
         }
-        let at = |h: &Histogram<u64>, q: f64| {
-            if h.is_empty() {
-                0
-            } else {
-                (h.value_at_quantile(q) - 1).min(self.max_ns)
-            }
-        };
-        let (all, own) = (self.histogram.to_histogram(), self.own.to_histogram());
+        let [p50, p99] = self
+            .histogram
+            .shifted_quantiles([0.50, 0.99], 0, self.max_ns);
+        let [own_p99] = self.own.shifted_quantiles([0.99], 0, self.max_ns);
         Some(IssueLatenessNs {
             requests: self.histogram.len(),
             late: self.late,
-            p50: at(&all, 0.50),
-            p99: at(&all, 0.99),
+            p50,
+            p99,
             max: self.max_ns,
             machine_late: self.histogram.len() - self.own.len(),
-            own_p99: at(&own, 0.99),
+            own_p99,
         })
     }
 }
