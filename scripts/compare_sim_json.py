@@ -5,6 +5,10 @@ machine (CPU and wall-clock figures). A change meant to make the model or the si
 not different, must print `0 differ` (issue 38).
 
     ./scripts/compare_sim_json.py /tmp/nvarray-before target/release/nvarray
+    ./scripts/compare_sim_json.py --table /tmp/nvarray-before target/release/nvarray
+
+A deliberate change of meaning lists the figures it moves in its commit: `--table` prints IOPS,
+p50 and p99 of every case before and after as a Markdown table (100,000 requests a case).
 """
 
 import json
@@ -38,10 +42,32 @@ def simulate(binary, args):
     return machine_free(json.loads(run.stdout))
 
 
+def table(before, after):
+    """The figures each case moves, as a Markdown table, and the largest change of IOPS."""
+    print("| preset | workload | IOPS before | after | ratio | p50 ns before | after "
+          "| p99 ns before | after |")
+    print("|---|---|---|---|---|---|---|---|---|")
+    worst = 0.0
+    for preset in PRESETS:
+        for w in WORKLOADS:
+            args = ["--preset", preset, *w, "--number_ios", "100000"]
+            a, b = simulate(before, args), simulate(after, args)
+            ratio = b["iops"] / a["iops"] if a["iops"] else 1.0
+            worst = max(worst, abs(ratio - 1))
+            la, lb = a["latency_ns"], b["latency_ns"]
+            print(f"| {preset} | {w[1]} {w[3]} QD {w[5]} | {a['iops']:,.0f} | {b['iops']:,.0f} "
+                  f"| {ratio:.4f} | {la['p50']:,} | {lb['p50']:,} | {la['p99']:,} | {lb['p99']:,} |")
+    print(f"\nlargest change of IOPS: {worst * 100:.2f} %")
+
+
 def main():
-    if len(sys.argv) != 3:
+    args = sys.argv[1:]
+    if args[:1] == ["--table"] and len(args) == 3:
+        table(*args[1:])
+        return
+    if len(args) != 2:
         sys.exit(__doc__)
-    before, after = sys.argv[1:]
+    before, after = args
     cases = [["--preset", p, *w, "--number_ios", REQUESTS] for p in PRESETS for w in WORKLOADS]
     differ = 0
     for args in cases:
