@@ -12,12 +12,14 @@
 //! - `transmission`: one connection's pipelined request loop.
 //! - `pace`: how long a connection may wait to serve a client that is behind in one burst.
 //! - `server`: listening, the connection limit, shutdown, statistics.
+//! - `error`: the server's errors.
 //! - `client`: a minimal blocking client for tests that must speak the protocol exactly.
 //!
 //! Must never: write outside the export, panic on anything a client sends, or acknowledge a
 //! write before its device command has completed.
 
 pub mod client;
+mod error;
 pub mod gate;
 pub mod handshake;
 pub mod io;
@@ -27,31 +29,5 @@ pub mod server;
 pub mod tag_share;
 pub mod transmission;
 
+pub use error::NbdError;
 pub use server::{Bound, Listen, Server, ServerOptions, ShutdownHandle};
-
-use thiserror::Error;
-
-#[derive(Debug, Error)]
-pub enum NbdError {
-    /// A setting the server cannot use; the message names it and the accepted range.
-    #[error("{0}")]
-    Config(String),
-    #[error("cannot listen on {addr}: {source}")]
-    Bind {
-        addr: String,
-        #[source]
-        source: std::io::Error,
-    },
-    #[error(transparent)]
-    Io(#[from] std::io::Error),
-    /// (Not a `source`: the message quotes it, and the binary prints the chain of sources.)
-    #[error("flushing the device at shutdown: {0}")]
-    Device(nvarray_host::HostError),
-}
-
-impl NbdError {
-    /// Whether the error is in what the user asked for.
-    pub fn is_input_error(&self) -> bool {
-        matches!(self, NbdError::Config(_) | NbdError::Bind { .. })
-    }
-}

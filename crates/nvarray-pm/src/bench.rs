@@ -26,7 +26,8 @@ use serde::Serialize;
 use crate::error::PmError;
 use crate::layout::PAGE;
 use crate::options::PoolOptions;
-use crate::pool::{Pool, Stats};
+use crate::pool::Pool;
+use crate::reports::Stats;
 
 /// Bounds of `run_tx`: a day of running, a thousand threads, a 16 GiB pool.
 pub const TX_SECONDS_MAX: f64 = 86_400.0;
@@ -447,7 +448,7 @@ pub struct YcsbResult {
     pub ops: u64,
     // The JSON field names predate the unit suffixes; scripts read them. The sizes are the
     // pool's, which are the asked ones cut to what a pool of this size can use
-    // (`Layout::for_pool`).
+    // (`PoolOptions::layout_for`).
     #[serde(rename = "log_size")]
     pub log_size_bytes: u64,
     #[serde(rename = "cache_size")]

@@ -21,7 +21,6 @@ use std::path::Path;
 use crate::error::{PmError, Result};
 use crate::identity::Identity;
 use crate::media::Media;
-use crate::options::{PoolOptions, MIN_CACHE, MIN_LOG};
 
 pub const PAGE: usize = 4096;
 /// Bytes of one write-cache directory entry: state word, line mask word.
@@ -116,34 +115,6 @@ fn round_up(x: usize, to: usize) -> usize {
 }
 
 impl Layout {
-    /// The layout of a new pool of `pool_size_bytes` with `options`' log and cache, each cut
-    /// to what such a pool can use, so the NVM tier is sized to the pool (the defaults,
-    /// 64 MiB + 256 MiB, made a 1 MiB pool's NVM tier 322 MiB; it is 12 MiB). A larger one
-    /// would behave exactly the same:
-    /// * the cache holds at most one slot per page of the pool, and writes back once more
-    ///   than `writeback_threshold` of its slots are dirty, so at `pool pages / threshold`
-    ///   slots it never does before the pool is closed, as any larger cache; and at least
-    ///   twice the pool's pages, since a transaction may hold half the cache, so one can
-    ///   still rewrite the whole pool;
-    /// * the log at eight times the pool: a transaction may log a quarter of it, the whole
-    ///   pool twice over, and records wait in it only until the applier copies them to the
-    ///   cache.
-    ///
-    /// Each is at least its minimum.
-    pub fn for_pool(pool_size_bytes: u64, options: &PoolOptions) -> Layout {
-        let page = PAGE as u64;
-        let pool_pages = pool_size_bytes.div_ceil(page);
-        let log_bytes_max = (pool_pages * page).saturating_mul(8).max(MIN_LOG);
-        let never_written_back_pages = (pool_pages as f64 / options.writeback_threshold).ceil();
-        let cache_pages_max = (never_written_back_pages as u64).max(pool_pages.saturating_mul(2));
-        let cache_bytes_max = cache_pages_max.saturating_mul(page).max(MIN_CACHE);
-        Layout::new(
-            pool_size_bytes,
-            options.log_size_bytes.min(log_bytes_max),
-            options.cache_size_bytes.min(cache_bytes_max),
-        )
-    }
-
     pub fn new(pool_size_bytes: u64, log_size_bytes: u64, cache_size_bytes: u64) -> Layout {
         let log_size_bytes = log_size_bytes / PAGE as u64 * PAGE as u64;
         let cache_pages = cache_size_bytes / PAGE as u64;

@@ -24,7 +24,7 @@
 //! the backing file when more than 30 % are dirty. So the pool can be far larger than the NVM.
 //!
 //! The NVM tier of a pool (its *state*) is sized to the pool, exists while the pool is open
-//! or needs recovery, and belongs to the pool's file, not its path (`identity`): a crashed
+//! or needs recovery, and belongs to the pool's file, not its path (`file_identity`): a crashed
 //! pool's commits are never applied to another file. `list_state_files` and
 //! `remove_state_file` find and remove the states no pool needs (`nvarray pm list|clean`).
 //!
@@ -40,6 +40,7 @@ mod cache;
 mod coord;
 pub mod error;
 pub mod ffi;
+mod file_identity;
 mod identity;
 mod layout;
 mod log;
@@ -48,6 +49,7 @@ pub mod options;
 mod pool;
 mod pool_state;
 mod recovery;
+mod reports;
 pub mod sim;
 mod space;
 mod state_files;
@@ -57,7 +59,7 @@ pub use error::{PmError, Result};
 pub use identity::Identity;
 pub use layout::PAGE;
 pub use options::PoolOptions;
-pub use pool::{nvm_file_path, Pool, Stats, MAX_POOL};
-pub use recovery::RecoveryReport;
+pub use pool::{nvm_file_path, Pool, MAX_POOL};
+pub use reports::{RecoveryReport, Stats};
 pub use state_files::{list_state_files, remove_state_file, state_file, StateFile, StateStatus};
 pub use tx::Tx;

@@ -24,8 +24,8 @@ use memmap2::MmapMut;
 use crate::error::{io_err, Result};
 use crate::sim::{SimWorld, Tier};
 
-/// Cache-line size of the persistence model.
-pub const LINE: usize = 64;
+/// Cache-line size of the persistence model (the simulated world's NVM unit, `sim.rs`).
+pub use crate::sim::LINE;
 
 pub(crate) struct Media {
     base: *mut u8,

@@ -4,6 +4,7 @@ use std::path::PathBuf;
 use std::time::Duration;
 
 use crate::error::{PmError, Result};
+use crate::layout::{Layout, PAGE};
 
 /// Options for `Pool::open`. `Default` gives the seed's defaults where it has one.
 #[derive(Clone, Debug)]
@@ -56,7 +57,7 @@ impl Default for PoolOptions {
 
 /// Smallest log and cache the pool accepts (the largest transaction is a quarter of the log).
 pub const MIN_LOG: u64 = 64 << 10;
-pub const MIN_CACHE: u64 = 16 * crate::layout::PAGE as u64;
+pub const MIN_CACHE: u64 = 16 * PAGE as u64;
 /// Largest log and cache (the log's positions and the cache index are 32-bit).
 pub const MAX_LOG: u64 = 1 << 32;
 pub const MAX_CACHE: u64 = 1 << 40;
@@ -97,6 +98,34 @@ impl PoolOptions {
             .load(&[])
             .map_err(|e| PmError::BadOption(format!("tech {}: {e}", self.tech)))?;
         Ok(cfg.memory.write_latency_ns)
+    }
+
+    /// The layout of a new pool of `pool_size_bytes` with these options' log and cache, each cut
+    /// to what such a pool can use, so the NVM tier is sized to the pool (the defaults,
+    /// 64 MiB + 256 MiB, made a 1 MiB pool's NVM tier 322 MiB; it is 12 MiB). A larger one
+    /// would behave exactly the same:
+    /// * the cache holds at most one slot per page of the pool, and writes back once more
+    ///   than `writeback_threshold` of its slots are dirty, so at `pool pages / threshold`
+    ///   slots it never does before the pool is closed, as any larger cache; and at least
+    ///   twice the pool's pages, since a transaction may hold half the cache, so one can
+    ///   still rewrite the whole pool;
+    /// * the log at eight times the pool: a transaction may log a quarter of it, the whole
+    ///   pool twice over, and records wait in it only until the applier copies them to the
+    ///   cache.
+    ///
+    /// Each is at least its minimum.
+    pub(crate) fn layout_for(&self, pool_size_bytes: u64) -> Layout {
+        let page = PAGE as u64;
+        let pool_pages = pool_size_bytes.div_ceil(page);
+        let log_bytes_max = (pool_pages * page).saturating_mul(8).max(MIN_LOG);
+        let never_written_back_pages = (pool_pages as f64 / self.writeback_threshold).ceil();
+        let cache_pages_max = (never_written_back_pages as u64).max(pool_pages.saturating_mul(2));
+        let cache_bytes_max = cache_pages_max.saturating_mul(page).max(MIN_CACHE);
+        Layout::new(
+            pool_size_bytes,
+            self.log_size_bytes.min(log_bytes_max),
+            self.cache_size_bytes.min(cache_bytes_max),
+        )
     }
 }
 

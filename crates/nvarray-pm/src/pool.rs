@@ -13,68 +13,19 @@ use std::os::fd::AsRawFd as _;
 
 use crate::coord::{self, Liveness, OpenLock};
 use crate::error::{io_err, PmError, Result};
-use crate::identity::{self, Identity};
+use crate::file_identity;
+use crate::identity::Identity;
 use crate::layout::{self, Layout, PROCS};
 use crate::media::Media;
 use crate::options::PoolOptions;
 use crate::pool_state::PoolState;
-use crate::recovery::{self, RecoveryReport};
+use crate::recovery;
+use crate::reports::{RecoveryReport, Stats};
 use crate::sim::{SimWorld, Tier};
 use crate::space;
-use crate::tx::Tx;
 
 /// Largest pool: page numbers must fit the cache index (36 bits of 4 KiB pages).
 pub const MAX_POOL: u64 = 1 << 48;
-
-/// What the pool has done since the first process attached to it.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
-pub struct Stats {
-    pub commits: u64,
-    pub aborts: u64,
-    /// Writes refused because an older transaction held the page (wait-die).
-    pub conflicts: u64,
-    pub bytes_logged: u64,
-    /// Log records applied to the write cache.
-    pub records_digested: u64,
-    pub pages_written_back: u64,
-    pub writeback_rounds: u64,
-    /// Commits that had to wait for log space.
-    pub log_full_waits: u64,
-    pub cache_evictions: u64,
-    /// Dead processes whose transactions another process cleaned up.
-    pub processes_reaped: u64,
-    /// Reservations of stalled live committers that later commits fenced and passed
-    /// (`PoolOptions::stall_timeout`); each one's commit failed with `Fenced`.
-    pub fenced: u64,
-    pub dirty_pages: u64,
-    pub cache_pages: u64,
-    /// Log bytes not yet applied to the cache.
-    pub log_used_bytes: u64,
-    pub log_size_bytes: u64,
-}
-
-impl Stats {
-    /// (name, value) of every field, for tables and JSON.
-    pub fn fields(&self) -> [(&'static str, u64); 15] {
-        [
-            ("commits", self.commits),
-            ("aborts", self.aborts),
-            ("conflicts", self.conflicts),
-            ("bytes_logged", self.bytes_logged),
-            ("records_digested", self.records_digested),
-            ("pages_written_back", self.pages_written_back),
-            ("writeback_rounds", self.writeback_rounds),
-            ("log_full_waits", self.log_full_waits),
-            ("cache_evictions", self.cache_evictions),
-            ("processes_reaped", self.processes_reaped),
-            ("fenced", self.fenced),
-            ("dirty_pages", self.dirty_pages),
-            ("cache_pages", self.cache_pages),
-            ("log_used", self.log_used_bytes),
-            ("log_size", self.log_size_bytes),
-        ]
-    }
-}
 
 /// An open pool. Share it between threads by reference (it is `Sync`); every thread may run
 /// its own transactions.
@@ -169,7 +120,7 @@ pub(crate) fn attached_pids(file: &File, nvm: Option<&Media>) -> Vec<u64> {
 
 /// Decides what to do with the state in `file` (locked, and still at `nvm_path`) for the
 /// backing file at `canonical`, whose identity is `found` and whose pool is `size_bytes`.
-/// The rules and why are in `identity.rs`.
+/// The rules and why are in `file_identity.rs`.
 fn examine(
     file: &File,
     nvm_path: &Path,
@@ -309,7 +260,7 @@ fn create_state(
 /// attached and nothing in it is needed; openers waiting for the lock then find the name
 /// gone and make a new state (`attach_state`).
 pub(crate) fn remove_state(file: &File, nvm_path: &Path) -> Result<()> {
-    if identity::is_at(file, nvm_path)? {
+    if file_identity::is_at(file, nvm_path)? {
         match std::fs::remove_file(nvm_path) {
             Err(e) if e.kind() != std::io::ErrorKind::NotFound => return Err(io_err(nvm_path)(e)),
             _ => {}
@@ -333,20 +284,20 @@ fn attach_state(
         let file = match OpenOptions::new().read(true).write(true).open(&nvm_path) {
             Ok(f) => f,
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
-                let id = identity::establish(backing, path)?;
-                let fresh = Layout::for_pool(size_bytes, options);
+                let id = file_identity::establish(backing, path)?;
+                let fresh = options.layout_for(size_bytes);
                 create_state(&options.nvm_dir, &nvm_path, canonical, &fresh, &id)?;
                 continue;
             }
             Err(e) => return Err(io_err(&nvm_path)(e)),
         };
         let lock = OpenLock::take(&file).map_err(io_err(&nvm_path))?;
-        if !identity::is_at(&file, &nvm_path)? {
+        if !file_identity::is_at(&file, &nvm_path)? {
             continue; // removed by the last process to close the pool, after we opened it
         }
         // Looked at only now: a state names a pool id only after the file was given it, so
         // a file that another opener gave its id meanwhile is seen with it.
-        let found = identity::observe(backing, path)?;
+        let found = file_identity::observe(backing, path)?;
         match examine(&file, &nvm_path, canonical, &found, size_bytes)? {
             Verdict::Use(nvm, layout) => return Ok((file, lock, nvm, layout)),
             Verdict::Replace => remove_state(&file, &nvm_path)?,
@@ -374,7 +325,7 @@ impl Pool {
     /// copied is `PmError::NotThisPool`, and the file is not written. Every block of the
     /// backing file is reserved (`space.rs`): a file system without room is
     /// `PmError::NoSpace`. The log and cache are cut to what the pool can use
-    /// (`Layout::for_pool`).
+    /// (`PoolOptions::layout_for`).
     pub fn open(path: impl AsRef<Path>, size_bytes: u64, options: &PoolOptions) -> Result<Pool> {
         options.validate()?;
         let path = path.as_ref();
@@ -487,7 +438,7 @@ impl Pool {
         let storage = Media::simulated(world, Tier::Storage);
         let path = PathBuf::from("<simulated nvm>");
         let layout = if nvm.load_word(0) == 0 {
-            let l = Layout::for_pool(size_bytes, options);
+            let l = options.layout_for(size_bytes);
             l.format(&nvm, Path::new("<simulated storage>"), &Identity::default())?;
             nvm.store_word(layout::H_CLEAN, 1);
             nvm.persist(layout::H_CLEAN, 8);
@@ -515,7 +466,7 @@ impl Pool {
 
     /// Sizes of both simulated tiers for a pool of `size_bytes` bytes with these options.
     pub fn simulated_sizes(size_bytes: u64, options: &PoolOptions) -> (usize, usize) {
-        let l = Layout::for_pool(size_bytes, options);
+        let l = options.layout_for(size_bytes);
         (l.file_len, size_bytes as usize)
     }
 
@@ -593,11 +544,6 @@ impl Pool {
                 size: self.size(),
             }),
         }
-    }
-
-    /// Starts a transaction.
-    pub fn begin(&self) -> Result<Tx<'_>> {
-        Tx::begin(self)
     }
 
     pub(crate) fn inner(&self) -> &Arc<PoolState> {

@@ -18,8 +18,7 @@ use crate::layout::{
 use crate::log::{Ring, STATE_COMMITTED};
 use crate::media::Media;
 use crate::options::PoolOptions;
-use crate::pool::Stats;
-use crate::recovery::RecoveryReport;
+use crate::reports::{RecoveryReport, Stats};
 
 /// Pool-wide counters, shared by every attached process.
 #[derive(Clone, Copy, Debug)]

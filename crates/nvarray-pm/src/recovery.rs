@@ -10,7 +10,7 @@
 //! commits silently, so recovery refuses with an error naming the file and the position.
 
 use std::sync::atomic::Ordering;
-use std::time::{Duration, Instant};
+use std::time::Instant;
 
 use crate::cache::{decode_dir, is_dirty, line_runs};
 use crate::error::{PmError, Result};
@@ -18,21 +18,7 @@ use crate::layout::{self, PAGE, TX_SLOTS};
 use crate::log::{self, KIND_PAD};
 use crate::media::LINE;
 use crate::pool_state::PoolState;
-
-/// What recovery did.
-#[derive(Clone, Debug, Default, PartialEq, Eq)]
-pub struct RecoveryReport {
-    /// Dirty write-cache pages whose lines were copied to the backing file.
-    pub cache_pages: u64,
-    /// Committed log records replayed.
-    pub records: u64,
-    /// Bytes those records wrote.
-    pub bytes: u64,
-    /// Records from the first incomplete one on (itself included if its header survived):
-    /// transactions in flight at the crash, never acknowledged, so discarded.
-    pub discarded: u64,
-    pub duration: Duration,
-}
+use crate::reports::RecoveryReport;
 
 pub(crate) fn recover(inner: &PoolState) -> Result<RecoveryReport> {
     let started = Instant::now();

@@ -17,6 +17,9 @@ use std::sync::Mutex;
 
 use memmap2::MmapMut;
 
+/// Cache-line size of the persistence model: the NVM tier's unit of flush and durability.
+pub const LINE: usize = 64;
+
 /// Which tier a media region is.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Tier {
@@ -30,7 +33,7 @@ impl Tier {
     }
     fn unit(self) -> usize {
         match self {
-            Tier::Nvm => crate::media::LINE,
+            Tier::Nvm => LINE,
             Tier::Storage => 4096,
         }
     }

@@ -13,7 +13,8 @@ use std::path::{Path, PathBuf};
 
 use crate::coord::OpenLock;
 use crate::error::{io_err, PmError, Result};
-use crate::identity;
+use crate::file_identity;
+use crate::identity::Identity;
 use crate::layout::{self, Layout};
 use crate::media::Media;
 use crate::pool::{attached_pids, remove_state};
@@ -210,7 +211,7 @@ fn describe(file: &File, path: &Path) -> Result<StateFile> {
 }
 
 /// The status of a readable state not in use, from its pool's file.
-fn pool_file_status(backing: &Path, recorded: &identity::Identity, clean: bool) -> StateStatus {
+fn pool_file_status(backing: &Path, recorded: &Identity, clean: bool) -> StateStatus {
     use std::os::unix::fs::OpenOptionsExt as _;
     // Without waiting: something other than a regular file (a FIFO) may have its path now.
     let found = OpenOptions::new()
@@ -218,7 +219,7 @@ fn pool_file_status(backing: &Path, recorded: &identity::Identity, clean: bool) 
         .custom_flags(libc::O_NONBLOCK)
         .open(backing)
         .map_err(io_err(backing))
-        .and_then(|f| identity::observe(&f, backing));
+        .and_then(|f| file_identity::observe(&f, backing));
     match found {
         Err(PmError::Io { source, .. }) if source.kind() == std::io::ErrorKind::NotFound => {
             StateStatus::Orphan {

@@ -296,6 +296,14 @@ impl TxCore {
     }
 }
 
+impl Pool {
+    /// Starts a transaction. (Here rather than in `pool.rs`: a pool's transactions are this
+    /// file's, and the pool itself needs nothing of them.)
+    pub fn begin(&self) -> Result<Tx<'_>> {
+        Tx::begin(self)
+    }
+}
+
 /// A transaction on a `Pool`. Dropping it without `commit` aborts it.
 pub struct Tx<'p> {
     pool: &'p Pool,
@@ -303,7 +311,7 @@ pub struct Tx<'p> {
 }
 
 impl<'p> Tx<'p> {
-    pub(crate) fn begin(pool: &'p Pool) -> Result<Tx<'p>> {
+    fn begin(pool: &'p Pool) -> Result<Tx<'p>> {
         Ok(Tx {
             core: Some(TxCore::begin(pool.inner())?),
             pool,

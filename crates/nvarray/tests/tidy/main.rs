@@ -4,6 +4,8 @@
 //! `nvarray-emu` makes public only the modules ARCHITECTURE.md names. The rules are read from
 //! ARCHITECTURE.md itself, so the map and the code cannot drift apart silently.
 
+mod module_graph;
+
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
 
@@ -216,4 +218,74 @@ fn the_checker_catches_a_front_end_reaching_past_the_driver() {
         rules["nvarray-nbd"],
         Some(["nvarray-host".to_string(), "nvarray-run".to_string()].into())
     );
+}
+
+/// The crates under `crates/`, as (name, directory).
+fn crate_dirs() -> Vec<(String, PathBuf)> {
+    let mut out: Vec<(String, PathBuf)> = std::fs::read_dir(root().join("crates"))
+        .unwrap()
+        .flatten()
+        .map(|e| e.path())
+        .filter(|d| d.join("Cargo.toml").exists())
+        .map(|d| (d.file_name().unwrap().to_string_lossy().to_string(), d))
+        .collect();
+    out.sort();
+    out
+}
+
+/// No two files of one crate import each other, directly or round a loop (issue 39): a
+/// loop means neither file can be read, tested or moved without the other.
+#[test]
+fn no_crate_has_an_import_loop_between_its_files() {
+    let root = root();
+    let mut found = Vec::new();
+    for (name, dir) in crate_dirs() {
+        let edges = module_graph::edges(&dir.join("src"), &root);
+        let mut files = Vec::new();
+        rust_files(&dir.join("src"), &mut files);
+        assert!(
+            files.len() < 3 || !edges.is_empty(),
+            "{name}: {} files and no imports between them found; is the reader broken?",
+            files.len()
+        );
+        for l in module_graph::loops(&edges) {
+            found.push(format!("{name}:\n    {}", l.join("\n    ")));
+        }
+    }
+    assert!(
+        found.is_empty(),
+        "import loops between files of one crate (move what both use to a file of its own):\n  {}",
+        found.join("\n  ")
+    );
+}
+
+/// The loop finder itself, on a planted crate: `a` and `b` import each other through a
+/// re-export at the root and a `super::` path; `c` imports `a` without a loop back; a test
+/// module's imports do not count.
+#[test]
+fn the_loop_finder_catches_a_planted_loop() {
+    let dir = std::env::temp_dir().join(format!("nvarray-tidy-{}", std::process::id()));
+    let src = dir.join("src");
+    std::fs::create_dir_all(src.join("a")).unwrap();
+    let write = |f: &str, text: &str| std::fs::write(src.join(f), text).unwrap();
+    write("lib.rs", "mod a;\nmod b;\nmod c;\npub use b::Thing;\n");
+    write("a/mod.rs", "use crate::Thing; // from b, through the root\nmod inner;\npub struct A;\n");
+    write("a/inner.rs", "pub fn f() -> super::A { super::A }\n");
+    write("b.rs", "pub struct Thing;\nfn g() -> crate::a::A { crate::a::A }\n#[cfg(test)]\nmod tests {\n    use crate::c::C;\n}\n");
+    write("c.rs", "use crate::{a::{self, A}, b::Thing as T};\npub struct C;\n");
+    let edges = module_graph::edges(&src, &dir);
+    let loops = module_graph::loops(&edges);
+    std::fs::remove_dir_all(&dir).unwrap();
+    assert_eq!(
+        loops,
+        [vec![
+            "src/a/mod.rs -> src/b.rs: Thing".to_string(),
+            "src/b.rs -> src/a/mod.rs: A".to_string(),
+        ]],
+        "{edges:?}"
+    );
+    assert!(edges.contains_key(&("src/c.rs".into(), "src/a/mod.rs".into())));
+    assert!(edges.contains_key(&("src/c.rs".into(), "src/b.rs".into())));
+    assert!(edges.contains_key(&("src/a/inner.rs".into(), "src/a/mod.rs".into())));
+    assert!(!edges.contains_key(&("src/b.rs".into(), "src/c.rs".into())), "test modules count");
 }

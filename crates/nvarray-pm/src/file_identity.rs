@@ -1,0 +1,211 @@
+//! Which file a pool's NVM-tier state belongs to: reading a backing file's identity
+//! (`Identity`, `identity.rs`) and recording a new one.
+//!
+//! The state file is found by the backing file's path (`pool::nvm_file_path`), but a path is
+//! not a file: a pool removed after a crash, or replaced by an unrelated file, leaves a state
+//! full of commits that were never written back, and replaying them into whatever file now
+//! has that path destroys it. So the state's header records the identity of the file it was
+//! made for, and every open compares it with the file in hand before writing a byte.
+//!
+//! Where the identity lives. The backing file is the user's byte array, all of it data from
+//! offset 0, so nothing can be written inside it. A sidecar file beside it can be lost, left
+//! behind or copied apart from it. What the file itself carries, and keeps across `kill -9`,
+//! `rename` and reboots, is its metadata:
+//!
+//! * a random 128-bit **pool id** in the extended attribute `user.nvarray-pm.pool-id`,
+//!   written once (with `XATTR_CREATE`, so concurrent openers agree) and made durable with
+//!   `fsync` before any state names it. A new file at the path does not have it.
+//! * its **inode number and birth time** (`statx`). A new file may reuse the inode number but
+//!   not also its birth time to the nanosecond; a copy (`cp -a` carries the attribute) is
+//!   another inode. Both are kept by `rename` within a file system and by reboots.
+//!
+//! A state matches a file only if all three agree. File systems without user extended
+//! attributes (no pool id: 0) or without birth times (0) leave the other parts to decide;
+//! the device number is left out on purpose, since it can change at a reboot while the
+//! state on a DAX file system survives it.
+//!
+//! What an open does with a state that does not match (`pool.rs`, `Pool::open_over`): one
+//! that was closed cleanly holds nothing its file lacks and is replaced; one still in use, or
+//! holding commits never written back, is refused with an error that names it and the way to
+//! discard it (`nvarray pm clean`). Refusing rather than discarding by itself means a
+//! mismatch never loses an acknowledged commit, even on a file system whose inode numbers are
+//! unstable: the user decides, and a file that is not the pool is never written.
+
+use std::ffi::CStr;
+use std::fs::File;
+use std::os::fd::AsRawFd;
+use std::path::Path;
+
+use crate::error::{io_err, PmError, Result};
+use crate::identity::Identity;
+
+/// The extended attribute that carries a backing file's pool id.
+const XATTR: &CStr = c"user.nvarray-pm.pool-id";
+
+/// The identity `file` has now. Reads only: a file that turns out not to be the pool is left
+/// exactly as it was.
+pub(crate) fn observe(file: &File, path: &Path) -> Result<Identity> {
+    let (inode, birth_ns) = inode_and_birth(file, path)?;
+    let pool_id = match read_pool_id(file, path)? {
+        Attr::Present(id) => id,
+        Attr::Absent | Attr::Unsupported => 0,
+    };
+    Ok(Identity {
+        pool_id,
+        inode,
+        birth_ns,
+    })
+}
+
+/// The identity of `file`, giving it a pool id first if its file system has extended
+/// attributes and it has none yet. Called only when no state exists for the file's path, so
+/// no other pool's state can be attached to it afterwards by mistake.
+pub(crate) fn establish(file: &File, path: &Path) -> Result<Identity> {
+    if let Attr::Absent = read_pool_id(file, path)? {
+        let id = random_id(path)?;
+        let bytes = id.to_le_bytes();
+        // SAFETY: valid fd, NUL-terminated name, `bytes` is 16 readable bytes.
+        let rc = unsafe {
+            libc::fsetxattr(
+                file.as_raw_fd(),
+                XATTR.as_ptr(),
+                bytes.as_ptr().cast(),
+                bytes.len(),
+                libc::XATTR_CREATE,
+            )
+        };
+        let mut set = rc == 0;
+        if !set {
+            let e = std::io::Error::last_os_error();
+            // Another opener gave it its id first; `observe` reads theirs. A file system that
+            // refuses user attributes leaves the inode and birth time to identify the file.
+            set = e.raw_os_error() == Some(libc::EEXIST);
+            if !set && !unsupported(&e) {
+                return Err(attr_error(path, "set", e));
+            }
+        }
+        // The id must be durable before a state records it: a state that outlives its id (a
+        // power cut with the NVM tier on real persistent memory) would never match again.
+        // (Also when another opener set it: this one's state may be the one linked first.)
+        if set {
+            file.sync_all().map_err(io_err(path))?;
+        }
+    }
+    observe(file, path)
+}
+
+enum Attr {
+    Present(u128),
+    Absent,
+    Unsupported,
+}
+
+fn unsupported(e: &std::io::Error) -> bool {
+    matches!(e.raw_os_error(), Some(libc::ENOTSUP) | Some(libc::EPERM))
+}
+
+fn attr_error(path: &Path, what: &str, e: std::io::Error) -> PmError {
+    PmError::Io {
+        path: path.to_path_buf(),
+        source: std::io::Error::new(
+            e.kind(),
+            format!("cannot {what} extended attribute {XATTR:?}: {e}"),
+        ),
+    }
+}
+
+fn read_pool_id(file: &File, path: &Path) -> Result<Attr> {
+    let mut bytes = [0u8; 16];
+    // SAFETY: valid fd, NUL-terminated name, `bytes` is 16 writable bytes.
+    let n = unsafe {
+        libc::fgetxattr(
+            file.as_raw_fd(),
+            XATTR.as_ptr(),
+            bytes.as_mut_ptr().cast(),
+            bytes.len(),
+        )
+    };
+    if n == bytes.len() as isize {
+        return Ok(Attr::Present(u128::from_le_bytes(bytes)));
+    }
+    if n >= 0 {
+        return Err(PmError::Mismatch {
+            path: path.to_path_buf(),
+            what: format!(
+                "its extended attribute {XATTR:?} holds {n} bytes, not a 16-byte pool id; \
+                 something other than nvarray-pm wrote it"
+            ),
+        });
+    }
+    let e = std::io::Error::last_os_error();
+    match e.raw_os_error() {
+        Some(libc::ENODATA) => Ok(Attr::Absent),
+        Some(libc::ERANGE) => Err(PmError::Mismatch {
+            path: path.to_path_buf(),
+            what: format!(
+                "its extended attribute {XATTR:?} is longer than a 16-byte pool id; something \
+                 other than nvarray-pm wrote it"
+            ),
+        }),
+        _ if unsupported(&e) => Ok(Attr::Unsupported),
+        _ => Err(attr_error(path, "read", e)),
+    }
+}
+
+fn inode_and_birth(file: &File, path: &Path) -> Result<(u64, u64)> {
+    // SAFETY: statx is plain data; zeroed is a valid value for it.
+    let mut st: libc::statx = unsafe { std::mem::zeroed() };
+    // SAFETY: valid fd, an empty NUL-terminated path with AT_EMPTY_PATH, valid out-pointer.
+    let rc = unsafe {
+        libc::statx(
+            file.as_raw_fd(),
+            c"".as_ptr(),
+            libc::AT_EMPTY_PATH,
+            libc::STATX_INO | libc::STATX_BTIME,
+            &mut st,
+        )
+    };
+    if rc != 0 {
+        return Err(io_err(path)(std::io::Error::last_os_error()));
+    }
+    let birth_ns = if st.stx_mask & libc::STATX_BTIME != 0 {
+        (st.stx_btime.tv_sec as u64)
+            .wrapping_mul(1_000_000_000)
+            .wrapping_add(st.stx_btime.tv_nsec as u64)
+    } else {
+        0
+    };
+    Ok((st.stx_ino, birth_ns))
+}
+
+/// A nonzero random id from the kernel.
+fn random_id(path: &Path) -> Result<u128> {
+    let mut bytes = [0u8; 16];
+    loop {
+        // SAFETY: `bytes` is 16 writable bytes.
+        let n = unsafe { libc::getrandom(bytes.as_mut_ptr().cast(), bytes.len(), 0) };
+        if n == bytes.len() as isize {
+            let id = u128::from_le_bytes(bytes);
+            if id != 0 {
+                return Ok(id);
+            }
+            continue;
+        }
+        let e = std::io::Error::last_os_error();
+        if n < 0 && e.kind() != std::io::ErrorKind::Interrupted {
+            return Err(io_err(path)(e));
+        }
+    }
+}
+
+/// Whether `file` is the file now at `path` (the same inode): a state file unlinked by the
+/// last process to close its pool, or replaced, after this one opened it, is not.
+pub(crate) fn is_at(file: &File, path: &Path) -> Result<bool> {
+    use std::os::unix::fs::MetadataExt as _;
+    let held = file.metadata().map_err(io_err(path))?;
+    match std::fs::metadata(path) {
+        Ok(now) => Ok(now.dev() == held.dev() && now.ino() == held.ino()),
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(false),
+        Err(e) => Err(io_err(path)(e)),
+    }
+}
