@@ -11,18 +11,15 @@ use std::sync::Arc;
 
 use nvarray_emu::dma_copy;
 use nvarray_emu::protocol::{moneta, nvme};
-use nvarray_emu::tag_pool::{thread_hint, Tag, TagPool, TAGS_MAX};
+use nvarray_emu::tag_pool::{thread_hint, TagPool, TAGS_MAX};
 use nvarray_emu::{Emulator, EmulatorOptions, JitterReport, LatenessReport, Opcode, Status};
 use nvarray_model::{Breakdown, DeviceConfig, Protocol};
 
+use crate::command::{Done, Prepared};
 use crate::nap::AdaptiveRule;
-use crate::options::{CompletionMode, Options, Stack, DEVICE_THREADS_MAX};
+use crate::options::{CompletionMode, Options, Stack, BUFFER_BYTES_DEFAULT, DEVICE_THREADS_MAX};
 use crate::queue_pair::QueuePair;
 use crate::HostError;
-
-/// Default tag buffer size: large enough for the usual benchmark sizes, small enough that a
-/// thousand tags fit the arena.
-pub const BUFFER_BYTES_DEFAULT: u32 = 256 * 1024;
 
 /// An opened emulated device.
 pub struct Device {
@@ -31,43 +28,6 @@ pub struct Device {
     config: DeviceConfig,
     options: Options,
     command_bytes_max: u32,
-}
-
-/// A command ready to issue: its tag is taken and a write's data is in the tag's buffer.
-#[derive(Debug)]
-pub struct Prepared {
-    pub(crate) tag: Tag,
-    pub(crate) op: Opcode,
-    pub(crate) offset_bytes: u64,
-    pub(crate) len_bytes: u32,
-    pub(crate) in_data: bool,
-    pub(crate) raw_opcode: Option<u8>,
-}
-
-impl Prepared {
-    pub fn tag(&self) -> Tag {
-        self.tag
-    }
-
-    /// Sends `opcode` in place of the command's own (Moneta: 3 bits; NVMe: 8), so tests can
-    /// show how the device answers an opcode it does not know.
-    pub fn with_raw_opcode(mut self, opcode: u8) -> Self {
-        self.raw_opcode = Some(opcode);
-        self
-    }
-}
-
-/// A completed command. Hand it to `Device::finish` to get a read's data and free the tag.
-#[derive(Debug)]
-pub struct Done {
-    pub tag: Tag,
-    pub op: Opcode,
-    pub offset_bytes: u64,
-    pub len_bytes: u32,
-    pub status: Status,
-    /// When the model completed it, on the emulator's clock (`Device::now_ns`): what the
-    /// device took is from its issue to here, whenever the host collected it.
-    pub deadline_ns: u64,
 }
 
 impl Device {

@@ -4,7 +4,7 @@
 use nvarray_emu::protocol::{moneta, nvme};
 use nvarray_emu::{DmaMemory, Opcode};
 
-use crate::device::Prepared;
+use crate::command::Prepared;
 
 /// The Moneta / DC Express command word for `p` (`p.raw_opcode`, when set, in place of the
 /// command's own opcode).

@@ -5,12 +5,14 @@
 //! commands without a lock or a system call (Moneta, DC Express).
 //!
 //! - `device`: opening, preparing and finishing commands (tags and DMA buffers);
+//! - `command`: `Prepared` and `Done`, a command and its buffer between those steps;
 //! - `queue_pair`: one thread's rings, issuing, polling and waiting;
 //! - `encode`: the command word and the NVMe SQE (the emulator decodes them);
 //! - `sync_io`: `read_at` / `write_at` / `flush` on a queue pair;
-//! - `nap`: the waiting policy (`QueuePair::nap_time`);
+//! - `nap`: the waiting policy (`QueuePair::nap_time` asks it);
 //! - `ladder`: the Moneta software-stack ladder; `options`: how the device is driven.
 
+mod command;
 mod device;
 mod encode;
 pub mod error;
@@ -20,9 +22,10 @@ pub mod options;
 mod queue_pair;
 mod sync_io;
 
-pub use device::{Device, Done, Prepared, BUFFER_BYTES_DEFAULT};
+pub use command::{Done, Prepared};
+pub use device::Device;
 pub use error::HostError;
 pub use nap::{fine_timer_slack, waits_by_spinning_alone};
 pub use nvarray_emu::{pauses, BackingPages, LatenessReport, Opcode, Status};
-pub use options::{BackingKind, CompletionMode, Options, Stack};
+pub use options::{BackingKind, CompletionMode, Options, Stack, BUFFER_BYTES_DEFAULT};
 pub use queue_pair::QueuePair;

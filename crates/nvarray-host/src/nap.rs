@@ -8,8 +8,6 @@ use std::time::Duration;
 use nvarray_emu::{Emulator, Opcode};
 use nvarray_model::{Command, DeviceConfig, DeviceModel, Op};
 
-use crate::queue_pair::QueuePair;
-
 /// How long before the model's next deadline an inline nap ends. A nap is a real kernel sleep
 /// (`nanosleep`), which on the test VMs overshoots by ~5–15 µs even with a 1 µs timer slack;
 /// ending it this early and polling the rest keeps the completion on time.
@@ -20,30 +18,13 @@ pub(crate) const NAP_WAKE_MARGIN_NS: u64 = 25_000;
 /// (The NBD server used 60 µs before the deadline, i.e. 35 µs of nap after the margin.)
 pub(crate) const NAP_MIN_NS: u64 = 35_000;
 
-impl QueuePair {
-    /// How long the calling thread may sleep now without making one of this queue pair's
-    /// completions late: `None` when it should keep polling instead, because nothing is in
-    /// flight, device threads run the device (they raise the interrupt; see
-    /// `CompletionMode::Sleep`), or the model's next deadline is too close for a nap to pay.
-    ///
-    /// For callers that wait on something else as well (the NBD server sleeps in `ppoll` on
-    /// its socket for this long, woken early by new requests). The driver's own sleeping
-    /// completion modes follow the same rule.
-    pub fn nap_time(&self) -> Option<Duration> {
-        if self.in_flight() == 0 || self.emulator().has_device_threads() {
-            return None;
-        }
-        inline_nap_time(self.emulator())
-    }
-}
-
 /// In inline mode no device thread will raise an interrupt and the device runs only when a
 /// host thread polls, so a sleeper sleeps until shortly before the model's next deadline
 /// (`NAP_WAKE_MARGIN_NS`) and polls from there; a nap shorter than `NAP_MIN_NS` is not taken.
 /// Inline mode therefore gives the CPU away during long commands (flash) without making
 /// completions late; the cost of an interrupt and a wake-up itself is only paid, and
 /// measured, with device threads.
-fn inline_nap_time(emu: &Emulator) -> Option<Duration> {
+pub(crate) fn inline_nap_time(emu: &Emulator) -> Option<Duration> {
     let deadline = emu.next_deadline_ns()?;
     let nap_ns = deadline
         .saturating_sub(NAP_WAKE_MARGIN_NS)
@@ -156,7 +137,7 @@ pub fn waits_by_spinning_alone(
     }
     let buffer_bytes = options
         .buffer_bytes
-        .unwrap_or(crate::BUFFER_BYTES_DEFAULT)
+        .unwrap_or(crate::options::BUFFER_BYTES_DEFAULT)
         .min(config.controller.max_transfer_bytes);
     let completion = options
         .completion

@@ -4,6 +4,10 @@
 use std::fmt;
 use std::str::FromStr;
 
+/// Default tag buffer size: large enough for the usual benchmark sizes, small enough that a
+/// thousand tags fit the arena.
+pub const BUFFER_BYTES_DEFAULT: u32 = 256 * 1024;
+
 pub use nvarray_emu::cpus::{allowed_cpus, pin_this_thread, CpuList};
 pub use nvarray_emu::BackingKind;
 

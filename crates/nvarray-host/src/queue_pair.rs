@@ -2,6 +2,7 @@
 
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
+use std::time::Duration;
 
 use nvarray_emu::irq::Irq;
 use nvarray_emu::nvme_cq::{self, CqHost};
@@ -12,9 +13,9 @@ use nvarray_emu::word_ring::{self, WordConsumer, WordProducer};
 use nvarray_emu::{DeviceQueue, DmaMemory, Emulator, QueueHandle, Status, IN_DATA_DONE};
 use nvarray_model::Protocol;
 
-use crate::device::{Done, Prepared};
+use crate::command::{Done, Prepared};
 use crate::encode;
-use crate::nap::{inline_nap, AdaptiveRule};
+use crate::nap::{inline_nap, inline_nap_time, AdaptiveRule};
 use crate::options::CompletionMode;
 
 pub(crate) enum HostEnds {
@@ -314,6 +315,23 @@ impl QueuePair {
 /// A dropped queue pair collects its commands still in flight (the model completes every
 /// command it took), returning their tags, then detaches from the device, which frees its
 /// rings: attaching and dropping queue pairs for ever holds no memory and no queue ids.
+impl QueuePair {
+    /// How long the calling thread may sleep now without making one of this queue pair's
+    /// completions late: `None` when it should keep polling instead, because nothing is in
+    /// flight, device threads run the device (they raise the interrupt; see
+    /// `CompletionMode::Sleep`), or the model's next deadline is too close for a nap to pay.
+    ///
+    /// For callers that wait on something else as well (the NBD server sleeps in `ppoll` on
+    /// its socket for this long, woken early by new requests). The driver's own sleeping
+    /// completion modes follow the same rule.
+    pub fn nap_time(&self) -> Option<Duration> {
+        if self.in_flight() == 0 || self.emulator().has_device_threads() {
+            return None;
+        }
+        inline_nap_time(self.emulator())
+    }
+}
+
 impl Drop for QueuePair {
     fn drop(&mut self) {
         let tags = Arc::clone(&self.tags);

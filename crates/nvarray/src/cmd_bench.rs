@@ -13,13 +13,15 @@ use nvarray_run::EmuRunError;
 use nvarray_workload::Workload;
 use serde::Serialize;
 
-use crate::cmd_sim::{simulate, RunArgs};
+use crate::cmd_sim::simulate;
 use crate::emu_args::{
     backing_kind, device_with_size, parse_backing, parse_cpus, parse_device_threads,
     parse_size_u32, parse_time_ns, Backing, DeviceThreads, CPUS_HELP,
 };
+use crate::input::input_error;
 use crate::progress::Progress;
-use crate::{input_error, sweep, table};
+use crate::run_args::RunArgs;
+use crate::{sweep, table};
 
 /// Shown first in `nvarray bench --help`.
 const EXAMPLES: &str = "\

@@ -19,7 +19,8 @@ use signal_hook::consts::{SIGINT, SIGTERM, SIGUSR1};
 use signal_hook::iterator::Signals;
 
 use crate::emu_args::{open_device, EmuDeviceArgs};
-use crate::{input_error, table};
+use crate::input::input_error;
+use crate::table;
 
 #[derive(Args)]
 pub struct MountArgs {

@@ -21,7 +21,7 @@ use nvarray_pm::bench::{
 };
 use nvarray_pm::PoolOptions;
 
-use crate::input_error;
+use crate::input::input_error;
 use crate::plot::{write_chart, Chart, Series};
 
 #[derive(Args, Debug)]

@@ -5,7 +5,8 @@ use clap::{Args, Subcommand};
 use nvarray_model::presets::{preset, PRESETS};
 use nvarray_model::protocol_cost::protocol_table;
 
-use crate::{input_error, table};
+use crate::input::input_error;
+use crate::table;
 
 #[derive(Args)]
 pub struct PresetsArgs {

@@ -19,7 +19,7 @@ use nvarray_repro::spec::Experiment;
 use nvarray_repro::{evaluate, seeds, Runner, Seed, Verdict};
 use serde_json::Value;
 
-use crate::input_error;
+use crate::input::input_error;
 use crate::plot::{write_bars, write_chart, Bars, Chart, Series};
 use crate::progress::Progress;
 

@@ -5,11 +5,10 @@ use clap::{Args, Subcommand};
 use nvarray_model::DeviceConfig;
 use nvarray_workload::Workload;
 
-use crate::args::{DeviceArgs, FioArgs};
-use nvarray_report::RunReport;
-
+use crate::input::input_error;
 use crate::progress::Progress;
-use crate::{fio_output, input_error, sweep, table};
+use crate::run_args::RunArgs;
+use crate::sweep;
 
 #[derive(Args)]
 #[command(args_conflicts_with_subcommands = true)]
@@ -35,128 +34,6 @@ struct SweepArgs {
     run: RunArgs,
     #[command(flatten)]
     sweep: sweep::SweepSpec,
-}
-
-/// Everything one run needs: the device, the workload and the output format.
-#[derive(Args, Clone, Debug)]
-pub struct RunArgs {
-    #[command(flatten)]
-    pub device: DeviceArgs,
-    #[command(flatten)]
-    pub fio: FioArgs,
-    /// Print the report as JSON instead of a table (nvarray's layout).
-    #[arg(long)]
-    pub json: bool,
-    /// Report layout: normal (nvarray's table) | json (fio's JSON layout, jobs[].read/write
-    /// with clat_ns, lat_ns, iops, bw_bytes and percentiles, for fio's own tools; nvarray's
-    /// report under "nvarray") | json+ (json with the latency bins) | terse (fio's
-    /// semicolon-separated version 3 line per job) [default: normal].
-    #[arg(long = "output-format", value_name = "FORMAT", conflicts_with = "json")]
-    pub output_format: Option<String>,
-    /// Percentiles of fio's JSON and terse output, colon-separated (at most 20 in terse)
-    /// [default: fio's,
-    /// 1:5:10:20:30:40:50:60:70:80:90:95:99:99.5:99.9:99.95:99.99].
-    #[arg(long = "percentile_list", value_name = "LIST")]
-    pub percentile_list: Option<String>,
-    /// Set by `nvarray fio`: its default layout is fio's normal text.
-    #[arg(skip)]
-    pub fio_compat: bool,
-}
-
-/// How a run's report is printed.
-enum Layout {
-    Table,
-    Json,
-    Fio { plus: bool, percentiles: Vec<f64> },
-    Terse { percentiles: Vec<f64> },
-}
-
-impl RunArgs {
-    fn layout(&self) -> Result<Layout> {
-        let percentiles = match &self.percentile_list {
-            Some(list) => fio_output::parse_percentile_list(list).map_err(input_error)?,
-            None => fio_output::PERCENTILES_DEFAULT.to_vec(),
-        };
-        let fio = |plus| Layout::Fio {
-            plus,
-            percentiles: percentiles.clone(),
-        };
-        let layout = match self.output_format.as_deref() {
-            None if self.json => Layout::Json,
-            None | Some("normal") => Layout::Table,
-            Some("json") => fio(false),
-            Some("json+") => fio(true),
-            Some("terse") => Layout::Terse {
-                percentiles: percentiles.clone(),
-            },
-            Some(other) => {
-                return Err(input_error(format!(
-                    "--output-format {other}: one of normal, json, json+, terse"
-                )))
-            }
-        };
-        if self.percentile_list.is_some()
-            && !self.fio_compat
-            && !matches!(layout, Layout::Fio { .. } | Layout::Terse { .. })
-        {
-            return Err(input_error(
-                "--percentile_list sets the percentiles of fio's layout: add --output-format json",
-            ));
-        }
-        Ok(layout)
-    }
-
-    /// Checks the output flags before a run, so a mistake fails at once.
-    pub fn check_output(&self) -> Result<()> {
-        self.layout().map(|_| ())
-    }
-
-    /// Refuses fio's layout where a command prints something else (a sweep, a comparison).
-    pub fn refuse_fio_layout(&self, what: &str) -> Result<()> {
-        match self.layout()? {
-            Layout::Fio { .. } | Layout::Terse { .. } => Err(input_error(format!(
-                "--output-format json and terse are one run's fio report; {what} has its own (use --json)"
-            ))),
-            _ => Ok(()),
-        }
-    }
-
-    /// Prints one run's report in the layout asked for; `fio_compat` (`nvarray fio`) makes
-    /// the default layout fio's normal text instead of nvarray's table.
-    pub fn print(
-        &self,
-        device: &DeviceConfig,
-        workload: &Workload,
-        report: &RunReport,
-        fio_compat: bool,
-    ) -> Result<()> {
-        match self.layout()? {
-            Layout::Table if fio_compat => {
-                let percentiles = match &self.percentile_list {
-                    Some(list) => fio_output::parse_percentile_list(list).map_err(input_error)?,
-                    None => fio_output::PERCENTILES_DEFAULT.to_vec(),
-                };
-                let device_line = table::device_line(device);
-                print!(
-                    "{}",
-                    fio_output::normal(workload, report, &percentiles, &device_line)
-                )
-            }
-            Layout::Table => print!("{}", table::run_report(device, workload, report)),
-            Layout::Json => println!("{}", serde_json::to_string_pretty(report)?),
-            Layout::Terse { percentiles } => print!("{}", fio_output::terse(report, &percentiles)),
-            Layout::Fio { plus, percentiles } => println!(
-                "{}",
-                serde_json::to_string_pretty(&fio_output::report(
-                    workload,
-                    report,
-                    &percentiles,
-                    plus
-                ))?
-            ),
-        }
-        Ok(())
-    }
 }
 
 pub fn run(args: SimArgs) -> Result<()> {

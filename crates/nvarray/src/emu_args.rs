@@ -13,7 +13,7 @@ use nvarray_model::DeviceConfig;
 use nvarray_workload::{parse_duration_ns, parse_size, NS_PER_US};
 
 use crate::args::DeviceArgs;
-use crate::input_error;
+use crate::input::input_error;
 
 /// The device key `--size` sets.
 pub const CAPACITY_KEY: &str = "memory.capacity_bytes";

@@ -15,13 +15,17 @@ mod cmd_serve;
 mod cmd_sim;
 mod emu_args;
 mod fio_output;
+mod input;
 mod output;
 mod plot;
 mod progress;
+mod run_args;
 mod sweep;
 mod table;
 
 use std::process::ExitCode;
+
+use input::InputError;
 
 use clap::{Parser, Subcommand};
 
@@ -112,23 +116,6 @@ enum Command {
     /// with `--shard I/N` (on other machines, or as a cluster's array tasks) into its table,
     /// JSON and plot.
     Sweep(sweep::merge::SweepArgs),
-}
-
-/// An error in what the user gave us (flags, files, values): exit status 2.
-#[derive(Debug)]
-pub struct InputError(pub String);
-
-impl std::fmt::Display for InputError {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str(&self.0)
-    }
-}
-
-impl std::error::Error for InputError {}
-
-/// Wraps anything displayable as an input error.
-pub fn input_error(e: impl std::fmt::Display) -> anyhow::Error {
-    anyhow::Error::new(InputError(e.to_string()))
 }
 
 fn main() -> ExitCode {

@@ -4,7 +4,7 @@
 
 use std::path::Path;
 
-use crate::input_error;
+use crate::input::input_error;
 
 /// Refuses `path` as an output file unless it can be opened for writing there (its
 /// directory exists and takes new files) and is not a directory. Leaves no file behind.
@@ -94,13 +94,16 @@ mod tests {
         assert!(check_writable(Path::new("relative-file.json")).is_ok());
         let e = check_writable(&dir.join("no-such-dir-nvarray/x.json")).unwrap_err();
         assert!(e.to_string().contains("does not exist"), "{e}");
-        assert!(e.downcast_ref::<crate::InputError>().is_some());
+        assert!(e.downcast_ref::<crate::input::InputError>().is_some());
         let e = check_writable(&dir).unwrap_err();
         assert!(e.to_string().contains("is a directory"), "{e}");
         // A directory that exists but takes no new files (root may write to /proc itself,
         // but cannot make a file there).
         let e = check_writable(Path::new("/proc/nvarray-output-test.json")).unwrap_err();
-        assert!(e.downcast_ref::<crate::InputError>().is_some(), "{e}");
+        assert!(
+            e.downcast_ref::<crate::input::InputError>().is_some(),
+            "{e}"
+        );
         assert!(!Path::new("/proc/nvarray-output-test.json").exists());
     }
 }

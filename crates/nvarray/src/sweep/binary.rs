@@ -10,7 +10,7 @@
 use std::io::{Read, Seek, SeekFrom};
 use std::sync::OnceLock;
 
-use super::record::Fnv;
+use super::fnv::Fnv;
 
 /// The id of the running binary: `build-id:HEX`, or `fnv:HEX` of its bytes, or `unknown`
 /// when its file cannot be read (the identity is then as coarse as the version string).

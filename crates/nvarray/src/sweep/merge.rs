@@ -8,9 +8,10 @@ use std::path::{Path, PathBuf};
 use anyhow::{Context, Result};
 use clap::{Args, Subcommand};
 
-use super::present::{self, Metric, Outputs, PlotFormat};
+use super::present::{self, Outputs, PlotFormat};
+use super::record::Metric;
 use super::record::{grid_text, read_lines, refusal, PointLine};
-use crate::input_error;
+use crate::input::input_error;
 
 #[derive(Args)]
 pub struct SweepArgs {

@@ -11,6 +11,7 @@
 //! - `merge`: `nvarray sweep merge`.
 
 mod binary;
+mod fnv;
 mod grid;
 pub mod merge;
 mod present;
@@ -25,15 +26,12 @@ use nvarray_model::{apply_overrides, DeviceConfig};
 use nvarray_report::RunReport;
 use nvarray_workload::Workload;
 
-use crate::cmd_sim::RunArgs;
-use crate::input_error;
+use crate::input::input_error;
 use crate::progress::Progress;
+use crate::run_args::RunArgs;
 use grid::{Grid, Shard};
-use present::{Metric, Outputs, PlotFormat};
-use record::{Identity, PointLine};
-
-/// The extensions of the files a sweep writes beside one another (`output::sibling`).
-pub const OUTPUT_EXTENSIONS: [&str; 4] = ["jsonl", "json", "svg", "png"];
+use present::{Outputs, PlotFormat, OUTPUT_EXTENSIONS};
+use record::{Identity, Metric, PointLine};
 
 /// Runs one point with some engine, calling the progress callback with the fraction done.
 pub type Runner<'a> =

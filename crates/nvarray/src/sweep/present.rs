@@ -6,60 +6,19 @@ use std::path::{Path, PathBuf};
 use anyhow::{Context, Result};
 use clap::ValueEnum;
 use nvarray_model::overrides::parse_value;
-use serde::{Deserialize, Serialize};
 
 use super::grid::Grid;
-use super::record::{Figures, PointLine, SweepFile};
+use super::record::{Figures, Metric, PointLine, SweepFile};
 use crate::plot::{write_chart, Chart, Series};
-
-#[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum, Serialize, Deserialize)]
-#[serde(rename_all = "snake_case")]
-pub enum Metric {
-    /// Read + write bandwidth, GB/s.
-    Bandwidth,
-    /// Requests per second.
-    Iops,
-    /// Mean latency, µs.
-    Mean,
-    /// Median latency, µs.
-    P50,
-    /// 99th percentile latency, µs.
-    P99,
-    /// 99.9th percentile latency, µs.
-    P999,
-}
-
-impl Metric {
-    fn of(self, f: &Figures) -> f64 {
-        match self {
-            Metric::Bandwidth => {
-                (f.read_bandwidth_bytes_per_s + f.write_bandwidth_bytes_per_s) / 1e9
-            }
-            Metric::Iops => f.iops,
-            Metric::Mean => f.latency_ns.mean / 1e3,
-            Metric::P50 => f.latency_ns.p50 as f64 / 1e3,
-            Metric::P99 => f.latency_ns.p99 as f64 / 1e3,
-            Metric::P999 => f.latency_ns.p999 as f64 / 1e3,
-        }
-    }
-
-    fn label(self) -> &'static str {
-        match self {
-            Metric::Bandwidth => "bandwidth (GB/s)",
-            Metric::Iops => "IOPS",
-            Metric::Mean => "mean latency (µs)",
-            Metric::P50 => "p50 latency (µs)",
-            Metric::P99 => "p99 latency (µs)",
-            Metric::P999 => "p99.9 latency (µs)",
-        }
-    }
-}
 
 #[derive(Clone, Copy, Debug, ValueEnum)]
 pub enum PlotFormat {
     Svg,
     Png,
 }
+
+/// The extensions of the files a sweep writes beside one another (`output::sibling`).
+pub const OUTPUT_EXTENSIONS: [&str; 4] = ["jsonl", "json", "svg", "png"];
 
 /// Where a whole sweep's JSON and plot go: `out` with `.json` and `.svg` (or `.png`).
 pub struct Outputs {
@@ -71,7 +30,7 @@ impl Outputs {
     /// The paths, checked writable now, so a bad `--out` fails before anything runs. Every
     /// dot of `out` is kept (`output::sibling`).
     pub fn new(out: &Path, format: PlotFormat) -> Result<Self> {
-        let own = super::OUTPUT_EXTENSIONS;
+        let own = OUTPUT_EXTENSIONS;
         let json = crate::output::sibling(out, "json", &own);
         let plot = crate::output::sibling(
             out,

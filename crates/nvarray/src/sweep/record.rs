@@ -7,13 +7,58 @@ use std::io::{BufRead, Read};
 use std::path::{Path, PathBuf};
 
 use anyhow::{Context, Result};
+use clap::ValueEnum;
 use nvarray_model::{DeviceConfig, Verdict};
 use nvarray_workload::Workload;
 use serde::{Deserialize, Serialize};
 
+use super::fnv::Fnv;
 use super::grid::{Grid, Shard};
-use super::present::Metric;
-use crate::input_error;
+use crate::input::input_error;
+
+/// What a sweep plots and tabulates of each point.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Metric {
+    /// Read + write bandwidth, GB/s.
+    Bandwidth,
+    /// Requests per second.
+    Iops,
+    /// Mean latency, µs.
+    Mean,
+    /// Median latency, µs.
+    P50,
+    /// 99th percentile latency, µs.
+    P99,
+    /// 99.9th percentile latency, µs.
+    P999,
+}
+
+impl Metric {
+    pub(super) fn of(self, f: &Figures) -> f64 {
+        match self {
+            Metric::Bandwidth => {
+                (f.read_bandwidth_bytes_per_s + f.write_bandwidth_bytes_per_s) / 1e9
+            }
+            Metric::Iops => f.iops,
+            Metric::Mean => f.latency_ns.mean / 1e3,
+            Metric::P50 => f.latency_ns.p50 as f64 / 1e3,
+            Metric::P99 => f.latency_ns.p99 as f64 / 1e3,
+            Metric::P999 => f.latency_ns.p999 as f64 / 1e3,
+        }
+    }
+
+    pub(super) fn label(self) -> &'static str {
+        match self {
+            Metric::Bandwidth => "bandwidth (GB/s)",
+            Metric::Iops => "IOPS",
+            Metric::Mean => "mean latency (µs)",
+            Metric::P50 => "p50 latency (µs)",
+            Metric::P99 => "p99 latency (µs)",
+            Metric::P999 => "p99.9 latency (µs)",
+        }
+    }
+}
 
 /// One point's result: the line a sweep appends to `PATH.jsonl` when the point finishes.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
@@ -403,34 +448,6 @@ pub fn refusal(
     Some(text)
 }
 
-pub struct Fnv(u64);
-
-impl Default for Fnv {
-    fn default() -> Self {
-        Fnv(0xcbf2_9ce4_8422_2325)
-    }
-}
-
-impl Fnv {
-    /// `bytes` as one field: followed by a separator, so that ("ab", "c") and ("a", "bc")
-    /// differ.
-    pub fn write(&mut self, bytes: &[u8]) {
-        self.write_raw(bytes);
-        self.0 = (self.0 ^ 0xff).wrapping_mul(0x0000_0100_0000_01b3);
-    }
-
-    /// `bytes` as a continuation of what came before (a file read in pieces).
-    pub fn write_raw(&mut self, bytes: &[u8]) {
-        for &b in bytes {
-            self.0 = (self.0 ^ u64::from(b)).wrapping_mul(0x0000_0100_0000_01b3);
-        }
-    }
-
-    pub fn value(&self) -> u64 {
-        self.0
-    }
-}
-
 /// The lines of one `.jsonl` file; a blank line is skipped, a broken one is an error naming
 /// the file and line (a shard killed while writing leaves its last line cut short).
 pub fn read_lines(path: &Path) -> Result<Vec<PointLine>> {
@@ -443,7 +460,7 @@ pub fn read_lines(path: &Path) -> Result<Vec<PointLine>> {
             continue;
         }
         let point: PointLine = serde_json::from_str(&line).map_err(|e| {
-            crate::input_error(format!(
+            crate::input::input_error(format!(
                 "{}:{}: not a sweep point line ({e}); was the shard killed while writing?",
                 path.display(),
                 n + 1

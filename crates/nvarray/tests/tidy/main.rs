@@ -269,10 +269,16 @@ fn the_loop_finder_catches_a_planted_loop() {
     std::fs::create_dir_all(src.join("a")).unwrap();
     let write = |f: &str, text: &str| std::fs::write(src.join(f), text).unwrap();
     write("lib.rs", "mod a;\nmod b;\nmod c;\npub use b::Thing;\n");
-    write("a/mod.rs", "use crate::Thing; // from b, through the root\nmod inner;\npub struct A;\n");
+    write(
+        "a/mod.rs",
+        "use crate::Thing; // from b, through the root\nmod inner;\npub struct A;\n",
+    );
     write("a/inner.rs", "pub fn f() -> super::A { super::A }\n");
     write("b.rs", "pub struct Thing;\nfn g() -> crate::a::A { crate::a::A }\n#[cfg(test)]\nmod tests {\n    use crate::c::C;\n}\n");
-    write("c.rs", "use crate::{a::{self, A}, b::Thing as T};\npub struct C;\n");
+    write(
+        "c.rs",
+        "use crate::{a::{self, A}, b::Thing as T};\npub struct C;\n",
+    );
     let edges = module_graph::edges(&src, &dir);
     let loops = module_graph::loops(&edges);
     std::fs::remove_dir_all(&dir).unwrap();
@@ -287,5 +293,8 @@ fn the_loop_finder_catches_a_planted_loop() {
     assert!(edges.contains_key(&("src/c.rs".into(), "src/a/mod.rs".into())));
     assert!(edges.contains_key(&("src/c.rs".into(), "src/b.rs".into())));
     assert!(edges.contains_key(&("src/a/inner.rs".into(), "src/a/mod.rs".into())));
-    assert!(!edges.contains_key(&("src/b.rs".into(), "src/c.rs".into())), "test modules count");
+    assert!(
+        !edges.contains_key(&("src/b.rs".into(), "src/c.rs".into())),
+        "test modules count"
+    );
 }

@@ -120,7 +120,8 @@ fn code_only(text: &str) -> String {
                     i += 1;
                 }
             }
-        } else if c == b'r' && (b.get(i + 1) == Some(&b'"') || b.get(i + 1) == Some(&b'#'))
+        } else if c == b'r'
+            && (b.get(i + 1) == Some(&b'"') || b.get(i + 1) == Some(&b'#'))
             && (i == 0 || !(b[i - 1].is_ascii_alphanumeric() || b[i - 1] == b'_'))
         {
             // A raw string: r"..." or r#"..."#.
@@ -162,7 +163,10 @@ fn code_only(text: &str) -> String {
         } else if c == b'\'' {
             // A character literal ('x', '\n', '\u{..}') or a lifetime ('a).
             let end = if b.get(i + 1) == Some(&b'\\') {
-                b[i + 2..].iter().position(|&x| x == b'\'').map(|p| i + 2 + p)
+                b[i + 2..]
+                    .iter()
+                    .position(|&x| x == b'\'')
+                    .map(|p| i + 2 + p)
             } else if b.get(i + 2) == Some(&b'\'') {
                 Some(i + 2)
             } else {
@@ -260,8 +264,7 @@ fn add_module(
                 .chars()
                 .take_while(|c| c.is_alphanumeric() || *c == '_')
                 .collect();
-            if decl[name.len()..].trim_start().starts_with(';') && !test_modules.contains(&name)
-            {
+            if decl[name.len()..].trim_start().starts_with(';') && !test_modules.contains(&name) {
                 children.insert(name);
             }
         }
@@ -524,8 +527,10 @@ pub fn edges(src: &Path, shown_root: &Path) -> Edges {
     let modules = read_crate(src, shown_root);
     let mut edges = Edges::new();
     for (at, file) in &modules {
-        let mut paths: Vec<Vec<String>> =
-            use_statements(&file.code).into_iter().map(|(_, p)| p).collect();
+        let mut paths: Vec<Vec<String>> = use_statements(&file.code)
+            .into_iter()
+            .map(|(_, p)| p)
+            .collect();
         paths.extend(code_paths(&file.code));
         for path in paths {
             let Some((target, name)) = resolve(&modules, at, &path, 0) else {
@@ -562,8 +567,7 @@ pub fn loops(edges: &Edges) -> Vec<Vec<String>> {
         }
         seen
     };
-    let reached: BTreeMap<&str, BTreeSet<&str>> =
-        next.keys().map(|&n| (n, reach(n))).collect();
+    let reached: BTreeMap<&str, BTreeSet<&str>> = next.keys().map(|&n| (n, reach(n))).collect();
     let mut grouped = BTreeSet::new();
     let mut out = Vec::new();
     for (&n, r) in &reached {
