@@ -2,11 +2,13 @@
 //! so they may have been written directly), and [`JobSpec::validate`], which checks a job
 //! against the device it is meant to run on.
 
-use super::vocabulary::{BlockSize, Distribution};
-use super::{
-    JobSpec, BSSPLIT_ENTRIES_MAX, BS_BYTES_MAX, IODEPTH_MAX, NAME_BYTES_MAX, NUMBER_IOS_MAX,
-    NUMJOBS_MAX, RUNTIME_NS_MAX, THINKTIME_NS_MAX, ZIPF_THETA_MAX,
+use super::limits::{
+    BSSPLIT_ENTRIES_MAX, BS_BYTES_MAX, IODEPTH_MAX, NAME_BYTES_MAX, NUMBER_IOS_MAX, NUMJOBS_MAX,
+    RUNTIME_NS_MAX, THINKTIME_NS_MAX,
 };
+use super::vocabulary::check_distribution;
+use super::vocabulary::BlockSize;
+use super::JobSpec;
 use crate::error::WorkloadError;
 
 impl JobSpec {
@@ -260,24 +262,10 @@ pub(super) fn check_block_size(block_size: &BlockSize) -> Result<(), String> {
     Ok(())
 }
 
-pub(super) fn theta_range() -> String {
-    format!("zipf theta must be in (0, {ZIPF_THETA_MAX}]")
-}
-
-/// Range checks on a distribution.
-pub(super) fn check_distribution(distribution: &Distribution) -> Result<(), String> {
-    if let Distribution::Zipf { theta } = *distribution {
-        // Written so that NaN fails too.
-        if !(theta > 0.0 && theta <= ZIPF_THETA_MAX) {
-            return Err(format!("{}, got {theta}", theta_range()));
-        }
-    }
-    Ok(())
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::spec::Distribution;
 
     fn d() -> JobSpec {
         JobSpec::default()

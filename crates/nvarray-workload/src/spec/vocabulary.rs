@@ -7,7 +7,7 @@ use std::str::FromStr;
 
 use serde::Serialize;
 
-use super::validate::{check_distribution, theta_range};
+use super::limits::ZIPF_THETA_MAX;
 use crate::error::{value_error, WorkloadError};
 use crate::units::format_size;
 
@@ -276,6 +276,21 @@ impl fmt::Display for Verify {
             Verify::Crc32c => "crc32c",
         })
     }
+}
+
+pub(super) fn theta_range() -> String {
+    format!("zipf theta must be in (0, {ZIPF_THETA_MAX}]")
+}
+
+/// Range checks on a distribution.
+pub(super) fn check_distribution(distribution: &Distribution) -> Result<(), String> {
+    if let Distribution::Zipf { theta } = *distribution {
+        // Written so that NaN fails too.
+        if !(theta > 0.0 && theta <= ZIPF_THETA_MAX) {
+            return Err(format!("{}, got {theta}", theta_range()));
+        }
+    }
+    Ok(())
 }
 
 #[cfg(test)]

@@ -3,8 +3,8 @@
 //! change is counted, so the report says how far the replay is from the trace.
 
 use crate::spec::Direction;
-use crate::trace::by_name;
 use crate::trace::formats::RawRequest;
+use crate::trace::names::by_name;
 
 /// How offsets past the device's capacity are brought inside it.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, serde::Serialize)]

@@ -8,7 +8,7 @@
 //! saturated value.
 
 use crate::spec::Direction;
-use crate::trace::by_name;
+use crate::trace::names::by_name;
 
 /// The formats a trace may be in. See each variant for the layout accepted.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, serde::Serialize)]

@@ -14,13 +14,16 @@
 
 mod fit;
 mod formats;
+mod names;
+mod spec;
 mod summary;
 
-use std::borrow::Cow;
 use std::io::BufRead;
 
 pub use fit::{AddressMode, Fitted, Geometry};
 pub use formats::{TraceFormat, CSV_HEADER, IOLOG_V2_HEADER, IOLOG_V3_HEADER};
+pub use names::shown;
+pub use spec::{ReplayMode, TraceSpec};
 pub use summary::{SizeBucket, SkippedCounts, TraceDevice, TraceReport, DEVICES_LISTED_MAX};
 
 use fit::{Fit, Fitter, Pieces};
@@ -30,81 +33,6 @@ use crate::spec::{JobSpec, Request};
 
 /// Longest line a trace may have: bounds the memory a malformed file can take.
 pub const LINE_BYTES_MAX: usize = 64 * 1024;
-
-/// The value named `name` (any case) in a `--trace-*` flag's table of names.
-pub(crate) fn by_name<T: Copy>(all: &[(&str, T)], name: &str) -> Option<T> {
-    all.iter()
-        .find(|(n, _)| n.eq_ignore_ascii_case(name))
-        .map(|&(_, v)| v)
-}
-
-/// How requests are timed.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, serde::Serialize)]
-#[serde(rename_all = "kebab-case")]
-pub enum ReplayMode {
-    /// Closed loop: the next request goes as soon as a queue slot (`iodepth`) is free; the
-    /// trace's times are not used.
-    AsFast,
-    /// Open loop: each request is due at its recorded time (divided by the replay speed)
-    /// from the replay's start; latency is measured from that time, so a device slower than
-    /// the trace shows as queueing, not as a slowed trace. `iodepth` bounds the requests in
-    /// flight; one that finds every slot taken waits (counted in `issued_late`).
-    Timestamps,
-}
-
-impl ReplayMode {
-    /// `--replay-mode` names.
-    pub const ALL: [(&'static str, ReplayMode); 2] = [
-        ("as-fast", ReplayMode::AsFast),
-        ("timestamps", ReplayMode::Timestamps),
-    ];
-
-    /// The mode `--replay-mode` names `name`.
-    pub fn from_name(name: &str) -> Option<ReplayMode> {
-        by_name(&Self::ALL, name)
-    }
-}
-
-/// `text` with control and invisible characters escaped (`\u{feff}`, `\t`), so an error
-/// or a report never shows a character the reader cannot see. Quotes and backslashes are
-/// left as they are: the text is quoted by the message around it.
-pub fn shown(text: &str) -> Cow<'_, str> {
-    let plain = |c: char| matches!(c, '\'' | '"' | '\\') || c.escape_debug().len() == 1;
-    if text.chars().all(plain) {
-        return Cow::Borrowed(text);
-    }
-    Cow::Owned(
-        text.chars()
-            .map(|c| {
-                if plain(c) {
-                    c.to_string()
-                } else {
-                    c.escape_debug().to_string()
-                }
-            })
-            .collect(),
-    )
-}
-
-/// A trace replay as the user asked for it (the file is opened by whoever runs it).
-#[derive(Clone, Debug, PartialEq, serde::Serialize)]
-pub struct TraceSpec {
-    /// The trace file.
-    pub path: std::path::PathBuf,
-    /// `None`: guessed from the first line.
-    pub format: Option<TraceFormat>,
-    /// How requests are timed.
-    pub mode: ReplayMode,
-    /// Trace time is divided by this (2 replays twice as fast). Finite and positive.
-    pub speed: f64,
-    /// How offsets past the device's end are brought inside it.
-    pub address: AddressMode,
-    /// Replay only this device or file of the trace, named as the trace names it (blkparse
-    /// `8,16`, an iolog's file name, MSR `Hostname,DiskNumber`, FIU `MAJOR,MINOR`); `None`:
-    /// every request, the trace's devices laid over the one device (and counted).
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub device: Option<String>,
-}
 
 /// How many times a trace is replayed, each time from its start (fio's `loops`; with
 /// `time_based`, until the runtime).

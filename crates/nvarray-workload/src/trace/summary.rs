@@ -4,7 +4,8 @@
 use crate::spec::{Direction, Request};
 use crate::trace::fit::{AddressMode, Fitted};
 use crate::trace::formats::{DeviceName, RawRequest, Skipped, TraceFormat};
-use crate::trace::{ReplayMode, TraceSpec};
+use crate::trace::names::shown;
+use crate::trace::spec::{ReplayMode, TraceSpec};
 
 /// Lines passed over, by kind.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, serde::Serialize)]
@@ -417,7 +418,7 @@ impl TraceReport {
         let mut text = self
             .devices
             .iter()
-            .map(|d| format!("{} ({} requests)", crate::trace::shown(&d.name), d.requests))
+            .map(|d| format!("{} ({} requests)", shown(&d.name), d.requests))
             .collect::<Vec<_>>()
             .join(", ");
         if self.unlisted_device_requests > 0 {

@@ -471,7 +471,10 @@ fn code_paths(code: &str) -> Vec<Vec<String>> {
                 break;
             }
         }
-        if segments.len() > 1 {
+        // A use tree's prefix (`crate::a::{B, C}`, `crate::a::*`) is read whole by
+        // `use_statements`: its items, not the module, are what the file takes.
+        let tree_prefix = code[j..].starts_with("::{") || code[j..].starts_with("::*");
+        if segments.len() > 1 && !tree_prefix {
             out.push(segments);
         }
         i = j.max(i + 1);
