@@ -298,3 +298,91 @@ fn the_loop_finder_catches_a_planted_loop() {
         "test modules count"
     );
 }
+
+/// What a tracked file must not be: something a build or an interpreter made. By name
+/// (`__pycache__/`, `.pyc`, objects and libraries, anything under a `target/`) or by content
+/// (an ELF binary, whatever its name).
+fn build_artefacts<'a>(files: impl IntoIterator<Item = (&'a str, &'a [u8])>) -> Vec<String> {
+    const SUFFIXES: [&str; 8] = [
+        ".pyc", ".pyo", ".o", ".so", ".a", ".rlib", ".rmeta", ".class",
+    ];
+    files
+        .into_iter()
+        .filter_map(|(path, head)| {
+            let by_name = path.split('/').any(|p| p == "__pycache__" || p == "target")
+                || SUFFIXES.iter().any(|s| path.ends_with(s));
+            let elf = head.starts_with(b"\x7fELF");
+            (by_name || elf).then(|| path.to_string())
+        })
+        .collect()
+}
+
+/// Nothing built is committed (issue 39): the files git tracks hold no build artefact.
+#[test]
+fn no_build_artefact_is_tracked() {
+    let root = root();
+    let listed = std::process::Command::new("git")
+        .args(["ls-files", "-z"])
+        .current_dir(&root)
+        .output()
+        .expect("git runs (the test suite runs from a clone)");
+    assert!(
+        listed.status.success(),
+        "git ls-files: {}",
+        String::from_utf8_lossy(&listed.stderr)
+    );
+    let paths: Vec<String> = listed
+        .stdout
+        .split(|&b| b == 0)
+        .filter(|p| !p.is_empty())
+        .map(|p| String::from_utf8_lossy(p).to_string())
+        .collect();
+    assert!(paths.len() > 100, "only {} tracked files", paths.len());
+    let heads: Vec<Vec<u8>> = paths
+        .iter()
+        .map(|p| {
+            use std::io::Read as _;
+            let mut head = [0u8; 4];
+            let n = std::fs::File::open(root.join(p))
+                .and_then(|mut f| f.read(&mut head))
+                .unwrap_or(0);
+            head[..n].to_vec()
+        })
+        .collect();
+    let found = build_artefacts(
+        paths
+            .iter()
+            .map(String::as_str)
+            .zip(heads.iter().map(Vec::as_slice)),
+    );
+    assert!(
+        found.is_empty(),
+        "build artefacts tracked by git (remove them with `git rm --cached`; .gitignore keeps them out):\n  {}",
+        found.join("\n  ")
+    );
+}
+
+/// The artefact check catches a planted `.pyc`, a build directory and a binary with an
+/// innocent name, and passes sources.
+#[test]
+fn the_artefact_check_catches_planted_artefacts() {
+    let files: [(&str, &[u8]); 6] = [
+        (
+            "scripts/__pycache__/apps.cpython-311.pyc",
+            b"\x61\x0d\x0d\x0a",
+        ),
+        ("crates/x/target/release/x", b"#!/b"),
+        ("scripts/helper", b"\x7fELF"),
+        ("scripts/apps.py", b"#!/u"),
+        ("crates/nvarray/src/main.rs", b"//! "),
+        ("docs/target.md", b"# Ta"),
+    ];
+    assert_eq!(
+        build_artefacts(files),
+        [
+            "scripts/__pycache__/apps.cpython-311.pyc",
+            "crates/x/target/release/x",
+            "scripts/helper"
+        ]
+    );
+}
