@@ -15,7 +15,7 @@
 //! - [`trace`]: block traces (blkparse, fio iologs, MSR-Cambridge, SNIA/FIU, nvarray CSV)
 //!   read incrementally, fitted to the device and timed for replay ([`trace::TraceFeed`]).
 //!
-//! The discrete-event simulator (`nvarray-sim`) and the real-time emulator both take their
+//! The discrete-event simulator and the real-time emulator (`nvarray-run`) both take their
 //! requests from here, so a workload means the same thing in both.
 //!
 //! # What it must never do

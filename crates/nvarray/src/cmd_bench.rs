@@ -1,7 +1,7 @@
 //! `nvarray bench`: fio-like workloads on the emulated device in real time (`--engine emu`) or
 //! through the simulator (`--engine sim`), in one report shape; `--compare-sim` runs both, and
-//! `nvarray bench sweep` varies a parameter. The engines live in `nvarray-host` and
-//! `nvarray-sim`; this module only turns flags into their inputs and prints what they return.
+//! `nvarray bench sweep` varies a parameter. The engines live in `nvarray-run` (its
+//! `emu` and `sim`); this module only turns flags into their inputs and prints what they return.
 
 use anyhow::Result;
 use clap::{Args, Subcommand, ValueEnum};

@@ -1,8 +1,15 @@
-//! The dependency rules of ARCHITECTURE.md, checked against the code (a "tidy" test, as
-//! rust-analyzer keeps one): each crate's manifest may name, and its sources may use, only the
-//! nvarray crates its row of the "Dependency rules" table allows; every crate has a row; and
-//! `nvarray-emu` makes public only the modules ARCHITECTURE.md names. The rules are read from
-//! ARCHITECTURE.md itself, so the map and the code cannot drift apart silently.
+//! ARCHITECTURE.md's rules, checked against the code (a "tidy" test, as rust-analyzer keeps
+//! one), read from ARCHITECTURE.md itself so the map and the code cannot drift apart silently:
+//!
+//! - each crate's manifest may name, and its sources may use, only the nvarray crates its row
+//!   of the "Dependency rules" table allows; every crate has a row;
+//! - `nvarray-emu` makes public only the modules ARCHITECTURE.md names;
+//! - no two files of one crate import each other, directly or round a loop (`module_graph`);
+//! - every source file is named in its crate's section of the code map;
+//! - no name the project left behind is used in the map, the README or the code;
+//! - git tracks no build artefact.
+//!
+//! Each check is also run on planted input, to show it fails when it should.
 
 mod module_graph;
 
@@ -384,5 +391,139 @@ fn the_artefact_check_catches_planted_artefacts() {
             "crates/x/target/release/x",
             "scripts/helper"
         ]
+    );
+}
+
+/// The text of a crate's section of ARCHITECTURE.md's code map: from its heading (which names
+/// `crates/NAME`) to the next heading.
+fn map_section<'a>(architecture: &'a str, name: &str) -> Option<&'a str> {
+    let heading = format!("### `crates/{name}`");
+    let start = architecture.find(&heading)? + heading.len();
+    let rest = &architecture[start..];
+    let end = rest.find("\n#").unwrap_or(rest.len());
+    Some(&rest[..end])
+}
+
+/// The source files a crate's section does not name. A file is named by its file name
+/// (`config.rs`, or `trace/fit.rs`'s `fit.rs`); a directory's `mod.rs` by the directory
+/// (`` `spec/` ``) or `mod.rs`; the crate root (`lib.rs`, `main.rs`) is the section itself.
+fn unnamed_files(section: &str, files: &BTreeSet<String>) -> Vec<String> {
+    files
+        .iter()
+        .filter(|f| {
+            let file = f.rsplit('/').next().unwrap_or(f);
+            let named = match file {
+                "lib.rs" | "main.rs" => true,
+                "mod.rs" => {
+                    let dir = f.rsplit('/').nth(1).unwrap_or("");
+                    section.contains(&format!("{dir}/")) || section.contains("mod.rs")
+                }
+                _ => section.contains(file),
+            };
+            !named
+        })
+        .cloned()
+        .collect()
+}
+
+/// ARCHITECTURE.md's code map names every source file of every crate in that crate's section
+/// (issue 39): a file added without a word on the map fails here.
+#[test]
+fn the_code_map_names_every_source_file() {
+    let root = root();
+    let architecture = std::fs::read_to_string(root.join("ARCHITECTURE.md")).unwrap();
+    let mut missing = Vec::new();
+    let mut files_checked = 0;
+    for (name, dir) in crate_dirs() {
+        let files = module_graph::source_files(&dir.join("src"), &root);
+        files_checked += files.len();
+        match map_section(&architecture, &name) {
+            None => missing.push(format!("{name}: no \"### `crates/{name}`\" section")),
+            Some(section) => missing.extend(unnamed_files(section, &files)),
+        }
+    }
+    assert!(
+        files_checked > 100,
+        "only {files_checked} source files found"
+    );
+    assert!(
+        missing.is_empty(),
+        "not on ARCHITECTURE.md's code map (say in the crate's section what each holds):\n  {}",
+        missing.join("\n  ")
+    );
+}
+
+/// Names the project has left behind, which neither the map nor the code may use any more:
+/// (the old name, what it is now).
+const OLD_NAMES: [(&str, &str); 4] = [
+    ("nvarray-sim", "the simulator is `nvarray_run::sim`"),
+    ("nvarray_sim", "the simulator is `nvarray_run::sim`"),
+    (
+        "nvarray_model::Device`",
+        "the model is `nvarray_model::DeviceModel`",
+    ),
+    ("emulator later", "the emulator exists (`nvarray-emu`)"),
+];
+
+/// Where an old name appears: ARCHITECTURE.md, README.md and every crate's sources.
+fn old_names_in(files: &[(String, String)]) -> Vec<String> {
+    let mut found = Vec::new();
+    for (path, text) in files {
+        for (old, now) in OLD_NAMES {
+            if text.contains(old) {
+                found.push(format!("{path}: `{old}` ({now})"));
+            }
+        }
+    }
+    found
+}
+
+#[test]
+fn no_old_crate_or_type_name_is_left() {
+    let root = root();
+    let mut paths = vec![root.join("ARCHITECTURE.md"), root.join("README.md")];
+    for (_, dir) in crate_dirs() {
+        rust_files(&dir.join("src"), &mut paths);
+    }
+    let files: Vec<(String, String)> = paths
+        .iter()
+        .map(|p| {
+            let shown = p.strip_prefix(&root).unwrap_or(p).display().to_string();
+            (shown, std::fs::read_to_string(p).unwrap())
+        })
+        .collect();
+    let found = old_names_in(&files);
+    assert!(found.is_empty(), "old names:\n  {}", found.join("\n  "));
+}
+
+/// The map check and the old-name check on planted input: a file the section does not name,
+/// a directory named by its `mod.rs`'s directory, and an old name in a comment.
+#[test]
+fn the_map_checks_catch_a_planted_file_and_an_old_name() {
+    let section = "`config.rs` holds it; `spec/` is one room per concern: `keys.rs`.";
+    let files: BTreeSet<String> = [
+        "crates/x/src/lib.rs",
+        "crates/x/src/config.rs",
+        "crates/x/src/spec/mod.rs",
+        "crates/x/src/spec/keys.rs",
+        "crates/x/src/spec/planted.rs",
+        "crates/x/src/extra/mod.rs",
+    ]
+    .into_iter()
+    .map(String::from)
+    .collect();
+    assert_eq!(
+        unnamed_files(section, &files),
+        ["crates/x/src/extra/mod.rs", "crates/x/src/spec/planted.rs"]
+    );
+    let architecture = "## Code map\n\n### `crates/x`\n\nText.\n\n### `crates/y`\n\nOther.\n";
+    assert_eq!(map_section(architecture, "x"), Some("\n\nText.\n"));
+    let planted = [(
+        "crates/x/src/a.rs".to_string(),
+        "//! The engines live in `nvarray-sim`.\n".to_string(),
+    )];
+    assert_eq!(
+        old_names_in(&planted),
+        ["crates/x/src/a.rs: `nvarray-sim` (the simulator is `nvarray_run::sim`)"]
     );
 }

@@ -596,3 +596,11 @@ pub fn loops(edges: &Edges) -> Vec<Vec<String>> {
     }
     out
 }
+
+/// The crate's source files (paths as shown from `shown_root`), test modules' files left out.
+pub fn source_files(src: &Path, shown_root: &Path) -> BTreeSet<String> {
+    read_crate(src, shown_root)
+        .into_values()
+        .map(|m| m.shown)
+        .collect()
+}
