@@ -95,37 +95,22 @@ enum Pattern {
     },
 }
 
-impl RequestGen {
-    /// Builds the generator for thread `thread_index` (in `0..job.numjobs`) of `job` on a
-    /// device of `device_size_bytes` with `block_size_bytes` blocks.
-    ///
-    /// Fails with the same errors as [`JobSpec::validate`] (less the transfer-size check,
-    /// which needs the device's limit) and when `thread_index` is out of range.
-    ///
-    /// The random stream is seeded from `job.randseed`, `job.name` and `thread_index`, each
-    /// stirred in with SplitMix64, so two jobs that differ only in name, or two threads of one
-    /// job, issue different requests while identical inputs always issue identical ones.
-    /// Workloads parsed from job files have unique job names.
-    pub fn new(
-        job: &JobSpec,
-        thread_index: u32,
-        device_size_bytes: u64,
-        block_size_bytes: u32,
-    ) -> Result<Self, WorkloadError> {
-        job.check_fields()?;
-        let (region_start_bytes, region_len_bytes) =
-            job.region_bytes(device_size_bytes, block_size_bytes)?;
-        if thread_index >= job.numjobs {
-            return Err(WorkloadError::ThreadIndex {
-                thread_index,
-                numjobs: job.numjobs,
-            });
-        }
-        let block_bytes = u64::from(block_size_bytes);
-        // Random offsets fall on this boundary (fio's blockalign, by default the smallest
-        // request length; region_bytes checked it is a block multiple inside the region).
-        let align_bytes = job.align_bytes();
+/// The request lengths of a job, as the generator draws them: the lengths (one, a range's
+/// least, or a split's entries), how many aligned positions each has in the region, and for a
+/// split which entry each percent of the draws takes.
+struct Lengths {
+    lens_bytes: [u32; BSSPLIT_ENTRIES_MAX],
+    slots_by_len: [u64; BSSPLIT_ENTRIES_MAX],
+    len_index_by_percent: [u8; PERCENT_SLOTS],
+    /// More than one length (a range or a split).
+    split: bool,
+    len_count: usize,
+    range_steps: u64,
+    range_min_bytes: u32,
+}
 
+impl Lengths {
+    fn of(job: &JobSpec, region_len_bytes: u64, align_bytes: u64) -> Lengths {
         let mut lens_bytes = [0u32; BSSPLIT_ENTRIES_MAX];
         let mut slots_by_len = [0u64; BSSPLIT_ENTRIES_MAX];
         let mut len_index_by_percent = [0u8; PERCENT_SLOTS];
@@ -166,17 +151,41 @@ impl RequestGen {
             slots_by_len[index] = (region_len_bytes - len_bytes) / align_bytes + 1;
         }
 
-        let pattern = if job.is_random() {
+        Lengths {
+            lens_bytes,
+            slots_by_len,
+            len_index_by_percent,
+            split,
+            len_count,
+            range_steps,
+            range_min_bytes,
+        }
+    }
+}
+
+impl Pattern {
+    /// How thread `thread_index` of `job` chooses its offsets in a region of
+    /// `region_len_bytes`: shuffled, mapped or free uniform positions, zipf ranks scattered
+    /// over the region, or a sequential cursor.
+    fn of(
+        job: &JobSpec,
+        thread_index: u32,
+        region_len_bytes: u64,
+        align_bytes: u64,
+        lengths: &Lengths,
+        block_bytes: u64,
+    ) -> Result<Pattern, WorkloadError> {
+        Ok(if job.is_random() {
             match job.random_distribution {
                 Distribution::Uniform if job.norandommap => Pattern::Uniform,
                 Distribution::Uniform
-                    if len_count == 1
-                        && range_steps == 0
-                        && u64::from(lens_bytes[0]) <= align_bytes =>
+                    if lengths.len_count == 1
+                        && lengths.range_steps == 0
+                        && u64::from(lengths.lens_bytes[0]) <= align_bytes =>
                 {
                     // Every request takes one position: a shuffle needs no map.
                     let seed = stream_seed(job.randseed, &job.name, thread_index);
-                    Pattern::Shuffled(Shuffle::new(slots_by_len[0], splitmix64(seed)))
+                    Pattern::Shuffled(Shuffle::new(lengths.slots_by_len[0], splitmix64(seed)))
                 }
                 Distribution::Uniform => {
                     let positions = region_len_bytes / align_bytes;
@@ -211,7 +220,59 @@ impl RequestGen {
             Pattern::Sequential {
                 cursor_bytes: [start_bytes; 2],
             }
-        };
+        })
+    }
+}
+
+impl RequestGen {
+    /// Builds the generator for thread `thread_index` (in `0..job.numjobs`) of `job` on a
+    /// device of `device_size_bytes` with `block_size_bytes` blocks.
+    ///
+    /// Fails with the same errors as [`JobSpec::validate`] (less the transfer-size check,
+    /// which needs the device's limit) and when `thread_index` is out of range.
+    ///
+    /// The random stream is seeded from `job.randseed`, `job.name` and `thread_index`, each
+    /// stirred in with SplitMix64, so two jobs that differ only in name, or two threads of one
+    /// job, issue different requests while identical inputs always issue identical ones.
+    /// Workloads parsed from job files have unique job names.
+    pub fn new(
+        job: &JobSpec,
+        thread_index: u32,
+        device_size_bytes: u64,
+        block_size_bytes: u32,
+    ) -> Result<Self, WorkloadError> {
+        job.check_fields()?;
+        let (region_start_bytes, region_len_bytes) =
+            job.region_bytes(device_size_bytes, block_size_bytes)?;
+        if thread_index >= job.numjobs {
+            return Err(WorkloadError::ThreadIndex {
+                thread_index,
+                numjobs: job.numjobs,
+            });
+        }
+        let block_bytes = u64::from(block_size_bytes);
+        // Random offsets fall on this boundary (fio's blockalign, by default the smallest
+        // request length; region_bytes checked it is a block multiple inside the region).
+        let align_bytes = job.align_bytes();
+
+        let lengths = Lengths::of(job, region_len_bytes, align_bytes);
+        let pattern = Pattern::of(
+            job,
+            thread_index,
+            region_len_bytes,
+            align_bytes,
+            &lengths,
+            block_bytes,
+        )?;
+        let Lengths {
+            lens_bytes,
+            slots_by_len,
+            len_index_by_percent,
+            split,
+            range_steps,
+            range_min_bytes,
+            ..
+        } = lengths;
 
         let seed = stream_seed(job.randseed, &job.name, thread_index);
         Ok(RequestGen {

@@ -58,30 +58,45 @@ impl JobSpec {
             });
         }
         if SWITCH_KEYS.contains(&key) {
-            let on = match value {
-                "" | "1" => true,
-                "0" => false,
-                _ => {
-                    return Err(value_error(
-                        key,
-                        value,
-                        "is a switch: give it bare, or 0 or 1",
-                    ))
-                }
-            };
-            match key {
-                "new_group" => self.new_group = on,
-                "norandommap" => self.norandommap = on,
-                "time_based" => self.time_based = on,
-                _ => self.stonewall = on,
-            }
-            return Ok(());
+            return self.set_switch(key, value);
         }
         if value.is_empty() {
             return Err(WorkloadError::MissingValue {
                 key: key.to_string(),
             });
         }
+        if self.set_request_shape(key, value)? || self.set_extent_or_pace(key, value)? {
+            return Ok(());
+        }
+        unreachable!("key {key} is in SUPPORTED_KEYS but has no parser")
+    }
+
+    /// A switch (`SWITCH_KEYS`): bare or 1 turns it on, 0 off.
+    fn set_switch(&mut self, key: &str, value: &str) -> Result<(), WorkloadError> {
+        let on = match value {
+            "" | "1" => true,
+            "0" => false,
+            _ => {
+                return Err(value_error(
+                    key,
+                    value,
+                    "is a switch: give it bare, or 0 or 1",
+                ))
+            }
+        };
+        match key {
+            "new_group" => self.new_group = on,
+            "norandommap" => self.norandommap = on,
+            "time_based" => self.time_based = on,
+            _ => self.stonewall = on,
+        }
+        Ok(())
+    }
+
+    /// The keys that say what a request is and how many are in flight (name, direction,
+    /// sizes, mix, depth, threads, offsets' distribution and seed, verification, pacing's
+    /// process); `false` for any other key.
+    fn set_request_shape(&mut self, key: &str, value: &str) -> Result<bool, WorkloadError> {
         match key {
             "name" => {
                 check_name(value).map_err(|reason| value_error(key, value, &reason))?;
@@ -93,9 +108,6 @@ impl JobSpec {
             "bs" | "blocksize" => self.bs = BlockSize::Fixed(parse_bs(key, value)?),
             "bssplit" => self.bs = parse_bssplit(value)?,
             "bsrange" => self.bs = parse_bsrange(value)?,
-            "ramp_time" => {
-                self.ramp_time_ns = parse_duration_limited(key, value, NS_PER_S, RAMP_TIME_NS_MAX)?;
-            }
             "wait_for" => {
                 check_name(value).map_err(|reason| value_error(key, value, &reason))?;
                 self.wait_for = Some(value.to_string());
@@ -104,6 +116,30 @@ impl JobSpec {
             "rwmixwrite" => self.rwmixread = 100 - parse_percent(key, value)?,
             "iodepth" => self.iodepth = parse_u32_in(key, value, 1, IODEPTH_MAX)?,
             "numjobs" => self.numjobs = parse_u32_in(key, value, 1, NUMJOBS_MAX)?,
+            "rate_process" => {
+                self.rate_process = value
+                    .parse()
+                    .map_err(|reason: String| value_error(key, value, &reason))?;
+            }
+            "random_distribution" => self.random_distribution = value.parse()?,
+            "randseed" => self.randseed = parse_randseed(value)?,
+            "verify" => {
+                self.verify = value
+                    .parse()
+                    .map_err(|reason: String| value_error(key, value, &reason))?;
+            }
+            _ => return Ok(false),
+        }
+        Ok(true)
+    }
+
+    /// The keys that say where, how much and how fast (region, counts, sizes, times, rates);
+    /// `false` for any other key.
+    fn set_extent_or_pace(&mut self, key: &str, value: &str) -> Result<bool, WorkloadError> {
+        match key {
+            "ramp_time" => {
+                self.ramp_time_ns = parse_duration_limited(key, value, NS_PER_S, RAMP_TIME_NS_MAX)?;
+            }
             "runtime" | "timeout" => {
                 let runtime_ns = parse_duration_limited(key, value, NS_PER_S, RUNTIME_NS_MAX)?;
                 self.runtime_ns = (runtime_ns > 0).then_some(runtime_ns);
@@ -125,11 +161,6 @@ impl JobSpec {
             "rate_iops" => {
                 self.rate_iops = parse_rate(key, value, "requests per second such as 50000")?;
             }
-            "rate_process" => {
-                self.rate_process = value
-                    .parse()
-                    .map_err(|reason: String| value_error(key, value, &reason))?;
-            }
             "number_ios" => {
                 let number_ios = nvarray_units::parse_size(value).map_err(|_| {
                     value_error(key, value, "must be a request count such as 1000000 or 1m")
@@ -143,8 +174,6 @@ impl JobSpec {
                 }
                 self.number_ios = (number_ios > 0).then_some(number_ios);
             }
-            "random_distribution" => self.random_distribution = value.parse()?,
-            "randseed" => self.randseed = parse_randseed(value)?,
             "offset" => {
                 self.offset_bytes = nvarray_units::parse_size(value)
                     .map_err(|e| size_value_error(key, value, &e))?;
@@ -173,14 +202,9 @@ impl JobSpec {
                 self.thinktime_ns =
                     parse_duration_limited(key, value, NS_PER_US, THINKTIME_NS_MAX)?;
             }
-            "verify" => {
-                self.verify = value
-                    .parse()
-                    .map_err(|reason: String| value_error(key, value, &reason))?;
-            }
-            _ => unreachable!("key {key} is in SUPPORTED_KEYS but has no parser"),
+            _ => return Ok(false),
         }
-        Ok(())
+        Ok(true)
     }
 }
 

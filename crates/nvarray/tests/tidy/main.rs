@@ -11,6 +11,7 @@
 //!
 //! Each check is also run on planted input, to show it fails when it should.
 
+mod functions;
 mod module_graph;
 
 use std::collections::{BTreeMap, BTreeSet};
@@ -525,5 +526,79 @@ fn the_map_checks_catch_a_planted_file_and_an_old_name() {
     assert_eq!(
         old_names_in(&planted),
         ["crates/x/src/a.rs: `nvarray-sim` (the simulator is `nvarray_run::sim`)"]
+    );
+}
+
+/// The longest a function may be, in lines from its `fn` to its closing brace.
+const FUNCTION_LINES_MAX: usize = 100;
+
+/// Functions allowed past `FUNCTION_LINES_MAX`, each with why: (file, function, why).
+const LONG_FUNCTIONS_ALLOWED: [(&str, &str, &str); 0] = [];
+
+/// No function in the crates' non-test code is over 100 lines (issue 39), but the few the
+/// allow-list names with a reason; an entry that is no longer long must leave the list.
+#[test]
+fn no_function_is_over_100_lines() {
+    let root = root();
+    let mut long = Vec::new();
+    for (_, dir) in crate_dirs() {
+        for file in module_graph::source_files(&dir.join("src"), &root) {
+            let text = std::fs::read_to_string(root.join(&file)).unwrap();
+            for f in functions::functions(&text) {
+                if f.lines > FUNCTION_LINES_MAX {
+                    long.push((file.clone(), f));
+                }
+            }
+        }
+    }
+    let mut found = Vec::new();
+    for (file, f) in &long {
+        if !LONG_FUNCTIONS_ALLOWED
+            .iter()
+            .any(|(af, an, _)| af == file && *an == f.name)
+        {
+            found.push(format!("{file}:{} `{}`: {} lines", f.line, f.name, f.lines));
+        }
+    }
+    for (af, an, _) in LONG_FUNCTIONS_ALLOWED {
+        if !long.iter().any(|(file, f)| file == af && f.name == an) {
+            found.push(format!(
+                "{af} `{an}` is allowed to be long but is not: take it off the list"
+            ));
+        }
+    }
+    assert!(
+        found.is_empty(),
+        "functions over {FUNCTION_LINES_MAX} lines (split them into steps named for what they do):\n  {}",
+        found.join("\n  ")
+    );
+}
+
+/// The function finder on planted code: a long function is measured from its `fn` to its
+/// closing brace, braces in strings and comments do not count, a declaration without a body
+/// and a function pointer type are not functions, and a test module's are left out.
+#[test]
+fn the_function_finder_measures_a_planted_function() {
+    let body: String = (0..101)
+        .map(|i| format!("    let x{i} = \"{{\"; // }}\n"))
+        .collect();
+    let text = format!(
+        "trait T {{\n    fn declared(&self);\n}}\npub(crate) fn long(f: fn(u8) -> u8) {{\n{body}}}\nfn short() {{}}\n#[cfg(test)]\nmod tests {{\n    fn in_test() {{\n{body}    }}\n}}\n"
+    );
+    let found = functions::functions(&text);
+    assert_eq!(
+        found,
+        [
+            functions::Function {
+                name: "long".into(),
+                line: 4,
+                lines: 103
+            },
+            functions::Function {
+                name: "short".into(),
+                line: 107,
+                lines: 1
+            },
+        ]
     );
 }

@@ -91,7 +91,7 @@ fn collect(dir: &Path, out: &mut Vec<PathBuf>) {
 
 /// Blanks comments, string and character literals (keeping line breaks), so that only code
 /// is searched for paths.
-fn code_only(text: &str) -> String {
+pub fn code_only(text: &str) -> String {
     let b = text.as_bytes();
     let mut out = String::with_capacity(text.len());
     let mut i = 0;
@@ -192,25 +192,26 @@ fn code_only(text: &str) -> String {
     out
 }
 
-/// Removes test modules, inline (`mod x { .. }`) or declared (`mod x;`), under an attribute
-/// `#[cfg(..)]` that names `test` (`#[cfg(test)]`, `#[cfg(all(test, not(loom)))]`), returning
-/// the code left and the names of the declared test modules.
-fn without_test_modules(code: &str) -> (String, BTreeSet<String>) {
-    let mut out = String::new();
-    let mut tests = BTreeSet::new();
-    let mut rest = code;
-    while let Some(at) = rest.find("#[cfg(") {
-        out.push_str(&rest[..at]);
-        let attribute_end = rest[at..].find(']').map_or(rest.len(), |e| at + e + 1);
-        let attribute = &rest[at..attribute_end];
-        let names_test = attribute
+/// Where a file's test modules are: the byte ranges of every module under an attribute
+/// `#[cfg(..)]` that names `test` (`#[cfg(test)]`, `#[cfg(all(test, not(loom)))]`), inline
+/// (`mod x { .. }`, attribute to closing brace) or declared (`mod x;`), and the names of the
+/// declared ones (their files are tests too). `code` is `code_only`'s.
+pub fn test_module_spans(code: &str) -> (Vec<std::ops::Range<usize>>, BTreeSet<String>) {
+    let mut spans = Vec::new();
+    let mut declared = BTreeSet::new();
+    let mut from = 0;
+    while let Some(found) = code[from..].find("#[cfg(") {
+        let at = from + found;
+        let attribute_end = code[at..].find(']').map_or(code.len(), |e| at + e + 1);
+        from = attribute_end;
+        let names_test = code[at..attribute_end]
             .split(|c: char| !(c.is_alphanumeric() || c == '_'))
             .any(|w| w == "test");
-        let after = rest[attribute_end..].trim_start();
-        let item = strip_visibility(after);
-        let Some(decl) = item.strip_prefix("mod ").filter(|_| names_test) else {
-            out.push_str(attribute);
-            rest = &rest[attribute_end..];
+        let after = code[attribute_end..].trim_start();
+        let Some(decl) = strip_visibility(after)
+            .strip_prefix("mod ")
+            .filter(|_| names_test)
+        else {
             continue;
         };
         let name: String = decl
@@ -218,32 +219,52 @@ fn without_test_modules(code: &str) -> (String, BTreeSet<String>) {
             .take_while(|c| c.is_alphanumeric() || *c == '_')
             .collect();
         let body = decl[name.len()..].trim_start();
-        if let Some(tail) = body.strip_prefix(';') {
-            tests.insert(name);
-            rest = tail;
+        let body_at = code.len() - body.len();
+        if body.starts_with(';') {
+            declared.insert(name);
+            spans.push(at..body_at + 1);
+            from = body_at + 1;
             continue;
         }
-        // Skip the braced body.
-        let open = body.find('{').expect("a test module has a body");
-        let mut depth = 0;
-        let mut end = body.len();
-        for (i, ch) in body[open..].char_indices() {
-            match ch {
-                '{' => depth += 1,
-                '}' => {
-                    depth -= 1;
-                    if depth == 0 {
-                        end = open + i + 1;
-                        break;
-                    }
-                }
-                _ => {}
-            }
-        }
-        rest = &body[end..];
+        let Some(open) = body.find('{') else {
+            continue;
+        };
+        let end = matching_brace(code, body_at + open);
+        spans.push(at..end);
+        from = end;
     }
-    out.push_str(rest);
-    (out, tests)
+    (spans, declared)
+}
+
+/// The position just past the brace that closes the one at `open`.
+pub fn matching_brace(code: &str, open: usize) -> usize {
+    let mut depth = 0;
+    for (i, ch) in code[open..].char_indices() {
+        match ch {
+            '{' => depth += 1,
+            '}' => {
+                depth -= 1;
+                if depth == 0 {
+                    return open + i + 1;
+                }
+            }
+            _ => {}
+        }
+    }
+    code.len()
+}
+
+/// `code` without its test modules (`test_module_spans`), and the declared test modules' names.
+fn without_test_modules(code: &str) -> (String, BTreeSet<String>) {
+    let (spans, declared) = test_module_spans(code);
+    let mut out = String::new();
+    let mut at = 0;
+    for span in spans {
+        out.push_str(&code[at..span.start]);
+        at = span.end;
+    }
+    out.push_str(&code[at..]);
+    (out, declared)
 }
 
 /// Adds the module at `path` whose code (test modules removed) is `code`, and the modules
@@ -314,21 +335,7 @@ fn split_inline(code: &str) -> (String, Vec<(String, String)>) {
             continue;
         }
         out.push_str(&rest[..at]);
-        let mut depth = 0;
-        let mut end = body.len();
-        for (i, ch) in body.char_indices() {
-            match ch {
-                '{' => depth += 1,
-                '}' => {
-                    depth -= 1;
-                    if depth == 0 {
-                        end = i + 1;
-                        break;
-                    }
-                }
-                _ => {}
-            }
-        }
+        let end = matching_brace(body, 0);
         inline.push((name, body[1..end.saturating_sub(1)].to_string()));
         rest = &body[end..];
     }
