@@ -31,7 +31,7 @@ stonewall
 rw=write
 bs=64k
 """
-TRACE = "".join(f"{t},0,{'R' if i % 3 else 'W'},{(i * 7919 % 4096) * 4096},4096\n"
+TRACE = "".join(f"{t},{'R' if i % 3 else 'W'},{(i * 7919 % 4096) * 4096},4096\n"
                 for i, t in enumerate(range(0, 400000, 1000)))
 
 # (name, arguments; {dir} is a scratch directory of each build, {job} a job file, {trace} a trace)
@@ -56,17 +56,18 @@ CASES = [
                        "2000", "--param", "iodepth=1,4", "--param", "bs=4k,16k", "--jobs", "1",
                        "--shard", "1/2", "--out", "{dir}/p1"]),
     ("sweep merge", ["sweep", "merge", "--out", "{dir}/m", "{dir}/p0.jsonl", "{dir}/p1.jsonl"]),
-    ("presets list", ["presets", "list"]),
+    ("presets", ["presets"]),
     ("presets show", ["presets", "show", "moneta"]),
     ("protocol cost", ["presets", "show", "dc-express-gen3x8", "--protocol-cost"]),
-    ("trace", ["sim", "--preset", "moneta", "--trace", "{trace}", "--replay-mode", "timestamps"]),
+    ("trace", ["sim", "--preset", "moneta", "--trace", "{trace}", "--trace-format", "csv",
+               "--replay-mode", "timestamps"]),
     ("bad value", ["sim", "--preset", "moneta", "--iodepth", "0"]),
     ("bad key", ["sim", "--preset", "moneta", "--set", "memory.nope=1"]),
     ("bad preset", ["sim", "--preset", "nope"]),
     ("past the end", ["sim", "--preset", "moneta", "--offset", "1t", "--number_ios", "10"]),
 ]
 
-MACHINE = re.compile(r"cpu|wall|binary|identity|build|version|elapsed_s\b|seconds")
+MACHINE = re.compile(r"cpu|wall|binary|identity|build|version|elapsed_s\b|seconds|timestamp|^time$")
 
 
 def machine_free_json(value):
@@ -79,6 +80,8 @@ def machine_free_json(value):
 
 def machine_free_text(text, scratch):
     text = text.replace(scratch, "DIR")
+    text = re.sub(r"pid=\d+", "pid=N", text)
+    text = re.sub(r"\w{3} \w{3} +\d+ \d\d:\d\d:\d\d \d{4}", "DATE", text)
     lines = []
     for line in text.splitlines():
         line = line.strip()
