@@ -438,6 +438,15 @@ pub mod limits {
     pub const REMOTE_CPU_CORES_MAX: u32 = 1024;
     /// A message header beyond a megabyte is a typo.
     pub const HEADER_BYTES_MAX: u32 = 1 << 20;
+    /// PCIe's TLP header, sequence number and CRC come to 20-30 bytes; 128 allows any framing.
+    pub const TLP_OVERHEAD_BYTES_MAX: u32 = 128;
+    /// The slowest ring or bank the model takes: 1 MB/s.
+    pub const BANDWIDTH_BYTES_PER_S_MIN: u64 = 1_000_000;
+    pub const RING_HEADER_BYTES_MAX: u32 = 4096;
+    /// Spindle speeds of real disks lie well inside this.
+    pub const DISK_RPM_MIN: u32 = 1_000;
+    pub const DISK_RPM_MAX: u32 = 30_000;
+    pub const DISK_TRACK_BYTES_MIN: u32 = 512;
 }
 
 fn check(
@@ -460,26 +469,21 @@ fn check(
 impl FabricConfig {
     fn validate(&self) -> Result<(), ConfigError> {
         use limits::*;
-        check(
-            (1..=FABRIC_HOPS_MAX).contains(&self.hops),
-            "fabric.hops",
-            "1 to 64",
-            self.hops,
-        )?;
+        check_in("fabric.hops", self.hops, 1, FABRIC_HOPS_MAX)?;
         check_latency("fabric.hop_latency_ns", self.hop_latency_ns)?;
         check_latency("fabric.message_overhead_ns", self.message_overhead_ns)?;
         check_latency("fabric.remote_cpu_ns", self.remote_cpu_ns)?;
-        check(
-            self.header_bytes <= HEADER_BYTES_MAX,
+        check_in(
             "fabric.header_bytes",
-            "0 to 1048576",
             self.header_bytes,
+            0,
+            HEADER_BYTES_MAX,
         )?;
-        check(
-            (1..=REMOTE_CPU_CORES_MAX).contains(&self.remote_cpu_cores),
+        check_in(
             "fabric.remote_cpu_cores",
-            "1 to 1024",
             self.remote_cpu_cores,
+            1,
+            REMOTE_CPU_CORES_MAX,
         )?;
         if self.kind != FabricKind::None {
             check(
@@ -501,11 +505,35 @@ impl FabricConfig {
     }
 }
 
+/// `value` in `min..=max`, the range said as "MIN to MAX".
+fn check_in<T: PartialOrd + std::fmt::Display + Copy>(
+    field: &'static str,
+    value: T,
+    min: T,
+    max: T,
+) -> Result<(), ConfigError> {
+    check(
+        min <= value && value <= max,
+        field,
+        &format!("{min} to {max}"),
+        value,
+    )
+}
+
+/// `value` at least `min`, said as "at least MIN".
+fn check_at_least<T: PartialOrd + std::fmt::Display + Copy>(
+    field: &'static str,
+    value: T,
+    min: T,
+) -> Result<(), ConfigError> {
+    check(value >= min, field, &format!("at least {min}"), value)
+}
+
 fn check_latency(field: &'static str, value: u64) -> Result<(), ConfigError> {
     check(
         value <= limits::LATENCY_NS_MAX,
         field,
-        "0 to 3600000000000 (one hour)",
+        &format!("0 to {} (one hour)", limits::LATENCY_NS_MAX),
         value,
     )
 }
@@ -519,284 +547,267 @@ fn check_pow2(field: &'static str, value: u32, min: u32, max: u32) -> Result<(),
     )
 }
 
-impl DeviceConfig {
-    /// Checks every field against the range the model supports.
-    pub fn validate(&self) -> Result<(), ConfigError> {
+impl LinkConfig {
+    fn validate(&self) -> Result<(), ConfigError> {
         use limits::*;
-        let l = &self.link;
-        check(
-            (1..=GENERATION_MAX).contains(&l.generation),
-            "link.generation",
-            "1 to 5",
-            l.generation,
-        )?;
-        check(
-            (1..=LANES_MAX).contains(&l.lanes),
-            "link.lanes",
-            "1 to 16",
-            l.lanes,
-        )?;
-        check_pow2("link.max_payload_bytes", l.max_payload_bytes, 64, 4096)?;
-        check(
-            l.tlp_overhead_bytes <= 128,
+        check_in("link.generation", self.generation, 1, GENERATION_MAX)?;
+        check_in("link.lanes", self.lanes, 1, LANES_MAX)?;
+        check_pow2("link.max_payload_bytes", self.max_payload_bytes, 64, 4096)?;
+        check_in(
             "link.tlp_overhead_bytes",
-            "0 to 128",
-            l.tlp_overhead_bytes,
+            self.tlp_overhead_bytes,
+            0,
+            TLP_OVERHEAD_BYTES_MAX,
         )?;
         check_pow2(
             "link.max_read_request_bytes",
-            l.max_read_request_bytes,
+            self.max_read_request_bytes,
             64,
             4096,
         )?;
-        check_latency("link.propagation_ns", l.propagation_ns)?;
-        check_latency("link.host_read_latency_ns", l.host_read_latency_ns)?;
-        check_latency("model.null_latency_ns", self.model.null_latency_ns)?;
-        self.fabric.validate()?;
+        check_latency("link.propagation_ns", self.propagation_ns)?;
+        check_latency("link.host_read_latency_ns", self.host_read_latency_ns)
+    }
+}
 
-        let i = &self.interface;
-        check_latency("interface.status_read_ns", i.status_read_ns)?;
-        check_pow2("interface.page_bytes", i.page_bytes, 512, 65_536)?;
+impl InterfaceConfig {
+    /// Against the link, whose largest payload bounds a command's one write.
+    fn validate(&self, link: &LinkConfig) -> Result<(), ConfigError> {
+        check_latency("interface.status_read_ns", self.status_read_ns)?;
+        check_pow2("interface.page_bytes", self.page_bytes, 512, 65_536)?;
         check(
-            (4..=l.max_payload_bytes).contains(&i.command_bytes)
-                && i.command_bytes.is_multiple_of(4),
+            (4..=link.max_payload_bytes).contains(&self.command_bytes)
+                && self.command_bytes.is_multiple_of(4),
             "interface.command_bytes",
             &format!(
                 "a multiple of 4 from 4 to link.max_payload_bytes ({}): one write",
-                l.max_payload_bytes
+                link.max_payload_bytes
             ),
-            i.command_bytes,
-        )?;
+            self.command_bytes,
+        )
+    }
+}
 
-        let c = &self.controller;
+impl ControllerConfig {
+    fn validate(&self) -> Result<(), ConfigError> {
+        use limits::*;
+        check_in("controller.tags", self.tags, 1, TAGS_MAX)?;
+        check_in("controller.buffer_count", self.buffer_count, 1, BUFFERS_MAX)?;
+        check_pow2("controller.block_bytes", self.block_bytes, 1, 65_536)?;
         check(
-            (1..=TAGS_MAX).contains(&c.tags),
-            "controller.tags",
-            "1 to 65536",
-            c.tags,
-        )?;
-        check(
-            (1..=BUFFERS_MAX).contains(&c.buffer_count),
-            "controller.buffer_count",
-            "1 to 4096",
-            c.buffer_count,
-        )?;
-        check_pow2("controller.block_bytes", c.block_bytes, 1, 65_536)?;
-        check(
-            c.buffer_bytes >= c.block_bytes && c.buffer_bytes.is_multiple_of(c.block_bytes),
+            self.buffer_bytes >= self.block_bytes
+                && self.buffer_bytes.is_multiple_of(self.block_bytes),
             "controller.buffer_bytes",
-            &format!("a multiple of controller.block_bytes ({})", c.block_bytes),
-            c.buffer_bytes,
+            &format!(
+                "a multiple of controller.block_bytes ({})",
+                self.block_bytes
+            ),
+            self.buffer_bytes,
         )?;
         check(
-            c.max_transfer_bytes >= c.block_bytes
-                && c.max_transfer_bytes.is_multiple_of(c.block_bytes)
-                && c.max_transfer_bytes <= MAX_TRANSFER_BYTES_MAX,
+            self.max_transfer_bytes >= self.block_bytes
+                && self.max_transfer_bytes.is_multiple_of(self.block_bytes)
+                && self.max_transfer_bytes <= MAX_TRANSFER_BYTES_MAX,
             "controller.max_transfer_bytes",
             &format!(
                 "a multiple of controller.block_bytes ({}) up to {MAX_TRANSFER_BYTES_MAX}",
-                c.block_bytes
+                self.block_bytes
             ),
-            c.max_transfer_bytes,
+            self.max_transfer_bytes,
         )?;
         for (field, v) in [
-            ("controller.dma_setup_ns", c.dma_setup_ns),
-            ("controller.hardware_command_ns", c.hardware_command_ns),
+            ("controller.dma_setup_ns", self.dma_setup_ns),
+            ("controller.hardware_command_ns", self.hardware_command_ns),
             (
                 "controller.hardware_completion_ns",
-                c.hardware_completion_ns,
+                self.hardware_completion_ns,
             ),
-            ("controller.pipeline_latency_ns", c.pipeline_latency_ns),
-            ("controller.firmware_fetch_ns", c.firmware_fetch_ns),
-            ("controller.firmware_prp_ns", c.firmware_prp_ns),
+            ("controller.pipeline_latency_ns", self.pipeline_latency_ns),
+            ("controller.firmware_fetch_ns", self.firmware_fetch_ns),
+            ("controller.firmware_prp_ns", self.firmware_prp_ns),
             (
                 "controller.firmware_translation_ns",
-                c.firmware_translation_ns,
+                self.firmware_translation_ns,
             ),
             (
                 "controller.firmware_completion_ns",
-                c.firmware_completion_ns,
+                self.firmware_completion_ns,
             ),
         ] {
             check_latency(field, v)?;
         }
-        check(
-            c.clock_mhz <= CLOCK_MHZ_MAX,
-            "controller.clock_mhz",
-            "0 to 10000",
-            c.clock_mhz,
-        )?;
+        check_in("controller.clock_mhz", self.clock_mhz, 0, CLOCK_MHZ_MAX)?;
         for (field, cycles) in [
             (
                 "controller.hardware_command_cycles",
-                c.hardware_command_cycles,
+                self.hardware_command_cycles,
             ),
-            ("controller.hardware_page_cycles", c.hardware_page_cycles),
+            ("controller.hardware_page_cycles", self.hardware_page_cycles),
             (
                 "controller.hardware_completion_cycles",
-                c.hardware_completion_cycles,
+                self.hardware_completion_cycles,
             ),
-            ("controller.dma_setup_cycles", c.dma_setup_cycles),
+            ("controller.dma_setup_cycles", self.dma_setup_cycles),
         ] {
             check(
-                cycles == 0 || c.clock_mhz > 0,
+                cycles == 0 || self.clock_mhz > 0,
                 field,
                 "0 unless controller.clock_mhz is set",
                 cycles,
             )?;
-            check(cycles <= CYCLES_MAX, field, "0 to 1000000000", cycles)?;
+            check_in(field, cycles, 0, CYCLES_MAX)?;
         }
-        check(
-            (1..=FIRMWARE_CORES_MAX).contains(&c.firmware_cores),
+        check_in(
             "controller.firmware_cores",
-            "1 to 64",
-            c.firmware_cores,
-        )?;
+            self.firmware_cores,
+            1,
+            FIRMWARE_CORES_MAX,
+        )
+    }
+}
 
-        let r = &self.ring;
-        check(
-            r.bandwidth_bytes_per_s >= 1_000_000,
+impl RingConfig {
+    fn validate(&self) -> Result<(), ConfigError> {
+        use limits::*;
+        check_at_least(
             "ring.bandwidth_bytes_per_s",
-            "at least 1000000",
-            r.bandwidth_bytes_per_s,
+            self.bandwidth_bytes_per_s,
+            BANDWIDTH_BYTES_PER_S_MIN,
         )?;
-        check(
-            r.packet_payload_bytes >= 1,
-            "ring.packet_payload_bytes",
-            "at least 1",
-            r.packet_payload_bytes,
-        )?;
-        check(
-            r.packet_header_bytes <= 4096,
+        check_at_least("ring.packet_payload_bytes", self.packet_payload_bytes, 1)?;
+        check_in(
             "ring.packet_header_bytes",
-            "0 to 4096",
-            r.packet_header_bytes,
+            self.packet_header_bytes,
+            0,
+            RING_HEADER_BYTES_MAX,
         )?;
-        check_latency("ring.latency_ns", r.latency_ns)?;
+        check_latency("ring.latency_ns", self.latency_ns)
+    }
+}
 
-        let m = &self.memory;
-        check(
-            (1..=CONTROLLERS_MAX).contains(&m.controllers),
-            "memory.controllers",
-            "1 to 256",
-            m.controllers,
-        )?;
-        check(
-            (1..=BANKS_MAX).contains(&m.banks_per_controller),
+impl MemoryConfig {
+    /// Against the controller (a buffer fits the capacity) and wear levelling (its lines
+    /// set the capacity's stride; a disk is not wear-levelled).
+    fn validate(&self, c: &ControllerConfig, wear: &WearConfig) -> Result<(), ConfigError> {
+        use limits::*;
+        check_in("memory.controllers", self.controllers, 1, CONTROLLERS_MAX)?;
+        check_in(
             "memory.banks_per_controller",
-            "1 to 256",
-            m.banks_per_controller,
+            self.banks_per_controller,
+            1,
+            BANKS_MAX,
         )?;
-        check_pow2("memory.row_bytes", m.row_bytes, 1, 1 << 20)?;
+        check_pow2("memory.row_bytes", self.row_bytes, 1, 1 << 20)?;
         check_pow2(
             "memory.stripe_bytes",
-            m.stripe_bytes,
-            m.row_bytes.min(512),
+            self.stripe_bytes,
+            self.row_bytes.min(512),
             1 << 30,
         )?;
         check(
-            m.stripe_bytes >= m.row_bytes,
+            self.stripe_bytes >= self.row_bytes,
             "memory.stripe_bytes",
-            &format!("at least memory.row_bytes ({})", m.row_bytes),
-            m.stripe_bytes,
+            &format!("at least memory.row_bytes ({})", self.row_bytes),
+            self.stripe_bytes,
         )?;
-        let stride = u64::from(m.controllers) * u64::from(m.stripe_bytes.max(self.wear.line_bytes));
+        let stride =
+            u64::from(self.controllers) * u64::from(self.stripe_bytes.max(wear.line_bytes));
         check(
-            m.capacity_bytes >= stride && m.capacity_bytes.is_multiple_of(stride),
+            self.capacity_bytes >= stride && self.capacity_bytes.is_multiple_of(stride),
             "memory.capacity_bytes",
             &format!("a non-zero multiple of controllers x max(stripe_bytes, wear.line_bytes) ({stride})"),
-            m.capacity_bytes,
+            self.capacity_bytes,
         )?;
         // After the capacity's own check, so a tiny --size blames the size, not the buffers.
         check(
-            u64::from(c.buffer_bytes) <= m.capacity_bytes,
+            u64::from(c.buffer_bytes) <= self.capacity_bytes,
             "controller.buffer_bytes",
-            &format!("at most memory.capacity_bytes ({})", m.capacity_bytes),
+            &format!("at most memory.capacity_bytes ({})", self.capacity_bytes),
             c.buffer_bytes,
         )?;
-        check_latency("memory.read_latency_ns", m.read_latency_ns)?;
-        check_latency("memory.write_latency_ns", m.write_latency_ns)?;
-        check_latency("memory.erase_latency_ns", m.erase_latency_ns)?;
-        check(
-            m.bank_bandwidth_bytes_per_s >= 1_000_000,
+        check_latency("memory.read_latency_ns", self.read_latency_ns)?;
+        check_latency("memory.write_latency_ns", self.write_latency_ns)?;
+        check_latency("memory.erase_latency_ns", self.erase_latency_ns)?;
+        check_at_least(
             "memory.bank_bandwidth_bytes_per_s",
-            "at least 1000000",
-            m.bank_bandwidth_bytes_per_s,
+            self.bank_bandwidth_bytes_per_s,
+            BANDWIDTH_BYTES_PER_S_MIN,
         )?;
         check(
-            m.erase_latency_ns == 0 || m.erase_block_bytes >= u64::from(m.row_bytes),
+            self.erase_latency_ns == 0 || self.erase_block_bytes >= u64::from(self.row_bytes),
             "memory.erase_block_bytes",
             &format!(
                 "at least memory.row_bytes ({}) when erase_latency_ns > 0",
-                m.row_bytes
+                self.row_bytes
             ),
-            m.erase_block_bytes,
+            self.erase_block_bytes,
         )?;
-
-        if let Some(d) = &m.disk {
-            check(
-                (1_000..=30_000).contains(&d.rpm),
-                "memory.disk.rpm",
-                "1000 to 30000",
-                d.rpm,
-            )?;
-            check(
-                d.track_bytes >= 512,
-                "memory.disk.track_bytes",
-                "at least 512",
-                d.track_bytes,
-            )?;
-            check_latency(
-                "memory.disk.seek_track_to_track_ns",
-                d.seek_track_to_track_ns,
-            )?;
-            check_latency("memory.disk.seek_full_stroke_ns", d.seek_full_stroke_ns)?;
-            check(
-                d.seek_full_stroke_ns >= d.seek_track_to_track_ns,
-                "memory.disk.seek_full_stroke_ns",
-                &format!(
-                    "at least memory.disk.seek_track_to_track_ns ({})",
-                    d.seek_track_to_track_ns
-                ),
-                d.seek_full_stroke_ns,
-            )?;
-            check(
-                m.banks_per_controller == 1,
-                "memory.banks_per_controller",
-                "1 with [memory.disk] (one actuator per disk)",
-                m.banks_per_controller,
-            )?;
-            check(
-                m.erase_latency_ns == 0,
-                "memory.erase_latency_ns",
-                "0 with [memory.disk]",
-                m.erase_latency_ns,
-            )?;
-            check(
-                !self.wear.enabled,
-                "wear.enabled",
-                "false with [memory.disk] (disks are not wear-levelled)",
-                self.wear.enabled,
-            )?;
+        match &self.disk {
+            Some(d) => d.validate(self, wear),
+            None => Ok(()),
         }
+    }
+}
 
-        let w = &self.wear;
+impl DiskConfig {
+    /// Against the memory it replaces (one actuator, no erase) and wear levelling (none).
+    fn validate(&self, m: &MemoryConfig, wear: &WearConfig) -> Result<(), ConfigError> {
+        use limits::*;
+        check_in("memory.disk.rpm", self.rpm, DISK_RPM_MIN, DISK_RPM_MAX)?;
+        check_at_least(
+            "memory.disk.track_bytes",
+            self.track_bytes,
+            DISK_TRACK_BYTES_MIN,
+        )?;
+        check_latency(
+            "memory.disk.seek_track_to_track_ns",
+            self.seek_track_to_track_ns,
+        )?;
+        check_latency("memory.disk.seek_full_stroke_ns", self.seek_full_stroke_ns)?;
+        check(
+            self.seek_full_stroke_ns >= self.seek_track_to_track_ns,
+            "memory.disk.seek_full_stroke_ns",
+            &format!(
+                "at least memory.disk.seek_track_to_track_ns ({})",
+                self.seek_track_to_track_ns
+            ),
+            self.seek_full_stroke_ns,
+        )?;
+        check(
+            m.banks_per_controller == 1,
+            "memory.banks_per_controller",
+            "1 with [memory.disk] (one actuator per disk)",
+            m.banks_per_controller,
+        )?;
+        check(
+            m.erase_latency_ns == 0,
+            "memory.erase_latency_ns",
+            "0 with [memory.disk]",
+            m.erase_latency_ns,
+        )?;
+        check(
+            !wear.enabled,
+            "wear.enabled",
+            "false with [memory.disk] (disks are not wear-levelled)",
+            wear.enabled,
+        )
+    }
+}
+
+impl WearConfig {
+    /// Against the memory: a line holds whole rows, and the write counters of every line fit.
+    fn validate(&self, m: &MemoryConfig) -> Result<(), ConfigError> {
         check_pow2(
             "wear.line_bytes",
-            w.line_bytes,
+            self.line_bytes,
             m.row_bytes.max(64),
             1 << 24,
         )?;
-        check(
-            w.gap_interval_writes >= 1,
-            "wear.gap_interval_writes",
-            "at least 1",
-            w.gap_interval_writes,
-        )?;
-        let lines = m.capacity_bytes / u64::from(m.controllers) / u64::from(w.line_bytes);
+        check_at_least("wear.gap_interval_writes", self.gap_interval_writes, 1)?;
+        let lines = m.capacity_bytes / u64::from(m.controllers) / u64::from(self.line_bytes);
         // One 4-byte write counter per line: keep them under 1 GiB in all.
         check(
-            !w.enabled || lines * u64::from(m.controllers) <= limits::WEAR_LINES_MAX,
+            !self.enabled || lines * u64::from(m.controllers) <= limits::WEAR_LINES_MAX,
             "wear.line_bytes",
             &format!(
                 "large enough for at most {} start-gap lines in all, where memory.capacity_bytes ({}) / wear.line_bytes makes {}: raise wear.line_bytes, lower memory.capacity_bytes (--size), or set wear.enabled=false",
@@ -804,11 +815,24 @@ impl DeviceConfig {
                 m.capacity_bytes,
                 lines * u64::from(m.controllers)
             ),
-            w.line_bytes,
-        )?;
+            self.line_bytes,
+        )
+    }
+}
 
-        check_latency("host.software_ns", self.host.software_ns)?;
-        Ok(())
+impl DeviceConfig {
+    /// Checks every field against the range the model supports, part by part (each part's
+    /// `validate`, in this order: the first field out of range is the one reported).
+    pub fn validate(&self) -> Result<(), ConfigError> {
+        self.link.validate()?;
+        check_latency("model.null_latency_ns", self.model.null_latency_ns)?;
+        self.fabric.validate()?;
+        self.interface.validate(&self.link)?;
+        self.controller.validate()?;
+        self.ring.validate()?;
+        self.memory.validate(&self.controller, &self.wear)?;
+        self.wear.validate(&self.memory)?;
+        check_latency("host.software_ns", self.host.software_ns)
     }
 
     /// Parses a TOML device description and validates it.
