@@ -3,7 +3,7 @@
 runs in every report layout, a sweep with its files and a merge of its shards, presets, a
 trace replay, fio job files, and refusals of bad input) with each build and compares stdout,
 stderr, the exit status and the files written, leaving out what measures the machine (CPU and
-wall-clock figures) or names the build (its build id, the sweep identity made from it).
+wall-clock figures) or names the build (its build id, and the sweep's identity, `sweep`, a hash made with it).
 
 A change meant to move code, not behaviour (issue 39), must print `0 differ`.
 
@@ -67,7 +67,7 @@ CASES = [
     ("past the end", ["sim", "--preset", "moneta", "--offset", "1t", "--number_ios", "10"]),
 ]
 
-MACHINE = re.compile(r"cpu|wall|binary|identity|build|version|elapsed_s\b|seconds|timestamp|^time$")
+MACHINE = re.compile(r"cpu|wall|binary|identity|build|version|elapsed_s\b|seconds|timestamp|^time$|^sweep$")
 
 
 def machine_free_json(value):

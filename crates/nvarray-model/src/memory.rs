@@ -89,6 +89,76 @@ pub struct Memory {
     capacity_bytes: u64,
 }
 
+/// What the address arithmetic of `Memory::access` relies on, checked in debug builds
+/// (`DeviceConfig::validate` checks each; a `Memory` built from an unchecked config would book
+/// the wrong banks).
+fn debug_check_geometry(
+    cfg: &MemoryConfig,
+    wear: &WearConfig,
+    line_bytes: u64,
+    lines_per_controller: u64,
+) {
+    debug_assert!(
+        cfg.controllers >= 1,
+        "expected at least one controller, found {}",
+        cfg.controllers
+    );
+    debug_assert!(
+        cfg.banks_per_controller >= 1,
+        "expected at least one bank per controller, found {}",
+        cfg.banks_per_controller
+    );
+    debug_assert!(
+        cfg.stripe_bytes.is_power_of_two(),
+        "expected a power-of-two stripe, found {}",
+        cfg.stripe_bytes
+    );
+    debug_assert!(
+        cfg.row_bytes.is_power_of_two(),
+        "expected a power-of-two row, found {}",
+        cfg.row_bytes
+    );
+    debug_assert!(
+        line_bytes.is_power_of_two(),
+        "expected a power-of-two line, found {line_bytes}"
+    );
+    debug_assert!(
+        line_bytes >= u64::from(cfg.row_bytes),
+        "expected a line of at least one row, found line={line_bytes} row={}",
+        cfg.row_bytes
+    );
+    debug_assert!(
+        cfg.capacity_bytes > 0,
+        "expected a non-empty memory, found capacity 0"
+    );
+    debug_assert!(
+        cfg.capacity_bytes.is_multiple_of(
+            u64::from(cfg.controllers) * line_bytes.max(u64::from(cfg.stripe_bytes))
+        ),
+        "expected a capacity that is a multiple of controllers x max(stripe, line) ({} x {}), \
+         found {}",
+        cfg.controllers,
+        line_bytes.max(u64::from(cfg.stripe_bytes)),
+        cfg.capacity_bytes
+    );
+    debug_assert!(
+        cfg.erase_latency_ns == 0 || cfg.erase_block_bytes > 0,
+        "expected an erase block when erases cost time, found erase_block_bytes=0 with \
+         erase_latency_ns={}",
+        cfg.erase_latency_ns
+    );
+    debug_assert!(
+        !wear.enabled || lines_per_controller <= u64::from(u32::MAX - 1),
+        "expected at most {} start-gap lines per controller, found {lines_per_controller}",
+        u32::MAX - 1
+    );
+    debug_assert!(
+        cfg.disk.is_none() || cfg.banks_per_controller == 1,
+        "expected one bank (one actuator) per disk, found {}",
+        cfg.banks_per_controller
+    );
+}
+
 impl Memory {
     pub fn new(cfg: &MemoryConfig, wear: &WearConfig) -> Self {
         let banks = (cfg.controllers * cfg.banks_per_controller) as usize;
@@ -99,67 +169,7 @@ impl Memory {
             u64::from(wear.line_bytes)
         };
         let lines_per_controller = cfg.capacity_bytes / u64::from(cfg.controllers) / line_bytes;
-        // What the address arithmetic of `access` relies on (`DeviceConfig::validate` checks
-        // each; a `Memory` built from an unchecked config would book the wrong banks).
-        debug_assert!(
-            cfg.controllers >= 1,
-            "expected at least one controller, found {}",
-            cfg.controllers
-        );
-        debug_assert!(
-            cfg.banks_per_controller >= 1,
-            "expected at least one bank per controller, found {}",
-            cfg.banks_per_controller
-        );
-        debug_assert!(
-            cfg.stripe_bytes.is_power_of_two(),
-            "expected a power-of-two stripe, found {}",
-            cfg.stripe_bytes
-        );
-        debug_assert!(
-            cfg.row_bytes.is_power_of_two(),
-            "expected a power-of-two row, found {}",
-            cfg.row_bytes
-        );
-        debug_assert!(
-            line_bytes.is_power_of_two(),
-            "expected a power-of-two line, found {line_bytes}"
-        );
-        debug_assert!(
-            line_bytes >= u64::from(cfg.row_bytes),
-            "expected a line of at least one row, found line={line_bytes} row={}",
-            cfg.row_bytes
-        );
-        debug_assert!(
-            cfg.capacity_bytes > 0,
-            "expected a non-empty memory, found capacity 0"
-        );
-        debug_assert!(
-            cfg.capacity_bytes.is_multiple_of(
-                u64::from(cfg.controllers) * line_bytes.max(u64::from(cfg.stripe_bytes))
-            ),
-            "expected a capacity that is a multiple of controllers x max(stripe, line) ({} x {}), \
-             found {}",
-            cfg.controllers,
-            line_bytes.max(u64::from(cfg.stripe_bytes)),
-            cfg.capacity_bytes
-        );
-        debug_assert!(
-            cfg.erase_latency_ns == 0 || cfg.erase_block_bytes > 0,
-            "expected an erase block when erases cost time, found erase_block_bytes=0 with \
-             erase_latency_ns={}",
-            cfg.erase_latency_ns
-        );
-        debug_assert!(
-            !wear.enabled || lines_per_controller <= u64::from(u32::MAX - 1),
-            "expected at most {} start-gap lines per controller, found {lines_per_controller}",
-            u32::MAX - 1
-        );
-        debug_assert!(
-            cfg.disk.is_none() || cfg.banks_per_controller == 1,
-            "expected one bank (one actuator) per disk, found {}",
-            cfg.banks_per_controller
-        );
+        debug_check_geometry(cfg, wear, line_bytes, lines_per_controller);
         let rows_per_bank_per_stripe =
             u64::from(cfg.stripe_bytes / cfg.row_bytes / cfg.banks_per_controller);
         let row_transfer_ns = bytes_to_ns(
@@ -496,27 +506,8 @@ impl Memory {
 
     #[inline]
     fn add_piece(&mut self, controller: u32, local_bytes: u64, len_bytes: u64, access: Access) {
-        if let Some(disks) = &mut self.disks {
-            // A disk serves accesses one after another in the order they are booked: its
-            // head position and the platter's angle depend on what it did just before, so no
-            // booking may fill a gap before an earlier one.
-            let b = &mut self.booking;
-            let bank = &mut self.banks[controller as usize];
-            let start = b.ready_ns.max(bank.busy_until_ns());
-            let overhead = match access {
-                Access::Read => self.read_latency_ns,
-                Access::Write => self.write_latency_ns,
-            };
-            let ns = disks[controller as usize].service_ns(start, overhead, local_bytes, len_bytes);
-            let booked = bank.reserve(b.now_ns, start, ns);
-            debug_assert_eq!(
-                booked, start,
-                "a disk booking filled a gap: expected it to start after the last one, at \
-                 {start}, found {booked}"
-            );
-            let start = booked;
-            b.first_start_ns = b.first_start_ns.min(start);
-            b.last_end_ns = b.last_end_ns.max(start + ns);
+        if self.disks.is_some() {
+            self.add_disk_piece(controller, local_bytes, len_bytes, access);
             return;
         }
         let line_shift = self.line_bytes.trailing_zeros();
@@ -539,39 +530,7 @@ impl Memory {
         let first_row = line_first_row + (in_line >> row_shift);
         let last_row = line_first_row + ((in_line + len_bytes - 1) >> row_shift);
         #[cfg(debug_assertions)]
-        {
-            // Start-gap keeps one spare physical line per controller.
-            let lines = self.capacity_bytes / u64::from(self.controllers) / self.line_bytes;
-            let physical_lines = lines + u64::from(self.wear.is_some());
-            assert!(
-                logical_line < lines,
-                "logical line out of range: expected < {lines}, found {logical_line}"
-            );
-            assert!(
-                physical_line < physical_lines,
-                "start-gap mapped line {logical_line} out of range: expected < \
-                 {physical_lines}, found {physical_line}"
-            );
-            assert!(
-                first_row <= last_row,
-                "piece's rows reversed: expected first row {first_row} <= last row {last_row}"
-            );
-            assert!(
-                last_row < line_first_row + self.rows_per_line,
-                "piece's rows leave its line: expected last row < {}, found {last_row}",
-                line_first_row + self.rows_per_line
-            );
-            if let Some(mv) = gap_move {
-                assert!(
-                    u64::from(mv.from) < physical_lines,
-                    "gap move from a line out of range: expected < {physical_lines}, found {mv:?}"
-                );
-                assert!(
-                    u64::from(mv.to) < physical_lines,
-                    "gap move to a line out of range: expected < {physical_lines}, found {mv:?}"
-                );
-            }
-        }
+        self.debug_check_piece(logical_line, physical_line, first_row, last_row, gap_move);
         self.add_rows(
             controller,
             first_row,
@@ -599,24 +558,86 @@ impl Memory {
         }
     }
 
+    /// A piece on a hard disk (`[memory.disk]`), one per controller: booked strictly in order.
+    fn add_disk_piece(
+        &mut self,
+        controller: u32,
+        local_bytes: u64,
+        len_bytes: u64,
+        access: Access,
+    ) {
+        let disks = self.disks.as_mut().expect("a memory of disks");
+        // A disk serves accesses one after another in the order they are booked: its
+        // head position and the platter's angle depend on what it did just before, so no
+        // booking may fill a gap before an earlier one.
+        let b = &mut self.booking;
+        let bank = &mut self.banks[controller as usize];
+        let start = b.ready_ns.max(bank.busy_until_ns());
+        let overhead = match access {
+            Access::Read => self.read_latency_ns,
+            Access::Write => self.write_latency_ns,
+        };
+        let ns = disks[controller as usize].service_ns(start, overhead, local_bytes, len_bytes);
+        let booked = bank.reserve(b.now_ns, start, ns);
+        debug_assert_eq!(
+            booked, start,
+            "a disk booking filled a gap: expected it to start after the last one, at \
+             {start}, found {booked}"
+        );
+        let start = booked;
+        b.first_start_ns = b.first_start_ns.min(start);
+        b.last_end_ns = b.last_end_ns.max(start + ns);
+    }
+
+    /// What a piece's mapping must give (debug builds): its logical and physical lines inside
+    /// the controller (start-gap keeps one spare), its rows in order and inside its line, a
+    /// gap move's lines inside too.
+    #[cfg(debug_assertions)]
+    fn debug_check_piece(
+        &self,
+        logical_line: u64,
+        physical_line: u64,
+        first_row: u64,
+        last_row: u64,
+        gap_move: Option<crate::wear::GapMove>,
+    ) {
+        let line_first_row = physical_line * self.rows_per_line;
+        // Start-gap keeps one spare physical line per controller.
+        let lines = self.capacity_bytes / u64::from(self.controllers) / self.line_bytes;
+        let physical_lines = lines + u64::from(self.wear.is_some());
+        assert!(
+            logical_line < lines,
+            "logical line out of range: expected < {lines}, found {logical_line}"
+        );
+        assert!(
+            physical_line < physical_lines,
+            "start-gap mapped line {logical_line} out of range: expected < \
+             {physical_lines}, found {physical_line}"
+        );
+        assert!(
+            first_row <= last_row,
+            "piece's rows reversed: expected first row {first_row} <= last row {last_row}"
+        );
+        assert!(
+            last_row < line_first_row + self.rows_per_line,
+            "piece's rows leave its line: expected last row < {}, found {last_row}",
+            line_first_row + self.rows_per_line
+        );
+        if let Some(mv) = gap_move {
+            assert!(
+                u64::from(mv.from) < physical_lines,
+                "gap move from a line out of range: expected < {physical_lines}, found {mv:?}"
+            );
+            assert!(
+                u64::from(mv.to) < physical_lines,
+                "gap move to a line out of range: expected < {physical_lines}, found {mv:?}"
+            );
+        }
+    }
+
     /// Spreads `rows` consecutive rows over the controller's banks (row r on bank r mod banks).
     #[inline]
     fn add_rows(&mut self, controller: u32, first_row: u64, rows: u64, bytes: u64, access: Access) {
-        debug_assert!(
-            controller < self.controllers,
-            "controller out of range: expected < {}, found {controller}",
-            self.controllers
-        );
-        debug_assert!(
-            rows >= 1,
-            "no rows to book: expected rows >= 1, found 0 ({bytes} bytes)"
-        );
-        debug_assert!(bytes >= 1, "no bytes to book: expected bytes >= 1, found 0");
-        debug_assert!(
-            bytes <= rows * self.row_bytes,
-            "bytes do not fit their rows: expected bytes <= {rows} x {}, found {bytes}",
-            self.row_bytes
-        );
         let banks = u64::from(self.banks_per_controller);
         let base = (controller * self.banks_per_controller) as usize;
         // Divisions are a large share of the simulator's time; bank counts are usually powers
@@ -627,38 +648,9 @@ impl Memory {
         } else {
             (rows / banks, rows % banks, first_row % banks)
         };
-        debug_assert_eq!(
-            per_bank * banks + extra,
-            rows,
-            "rows split wrongly over {banks} banks: expected per bank x banks + extra = rows, \
-             found per bank {per_bank}, extra {extra}"
-        );
-        debug_assert!(
-            extra < banks,
-            "leftover rows out of range: expected < {banks}, found {extra}"
-        );
-        debug_assert!(
-            first_bank < banks,
-            "first bank out of range: expected < {banks}, found {first_bank}"
-        );
-        // Every row costs the same: one access latency plus its bytes at the bank's rate.
-        let (bytes_per_row, row_ns) = if bytes == rows * self.row_bytes {
-            let ns = match access {
-                Access::Read => self.row_read_ns,
-                Access::Write => self.row_write_ns,
-            };
-            (self.row_bytes, ns)
-        } else {
-            let latency = match access {
-                Access::Read => self.read_latency_ns,
-                Access::Write => self.write_latency_ns,
-            };
-            let per_row = bytes.div_ceil(rows);
-            (
-                per_row,
-                latency + bytes_to_ns(per_row, self.bank_fs_per_byte),
-            )
-        };
+        #[cfg(debug_assertions)]
+        self.debug_check_rows(controller, rows, bytes, (per_bank, extra, first_bank));
+        let (bytes_per_row, row_ns) = self.row_cost(rows, bytes, access);
         if self.lockstep[controller as usize] {
             #[cfg(debug_assertions)]
             self.check_lockstep(controller);
@@ -723,6 +715,66 @@ impl Memory {
                 bank = 0;
             }
         }
+    }
+
+    /// What each of `rows` rows moving `bytes` costs a bank: its bytes and its time (one
+    /// access latency plus the bytes at the bank's rate; every row the same).
+    #[inline(always)]
+    fn row_cost(&self, rows: u64, bytes: u64, access: Access) -> (u64, u64) {
+        if bytes == rows * self.row_bytes {
+            let ns = match access {
+                Access::Read => self.row_read_ns,
+                Access::Write => self.row_write_ns,
+            };
+            (self.row_bytes, ns)
+        } else {
+            let latency = match access {
+                Access::Read => self.read_latency_ns,
+                Access::Write => self.write_latency_ns,
+            };
+            let per_row = bytes.div_ceil(rows);
+            (
+                per_row,
+                latency + bytes_to_ns(per_row, self.bank_fs_per_byte),
+            )
+        }
+    }
+
+    /// What `add_rows` relies on (debug builds): a controller in range, rows that hold the
+    /// bytes, and their split over the banks (`per bank x banks + extra = rows`).
+    #[cfg(debug_assertions)]
+    fn debug_check_rows(&self, controller: u32, rows: u64, bytes: u64, split: (u64, u64, u64)) {
+        let (per_bank, extra, first_bank) = split;
+        let banks = u64::from(self.banks_per_controller);
+        debug_assert!(
+            controller < self.controllers,
+            "controller out of range: expected < {}, found {controller}",
+            self.controllers
+        );
+        debug_assert!(
+            rows >= 1,
+            "no rows to book: expected rows >= 1, found 0 ({bytes} bytes)"
+        );
+        debug_assert!(bytes >= 1, "no bytes to book: expected bytes >= 1, found 0");
+        debug_assert!(
+            bytes <= rows * self.row_bytes,
+            "bytes do not fit their rows: expected bytes <= {rows} x {}, found {bytes}",
+            self.row_bytes
+        );
+        debug_assert_eq!(
+            per_bank * banks + extra,
+            rows,
+            "rows split wrongly over {banks} banks: expected per bank x banks + extra = rows, \
+         found per bank {per_bank}, extra {extra}"
+        );
+        debug_assert!(
+            extra < banks,
+            "leftover rows out of range: expected < {banks}, found {extra}"
+        );
+        debug_assert!(
+            first_bank < banks,
+            "first bank out of range: expected < {banks}, found {first_bank}"
+        );
     }
 
     /// What lets a lockstep controller book only its first bank: the media has no erase

@@ -128,131 +128,42 @@ pub fn negotiate(
     deadline: Instant,
     log: &mut dyn FnMut(&str),
 ) -> io::Result<Outcome> {
-    let mut greeting = Vec::with_capacity(18);
-    greeting.extend_from_slice(&NBD_MAGIC.to_be_bytes());
-    greeting.extend_from_slice(&IHAVEOPT.to_be_bytes());
-    greeting.extend_from_slice(&(FLAG_FIXED_NEWSTYLE | FLAG_NO_ZEROES).to_be_bytes());
-    s.write_all(&greeting)?;
-    let client_flags = u32::from_be_bytes(read_array::<4>(s, deadline)?);
-    if client_flags & !(FLAG_C_FIXED_NEWSTYLE | FLAG_C_NO_ZEROES) != 0 {
-        log(&format!(
-            "client flags {client_flags:#x} include ones this server does not know; closing"
-        ));
+    let Some(no_zeroes) = greet(s, deadline, log)? else {
         return Ok(Outcome::Closed);
-    }
-    let no_zeroes = client_flags & FLAG_C_NO_ZEROES != 0;
+    };
     let mut structured = false;
     for _ in 0..OPTIONS_MAX {
-        let header = OptionHeader::decode(&read_array::<OPTION_HEADER_BYTES>(s, deadline)?);
-        if header.magic != IHAVEOPT {
-            log(&format!("bad option magic {:#x}; closing", header.magic));
+        let Some((option, data)) = read_option(s, deadline, log)? else {
             return Ok(Outcome::Closed);
-        }
-        if header.len_bytes > OPTION_BYTES_MAX {
-            log(&format!(
-                "option {} carries {} bytes (at most {OPTION_BYTES_MAX}); closing",
-                header.option, header.len_bytes
-            ));
-            return Ok(Outcome::Closed);
-        }
-        let mut data = vec![0u8; header.len_bytes as usize];
-        read_before(s, &mut data, deadline)?;
-        let option = header.option;
+        };
         if let Some((kind, message)) = refuse {
-            // Every option gets the refusal, so the client reports it when it asks for the
-            // export; `EXPORT_NAME` has no error reply, and `ABORT` ends the conversation.
-            match option {
-                OPT_EXPORT_NAME => return Ok(Outcome::Closed),
-                OPT_ABORT => {
-                    let _ = reply(s, option, REP_ACK, &[]);
-                    return Ok(Outcome::Closed);
-                }
-                _ => error_reply(s, option, kind, message)?,
+            if answer_refused(s, option, kind, message)? {
+                return Ok(Outcome::Closed);
             }
             continue;
         }
         match option {
             OPT_EXPORT_NAME => {
-                let name = String::from_utf8_lossy(&data);
-                if !export.matches(&name) {
-                    // This option has no error reply: the spec's answer is to hang up.
-                    log(&format!(
-                        "client asked for unknown export {name:?}; closing"
-                    ));
-                    return Ok(Outcome::Closed);
+                if answer_export_name(s, export, &data, no_zeroes, admit, log)? {
+                    return Ok(Outcome::Transmission { structured });
                 }
-                if let Err(message) = admit() {
-                    log(&format!(
-                        "{message}; closing (EXPORT_NAME has no error reply)"
-                    ));
-                    return Ok(Outcome::Closed);
-                }
-                let mut out = Vec::with_capacity(10 + 124);
-                out.extend_from_slice(&export.limits.size_bytes.to_be_bytes());
-                out.extend_from_slice(&export.transmission_flags().to_be_bytes());
-                if !no_zeroes {
-                    out.extend_from_slice(&[0u8; 124]);
-                }
-                s.write_all(&out)?;
-                return Ok(Outcome::Transmission { structured });
+                return Ok(Outcome::Closed);
             }
             OPT_INFO | OPT_GO => {
-                let request = match parse_info_request(&data) {
-                    Ok(r) => r,
-                    Err(message) => {
-                        error_reply(s, option, REP_ERR_INVALID, &message)?;
-                        continue;
-                    }
-                };
-                if !export.matches(&request.name) {
-                    let message = format!(
-                        "no export named {:?}; this server exports {:?} (also the default, \"\")",
-                        request.name, export.name
-                    );
-                    error_reply(s, option, REP_ERR_UNKNOWN, &message)?;
-                    continue;
-                }
-                if option == OPT_GO {
-                    if let Err(message) = admit() {
-                        error_reply(s, option, REP_ERR_POLICY, &message)?;
-                        continue;
-                    }
-                }
-                send_info(s, option, export, &request.requests)?;
-                reply(s, option, REP_ACK, &[])?;
-                if option == OPT_GO {
+                if answer_info_or_go(s, option, export, &data, admit)? {
                     return Ok(Outcome::Transmission { structured });
                 }
             }
-            OPT_LIST => {
-                if !data.is_empty() {
-                    error_reply(s, option, REP_ERR_INVALID, "NBD_OPT_LIST takes no data")?;
-                    continue;
-                }
-                let mut entry = Vec::new();
-                entry.extend_from_slice(&(export.name.len() as u32).to_be_bytes());
-                entry.extend_from_slice(export.name.as_bytes());
-                entry.extend_from_slice(export.description.as_bytes());
-                reply(s, option, REP_SERVER, &entry)?;
-                reply(s, option, REP_ACK, &[])?;
-            }
+            OPT_LIST => answer_list(s, option, export, &data)?,
             OPT_ABORT => {
                 // The client may already have gone; the acknowledgement is a courtesy.
                 let _ = reply(s, option, REP_ACK, &[]);
                 return Ok(Outcome::Closed);
             }
             OPT_STRUCTURED_REPLY => {
-                if !data.is_empty() {
-                    error_reply(
-                        s,
-                        option,
-                        REP_ERR_INVALID,
-                        "NBD_OPT_STRUCTURED_REPLY takes no data",
-                    )?;
-                    continue;
+                if answer_structured_reply(s, option, &data)? {
+                    structured = true;
                 }
-                structured = true;
-                reply(s, option, REP_ACK, &[])?;
             }
             OPT_STARTTLS => error_reply(
                 s,
@@ -270,6 +181,164 @@ pub fn negotiate(
     }
     log(&format!("more than {OPTIONS_MAX} options; closing"));
     Ok(Outcome::Closed)
+}
+
+/// Sends the server's greeting and reads the client's flags. Returns whether the client
+/// asked for no zeroes, or `None` (logged) when its flags include ones this server does not
+/// know.
+fn greet(s: &mut Stream, deadline: Instant, log: &mut dyn FnMut(&str)) -> io::Result<Option<bool>> {
+    let mut greeting = Vec::with_capacity(18);
+    greeting.extend_from_slice(&NBD_MAGIC.to_be_bytes());
+    greeting.extend_from_slice(&IHAVEOPT.to_be_bytes());
+    greeting.extend_from_slice(&(FLAG_FIXED_NEWSTYLE | FLAG_NO_ZEROES).to_be_bytes());
+    s.write_all(&greeting)?;
+    let client_flags = u32::from_be_bytes(read_array::<4>(s, deadline)?);
+    if client_flags & !(FLAG_C_FIXED_NEWSTYLE | FLAG_C_NO_ZEROES) != 0 {
+        log(&format!(
+            "client flags {client_flags:#x} include ones this server does not know; closing"
+        ));
+        return Ok(None);
+    }
+    Ok(Some(client_flags & FLAG_C_NO_ZEROES != 0))
+}
+
+/// Reads one option request: its option and its data. `None` (logged) when the client broke
+/// the protocol (a bad magic, or more data than `OPTION_BYTES_MAX`).
+fn read_option(
+    s: &mut Stream,
+    deadline: Instant,
+    log: &mut dyn FnMut(&str),
+) -> io::Result<Option<(u32, Vec<u8>)>> {
+    let header = OptionHeader::decode(&read_array::<OPTION_HEADER_BYTES>(s, deadline)?);
+    if header.magic != IHAVEOPT {
+        log(&format!("bad option magic {:#x}; closing", header.magic));
+        return Ok(None);
+    }
+    if header.len_bytes > OPTION_BYTES_MAX {
+        log(&format!(
+            "option {} carries {} bytes (at most {OPTION_BYTES_MAX}); closing",
+            header.option, header.len_bytes
+        ));
+        return Ok(None);
+    }
+    let mut data = vec![0u8; header.len_bytes as usize];
+    read_before(s, &mut data, deadline)?;
+    Ok(Some((header.option, data)))
+}
+
+/// Answers an option while the server refuses every one (`kind`, `message`). Returns whether
+/// the conversation is over.
+fn answer_refused(s: &mut Stream, option: u32, kind: u32, message: &str) -> io::Result<bool> {
+    // Every option gets the refusal, so the client reports it when it asks for the
+    // export; `EXPORT_NAME` has no error reply, and `ABORT` ends the conversation.
+    match option {
+        OPT_EXPORT_NAME => Ok(true),
+        OPT_ABORT => {
+            let _ = reply(s, option, REP_ACK, &[]);
+            Ok(true)
+        }
+        _ => {
+            error_reply(s, option, kind, message)?;
+            Ok(false)
+        }
+    }
+}
+
+/// Answers `EXPORT_NAME`: the export's size and flags when the name matches and `admit`
+/// agrees. Returns whether the client has the export; if not, the connection closes.
+fn answer_export_name(
+    s: &mut Stream,
+    export: &Export,
+    data: &[u8],
+    no_zeroes: bool,
+    admit: &mut dyn FnMut() -> Result<(), String>,
+    log: &mut dyn FnMut(&str),
+) -> io::Result<bool> {
+    let name = String::from_utf8_lossy(data);
+    if !export.matches(&name) {
+        // This option has no error reply: the spec's answer is to hang up.
+        log(&format!(
+            "client asked for unknown export {name:?}; closing"
+        ));
+        return Ok(false);
+    }
+    if let Err(message) = admit() {
+        log(&format!(
+            "{message}; closing (EXPORT_NAME has no error reply)"
+        ));
+        return Ok(false);
+    }
+    let mut out = Vec::with_capacity(10 + 124);
+    out.extend_from_slice(&export.limits.size_bytes.to_be_bytes());
+    out.extend_from_slice(&export.transmission_flags().to_be_bytes());
+    if !no_zeroes {
+        out.extend_from_slice(&[0u8; 124]);
+    }
+    s.write_all(&out)?;
+    Ok(true)
+}
+
+/// Answers `INFO` or `GO` (`option`), or refuses it with an error reply. Returns whether the
+/// client chose the export (a `GO` that succeeded).
+fn answer_info_or_go(
+    s: &mut Stream,
+    option: u32,
+    export: &Export,
+    data: &[u8],
+    admit: &mut dyn FnMut() -> Result<(), String>,
+) -> io::Result<bool> {
+    let request = match parse_info_request(data) {
+        Ok(r) => r,
+        Err(message) => {
+            error_reply(s, option, REP_ERR_INVALID, &message)?;
+            return Ok(false);
+        }
+    };
+    if !export.matches(&request.name) {
+        let message = format!(
+            "no export named {:?}; this server exports {:?} (also the default, \"\")",
+            request.name, export.name
+        );
+        error_reply(s, option, REP_ERR_UNKNOWN, &message)?;
+        return Ok(false);
+    }
+    if option == OPT_GO {
+        if let Err(message) = admit() {
+            error_reply(s, option, REP_ERR_POLICY, &message)?;
+            return Ok(false);
+        }
+    }
+    send_info(s, option, export, &request.requests)?;
+    reply(s, option, REP_ACK, &[])?;
+    Ok(option == OPT_GO)
+}
+
+/// Answers `LIST` with the one export.
+fn answer_list(s: &mut Stream, option: u32, export: &Export, data: &[u8]) -> io::Result<()> {
+    if !data.is_empty() {
+        return error_reply(s, option, REP_ERR_INVALID, "NBD_OPT_LIST takes no data");
+    }
+    let mut entry = Vec::new();
+    entry.extend_from_slice(&(export.name.len() as u32).to_be_bytes());
+    entry.extend_from_slice(export.name.as_bytes());
+    entry.extend_from_slice(export.description.as_bytes());
+    reply(s, option, REP_SERVER, &entry)?;
+    reply(s, option, REP_ACK, &[])
+}
+
+/// Answers `STRUCTURED_REPLY`. Returns whether structured replies are now on.
+fn answer_structured_reply(s: &mut Stream, option: u32, data: &[u8]) -> io::Result<bool> {
+    if !data.is_empty() {
+        error_reply(
+            s,
+            option,
+            REP_ERR_INVALID,
+            "NBD_OPT_STRUCTURED_REPLY takes no data",
+        )?;
+        return Ok(false);
+    }
+    reply(s, option, REP_ACK, &[])?;
+    Ok(true)
 }
 
 /// `NBD_REP_INFO` replies: the export (always), its block sizes (always: clients that

@@ -207,6 +207,23 @@ pub fn check_request(
     limits: &ExportLimits,
     structured: bool,
 ) -> Result<CheckedRequest, RequestError> {
+    check_framing(h)?;
+    let name = check_command(h)?;
+    match h.kind {
+        CMD_DISC => return Ok(CheckedRequest::Disconnect),
+        CMD_FLUSH => return Ok(CheckedRequest::Flush),
+        _ => {}
+    }
+    check_writable(h, limits, name)?;
+    check_read_size(h, structured)?;
+    check_aligned(h, limits, name)?;
+    check_inside_export(h, limits, name)?;
+    Ok(checked(h))
+}
+
+/// The checks whose failure leaves the stream out of step (`RequestError::Fatal`): the magic,
+/// and a write payload too big to skip.
+fn check_framing(h: &RequestHeader) -> Result<(), RequestError> {
     if h.magic != REQUEST_MAGIC {
         return Err(RequestError::Fatal(format!(
             "bad request magic {:#010x} (expected {REQUEST_MAGIC:#010x})",
@@ -219,6 +236,12 @@ pub fn check_request(
             h.len_bytes
         )));
     }
+    Ok(())
+}
+
+/// Checks that the command is one the server serves and that its flags are valid for it.
+/// Returns the command's name, for messages.
+fn check_command(h: &RequestHeader) -> Result<&'static str, RequestError> {
     // FUA is valid on every command once advertised ("the server MUST accept it on all
     // commands", proto.md; older qemu sets it on FLUSH): a read or a flush ignores it, since
     // its reply already waits for the device.
@@ -242,13 +265,15 @@ pub fn check_request(
             format!("flags {:#06x} are not valid for {name}", h.flags),
         ));
     }
-    let fua = h.flags & CMD_FLAG_FUA != 0;
-    let (offset_bytes, len_bytes) = (h.offset_bytes, h.len_bytes);
-    match h.kind {
-        CMD_DISC => return Ok(CheckedRequest::Disconnect),
-        CMD_FLUSH => return Ok(CheckedRequest::Flush),
-        _ => {}
-    }
+    Ok(name)
+}
+
+/// Refuses a command that changes data (anything but a read) on a read-only export.
+fn check_writable(
+    h: &RequestHeader,
+    limits: &ExportLimits,
+    name: &str,
+) -> Result<(), RequestError> {
     let writes = h.kind != CMD_READ;
     if writes && limits.read_only {
         return Err(refused(
@@ -256,6 +281,12 @@ pub fn check_request(
             format!("{name} on a read-only export"),
         ));
     }
+    Ok(())
+}
+
+/// Refuses a read over the largest payload.
+fn check_read_size(h: &RequestHeader, structured: bool) -> Result<(), RequestError> {
+    let len_bytes = h.len_bytes;
     if h.kind == CMD_READ && len_bytes > PAYLOAD_BYTES_MAX {
         // With simple replies the client must not ask (the reply would carry more than the
         // maximum payload): EINVAL, a malformed request. With structured replies the reply's
@@ -275,6 +306,12 @@ pub fn check_request(
             ),
         ));
     }
+    Ok(())
+}
+
+/// Refuses an offset or a length that is not a multiple of the export's minimum block size.
+fn check_aligned(h: &RequestHeader, limits: &ExportLimits, name: &str) -> Result<(), RequestError> {
+    let (offset_bytes, len_bytes) = (h.offset_bytes, h.len_bytes);
     let block = u64::from(limits.block_bytes);
     if !offset_bytes.is_multiple_of(block) || !u64::from(len_bytes).is_multiple_of(block) {
         return Err(refused(
@@ -285,6 +322,16 @@ pub fn check_request(
             ),
         ));
     }
+    Ok(())
+}
+
+/// Refuses a range that ends beyond the export (or overflows).
+fn check_inside_export(
+    h: &RequestHeader,
+    limits: &ExportLimits,
+    name: &str,
+) -> Result<(), RequestError> {
+    let (offset_bytes, len_bytes) = (h.offset_bytes, h.len_bytes);
     if offset_bytes
         .checked_add(u64::from(len_bytes))
         .is_none_or(|end| end > limits.size_bytes)
@@ -303,7 +350,14 @@ pub fn check_request(
             ),
         ));
     }
-    Ok(match h.kind {
+    Ok(())
+}
+
+/// The checked request of a read, write, trim or write zeroes that passed every check.
+fn checked(h: &RequestHeader) -> CheckedRequest {
+    let fua = h.flags & CMD_FLAG_FUA != 0;
+    let (offset_bytes, len_bytes) = (h.offset_bytes, h.len_bytes);
+    match h.kind {
         CMD_READ => CheckedRequest::Read {
             offset_bytes,
             len_bytes,
@@ -323,7 +377,7 @@ pub fn check_request(
             len_bytes,
             fua,
         },
-    })
+    }
 }
 
 /// An option request header (the data follows).

@@ -67,6 +67,19 @@ enum Payload {
     Zeroes,
 }
 
+/// The device work a checked request becomes.
+#[derive(Clone, Copy, Debug)]
+struct Work {
+    /// The device command (a trim with FUA is a flush).
+    kind: Opcode,
+    offset_bytes: u64,
+    len_bytes: u32,
+    /// Send a flush once the data commands are done (FUA).
+    fua: bool,
+    /// Write zeroes: the data is zeroes, not a payload on the socket.
+    zeroes: bool,
+}
+
 /// One request in flight.
 struct Request {
     cookie: u64,
@@ -317,38 +330,72 @@ impl<'a> Transmission<'a> {
     /// Checks a request and starts it: issues its commands, or answers it at once.
     fn start(&mut self, header: RequestHeader) -> io::Result<()> {
         let started = self.now;
+        self.begin_session(started);
+        let Some(command) = self.check_or_refuse(&header)? else {
+            return Ok(());
+        };
+        let Some(work) = self.device_work(header.cookie, command) else {
+            return Ok(());
+        };
+        let step = self.device.command_bytes_max();
+        let commands = if work.kind == Opcode::Flush {
+            1
+        } else {
+            work.len_bytes.div_ceil(step)
+        };
+        if commands == 0 {
+            self.answer_zero_length(header.cookie, work.kind);
+            return Ok(());
+        }
+        let slot = self.open_request(header.cookie, work, commands, started);
+        self.issue_commands(slot, work, step)
+    }
+
+    /// Begins the session on both clocks at its first request (see `busy`).
+    fn begin_session(&mut self, started: Instant) {
         if !self.session_begun {
             // The session's first request (see `busy`).
             self.session_begun = true;
             self.busy.begin_at(started);
             self.host_busy.begin_at(started);
         }
-        let command = match check_request(&header, &self.limits, self.structured) {
-            Ok(c) => c,
+    }
+
+    /// Checks a request against the export. A fatal error closes the connection (`Err`); a
+    /// refused request is answered at once and gives `None`.
+    fn check_or_refuse(&mut self, header: &RequestHeader) -> io::Result<Option<CheckedRequest>> {
+        match check_request(header, &self.limits, self.structured) {
+            Ok(c) => Ok(Some(c)),
             Err(RequestError::Fatal(message)) => {
                 (self.log)(&message);
                 self.closing = true;
-                return Err(io::Error::new(io::ErrorKind::InvalidData, message));
+                Err(io::Error::new(io::ErrorKind::InvalidData, message))
             }
             Err(RequestError::Refused { errno, message }) => {
                 // A refused write's payload is still on the wire: drop it to stay in step.
                 self.input
                     .skip(&self.stream, header.payload_bytes() as usize)?;
                 self.reply_error(header.cookie, header.kind == CMD_READ, errno, &message);
-                return Ok(());
+                Ok(None)
             }
-        };
+        }
+    }
+
+    /// The device work a checked request becomes; `None` when it needs none (a disconnect,
+    /// which starts closing, or a trim without FUA, answered at once).
+    fn device_work(&mut self, cookie: u64, command: CheckedRequest) -> Option<Work> {
+        let zeroes = matches!(command, CheckedRequest::WriteZeroes { .. });
         let (kind, offset_bytes, len_bytes, fua) = match command {
             CheckedRequest::Disconnect => {
                 self.closing = true;
-                return Ok(());
+                return None;
             }
             // The modelled device has no deallocate command and the spec makes trimmed data
             // undefined until rewritten, so a checked trim needs no device work; with FUA it
             // still waits for a flush like any write.
             CheckedRequest::Trim { fua: false, .. } => {
-                self.reply_ok(header.cookie);
-                return Ok(());
+                self.reply_ok(cookie);
+                return None;
             }
             CheckedRequest::Trim { fua: true, .. } | CheckedRequest::Flush => {
                 (Opcode::Flush, 0, 0, false)
@@ -368,66 +415,72 @@ impl<'a> Transmission<'a> {
                 fua,
             } => (Opcode::Write, offset_bytes, len_bytes, fua),
         };
-        let zeroes = matches!(command, CheckedRequest::WriteZeroes { .. });
-        let step = self.device.command_bytes_max();
-        let commands = if kind == Opcode::Flush {
-            1
+        Some(Work {
+            kind,
+            offset_bytes,
+            len_bytes,
+            fua,
+            zeroes,
+        })
+    }
+
+    /// Answers a zero-length read or write at once.
+    fn answer_zero_length(&mut self, cookie: u64, kind: Opcode) {
+        // A zero-length read or write: nothing to do (the spec leaves it undefined).
+        if kind == Opcode::Read && self.structured {
+            put_chunk_header(&mut self.out, cookie, REPLY_FLAG_DONE, REPLY_TYPE_NONE, 0);
         } else {
-            len_bytes.div_ceil(step)
-        };
-        if commands == 0 {
-            // A zero-length read or write: nothing to do (the spec leaves it undefined).
-            if kind == Opcode::Read && self.structured {
-                put_chunk_header(
-                    &mut self.out,
-                    header.cookie,
-                    REPLY_FLAG_DONE,
-                    REPLY_TYPE_NONE,
-                    0,
-                );
-            } else {
-                put_simple_reply(&mut self.out, header.cookie, 0);
-            }
-            self.pace.answered();
-            return Ok(());
+            put_simple_reply(&mut self.out, cookie, 0);
         }
+        self.pace.answered();
+    }
+
+    /// Takes a free request slot for `work`, to be done in `commands` device commands, and
+    /// returns it.
+    fn open_request(&mut self, cookie: u64, work: Work, commands: u32, started: Instant) -> usize {
         let slot = self
             .free_slots
             .pop()
             .expect("caller checked a slot is free");
-        if kind == Opcode::Read {
-            self.read_bytes_live += u64::from(len_bytes);
+        if work.kind == Opcode::Read {
+            self.read_bytes_live += u64::from(work.len_bytes);
         }
-        let assembled = (kind == Opcode::Read && !self.structured && commands > 1)
-            .then(|| vec![0u8; len_bytes as usize]);
+        let assembled = (work.kind == Opcode::Read && !self.structured && commands > 1)
+            .then(|| vec![0u8; work.len_bytes as usize]);
         self.requests[slot] = Some(Request {
-            cookie: header.cookie,
-            kind,
-            offset_bytes,
-            len_bytes,
+            cookie,
+            kind: work.kind,
+            offset_bytes: work.offset_bytes,
+            len_bytes: work.len_bytes,
             commands_left: 0,
             unissued: commands,
-            fua,
+            fua: work.fua,
             error: None,
             assembled,
             done_sent: false,
             started,
         });
-        if kind == Opcode::Flush {
+        slot
+    }
+
+    /// Issues the commands of request `slot`: one flush, or one command per `step` bytes of
+    /// its range.
+    fn issue_commands(&mut self, slot: usize, work: Work, step: u32) -> io::Result<()> {
+        if work.kind == Opcode::Flush {
             self.issue(slot, Opcode::Flush, 0, 0, Payload::None)?;
             return Ok(());
         }
         let mut at = 0u32;
-        while at < len_bytes {
-            let n = step.min(len_bytes - at);
-            let offset = offset_bytes + u64::from(at);
-            let payload = match kind {
+        while at < work.len_bytes {
+            let n = step.min(work.len_bytes - at);
+            let offset = work.offset_bytes + u64::from(at);
+            let payload = match work.kind {
                 Opcode::Read => Payload::None,
-                Opcode::Write if zeroes => Payload::Zeroes,
+                Opcode::Write if work.zeroes => Payload::Zeroes,
                 Opcode::Write => Payload::Socket,
                 Opcode::Flush => unreachable!("handled above"),
             };
-            self.issue(slot, kind, offset, n, payload)?;
+            self.issue(slot, work.kind, offset, n, payload)?;
             at += n;
         }
         Ok(())

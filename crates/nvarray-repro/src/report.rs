@@ -313,6 +313,16 @@ pub struct Header {
 /// plot (`<id>.svg`) and the commands.
 pub fn markdown(results: &[FigureResult], header: &Header) -> String {
     let mut out = String::new();
+    write_summary(&mut out, results, header);
+    for f in results {
+        write_figure(&mut out, f);
+    }
+    out
+}
+
+/// The report's title, who made it, what the verdicts mean and each figure's count of rows
+/// per verdict.
+fn write_summary(out: &mut String, results: &[FigureResult], header: &Header) {
     let _ = writeln!(out, "# nvarray repro: the seeds' figures, redrawn\n");
     let _ = writeln!(
         out,
@@ -350,72 +360,79 @@ pub fn markdown(results: &[FigureResult], header: &Header) -> String {
             f.title, f.id, c[0].1, c[1].1, c[2].1, c[3].1, c[4].1
         );
     }
-    for f in results {
-        let _ = writeln!(
-            out,
-            "\n<a id=\"{}\"></a>\n## {} ({})\n",
-            f.id, f.title, f.seed
-        );
-        let _ = writeln!(out, "Source: {}\n", f.source);
-        if f.plot.is_some() {
-            let _ = writeln!(out, "![{}]({}.svg)\n", f.title, f.id);
-        }
-        if f.rows.is_empty() {
-            continue;
-        }
-        let _ = writeln!(
-            out,
-            "| row | published | nvarray | ratio | rule | verdict | command |"
-        );
-        let _ = writeln!(out, "|---|---|---|---|---|---|---|");
-        for r in &f.rows {
-            let value = r
-                .value
-                .map_or("—".to_string(), |v| format!("{} {}", number(v), r.unit));
-            // The ratio in the same digits as the values beside it (three significant), so a
-            // value of 0.0081 is not shown beside a ratio rounded to 0.08 or 0.01.
-            let ratio = r.ratio.map_or("—".to_string(), number);
-            let commands = r
-                .commands
-                .iter()
-                .map(|c| format!("`{}`", c.replace('|', "\\|")))
-                .collect::<Vec<_>>()
-                .join("<br>");
-            let _ = writeln!(
-                out,
-                "| {} | {} ({}) | {} | {} | {} | {} | {} |",
-                r.what,
-                r.published_text,
-                r.source.replace('|', "\\|"),
-                value,
-                ratio,
-                r.rule,
-                r.verdict.name(),
-                commands
-            );
-        }
-        let notes: Vec<String> = f
-            .rows
-            .iter()
-            .filter_map(|r| {
-                let mut text = String::new();
-                if let Some(reason) = &r.reason {
-                    text.push_str(reason);
-                }
-                for extra in [r.note, r.emulation.as_deref()].into_iter().flatten() {
-                    if !text.is_empty() {
-                        text.push(' ');
-                    }
-                    text.push_str(extra);
-                }
-                (!text.is_empty()).then(|| format!("- *{}*: {text}", r.what))
-            })
-            .collect();
-        if !notes.is_empty() {
-            let _ = writeln!(out, "\n{}", notes.join("\n"));
-        }
+}
+
+/// One figure's section: its heading, source and plot, then its table of rows and their
+/// notes.
+fn write_figure(out: &mut String, f: &FigureResult) {
+    let _ = writeln!(
+        out,
+        "\n<a id=\"{}\"></a>\n## {} ({})\n",
+        f.id, f.title, f.seed
+    );
+    let _ = writeln!(out, "Source: {}\n", f.source);
+    if f.plot.is_some() {
+        let _ = writeln!(out, "![{}]({}.svg)\n", f.title, f.id);
     }
-    out
+    if f.rows.is_empty() {
+        return;
+    }
+    let _ = writeln!(
+        out,
+        "| row | published | nvarray | ratio | rule | verdict | command |"
+    );
+    let _ = writeln!(out, "|---|---|---|---|---|---|---|");
+    for r in &f.rows {
+        write_row(out, r);
+    }
+    let notes: Vec<String> = f.rows.iter().filter_map(row_note).collect();
+    if !notes.is_empty() {
+        let _ = writeln!(out, "\n{}", notes.join("\n"));
+    }
+}
+
+/// One row of a figure's table.
+fn write_row(out: &mut String, r: &RowResult) {
+    let value = r
+        .value
+        .map_or("—".to_string(), |v| format!("{} {}", number(v), r.unit));
+    // The ratio in the same digits as the values beside it (three significant), so a
+    // value of 0.0081 is not shown beside a ratio rounded to 0.08 or 0.01.
+    let ratio = r.ratio.map_or("—".to_string(), number);
+    let commands = r
+        .commands
+        .iter()
+        .map(|c| format!("`{}`", c.replace('|', "\\|")))
+        .collect::<Vec<_>>()
+        .join("<br>");
+    let _ = writeln!(
+        out,
+        "| {} | {} ({}) | {} | {} | {} | {} | {} |",
+        r.what,
+        r.published_text,
+        r.source.replace('|', "\\|"),
+        value,
+        ratio,
+        r.rule,
+        r.verdict.name(),
+        commands
+    );
+}
+
+/// A row's note under the table: its reason, its note and its emulated run's verdict, in
+/// that order; `None` when it has none of them.
+fn row_note(r: &RowResult) -> Option<String> {
+    let mut text = String::new();
+    if let Some(reason) = &r.reason {
+        text.push_str(reason);
+    }
+    for extra in [r.note, r.emulation.as_deref()].into_iter().flatten() {
+        if !text.is_empty() {
+            text.push(' ');
+        }
+        text.push_str(extra);
+    }
+    (!text.is_empty()).then(|| format!("- *{}*: {text}", r.what))
 }
 
 #[cfg(test)]

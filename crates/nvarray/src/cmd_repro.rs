@@ -264,6 +264,7 @@ fn summary(results: &[FigureResult], out: &Path, seconds: f64) -> String {
     text
 }
 
+/// Draws a figure's plot into `path`, SVG or PNG by its extension.
 fn draw(path: &Path, figure: &FigureResult, plot: &PlotData) -> anyhow::Result<()> {
     match plot {
         PlotData::Lines {
@@ -274,13 +275,7 @@ fn draw(path: &Path, figure: &FigureResult, plot: &PlotData) -> anyhow::Result<(
             series,
             published,
         } => {
-            let series: Vec<Series> = series
-                .iter()
-                .map(|(label, points)| Series {
-                    label: label.clone(),
-                    points: points.clone(),
-                })
-                .collect();
+            let series = line_series(series);
             let reference = Series {
                 label: "published".to_string(),
                 points: published.clone(),
@@ -299,30 +294,7 @@ fn draw(path: &Path, figure: &FigureResult, plot: &PlotData) -> anyhow::Result<(
             )
         }
         PlotData::StackedBars { y_label, bars } => {
-            let categories: Vec<String> = bars.iter().map(|(label, _)| label.clone()).collect();
-            let mut names: Vec<String> = Vec::new();
-            for (_, parts) in bars {
-                for (name, _) in parts {
-                    if !names.contains(name) {
-                        names.push(name.clone());
-                    }
-                }
-            }
-            let groups: Vec<(String, Vec<f64>)> = names
-                .iter()
-                .map(|name| {
-                    let values = bars
-                        .iter()
-                        .map(|(_, parts)| {
-                            parts
-                                .iter()
-                                .find(|(n, _)| n == name)
-                                .map_or(0.0, |(_, v)| *v)
-                        })
-                        .collect();
-                    (name.clone(), values)
-                })
-                .collect();
+            let (categories, groups) = stacked_groups(bars);
             write_bars(
                 path,
                 &Bars {
@@ -340,19 +312,7 @@ fn draw(path: &Path, figure: &FigureResult, plot: &PlotData) -> anyhow::Result<(
             log_y,
             rows,
         } => {
-            let categories: Vec<String> =
-                rows.iter().map(|(what, _, _)| shorten(what, 30)).collect();
-            let groups = vec![
-                (
-                    "published".to_string(),
-                    // A row whose seed gives words, not a number, has no published bar (NaN
-                    // is not drawn).
-                    rows.iter()
-                        .map(|r| r.1.unwrap_or(f64::NAN))
-                        .collect::<Vec<f64>>(),
-                ),
-                ("nvarray".to_string(), rows.iter().map(|r| r.2).collect()),
-            ];
+            let (categories, groups) = row_groups(rows);
             write_bars(
                 path,
                 &Bars {
@@ -366,6 +326,68 @@ fn draw(path: &Path, figure: &FigureResult, plot: &PlotData) -> anyhow::Result<(
             )
         }
     }
+}
+
+/// A bar chart's legend labels, each with one value per category.
+type BarGroups = Vec<(String, Vec<f64>)>;
+
+/// The plot's (label, points) pairs as the chart's lines.
+fn line_series(series: &[(String, Vec<(f64, f64)>)]) -> Vec<Series> {
+    series
+        .iter()
+        .map(|(label, points)| Series {
+            label: label.clone(),
+            points: points.clone(),
+        })
+        .collect()
+}
+
+/// Stacked bars as categories (the bar labels) and one group per part name, in the order the
+/// names first appear, with 0 in each bar that lacks that part.
+fn stacked_groups(bars: &[(String, Vec<(String, f64)>)]) -> (Vec<String>, BarGroups) {
+    let categories: Vec<String> = bars.iter().map(|(label, _)| label.clone()).collect();
+    let mut names: Vec<String> = Vec::new();
+    for (_, parts) in bars {
+        for (name, _) in parts {
+            if !names.contains(name) {
+                names.push(name.clone());
+            }
+        }
+    }
+    let groups: BarGroups = names
+        .iter()
+        .map(|name| {
+            let values = bars
+                .iter()
+                .map(|(_, parts)| {
+                    parts
+                        .iter()
+                        .find(|(n, _)| n == name)
+                        .map_or(0.0, |(_, v)| *v)
+                })
+                .collect();
+            (name.clone(), values)
+        })
+        .collect();
+    (categories, groups)
+}
+
+/// Rows as categories (their names, shortened) and two groups: the published values and
+/// nvarray's.
+fn row_groups(rows: &[(String, Option<f64>, f64)]) -> (Vec<String>, BarGroups) {
+    let categories: Vec<String> = rows.iter().map(|(what, _, _)| shorten(what, 30)).collect();
+    let groups = vec![
+        (
+            "published".to_string(),
+            // A row whose seed gives words, not a number, has no published bar (NaN
+            // is not drawn).
+            rows.iter()
+                .map(|r| r.1.unwrap_or(f64::NAN))
+                .collect::<Vec<f64>>(),
+        ),
+        ("nvarray".to_string(), rows.iter().map(|r| r.2).collect()),
+    ];
+    (categories, groups)
 }
 
 /// Runs the experiments that need this machine.

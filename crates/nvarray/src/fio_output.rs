@@ -19,7 +19,9 @@
 //!   given (`JobSpec::fio_options`, plus the trace flags of a replay); `global options` is
 //!   empty, since every job's options are written out whole.
 
-use nvarray_report::{DirectionTotals, IoDepths, RunReport, Totals};
+use std::fmt::Write as _;
+
+use nvarray_report::{DirectionTotals, IoDepths, RunReport, StreamReport, Totals};
 use nvarray_workload::trace::TraceSpec;
 use nvarray_workload::{JobSpec, Workload};
 use serde_json::{json, Map, Value};
@@ -349,8 +351,30 @@ pub fn normal(
     percentiles: &[f64],
     device_line: &str,
 ) -> String {
-    use std::fmt::Write;
     let mut s = String::new();
+    write_job_headers(&mut s, workload);
+    write_banner(&mut s, workload, r, device_line);
+    let now = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap_or_default();
+    for st in &r.streams {
+        let spec = workload.jobs.iter().find(|j| j.name == st.name);
+        let numjobs = spec.map_or(1, |j| j.numjobs);
+        write_job(
+            &mut s,
+            st,
+            numjobs,
+            now.as_secs(),
+            r.elapsed_ns,
+            percentiles,
+        );
+    }
+    write_run_status(&mut s, r);
+    s
+}
+
+/// fio's line per job before the run: its group, direction, block sizes, engine and depth.
+fn write_job_headers(s: &mut String, workload: &Workload) {
     let groups = workload.groups();
     for (j, group) in workload.jobs.iter().zip(&groups) {
         let lens = || j.bs.lens_bytes();
@@ -365,6 +389,10 @@ pub fn normal(
             j.name, j.rw, j.iodepth
         );
     }
+}
+
+/// nvarray's version, device line and verdict, then fio's count of the threads starting.
+fn write_banner(s: &mut String, workload: &Workload, r: &RunReport, device_line: &str) {
     let _ = writeln!(s, "nvarray-{} (fio's layout)", env!("CARGO_PKG_VERSION"));
     let _ = writeln!(s, "device: {device_line}");
     if let Some(line) = crate::table::verdict_line(r) {
@@ -376,93 +404,133 @@ pub fn normal(
         "Starting {threads} thread{}\n",
         if threads == 1 { "" } else { "s" }
     );
-    let now = std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .unwrap_or_default();
-    for st in &r.streams {
-        let t = &st.totals;
-        let spec = workload.jobs.iter().find(|j| j.name == st.name);
-        let _ = writeln!(
-            s,
-            "{}: (groupid={}, jobs={}): err= 0: pid={}: {}",
-            st.name,
-            st.group,
-            spec.map_or(1, |j| j.numjobs),
-            std::process::id(),
-            ctime(now.as_secs())
-        );
-        let runtime_ms = runtime_ns(t, r.elapsed_ns) / 1_000_000;
-        for (name, d) in [("read", &t.read), ("write", &t.write)] {
-            if d.requests == 0 {
-                continue;
-            }
-            let _ = writeln!(
-                s,
-                "  {name}: IOPS={}, BW={} ({})({}/{}msec)",
-                si(d.iops),
-                binary_rate(d.bandwidth_bytes_per_s),
-                decimal_rate(d.bandwidth_bytes_per_s),
-                binary_size(d.bytes),
-                runtime_ms.max(1)
-            );
-            let l = &d.latency_ns;
-            let (unit, div) = unit_for(l.max);
-            let stat = |label: &str| {
-                format!(
-                    "{label} ({unit}): min={}, max={}, avg={:.2}, stdev={:.2}",
-                    l.min / div,
-                    l.max / div,
-                    l.mean / div as f64,
-                    l.stdev / div as f64
-                )
-            };
-            let _ = writeln!(s, "    {}", stat("clat"));
-            let _ = writeln!(s, "     {}", stat("lat"));
-            let _ = writeln!(s, "    clat percentiles ({unit}):");
-            for (i, chunk) in percentiles.chunks(4).enumerate() {
-                let cells: Vec<String> = chunk
-                    .iter()
-                    .map(|&q| format!("{q:>5.2}th=[{:>5}]", d.percentile_ns(q) / div))
-                    .collect();
-                let last = (i + 1) * 4 >= percentiles.len();
-                let _ = writeln!(
-                    s,
-                    "     | {}{}",
-                    cells.join(", "),
-                    if last { "" } else { "," }
-                );
-            }
+}
+
+/// One job's results: its status line, a block per direction it moved data in, then its I/O
+/// depths.
+fn write_job(
+    s: &mut String,
+    st: &StreamReport,
+    numjobs: u32,
+    now_secs: u64,
+    elapsed_ns: u64,
+    percentiles: &[f64],
+) {
+    let t = &st.totals;
+    let _ = writeln!(
+        s,
+        "{}: (groupid={}, jobs={}): err= 0: pid={}: {}",
+        st.name,
+        st.group,
+        numjobs,
+        std::process::id(),
+        ctime(now_secs)
+    );
+    let runtime_ms = runtime_ns(t, elapsed_ns) / 1_000_000;
+    for (name, d) in [("read", &t.read), ("write", &t.write)] {
+        if d.requests == 0 {
+            continue;
         }
-        let d = &t.io_depths;
-        let line = |labels: &[&str; 7], counts: &[u64; 7]| {
-            labels
-                .iter()
-                .zip(IoDepths::percents(counts))
-                .map(|(label, p)| format!("{label}={p:.1}%"))
-                .collect::<Vec<_>>()
-                .join(", ")
-        };
+        write_direction(s, name, d, runtime_ms, percentiles);
+    }
+    write_io_depths(s, t);
+}
+
+/// A job's block for one direction: the IOPS and bandwidth line, the `clat` and `lat`
+/// statistics and the completion latency percentiles.
+fn write_direction(
+    s: &mut String,
+    name: &str,
+    d: &DirectionTotals,
+    runtime_ms: u64,
+    percentiles: &[f64],
+) {
+    let _ = writeln!(
+        s,
+        "  {name}: IOPS={}, BW={} ({})({}/{}msec)",
+        si(d.iops),
+        binary_rate(d.bandwidth_bytes_per_s),
+        decimal_rate(d.bandwidth_bytes_per_s),
+        binary_size(d.bytes),
+        runtime_ms.max(1)
+    );
+    let l = &d.latency_ns;
+    let (unit, div) = unit_for(l.max);
+    let stat = |label: &str| {
+        format!(
+            "{label} ({unit}): min={}, max={}, avg={:.2}, stdev={:.2}",
+            l.min / div,
+            l.max / div,
+            l.mean / div as f64,
+            l.stdev / div as f64
+        )
+    };
+    let _ = writeln!(s, "    {}", stat("clat"));
+    let _ = writeln!(s, "     {}", stat("lat"));
+    write_clat_percentiles(s, d, percentiles, unit, div);
+}
+
+/// The completion latency percentiles, four to a line, in `unit` (`div` ns each).
+fn write_clat_percentiles(
+    s: &mut String,
+    d: &DirectionTotals,
+    percentiles: &[f64],
+    unit: &str,
+    div: u64,
+) {
+    let _ = writeln!(s, "    clat percentiles ({unit}):");
+    for (i, chunk) in percentiles.chunks(4).enumerate() {
+        let cells: Vec<String> = chunk
+            .iter()
+            .map(|&q| format!("{q:>5.2}th=[{:>5}]", d.percentile_ns(q) / div))
+            .collect();
+        let last = (i + 1) * 4 >= percentiles.len();
         let _ = writeln!(
             s,
-            "  IO depths    : {}",
-            line(&IoDepths::LEVEL_LABELS, &d.at_issue)
-        );
-        let _ = writeln!(
-            s,
-            "     submit    : {}",
-            line(&IoDepths::BATCH_LABELS, &d.submitted)
-        );
-        let _ = writeln!(
-            s,
-            "     complete  : {}",
-            line(&IoDepths::BATCH_LABELS, &d.completed)
-        );
-        let _ = writeln!(
-            s,
-            "     issued rwts: total={},{},0,0 short=0,0,0,0 dropped=0,0,0,0\n",
-            t.read.requests, t.write.requests
+            "     | {}{}",
+            cells.join(", "),
+            if last { "" } else { "," }
         );
     }
+}
+
+/// A job's I/O depths (at issue, per submission, per completion look) and its requests
+/// issued.
+fn write_io_depths(s: &mut String, t: &Totals) {
+    let d = &t.io_depths;
+    let line = |labels: &[&str; 7], counts: &[u64; 7]| {
+        labels
+            .iter()
+            .zip(IoDepths::percents(counts))
+            .map(|(label, p)| format!("{label}={p:.1}%"))
+            .collect::<Vec<_>>()
+            .join(", ")
+    };
+    let _ = writeln!(
+        s,
+        "  IO depths    : {}",
+        line(&IoDepths::LEVEL_LABELS, &d.at_issue)
+    );
+    let _ = writeln!(
+        s,
+        "     submit    : {}",
+        line(&IoDepths::BATCH_LABELS, &d.submitted)
+    );
+    let _ = writeln!(
+        s,
+        "     complete  : {}",
+        line(&IoDepths::BATCH_LABELS, &d.completed)
+    );
+    let _ = writeln!(
+        s,
+        "     issued rwts: total={},{},0,0 short=0,0,0,0 dropped=0,0,0,0\n",
+        t.read.requests, t.write.requests
+    );
+}
+
+/// The group summary: per reporting group (the whole run when there are none), a line per
+/// direction it moved data in.
+fn write_run_status(s: &mut String, r: &RunReport) {
     let groups: Vec<(usize, &Totals)> = if r.groups.is_empty() {
         vec![(0, &r.totals)]
     } else {
@@ -490,46 +558,58 @@ pub fn normal(
             if d.requests == 0 {
                 continue;
             }
-            // As fio: the group's rate, then the least and greatest of its jobs' own rates
-            // and run times, over the jobs that moved data this way.
-            let jobs: Vec<(f64, u64)> = members
-                .iter()
-                .filter(|m| of(m).requests > 0)
-                .map(|m| {
-                    (
-                        of(m).bandwidth_bytes_per_s,
-                        runtime_ns(m, r.elapsed_ns) / 1_000_000,
-                    )
-                })
-                .collect();
-            let fold = |f: fn(f64, f64) -> f64, init: f64, pick: fn(&(f64, u64)) -> f64| {
-                jobs.iter().map(pick).fold(init, f)
-            };
-            let (bw_min, bw_max) = (
-                fold(f64::min, f64::INFINITY, |j| j.0),
-                fold(f64::max, 0.0, |j| j.0),
-            );
-            let (run_min, run_max) = (
-                jobs.iter().map(|j| j.1).min().unwrap_or(0),
-                jobs.iter().map(|j| j.1).max().unwrap_or(0),
-            );
-            let _ = writeln!(
-                s,
-                "{label}: bw={} ({}), {}-{} ({}-{}), io={} ({}), run={}-{}msec",
-                binary_rate(d.bandwidth_bytes_per_s),
-                decimal_rate(d.bandwidth_bytes_per_s),
-                binary_rate(bw_min),
-                binary_rate(bw_max),
-                decimal_rate(bw_min),
-                decimal_rate(bw_max),
-                binary_size(d.bytes),
-                decimal_size(d.bytes),
-                run_min.max(1),
-                run_max.max(1)
-            );
+            write_group_direction(s, label, d, &members, of, r.elapsed_ns);
         }
     }
-    s
+}
+
+/// A group's line for one direction (`of` picks it from a job's totals): the group's rate
+/// and data moved in `d`, with the range of its `members`' own rates and run times.
+fn write_group_direction(
+    s: &mut String,
+    label: &str,
+    d: &DirectionTotals,
+    members: &[&Totals],
+    of: fn(&Totals) -> &DirectionTotals,
+    elapsed_ns: u64,
+) {
+    // As fio: the group's rate, then the least and greatest of its jobs' own rates
+    // and run times, over the jobs that moved data this way.
+    let jobs: Vec<(f64, u64)> = members
+        .iter()
+        .filter(|m| of(m).requests > 0)
+        .map(|m| {
+            (
+                of(m).bandwidth_bytes_per_s,
+                runtime_ns(m, elapsed_ns) / 1_000_000,
+            )
+        })
+        .collect();
+    let fold = |f: fn(f64, f64) -> f64, init: f64, pick: fn(&(f64, u64)) -> f64| {
+        jobs.iter().map(pick).fold(init, f)
+    };
+    let (bw_min, bw_max) = (
+        fold(f64::min, f64::INFINITY, |j| j.0),
+        fold(f64::max, 0.0, |j| j.0),
+    );
+    let (run_min, run_max) = (
+        jobs.iter().map(|j| j.1).min().unwrap_or(0),
+        jobs.iter().map(|j| j.1).max().unwrap_or(0),
+    );
+    let _ = writeln!(
+        s,
+        "{label}: bw={} ({}), {}-{} ({}-{}), io={} ({}), run={}-{}msec",
+        binary_rate(d.bandwidth_bytes_per_s),
+        decimal_rate(d.bandwidth_bytes_per_s),
+        binary_rate(bw_min),
+        binary_rate(bw_max),
+        decimal_rate(bw_min),
+        decimal_rate(bw_max),
+        binary_size(d.bytes),
+        decimal_size(d.bytes),
+        run_min.max(1),
+        run_max.max(1)
+    );
 }
 
 /// The time a stream's rates are over.

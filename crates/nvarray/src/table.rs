@@ -3,7 +3,9 @@
 use std::fmt::Write;
 
 use nvarray_model::DeviceConfig;
-use nvarray_report::{EmulatorSetup, LatencySummary, MachineJitterNs, RunReport, Totals, Verdict};
+use nvarray_report::{
+    EmulatorSetup, LatencySummary, MachineJitterNs, RunReport, Totals, Utilisation, Verdict,
+};
 use nvarray_workload::trace::{shown, AddressMode, ReplayMode, TraceReport};
 use nvarray_workload::{format_size, JobSpec, RateProcess, Verify, Workload};
 use serde::Serialize;
@@ -423,7 +425,61 @@ pub fn served_report(device: &DeviceConfig, source: &str, active: &str, r: &RunR
 /// Everything after the device and job lines: engine, faithfulness, totals, breakdown,
 /// utilisation, wear, CPU and lateness. `active`: what a server's active time is.
 fn report_body(r: &RunReport, active: &str) -> String {
-    let mut s = String::new();
+    let mut s = engine_line(r, active);
+    // First, so nobody reads the numbers below without knowing they are not the model's.
+    if let Some(line) = verdict_line(r) {
+        let _ = writeln!(s, "{line}");
+    }
+    s.push('\n');
+    s += &stream_table(r);
+    if let Some(late) = r.paced_issued_late {
+        let _ = writeln!(
+            s,
+            "paced requests (rate, rate_iops) that waited for a queue slot past their due time: {late}{}",
+            if late > 0 {
+                " (every slot was taken: their latency holds the wait)"
+            } else {
+                ""
+            }
+        );
+    }
+    s += &breakdown_lines(r);
+    s += &utilisation_line(&r.utilisation);
+    if let Some(w) = &r.wear {
+        let _ = writeln!(
+            s,
+            "wear (start-gap): max writes to one line {} | mean {:.4} | gap moves {}",
+            w.line_writes_max, w.line_writes_mean, w.gap_moves
+        );
+    }
+    if r.erases > 0 {
+        let _ = writeln!(s, "flash erases: {}", r.erases);
+    }
+    let _ = writeln!(
+        s,
+        "cpu: {:.3} s per GB moved (user + system, {})",
+        r.cpu_seconds_per_gb,
+        if r.engine == "sim" {
+            "the simulating thread"
+        } else {
+            "whole process"
+        }
+    );
+    s += &lateness_lines(r);
+    if let Some(e) = &r.emulator {
+        let _ = writeln!(s, "{}", jitter_line(r.machine_jitter_ns.as_ref()));
+        if let Some(line) = serial_line(e) {
+            let _ = writeln!(s, "{line}");
+        }
+    }
+    if let Some(t) = &r.trace {
+        s += &trace_lines(t);
+    }
+    s
+}
+
+/// The engine, the emulator's setup, and the time the rates are over.
+fn engine_line(r: &RunReport, active: &str) -> String {
     let time = match r.uptime_ns {
         // A server: say which time the rates are over.
         Some(up) => format!(
@@ -442,17 +498,17 @@ fn report_body(r: &RunReport, active: &str) -> String {
             }
         ),
     };
-    let _ = writeln!(
-        s,
-        "engine   {}{} ({time})",
+    format!(
+        "engine   {}{} ({time})\n",
         r.engine,
         r.emulator.as_ref().map(setup_line).unwrap_or_default(),
-    );
-    // First, so nobody reads the numbers below without knowing they are not the model's.
-    if let Some(line) = verdict_line(r) {
-        let _ = writeln!(s, "{line}");
-    }
-    s.push('\n');
+    )
+}
+
+/// The table of rates and latencies: the whole run, each stream when there are several and
+/// each reporting group, then which jobs each group holds.
+fn stream_table(r: &RunReport) -> String {
+    let mut s = String::new();
     let _ = writeln!(
         s,
         "{:<12} {:>11} {:>10} {:>10} {:>9} {:>9} {:>9} {:>9} {:>9} {:>9} {:>9} {:>9} {:>9}",
@@ -491,17 +547,12 @@ fn report_body(r: &RunReport, active: &str) -> String {
             members.join(" | ")
         );
     }
-    if let Some(late) = r.paced_issued_late {
-        let _ = writeln!(
-            s,
-            "paced requests (rate, rate_iops) that waited for a queue slot past their due time: {late}{}",
-            if late > 0 {
-                " (every slot was taken: their latency holds the wait)"
-            } else {
-                ""
-            }
-        );
-    }
+    s
+}
+
+/// The mean latency's parts, in µs per request.
+fn breakdown_lines(r: &RunReport) -> String {
+    let mut s = String::new();
     let _ = writeln!(
         s,
         "\nlatency breakdown, mean µs per request (adds up to the mean latency):"
@@ -514,7 +565,11 @@ fn report_body(r: &RunReport, active: &str) -> String {
         .map(|(k, v)| format!("{k} {}", us(*v)))
         .collect();
     let _ = writeln!(s, "  {}", parts.join(" | "));
-    let u = &r.utilisation;
+    s
+}
+
+/// How busy each resource was, with the fabric and remote CPU when the device has them.
+fn utilisation_line(u: &Utilisation) -> String {
     let mut line = format!(
         "utilisation: link to device {:.0}% | link to host {:.0}% | controller {:.0}% | ring {:.0}% | banks {:.0}% | buffers {:.0}% | tags {:.0}%",
         u.link_to_device * 100.0,
@@ -534,27 +589,14 @@ fn report_body(r: &RunReport, active: &str) -> String {
             let _ = write!(line, " | {name} {:.0}%", v * 100.0);
         }
     }
-    let _ = writeln!(s, "{line}");
-    if let Some(w) = &r.wear {
-        let _ = writeln!(
-            s,
-            "wear (start-gap): max writes to one line {} | mean {:.4} | gap moves {}",
-            w.line_writes_max, w.line_writes_mean, w.gap_moves
-        );
-    }
-    if r.erases > 0 {
-        let _ = writeln!(s, "flash erases: {}", r.erases);
-    }
-    let _ = writeln!(
-        s,
-        "cpu: {:.3} s per GB moved (user + system, {})",
-        r.cpu_seconds_per_gb,
-        if r.engine == "sim" {
-            "the simulating thread"
-        } else {
-            "whole process"
-        }
-    );
+    line.push('\n');
+    line
+}
+
+/// How late completions came after their modelled time (and, for the emulator, without the
+/// machine's pauses), and how late timed requests were issued.
+fn lateness_lines(r: &RunReport) -> String {
+    let mut s = String::new();
     let l = &r.lateness_ns;
     let us = |ns: u64| ns as f64 / 1e3;
     let _ = writeln!(
@@ -589,15 +631,6 @@ fn report_body(r: &RunReport, active: &str) -> String {
             i.machine_late,
             us(i.own_p99)
         );
-    }
-    if let Some(e) = &r.emulator {
-        let _ = writeln!(s, "{}", jitter_line(r.machine_jitter_ns.as_ref()));
-        if let Some(line) = serial_line(e) {
-            let _ = writeln!(s, "{line}");
-        }
-    }
-    if let Some(t) = &r.trace {
-        s += &trace_lines(t);
     }
     s
 }

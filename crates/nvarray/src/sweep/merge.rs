@@ -62,63 +62,42 @@ const MISSING_LISTED: usize = 10;
 
 fn merge(args: &MergeArgs) -> Result<()> {
     let files = jsonl_files(&args.inputs)?;
-    // Every point once, with the file it came from.
-    let mut points: BTreeMap<usize, (PointLine, &Path)> = BTreeMap::new();
+    let (reference, points) = read_points(&files)?;
+    let grid = &reference.grid;
+    check_none_missing(&reference, &points)?;
+    let lines: Vec<PointLine> = points.into_values().map(|(line, _)| line).collect();
+    let out = args
+        .out
+        .clone()
+        .unwrap_or_else(|| PathBuf::from(grid.file_stem()));
+    let outputs = Outputs::new(&out, args.plot)?;
+    let metric = args.metric.unwrap_or(reference.metric);
+    present::write_sweep(
+        &reference.sweep,
+        grid,
+        metric,
+        &lines,
+        &outputs,
+        None,
+        args.json,
+    )
+}
+
+/// Every point once, by its index, with the file it came from.
+type Points<'a> = BTreeMap<usize, (PointLine, &'a Path)>;
+
+/// Reads the points of `files`, each line checked on its own and against the first line
+/// read, which is returned as the sweep's reference. A point in two files is kept from the
+/// first, with a note.
+fn read_points(files: &[PathBuf]) -> Result<(PointLine, Points<'_>)> {
+    let mut points: Points<'_> = BTreeMap::new();
     let mut first: Option<(PointLine, &Path)> = None;
-    for file in &files {
+    for file in files {
         for line in read_lines(file)? {
-            // A line's identity is a hash of its recorded parts: one that does not match them
-            // was edited, and its parts cannot be trusted to explain anything.
-            if let Some(parts) = &line.identity {
-                if parts.sweep(&line.grid) != line.sweep {
-                    return Err(input_error(format!(
-                        "{}: point {}'s sweep identity {} is not the hash of its recorded parts; \
-                         was the file edited?",
-                        file.display(),
-                        line.point,
-                        line.sweep
-                    )));
-                }
-            }
+            check_identity(&line, file)?;
             let reference = first.get_or_insert_with(|| (line.clone(), file.as_path()));
-            let (reference_from, line_from) = (
-                reference.1.display().to_string(),
-                file.display().to_string(),
-            );
-            if let Some(why) = refusal(&reference.0, &reference_from, &line, &line_from) {
-                return Err(input_error(format!(
-                    "{line_from} holds points of another sweep than {reference_from}: {why}\n\
-                     merge the shards of one sweep only (same grid, device, workload, trace, \
-                     engine and nvarray binary)"
-                )));
-            }
-            if line.grid.dims.is_empty()
-                || line.grid.dims.iter().any(|d| d.values.is_empty())
-                || line.points != line.grid.len()
-                || line.settings.len() != line.grid.dims.len()
-                || !line
-                    .grid
-                    .dims
-                    .iter()
-                    .all(|d| line.settings.contains_key(&d.key))
-            {
-                return Err(input_error(format!(
-                    "{}: point {}'s grid ({}) does not match its count of {} points or its \
-                     settings; was the file edited?",
-                    file.display(),
-                    line.point,
-                    grid_text(&line.grid),
-                    line.points
-                )));
-            }
-            if line.point >= line.points {
-                return Err(input_error(format!(
-                    "{}: point {} of a sweep of {} points",
-                    file.display(),
-                    line.point,
-                    line.points
-                )));
-            }
+            check_same_sweep(&reference.0, reference.1, &line, file)?;
+            check_grid(&line, file)?;
             match points.get(&line.point) {
                 Some((_, earlier)) => eprintln!(
                     "note: point {} ({}) is in both {} and {}; kept the first",
@@ -143,52 +122,114 @@ fn merge(args: &MergeArgs) -> Result<()> {
                 .join(", ")
         )));
     };
+    Ok((reference, points))
+}
+
+/// Refuses a line whose sweep identity is not the hash of its recorded parts.
+fn check_identity(line: &PointLine, file: &Path) -> Result<()> {
+    // A line's identity is a hash of its recorded parts: one that does not match them
+    // was edited, and its parts cannot be trusted to explain anything.
+    if let Some(parts) = &line.identity {
+        if parts.sweep(&line.grid) != line.sweep {
+            return Err(input_error(format!(
+                "{}: point {}'s sweep identity {} is not the hash of its recorded parts; \
+                 was the file edited?",
+                file.display(),
+                line.point,
+                line.sweep
+            )));
+        }
+    }
+    Ok(())
+}
+
+/// Refuses a line of another sweep than the reference line, saying what differs.
+fn check_same_sweep(
+    reference: &PointLine,
+    reference_file: &Path,
+    line: &PointLine,
+    file: &Path,
+) -> Result<()> {
+    let (reference_from, line_from) = (
+        reference_file.display().to_string(),
+        file.display().to_string(),
+    );
+    if let Some(why) = refusal(reference, &reference_from, line, &line_from) {
+        return Err(input_error(format!(
+            "{line_from} holds points of another sweep than {reference_from}: {why}\n\
+             merge the shards of one sweep only (same grid, device, workload, trace, \
+             engine and nvarray binary)"
+        )));
+    }
+    Ok(())
+}
+
+/// Refuses a line whose grid, point count, settings and point index do not agree.
+fn check_grid(line: &PointLine, file: &Path) -> Result<()> {
+    if line.grid.dims.is_empty()
+        || line.grid.dims.iter().any(|d| d.values.is_empty())
+        || line.points != line.grid.len()
+        || line.settings.len() != line.grid.dims.len()
+        || !line
+            .grid
+            .dims
+            .iter()
+            .all(|d| line.settings.contains_key(&d.key))
+    {
+        return Err(input_error(format!(
+            "{}: point {}'s grid ({}) does not match its count of {} points or its \
+             settings; was the file edited?",
+            file.display(),
+            line.point,
+            grid_text(&line.grid),
+            line.points
+        )));
+    }
+    if line.point >= line.points {
+        return Err(input_error(format!(
+            "{}: point {} of a sweep of {} points",
+            file.display(),
+            line.point,
+            line.points
+        )));
+    }
+    Ok(())
+}
+
+/// Refuses a merge that lacks points of the sweep, naming the first `MISSING_LISTED` of them
+/// and the shard that holds each.
+fn check_none_missing(reference: &PointLine, points: &Points<'_>) -> Result<()> {
     let grid = &reference.grid;
     let missing: Vec<usize> = (0..reference.points)
         .filter(|i| !points.contains_key(i))
         .collect();
-    if !missing.is_empty() {
-        let count = reference
-            .shard
-            .split_once('/')
-            .and_then(|(_, n)| n.parse::<usize>().ok());
-        let listed: Vec<String> = missing
-            .iter()
-            .take(MISSING_LISTED)
-            .map(|&i| match count {
-                Some(n) if n > 1 => format!("{i} ({}, shard {}/{n})", grid.describe(i), i % n),
-                _ => format!("{i} ({})", grid.describe(i)),
-            })
-            .collect();
-        return Err(input_error(format!(
-            "missing {} of the sweep's {} points: {}{}; run the shards that hold them, then merge \
-             again",
-            missing.len(),
-            reference.points,
-            listed.join(", "),
-            if missing.len() > MISSING_LISTED {
-                format!(" and {} more", missing.len() - MISSING_LISTED)
-            } else {
-                String::new()
-            }
-        )));
+    if missing.is_empty() {
+        return Ok(());
     }
-    let lines: Vec<PointLine> = points.into_values().map(|(line, _)| line).collect();
-    let out = args
-        .out
-        .clone()
-        .unwrap_or_else(|| PathBuf::from(grid.file_stem()));
-    let outputs = Outputs::new(&out, args.plot)?;
-    let metric = args.metric.unwrap_or(reference.metric);
-    present::write_sweep(
-        &reference.sweep,
-        grid,
-        metric,
-        &lines,
-        &outputs,
-        None,
-        args.json,
-    )
+    let count = reference
+        .shard
+        .split_once('/')
+        .and_then(|(_, n)| n.parse::<usize>().ok());
+    let listed: Vec<String> = missing
+        .iter()
+        .take(MISSING_LISTED)
+        .map(|&i| match count {
+            Some(n) if n > 1 => format!("{i} ({}, shard {}/{n})", grid.describe(i), i % n),
+            _ => format!("{i} ({})", grid.describe(i)),
+        })
+        .collect();
+    Err(input_error(format!(
+        "missing {} of the sweep's {} points: {}{}; run the shards that hold them, then merge \
+         again",
+        missing.len(),
+        reference.points,
+        listed.join(", "),
+        if missing.len() > MISSING_LISTED {
+            format!(" and {} more", missing.len() - MISSING_LISTED)
+        } else {
+            String::new()
+        }
+    )))
 }
 
 /// The `.jsonl` files of the inputs: each directory's, sorted by name, and each file named.

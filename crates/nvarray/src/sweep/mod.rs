@@ -18,7 +18,7 @@ mod present;
 mod record;
 
 use std::io::Write as _;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 
 use anyhow::{Context, Result};
 use clap::Args;
@@ -120,6 +120,9 @@ fn point(args: &RunArgs, settings: &[(&str, &str)]) -> Result<(DeviceConfig, Wor
     Ok((device, workload))
 }
 
+/// A point this run holds: its index in the grid, its device and its workload.
+type HeldPoint = (usize, DeviceConfig, Workload);
+
 /// Runs the points of `args` (all, or its shard's) on the device and workload of `run`,
 /// each through the engine.
 pub fn run(args: &SweepSpec, run: &RunArgs, engine: &Engine<'_>) -> Result<()> {
@@ -131,29 +134,12 @@ pub fn run(args: &SweepSpec, run: &RunArgs, engine: &Engine<'_>) -> Result<()> {
     .map_err(input_error)?;
     let shard = args.shard.unwrap_or(Shard::WHOLE);
     let jobs = jobs(args.jobs, engine.parallel)?;
+    let (sweep, provenance, mut held) = build_points(&grid, run, shard, &engine.identity)?;
 
-    // Every point's device and workload are built before any runs, so a bad value is reported
-    // at once instead of after the points before it have run; the identity covers them all.
-    let mut identity = Identity::new(&engine.identity);
-    let mut held = Vec::new();
-    for i in 0..grid.len() {
-        let (device, workload) = point(run, &grid.settings(i))
-            .with_context(|| format!("sweep point {}", grid.describe(i)))?;
-        identity.add_point(&device, &workload)?;
-        if shard.holds(i) {
-            held.push((i, device, workload));
-        }
-    }
-    let (sweep, provenance) = identity.finish(&grid);
-
-    let out = args.out.clone().unwrap_or_else(|| {
-        let stem = grid.file_stem();
-        PathBuf::from(if shard.is_whole() {
-            stem
-        } else {
-            format!("{stem}-shard-{}-of-{}", shard.index, shard.count)
-        })
-    });
+    let out = args
+        .out
+        .clone()
+        .unwrap_or_else(|| default_out(&grid, shard));
     let lines_path = crate::output::sibling(&out, "jsonl", &OUTPUT_EXTENSIONS);
     crate::output::check_writable(&lines_path)?;
     let outputs = if shard.is_whole() {
@@ -177,57 +163,25 @@ pub fn run(args: &SweepSpec, run: &RunArgs, engine: &Engine<'_>) -> Result<()> {
     held.retain(|(i, _, _)| !recorded.contains(i));
 
     if !held.is_empty() {
-        let total = held.len();
-        let bar = Progress::new("sweeping", total as u64);
-        bar.set_message(format!("{total} points, {} at a time", jobs.min(total)));
-        // The costliest points first: a long point started last would leave the other
-        // threads idle at the end. The order changes when a point finishes, never its result.
-        let mut order: Vec<usize> = (0..total).collect();
-        let cost: Vec<f64> = held.iter().map(|(_, _, w)| cost_hint(w)).collect();
-        order.sort_by(|&a, &b| cost[b].total_cmp(&cost[a]));
-        let run_point = |k: usize, progress: &mut dyn FnMut(f64)| {
-            let (_, device, workload) = &held[order[k]];
-            (engine.run)(device, workload, progress)
-        };
-        let mut write_error = None;
-        let result = nvarray_run::parallel::run_points(
-            total,
-            jobs,
-            &run_point,
-            &|done| bar.set_done(done),
-            &mut |k, report| {
-                let line = PointLine::new(
-                    &sweep,
-                    &provenance,
-                    &grid,
-                    args.metric,
-                    shard,
-                    held[order[k]].0,
-                    serde_json::to_value(&report).expect("a report is JSON"),
-                );
-                let written = serde_json::to_writer(&mut lines_file, &line)
-                    .map_err(std::io::Error::from)
-                    .and_then(|()| lines_file.write_all(b"\n"))
-                    .and_then(|()| lines_file.flush());
-                if let Err(e) = written {
-                    write_error.get_or_insert(e);
-                }
-                lines.push(line);
-            },
-        );
-        bar.finish();
-        if let Err((k, e)) = result {
-            return Err(e.context(format!(
-                "sweep point {} (the points that finished are in {})",
-                grid.describe(held[order[k]].0),
-                lines_path.display()
-            )));
-        }
-        if let Some(e) = write_error {
-            return Err(
-                anyhow::Error::new(e).context(format!("cannot write {}", lines_path.display()))
+        // Each point's line is written as it finishes, so an interrupted sweep resumes there.
+        let mut record = |point: usize, report: RunReport| {
+            let line = PointLine::new(
+                &sweep,
+                &provenance,
+                &grid,
+                args.metric,
+                shard,
+                point,
+                serde_json::to_value(&report).expect("a report is JSON"),
             );
-        }
+            let written = serde_json::to_writer(&mut lines_file, &line)
+                .map_err(std::io::Error::from)
+                .and_then(|()| lines_file.write_all(b"\n"))
+                .and_then(|()| lines_file.flush());
+            lines.push(line);
+            written
+        };
+        run_held(&held, jobs, engine, &grid, &lines_path, &mut record)?;
     }
     lines.sort_by_key(|l| l.point);
 
@@ -241,29 +195,120 @@ pub fn run(args: &SweepSpec, run: &RunArgs, engine: &Engine<'_>) -> Result<()> {
             Some(&lines_path),
             run.json,
         ),
-        None => {
-            if run.json {
-                println!("{}", serde_json::to_string_pretty(&lines)?);
-                return Ok(());
-            }
-            let figures = present::figures(&lines)?;
-            if !lines.is_empty() {
-                print!(
-                    "{}",
-                    present::table(&grid, args.metric, &lines, &figures, false)
-                );
-            }
-            present::print_unfaithful(&grid, &lines, &figures);
-            println!(
-                "\nshard {shard}: {} of the sweep's {} points; wrote {}\n\
-                 join the shards with `nvarray sweep merge DIR...` (every shard's .jsonl)",
-                lines.len(),
-                grid.len(),
-                lines_path.display()
-            );
-            Ok(())
+        None => print_shard(&grid, args.metric, shard, &lines, &lines_path, run.json),
+    }
+}
+
+/// Builds every point's device and workload, and returns the sweep's identity, its
+/// provenance and the points `shard` holds. All are built before any runs, so a bad value is
+/// reported at once instead of after the points before it have run; the identity covers them
+/// all.
+fn build_points(
+    grid: &Grid,
+    run: &RunArgs,
+    shard: Shard,
+    engine: &str,
+) -> Result<(String, record::Provenance, Vec<HeldPoint>)> {
+    let mut identity = Identity::new(engine);
+    let mut held = Vec::new();
+    for i in 0..grid.len() {
+        let (device, workload) = point(run, &grid.settings(i))
+            .with_context(|| format!("sweep point {}", grid.describe(i)))?;
+        identity.add_point(&device, &workload)?;
+        if shard.holds(i) {
+            held.push((i, device, workload));
         }
     }
+    let (sweep, provenance) = identity.finish(grid);
+    Ok((sweep, provenance, held))
+}
+
+/// The output path without --out: sweep-PARAM+PARAM, and -shard-I-of-N for a shard.
+fn default_out(grid: &Grid, shard: Shard) -> PathBuf {
+    let stem = grid.file_stem();
+    PathBuf::from(if shard.is_whole() {
+        stem
+    } else {
+        format!("{stem}-shard-{}-of-{}", shard.index, shard.count)
+    })
+}
+
+/// Runs the `held` points on `jobs` threads under a progress bar, handing each finished
+/// point's index and report to `record`. A point that fails is the error, else the first
+/// error `record` met writing to `lines_path`.
+fn run_held(
+    held: &[HeldPoint],
+    jobs: usize,
+    engine: &Engine<'_>,
+    grid: &Grid,
+    lines_path: &Path,
+    record: &mut dyn FnMut(usize, RunReport) -> std::io::Result<()>,
+) -> Result<()> {
+    let total = held.len();
+    let bar = Progress::new("sweeping", total as u64);
+    bar.set_message(format!("{total} points, {} at a time", jobs.min(total)));
+    // The costliest points first: a long point started last would leave the other
+    // threads idle at the end. The order changes when a point finishes, never its result.
+    let mut order: Vec<usize> = (0..total).collect();
+    let cost: Vec<f64> = held.iter().map(|(_, _, w)| cost_hint(w)).collect();
+    order.sort_by(|&a, &b| cost[b].total_cmp(&cost[a]));
+    let run_point = |k: usize, progress: &mut dyn FnMut(f64)| {
+        let (_, device, workload) = &held[order[k]];
+        (engine.run)(device, workload, progress)
+    };
+    let mut write_error = None;
+    let result = nvarray_run::parallel::run_points(
+        total,
+        jobs,
+        &run_point,
+        &|done| bar.set_done(done),
+        &mut |k, report| {
+            if let Err(e) = record(held[order[k]].0, report) {
+                write_error.get_or_insert(e);
+            }
+        },
+    );
+    bar.finish();
+    if let Err((k, e)) = result {
+        return Err(e.context(format!(
+            "sweep point {} (the points that finished are in {})",
+            grid.describe(held[order[k]].0),
+            lines_path.display()
+        )));
+    }
+    if let Some(e) = write_error {
+        return Err(anyhow::Error::new(e).context(format!("cannot write {}", lines_path.display())));
+    }
+    Ok(())
+}
+
+/// A shard's points on stdout, as JSON or as the table with the points that were not
+/// faithful, then how to join the shards.
+fn print_shard(
+    grid: &Grid,
+    metric: Metric,
+    shard: Shard,
+    lines: &[PointLine],
+    lines_path: &Path,
+    json: bool,
+) -> Result<()> {
+    if json {
+        println!("{}", serde_json::to_string_pretty(lines)?);
+        return Ok(());
+    }
+    let figures = present::figures(lines)?;
+    if !lines.is_empty() {
+        print!("{}", present::table(grid, metric, lines, &figures, false));
+    }
+    present::print_unfaithful(grid, lines, &figures);
+    println!(
+        "\nshard {shard}: {} of the sweep's {} points; wrote {}\n\
+         join the shards with `nvarray sweep merge DIR...` (every shard's .jsonl)",
+        lines.len(),
+        grid.len(),
+        lines_path.display()
+    );
+    Ok(())
 }
 
 /// Opens `path` for a sweep's JSON lines. A file holding points of this same sweep (`sweep`)
