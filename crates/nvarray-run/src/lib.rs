@@ -14,6 +14,8 @@
 pub mod device_report;
 pub mod emu;
 pub mod error;
+mod host_thread;
+mod pacing;
 pub mod parallel;
 pub mod plan;
 pub mod sim;

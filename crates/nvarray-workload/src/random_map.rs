@@ -204,6 +204,7 @@ impl Shuffle {
 
     /// The next position of the pass; a pass that has used every position starts again in
     /// an order keyed by `next_seed`.
+    #[inline]
     pub(crate) fn next(&mut self, next_seed: impl FnOnce() -> u64) -> u64 {
         if self.step == self.n {
             self.rekey(next_seed());

@@ -1,0 +1,637 @@
+//! One host thread of an emulator run: keeps `iodepth` commands in flight until its run
+//! ends, then drains, in small steps over its state (`HostThread`): wait for a slot or a due
+//! time, issue what may go, collect what completed. The times it keeps per slot and per
+//! command (`Slot`, `InFlight`) tell the thread's own delay from the device's time.
+
+use std::collections::VecDeque;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::Instant;
+
+use nvarray_host::ladder::{Issuer, LadderShared};
+use nvarray_host::{pauses, Device, Done, HostError, Opcode};
+use nvarray_report::{IssueDelays, StreamStats, ISSUED_LATE_NS};
+use nvarray_workload::trace::TraceReport;
+use nvarray_workload::{Direction, Request};
+
+use crate::error::EmuRunError;
+use crate::pacing::{DeviceClock, Pacer};
+use crate::plan::{Next, Requests, ThreadPlan};
+use crate::verify;
+
+/// What a phase's threads have done so far, for the progress bar.
+#[derive(Default)]
+pub(crate) struct Progress {
+    pub(crate) ios: AtomicU64,
+    pub(crate) bytes: AtomicU64,
+    /// How far through its trace a replaying thread has read, in millionths.
+    pub(crate) trace_millionths: AtomicU64,
+}
+
+/// What one host thread measured.
+pub(crate) struct ThreadResult {
+    pub(crate) stats: StreamStats,
+    /// Blocks read back that held data this run wrote and passed verification.
+    pub(crate) verified_blocks: u64,
+    /// The summary of the trace the thread replayed.
+    pub(crate) trace: Option<TraceReport>,
+    /// A paced thread's requests issued late (`None`: not paced).
+    pub(crate) paced_issued_late: Option<u64>,
+    /// When the thread stopped: its last completion was collected.
+    pub(crate) ended: Instant,
+    /// How late the thread issued its timed requests after they could have gone.
+    pub(crate) issue_delays: IssueDelays,
+}
+
+/// One of a thread's `iodepth` slots: when it may issue again (device clock, ns).
+#[derive(Clone, Copy)]
+struct Slot {
+    /// When this thread may issue on it: its last command was collected (plus the think time).
+    ready_ns: u64,
+    /// When it would have been ready had the thread kept time: its last command's device time
+    /// (issue to collection) after the moment that command could have gone. A timed request
+    /// waits for a slot only until this, so one late issue of the thread's does not make the
+    /// requests behind it look queued.
+    ready_on_time_ns: u64,
+}
+
+/// A command of this thread's in flight (device clock, ns).
+#[derive(Clone, Copy)]
+struct InFlight {
+    /// When it was issued (measured).
+    issued_ns: u64,
+    /// How long a timed request waited for a slot past its due time (counts in its latency).
+    slot_wait_ns: u64,
+    /// When it could have gone: its due time, or when a slot was ready on time after it
+    /// (an untimed request's is its issue).
+    could_go_ns: u64,
+}
+
+impl InFlight {
+    /// A command issued at `issued_ns` on `slot`; a timed one was due at `due_ns`.
+    fn issue(issued_ns: u64, due_ns: Option<u64>, slot: &Slot) -> InFlight {
+        let could_go_ns = match due_ns {
+            Some(due) => due.max(slot.ready_on_time_ns).min(issued_ns),
+            None => issued_ns,
+        };
+        InFlight {
+            issued_ns,
+            slot_wait_ns: due_ns.map_or(0, |due| could_go_ns.saturating_sub(due)),
+            could_go_ns,
+        }
+    }
+
+    /// How long after it could have gone the thread issued it: the thread's own delay.
+    fn host_delay_ns(&self) -> u64 {
+        self.issued_ns - self.could_go_ns
+    }
+
+    /// Its latency when collected at `collected_ns`: from its issue, plus its wait for a slot.
+    fn latency_ns(&self, collected_ns: u64) -> u64 {
+        collected_ns.saturating_sub(self.issued_ns) + self.slot_wait_ns
+    }
+
+    /// When it would have completed had the thread kept time: `device_ns` (from its issue
+    /// to the model's completion, whenever the thread collected it) after the moment it could
+    /// have gone. Whether it counts after a ramp is decided by this, as the simulator decides
+    /// by its completion time, so a late thread does not move requests due in the ramp into
+    /// the measured window.
+    fn done_on_time_ns(&self, device_ns: u64) -> u64 {
+        self.could_go_ns + device_ns
+    }
+
+    /// The slot it frees when collected at `collected_ns`, the device having taken
+    /// `device_ns`: ready again `thinktime_ns` later. Had the thread kept time, it would have
+    /// been ready `thinktime_ns` after the device's completion, however late the thread
+    /// collected it (a pause between the two is the thread's, not the device's).
+    fn frees(&self, collected_ns: u64, thinktime_ns: u64, device_ns: u64) -> Slot {
+        Slot {
+            ready_ns: collected_ns + thinktime_ns,
+            ready_on_time_ns: self.done_on_time_ns(device_ns) + thinktime_ns,
+        }
+    }
+}
+
+/// One host thread: keeps `iodepth` commands in flight until its run ends, then drains. With
+/// `thinktime`, each completion frees its slot only that long after it arrived (as in the
+/// simulator; with `iodepth` > 1 a slot that frees while the thread waits for a completion
+/// is used once the thread wakes). With `verify`, every write carries self-checking data
+/// (`verify`) and every read is checked. `arrive` waits at the phase's start gate and returns
+/// the phase's start; it is called once the thread is set up.
+pub(crate) fn run_thread(
+    device: &Device,
+    shared: &LadderShared,
+    plan: ThreadPlan,
+    arrive: impl FnOnce() -> Instant,
+    progress: &Progress,
+) -> Result<ThreadResult, EmuRunError> {
+    let began = Instant::now();
+    let clock = DeviceClock::new(device);
+    let mut thread = HostThread::new(device, shared, plan);
+    // Set up (everything above allocates: the histograms alone take about 0.3 ms to fault
+    // in): the phase starts when every thread of it is (`StartGate`).
+    thread.start(clock.ns_of(arrive()));
+    loop {
+        let more = thread.has_more();
+        if more && thread.in_flight == 0 {
+            thread.wait_for_first_slot();
+        }
+        if more {
+            thread.issue_ready();
+        }
+        if thread.in_flight == 0 {
+            if more && !thread.slots.is_empty() {
+                continue;
+            }
+            break;
+        }
+        thread.collect(progress);
+    }
+    thread.finish(began, &clock)
+}
+
+/// A host thread's state while it runs. Every time is the device clock's nanoseconds (one
+/// `clock_gettime` and a subtraction a reading; `Instant` arithmetic cost about 150
+/// instructions per request, issue 38).
+struct HostThread<'d> {
+    device: &'d Device,
+    plan: ThreadPlan,
+    issuer: Issuer,
+    block: usize,
+    stats: StreamStats,
+    /// Per tag: this thread's command on it (tags are device-wide, so index by tag).
+    started: Vec<Option<InFlight>>,
+    scratch: Vec<u8>,
+    write_data: Vec<u8>,
+    finished: Vec<Done>,
+    issued: u64,
+    /// Requests issued since the ramp ended: `number_ios` counts these, as in fio (fio 3.33:
+    /// `rate_iops=1000 number_ios=2000 ramp_time=1` does 2,000 after its ramp). Bytes
+    /// (`size`, `io_size`) count from the start, the ramp's too, as fio's do.
+    issued_counted: u64,
+    issued_bytes: u64,
+    in_flight: usize,
+    verified_blocks: u64,
+    error: Option<EmuRunError>,
+    /// A request taken but not yet issued (a timestamped trace's before its time, or one that
+    /// found no tag), and its time (`None`: whenever it goes).
+    pending: Option<(Request, Option<u64>)>,
+    trace_ended: bool,
+    /// Timed requests that waited for a slot (every slot taken at their due time), and how
+    /// late the thread issued each after it could have gone (its own delay).
+    issued_late: u64,
+    issue_delays: IssueDelays,
+    pacer: Pacer,
+    /// A timed thread's run is every request due before its end, as in the simulator: one the
+    /// thread is late for still goes after the end (its lateness is reported), so the offered
+    /// load does not depend on this machine's pauses. An untimed thread stops at the end.
+    timed: bool,
+    /// Slots wait for time only in a timed thread or one with think time.
+    fresh_for_slots: bool,
+    /// The phase's start, the end of the job's ramp (completions before it are not
+    /// counted), and the end of its runtime.
+    start: u64,
+    measure_from: u64,
+    deadline: Option<u64>,
+    /// The latest reading of the clock in the loop (`now_ns`).
+    latest_ns: u64,
+    /// When each of the `iodepth` slots may issue again.
+    slots: VecDeque<Slot>,
+}
+
+impl<'d> HostThread<'d> {
+    /// The thread's buffers and queue pair, allocated before the phase starts.
+    fn new(device: &'d Device, shared: &LadderShared, plan: ThreadPlan) -> Self {
+        let completion = device.completion();
+        let command_bytes_max = device.command_bytes_max() as usize;
+        let timed = plan.requests.is_timed();
+        HostThread {
+            device,
+            issuer: Issuer::new(device, shared, completion),
+            block: device.block_bytes() as usize,
+            stats: StreamStats::new("thread"),
+            started: vec![None; device.tags()],
+            scratch: vec![0u8; command_bytes_max],
+            write_data: vec![0x5au8; command_bytes_max],
+            finished: Vec::with_capacity(device.tags()),
+            issued: 0,
+            issued_counted: 0,
+            issued_bytes: 0,
+            in_flight: 0,
+            verified_blocks: 0,
+            error: None,
+            pending: None,
+            trace_ended: false,
+            issued_late: 0,
+            issue_delays: IssueDelays::default(),
+            pacer: Pacer::new(),
+            timed,
+            fresh_for_slots: timed || plan.thinktime_ns > 0,
+            start: 0,
+            measure_from: 0,
+            deadline: None,
+            latest_ns: 0,
+            slots: VecDeque::with_capacity(plan.iodepth as usize),
+            plan,
+        }
+    }
+
+    /// The phase started at `start`: every slot is ready then.
+    fn start(&mut self, start: u64) {
+        self.start = start;
+        self.measure_from = start + self.plan.ramp_ns;
+        self.deadline = self.plan.runtime_ns.map(|r| start + r);
+        self.latest_ns = start;
+        self.slots.extend(std::iter::repeat_n(
+            Slot {
+                ready_ns: start,
+                ready_on_time_ns: start,
+            },
+            self.plan.iodepth as usize,
+        ));
+    }
+
+    #[inline(always)]
+    fn now_ns(&self) -> u64 {
+        self.device.now_ns()
+    }
+
+    /// Whether the thread may issue more: its time is not up (an untimed thread's runtime,
+    /// or a timed one's next request due at or after the end), nothing failed, and neither
+    /// its counts, its bytes nor its trace ran out.
+    #[inline(always)]
+    fn has_more(&self) -> bool {
+        let time_up = match self.deadline {
+            None => false,
+            Some(d) if self.timed => self
+                .pending
+                .is_some_and(|(_, due)| due.is_some_and(|due| due >= d)),
+            Some(d) => self.now_ns() >= d,
+        };
+        !time_up
+            && self.error.is_none()
+            && self.issued_counted < self.plan.ios
+            && self.issued_bytes < self.plan.io_bytes
+            && !self.trace_ended
+    }
+
+    /// With nothing in flight, nothing to wait for but the think time, or the next request's
+    /// time.
+    fn wait_for_first_slot(&mut self) {
+        if let Some(slot) = self.slots.front() {
+            let until = self
+                .pending
+                .and_then(|(_, due)| due)
+                .map_or(slot.ready_ns, |due| due.max(slot.ready_ns));
+            let device = self.device;
+            self.pacer.wait_until(until, || device.now_ns());
+        }
+    }
+
+    /// Issues every request that may go now: a slot is ready and the request is due (and due
+    /// before the run's end).
+    #[inline(always)]
+    fn issue_ready(&mut self) {
+        while self.issued_counted < self.plan.ios && self.issued_bytes < self.plan.io_bytes {
+            // An untimed thread without think time has a slot ready whenever one is free
+            // (each was freed at a reading of the clock, and the clock does not go back), so
+            // the latest reading answers; only the issue below reads the clock again.
+            let now = if self.fresh_for_slots {
+                self.now_ns()
+            } else {
+                self.latest_ns
+            };
+            let slot = match self.slots.front() {
+                Some(&slot) if slot.ready_ns <= now => slot,
+                _ => break,
+            };
+            let Some((r, due_at)) = self.next_request() else {
+                break;
+            };
+            let due = due_at.unwrap_or(now);
+            if self.deadline.is_some_and(|d| due >= d) || due > now {
+                // Due when the run ends (a paced or timestamped request): not issued, as in
+                // the simulator. Or not yet due: finish what is in flight meanwhile, or wait
+                // for it.
+                self.pending = Some((r, due_at));
+                break;
+            }
+            if !self.issue(r, due_at, slot) {
+                break;
+            }
+        }
+    }
+
+    /// The request to issue next: the one held back, or the plan's next. `None` when the
+    /// trace has ended or failed.
+    #[inline(always)]
+    fn next_request(&mut self) -> Option<(Request, Option<u64>)> {
+        if let Some(p) = self.pending.take() {
+            return Some(p);
+        }
+        match self.plan.requests.next_request() {
+            Ok(Next::Request(r, due_ns)) => Some((r, due_ns.map(|ns| self.start + ns))),
+            Ok(Next::End) => {
+                self.trace_ended = true;
+                None
+            }
+            Err(e) => {
+                self.error = Some(EmuRunError::Trace(e));
+                None
+            }
+        }
+    }
+
+    /// Issues `r` on `slot`; `false` when the thread must stop issuing for now (no tag while
+    /// its own commands are in flight, or an error).
+    #[inline(always)]
+    fn issue(&mut self, r: Request, due_at: Option<u64>, slot: Slot) -> bool {
+        let len = r.len_bytes as usize;
+        let (op, data) = match r.op {
+            Direction::Read => (Opcode::Read, None),
+            Direction::Write => {
+                if self.plan.verify {
+                    let stamp = (self.plan.index << 40) | self.issued;
+                    verify::fill(
+                        &mut self.write_data[..len],
+                        r.offset_bytes,
+                        self.block,
+                        stamp,
+                    );
+                }
+                (Opcode::Write, Some(&self.write_data[..len]))
+            }
+        };
+        // The issue time, measured. A timed request (a timestamped trace's, a paced
+        // job's) could go at its due time, or when a slot would have freed had this
+        // thread kept time (`Slot::ready_on_time`) if every slot was taken then: that wait
+        // for a slot is the workload's queueing, as in the simulator, and counts in its
+        // latency. Anything after that is this thread's own delay (a sleep that ended
+        // late, a pause, finishing other requests first): it is measured apart
+        // (`issue_delays`) and left out of the latency, which is the device's.
+        self.latest_ns = self.device.now_ns();
+        let command = InFlight::issue(self.latest_ns, due_at, &slot);
+        if due_at.is_some() {
+            self.issued_late += u64::from(command.slot_wait_ns > ISSUED_LATE_NS);
+            // Issued late by the machine when its time came inside a pause of this
+            // thread (a sleep the kernel ended late, a gap in its spinning or serving).
+            let machine_late = pauses::this_thread(|w| w.paused_at(command.could_go_ns));
+            self.issue_delays
+                .record(command.host_delay_ns(), machine_late);
+        }
+        match self.device.prepare(op, r.offset_bytes, r.len_bytes, data) {
+            Ok(p) => {
+                let counted = command.could_go_ns >= self.measure_from;
+                if counted {
+                    self.stats
+                        .io_depths_mut()
+                        .record_issue(self.in_flight as u32 + 1);
+                }
+                self.started[p.tag().index()] = Some(command);
+                self.issuer.issue(p);
+                self.slots.pop_front();
+                self.issued += 1;
+                self.issued_counted += u64::from(counted);
+                self.issued_bytes += u64::from(r.len_bytes);
+                self.in_flight += 1;
+                true
+            }
+            // Other threads hold every tag: collect our own completions first.
+            Err(HostError::NoTag { .. }) if self.in_flight > 0 => {
+                self.pending = Some((r, due_at));
+                false
+            }
+            Err(HostError::NoTag { .. }) => {
+                self.pending = Some((r, due_at));
+                std::hint::spin_loop();
+                true
+            }
+            Err(e) => {
+                self.error = Some(e.into());
+                false
+            }
+        }
+    }
+
+    /// Waits for completions (until the held-back request's time, if it has one) and
+    /// collects them: latency, verification, the slots they free, progress.
+    #[inline(always)]
+    fn collect(&mut self, progress: &Progress) {
+        let started = &self.started;
+        let mine = |tag: usize| started.get(tag).is_some_and(|s| s.is_some());
+        let finished = &mut self.finished;
+        match self.pending.and_then(|(_, due)| due) {
+            // A trace's request is due: collect what completes until then, no longer.
+            Some(due) => self
+                .issuer
+                .wait_until(due, &mine, &mut |done| finished.push(done)),
+            None => self.issuer.wait(&mine, &mut |done| finished.push(done)),
+        };
+        if self.plan.ramp_ns == 0 || self.now_ns() >= self.measure_from {
+            self.stats
+                .io_depths_mut()
+                .record_collected(self.finished.len());
+        }
+        // Counted for the progress bar once per round (an atomic add per request was a line
+        // every host thread wrote).
+        let (collected_ios, mut collected_bytes) = (self.finished.len() as u64, 0u64);
+        let mut finished = std::mem::take(&mut self.finished);
+        for done in finished.drain(..) {
+            collected_bytes += u64::from(done.len_bytes);
+            self.collect_one(done);
+        }
+        self.finished = finished;
+        if collected_ios > 0 {
+            progress.ios.fetch_add(collected_ios, Ordering::Relaxed);
+            progress.bytes.fetch_add(collected_bytes, Ordering::Relaxed);
+        }
+        if let Some(fraction) = self.plan.requests.fraction_done() {
+            progress
+                .trace_millionths
+                .fetch_max((fraction * 1e6) as u64, Ordering::Relaxed);
+        }
+    }
+
+    /// One completion: its data out (checked with `verify`), its latency, its slot freed.
+    #[inline(always)]
+    fn collect_one(&mut self, done: Done) {
+        let command = self.started[done.tag.index()].take().expect("started");
+        let (is_read, len, offset) = (done.op == Opcode::Read, done.len_bytes, done.offset_bytes);
+        // The device's time: from the issue to the model's completion, not to this
+        // thread's collecting it.
+        let device_ns = done.deadline_ns.saturating_sub(command.issued_ns);
+        let out = is_read.then_some(&mut self.scratch[..len as usize]);
+        // When the thread had the completion, for its slot (`InFlight::frees`): the
+        // latency's reading unless checking the data took time after it (one clock
+        // reading per request fewer, issue 38).
+        let mut collected = None;
+        match self.device.finish(done, out) {
+            Ok(()) => {
+                let now = self.device.now_ns();
+                self.latest_ns = now;
+                collected = Some(now);
+                if command.done_on_time_ns(device_ns) >= self.measure_from {
+                    let latency_ns = command.latency_ns(now);
+                    // All of it as host time for now; `device_report` moves the modelled
+                    // device's share to its components.
+                    self.stats.record_host(is_read, len, latency_ns);
+                }
+                if is_read && self.plan.verify {
+                    collected = None;
+                    match verify::check(&self.scratch[..len as usize], offset, self.block) {
+                        Ok(n) => self.verified_blocks += n,
+                        Err(e) => {
+                            self.error.get_or_insert(EmuRunError::Verify(e));
+                        }
+                    }
+                }
+            }
+            Err(e) => {
+                self.error.get_or_insert(e.into());
+            }
+        }
+        self.in_flight -= 1;
+        let collected = collected.unwrap_or_else(|| self.device.now_ns());
+        self.latest_ns = self.latest_ns.max(collected);
+        self.slots
+            .push_back(command.frees(collected, self.plan.thinktime_ns, device_ns));
+    }
+
+    /// What the thread measured, once it has drained. Its own time is from its ramp's end:
+    /// a thread that stopped before the phase did (its number_ios done, or a runtime shorter
+    /// than the longest job's) reports its rates over it, as fio does; and a run of several
+    /// phases adds the phases' times up.
+    fn finish(mut self, began: Instant, clock: &DeviceClock) -> Result<ThreadResult, EmuRunError> {
+        let ended = Instant::now();
+        self.stats.set_active_ns(
+            clock
+                .ns_of(ended)
+                .saturating_sub(self.measure_from.max(clock.ns_of(began)))
+                .max(1),
+        );
+        let paced_issued_late = self.plan.requests.is_paced().then_some(self.issued_late);
+        let trace: Option<TraceReport> = match self.plan.requests {
+            Requests::Trace(feed) if self.error.is_none() => {
+                let stopped = self.pending.is_some();
+                let mut trace = feed.finish(self.issued_late).map_err(EmuRunError::Trace)?;
+                trace.stopped_early |= stopped;
+                Some(trace)
+            }
+            _ => None,
+        };
+        match self.error {
+            Some(e) => Err(e),
+            None => Ok(ThreadResult {
+                stats: self.stats,
+                verified_blocks: self.verified_blocks,
+                trace,
+                paced_issued_late,
+                ended,
+                issue_delays: self.issue_delays,
+            }),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn us(n: u64) -> u64 {
+        n * 1_000
+    }
+
+    /// A device-clock time some way into a run.
+    const T0: u64 = 5_000_000_000;
+
+    /// A paced thread (QD 1, a request due every 1,000 µs, each on the device 10 µs) that
+    /// woke `late_by` late for one request: that request's latency is still the device's,
+    /// the delay is the thread's own, and the requests after it neither wait for a slot nor
+    /// inherit the delay.
+    #[test]
+    fn a_late_wake_up_is_the_threads_delay_and_not_the_requests_latency() {
+        let t0 = T0;
+        let late_by = us(3_000);
+        let mut slot = Slot {
+            ready_ns: t0,
+            ready_on_time_ns: t0,
+        };
+        for k in 0..5u64 {
+            let due = t0 + us(1_000 * k);
+            // Request 1 goes out 3 ms late; the others at once (request 2 is already due
+            // when the thread gets back, so it goes as soon as its slot is collected).
+            let issued_at = match k {
+                1 => due + late_by,
+                2..=4 => due.max(slot.ready_ns),
+                _ => due,
+            };
+            let c = InFlight::issue(issued_at, Some(due), &slot);
+            let collected = issued_at + us(10);
+            assert_eq!(
+                c.latency_ns(collected),
+                us(10),
+                "request {k}: the device's time"
+            );
+            assert_eq!(c.slot_wait_ns, 0, "request {k} never waited for a slot");
+            let expected_delay = match k {
+                1 => late_by,
+                _ => issued_at - due,
+            };
+            assert_eq!(c.host_delay_ns(), expected_delay, "request {k}");
+            slot = c.frees(collected, 0, us(10));
+        }
+    }
+
+    /// Requests due faster than the device serves them at QD 1 wait for the slot, as in the
+    /// simulator: the wait is in their latency and is not the thread's delay.
+    #[test]
+    fn a_request_due_while_its_slot_is_taken_waits_for_it_in_its_latency() {
+        let t0 = T0;
+        let slot = Slot {
+            ready_ns: t0,
+            ready_on_time_ns: t0,
+        };
+        // Both due at t0; the first takes 10 µs on the device.
+        let first = InFlight::issue(t0, Some(t0), &slot);
+        let slot = first.frees(t0 + us(10), 0, us(10));
+        let second = InFlight::issue(t0 + us(10), Some(t0), &slot);
+        assert_eq!(second.slot_wait_ns, us(10));
+        assert_eq!(second.host_delay_ns(), 0);
+        assert_eq!(second.latency_ns(t0 + us(20)), us(20));
+    }
+
+    /// An untimed request's latency is from its issue; it has no due time to be late for.
+    #[test]
+    fn an_untimed_request_counts_from_its_issue() {
+        let t0 = T0;
+        let slot = Slot {
+            ready_ns: t0,
+            ready_on_time_ns: t0,
+        };
+        let c = InFlight::issue(t0 + us(5), None, &slot);
+        assert_eq!((c.slot_wait_ns, c.host_delay_ns()), (0, 0));
+        assert_eq!(c.latency_ns(t0 + us(12)), us(7));
+        let freed = c.frees(t0 + us(12), us(100), us(7));
+        assert_eq!(freed.ready_ns, t0 + us(112));
+    }
+
+    /// A thread paused between the device's completion and its collecting it (a machine
+    /// pause of 100 ms at QD 1): the requests due meanwhile did not wait for a slot the
+    /// device had freed; they were issued late by the thread.
+    #[test]
+    fn a_pause_before_collecting_is_the_threads_not_a_full_slot() {
+        let t0 = T0;
+        let slot = Slot {
+            ready_ns: t0,
+            ready_on_time_ns: t0,
+        };
+        let first = InFlight::issue(t0, Some(t0), &slot);
+        // The device took 10 µs; the thread collected it 100 ms later.
+        let collected = t0 + us(100_000);
+        let slot = first.frees(collected, 0, us(10));
+        // The next was due 1 ms after the first and goes as soon as the thread is back.
+        let second = InFlight::issue(collected, Some(t0 + us(1_000)), &slot);
+        assert_eq!(second.slot_wait_ns, 0);
+        assert_eq!(second.host_delay_ns(), us(99_000));
+        assert_eq!(second.latency_ns(collected + us(10)), us(10));
+    }
+}
