@@ -125,7 +125,8 @@ impl DeviceModel {
 
     /// Does everything due at or before `now_ns`, reporting each finished command with the
     /// time the host can see it (never earlier than the moment `advance` reports it).
-    #[inline]
+    /// Always inlined, as `ArrayModel::advance` behind it is: a dispatch.
+    #[inline(always)]
     pub fn advance(&mut self, now_ns: u64, mut on_complete: impl FnMut(Completion)) {
         let Some(fabric) = &mut self.fabric else {
             self.device.advance(now_ns, on_complete);

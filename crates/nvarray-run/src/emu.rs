@@ -19,7 +19,7 @@ use nvarray_workload::Workload;
 use crate::device_report::{device_report_over, DeviceReading};
 use crate::error::EmuRunError;
 use crate::host_thread::{run_thread, Progress, ThreadResult};
-use crate::plan::{job_streams, Plan};
+use crate::plan::{job_streams, Plan, ThreadPlan};
 use crate::verify;
 
 /// Runs `workload` on an emulated `device`. `progress` is called now and then with the
@@ -231,13 +231,16 @@ fn run_phase(
     plan: Plan,
     progress: &mut dyn FnMut(f64),
 ) -> Result<PhaseRun, EmuRunError> {
-    let longest = plan.longest_runtime_ns.map(Duration::from_nanos);
     let ramp = Duration::from_nanos(plan.ramp_ns());
-    let ios_total = plan.ios();
-    let bytes_total = plan.io_bytes();
     let done = Progress::default();
     let at_start = DeviceReading::take(device);
-    let mut at_ramp_end = ramp.is_zero().then(|| at_start.clone());
+    let mut watch = PhaseWatch {
+        longest: plan.longest_runtime_ns.map(Duration::from_nanos),
+        ramp,
+        ios_total: plan.ios(),
+        bytes_total: plan.io_bytes(),
+        at_ramp_end: ramp.is_zero().then(|| at_start.clone()),
+    };
     let gate = StartGate::new(plan.threads.len());
     // Until every thread is set up the phase has not started; the progress bar counts from
     // here meanwhile.
@@ -250,27 +253,8 @@ fn run_phase(
             .threads
             .into_iter()
             .map(|plan| {
-                let done = &done;
-                let gate = &gate;
                 let finished = FinishedSignal(finished_tx.clone());
-                std::thread::Builder::new()
-                    .name(format!("nvarray-job-{}", plan.stream))
-                    .spawn_scoped(s, move || {
-                        let _finished = finished;
-                        // Arrives at the gate on every way out, so no thread waits for one
-                        // that failed before it was ready.
-                        let mut arrival = Arrival::new(gate);
-                        let (stream, index) = (plan.stream, plan.index);
-                        if let Some(cpu) = device.host_cpu(index as usize) {
-                            pin_this_thread(cpu).map_err(|source| EmuRunError::Pin {
-                                thread: index,
-                                cpu,
-                                source,
-                            })?;
-                        }
-                        run_thread(device, shared, plan, || arrival.start(), done)
-                            .map(|st| (stream, st))
-                    })
+                spawn_thread(s, device, shared, plan, (&done, &gate, finished))
             })
             .collect::<Result<Vec<_>, _>>();
         let handles = match handles {
@@ -284,39 +268,13 @@ fn run_phase(
         };
         // Only the threads hold senders now, so the channel disconnects when the last ends.
         drop(finished_tx);
-        // The calling thread reports progress while the workers run, and reads the device
-        // when the ramp ends; it wakes for each thread that finishes.
-        let mut running = handles.len();
-        while running > 0 {
-            let started = gate.started();
-            let start = started.unwrap_or(spawned);
-            let by_time = longest.map(|r| start.elapsed().as_secs_f64() / r.as_secs_f64());
-            let by_ios = done.ios.load(Ordering::Relaxed) as f64 / ios_total.max(1) as f64;
-            let by_bytes = done.bytes.load(Ordering::Relaxed) as f64 / bytes_total.max(1) as f64;
-            let by_trace = done.trace_millionths.load(Ordering::Relaxed) as f64 / 1e6;
-            progress(
-                by_time
-                    .unwrap_or(0.0)
-                    .max(by_ios)
-                    .max(by_bytes)
-                    .max(by_trace)
-                    .min(1.0),
-            );
-            let mut nap = PROGRESS_EVERY;
-            if at_ramp_end.is_none() && started.is_some() {
-                let to_ramp_end = ramp.saturating_sub(start.elapsed());
-                if to_ramp_end.is_zero() {
-                    at_ramp_end = Some(DeviceReading::take(device));
-                }
-                nap = nap.min(to_ramp_end);
-            }
-            match finished_rx.recv_timeout(nap) {
-                Ok(()) => running -= 1,
-                Err(std::sync::mpsc::RecvTimeoutError::Timeout) => {}
-                // Every sender is gone: every thread has ended.
-                Err(std::sync::mpsc::RecvTimeoutError::Disconnected) => break,
-            }
-        }
+        watch.until_all_end(
+            handles.len(),
+            &finished_rx,
+            (&gate, spawned, &done),
+            device,
+            progress,
+        );
         handles
             .into_iter()
             .map(|h| h.join().expect("bench thread panicked"))
@@ -332,7 +290,9 @@ fn run_phase(
         .max()
         .unwrap_or_else(Instant::now);
     // A phase that ended within its ramp measured nothing.
-    let at_ramp_end = at_ramp_end.unwrap_or_else(|| DeviceReading::take(device));
+    let at_ramp_end = watch
+        .at_ramp_end
+        .unwrap_or_else(|| DeviceReading::take(device));
     Ok(PhaseRun {
         results,
         measured_ns: ended
@@ -341,6 +301,96 @@ fn run_phase(
             .as_nanos() as u64,
         ramp: at_ramp_end.since(&at_start),
     })
+}
+
+type ThreadHandle<'s> =
+    std::thread::ScopedJoinHandle<'s, Result<(usize, ThreadResult), EmuRunError>>;
+
+/// Starts one host thread of a phase: pinned to its CPU if the options say so, then
+/// `run_thread`. `(done, gate, finished)`: the phase's progress counters, its start gate, and
+/// the signal the thread sends however it ends.
+fn spawn_thread<'s, 'e: 's>(
+    s: &'s std::thread::Scope<'s, 'e>,
+    device: &'e Device,
+    shared: &'e LadderShared,
+    plan: ThreadPlan,
+    (done, gate, finished): (&'e Progress, &'e StartGate, FinishedSignal),
+) -> std::io::Result<ThreadHandle<'s>> {
+    std::thread::Builder::new()
+        .name(format!("nvarray-job-{}", plan.stream))
+        .spawn_scoped(s, move || {
+            let _finished = finished;
+            // Arrives at the gate on every way out, so no thread waits for one that failed
+            // before it was ready.
+            let mut arrival = Arrival::new(gate);
+            let (stream, index) = (plan.stream, plan.index);
+            if let Some(cpu) = device.host_cpu(index as usize) {
+                pin_this_thread(cpu).map_err(|source| EmuRunError::Pin {
+                    thread: index,
+                    cpu,
+                    source,
+                })?;
+            }
+            run_thread(device, shared, plan, || arrival.start(), done).map(|st| (stream, st))
+        })
+}
+
+/// What the calling thread watches while a phase's threads run: how far they are, for the
+/// progress figure, and the device's reading when the ramp ends.
+struct PhaseWatch {
+    longest: Option<Duration>,
+    ramp: Duration,
+    ios_total: u64,
+    bytes_total: u64,
+    at_ramp_end: Option<DeviceReading>,
+}
+
+impl PhaseWatch {
+    /// Reports progress and reads the device when the ramp ends, until each of `running`
+    /// threads has signalled its end (or every sender is gone). `(gate, spawned, done)`: the
+    /// phase's start gate, when its threads were spawned, and their progress counters.
+    fn until_all_end(
+        &mut self,
+        mut running: usize,
+        finished: &std::sync::mpsc::Receiver<()>,
+        (gate, spawned, done): (&StartGate, Instant, &Progress),
+        device: &Device,
+        progress: &mut dyn FnMut(f64),
+    ) {
+        while running > 0 {
+            let started = gate.started();
+            let start = started.unwrap_or(spawned);
+            let by_time = self
+                .longest
+                .map(|r| start.elapsed().as_secs_f64() / r.as_secs_f64());
+            let by_ios = done.ios.load(Ordering::Relaxed) as f64 / self.ios_total.max(1) as f64;
+            let by_bytes =
+                done.bytes.load(Ordering::Relaxed) as f64 / self.bytes_total.max(1) as f64;
+            let by_trace = done.trace_millionths.load(Ordering::Relaxed) as f64 / 1e6;
+            progress(
+                by_time
+                    .unwrap_or(0.0)
+                    .max(by_ios)
+                    .max(by_bytes)
+                    .max(by_trace)
+                    .min(1.0),
+            );
+            let mut nap = PROGRESS_EVERY;
+            if self.at_ramp_end.is_none() && started.is_some() {
+                let to_ramp_end = self.ramp.saturating_sub(start.elapsed());
+                if to_ramp_end.is_zero() {
+                    self.at_ramp_end = Some(DeviceReading::take(device));
+                }
+                nap = nap.min(to_ramp_end);
+            }
+            match finished.recv_timeout(nap) {
+                Ok(()) => running -= 1,
+                Err(std::sync::mpsc::RecvTimeoutError::Timeout) => {}
+                // Every sender is gone: every thread has ended.
+                Err(std::sync::mpsc::RecvTimeoutError::Disconnected) => break,
+            }
+        }
+    }
 }
 
 /// How often the calling thread updates the progress figure while a phase runs.

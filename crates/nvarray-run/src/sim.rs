@@ -89,6 +89,52 @@ struct Host {
 }
 
 impl Host {
+    /// The simulated host of a phase starting at `start_ns`: its threads from the plan, each
+    /// with an `Issue` event per queue slot at the start.
+    fn for_phase(plan: Plan, device: &DeviceConfig, start_ns: u64) -> Host {
+        let outstanding_total = plan.outstanding();
+        let mut first_issues = Vec::with_capacity(plan.threads.len());
+        let threads: Vec<Thread> = plan
+            .threads
+            .into_iter()
+            .enumerate()
+            .map(|(x, t)| {
+                first_issues.push((x as u32, t.iodepth));
+                Thread {
+                    stream: t.stream,
+                    requests: t.requests,
+                    scheduled: VecDeque::new(),
+                    issued_late: 0,
+                    remaining: t.ios,
+                    bytes_left: t.io_bytes,
+                    thinktime_ns: t.thinktime_ns,
+                    end_ns: t
+                        .runtime_ns
+                        .map_or(u64::MAX, |r| start_ns.saturating_add(r)),
+                    cpu_free_ns: start_ns,
+                    measure_from_ns: start_ns + t.ramp_ns,
+                    in_flight: 0,
+                    io_depths: IoDepths::default(),
+                }
+            })
+            .collect();
+        let mut host = Host {
+            threads,
+            pending: Vec::with_capacity(outstanding_total as usize),
+            free_ids: Vec::with_capacity(outstanding_total as usize),
+            events: MinQueue::with_capacity(outstanding_total as usize * 2),
+            seq: 0,
+            software_ns: device.host.software_ns,
+            origin_ns: start_ns,
+        };
+        for (thread, iodepth) in first_issues {
+            for _ in 0..iodepth {
+                host.push(start_ns, HostEvent::Issue, thread);
+            }
+        }
+        host
+    }
+
     /// How far the phase is, `elapsed_ns` into it: the furthest of its time bound
     /// (`bound_ns`), its request count, its byte limit and its traces.
     fn fraction_done(&self, elapsed_ns: u64, bound_ns: u64, ios: u64, bytes: u64) -> f64 {
@@ -305,54 +351,13 @@ fn run_phase(
     streams: &mut [StreamStats],
     progress: &mut dyn FnMut(f64),
 ) -> Result<PhaseRun, SimError> {
-    let outstanding_total = plan.outstanding();
     let (ios_total, bytes_total) = (plan.ios(), plan.io_bytes());
     let mut events_to_progress = EVENTS_PER_PROGRESS;
     let ramp_end_ns = start_ns + plan.ramp_ns();
     let stop_ns = plan
         .longest_runtime_ns
         .map_or(u64::MAX, |r| start_ns.saturating_add(r));
-    let mut first_issues = Vec::with_capacity(plan.threads.len());
-    let threads: Vec<Thread> = plan
-        .threads
-        .into_iter()
-        .enumerate()
-        .map(|(x, t)| {
-            first_issues.push((x as u32, t.iodepth));
-            Thread {
-                stream: t.stream,
-                requests: t.requests,
-                scheduled: VecDeque::new(),
-                issued_late: 0,
-                remaining: t.ios,
-                bytes_left: t.io_bytes,
-                thinktime_ns: t.thinktime_ns,
-                end_ns: t
-                    .runtime_ns
-                    .map_or(u64::MAX, |r| start_ns.saturating_add(r)),
-                cpu_free_ns: start_ns,
-                measure_from_ns: start_ns + t.ramp_ns,
-                in_flight: 0,
-                io_depths: IoDepths::default(),
-            }
-        })
-        .collect();
-
-    let mut host = Host {
-        threads,
-        pending: Vec::with_capacity(outstanding_total as usize),
-        free_ids: Vec::with_capacity(outstanding_total as usize),
-        events: MinQueue::with_capacity(outstanding_total as usize * 2),
-        seq: 0,
-        software_ns: device.host.software_ns,
-        origin_ns: start_ns,
-    };
-    for (thread, iodepth) in first_issues {
-        for _ in 0..iodepth {
-            host.push(start_ns, HostEvent::Issue, thread);
-        }
-    }
-
+    let mut host = Host::for_phase(plan, device, start_ns);
     let mut last_completion_ns = start_ns;
     // Per stream: its last completion.
     let mut stream_last_ns = vec![start_ns; streams.len()];
@@ -424,51 +429,88 @@ fn run_phase(
             }
         }
     }
-
-    let end_ns = if stopped_by_time {
-        stop_ns
-    } else {
-        last_completion_ns
+    let end = PhaseEnd {
+        last_completion_ns,
+        stream_last_ns,
+        stopped_by_time,
+        busy_at_ramp_end,
     };
-    let measure_from_ns = ramp_end_ns.min(end_ns);
-    let busy = model
-        .resource_busy()
-        .since(&busy_at_ramp_end.unwrap_or_else(|| model.resource_busy()));
-    // Each stream's own time, from the end of its ramp: to its last completion when every
-    // thread of it ran out of work, else to its runtime or the phase's end. A stream that
-    // stopped before the others reports its rates over its own time, as fio does.
-    for (stream, stats) in streams.iter_mut().enumerate() {
-        let own = || host.threads.iter().filter(|t| t.stream == stream);
-        let Some(first) = own().next() else {
-            continue;
-        };
-        let stopped = if own().all(|t| t.remaining == 0 || t.bytes_left == 0) {
-            stream_last_ns[stream]
+    end.close(host, model, streams, (ramp_end_ns, stop_ns))
+}
+
+/// What a phase's loop keeps for its end: when it stopped and why, each stream's last
+/// completion, and the device's busy time when the ramp ended.
+struct PhaseEnd {
+    last_completion_ns: u64,
+    /// Per stream: its last completion.
+    stream_last_ns: Vec<u64>,
+    /// Whether the phase reached its time bound (rather than running out of work first).
+    stopped_by_time: bool,
+    /// The device's busy time when the ramp ended (taken at the first event after it).
+    busy_at_ramp_end: Option<ResourceBusy>,
+}
+
+impl PhaseEnd {
+    /// The phase's figures: its end (its time bound, or its last completion), its measured
+    /// time and the device's busy time in it, each stream's own time, the threads' depth
+    /// distributions, paced lateness and trace summary. `(ramp_end_ns, stop_ns)`.
+    // Once per phase: kept out of the event loop's function, so the loop's inlining
+    // (the model's `advance` in it) is decided on the loop alone.
+    #[inline(never)]
+    fn close(
+        self,
+        host: Host,
+        model: &DeviceModel,
+        streams: &mut [StreamStats],
+        (ramp_end_ns, stop_ns): (u64, u64),
+    ) -> Result<PhaseRun, SimError> {
+        let end_ns = if self.stopped_by_time {
+            stop_ns
         } else {
-            first.end_ns.min(end_ns)
+            self.last_completion_ns
         };
-        stats.set_active_ns(stopped.saturating_sub(first.measure_from_ns).max(1));
-    }
-    let mut trace = None;
-    let mut paced_issued_late = None;
-    for th in host.threads {
-        streams[th.stream].io_depths_mut().merge(&th.io_depths);
-        if th.requests.is_paced() {
-            *paced_issued_late.get_or_insert(0) += th.issued_late;
+        let measure_from_ns = ramp_end_ns.min(end_ns);
+        let busy = model.resource_busy().since(
+            &self
+                .busy_at_ramp_end
+                .unwrap_or_else(|| model.resource_busy()),
+        );
+        // Each stream's own time, from the end of its ramp: to its last completion when every
+        // thread of it ran out of work, else to its runtime or the phase's end. A stream that
+        // stopped before the others reports its rates over its own time, as fio does.
+        for (stream, stats) in streams.iter_mut().enumerate() {
+            let own = || host.threads.iter().filter(|t| t.stream == stream);
+            let Some(first) = own().next() else {
+                continue;
+            };
+            let stopped = if own().all(|t| t.remaining == 0 || t.bytes_left == 0) {
+                self.stream_last_ns[stream]
+            } else {
+                first.end_ns.min(end_ns)
+            };
+            stats.set_active_ns(stopped.saturating_sub(first.measure_from_ns).max(1));
         }
-        if let Requests::Trace(feed) = th.requests {
-            // Requests scheduled but never issued (the run ended first) were not replayed.
-            let stopped = !th.scheduled.is_empty();
-            let mut report = feed.finish(th.issued_late).map_err(SimError::Trace)?;
-            report.stopped_early |= stopped;
-            trace = Some(report);
+        let mut trace = None;
+        let mut paced_issued_late = None;
+        for th in host.threads {
+            streams[th.stream].io_depths_mut().merge(&th.io_depths);
+            if th.requests.is_paced() {
+                *paced_issued_late.get_or_insert(0) += th.issued_late;
+            }
+            if let Requests::Trace(feed) = th.requests {
+                // Requests scheduled but never issued (the run ended first) were not replayed.
+                let stopped = !th.scheduled.is_empty();
+                let mut report = feed.finish(th.issued_late).map_err(SimError::Trace)?;
+                report.stopped_early |= stopped;
+                trace = Some(report);
+            }
         }
+        Ok(PhaseRun {
+            end_ns,
+            measured_ns: end_ns - measure_from_ns,
+            busy,
+            trace,
+            paced_issued_late,
+        })
     }
-    Ok(PhaseRun {
-        end_ns,
-        measured_ns: end_ns - measure_from_ns,
-        busy,
-        trace,
-        paced_issued_late,
-    })
 }
