@@ -8,6 +8,7 @@ use clap::{Args, Subcommand, ValueEnum};
 use nvarray_host::options::CpuList;
 use nvarray_host::{waits_by_spinning_alone, CompletionMode, Options, Stack};
 use nvarray_model::DeviceConfig;
+use nvarray_present::table;
 use nvarray_report::RunReport;
 use nvarray_run::EmuRunError;
 use nvarray_workload::Workload;
@@ -21,7 +22,7 @@ use crate::emu_args::{
 use crate::input::input_error;
 use crate::progress::Progress;
 use crate::run_args::RunArgs;
-use crate::{sweep, table};
+use crate::sweep;
 
 /// Shown first in `nvarray bench --help`.
 const EXAMPLES: &str = "\

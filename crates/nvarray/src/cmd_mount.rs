@@ -14,13 +14,13 @@ use clap::Args;
 use nvarray_fuse::{DiskStats, FuseError};
 use nvarray_host::options::BackingKind;
 use nvarray_model::DeviceConfig;
+use nvarray_present::table;
 use nvarray_report::process_cpu_seconds;
 use signal_hook::consts::{SIGINT, SIGTERM, SIGUSR1};
 use signal_hook::iterator::Signals;
 
 use crate::emu_args::{open_device, EmuDeviceArgs};
 use crate::input::input_error;
-use crate::table;
 
 #[derive(Args)]
 pub struct MountArgs {

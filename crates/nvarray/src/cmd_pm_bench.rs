@@ -20,9 +20,9 @@ use nvarray_pm::bench::{
     self, BenchError, Invalid, KeyDist, PagesConfig, TxConfig, Ycsb, YcsbConfig, YcsbResult,
 };
 use nvarray_pm::PoolOptions;
+use nvarray_present::plot::{write_chart, Chart, Series};
 
 use crate::input::input_error;
-use crate::plot::{write_chart, Chart, Series};
 
 #[derive(Args, Debug)]
 pub struct PmBenchArgs {
@@ -295,7 +295,7 @@ fn run_ycsb(a: YcsbArgs) -> anyhow::Result<()> {
     };
     // The chart's name is checked before the sweep runs, not after it (minutes of work).
     if a.sweep.is_some() {
-        crate::plot::check_chart_path(&a.plot).map_err(input_error)?;
+        nvarray_present::plot::check_chart_path(&a.plot).map_err(input_error)?;
         crate::output::check_writable(&a.plot)?;
     }
     let progress = crate::progress::Progress::new("pm-bench ycsb", sizes.len() as u64);

@@ -4,9 +4,9 @@ use anyhow::Result;
 use clap::{Args, Subcommand};
 use nvarray_model::presets::{preset, PRESETS};
 use nvarray_model::protocol_cost::protocol_table;
+use nvarray_present::table;
 
 use crate::input::input_error;
-use crate::table;
 
 #[derive(Args)]
 pub struct PresetsArgs {

@@ -14,13 +14,13 @@ use std::time::Instant;
 
 use anyhow::Context as _;
 use clap::Args;
+use nvarray_present::plot::{write_bars, write_chart, Bars, Chart, ChartError, Series};
 use nvarray_repro::report::{self, FigureResult, Header, PlotData};
 use nvarray_repro::spec::Experiment;
 use nvarray_repro::{evaluate, seeds, Runner, Seed, Verdict};
 use serde_json::Value;
 
 use crate::input::input_error;
-use crate::plot::{write_bars, write_chart, Bars, Chart, Series};
 use crate::progress::Progress;
 
 #[derive(Args, Debug)]
@@ -265,7 +265,7 @@ fn summary(results: &[FigureResult], out: &Path, seconds: f64) -> String {
 }
 
 /// Draws a figure's plot into `path`, SVG or PNG by its extension.
-fn draw(path: &Path, figure: &FigureResult, plot: &PlotData) -> anyhow::Result<()> {
+fn draw(path: &Path, figure: &FigureResult, plot: &PlotData) -> Result<(), ChartError> {
     match plot {
         PlotData::Lines {
             x_label,

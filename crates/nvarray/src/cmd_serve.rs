@@ -10,12 +10,12 @@ use clap::Args;
 use nvarray_host::options::BackingKind;
 use nvarray_nbd::server::{check_options, CONNECTIONS_DEFAULT, LISTEN_DEFAULT};
 use nvarray_nbd::{Bound, Listen, NbdError, Server, ServerOptions};
+use nvarray_present::table;
 use signal_hook::consts::{SIGINT, SIGTERM, SIGUSR1};
 use signal_hook::iterator::Signals;
 
 use crate::emu_args::{open_device, EmuDeviceArgs};
 use crate::input::input_error;
-use crate::table;
 
 #[derive(Args)]
 pub struct ServeArgs {

@@ -1,8 +1,8 @@
 //! `nvarray`: the command-line tool.
 //!
-//! It owns argument parsing, reports (tables, JSON) and plots; every number it prints comes
-//! from the engine crates. Errors in user input exit with status 2 and one line naming the
-//! field and the accepted range.
+//! It owns argument parsing and printing: every number it prints comes from the engine
+//! crates, laid out by `nvarray-present` (the report table, fio's layouts, charts). Errors in
+//! user input exit with status 2 and one line naming the field and the accepted range.
 
 mod args;
 mod cmd_bench;
@@ -14,14 +14,11 @@ mod cmd_repro;
 mod cmd_serve;
 mod cmd_sim;
 mod emu_args;
-mod fio_output;
 mod input;
 mod output;
-mod plot;
 mod progress;
 mod run_args;
 mod sweep;
-mod table;
 
 use std::process::ExitCode;
 

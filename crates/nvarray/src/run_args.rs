@@ -4,12 +4,12 @@
 use anyhow::Result;
 use clap::Args;
 use nvarray_model::DeviceConfig;
+use nvarray_present::{fio_output, table};
 use nvarray_report::RunReport;
 use nvarray_workload::Workload;
 
 use crate::args::{DeviceArgs, FioArgs};
 use crate::input::input_error;
-use crate::{fio_output, table};
 
 /// Everything one run needs: the device, the workload and the output format.
 #[derive(Args, Clone, Debug)]

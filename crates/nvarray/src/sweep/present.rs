@@ -6,10 +6,10 @@ use std::path::{Path, PathBuf};
 use anyhow::{Context, Result};
 use clap::ValueEnum;
 use nvarray_model::overrides::parse_value;
+use nvarray_present::plot::{write_chart, Chart, ChartError, Series};
 
 use super::grid::Grid;
 use super::record::{Figures, Metric, PointLine, SweepFile};
-use crate::plot::{write_chart, Chart, Series};
 
 #[derive(Clone, Copy, Debug, ValueEnum)]
 pub enum PlotFormat {
@@ -188,7 +188,7 @@ fn plot(
     points: &[PointLine],
     figures: &[Figures],
     path: &Path,
-) -> Result<()> {
+) -> Result<(), ChartError> {
     let x_dim = &grid.dims[0];
     let xs: Vec<Option<f64>> = x_dim.values.iter().map(|v| numeric(v)).collect();
     let categorical = xs.iter().any(Option::is_none);

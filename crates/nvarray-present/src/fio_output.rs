@@ -26,6 +26,10 @@ use nvarray_workload::trace::TraceSpec;
 use nvarray_workload::{JobSpec, Workload};
 use serde_json::{json, Map, Value};
 
+/// nvarray's version as the layouts print it: the workspace's, which every crate shares with
+/// the `nvarray` binary.
+const VERSION: &str = env!("CARGO_PKG_VERSION");
+
 /// fio's default `percentile_list`.
 pub const PERCENTILES_DEFAULT: [f64; 17] = [
     1.0, 5.0, 10.0, 20.0, 30.0, 40.0, 50.0, 60.0, 70.0, 80.0, 90.0, 95.0, 99.0, 99.5, 99.9, 99.95,
@@ -77,7 +81,7 @@ pub fn report(workload: &Workload, r: &RunReport, percentiles: &[f64], plus: boo
         })
         .collect();
     json!({
-        "fio version": format!("nvarray-{}", env!("CARGO_PKG_VERSION")),
+        "fio version": format!("nvarray-{VERSION}"),
         "timestamp": now.as_secs(),
         "timestamp_ms": now.as_millis() as u64,
         "time": ctime(now.as_secs()),
@@ -192,7 +196,7 @@ pub fn terse(r: &RunReport, percentiles: &[f64]) -> String {
         let runtime_ms = runtime_ns(t, r.elapsed_ns) / 1_000_000;
         let mut f: Vec<String> = vec![
             "3".into(),
-            format!("nvarray-{}", env!("CARGO_PKG_VERSION")),
+            format!("nvarray-{VERSION}"),
             st.name.clone(),
             st.group.to_string(),
             "0".into(),
@@ -393,7 +397,7 @@ fn write_job_headers(s: &mut String, workload: &Workload) {
 
 /// nvarray's version, device line and verdict, then fio's count of the threads starting.
 fn write_banner(s: &mut String, workload: &Workload, r: &RunReport, device_line: &str) {
-    let _ = writeln!(s, "nvarray-{} (fio's layout)", env!("CARGO_PKG_VERSION"));
+    let _ = writeln!(s, "nvarray-{VERSION} (fio's layout)");
     let _ = writeln!(s, "device: {device_line}");
     if let Some(line) = crate::table::verdict_line(r) {
         let _ = writeln!(s, "{line}");

@@ -7,10 +7,31 @@
 
 use std::path::Path;
 
-use anyhow::Context as _;
 use plotters::coord::ranged1d::{AsRangedCoord, ValueFormatter};
 use plotters::coord::Shift;
 use plotters::prelude::*;
+
+/// Why a chart was not written. The messages name the file and say what to do.
+#[derive(Debug, thiserror::Error)]
+pub enum ChartError {
+    #[error(
+        "cannot write chart to {path}: unknown image format; use a file name ending in .svg or .png"
+    )]
+    UnknownFormat { path: String },
+    /// A line chart could not be drawn or written: most often a missing directory, or no
+    /// font for its text.
+    #[error(
+        "cannot write chart to {path}; check that its directory exists and is writable, \
+         and that fontconfig finds a sans-serif font (e.g. package fonts-dejavu-core)"
+    )]
+    Chart { path: String, source: DrawError },
+    /// A bar chart could not be drawn or written.
+    #[error("cannot write chart to {path}")]
+    Bars { path: String, source: DrawError },
+}
+
+/// What plotters said when drawing or writing failed (its backends' errors differ in type).
+pub type DrawError = Box<dyn std::error::Error + Send + Sync>;
 
 /// One line on a chart.
 pub struct Series {
@@ -67,13 +88,13 @@ const REFERENCE_COLOR: RGBColor = RGBColor(0, 0, 0);
 
 /// Checks that `path` names a chart format `write_chart` can write (by its extension), so a
 /// command can refuse a wrong name before the work whose chart it is.
-pub fn check_chart_path(path: &Path) -> anyhow::Result<()> {
+pub fn check_chart_path(path: &Path) -> Result<(), ChartError> {
     ImageFormat::from_path(path).map(|_| ())
 }
 
 /// Writes the chart to `path`; the format follows the extension: `.svg` (SVGBackend) or `.png`
 /// (BitMapBackend, 1024x640). Any other extension is an error that names the accepted ones.
-pub fn write_chart(path: &Path, chart: &Chart) -> anyhow::Result<()> {
+pub fn write_chart(path: &Path, chart: &Chart) -> Result<(), ChartError> {
     let format = ImageFormat::from_path(path)?;
     let layout = Layout::new(chart);
     let written = match format {
@@ -81,21 +102,18 @@ pub fn write_chart(path: &Path, chart: &Chart) -> anyhow::Result<()> {
             let root = SVGBackend::new(path, IMAGE_SIZE_PX).into_drawing_area();
             render(&root, chart, &layout)
                 .and_then(|()| root.present())
-                .map_err(anyhow::Error::new)
+                .map_err(DrawError::from)
         }
         ImageFormat::Png => {
             let root = BitMapBackend::new(path, IMAGE_SIZE_PX).into_drawing_area();
             render(&root, chart, &layout)
                 .and_then(|()| root.present())
-                .map_err(anyhow::Error::new)
+                .map_err(DrawError::from)
         }
     };
-    written.with_context(|| {
-        format!(
-            "cannot write chart to {}; check that its directory exists and is writable, \
-             and that fontconfig finds a sans-serif font (e.g. package fonts-dejavu-core)",
-            path.display()
-        )
+    written.map_err(|source| ChartError::Chart {
+        path: path.display().to_string(),
+        source,
     })
 }
 
@@ -106,7 +124,7 @@ enum ImageFormat {
 }
 
 impl ImageFormat {
-    fn from_path(path: &Path) -> anyhow::Result<ImageFormat> {
+    fn from_path(path: &Path) -> Result<ImageFormat, ChartError> {
         let extension = path
             .extension()
             .and_then(|e| e.to_str())
@@ -114,10 +132,9 @@ impl ImageFormat {
         match extension.as_deref() {
             Some("svg") => Ok(ImageFormat::Svg),
             Some("png") => Ok(ImageFormat::Png),
-            _ => anyhow::bail!(
-                "cannot write chart to {}: unknown image format; use a file name ending in .svg or .png",
-                path.display()
-            ),
+            _ => Err(ChartError::UnknownFormat {
+                path: path.display().to_string(),
+            }),
         }
     }
 }
@@ -443,22 +460,25 @@ pub struct Bars<'a> {
 }
 
 /// Writes the bar chart to `path` (`.svg` or `.png`), like `write_chart`.
-pub fn write_bars(path: &Path, bars: &Bars) -> anyhow::Result<()> {
+pub fn write_bars(path: &Path, bars: &Bars) -> Result<(), ChartError> {
     let written = match ImageFormat::from_path(path)? {
         ImageFormat::Svg => {
             let root = SVGBackend::new(path, IMAGE_SIZE_PX).into_drawing_area();
             render_bars(&root, bars)
                 .and_then(|()| root.present())
-                .map_err(anyhow::Error::new)
+                .map_err(DrawError::from)
         }
         ImageFormat::Png => {
             let root = BitMapBackend::new(path, IMAGE_SIZE_PX).into_drawing_area();
             render_bars(&root, bars)
                 .and_then(|()| root.present())
-                .map_err(anyhow::Error::new)
+                .map_err(DrawError::from)
         }
     };
-    written.with_context(|| format!("cannot write chart to {}", path.display()))
+    written.map_err(|source| ChartError::Bars {
+        path: path.display().to_string(),
+        source,
+    })
 }
 
 /// The drawable part of each bar: (category, group, bottom, top).

@@ -1,4 +1,6 @@
-//! Human-readable reports.
+//! Human-readable reports: one run's report table (the same for every engine), a served
+//! device's (`serve`, `mount`), the simulator beside the emulator (`--compare-sim`), the
+//! device and job lines, and a preset's link traffic per command (`--protocol-cost`).
 
 use std::fmt::Write;
 
