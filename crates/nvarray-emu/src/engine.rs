@@ -573,7 +573,6 @@ fn device_thread(shared: &Shared, index: usize, count: usize) {
 /// over this pair (for the jitter probe).
 fn serve(shared: &Shared, cell: &QueueCell, work: &mut QueueWork, spinning: bool) -> bool {
     let path = &shared.path;
-    let published = &shared.published;
     // The pass's first clock reading starts or continues the thread's chain of readings
     // (`pauses`): continued only when the thread did nothing else since its previous pass.
     let chain = |now: u64, first: bool| {
@@ -627,40 +626,11 @@ fn serve(shared: &Shared, cell: &QueueCell, work: &mut QueueWork, spinning: bool
     if taken == 0 && !posted {
         work.idle_reading(now, spinning);
     }
-    let mut visited = if !work.to_model.is_empty() {
-        let how = if work.visit_misses + 1 >= VISIT_TRIES {
-            Visit::Wait
-        } else {
-            Visit::IfFree
-        };
-        let done = visit(shared, work, how);
-        work.visit_misses = if done { 0 } else { work.visit_misses + 1 };
-        done
-    } else if model_behind(shared, work, now) {
-        visit(shared, work, Visit::IfFree)
-    } else {
-        false
-    };
+    let mut visited = visit_for_pass(shared, work, now);
     posted |= settle(shared, cell, work, &mut now) > 0;
-    // The model's own events (a piece done, the completion computed) come first, then the
-    // completion's deadline: each is waited for while it is within `NEAR_DEADLINE_NS` of
-    // this pass's reading, so the wait as a whole is bounded by it.
-    loop {
-        let next = published
-            .next_ns
-            .load(Ordering::Acquire)
-            .min(work.next_due_ns().unwrap_or(NEVER));
-        let alone = published.in_flight.load(Ordering::Relaxed) + work.due_len() <= 1;
-        if !(next > now && next - now <= NEAR_DEADLINE_NS && alone) {
-            break;
-        }
-        now = path.clock.spin_until(next);
-        pauses::this_thread(|w| w.reading(now));
-        if model_behind(shared, work, now) {
-            visited |= visit(shared, work, Visit::IfFree);
-        }
-        posted |= settle(shared, cell, work, &mut now) > 0;
-    }
+    let (visited_waiting, posted_waiting) = wait_near_deadline(shared, cell, work, &mut now);
+    visited |= visited_waiting;
+    posted |= posted_waiting;
     cell.due_next_ns
         .store(work.next_due_ns().unwrap_or(NEVER), Ordering::Release);
     if taken > 0 {
@@ -675,6 +645,60 @@ fn serve(shared: &Shared, cell: &QueueCell, work: &mut QueueWork, spinning: bool
     } else {
         now.saturating_sub(work.last_busy_ns) > IDLE_YIELD_NS
     }
+}
+
+/// The pass's visit to the model: with commands to hand over, one that waits for the lock
+/// after `VISIT_TRIES` passes in a row found it taken; without, only when the model is behind
+/// (`model_behind`) and nobody else is visiting. Returns whether it visited.
+#[inline(always)]
+fn visit_for_pass(shared: &Shared, work: &mut QueueWork, now: u64) -> bool {
+    if !work.to_model.is_empty() {
+        let how = if work.visit_misses + 1 >= VISIT_TRIES {
+            Visit::Wait
+        } else {
+            Visit::IfFree
+        };
+        let done = visit(shared, work, how);
+        work.visit_misses = if done { 0 } else { work.visit_misses + 1 };
+        done
+    } else if model_behind(shared, work, now) {
+        visit(shared, work, Visit::IfFree)
+    } else {
+        false
+    }
+}
+
+/// Waits on the clock for what is near, alone in flight: the model's own events (a piece
+/// done, the completion computed) come first, then the completion's deadline; each is waited
+/// for while it is within `NEAR_DEADLINE_NS` of this pass's reading (`now`, moved on), so the
+/// wait as a whole is bounded by it. Returns whether it visited the model and posted.
+#[inline(always)]
+fn wait_near_deadline(
+    shared: &Shared,
+    cell: &QueueCell,
+    work: &mut QueueWork,
+    now: &mut u64,
+) -> (bool, bool) {
+    let published = &shared.published;
+    let (mut visited, mut posted) = (false, false);
+    loop {
+        let next = published
+            .next_ns
+            .load(Ordering::Acquire)
+            .min(work.next_due_ns().unwrap_or(NEVER));
+        let alone = published.in_flight.load(Ordering::Relaxed) + work.due_len() <= 1;
+        if !(next > *now && next - *now <= NEAR_DEADLINE_NS && alone) {
+            break;
+        }
+        *now = shared.path.clock.spin_until(next);
+        let reading = *now;
+        pauses::this_thread(|w| w.reading(reading));
+        if model_behind(shared, work, *now) {
+            visited |= visit(shared, work, Visit::IfFree);
+        }
+        posted |= settle(shared, cell, work, now) > 0;
+    }
+    (visited, posted)
 }
 
 /// Whether the model must be visited before this pair can go on: an event of the model is

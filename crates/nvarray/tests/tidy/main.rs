@@ -533,7 +533,24 @@ fn the_map_checks_catch_a_planted_file_and_an_old_name() {
 const FUNCTION_LINES_MAX: usize = 100;
 
 /// Functions allowed past `FUNCTION_LINES_MAX`, each with why: (file, function, why).
-const LONG_FUNCTIONS_ALLOWED: [(&str, &str, &str); 0] = [];
+const LONG_FUNCTIONS_ALLOWED: [(&str, &str, &str); 3] = [
+    (
+        "crates/nvarray-model-reference/src/memory.rs",
+        "new",
+        "a frozen copy of the model at d4e421d: it holds the redesign exact only while it stays \
+         the code it was (ARCHITECTURE.md)",
+    ),
+    (
+        "crates/nvarray-model-reference/src/memory.rs",
+        "add_piece",
+        "a frozen copy of the model at d4e421d",
+    ),
+    (
+        "crates/nvarray-model-reference/src/memory.rs",
+        "add_rows",
+        "a frozen copy of the model at d4e421d",
+    ),
+];
 
 /// No function in the crates' non-test code is over 100 lines (issue 39), but the few the
 /// allow-list names with a reason; an entry that is no longer long must leave the list.
