@@ -155,7 +155,18 @@ impl GateState {
 
     fn start(&mut self, peer: &Peer) {
         self.in_progress += 1;
-        self.peers.entry(peer.clone()).or_default().in_progress += 1;
+        let mine = &mut self.peers.entry(peer.clone()).or_default().in_progress;
+        *mine += 1;
+        // The budgets the gate exists for (`may_start` is asked first).
+        debug_assert!(
+            *mine <= HANDSHAKES_PER_PEER_MAX,
+            "{peer}'s handshakes: expected at most {HANDSHAKES_PER_PEER_MAX}, found {mine}"
+        );
+        debug_assert!(
+            self.in_progress <= HANDSHAKES_MAX,
+            "handshakes in progress: expected at most {HANDSHAKES_MAX}, found {}",
+            self.in_progress
+        );
     }
 
     /// Forgets a peer with nothing in progress or waiting (the map stays as small as the
@@ -198,6 +209,12 @@ impl Gate {
         if s.waiting < HANDSHAKES_WAITING_MAX && waiting < HANDSHAKES_WAITING_PER_PEER_MAX {
             s.waiting += 1;
             s.peers.entry(peer.clone()).or_default().waiting += 1;
+            debug_assert!(
+                s.waiting <= HANDSHAKES_WAITING_MAX,
+                "connections waiting for a handshake: expected at most {HANDSHAKES_WAITING_MAX}, \
+                 found {}",
+                s.waiting
+            );
             return Admission::Wait;
         }
         Admission::Refuse(if waiting >= HANDSHAKES_WAITING_PER_PEER_MAX {
@@ -255,6 +272,10 @@ impl Gate {
     /// A handshake of `peer` is over (admitted `Now`, or after `wait_turn` succeeded).
     pub fn done(&self, peer: &Peer) {
         let mut s = self.state();
+        debug_assert!(
+            s.peers.get(peer).is_some_and(|p| p.in_progress > 0),
+            "a handshake of {peer} ends: expected one in progress, found none"
+        );
         s.in_progress -= 1;
         if let Some(p) = s.peers.get_mut(peer) {
             p.in_progress -= 1;

@@ -350,6 +350,21 @@ fn send_info(s: &mut Stream, option: u32, export: &Export, requests: &[u16]) -> 
     info.extend_from_slice(&export.limits.size_bytes.to_be_bytes());
     info.extend_from_slice(&export.transmission_flags().to_be_bytes());
     reply(s, option, REP_INFO, &info)?;
+    // proto.md ("NBD_INFO_BLOCK_SIZE"): minimum <= preferred <= maximum, the first two powers
+    // of two; a client may hang up on an export that breaks this.
+    debug_assert!(
+        export.limits.block_bytes <= export.preferred_block_bytes
+            && export.preferred_block_bytes <= PAYLOAD_BYTES_MAX,
+        "block sizes advertised: expected minimum <= preferred <= maximum, found {} {} {}",
+        export.limits.block_bytes,
+        export.preferred_block_bytes,
+        PAYLOAD_BYTES_MAX
+    );
+    debug_assert!(
+        export.preferred_block_bytes.is_power_of_two(),
+        "preferred block size advertised: expected a power of two, found {}",
+        export.preferred_block_bytes
+    );
     let mut info = Vec::with_capacity(14);
     info.extend_from_slice(&INFO_BLOCK_SIZE.to_be_bytes());
     info.extend_from_slice(&export.limits.block_bytes.to_be_bytes());

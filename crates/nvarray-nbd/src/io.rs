@@ -262,7 +262,11 @@ impl Input {
     }
 
     pub fn consume(&mut self, n: usize) {
-        assert!(n <= self.end - self.start);
+        assert!(
+            n <= self.end - self.start,
+            "consuming input: expected at most the {} bytes buffered, found {n}",
+            self.end - self.start
+        );
         self.start += n;
         if self.start == self.end {
             self.start = 0;
@@ -285,6 +289,11 @@ impl Input {
         match recv(stream.as_raw_fd(), &mut self.buf[self.end..], wait) {
             Ok(0) => Ok(Fill::Eof),
             Ok(n) => {
+                debug_assert!(
+                    n <= self.buf.len() - self.end,
+                    "recv into the input buffer: expected at most the {} bytes of room, found {n}",
+                    self.buf.len() - self.end
+                );
                 self.end += n;
                 Ok(Fill::Data(n))
             }
@@ -308,7 +317,14 @@ impl Input {
                         "client closed the connection in the middle of a write payload",
                     ))
                 }
-                Ok(n) => at += n,
+                Ok(n) => {
+                    debug_assert!(
+                        n <= out.len() - at,
+                        "recv of a payload: expected at most the {} bytes asked for, found {n}",
+                        out.len() - at
+                    );
+                    at += n;
+                }
                 Err(e) if e.kind() == io::ErrorKind::WouldBlock => {
                     wait_for_client(stream, libc::POLLIN, "sent none of the rest of a request")?;
                 }
@@ -359,7 +375,14 @@ pub fn write_some(stream: &Stream, out: &mut Vec<u8>) -> io::Result<bool> {
                     "client stopped taking replies",
                 ))
             }
-            Ok(n) => at += n,
+            Ok(n) => {
+                debug_assert!(
+                    n <= out.len() - at,
+                    "send of replies: expected at most the {} bytes offered, found {n}",
+                    out.len() - at
+                );
+                at += n;
+            }
             Err(e) if e.kind() == io::ErrorKind::WouldBlock => break Ok(false),
             Err(e) => break Err(e),
         }

@@ -46,6 +46,8 @@ pub const HOLD_NS_MAX: u64 = 50_000;
 /// does not look.
 pub const QUICK_RECV_NS: u64 = 10_000;
 
+const _: () = assert!(HOLD_NS_MIN <= HOLD_NS_MAX, "some wait is ever taken");
+
 /// What a connection has answered so far.
 #[derive(Clone, Copy, Debug, Default)]
 pub struct Pace {

@@ -102,6 +102,21 @@ pub const STRING_BYTES_MAX: usize = 4096;
 pub const REQUEST_HEADER_BYTES: usize = 28;
 pub const OPTION_HEADER_BYTES: usize = 16;
 
+// A read chunk announces its offset and data in one 32-bit length; an error message's length
+// is 16 bits on the wire; `INFO`/`GO` with the longest export name is a valid option.
+const _: () = assert!(
+    PAYLOAD_BYTES_MAX as u64 + 8 <= u32::MAX as u64,
+    "an offset-data chunk's length fits its field"
+);
+const _: () = assert!(
+    STRING_BYTES_MAX <= u16::MAX as usize,
+    "an error message's length fits its field"
+);
+const _: () = assert!(
+    OPTION_BYTES_MAX as usize >= 4 + STRING_BYTES_MAX + 2,
+    "an INFO or GO naming the longest export is not cut off"
+);
+
 /// A transmission request header, as sent.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct RequestHeader {
@@ -218,6 +233,37 @@ pub fn check_request(
     check_read_size(h, structured)?;
     check_aligned(h, limits, name)?;
     check_inside_export(h, limits, name)?;
+    // What the connection relies on from here: the range is inside the export and aligned, a
+    // read's or write's data is no larger than one payload, and only reads reach a read-only
+    // export.
+    debug_assert!(
+        h.offset_bytes
+            .checked_add(u64::from(h.len_bytes))
+            .is_some_and(|end| end <= limits.size_bytes),
+        "checked {name} outside the export: expected {} + {} <= {}",
+        h.offset_bytes,
+        h.len_bytes,
+        limits.size_bytes
+    );
+    debug_assert!(
+        h.offset_bytes.is_multiple_of(u64::from(limits.block_bytes))
+            && u64::from(h.len_bytes).is_multiple_of(u64::from(limits.block_bytes)),
+        "checked {name} unaligned: expected offset {} and length {} multiples of {}",
+        h.offset_bytes,
+        h.len_bytes,
+        limits.block_bytes
+    );
+    debug_assert!(
+        !matches!(h.kind, CMD_READ | CMD_WRITE) || h.len_bytes <= PAYLOAD_BYTES_MAX,
+        "checked {name} carries more than the largest payload: expected at most \
+         {PAYLOAD_BYTES_MAX} bytes, found {}",
+        h.len_bytes
+    );
+    debug_assert!(
+        h.kind == CMD_READ || !limits.read_only,
+        "checked {name} on a read-only export: expected only reads, found command {}",
+        h.kind
+    );
     Ok(checked(h))
 }
 
@@ -459,6 +505,9 @@ pub fn put_simple_reply(out: &mut Vec<u8>, cookie: u64, error: u32) {
     out.extend_from_slice(&cookie.to_be_bytes());
 }
 
+/// Bytes of a structured reply chunk's header.
+pub const CHUNK_HEADER_BYTES: usize = 20;
+
 /// Appends a structured reply chunk header announcing `len_bytes` of payload.
 pub fn put_chunk_header(out: &mut Vec<u8>, cookie: u64, flags: u16, kind: u16, len_bytes: u32) {
     out.extend_from_slice(&STRUCTURED_REPLY_MAGIC.to_be_bytes());
@@ -471,6 +520,7 @@ pub fn put_chunk_header(out: &mut Vec<u8>, cookie: u64, flags: u16, kind: u16, l
 /// Appends a structured error chunk (final) with a message for the user.
 pub fn put_error_chunk(out: &mut Vec<u8>, cookie: u64, errno: NbdErrno, message: &str) {
     let message = truncate_utf8(message, STRING_BYTES_MAX);
+    let start = out.len();
     put_chunk_header(
         out,
         cookie,
@@ -481,6 +531,15 @@ pub fn put_error_chunk(out: &mut Vec<u8>, cookie: u64, errno: NbdErrno, message:
     out.extend_from_slice(&(errno as u32).to_be_bytes());
     out.extend_from_slice(&(message.len() as u16).to_be_bytes());
     out.extend_from_slice(message.as_bytes());
+    // The client reads exactly the length the header announced, then the next reply.
+    debug_assert_eq!(
+        out.len() - start,
+        CHUNK_HEADER_BYTES + 6 + message.len(),
+        "error chunk size: expected a {CHUNK_HEADER_BYTES}-byte header and {} announced bytes, \
+         found {} bytes in all",
+        6 + message.len(),
+        out.len() - start
+    );
 }
 
 /// The longest prefix of `s` of at most `max` bytes that ends on a character boundary.

@@ -254,6 +254,19 @@ impl Server {
         // SAFETY: `fd` is a fresh descriptor nothing else owns.
         let wake_fd = unsafe { OwnedFd::from_raw_fd(fd) };
         let block_bytes = device.block_bytes();
+        // What the request checks and the split into commands rely on (`DeviceConfig` and
+        // `Device::open` check both): the preferred block size advertised is a power of two,
+        // and a request cut at the largest command leaves every command whole blocks.
+        debug_assert!(
+            block_bytes.is_power_of_two(),
+            "device block size: expected a power of two, found {block_bytes}"
+        );
+        debug_assert!(
+            device.command_bytes_max().is_multiple_of(block_bytes),
+            "largest device command: expected a multiple of the {block_bytes}-byte block, found \
+             {}",
+            device.command_bytes_max()
+        );
         let export = Export {
             name: options.export_name.clone(),
             description: format!(
@@ -643,6 +656,14 @@ impl Server {
             log,
         );
         let (qp, result) = t.run();
+        // The next connection gets this queue pair: none of this one's commands may complete
+        // there.
+        debug_assert_eq!(
+            qp.in_flight(),
+            0,
+            "queue pair handed on: expected nothing in flight, found {} commands",
+            qp.in_flight()
+        );
         self.shared
             .queue_pairs
             .lock()
@@ -691,7 +712,11 @@ struct ServingSlot<'a>(&'a AtomicUsize);
 
 impl Drop for ServingSlot<'_> {
     fn drop(&mut self) {
-        self.0.fetch_sub(1, Ordering::SeqCst);
+        let before = self.0.fetch_sub(1, Ordering::SeqCst);
+        debug_assert!(
+            before > 0,
+            "serving connections: expected at least this one, found {before}"
+        );
     }
 }
 

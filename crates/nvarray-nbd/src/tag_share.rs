@@ -37,7 +37,21 @@ impl TagShare {
     /// How many tags each active connection may hold now.
     pub fn limit(&self) -> usize {
         let active = self.active.load(Ordering::Relaxed).max(1);
-        self.tags.div_ceil(active).max(SHARE_MIN.min(self.tags))
+        let limit = self.tags.div_ceil(active).max(SHARE_MIN.min(self.tags));
+        // Never a share above the device's tags, and never none: a connection can always
+        // issue (and so finish) its next command.
+        debug_assert!(
+            limit <= self.tags,
+            "tag share above the device's tags: expected at most {}, found {limit} ({active} \
+             active)",
+            self.tags
+        );
+        debug_assert!(
+            limit >= 1 || self.tags == 0,
+            "tag share of none: expected at least 1 of {} tags, found {limit} ({active} active)",
+            self.tags
+        );
+        limit
     }
 
     /// Connections active now.
@@ -75,7 +89,12 @@ impl Seat<'_> {
     pub fn idle(&mut self) {
         if self.active {
             self.active = false;
-            self.share.active.fetch_sub(1, Ordering::Relaxed);
+            let before = self.share.active.fetch_sub(1, Ordering::Relaxed);
+            // Each seat counts itself once while active.
+            debug_assert!(
+                before > 0,
+                "active connections: expected at least this one, found {before}"
+            );
         }
     }
 }

@@ -100,6 +100,10 @@ struct Request {
     /// Structured replies: whether the final chunk has gone out with the data.
     done_sent: bool,
     started: Instant,
+    /// Bytes of its write payload still on the socket (debug builds): all of it is read, or
+    /// skipped, before the request is answered, so the next header is read in step.
+    #[cfg(debug_assertions)]
+    payload_left: u64,
 }
 
 /// What a connection shares with the rest of its server: its own statistics (read by the
@@ -442,8 +446,20 @@ impl<'a> Transmission<'a> {
             .free_slots
             .pop()
             .expect("caller checked a slot is free");
+        debug_assert!(
+            self.requests[slot].is_none(),
+            "free request slot {slot}: expected it empty, found request {:#x} in it",
+            self.requests[slot].as_ref().map_or(0, |r| r.cookie)
+        );
         if work.kind == Opcode::Read {
             self.read_bytes_live += u64::from(work.len_bytes);
+            // A request is taken only while within the budget, and adds at most one payload.
+            debug_assert!(
+                self.read_bytes_live < READ_BYTES_BUDGET + u64::from(PAYLOAD_BYTES_MAX),
+                "read bytes in flight over the budget: expected < {READ_BYTES_BUDGET} + \
+                 {PAYLOAD_BYTES_MAX}, found {}",
+                self.read_bytes_live
+            );
         }
         let assembled = (work.kind == Opcode::Read && !self.structured && commands > 1)
             .then(|| vec![0u8; work.len_bytes as usize]);
@@ -459,6 +475,12 @@ impl<'a> Transmission<'a> {
             assembled,
             done_sent: false,
             started,
+            #[cfg(debug_assertions)]
+            payload_left: if work.kind == Opcode::Write && !work.zeroes {
+                u64::from(work.len_bytes)
+            } else {
+                0
+            },
         });
         slot
     }
@@ -496,6 +518,8 @@ impl<'a> Transmission<'a> {
         len_bytes: u32,
         payload: Payload,
     ) -> io::Result<()> {
+        #[cfg(debug_assertions)]
+        self.debug_check_command(op, offset_bytes, len_bytes);
         let mut prepared = loop {
             let data = match payload {
                 Payload::Zeroes => Some(&self.zeroes[..len_bytes as usize]),
@@ -524,6 +548,8 @@ impl<'a> Transmission<'a> {
                     request.error.get_or_insert((NbdErrno::Io, e.to_string()));
                     if payload == Payload::Socket {
                         self.input.skip(&self.stream, len_bytes as usize)?;
+                        #[cfg(debug_assertions)]
+                        self.payload_consumed(slot, len_bytes);
                     }
                     self.maybe_finish(slot);
                     return Ok(());
@@ -532,6 +558,13 @@ impl<'a> Transmission<'a> {
         };
         if payload == Payload::Socket {
             let buffer = self.device.write_buffer(&mut prepared);
+            // Exactly this command's share of the payload comes off the socket.
+            debug_assert_eq!(
+                buffer.len(),
+                len_bytes as usize,
+                "write buffer for {len_bytes} payload bytes: expected {len_bytes} bytes, found {}",
+                buffer.len()
+            );
             if let Err(e) = self.input.read_exact(&self.stream, buffer) {
                 self.device.cancel(prepared);
                 let request = self.requests[slot].as_mut().expect("live request");
@@ -541,20 +574,96 @@ impl<'a> Transmission<'a> {
                 self.maybe_finish(slot);
                 return Err(e);
             }
+            #[cfg(debug_assertions)]
+            self.payload_consumed(slot, len_bytes);
         }
-        self.tag_slot[prepared.tag().index()] = slot;
+        let tag = prepared.tag().index();
+        // Completions find their request by tag (`complete`, which frees it in debug builds).
+        debug_assert_eq!(
+            self.tag_slot[tag],
+            usize::MAX,
+            "issuing on tag {tag} for request slot {slot}: expected the tag free, found it on \
+             slot {}",
+            self.tag_slot[tag]
+        );
+        self.tag_slot[tag] = slot;
         let request = self.requests[slot].as_mut().expect("live request");
         request.unissued -= 1;
         request.commands_left += 1;
         self.commands_in_flight += 1;
         self.qp.issue(prepared);
+        debug_assert_eq!(
+            self.commands_in_flight,
+            self.qp.in_flight(),
+            "commands in flight after an issue: expected the connection's count ({}) to be the \
+             queue pair's ({})",
+            self.commands_in_flight,
+            self.qp.in_flight()
+        );
         Ok(())
+    }
+
+    /// A command as `issue` may send it (debug builds): `check_request` let only ranges inside
+    /// the export through, and commands are cut from them at multiples of the largest
+    /// command, itself whole blocks (`Device::open`).
+    #[cfg(debug_assertions)]
+    fn debug_check_command(&self, op: Opcode, offset_bytes: u64, len_bytes: u32) {
+        debug_assert!(
+            op == Opcode::Flush
+                || offset_bytes
+                    .checked_add(u64::from(len_bytes))
+                    .is_some_and(|end| end <= self.limits.size_bytes),
+            "{op:?} command outside the export: expected {offset_bytes} + {len_bytes} <= {}",
+            self.limits.size_bytes
+        );
+        debug_assert!(
+            offset_bytes.is_multiple_of(u64::from(self.limits.block_bytes)),
+            "{op:?} command unaligned: expected offset {offset_bytes} a multiple of {}",
+            self.limits.block_bytes
+        );
+        debug_assert!(
+            len_bytes <= self.device.command_bytes_max(),
+            "{op:?} command larger than a tag buffer: expected at most {} bytes, found {len_bytes}",
+            self.device.command_bytes_max()
+        );
+    }
+
+    /// Counts `len_bytes` of request `slot`'s write payload as read or skipped.
+    #[cfg(debug_assertions)]
+    fn payload_consumed(&mut self, slot: usize, len_bytes: u32) {
+        let request = self.requests[slot].as_mut().expect("live request");
+        assert!(
+            u64::from(len_bytes) <= request.payload_left,
+            "request {:#x} consumed past its payload: expected at most {} more bytes, found {}",
+            request.cookie,
+            request.payload_left,
+            len_bytes
+        );
+        request.payload_left -= u64::from(len_bytes);
     }
 
     /// FUA writes whose data is done: issue their flush.
     fn issue_fua_flushes(&mut self) {
         while let Some(slot) = self.fua_pending.pop() {
             let request = self.requests[slot].as_mut().expect("live request");
+            // A FUA write's flush follows its data commands, once, and only if they succeeded.
+            debug_assert!(
+                request.fua && request.error.is_none(),
+                "FUA flush of request {:#x}: expected it pending and the data written, found \
+                 fua={} error={:?}",
+                request.cookie,
+                request.fua,
+                request.error
+            );
+            debug_assert_eq!(
+                (request.commands_left, request.unissued),
+                (0, 0),
+                "FUA flush of request {:#x} before its data is done: expected no data command \
+                 left, found {} in flight and {} to issue",
+                request.cookie,
+                request.commands_left,
+                request.unissued
+            );
             request.fua = false;
             request.unissued = 1;
             // A flush carries no payload; it cannot fail the socket.
@@ -586,6 +695,14 @@ impl<'a> Transmission<'a> {
             self.complete(done);
         }
         self.finished = finished;
+        debug_assert_eq!(
+            self.commands_in_flight,
+            self.qp.in_flight(),
+            "commands in flight after completions: expected the connection's count ({}) to be \
+             the queue pair's ({})",
+            self.commands_in_flight,
+            self.qp.in_flight()
+        );
         n
     }
 
@@ -594,14 +711,43 @@ impl<'a> Transmission<'a> {
         if self.commands_in_flight == 0 {
             self.seat.idle(); // active again at its next command
         }
-        let slot = self.tag_slot[done.tag.index()];
+        let tag = done.tag.index();
+        let slot = self.tag_slot[tag];
+        debug_assert_ne!(
+            slot,
+            usize::MAX,
+            "completion on tag {tag}: expected a command of this connection on it, found none"
+        );
+        #[cfg(debug_assertions)]
+        {
+            self.tag_slot[tag] = usize::MAX;
+        }
         let request = self.requests[slot]
             .as_mut()
             .expect("a completion of a live request");
+        debug_assert!(
+            done.op == request.kind || done.op == Opcode::Flush,
+            "completion of a {:?} on request {:#x}: expected its own {:?} or its FUA flush",
+            done.op,
+            request.cookie,
+            request.kind
+        );
         request.commands_left -= 1;
         if done.status.is_ok() {
             if done.op == Opcode::Read {
                 let data = self.device.read_data(&done);
+                // The data lands inside the request's reply, at its own offset.
+                debug_assert!(
+                    done.offset_bytes >= request.offset_bytes
+                        && done.offset_bytes + data.len() as u64
+                            <= request.offset_bytes + u64::from(request.len_bytes),
+                    "read completion [{}, +{}) outside request {:#x} [{}, +{})",
+                    done.offset_bytes,
+                    data.len(),
+                    request.cookie,
+                    request.offset_bytes,
+                    request.len_bytes
+                );
                 let at = (done.offset_bytes - request.offset_bytes) as usize;
                 if let Some(assembled) = request.assembled.as_mut() {
                     assembled[at..at + data.len()].copy_from_slice(data);
@@ -621,6 +767,19 @@ impl<'a> Transmission<'a> {
                     request.done_sent = last;
                 } else {
                     // A simple reply with one command: header, then the data, no copy between.
+                    // The client reads the request's length of data after the header, and the
+                    // reply goes out now, so this must be the request's only command.
+                    debug_assert_eq!(
+                        (data.len(), request.commands_left, request.unissued),
+                        (request.len_bytes as usize, 0, 0),
+                        "simple read reply to {:#x}: expected all {} bytes from its only command, \
+                         found {} bytes with {} commands in flight and {} to issue",
+                        request.cookie,
+                        request.len_bytes,
+                        data.len(),
+                        request.commands_left,
+                        request.unissued
+                    );
                     put_simple_reply(&mut self.out, request.cookie, 0);
                     self.out.extend_from_slice(data);
                     request.done_sent = true;
@@ -649,9 +808,31 @@ impl<'a> Transmission<'a> {
             return;
         }
         let request = self.requests[slot].take().expect("live request");
+        // Answered only once every command is done: no tag may still lead here.
+        debug_assert!(
+            !self.tag_slot.contains(&slot),
+            "answering request {:#x}: expected none of its commands in flight, found one on tag \
+             {:?}",
+            request.cookie,
+            self.tag_slot.iter().position(|&s| s == slot)
+        );
+        #[cfg(debug_assertions)]
+        assert!(
+            request.payload_left == 0 || self.closing,
+            "answering request {:#x}: expected its write payload read, found {} bytes still on \
+             the socket",
+            request.cookie,
+            request.payload_left
+        );
         self.free_slots.push(slot);
         let is_read = request.kind == Opcode::Read;
         if is_read {
+            debug_assert!(
+                self.read_bytes_live >= u64::from(request.len_bytes),
+                "read bytes in flight: expected at least this read's {}, found {}",
+                request.len_bytes,
+                self.read_bytes_live
+            );
             self.read_bytes_live -= u64::from(request.len_bytes);
         }
         match &request.error {
@@ -662,6 +843,12 @@ impl<'a> Transmission<'a> {
                 self.reply_error(request.cookie, is_read, *errno, message);
             }
             None if is_read => {
+                debug_assert!(
+                    self.structured || request.assembled.is_some() || request.done_sent,
+                    "simple read reply to {:#x}: expected its data sent or assembled, found \
+                     neither",
+                    request.cookie
+                );
                 if let Some(data) = &request.assembled {
                     put_simple_reply(&mut self.out, request.cookie, 0);
                     self.out.extend_from_slice(data);

@@ -45,6 +45,7 @@ use std::time::{Duration, Instant};
 use crate::error::{PmError, Result};
 use crate::layout::{self, TX_OWNER, TX_RES_END, TX_RES_START, TX_RES_STATE, TX_SLOTS};
 use crate::log::{self, KIND_TX};
+use crate::media::LINE;
 use crate::pool_state::{Counter, PoolState};
 
 /// `TX_RES_STATE`: no reservation, or it is reserved and not yet written.
@@ -73,12 +74,53 @@ impl PoolState {
     /// applier if the log is full.
     pub(crate) fn reserve(&self, slot: usize, len: u64) -> Result<Reservation> {
         let ring = self.ring();
+        debug_assert_eq!(
+            len % LINE as u64,
+            0,
+            "reservation not whole lines: expected a multiple of {LINE}, found {len} bytes"
+        );
+        debug_assert!(
+            len <= ring.size,
+            "record larger than the log, which it never fits: expected at most {} bytes, found {len}",
+            ring.size
+        );
+        // One reservation per transaction slot at a time: recovery tells the records that were
+        // in flight at a crash from damage by it (`recovery.rs`).
+        debug_assert_eq!(
+            self.tx_word(slot, TX_RES_END).load(Ordering::Acquire),
+            0,
+            "transaction slot {slot} reserving again: expected no reservation held, found one \
+             ending at {}",
+            self.tx_word(slot, TX_RES_END).load(Ordering::Acquire)
+        );
         let mut waiter = Waiter::new(self.opts.timeout);
         let mut waited = false;
         loop {
             let log = self.lock_log()?;
             let tail = self.tail().load(Ordering::Acquire);
             let head = self.nvm.load_word(layout::H_LOG_HEAD);
+            // head <= durable prefix <= tail, and the log never holds more than the ring. The
+            // tail moves only under the log lock; the head and the prefix only grow, and are read
+            // in that order.
+            #[cfg(debug_assertions)]
+            {
+                let durable = self.durable().load(Ordering::Acquire);
+                assert!(
+                    head <= durable,
+                    "log head past the durable prefix: expected head <= {durable}, found {head}"
+                );
+                assert!(
+                    durable <= tail,
+                    "durable prefix past the log tail: expected <= {tail}, found {durable}"
+                );
+                assert!(
+                    tail - head <= ring.size,
+                    "log holds more than its ring: expected tail - head <= {}, found {tail} - \
+                     {head} = {}",
+                    ring.size,
+                    tail - head
+                );
+            }
             let pos = ring.pos(tail) as u64;
             let pad = if pos + len > ring.size {
                 ring.size - pos
@@ -135,6 +177,25 @@ impl PoolState {
                 stalled_ms: self.opts.stall_timeout.as_millis() as u64,
             });
         }
+        // The record fills its reservation exactly and names its own position: `settle` keeps a
+        // record only if it ends at the reservation's end, and `Ring::header` finds one only at
+        // the position it names.
+        debug_assert_eq!(
+            record.len() as u64,
+            r.end - r.lsn,
+            "record does not fill its reservation [{}, {}): expected {} bytes, found {}",
+            r.lsn,
+            r.end,
+            r.end - r.lsn,
+            record.len()
+        );
+        debug_assert_eq!(
+            log::sealed_lsn(record),
+            r.lsn,
+            "record sealed for another position: expected lsn {}, found {}",
+            r.lsn,
+            log::sealed_lsn(record)
+        );
         let ring = self.ring();
         if r.lsn > r.start {
             self.write_pads(r.start, r.lsn);
@@ -167,6 +228,16 @@ impl PoolState {
     /// It cannot fail: the record is durable and will be passed whatever happens, so the
     /// commit must not report failure (errors while settling others are retried).
     pub(crate) fn publish(&self, slot: usize, r: &Reservation) {
+        // Only a record its committer wrote is published: a fenced reservation is padding, and
+        // acknowledging it would lose the commit.
+        debug_assert_eq!(
+            self.tx_word(slot, TX_RES_STATE).load(Ordering::Acquire),
+            RES_WRITING,
+            "publishing slot {slot}'s record at {}: expected its reservation written \
+             ({RES_WRITING}), found state {}",
+            r.lsn,
+            self.tx_word(slot, TX_RES_STATE).load(Ordering::Acquire)
+        );
         let durable = self.durable();
         let mut waiter = Waiter::new(self.opts.timeout);
         let mut stall = StallClock::default();
@@ -210,9 +281,19 @@ impl PoolState {
             self.nvm.flush(ring.base + ring.pos(d), log::HEADER);
         }
         self.nvm.fence();
-        self.durable()
+        let passed = self
+            .durable()
             .compare_exchange(d, d + h.len, Ordering::AcqRel, Ordering::Relaxed)
-            .is_ok()
+            .is_ok();
+        // A header that names position `d` belongs to a reservation below the tail (recovery
+        // erases leftover ones the new log would reach), so passing it never passes the tail.
+        debug_assert!(
+            !passed || d + h.len <= self.tail().load(Ordering::Acquire),
+            "durable prefix passed the log tail: expected {d} + {} <= {}, found it past",
+            h.len,
+            self.tail().load(Ordering::Acquire)
+        );
+        passed
     }
 
     /// Moves the durable prefix past reservations of dead processes, and fenced ones, that it
@@ -242,10 +323,19 @@ impl PoolState {
 
     /// The slot whose reservation holds log position `d`.
     fn reservation_at(&self, d: u64) -> Option<usize> {
-        (0..TX_SLOTS).find(|&s| {
+        let holds = |s: usize| {
             let end = self.tx_word(s, TX_RES_END).load(Ordering::Acquire);
             end != 0 && (self.tx_word(s, TX_RES_START).load(Ordering::Acquire)..end).contains(&d)
-        })
+        };
+        // Reservations are cut one after another from the tail, so they never overlap: two
+        // holding `d` would be two committers owning the same log bytes.
+        debug_assert!(
+            (0..TX_SLOTS).filter(|&s| holds(s)).count() <= 1,
+            "log position {d} reserved twice: expected at most one slot holding it, found slots \
+             {:?}",
+            (0..TX_SLOTS).filter(|&s| holds(s)).collect::<Vec<_>>()
+        );
+        (0..TX_SLOTS).find(|&s| holds(s))
     }
 
     fn fenced(&self, s: usize) -> bool {
@@ -301,9 +391,21 @@ impl PoolState {
     /// applier or the reaper does that under the maintenance lock, then the reaper releases
     /// its page locks.
     fn settle(&self, s: usize) -> Result<bool> {
+        debug_assert_eq!(
+            self.nvm.load_word(layout::V_LOG_LOCK),
+            self.live.me() as u64 + 1,
+            "settling slot {s} without the log lock: expected holder {} (this process), found {}",
+            self.live.me() + 1,
+            self.nvm.load_word(layout::V_LOG_LOCK)
+        );
         let Some((_, lsn, end)) = self.at_prefix(s) else {
             return Ok(false);
         };
+        debug_assert!(
+            end <= self.tail().load(Ordering::Acquire),
+            "reservation of slot {s} ends past the log tail: expected {end} <= {}",
+            self.tail().load(Ordering::Acquire)
+        );
         let d = self.durable().load(Ordering::Acquire);
         let fenced = self.fenced(s);
         if !fenced && !self.abandoned(s) {
@@ -375,7 +477,7 @@ impl PoolState {
         if let Acquired::FromDead(p) = how {
             self.forget_unmade_reservations(p, self.tail().load(Ordering::Acquire));
         }
-        Ok(LogGuard(lock))
+        Ok(LogGuard(lock, self.live.me() as u64 + 1))
     }
 }
 
@@ -399,10 +501,20 @@ impl StallClock {
     }
 }
 
-struct LogGuard<'a>(&'a AtomicU64);
+/// The log lock, held; the second field is the holder's lock word (process slot + 1).
+struct LogGuard<'a>(&'a AtomicU64, u64);
 
 impl Drop for LogGuard<'_> {
     fn drop(&mut self) {
+        // Taken from this process only if it were dead: a live holder's stores under the lock
+        // would have raced the taker's.
+        debug_assert_eq!(
+            self.0.load(Ordering::Relaxed),
+            self.1,
+            "releasing the log lock: expected it still held by this process ({}), found {}",
+            self.1,
+            self.0.load(Ordering::Relaxed)
+        );
         coord::unlock_robust(self.0);
     }
 }

@@ -31,6 +31,7 @@ use crate::error::{PmError, Result};
 use crate::layout::{DIR_BYTES, PAGE, V_CLOCK_HAND, V_DIRTY};
 use crate::log::{self, KIND_PAD, STATE_COMMITTED, STATE_VISIBLE};
 use crate::media::LINE;
+use crate::options::MAX_CACHE;
 use crate::pool_state::{Counter, PoolState};
 
 /// Directory entry states.
@@ -51,6 +52,10 @@ pub(crate) fn is_dirty(entry: u64) -> bool {
 }
 
 const SLOT_BITS: u32 = 28;
+const _: () = assert!(
+    MAX_CACHE / PAGE as u64 <= 1 << SLOT_BITS,
+    "every cache slot number fits the index word's slot bits"
+);
 
 /// The runs of consecutive set bits of a line mask: (first line, number of lines).
 pub(crate) fn line_runs(mask: u64) -> impl Iterator<Item = (u64, u64)> {
@@ -81,6 +86,21 @@ impl Batch {
     }
 
     fn push(&mut self, m: Mark) {
+        // One slot per page and one page per slot in a batch: two pages sharing a slot would
+        // write their lines over each other's under one directory entry.
+        debug_assert!(
+            !self.by_page.contains_key(&m.page),
+            "page {} marked twice in one batch: expected one mark per page, found a second in \
+             slot {}",
+            m.page,
+            m.slot
+        );
+        debug_assert!(
+            !self.slots.contains(&m.slot),
+            "slot {} taken twice in one batch: expected one page per slot, found page {} too",
+            m.slot,
+            m.page
+        );
         self.by_page.insert(m.page, self.marks.len());
         self.slots.insert(m.slot);
         self.marks.push(m);
@@ -160,6 +180,22 @@ impl PoolState {
     }
 
     fn index_put(&self, page: u64, slot: u64) {
+        debug_assert!(
+            slot < self.layout.cache_pages,
+            "cache slot out of range: expected < {}, found {slot}",
+            self.layout.cache_pages
+        );
+        debug_assert!(
+            page < (1 << (64 - SLOT_BITS)) - 1,
+            "page number does not fit the index word: expected page + 1 < 2^{}, found page {page}",
+            64 - SLOT_BITS
+        );
+        debug_assert_eq!(
+            self.index_get(page),
+            None,
+            "page {page} indexed twice: expected no slot yet, found slot {:?}",
+            self.index_get(page)
+        );
         let mask = self.layout.index_slots - 1;
         let mut i = self.index_home(page);
         while self.index_word(i).load(Ordering::Relaxed) != 0 {
@@ -167,6 +203,13 @@ impl PoolState {
         }
         self.index_word(i)
             .store(((page + 1) << SLOT_BITS) | slot, Ordering::Relaxed);
+        debug_assert_eq!(
+            self.index_get(page),
+            Some(slot),
+            "index lookup after putting page {page} in slot {slot}: expected Some({slot}), found \
+             {:?}",
+            self.index_get(page)
+        );
     }
 
     /// Removes `page`, shifting later members of its probe run back (no tombstones).
@@ -204,6 +247,14 @@ impl PoolState {
             j = (j + 1) & mask;
         }
         self.index_word(hole).store(0, Ordering::Relaxed);
+        // Backward shifting must leave every other member of the probe run reachable and
+        // this page gone (`index_matches_a_map` tests the same against a map).
+        debug_assert_eq!(
+            self.index_get(page),
+            None,
+            "index lookup after removing page {page}: expected None, found {:?}",
+            self.index_get(page)
+        );
     }
 
     /// Empties the index and the directory (first process to attach, after recovery).
@@ -248,6 +299,7 @@ impl PoolState {
     /// then moves the head past them. Caller holds the maintenance lock. Returns the records
     /// applied.
     pub(crate) fn digest(&self, max_records: usize) -> Result<usize> {
+        self.debug_assert_maintenance_held("applying the log");
         let start = self.nvm.load_word(crate::layout::H_LOG_HEAD);
         let mut batch = Batch::default();
         match self.collect(start, max_records, &mut batch) {
@@ -275,6 +327,13 @@ impl PoolState {
                 path: self.nvm_path.clone(),
                 what: format!("log record at lsn {head} is damaged while the pool is in use"),
             })?;
+            // The applier takes only records below the durable prefix (`append.rs`): the prefix
+            // passes whole reservations, so one that starts below it ends within it.
+            debug_assert!(
+                head + h.len <= tail,
+                "record at lsn {head} ends past the durable prefix: expected {head} + {} <= {tail}",
+                h.len
+            );
             if h.kind == KIND_PAD {
                 head += h.len;
                 continue;
@@ -284,6 +343,14 @@ impl PoolState {
                 STATE_COMMITTED if !self.owner_alive(h.owner) => self.make_visible(&h)?,
                 _ => break, // its committer is still copying it into the mapping
             }
+            // Rule 1: the mapping holds the record before the cache takes its lines from there.
+            debug_assert_eq!(
+                self.nvm.load_word(ring.state_offset(head)),
+                STATE_VISIBLE,
+                "applying the record at lsn {head}: expected it visible ({STATE_VISIBLE}), found \
+                 state {}",
+                self.nvm.load_word(ring.state_offset(head))
+            );
             let body = ring.body(&h);
             let writes = log::entries(body, &h, self.layout.pool_size_bytes).map_err(|what| {
                 PmError::Corrupt {
@@ -339,7 +406,18 @@ impl PoolState {
                     continue;
                 }
                 let (slot, was_dirty, fresh) = match self.index_get(page) {
-                    Some(slot) => (slot, is_dirty(self.dir(slot)), false),
+                    Some(slot) => {
+                        // A dirty slot holds the lines of the page its entry names; the index
+                        // must not lead another page's lines into it.
+                        debug_assert!(
+                            !is_dirty(self.dir(slot))
+                                || decode_dir(self.dir(slot)).map(|(p, _)| p) == Some(page),
+                            "index maps page {page} to slot {slot}: expected that slot clean, \
+                             free or dirty with page {page}, found entry {:?}",
+                            decode_dir(self.dir(slot))
+                        );
+                        (slot, is_dirty(self.dir(slot)), false)
+                    }
                     None => {
                         let Some(slot) = self.victim(batch) else {
                             return false;
@@ -368,13 +446,36 @@ impl PoolState {
             return Ok(0);
         }
         let pool = self.layout.pool_size_bytes;
+        let mut order = StepOrder::default();
         for m in marks {
+            // Nothing changed the slot since it was marked (the maintenance lock is held).
+            if m.was_dirty {
+                debug_assert_eq!(
+                    decode_dir(self.dir(m.slot)),
+                    Some((m.page, DIRTY)),
+                    "slot {} grows page {}'s lines: expected its entry dirty with that page, \
+                     found {:?}",
+                    m.slot,
+                    m.page,
+                    decode_dir(self.dir(m.slot))
+                );
+            } else {
+                // Rule 3: only a clean or free slot is given to another page.
+                debug_assert!(
+                    !is_dirty(self.dir(m.slot)),
+                    "slot {} taken for page {}: expected it clean or free, found {:?}",
+                    m.slot,
+                    m.page,
+                    decode_dir(self.dir(m.slot))
+                );
+            }
             for (first, run) in line_runs(m.lines) {
                 let at = m.page * PAGE as u64 + first * LINE as u64;
                 let n = (run * LINE as u64).min(pool - at) as usize;
                 let mut buf = [0u8; PAGE];
                 self.storage.read(at as usize, &mut buf[..n]);
                 let dst = self.cache_off(m.slot) + (first as usize) * LINE;
+                order.store(Step::Lines);
                 self.nvm.write(dst, &buf[..n]);
                 self.nvm.flush(dst, n);
             }
@@ -388,6 +489,7 @@ impl PoolState {
         }
         for m in marks {
             let held = if m.was_dirty { self.lines(m.slot) } else { 0 };
+            order.store(Step::Masks);
             self.nvm.store_word(self.mask_off(m.slot), held | m.lines);
             self.nvm.flush(self.mask_off(m.slot), 8);
         }
@@ -396,6 +498,7 @@ impl PoolState {
         }
         let mut newly_dirty = 0;
         for m in marks.iter().filter(|m| !m.was_dirty) {
+            order.store(Step::Directory);
             self.nvm
                 .store_word(self.dir_off(m.slot), dir_entry(m.page, DIRTY));
             self.nvm.flush(self.dir_off(m.slot), 8);
@@ -406,12 +509,27 @@ impl PoolState {
             self.nvm
                 .word(V_DIRTY)
                 .fetch_add(newly_dirty, Ordering::Relaxed);
+            debug_assert!(
+                self.dirty_pages() <= self.layout.cache_pages,
+                "dirty page count over the cache: expected at most {}, found {}",
+                self.layout.cache_pages,
+                self.dirty_pages()
+            );
         }
         if head != start {
+            // Once the head passes a record its log space may be reused: everything below the
+            // head must be durable (`append.rs`), and applied to the cache (above).
+            debug_assert!(
+                head <= self.durable().load(Ordering::Acquire),
+                "log head moving past the durable prefix: expected {head} <= {}",
+                self.durable().load(Ordering::Acquire)
+            );
+            order.store(Step::Head);
             self.nvm.store_word(crate::layout::H_LOG_HEAD, head);
             self.nvm.flush(crate::layout::H_LOG_HEAD, 8);
             self.persist_barrier();
         }
+        order.finish();
         self.count(Counter::RecordsDigested, records as u64);
         Ok(records)
     }
@@ -419,6 +537,7 @@ impl PoolState {
     /// Writes every dirty cache page back (one `fdatasync` of the backing file, which carries
     /// them all), then marks them clean. Caller holds the maintenance lock.
     pub(crate) fn write_back(&self) -> Result<u64> {
+        self.debug_assert_maintenance_held("writing the cache back");
         self.storage.sync_all()?;
         let mut cleaned = 0;
         for slot in 0..self.layout.cache_pages {
@@ -450,6 +569,7 @@ impl PoolState {
 
     /// Recomputes the dirty count from the directory (after taking the lock from a dead holder).
     pub(crate) fn recount_dirty(&self) {
+        self.debug_assert_maintenance_held("recounting dirty pages");
         let n = (0..self.layout.cache_pages)
             .filter(|&s| is_dirty(self.dir(s)))
             .count();
@@ -463,6 +583,16 @@ impl PoolState {
         if self.nvm.load_word(ring.state_offset(h.lsn)) != STATE_COMMITTED {
             return Ok(());
         }
+        // Durable (with every record before it) before anyone can see it (`append.rs`).
+        debug_assert!(
+            h.lsn + h.len <= self.durable().load(Ordering::Acquire),
+            "making the record at lsn {} visible: expected it below the durable prefix, found \
+             {} + {} > {}",
+            h.lsn,
+            h.lsn,
+            h.len,
+            self.durable().load(Ordering::Acquire)
+        );
         let writes =
             log::entries(ring.body(h), h, self.layout.pool_size_bytes).map_err(|what| {
                 PmError::Corrupt {
@@ -478,6 +608,64 @@ impl PoolState {
     }
 }
 
+/// The persistence steps of a digest batch, in the order rule 2 requires.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
+enum Step {
+    Lines,
+    Masks,
+    Directory,
+    Head,
+}
+
+/// Checks rule 2 as `finish_batch` persists a batch (debug builds; empty in release): the steps
+/// come in order, every store of one step is fenced by this thread before the first store of
+/// the next, and the last before the batch returns. A power cut between two steps then finds
+/// every earlier step durable.
+#[derive(Default)]
+struct StepOrder {
+    /// The step of the last store, and this thread's NVM fence count just before it.
+    #[cfg(debug_assertions)]
+    last: Option<(Step, u64)>,
+}
+
+impl StepOrder {
+    /// A store of `step` is about to be made.
+    fn store(&mut self, step: Step) {
+        #[cfg(debug_assertions)]
+        {
+            let fences = crate::media::nvm_fences_here();
+            if let Some((prev, before)) = self.last {
+                assert!(
+                    prev <= step,
+                    "digest steps out of order: expected no {step:?} store after a {prev:?} \
+                     store, found one"
+                );
+                assert!(
+                    prev == step || fences > before,
+                    "{prev:?} not fenced before the first {step:?} store: expected a fence since \
+                     (count above {before}), found count {fences}"
+                );
+            }
+            self.last = Some((step, fences));
+        }
+        #[cfg(not(debug_assertions))]
+        let _ = step;
+    }
+
+    /// The batch is done: its last step must be durable.
+    fn finish(&self) {
+        #[cfg(debug_assertions)]
+        if let Some((prev, before)) = self.last {
+            let fences = crate::media::nvm_fences_here();
+            assert!(
+                fences > before,
+                "digest batch returns with {prev:?} not fenced: expected a fence count above \
+                 {before}, found {fences}"
+            );
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use std::collections::HashMap;
@@ -487,6 +675,58 @@ mod tests {
 
     use crate::sim::SimWorld;
     use crate::{Pool, PoolOptions};
+
+    /// A fence on an NVM tier by this thread, as `persist_barrier` makes.
+    #[cfg(debug_assertions)]
+    fn fence() {
+        let world = Arc::new(SimWorld::new(&[0u8; 64], &[0u8; 1], None, 0));
+        crate::media::Media::simulated(world, crate::sim::Tier::Nvm).fence();
+    }
+
+    #[cfg(debug_assertions)]
+    #[test]
+    fn digest_steps_fenced_in_order_pass() {
+        let mut order = super::StepOrder::default();
+        order.store(super::Step::Lines);
+        order.store(super::Step::Lines);
+        fence();
+        order.store(super::Step::Masks);
+        fence();
+        order.store(super::Step::Head);
+        fence();
+        order.finish();
+    }
+
+    /// The power-cut campaign's seed 1039 (`finish_batch`): one barrier for lines and masks.
+    #[cfg(debug_assertions)]
+    #[test]
+    #[should_panic(expected = "Lines not fenced before the first Masks store")]
+    fn a_mask_stored_before_its_lines_are_fenced_is_caught() {
+        let mut order = super::StepOrder::default();
+        order.store(super::Step::Lines);
+        order.store(super::Step::Masks);
+    }
+
+    #[cfg(debug_assertions)]
+    #[test]
+    #[should_panic(
+        expected = "digest steps out of order: expected no Directory store after a Head"
+    )]
+    fn a_directory_entry_stored_after_the_head_is_caught() {
+        let mut order = super::StepOrder::default();
+        order.store(super::Step::Head);
+        fence();
+        order.store(super::Step::Directory);
+    }
+
+    #[cfg(debug_assertions)]
+    #[test]
+    #[should_panic(expected = "digest batch returns with Head not fenced")]
+    fn a_batch_returning_before_its_head_is_fenced_is_caught() {
+        let mut order = super::StepOrder::default();
+        order.store(super::Step::Head);
+        order.finish();
+    }
 
     #[test]
     fn line_runs_split_a_mask_into_runs() {

@@ -14,6 +14,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
 use crate::error::{PmError, Result};
+use crate::layout::PROCS;
 
 /// Byte offset of process slot 0's liveness lock in the NVM file.
 const LIVENESS_BASE: i64 = 1 << 40;
@@ -57,6 +58,12 @@ impl Liveness {
     /// Whether the process in slot `slot` is alive. Without a file (simulated pools, one
     /// process) everyone is.
     pub fn alive(&self, slot: usize) -> bool {
+        // Slots come from lock and owner words (holder + 1); one out of range means a
+        // damaged shared word, whose liveness byte nobody ever locks.
+        debug_assert!(
+            slot < PROCS,
+            "process slot out of range: expected < {PROCS}, found {slot}"
+        );
         let Some(fd) = self.fd else { return true };
         if slot == self.me && self.holds {
             return true; // our own lock: F_OFD_GETLK would not report it

@@ -95,6 +95,52 @@ pub const TX_BYTES_LOGGED: usize = 6;
 pub const TX_RES_STATE: usize = 7;
 pub const V_LOCKS: usize = V_TX + TX_SLOTS * TX_BYTES;
 
+// The log head and the clean flag change while the pool is in use, so they lie outside what the
+// header checksum covers (`header_crc`: the fixed fields, the identity, the path).
+const _: () = assert!(H_LOG_HEAD >= H_FIXED_END, "the log head is not checksummed");
+const _: () = assert!(
+    H_LOG_HEAD + 8 <= H_CLEAN,
+    "the log head and clean flag are apart"
+);
+const _: () = assert!(
+    H_CLEAN + 8 <= H_IDENTITY,
+    "the clean flag is not checksummed"
+);
+const _: () = assert!(
+    H_IDENTITY_END <= H_PATH_LEN,
+    "the identity ends before the path"
+);
+// Every shared coordination word on its own cache line (the log tail shares the log lock's on
+// purpose); counters and slots after them, each table inside its own range.
+const _: () = {
+    let words = [
+        V_LOG_LOCK,
+        V_MAINT_LOCK,
+        V_DIRTY,
+        V_CLOCK_HAND,
+        V_LOG_DURABLE,
+        V_COUNTERS,
+    ];
+    let mut i = 0;
+    while i < words.len() {
+        assert!(
+            words[i].is_multiple_of(64),
+            "a shared word starts its own line"
+        );
+        i += 1;
+    }
+};
+const _: () = assert!(
+    V_LOG_DURABLE + 64 <= V_COUNTERS,
+    "the prefix's line holds no counter"
+);
+const _: () = assert!(
+    V_COUNTERS + COUNTERS * 8 <= V_PROCS,
+    "counters end before the procs"
+);
+// `TX_RES_STATE` is the last field.
+const _: () = assert!(TX_RES_STATE < TX_BYTES / 8, "a slot's fields fit its line");
+
 /// Log record and cache geometry of one pool.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Layout {

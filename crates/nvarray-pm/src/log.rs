@@ -39,6 +39,14 @@ pub const R_STATE: usize = 56;
 pub const STATE_COMMITTED: u64 = 1;
 pub const STATE_VISIBLE: u64 = 2;
 
+// A padding record is a header alone, and reservations are whole lines: the smallest pad (one
+// line) must hold the header. The state word must lie inside the header it follows.
+const _: () = assert!(HEADER == LINE, "a one-line pad must hold a whole header");
+const _: () = assert!(
+    R_STATE + 8 <= HEADER,
+    "the state word is part of the header"
+);
+
 /// A decoded, checked record header.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Header {
@@ -61,16 +69,25 @@ pub fn build<'a>(out: &mut Vec<u8>, writes: impl Iterator<Item = (u64, &'a [u8])
     out.clear();
     out.resize(HEADER, 0);
     let mut n = 0u32;
+    let mut data_bytes = 0usize;
     for (off, bytes) in writes.clone() {
         out.extend_from_slice(&off.to_le_bytes());
         out.extend_from_slice(&(bytes.len() as u32).to_le_bytes());
         out.extend_from_slice(&0u32.to_le_bytes());
         n += 1;
+        data_bytes += bytes.len();
     }
     for (_, bytes) in writes {
         out.extend_from_slice(bytes);
     }
     out.resize(out.len().div_ceil(LINE) * LINE, 0);
+    // `TxCore::write` bounds a transaction by `record_len`; the log reserves what is built.
+    debug_assert_eq!(
+        out.len(),
+        record_len(n as usize, data_bytes),
+        "record size: expected record_len({n} entries, {data_bytes} data bytes), found {} bytes",
+        out.len()
+    );
     let body_crc = crc32c::crc32c(&out[HEADER..]);
     out[0..4].copy_from_slice(&MAGIC.to_le_bytes());
     out[4..8].copy_from_slice(&KIND_TX.to_le_bytes());
@@ -83,14 +100,35 @@ pub fn build<'a>(out: &mut Vec<u8>, writes: impl Iterator<Item = (u64, &'a [u8])
 
 /// Fills the position-dependent header fields of a built record (under the log lock).
 pub fn seal(record: &mut [u8], lsn: u64, owner: u32) {
+    // Recovery looks for leftover headers one line at a time (`recovery.rs`).
+    debug_assert_eq!(
+        lsn % LINE as u64,
+        0,
+        "record position: expected a multiple of {LINE}, found lsn {lsn}"
+    );
     record[R_LSN..R_LSN + 8].copy_from_slice(&lsn.to_le_bytes());
     record[R_OWNER..R_OWNER + 4].copy_from_slice(&owner.to_le_bytes());
     let crc = crc32c::crc32c(&record[..R_HEADER_CRC]);
     record[R_HEADER_CRC..R_HEADER_CRC + 4].copy_from_slice(&crc.to_le_bytes());
 }
 
+/// The log position a sealed record names for itself.
+pub fn sealed_lsn(record: &[u8]) -> u64 {
+    u64::from_le_bytes(record[R_LSN..R_LSN + 8].try_into().expect("8"))
+}
+
 /// A padding record filling the ring from `lsn` to its end.
 pub fn pad(lsn: u64, len: u64) -> [u8; HEADER] {
+    // `Ring::header` refuses a shorter or ragged record, which would end the log here.
+    debug_assert!(
+        len >= HEADER as u64,
+        "padding record too short: expected at least {HEADER} bytes, found {len} at lsn {lsn}"
+    );
+    debug_assert_eq!(
+        len % LINE as u64,
+        0,
+        "padding record not whole lines: expected a multiple of {LINE}, found {len} at lsn {lsn}"
+    );
     let mut h = [0u8; HEADER];
     h[0..4].copy_from_slice(&MAGIC.to_le_bytes());
     h[4..8].copy_from_slice(&KIND_PAD.to_le_bytes());
@@ -144,7 +182,11 @@ impl Ring<'_> {
     pub fn body(&self, h: &Header) -> &[u8] {
         let start = self.base + self.pos(h.lsn) + HEADER;
         let len = h.len as usize - HEADER;
-        debug_assert!(start + len <= self.nvm.len());
+        debug_assert!(
+            start + len <= self.nvm.len(),
+            "record body outside the NVM tier: expected {start}+{len} <= {}, found it past",
+            self.nvm.len()
+        );
         // SAFETY: inside the log region (checked by `header`'s `fits`), and immutable while the
         // caller reads it (see above).
         unsafe { std::slice::from_raw_parts(self.nvm.base().add(start), len) }

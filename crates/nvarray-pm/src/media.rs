@@ -14,6 +14,8 @@
 //! Callers keep offsets inside the region; every entry point from outside the crate validates
 //! offsets before they reach here, and these functions assert it in debug builds.
 
+#[cfg(debug_assertions)]
+use std::cell::Cell;
 use std::fs::File;
 use std::path::PathBuf;
 use std::sync::atomic::AtomicU64;
@@ -26,6 +28,20 @@ use crate::sim::{SimWorld, Tier};
 
 /// Cache-line size of the persistence model (the simulated world's NVM unit, `sim.rs`).
 pub use crate::sim::LINE;
+
+#[cfg(debug_assertions)]
+thread_local! {
+    /// NVM-tier fences issued by this thread (debug builds). A fence orders only its own
+    /// thread's flushes, so the ordering assertions (`cache.rs`) compare two readings of this
+    /// thread's count, not a count shared with other committers.
+    static NVM_FENCES: Cell<u64> = const { Cell::new(0) };
+}
+
+/// NVM-tier fences the calling thread has issued so far (debug builds).
+#[cfg(debug_assertions)]
+pub(crate) fn nvm_fences_here() -> u64 {
+    NVM_FENCES.get()
+}
 
 pub(crate) struct Media {
     base: *mut u8,
@@ -137,7 +153,7 @@ impl Media {
     fn check(&self, off: usize, len: usize) {
         debug_assert!(
             off.checked_add(len).is_some_and(|end| end <= self.len),
-            "media access {off}+{len} outside {}",
+            "media access outside the region: expected {off}+{len} <= {}, found it past the end",
             self.len
         );
     }
@@ -169,7 +185,11 @@ impl Media {
     /// The shared 8-byte word at `off` (8-aligned), for volatile coordination between processes.
     pub fn word(&self, off: usize) -> &AtomicU64 {
         self.check(off, 8);
-        debug_assert_eq!(off % 8, 0);
+        debug_assert_eq!(
+            off % 8,
+            0,
+            "shared word not 8-aligned: expected offset % 8 == 0, found offset {off}"
+        );
         // SAFETY: in bounds, 8-aligned (the mapping is page-aligned and offsets are multiples of
         // 8), and only ever accessed as an atomic by every process.
         unsafe { &*(self.base.add(off) as *const AtomicU64) }
@@ -220,6 +240,17 @@ impl Media {
                 world.fenced(*tier);
             }
             _ => std::sync::atomic::fence(std::sync::atomic::Ordering::SeqCst),
+        }
+        #[cfg(debug_assertions)]
+        if matches!(
+            self.kind,
+            Kind::Nvm { .. }
+                | Kind::Sim {
+                    tier: Tier::Nvm,
+                    ..
+                }
+        ) {
+            NVM_FENCES.set(NVM_FENCES.get() + 1);
         }
     }
 

@@ -121,11 +121,25 @@ impl PoolOptions {
         let never_written_back_pages = (pool_pages as f64 / self.writeback_threshold).ceil();
         let cache_pages_max = (never_written_back_pages as u64).max(pool_pages.saturating_mul(2));
         let cache_bytes_max = cache_pages_max.saturating_mul(page).max(MIN_CACHE);
-        Layout::new(
+        let layout = Layout::new(
             pool_size_bytes,
             self.log_size_bytes.min(log_bytes_max),
             self.cache_size_bytes.min(cache_bytes_max),
-        )
+        );
+        // With validated options, each is at least its minimum: a transaction may then hold
+        // half the cache and log a quarter of the log.
+        debug_assert!(
+            layout.log_size_bytes >= MIN_LOG,
+            "log of a new pool: expected at least {MIN_LOG} bytes, found {}",
+            layout.log_size_bytes
+        );
+        debug_assert!(
+            layout.cache_pages >= MIN_CACHE / page,
+            "cache of a new pool: expected at least {} pages, found {}",
+            MIN_CACHE / page,
+            layout.cache_pages
+        );
+        layout
     }
 }
 

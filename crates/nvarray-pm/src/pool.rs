@@ -607,6 +607,21 @@ impl Pool {
         let last = !(0..PROCS).any(|p| p != me && inner.live.alive(p));
         let result = if last {
             inner.maintain(true).map(|_| {
+                // Clean means the backing file alone holds every commit: the next open skips
+                // recovery, so a record left in the log or a dirty cache page would be lost.
+                debug_assert_eq!(
+                    inner.nvm.load_word(layout::H_LOG_HEAD),
+                    inner.tail().load(Ordering::Acquire),
+                    "marking the pool clean: expected the log applied (head at the tail), found \
+                     head {} and tail {}",
+                    inner.nvm.load_word(layout::H_LOG_HEAD),
+                    inner.tail().load(Ordering::Acquire)
+                );
+                debug_assert!(
+                    (0..inner.layout.cache_pages).all(|s| !crate::cache::is_dirty(inner.dir(s))),
+                    "marking the pool clean: expected no dirty cache page, found slot {:?} dirty",
+                    (0..inner.layout.cache_pages).find(|&s| crate::cache::is_dirty(inner.dir(s)))
+                );
                 inner.nvm.store_word(layout::H_CLEAN, 1);
                 inner.nvm.persist(layout::H_CLEAN, 8);
             })

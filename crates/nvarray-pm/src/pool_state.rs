@@ -13,7 +13,8 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use crate::coord::{self, Acquired, Liveness};
 use crate::error::Result;
 use crate::layout::{
-    self, Layout, PROC_BYTES, TX_BYTES, TX_BYTES_LOGGED, TX_COMMITS, TX_LSN, TX_OWNER, TX_SLOTS,
+    self, Layout, PROCS, PROC_BYTES, TX_BYTES, TX_BYTES_LOGGED, TX_COMMITS, TX_LSN, TX_OWNER,
+    TX_SLOTS,
 };
 use crate::log::{Ring, STATE_COMMITTED};
 use crate::media::Media;
@@ -128,16 +129,36 @@ impl PoolState {
         self.wait_persisted(self.barrier_deadline());
     }
 
+    // The shared area is one file region: an index past its table lands on another table's
+    // words, which `Media`'s bounds check cannot see.
+
     pub(crate) fn proc_state(&self, p: usize) -> &AtomicU64 {
+        debug_assert!(
+            p < PROCS,
+            "process slot out of range: expected < {PROCS}, found {p}"
+        );
         self.nvm.word(layout::V_PROCS + p * PROC_BYTES)
     }
 
     pub(crate) fn proc_pid(&self, p: usize) -> &AtomicU64 {
+        debug_assert!(
+            p < PROCS,
+            "process slot out of range: expected < {PROCS}, found {p}"
+        );
         self.nvm.word(layout::V_PROCS + p * PROC_BYTES + 8)
     }
 
     /// Word `field` (`layout::TX_*`) of transaction slot `slot`.
     pub(crate) fn tx_word(&self, slot: usize, field: usize) -> &AtomicU64 {
+        debug_assert!(
+            slot < TX_SLOTS,
+            "transaction slot out of range: expected < {TX_SLOTS}, found {slot}"
+        );
+        debug_assert!(
+            field < TX_BYTES / 8,
+            "transaction slot field out of range: expected < {}, found {field}",
+            TX_BYTES / 8
+        );
         self.nvm.word(layout::V_TX + slot * TX_BYTES + field * 8)
     }
 
@@ -155,6 +176,11 @@ impl PoolState {
     }
 
     pub(crate) fn lock_word(&self, i: usize) -> &AtomicU64 {
+        debug_assert!(
+            i < layout::LOCK_WORDS,
+            "page-lock word out of range: expected < {}, found {i}",
+            layout::LOCK_WORDS
+        );
         self.nvm.word(layout::V_LOCKS + i * 8)
     }
 
@@ -173,7 +199,7 @@ impl PoolState {
         if let Acquired::FromDead(_) = how {
             self.recount_dirty();
         }
-        Ok(MaintenanceGuard(self))
+        Ok(MaintenanceGuard(self, self.live.me() as u64 + 1))
     }
 
     pub(crate) fn try_lock_maintenance(&self) -> Option<MaintenanceGuard<'_>> {
@@ -181,7 +207,19 @@ impl PoolState {
         if let Acquired::FromDead(_) = how {
             self.recount_dirty();
         }
-        Some(MaintenanceGuard(self))
+        Some(MaintenanceGuard(self, self.live.me() as u64 + 1))
+    }
+
+    /// Panics in debug builds unless this process holds the maintenance lock (`doing` says
+    /// what needed it).
+    pub(crate) fn debug_assert_maintenance_held(&self, doing: &str) {
+        debug_assert_eq!(
+            self.nvm.load_word(layout::V_MAINT_LOCK),
+            self.live.me() as u64 + 1,
+            "{doing} without the maintenance lock: expected holder {} (this process), found {}",
+            self.live.me() + 1,
+            self.nvm.load_word(layout::V_MAINT_LOCK)
+        );
     }
 
     /// Applies what it can of the log without waiting for the lock (a committer short of log
@@ -206,6 +244,7 @@ impl PoolState {
 
     /// `reap` of a process known to be dead; the caller holds the maintenance lock.
     fn reap_locked(&self, p: usize) -> Result<()> {
+        self.debug_assert_maintenance_held("reaping a dead process");
         let ring = self.ring();
         for s in 0..TX_SLOTS {
             if self.tx_word(s, TX_OWNER).load(Ordering::Acquire) != p as u64 + 1 {
@@ -292,10 +331,21 @@ impl PoolState {
 /// Records applied per hold of the maintenance lock.
 const DIGEST_BATCH: usize = 256;
 
-pub(crate) struct MaintenanceGuard<'a>(&'a PoolState);
+/// The maintenance lock, held; the second field is the holder's lock word (process slot + 1).
+pub(crate) struct MaintenanceGuard<'a>(&'a PoolState, u64);
 
 impl Drop for MaintenanceGuard<'_> {
     fn drop(&mut self) {
-        coord::unlock_robust(self.0.nvm.word(layout::V_MAINT_LOCK));
+        let word = self.0.nvm.word(layout::V_MAINT_LOCK);
+        // Taken from this process only if it were dead: another holder would have changed the
+        // cache under this one.
+        debug_assert_eq!(
+            word.load(Ordering::Relaxed),
+            self.1,
+            "releasing the maintenance lock: expected it still held by this process ({}), found {}",
+            self.1,
+            word.load(Ordering::Relaxed)
+        );
+        coord::unlock_robust(word);
     }
 }

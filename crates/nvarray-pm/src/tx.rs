@@ -16,8 +16,8 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 
 use crate::coord::{page_lock_index, Waiter};
 use crate::error::{PmError, Result};
-use crate::layout::{PAGE, TX_OWNER, TX_SEQ, TX_SLOTS};
-use crate::log::{self, STATE_VISIBLE};
+use crate::layout::{H_LOG_HEAD, PAGE, TX_OWNER, TX_SEQ, TX_SLOTS};
+use crate::log::{self, STATE_COMMITTED, STATE_VISIBLE};
 use crate::pool::Pool;
 use crate::pool_state::{mono_ns, Counter, PoolState};
 
@@ -77,6 +77,14 @@ impl TxCore {
             })
             .ok_or(PmError::NoTxSlot(TX_SLOTS))?;
         SLOT_HINT.set(Some(slot));
+        // A slot is freed only after its record is visible or forgotten: a stale position would
+        // make a reaper apply a record that is not this transaction's.
+        debug_assert_eq!(
+            inner.tx_lsn(slot),
+            None,
+            "free transaction slot {slot}: expected no record being committed, found one at {:?}",
+            inner.tx_lsn(slot)
+        );
         // The age is a clock reading, not a shared counter: one cache line fewer bouncing
         // between committers.
         let seq = mono_ns();
@@ -150,6 +158,13 @@ impl TxCore {
                 Ok(_) => break,
                 Err(0) => continue,
                 Err(holder) => {
+                    // A lock word this transaction holds is in its list, found above; waiting
+                    // on itself would end only in a timeout.
+                    debug_assert_ne!(
+                        holder, me,
+                        "page {page}'s lock word {idx}: expected another holder than this \
+                         transaction ({me}), found this one though it is not in its list"
+                    );
                     let h = holder as usize - 1;
                     let owner = inner.tx_word(h, TX_OWNER).load(Ordering::Acquire);
                     if owner != 0 && !inner.live.alive(owner as usize - 1) {
@@ -221,6 +236,13 @@ impl TxCore {
         }
         let mut record = std::mem::take(&mut self.record);
         log::build(&mut record, self.write_slices());
+        // `write` bounded the record, so the log always has room for it beside others.
+        debug_assert!(
+            record.len() as u64 <= Self::limit(inner),
+            "record larger than a transaction may log: expected at most {} bytes, found {}",
+            Self::limit(inner),
+            record.len()
+        );
         let result = self.append(inner, &mut record);
         self.record = record;
         let lsn = match result {
@@ -230,9 +252,34 @@ impl TxCore {
                 return Err(e);
             }
         };
+        // Page locks are held until the writes are visible: another writer of these pages
+        // would otherwise interleave its bytes with these.
+        debug_assert_eq!(
+            self.page_not_held(inner),
+            None,
+            "commit at lsn {lsn}: expected every written page locked by transaction slot {}, \
+             found (page, lock holder) {:?}",
+            self.slot,
+            self.page_not_held(inner)
+        );
+        // Rule 1 of `cache.rs`: the applier takes a record only once it is visible in the
+        // mapping, so until this committer has copied it in, nobody has made it visible and
+        // the log head has not passed it.
+        debug_assert_eq!(
+            inner.nvm.load_word(inner.ring().state_offset(lsn)),
+            STATE_COMMITTED,
+            "record at lsn {lsn} before its writes were copied: expected committed \
+             ({STATE_COMMITTED}), found state {}",
+            inner.nvm.load_word(inner.ring().state_offset(lsn))
+        );
         for (off, bytes) in self.write_slices() {
             inner.storage.write(off as usize, bytes);
         }
+        debug_assert!(
+            inner.nvm.load_word(H_LOG_HEAD) <= lsn,
+            "log head passed a record not yet visible: expected head <= {lsn}, found {}",
+            inner.nvm.load_word(H_LOG_HEAD)
+        );
         inner
             .nvm
             .store_word(inner.ring().state_offset(lsn), STATE_VISIBLE);
@@ -242,6 +289,20 @@ impl TxCore {
         Ok(lsn)
     }
 
+    /// The first page this transaction wrote whose lock it does not hold, with the lock word's
+    /// holder (the debug check of `commit`).
+    fn page_not_held(&self, inner: &PoolState) -> Option<(u64, u64)> {
+        let me = self.slot as u64 + 1;
+        self.writes.iter().find_map(|&(off, _, len)| {
+            (off / PAGE as u64..(off + len as u64).div_ceil(PAGE as u64)).find_map(|page| {
+                let holder = inner
+                    .lock_word(page_lock_index(page))
+                    .load(Ordering::Acquire);
+                (holder != me).then_some((page, holder))
+            })
+        })
+    }
+
     /// Writes the record into the log, durable and published (`append.rs`). Returns its lsn.
     fn append(&self, inner: &PoolState, record: &mut [u8]) -> Result<u64> {
         let r = inner.reserve(self.slot, record.len() as u64)?;
@@ -249,6 +310,15 @@ impl TxCore {
         inner.write_reserved(self.slot, &r, record)?;
         let deadline = inner.barrier_deadline();
         inner.publish(self.slot, &r);
+        // The commit point: acknowledged only with its record, and every one before it, below
+        // the durable prefix (`append.rs`).
+        debug_assert!(
+            inner.durable().load(Ordering::Acquire) >= r.end,
+            "commit acknowledged before its record is durable: expected the durable prefix at \
+             or past {}, found {}",
+            r.end,
+            inner.durable().load(Ordering::Acquire)
+        );
         inner.wait_persisted(deadline);
         Ok(r.lsn)
     }
@@ -264,11 +334,19 @@ impl TxCore {
     fn release(&mut self, inner: &PoolState) {
         let me = self.slot as u64 + 1;
         for &idx in &self.locks {
-            let _ = inner.lock_word(idx as usize).compare_exchange(
+            let released = inner.lock_word(idx as usize).compare_exchange(
                 me,
                 0,
                 Ordering::Release,
                 Ordering::Relaxed,
+            );
+            // Only a reaper frees another transaction's locks, and only a dead process's.
+            debug_assert!(
+                released.is_ok(),
+                "releasing page lock {idx}: expected it held by transaction slot {} ({me}), \
+                 found holder {:?}",
+                self.slot,
+                released
             );
         }
         self.locks.clear();
