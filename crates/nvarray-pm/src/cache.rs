@@ -567,6 +567,40 @@ impl PoolState {
         self.dirty_pages() as f64 > self.opts.writeback_threshold * self.layout.cache_pages as f64
     }
 
+    /// Repairs what a maintenance-lock holder that died mid-batch may have left: the page
+    /// index, then the dirty count, both rebuilt from the directory (the persistent truth).
+    pub(crate) fn repair_after_dead_holder(&self) {
+        self.rebuild_index();
+        self.recount_dirty();
+    }
+
+    /// Rebuilds the page index from the directory. A holder that died between indexing a
+    /// batch's pages (`mark_pages`) and writing their directory entries (`finish_batch`)
+    /// left pages indexed to slots whose entries name another page or none; kept, a later
+    /// batch gave such a slot to a second page and the index led both pages' lines into it
+    /// (recovery then gave one page the other's bytes). If the directory names a page twice,
+    /// the dirty slot wins: it holds lines the backing file lacks.
+    fn rebuild_index(&self) {
+        self.debug_assert_maintenance_held("rebuilding the page index");
+        for i in 0..self.layout.index_slots {
+            self.index_word(i).store(0, Ordering::Relaxed);
+        }
+        for slot in 0..self.layout.cache_pages {
+            let entry = self.dir(slot);
+            let Some((page, _)) = decode_dir(entry) else {
+                continue;
+            };
+            match self.index_get(page) {
+                None => self.index_put(page, slot),
+                Some(other) if is_dirty(entry) && !is_dirty(self.dir(other)) => {
+                    self.index_remove(page);
+                    self.index_put(page, slot);
+                }
+                Some(_) => {}
+            }
+        }
+    }
+
     /// Recomputes the dirty count from the directory (after taking the lock from a dead holder).
     pub(crate) fn recount_dirty(&self) {
         self.debug_assert_maintenance_held("recounting dirty pages");
@@ -738,6 +772,48 @@ mod tests {
         );
         assert_eq!(super::line_runs(1 << 63).collect::<Vec<_>>(), vec![(63, 1)]);
         assert_eq!(super::line_runs(0).count(), 0);
+    }
+
+    /// A maintenance-lock holder that dies between indexing a batch's pages and writing their
+    /// directory entries leaves the index naming a slot the directory does not give that page:
+    /// the repair rebuilds the index from the directory, so the page is no longer led into the
+    /// slot (a later batch would give the slot to a second page) and cached pages stay found.
+    #[test]
+    fn the_index_is_rebuilt_from_the_directory_after_a_dead_holder() {
+        let opts = PoolOptions {
+            log_size_bytes: 64 << 10,
+            cache_size_bytes: 64 << 10,
+            background: false,
+            ..Default::default()
+        };
+        let (n, s) = Pool::simulated_sizes(1 << 20, &opts);
+        let world = Arc::new(SimWorld::new(&vec![0; n], &vec![0; s], None, 0));
+        let pool = Pool::open_simulated(world, 1 << 20, &opts).unwrap();
+        let mut tx = pool.begin().unwrap();
+        tx.write(crate::layout::PAGE as u64, &[1u8; 64]).unwrap();
+        tx.commit().unwrap();
+        pool.maintain().unwrap();
+        let inner = pool.inner();
+        let cached = inner
+            .index_get(1)
+            .expect("page 1 in the cache after maintain");
+        let free = (0..inner.layout.cache_pages)
+            .find(|&s| inner.dir(s) == 0)
+            .expect("a free slot");
+        let _held = inner.lock_maintenance().unwrap();
+        // What the dead holder left: page 5 indexed to a slot its directory entry never named.
+        inner.index_put(5, free);
+        inner.repair_after_dead_holder();
+        assert_eq!(
+            inner.index_get(5),
+            None,
+            "the dead batch's page stays indexed"
+        );
+        assert_eq!(
+            inner.index_get(1),
+            Some(cached),
+            "a cached page is lost from the index"
+        );
     }
 
     proptest! {

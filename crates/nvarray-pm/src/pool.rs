@@ -24,8 +24,10 @@ use crate::reports::{RecoveryReport, Stats};
 use crate::sim::{SimWorld, Tier};
 use crate::space;
 
-/// Largest pool: page numbers must fit the cache index (36 bits of 4 KiB pages).
-pub const MAX_POOL: u64 = 1 << 48;
+/// Largest pool: page numbers must fit the cache index, which keeps `page + 1` in 36 bits, so
+/// the last page is 2^36 - 2 (at 2^48 bytes the last page's `page + 1` wrapped to 0, an empty
+/// index word).
+pub const MAX_POOL: u64 = (1 << 48) - crate::layout::PAGE as u64;
 
 /// An open pool. Share it between threads by reference (it is `Sync`); every thread may run
 /// its own transactions.

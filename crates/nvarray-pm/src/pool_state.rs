@@ -197,7 +197,7 @@ impl PoolState {
         let word = self.nvm.word(layout::V_MAINT_LOCK);
         let how = coord::lock_robust(word, &self.live, self.opts.timeout, "the maintenance lock")?;
         if let Acquired::FromDead(_) = how {
-            self.recount_dirty();
+            self.repair_after_dead_holder();
         }
         Ok(MaintenanceGuard(self, self.live.me() as u64 + 1))
     }
@@ -205,7 +205,7 @@ impl PoolState {
     pub(crate) fn try_lock_maintenance(&self) -> Option<MaintenanceGuard<'_>> {
         let how = coord::try_lock_robust(self.nvm.word(layout::V_MAINT_LOCK), &self.live)?;
         if let Acquired::FromDead(_) = how {
-            self.recount_dirty();
+            self.repair_after_dead_holder();
         }
         Some(MaintenanceGuard(self, self.live.me() as u64 + 1))
     }
