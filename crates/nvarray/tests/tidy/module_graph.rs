@@ -8,7 +8,7 @@
 //! the graph: tests may reach anywhere.
 
 use std::collections::{BTreeMap, BTreeSet};
-use std::path::{Path, PathBuf};
+use std::path::Path;
 
 /// A module of the crate: its path from the crate root (`[]` for `lib.rs` / `main.rs`).
 type ModPath = Vec<String>;
@@ -32,7 +32,7 @@ pub type Edges = BTreeMap<(String, String), BTreeSet<String>>;
 /// modules are left out.
 fn read_crate(src: &Path, shown_root: &Path) -> BTreeMap<ModPath, ModFile> {
     let mut files = Vec::new();
-    collect(src, &mut files);
+    crate::rust_files(src, &mut files);
     let mut modules = BTreeMap::new();
     for file in files {
         let rel = file.strip_prefix(src).unwrap();
@@ -73,20 +73,6 @@ fn read_crate(src: &Path, shown_root: &Path) -> BTreeMap<ModPath, ModFile> {
     }
     modules.retain(|m, _| m.is_empty() || reachable.contains(m));
     modules
-}
-
-fn collect(dir: &Path, out: &mut Vec<PathBuf>) {
-    let Ok(entries) = std::fs::read_dir(dir) else {
-        return;
-    };
-    for entry in entries.flatten() {
-        let path = entry.path();
-        if path.is_dir() {
-            collect(&path, out);
-        } else if path.extension().is_some_and(|e| e == "rs") {
-            out.push(path);
-        }
-    }
 }
 
 /// Blanks comments, string and character literals (keeping line breaks), so that only code
