@@ -91,6 +91,17 @@ fn source_references(source: &str) -> BTreeSet<String> {
     found
 }
 
+/// Each file's path as shown from `root`, and its text.
+fn read_shown(root: &Path, files: &[PathBuf]) -> Vec<(String, String)> {
+    files
+        .iter()
+        .map(|f| {
+            let shown = f.strip_prefix(root).unwrap_or(f).display().to_string();
+            (shown, std::fs::read_to_string(f).unwrap())
+        })
+        .collect()
+}
+
 fn rust_files(dir: &Path, out: &mut Vec<PathBuf>) {
     let Ok(entries) = std::fs::read_dir(dir) else {
         return;
@@ -155,13 +166,7 @@ fn every_crate_keeps_the_dependency_rules_of_architecture_md() {
         };
         let mut files = Vec::new();
         rust_files(&dir.join("src"), &mut files);
-        let sources: Vec<(String, String)> = files
-            .iter()
-            .map(|f| {
-                let shown = f.strip_prefix(&root).unwrap_or(f).display().to_string();
-                (shown, std::fs::read_to_string(f).unwrap())
-            })
-            .collect();
+        let sources = read_shown(&root, &files);
         broken.extend(violations(&name, allowed, &manifest, &sources));
     }
     assert!(crates >= 10, "found only {crates} crates under crates/");
@@ -486,14 +491,7 @@ fn no_old_crate_or_type_name_is_left() {
     for (_, dir) in crate_dirs() {
         rust_files(&dir.join("src"), &mut paths);
     }
-    let files: Vec<(String, String)> = paths
-        .iter()
-        .map(|p| {
-            let shown = p.strip_prefix(&root).unwrap_or(p).display().to_string();
-            (shown, std::fs::read_to_string(p).unwrap())
-        })
-        .collect();
-    let found = old_names_in(&files);
+    let found = old_names_in(&read_shown(&root, &paths));
     assert!(found.is_empty(), "old names:\n  {}", found.join("\n  "));
 }
 
