@@ -9,7 +9,6 @@
 //! connection after it ends is its statistics, merged into one record: memory does not grow
 //! with the number of connections ever served.
 
-use std::collections::BTreeMap;
 use std::io;
 use std::net::{SocketAddr, TcpListener, ToSocketAddrs};
 use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
@@ -22,7 +21,8 @@ use std::time::{Duration, Instant};
 
 use nvarray_host::options::pin_this_thread;
 use nvarray_host::{Device, QueuePair};
-use nvarray_report::{process_cpu_seconds, BusyClock, RunReport, StreamStats};
+use nvarray_report::RunReport;
+use nvarray_run::served::ServedStats;
 
 use crate::gate::{Admission, Gate, Peer, HANDSHAKE_WAIT};
 use crate::handshake::{negotiate, Export, Outcome, HANDSHAKE_IDLE};
@@ -179,21 +179,10 @@ struct Shared {
     /// pair's rings costs more than taking one from here; at most as many as were ever
     /// serving at once).
     queue_pairs: Mutex<Vec<QueuePair>>,
-    /// The statistics of each serving connection, by connection id.
-    stats: Mutex<Vec<(u64, Arc<Mutex<StreamStats>>)>>,
-    /// Every ended connection's statistics, merged per client host (the report's streams).
-    ended_stats: Mutex<BTreeMap<String, StreamStats>>,
-    /// The server's active time: some connection between its first request and its close
-    /// (`Transmission::busy`), and gaps under `ACTIVE_GAP_MAX` between such times. The
-    /// whole's rates are over it.
-    busy: BusyClock,
-    /// The same for each client host, over its own connections only: its stream's rates are
-    /// over it, so a host is not charged for time when only others were served.
-    host_busy: Mutex<BTreeMap<String, Arc<BusyClock>>>,
+    /// Every connection's statistics, one stream per client host (`nvarray_run::served`).
+    served: ServedStats,
     /// Each serving connection's fair share of the device's tags.
     tags: TagShare,
-    started: Instant,
-    cpu_start: f64,
 }
 
 /// Stops a running server from another thread (a signal handler thread, a test).
@@ -297,13 +286,8 @@ impl Server {
                 serving: AtomicUsize::new(0),
                 accepted: AtomicUsize::new(0),
                 queue_pairs: Mutex::new(Vec::new()),
-                stats: Mutex::new(Vec::new()),
-                ended_stats: Mutex::new(BTreeMap::new()),
-                busy: BusyClock::new(),
-                host_busy: Mutex::new(BTreeMap::new()),
+                served: ServedStats::new(),
                 tags,
-                started: Instant::now(),
-                cpu_start: process_cpu_seconds(),
             }),
             log,
         })
@@ -350,51 +334,7 @@ impl Server {
     /// host's over its own, so two hosts served one after the other each show their own rate,
     /// not half of it.
     pub fn report(&self) -> RunReport {
-        let mut hosts: BTreeMap<String, StreamStats> = BTreeMap::new();
-        let mut add = |s: &StreamStats| {
-            hosts
-                .entry(s.name.clone())
-                .or_insert_with(|| StreamStats::new(&s.name))
-                .merge(s);
-        };
-        // Live ones first, under their list's lock, so a connection ending meanwhile (moved
-        // from the list to the merged record under the same lock) is counted exactly once.
-        let live = self.shared.stats.lock().expect("stats lock poisoned");
-        for (_, s) in live.iter() {
-            add(&s.lock().expect("stats lock poisoned"));
-        }
-        for s in self
-            .shared
-            .ended_stats
-            .lock()
-            .expect("stats lock poisoned")
-            .values()
-        {
-            add(s);
-        }
-        drop(live);
-        let mut streams: Vec<StreamStats> = hosts.into_values().collect();
-        if streams.is_empty() {
-            streams.push(StreamStats::new("nbd"));
-        }
-        let uptime_ns = self.shared.started.elapsed().as_nanos() as u64;
-        let cpu = process_cpu_seconds() - self.shared.cpu_start;
-        // Rates and utilisation over the busy time: idle hours between clients dilute nothing.
-        let mut report =
-            nvarray_run::device_report(&self.device, &streams, self.shared.busy.busy_ns(), cpu);
-        let host_busy = self.shared.host_busy.lock().expect("busy lock poisoned");
-        // (`streams` are the report's, in order.)
-        for (shown, stats) in report.streams.iter_mut().zip(&streams) {
-            if let Some(clock) = host_busy.get(&stats.name) {
-                // The device's share of the latency, attributed by `device_report`, stays.
-                let breakdown = std::mem::take(&mut shown.totals.breakdown_ns);
-                shown.totals = stats.totals(clock.busy_ns());
-                shown.totals.breakdown_ns = breakdown;
-            }
-        }
-        drop(host_busy);
-        report.uptime_ns = Some(uptime_ns);
-        report.require_enough_served();
+        let mut report = self.shared.served.report(&self.device, "nbd");
         if let Some(setup) = report.emulator.as_mut() {
             // The CPUs of the connections so far, up to one per CPU of the list.
             let connections = self.shared.accepted.load(Ordering::Relaxed);
@@ -604,7 +544,7 @@ impl Server {
             Ok(Outcome::Transmission { structured }) => {
                 let _ = stream.set_read_timeout(None);
                 let _ = stream.set_write_timeout(None);
-                self.transmit(id, stream, structured, &log);
+                self.transmit(stream, structured, &log);
             }
             Ok(Outcome::Closed) => {}
             Err(e) if e.kind() == io::ErrorKind::UnexpectedEof => {}
@@ -618,16 +558,9 @@ impl Server {
             .retain(|l| l.id != id);
     }
 
-    fn transmit(&self, id: u64, stream: Stream, structured: bool, log: &(dyn Fn(&str) + Sync)) {
+    fn transmit(&self, stream: Stream, structured: bool, log: &(dyn Fn(&str) + Sync)) {
         let host = stream.host();
-        let host_busy = Arc::clone(
-            self.shared
-                .host_busy
-                .lock()
-                .expect("busy lock poisoned")
-                .entry(host.clone())
-                .or_default(),
-        );
+        let session = self.shared.served.open(&host);
         let qp = self
             .shared
             .queue_pairs
@@ -635,12 +568,6 @@ impl Server {
             .expect("queue pair lock poisoned")
             .pop()
             .unwrap_or_else(|| self.device.queue_pair(self.device.completion()));
-        let stats = Arc::new(Mutex::new(StreamStats::new(&host)));
-        self.shared
-            .stats
-            .lock()
-            .expect("stats lock poisoned")
-            .push((id, Arc::clone(&stats)));
         let t = Transmission::new(
             &self.device,
             qp,
@@ -648,9 +575,9 @@ impl Server {
             self.export.limits,
             Negotiated { structured },
             ServerLinks {
-                stats: &stats,
-                busy: &self.shared.busy,
-                host_busy: &host_busy,
+                stats: &session.stats,
+                busy: &session.busy,
+                host_busy: &session.stream_busy,
                 tags: &self.shared.tags,
             },
             log,
@@ -669,19 +596,7 @@ impl Server {
             .lock()
             .expect("queue pair lock poisoned")
             .push(qp);
-        {
-            // Merge into its host's record of ended connections, under the list's lock (see
-            // `report`), and forget this connection's own.
-            let mut live = self.shared.stats.lock().expect("stats lock poisoned");
-            live.retain(|(i, _)| *i != id);
-            self.shared
-                .ended_stats
-                .lock()
-                .expect("stats lock poisoned")
-                .entry(host.clone())
-                .or_insert_with(|| StreamStats::new(&host))
-                .merge(&stats.lock().expect("stats lock poisoned"));
-        }
+        self.shared.served.close(session);
         if let Err(e) = result {
             if !matches!(
                 e.kind(),

@@ -26,8 +26,8 @@ pub use io_depths::IoDepths;
 pub use issue_delays::{IssueDelays, ISSUED_LATE_NS};
 pub use nvarray_model::Verdict;
 pub use run_report::{
-    EmulatorSetup, GroupReport, IssueLatenessNs, LatenessNs, MachineJitterNs, RunReport,
-    StreamReport, Utilisation, WearReport, REQUESTS_FEW,
+    ChannelCounts, EmulatorSetup, GroupReport, IssueLatenessNs, LatenessNs, MachineJitterNs,
+    RunReport, StreamReport, Utilisation, WearReport, REQUESTS_FEW,
 };
 pub use stream_stats::StreamStats;
 pub use totals::{BreakdownNs, DirectionTotals, LatencySummary, Totals};

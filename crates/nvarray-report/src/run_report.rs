@@ -117,6 +117,28 @@ pub struct RunReport {
     /// `--trace`).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub trace: Option<nvarray_workload::trace::TraceReport>,
+    /// A channel daemon's counts (`nvarray serve --channels`): channels opened and refused,
+    /// and commands the device refused before touching data (absent elsewhere).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub channels: Option<ChannelCounts>,
+}
+
+/// What a channel daemon let in and kept out (`RunReport::channels`).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize)]
+pub struct ChannelCounts {
+    /// Channels given to client processes.
+    pub opened: u64,
+    /// Connections refused a channel (no grant, wrong version, too many channels).
+    pub refused: u64,
+    /// Channels open now.
+    pub live: u64,
+    /// Commands outside every extent granted to their process, failed unexecuted.
+    pub permission_denied: u64,
+    /// Commands with a malformed field (id, buffer, opcode) or past the device's limits,
+    /// failed unexecuted.
+    pub malformed: u64,
+    /// Times a client's ring counters were found impossible (its channel stalls until mended).
+    pub ring_faults: u64,
 }
 
 /// The emulator's host-side setup of a run, and what verification saw.

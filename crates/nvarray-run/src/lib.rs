@@ -8,6 +8,8 @@
 //! - `parallel`: independent runs (a sweep's simulator points) on several threads.
 //! - `device_report`: the one report of an emulated device, for `nvarray bench` and the front
 //!   ends alike.
+//! - `served`: the statistics of a device front ends serve to clients (a stream per client)
+//!   and its report.
 //!
 //! The driver only drives; everything that decides what to issue and measures it lives here.
 
@@ -18,6 +20,7 @@ mod host_thread;
 mod pacing;
 pub mod parallel;
 pub mod plan;
+pub mod served;
 pub mod sim;
 pub mod verify;
 

@@ -1,0 +1,437 @@
+//! The device daemon: accepts client processes on a Unix socket, identifies each by the
+//! kernel's credentials, gives it a channel (its rings and DMA region in a sealed memfd,
+//! passed with `SCM_RIGHTS`), and serves every channel from one serving thread that polls
+//! their rings, so neither side makes a system call per command.
+//!
+//! The serving thread spins while any channel is busy. After `SPIN_BEFORE_SLEEP` with nothing
+//! to do and nothing in flight it marks every channel `sleeping`, checks their rings once
+//! more, and sleeps in `poll` on the channels' sockets: a client that finds `sleeping` set
+//! after making a command visible writes one byte to its socket (both sides fence between
+//! their store and their load, so one of them sees the other's). A client's socket closing
+//! (exit, `kill -9`) ends its channel: no more commands are taken, those in flight finish on
+//! the device (an acknowledged write is on the device already), and its tags, queue pair and
+//! memory are freed.
+
+use std::io::{self, Read};
+use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
+use std::os::unix::net::{UnixListener, UnixStream};
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{fence, AtomicBool, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use nvarray_host::{CompletionMode, Device};
+use nvarray_report::{ChannelCounts, RunReport};
+use nvarray_run::served::ServedStats;
+
+use crate::counts::Counts;
+use crate::device_side::DeviceSide;
+use crate::grants::{Grant, GrantTable};
+use crate::hello::{Hello, Reply, HELLO_BYTES};
+use crate::layout::{Geometry, Region, BUFFER_BYTES_MAX, QUEUE_DEPTH_DEFAULT, QUEUE_DEPTH_MAX};
+use crate::layout::{SLEEPING, VERSION};
+use crate::sys;
+use crate::ChannelError;
+
+/// Idle time the serving thread spins before it sleeps (a client's next command after a
+/// longer pause pays one socket write and a wake-up).
+pub const SPIN_BEFORE_SLEEP: Duration = Duration::from_millis(1);
+/// Most channels open at once, by default.
+pub const CHANNELS_DEFAULT: usize = 64;
+/// How long a connecting client has to send its hello.
+const HELLO_WAIT: Duration = Duration::from_secs(2);
+/// The largest default DMA region (a client may ask for more, up to `BUFFER_BYTES_MAX`).
+const BUFFER_BYTES_DEFAULT_MAX: u64 = 64 << 20;
+
+/// How the daemon serves.
+#[derive(Clone, Debug)]
+pub struct DaemonOptions {
+    /// The Unix socket clients connect to (created; an existing socket file is replaced only
+    /// if nothing listens on it).
+    pub socket: PathBuf,
+    /// Who may touch which extents.
+    pub grants: Vec<Grant>,
+    /// Most channels open at once.
+    pub channels_max: usize,
+}
+
+struct Shared {
+    shutdown: AtomicBool,
+    grants: GrantTable,
+    served: ServedStats,
+    counts: Arc<Counts>,
+    incoming: Mutex<Vec<DeviceSide>>,
+    has_incoming: AtomicBool,
+    /// An eventfd that wakes a sleeping serving thread: a new channel, or shutdown.
+    wake: OwnedFd,
+}
+
+impl Shared {
+    fn wake(&self) {
+        let one: u64 = 1;
+        // SAFETY: writes 8 bytes from a live u64 to our eventfd; a full counter still leaves
+        // it readable, which is all a sleeper needs.
+        unsafe { libc::write(self.wake.as_raw_fd(), (&one as *const u64).cast(), 8) };
+    }
+
+    fn drain_wake(&self) {
+        let mut v: u64 = 0;
+        // SAFETY: reads 8 bytes into a live u64 from our non-blocking eventfd.
+        unsafe { libc::read(self.wake.as_raw_fd(), (&mut v as *mut u64).cast(), 8) };
+    }
+}
+
+/// Stops a running daemon from another thread.
+#[derive(Clone)]
+pub struct ShutdownHandle(Arc<Shared>);
+
+impl ShutdownHandle {
+    /// Stops accepting; every channel's commands in flight finish, then `Daemon::run` flushes
+    /// the device and returns.
+    pub fn shutdown(&self) {
+        self.0.shutdown.store(true, Ordering::SeqCst);
+        self.0.wake();
+    }
+}
+
+/// A channel daemon over one emulated device.
+pub struct Daemon {
+    device: Arc<Device>,
+    listener: UnixListener,
+    options: DaemonOptions,
+    shared: Arc<Shared>,
+}
+
+impl Daemon {
+    /// Binds the socket and checks the grants against the device.
+    pub fn bind(device: Arc<Device>, options: DaemonOptions) -> Result<Daemon, ChannelError> {
+        if let Some(g) = crate::grants::past_device(&options.grants, device.size_bytes()) {
+            return Err(ChannelError::GrantPastDevice {
+                grant: g.to_string(),
+                size_bytes: device.size_bytes(),
+            });
+        }
+        if options.channels_max == 0 {
+            return Err(ChannelError::NoChannels);
+        }
+        let listener = bind_socket(&options.socket)?;
+        // SAFETY: eventfd takes two integers and returns a new descriptor or -1 (checked).
+        let fd = unsafe { libc::eventfd(0, libc::EFD_CLOEXEC | libc::EFD_NONBLOCK) };
+        if fd < 0 {
+            return Err(ChannelError::Io(io::Error::last_os_error()));
+        }
+        Ok(Daemon {
+            device,
+            listener,
+            shared: Arc::new(Shared {
+                shutdown: AtomicBool::new(false),
+                grants: GrantTable::new(options.grants.clone()),
+                served: ServedStats::new(),
+                counts: Arc::new(Counts::default()),
+                incoming: Mutex::new(Vec::new()),
+                has_incoming: AtomicBool::new(false),
+                // SAFETY: `fd` is a fresh descriptor nothing else owns.
+                wake: unsafe { OwnedFd::from_raw_fd(fd) },
+            }),
+            options,
+        })
+    }
+
+    pub fn socket(&self) -> &Path {
+        &self.options.socket
+    }
+
+    pub fn shutdown_handle(&self) -> ShutdownHandle {
+        ShutdownHandle(Arc::clone(&self.shared))
+    }
+
+    /// Replaces every grant; no channel takes another command under the old ones once this
+    /// returns (a revoked extent fails the next command that touches it).
+    pub fn set_grants(&self, grants: Vec<Grant>) -> Result<(), ChannelError> {
+        if let Some(g) = crate::grants::past_device(&grants, self.device.size_bytes()) {
+            return Err(ChannelError::GrantPastDevice {
+                grant: g.to_string(),
+                size_bytes: self.device.size_bytes(),
+            });
+        }
+        self.shared.grants.replace(grants);
+        Ok(())
+    }
+
+    pub fn grants(&self) -> Vec<Grant> {
+        self.shared.grants.list()
+    }
+
+    pub fn counts(&self) -> ChannelCounts {
+        self.shared.counts.snapshot()
+    }
+
+    /// The device report so far: one stream per client process (`pid N (name)`), and the
+    /// channels' counts.
+    pub fn report(&self) -> RunReport {
+        let mut report = self.shared.served.report(&self.device, "channels");
+        report.channels = Some(self.counts());
+        report
+    }
+
+    /// Accepts and serves channels until `shutdown`; then lets every channel's commands in
+    /// flight finish, flushes the device and removes the socket file.
+    pub fn run(&self) -> Result<(), ChannelError> {
+        let serving = {
+            let (shared, device) = (Arc::clone(&self.shared), Arc::clone(&self.device));
+            std::thread::Builder::new()
+                .name("nvarray-channels".into())
+                .spawn(move || serve(&shared, &device))?
+        };
+        self.listener.set_nonblocking(true)?;
+        let result = self.accept_until_shutdown();
+        // A failed accept loop still stops the serving thread.
+        ShutdownHandle(Arc::clone(&self.shared)).shutdown();
+        if serving.join().is_err() {
+            // A serving-thread panic is a bug; a process serving others must not go on
+            // pretending (as the emulator's device threads do).
+            eprintln!("nvarray channels: the serving thread panicked; stopping");
+            std::process::abort();
+        }
+        let _ = std::fs::remove_file(&self.options.socket);
+        result?;
+        let mut qp = self.device.queue_pair(CompletionMode::Spin);
+        qp.flush(&self.device).map_err(ChannelError::Flush)
+    }
+
+    fn accept_until_shutdown(&self) -> Result<(), ChannelError> {
+        let fds = [self.listener.as_raw_fd(), self.shared.wake.as_raw_fd()];
+        while !self.shared.shutdown.load(Ordering::SeqCst) {
+            match self.listener.accept() {
+                Ok((stream, _)) => {
+                    if let Err(e) = self.admit(stream) {
+                        Counts::add(&self.shared.counts.refused);
+                        if !matches!(e.kind(), io::ErrorKind::UnexpectedEof) {
+                            eprintln!("nvarray channels: connection refused: {e}");
+                        }
+                    }
+                }
+                Err(e) if e.kind() == io::ErrorKind::WouldBlock => sys::wait_any(&fds, 1000),
+                Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+                Err(e) => return Err(e.into()),
+            }
+        }
+        Ok(())
+    }
+
+    /// One client's hello, checked; its channel made and handed to the serving thread, or a
+    /// reply saying why not.
+    fn admit(&self, stream: UnixStream) -> io::Result<()> {
+        stream.set_nonblocking(false)?;
+        stream.set_read_timeout(Some(HELLO_WAIT))?;
+        let who = sys::peer_credentials(&stream)?;
+        let mut b = [0u8; HELLO_BYTES];
+        (&stream).read_exact(&mut b)?;
+        let refuse = |errno: i32, message: String| -> io::Result<()> {
+            use std::io::Write;
+            (&stream).write_all(
+                &Reply {
+                    errno,
+                    message: message.clone(),
+                }
+                .encode(),
+            )?;
+            Err(io::Error::other(message))
+        };
+        let Some(hello) = Hello::decode(&b) else {
+            return refuse(libc::EPROTO, "not an nvarray channel hello".into());
+        };
+        if hello.version != VERSION {
+            return refuse(
+                libc::EPROTO,
+                format!("client speaks version {}, daemon {VERSION}", hello.version),
+            );
+        }
+        let live = self.shared.counts.live.load(Ordering::SeqCst);
+        if live as usize >= self.options.channels_max {
+            return refuse(
+                libc::EBUSY,
+                format!("{live} channels open, the most this daemon serves"),
+            );
+        }
+        if self.shared.grants.extents(who.uid).1.is_empty() {
+            return refuse(libc::EACCES, format!("no grant for uid {}", who.uid));
+        }
+        let geometry = self.geometry(&hello);
+        let file = sys::sealed_memfd("nvarray-channel", geometry.map_bytes)?;
+        let region = Region::map(&file, geometry)?;
+        region.write_geometry();
+        // A new channel starts asleep: its first command wakes the serving thread, which may
+        // be sleeping without it in its poll set.
+        region.word(SLEEPING).store(1, Ordering::SeqCst);
+        let reply = Reply {
+            errno: 0,
+            message: format!("channel for pid {}", who.pid),
+        };
+        sys::send_with_fd(&stream, &reply.encode(), &file)?;
+        stream.set_read_timeout(None)?;
+        stream.set_nonblocking(true)?;
+        let session =
+            self.shared
+                .served
+                .open(&format!("pid {} ({})", who.pid, sys::process_name(who.pid)));
+        let side = DeviceSide::new(
+            region,
+            stream,
+            who,
+            self.device.queue_pair(CompletionMode::Spin),
+            session,
+            self.device.tags(),
+            Arc::clone(&self.shared.counts),
+        );
+        Counts::add(&self.shared.counts.opened);
+        Counts::add(&self.shared.counts.live);
+        self.shared
+            .incoming
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .push(side);
+        self.shared.has_incoming.store(true, Ordering::SeqCst);
+        self.shared.wake();
+        Ok(())
+    }
+
+    /// The channel a hello gets: its queue depth (default 64, at most 1024) and a DMA region
+    /// for that many of the device's largest commands (at most 64 MiB unless asked).
+    fn geometry(&self, hello: &Hello) -> Geometry {
+        let d = &self.device;
+        let queue_depth = match hello.queue_depth {
+            0 => QUEUE_DEPTH_DEFAULT,
+            n => n.min(QUEUE_DEPTH_MAX),
+        };
+        let command = u64::from(d.command_bytes_max());
+        let buffer_bytes = match hello.buffer_bytes {
+            0 => (u64::from(queue_depth) * command).min(BUFFER_BYTES_DEFAULT_MAX),
+            n => n.min(BUFFER_BYTES_MAX),
+        }
+        .max(command);
+        Geometry::new(
+            queue_depth,
+            buffer_bytes,
+            d.block_bytes(),
+            d.command_bytes_max(),
+            d.size_bytes(),
+        )
+    }
+}
+
+/// Binds `path`, replacing a socket file nobody listens on (a daemon that was killed), and
+/// refusing one somebody does.
+fn bind_socket(path: &Path) -> Result<UnixListener, ChannelError> {
+    match UnixListener::bind(path) {
+        Ok(l) => Ok(l),
+        Err(e) if e.kind() == io::ErrorKind::AddrInUse => {
+            if UnixStream::connect(path).is_ok() {
+                return Err(ChannelError::SocketInUse(path.to_path_buf()));
+            }
+            std::fs::remove_file(path)?;
+            Ok(UnixListener::bind(path)?)
+        }
+        Err(source) => Err(ChannelError::Bind {
+            path: path.to_path_buf(),
+            source,
+        }),
+    }
+}
+
+/// The serving thread: passes over every channel until shutdown and the last one closes.
+fn serve(shared: &Shared, device: &Device) {
+    let mut sides: Vec<DeviceSide> = Vec::new();
+    let mut idle_since = Instant::now();
+    let mut passes: u64 = 0;
+    loop {
+        if shared.has_incoming.swap(false, Ordering::SeqCst) {
+            let mut incoming = shared.incoming.lock().unwrap_or_else(|e| e.into_inner());
+            for side in incoming.drain(..) {
+                side.set_sleeping(false);
+                sides.push(side);
+            }
+        }
+        let mut work = 0;
+        for side in sides.iter_mut() {
+            work += side.pass(device, &shared.grants);
+        }
+        passes += 1;
+        let stopping = shared.shutdown.load(Ordering::Relaxed);
+        let idle = work == 0;
+        // The sockets (a client gone, wake bytes) are looked at every 256 passes, and at once
+        // when stopping: a system call per pass would cost more than the pass.
+        if passes.is_multiple_of(256) || stopping {
+            look_at_sockets(&mut sides, stopping);
+            retire(shared, &mut sides);
+            if stopping && sides.is_empty() {
+                return;
+            }
+        }
+        if !idle {
+            idle_since = Instant::now();
+        } else if passes.is_multiple_of(64)
+            && sides.iter().all(|s| s.in_flight() == 0)
+            && idle_since.elapsed() >= SPIN_BEFORE_SLEEP
+        {
+            sleep(shared, &sides);
+            look_at_sockets(&mut sides, false);
+            idle_since = Instant::now();
+        }
+    }
+}
+
+/// Closes the channels whose client went away (or all, when stopping), and drains wake bytes.
+fn look_at_sockets(sides: &mut [DeviceSide], stopping: bool) {
+    for side in sides.iter_mut() {
+        if side.closing {
+            continue;
+        }
+        let (readable, hung_up) = sys::poll_peer(&side.socket);
+        let mut gone = hung_up;
+        if readable {
+            let mut b = [0u8; 64];
+            // Wake bytes carry nothing; 0 bytes is the client's end of stream.
+            gone |= matches!((&side.socket).read(&mut b), Ok(0));
+        }
+        if gone || stopping {
+            side.close();
+        }
+    }
+}
+
+/// Ends the closed channels whose commands have all finished.
+fn retire(shared: &Shared, sides: &mut Vec<DeviceSide>) {
+    let mut i = 0;
+    while i < sides.len() {
+        if sides[i].closing && sides[i].in_flight() == 0 {
+            let side = sides.swap_remove(i);
+            shared.served.close(side.finish());
+            shared.counts.live.fetch_sub(1, Ordering::SeqCst);
+        } else {
+            i += 1;
+        }
+    }
+}
+
+/// Sleeps until a client writes to its socket (or goes away), a new channel arrives, or
+/// shutdown; at most a second.
+fn sleep(shared: &Shared, sides: &[DeviceSide]) {
+    for side in sides {
+        side.set_sleeping(true);
+    }
+    // Pairs with the client's fence between its tail store and its load of `sleeping`.
+    fence(Ordering::SeqCst);
+    let work_came = sides.iter().any(DeviceSide::has_commands)
+        || shared.has_incoming.load(Ordering::SeqCst)
+        || shared.shutdown.load(Ordering::SeqCst);
+    if !work_came {
+        let mut fds: Vec<RawFd> = sides.iter().map(|s| s.socket.as_raw_fd()).collect();
+        fds.push(shared.wake.as_raw_fd());
+        sys::wait_any(&fds, 1000);
+        shared.drain_wake();
+    }
+    for side in sides {
+        side.set_sleeping(false);
+    }
+}

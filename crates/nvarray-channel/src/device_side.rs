@@ -1,0 +1,336 @@
+//! The device's end of one channel: takes the commands a client wrote into its rings, checks
+//! each (ring fields, the device's limits, the client's grants) before it touches data, serves
+//! the good ones on the channel's own queue pair and posts every completion, good or refused,
+//! into the client's completion ring.
+//!
+//! Nothing the client writes is trusted: the counters are checked against the daemon's own
+//! copies (a tail more than a ring ahead, or a completion head that would overwrite unread
+//! entries, stops the channel taking commands until the client mends it, and is counted), an
+//! entry is read once into a local copy before it is checked, and data moves only inside the
+//! channel's DMA region. A bad command fails alone; a bad channel stalls alone.
+
+use std::os::unix::net::UnixStream;
+use std::sync::atomic::Ordering;
+use std::sync::Arc;
+use std::time::Instant;
+
+use nvarray_host::{Device, HostError, Opcode, QueuePair};
+use nvarray_run::served::Session;
+
+use crate::counts::Counts;
+use crate::grants::{Extents, GrantTable};
+use crate::layout::{CqEntry, Region, SqEntry, CQ_HEAD, CQ_TAIL, OP_FLUSH, OP_READ, OP_WRITE};
+use crate::layout::{CLOSED, SLEEPING, SQ_HEAD, SQ_TAIL};
+use crate::status::ChannelStatus;
+use crate::sys::Credentials;
+
+/// Most commands one pass takes from a channel, so one busy channel cannot hold the serving
+/// thread from the others for long.
+pub const TAKE_MAX: u32 = 32;
+
+struct InFlight {
+    id: u32,
+    op: Opcode,
+    buf: u64,
+    len: u32,
+    taken_ns: u64,
+}
+
+pub struct DeviceSide {
+    region: Region,
+    pub(crate) socket: UnixStream,
+    pub(crate) credentials: Credentials,
+    qp: QueuePair,
+    session: Session,
+    begun: bool,
+    extents: Extents,
+    grants_generation: u64,
+    /// The daemon's own counters; the ones in shared memory are published copies.
+    sq_head: u32,
+    cq_tail: u32,
+    ring_entries: u32,
+    /// Per id: whether a command with it is in flight.
+    id_busy: Box<[bool]>,
+    /// Per device tag: the command on it.
+    on_tag: Box<[Option<InFlight>]>,
+    in_flight: u32,
+    /// Client gone (or daemon stopping): no more commands are taken; those in flight finish.
+    pub(crate) closing: bool,
+    last_bad_counters: Option<(u32, u32)>,
+    counts: Arc<Counts>,
+    /// Completed requests of this pass, recorded in the session's statistics under one lock
+    /// at its end: (read, bytes, ns).
+    unrecorded: Vec<(bool, u32, u64)>,
+}
+
+impl DeviceSide {
+    pub(crate) fn new(
+        region: Region,
+        socket: UnixStream,
+        credentials: Credentials,
+        qp: QueuePair,
+        session: Session,
+        device_tags: usize,
+        counts: Arc<Counts>,
+    ) -> DeviceSide {
+        let g = *region.geometry();
+        DeviceSide {
+            region,
+            socket,
+            credentials,
+            qp,
+            session,
+            begun: false,
+            extents: Extents::default(),
+            grants_generation: 0,
+            sq_head: 0,
+            cq_tail: 0,
+            ring_entries: g.ring_entries,
+            id_busy: vec![false; g.queue_depth as usize].into_boxed_slice(),
+            on_tag: (0..device_tags).map(|_| None).collect(),
+            in_flight: 0,
+            closing: false,
+            last_bad_counters: None,
+            counts,
+            unrecorded: Vec::with_capacity(256),
+        }
+    }
+
+    pub(crate) fn in_flight(&self) -> u32 {
+        self.in_flight
+    }
+
+    /// One pass: completions collected and posted, then new commands taken. Returns how many
+    /// of either it handled.
+    pub(crate) fn pass(&mut self, device: &Device, grants: &GrantTable) -> u32 {
+        let mut work = self.collect(device);
+        if !self.closing {
+            work += self.take(device, grants);
+        }
+        if work > 0 {
+            // Recorded before the client can see the completions, so a report read after a
+            // client's last command counts it.
+            self.record();
+            self.region
+                .word(CQ_TAIL)
+                .store(self.cq_tail, Ordering::Release);
+        }
+        work
+    }
+
+    /// Whether the client has written commands not yet taken (the sleep protocol's recheck).
+    pub(crate) fn has_commands(&self) -> bool {
+        !self.closing && self.region.word(SQ_TAIL).load(Ordering::Acquire) != self.sq_head
+    }
+
+    pub(crate) fn set_sleeping(&self, sleeping: bool) {
+        self.region
+            .word(SLEEPING)
+            .store(u32::from(sleeping), Ordering::SeqCst);
+    }
+
+    /// Stops taking commands; tells the client, if it still looks.
+    pub(crate) fn close(&mut self) {
+        self.closing = true;
+        self.region.word(CLOSED).store(1, Ordering::Release);
+    }
+
+    /// Records what is left and hands the session back (the channel is done).
+    pub(crate) fn finish(mut self) -> Session {
+        self.record();
+        if self.begun {
+            self.session.end();
+        }
+        self.session
+    }
+
+    fn collect(&mut self, device: &Device) -> u32 {
+        let now = device.now_ns();
+        let mut n = 0;
+        let DeviceSide {
+            qp,
+            on_tag,
+            id_busy,
+            region,
+            cq_tail,
+            closing,
+            in_flight,
+            unrecorded,
+            ..
+        } = self;
+        qp.poll(|done| {
+            let Some(f) = on_tag[done.tag.index()].take() else {
+                // A completion for a tag this channel has not issued: the driver drops those
+                // (`QueuePair::take`), so this cannot happen; finish it to free the tag.
+                let _ = device.finish(done, None);
+                return;
+            };
+            if !*closing && done.op == Opcode::Read && done.status.is_ok() {
+                let data = device.read_data(&done);
+                region.copy_in(f.buf, data);
+            }
+            let status = ChannelStatus::of_device(done.status);
+            let _ = device.finish(done, None);
+            id_busy[f.id as usize] = false;
+            *in_flight -= 1;
+            if !*closing {
+                region.write_cq(
+                    *cq_tail,
+                    CqEntry {
+                        id: f.id,
+                        status: status as u32,
+                    },
+                );
+                *cq_tail = cq_tail.wrapping_add(1);
+            }
+            if status == ChannelStatus::Ok && f.op != Opcode::Flush {
+                unrecorded.push((f.op == Opcode::Read, f.len, now.saturating_sub(f.taken_ns)));
+            }
+            n += 1;
+        });
+        n as u32
+    }
+
+    fn record(&mut self) {
+        if self.unrecorded.is_empty() {
+            return;
+        }
+        let mut stats = self.session.stats.lock().unwrap_or_else(|e| e.into_inner());
+        for &(read, len, ns) in &self.unrecorded {
+            stats.record_host(read, len, ns);
+        }
+        self.unrecorded.clear();
+    }
+
+    /// The commands the client has made visible, as many as the completion ring has room
+    /// for, at most `TAKE_MAX`.
+    fn take(&mut self, device: &Device, grants: &GrantTable) -> u32 {
+        if grants.generation() != self.grants_generation {
+            (self.grants_generation, self.extents) = grants.extents(self.credentials.uid);
+        }
+        let tail = self.region.word(SQ_TAIL).load(Ordering::Acquire);
+        let waiting = tail.wrapping_sub(self.sq_head);
+        if waiting == 0 {
+            return 0;
+        }
+        let cq_head = self.region.word(CQ_HEAD).load(Ordering::Acquire);
+        let unread = self.cq_tail.wrapping_sub(cq_head);
+        if waiting > self.ring_entries || unread > self.ring_entries {
+            if self.last_bad_counters != Some((tail, cq_head)) {
+                self.last_bad_counters = Some((tail, cq_head));
+                Counts::add(&self.counts.ring_faults);
+            }
+            return 0;
+        }
+        // Every command taken posts one completion: the ring must hold them all. (A client
+        // that moved its head back has `unread` past the truth: saturating, it stalls itself.)
+        let room = self
+            .ring_entries
+            .saturating_sub(unread)
+            .saturating_sub(self.in_flight);
+        let n = waiting.min(room).min(TAKE_MAX);
+        if !self.begun && n > 0 {
+            self.begun = true;
+            self.session.begin_at(Instant::now());
+        }
+        let now = device.now_ns();
+        let mut taken = 0;
+        while taken < n {
+            let entry = self.region.read_sq(self.sq_head);
+            match self.check(device, &entry) {
+                Ok(op) => match self.issue(device, op, &entry, now) {
+                    Ok(()) => {}
+                    // Every device tag is in flight: take it on a later pass.
+                    Err(HostError::NoTag { .. }) => break,
+                    Err(HostError::Command { status, .. }) => {
+                        self.refuse(entry.id, ChannelStatus::of_device(status))
+                    }
+                    Err(_) => self.refuse(entry.id, ChannelStatus::BadField),
+                },
+                Err(status) => self.refuse(entry.id, status),
+            }
+            self.sq_head = self.sq_head.wrapping_add(1);
+            taken += 1;
+        }
+        self.region
+            .word(SQ_HEAD)
+            .store(self.sq_head, Ordering::Release);
+        taken
+    }
+
+    /// The checks before a command touches anything, in order: its id, its opcode, its buffer,
+    /// the device's limits, then the client's grants.
+    fn check(&self, device: &Device, e: &SqEntry) -> Result<Opcode, ChannelStatus> {
+        if e.id as usize >= self.id_busy.len() {
+            return Err(ChannelStatus::BadField);
+        }
+        if self.id_busy[e.id as usize] {
+            return Err(ChannelStatus::IdInFlight);
+        }
+        let op = match e.op {
+            OP_READ => Opcode::Read,
+            OP_WRITE => Opcode::Write,
+            OP_FLUSH => return Ok(Opcode::Flush),
+            _ => return Err(ChannelStatus::BadOpcode),
+        };
+        if !self.region.holds(e.buf, u64::from(e.len)) {
+            return Err(ChannelStatus::BadField);
+        }
+        if let Err(HostError::Command { status, .. }) = device.check(op, e.offset, u64::from(e.len))
+        {
+            return Err(ChannelStatus::of_device(status));
+        }
+        if !self
+            .extents
+            .allows(op == Opcode::Write, e.offset, u64::from(e.len))
+        {
+            return Err(ChannelStatus::PermissionDenied);
+        }
+        Ok(op)
+    }
+
+    fn issue(
+        &mut self,
+        device: &Device,
+        op: Opcode,
+        e: &SqEntry,
+        now: u64,
+    ) -> Result<(), HostError> {
+        let (offset, len) = if op == Opcode::Flush {
+            (0, 0)
+        } else {
+            (e.offset, e.len)
+        };
+        let mut p = device.prepare(op, offset, len, None)?;
+        if op == Opcode::Write {
+            self.region.copy_out(e.buf, device.write_buffer(&mut p));
+        }
+        self.on_tag[p.tag().index()] = Some(InFlight {
+            id: e.id,
+            op,
+            buf: e.buf,
+            len,
+            taken_ns: now,
+        });
+        self.id_busy[e.id as usize] = true;
+        self.in_flight += 1;
+        self.qp.issue(p);
+        Ok(())
+    }
+
+    fn refuse(&mut self, id: u32, status: ChannelStatus) {
+        Counts::add(if status == ChannelStatus::PermissionDenied {
+            &self.counts.permission_denied
+        } else {
+            &self.counts.malformed
+        });
+        self.region.write_cq(
+            self.cq_tail,
+            CqEntry {
+                id,
+                status: status as u32,
+            },
+        );
+        self.cq_tail = self.cq_tail.wrapping_add(1);
+    }
+}

@@ -1,0 +1,110 @@
+/*
+ * nvarray.h: libnvarray, a process's own channel to an emulated nvarray device.
+ *
+ * A device daemon (`nvarray serve --channels unix:PATH`) hosts the emulated device. A client
+ * connects to its Unix socket and receives a channel: its own submission and completion
+ * rings and DMA region in shared memory. From then on reads and writes involve no system
+ * call on either side: the library writes commands into the rings and polls for
+ * completions, and the device checks every command against the extents the daemon granted
+ * this process (Moneta-D, ASPLOS'12). See docs/channels.md.
+ *
+ * ABI: version NVARRAY_ABI_VERSION. Every function is thread-compatible, not thread-safe:
+ * one channel is used by one thread at a time (open one channel per thread). Results are 0
+ * (or a count) on success and a negative errno on failure:
+ *   -EACCES   the command falls outside this process's grants
+ *   -ERANGE   offset + length past the end of the device
+ *   -EINVAL   offset or length not a multiple of the block size, length 0 or past the largest
+ *             command, or a buffer outside the channel's DMA region
+ *   -EIO      the device's backing store failed
+ *   -EAGAIN   (nvarray_submit) the channel's queue is full: poll first
+ *   -EPIPE    the daemon went away; the channel is dead
+ *   -EFAULT   the device found a malformed field in the channel's rings
+ *   -ECONNREFUSED, -ENOENT, -EPROTO: from nvarray_open (no daemon, wrong version)
+ */
+#ifndef NVARRAY_H
+#define NVARRAY_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#define NVARRAY_ABI_VERSION 1
+
+enum nvarray_op {
+    NVARRAY_OP_READ = 0,
+    NVARRAY_OP_WRITE = 1,
+    NVARRAY_OP_FLUSH = 2,
+};
+
+/* What a channel was given. */
+struct nvarray_info {
+    uint64_t size_bytes;        /* the device's capacity */
+    uint32_t block_bytes;       /* offsets and lengths are multiples of this */
+    uint32_t command_bytes_max; /* the largest single command */
+    uint32_t queue_depth;       /* most commands in flight on this channel */
+    uint32_t reserved;
+    uint64_t buffer_bytes;      /* length of the channel's DMA region (nvarray_buffer) */
+};
+
+/* One finished asynchronous command. */
+struct nvarray_completion {
+    uint64_t user_data; /* as given to nvarray_submit */
+    int32_t result;     /* 0, or a negative errno as above */
+    uint32_t reserved;
+};
+
+typedef struct nvarray_channel nvarray_channel;
+
+/* Connects to the daemon at `socket_path` and maps a channel with the daemon's default queue
+ * depth and DMA region. On success stores the channel in *out and returns 0. */
+int nvarray_open(const char *socket_path, nvarray_channel **out);
+
+/* As nvarray_open, asking for `queue_depth` commands in flight and a DMA region of
+ * `buffer_bytes` (0 for the daemon's default of each; the daemon may give less). */
+int nvarray_open_with(const char *socket_path, uint32_t queue_depth, uint64_t buffer_bytes,
+                      nvarray_channel **out);
+
+/* Waits for the channel's commands in flight, then unmaps and closes it. NULL is ignored. */
+void nvarray_close(nvarray_channel *ch);
+
+void nvarray_get_info(const nvarray_channel *ch, struct nvarray_info *info);
+
+/* The channel's DMA region, info.buffer_bytes long: asynchronous commands move data from and
+ * to buffers inside it. */
+void *nvarray_buffer(nvarray_channel *ch);
+
+/* Synchronous I/O from and to any memory: split into commands of at most command_bytes_max,
+ * staged through the DMA region. Returns when every command has completed. */
+int nvarray_read(nvarray_channel *ch, void *buf, uint64_t len, uint64_t offset);
+int nvarray_write(nvarray_channel *ch, const void *buf, uint64_t len, uint64_t offset);
+/* Makes every acknowledged write durable (with a durable file backing). */
+int nvarray_flush(nvarray_channel *ch);
+
+/* Queues one command and makes it visible to the device at once. `buf` (ignored for a flush)
+ * must lie inside the DMA region, `len` bytes long. Returns 0, -EAGAIN when queue_depth
+ * commands are in flight, or -EINVAL for arguments the library can refuse itself. */
+int nvarray_submit(nvarray_channel *ch, int op, uint64_t offset, uint32_t len, void *buf,
+                   uint64_t user_data);
+
+/* Collects up to `max` finished commands into `out` without blocking; returns how many. */
+int nvarray_poll(nvarray_channel *ch, struct nvarray_completion *out, unsigned max);
+
+/* As nvarray_poll, but polls until at least `min` (at most the commands in flight) have
+ * finished. Returns how many, or -EPIPE if the daemon went away. */
+int nvarray_wait(nvarray_channel *ch, struct nvarray_completion *out, unsigned min,
+                 unsigned max);
+
+/* Commands submitted and not yet collected. */
+unsigned nvarray_in_flight(const nvarray_channel *ch);
+
+/* A description of a result ("permission denied", ...); never NULL. */
+const char *nvarray_strerror(int result);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif /* NVARRAY_H */
