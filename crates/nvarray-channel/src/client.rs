@@ -13,7 +13,7 @@ use std::sync::atomic::{fence, Ordering};
 
 use crate::hello::{Hello, Reply, REPLY_BYTES};
 use crate::layout::{CqEntry, Geometry, Region, SqEntry, CLOSED, CQ_HEAD, CQ_TAIL, SLEEPING};
-use crate::layout::{OP_FLUSH, OP_READ, OP_WRITE, SQ_TAIL, VERSION};
+use crate::layout::{OP_FLUSH, OP_READ, OP_WRITE, SQ_HEAD, SQ_TAIL, VERSION};
 use crate::status::ChannelStatus;
 use crate::{sys, ChannelError};
 
@@ -202,6 +202,23 @@ impl Channel {
         }
     }
 
+    /// Takes the daemon's published counters as the truth again after this process scribbled
+    /// on its own rings (a fault the daemon stalls the channel for): every command in flight
+    /// is forgotten, and a completion of one that still comes counts as a stray.
+    pub fn resynchronise(&mut self) {
+        self.sq_tail = self.region.word(SQ_HEAD).load(Ordering::Acquire);
+        self.region
+            .word(SQ_TAIL)
+            .store(self.sq_tail, Ordering::Release);
+        self.cq_head = self.region.word(CQ_TAIL).load(Ordering::Acquire);
+        self.region
+            .word(CQ_HEAD)
+            .store(self.cq_head, Ordering::Release);
+        self.free_ids = (0..self.geometry.queue_depth).rev().collect();
+        self.user_data.iter_mut().for_each(|u| *u = None);
+        self.in_flight = 0;
+    }
+
     /// The channel's shared memory, for tests that scribble on it as a faulty client would.
     pub fn region(&self) -> &Region {
         &self.region
@@ -210,6 +227,11 @@ impl Channel {
     /// Collects finished commands without blocking, handing each to `f`. Returns how many.
     pub fn poll(&mut self, mut f: impl FnMut(Completion)) -> usize {
         let tail = self.region.word(CQ_TAIL).load(Ordering::Acquire);
+        if tail.wrapping_sub(self.cq_head) > self.geometry.ring_entries {
+            // Only a scribble on this process's own memory moves the tail that far: nothing
+            // readable is there.
+            return 0;
+        }
         let mut n = 0;
         while self.cq_head != tail {
             let CqEntry { id, status } = self.region.read_cq(self.cq_head);

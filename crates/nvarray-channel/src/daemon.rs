@@ -322,21 +322,29 @@ impl Daemon {
 
 /// Binds `path`, replacing a socket file nobody listens on (a daemon that was killed), and
 /// refusing one somebody does.
+///
+/// Every user may connect (mode 0666): who may touch what is the grants' business, and a user
+/// with none is refused a channel with a message saying so.
 fn bind_socket(path: &Path) -> Result<UnixListener, ChannelError> {
-    match UnixListener::bind(path) {
-        Ok(l) => Ok(l),
+    let listener = match UnixListener::bind(path) {
+        Ok(l) => l,
         Err(e) if e.kind() == io::ErrorKind::AddrInUse => {
             if UnixStream::connect(path).is_ok() {
                 return Err(ChannelError::SocketInUse(path.to_path_buf()));
             }
             std::fs::remove_file(path)?;
-            Ok(UnixListener::bind(path)?)
+            UnixListener::bind(path)?
         }
-        Err(source) => Err(ChannelError::Bind {
-            path: path.to_path_buf(),
-            source,
-        }),
-    }
+        Err(source) => {
+            return Err(ChannelError::Bind {
+                path: path.to_path_buf(),
+                source,
+            })
+        }
+    };
+    use std::os::unix::fs::PermissionsExt;
+    std::fs::set_permissions(path, std::fs::Permissions::from_mode(0o666))?;
+    Ok(listener)
 }
 
 /// The serving thread: passes over every channel until shutdown and the last one closes.

@@ -233,7 +233,19 @@ pub struct ControllerConfig {
     /// Firmware mode: per-command cost of building the completion and raising the interrupt.
     #[serde(default)]
     pub firmware_completion_ns: u64,
+    /// Latency of checking a command against its channel's permission entries before it
+    /// proceeds (Moneta-D, Caulfield et al. ASPLOS'12, checked every request in hardware):
+    /// delays each command without occupying the controller, like `pipeline_latency_ns`.
+    /// 0 (no check) unless the device serves user-space channels: `nvarray serve --channels`
+    /// sets `CHANNEL_PERMISSION_CHECK_NS` when it is not given.
+    #[serde(default)]
+    pub permission_check_ns: u64,
 }
+
+/// `controller.permission_check_ns` on a device serving channels, when not given. The paper
+/// gives no per-check latency; this assumes a hit in Moneta-D's permission table cache takes
+/// two cycles of Moneta's 250 MHz controller (an assumption, stated as such).
+pub const CHANNEL_PERMISSION_CHECK_NS: u64 = 8;
 
 fn one() -> u32 {
     1
@@ -633,6 +645,7 @@ impl ControllerConfig {
                 "controller.firmware_completion_ns",
                 self.firmware_completion_ns,
             ),
+            ("controller.permission_check_ns", self.permission_check_ns),
         ] {
             check_latency(field, v)?;
         }

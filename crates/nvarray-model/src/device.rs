@@ -603,7 +603,7 @@ impl ArrayModel {
         let pipeline_ns = match c.mode {
             ControllerMode::Hardware => c.pipeline_latency_ns,
             ControllerMode::Firmware => 0,
-        };
+        } + c.permission_check_ns;
         let worked = self.engine_work(w.arrived_ns.max(admitted), work_ns);
         let ready = worked + pipeline_ns;
         let slot = &mut self.slots[tag as usize];

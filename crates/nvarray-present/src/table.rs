@@ -457,6 +457,14 @@ fn report_body(r: &RunReport, active: &str) -> String {
     if r.erases > 0 {
         let _ = writeln!(s, "flash erases: {}", r.erases);
     }
+    if let Some(c) = &r.channels {
+        let _ = writeln!(
+            s,
+            "channels: {} opened, {} open now, {} refused | commands refused unexecuted: {} \
+             outside the grants, {} malformed | ring counter faults: {}",
+            c.opened, c.live, c.refused, c.permission_denied, c.malformed, c.ring_faults
+        );
+    }
     let _ = writeln!(
         s,
         "cpu: {:.3} s per GB moved (user + system, {})",

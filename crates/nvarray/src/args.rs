@@ -461,7 +461,7 @@ fn names<const N: usize>(all: [&str; N]) -> String {
 
 /// Reads a device or job file of at most `JOB_FILE_BYTES_MAX` bytes. Only that much (and one
 /// byte more) is read, so a path such as `/dev/zero` is an error, not unbounded memory.
-fn read_text_file(path: &std::path::Path, what: &str) -> Result<String> {
+pub(crate) fn read_text_file(path: &std::path::Path, what: &str) -> Result<String> {
     use std::io::Read;
     let limit = nvarray_workload::JOB_FILE_BYTES_MAX;
     let mut text = String::new();

@@ -1,19 +1,24 @@
 //! `nvarray serve`: the emulated device as an NBD export (`nvarray-nbd`), so fio, qemu-io,
-//! nbdcopy or the kernel's nbd-client use it unmodified. Prints how to connect, the device
-//! report on SIGUSR1 and at exit; SIGINT or SIGTERM stop it gracefully.
+//! nbdcopy or the kernel's nbd-client use it unmodified, and/or to user-space channels
+//! (`nvarray-channel`: libnvarray, fio's external engine). Prints how to connect, the device
+//! report on SIGUSR1 and at exit; SIGHUP re-reads the grants file; SIGINT or SIGTERM stop it
+//! gracefully.
 
 use std::io::Write;
 use std::sync::Arc;
 
 use anyhow::{Context, Result};
 use clap::Args;
+use nvarray_channel::{Daemon, DaemonOptions};
 use nvarray_host::options::BackingKind;
+use nvarray_model::config::CHANNEL_PERMISSION_CHECK_NS;
 use nvarray_nbd::server::{check_options, CONNECTIONS_DEFAULT, LISTEN_DEFAULT};
 use nvarray_nbd::{Bound, Listen, NbdError, Server, ServerOptions};
 use nvarray_present::table;
-use signal_hook::consts::{SIGINT, SIGTERM, SIGUSR1};
+use signal_hook::consts::{SIGHUP, SIGINT, SIGTERM, SIGUSR1};
 use signal_hook::iterator::Signals;
 
+use crate::channel_args::{read_grants_file, ChannelArgs};
 use crate::emu_args::{open_device, EmuDeviceArgs};
 use crate::input::input_error;
 
@@ -21,11 +26,11 @@ use crate::input::input_error;
 pub struct ServeArgs {
     #[command(flatten)]
     device: EmuDeviceArgs,
-    /// Where to listen: `unix:PATH`, or `tcp:HOST:PORT`. Loopback by default; any other
-    /// address (e.g. `tcp:0.0.0.0:10809`) must be given explicitly, and there is no
-    /// authentication or TLS.
-    #[arg(long, value_name = "ADDR", default_value = LISTEN_DEFAULT)]
-    listen: Listen,
+    /// Where to listen for NBD: `unix:PATH`, or `tcp:HOST:PORT`. Loopback by default; any
+    /// other address (e.g. `tcp:0.0.0.0:10809`) must be given explicitly, and there is no
+    /// authentication or TLS [default: tcp:127.0.0.1:10809, or no NBD with --channels].
+    #[arg(long, value_name = "ADDR")]
+    listen: Option<Listen>,
     /// Name of the export (clients asking for the default export, "", get it too).
     #[arg(long, value_name = "NAME", default_value = "nvarray")]
     export_name: String,
@@ -38,13 +43,169 @@ pub struct ServeArgs {
     /// Print the report at exit (and on SIGUSR1) as JSON instead of a table.
     #[arg(long)]
     json: bool,
+    #[command(flatten)]
+    channels: ChannelArgs,
+}
+
+/// What `serve` runs: an NBD server, a channel daemon, or both, over one device.
+struct Fronts {
+    nbd: Option<Arc<Server>>,
+    channels: Option<Arc<Daemon>>,
 }
 
 pub fn run(args: ServeArgs) -> Result<()> {
     // The server's threads and one client's share the machine: `auto` gives the device a
     // thread of its own only if a core is left after those two.
-    let (config, options) = args.device.load(2)?;
-    let backing = match &options.backing {
+    let (mut config, options) = args.device.load(2)?;
+    let channel_socket = args.channels.socket()?;
+    let given = |key: &str| args.device.device.set.iter().any(|s| s.starts_with(key));
+    if channel_socket.is_some() && !given("controller.permission_check_ns") {
+        // A device serving channels checks every command (Moneta-D).
+        config.controller.permission_check_ns = CHANNEL_PERMISSION_CHECK_NS;
+    }
+    let listen = match (&args.listen, &channel_socket) {
+        (Some(l), _) => Some(l.clone()),
+        (None, None) => Some(
+            LISTEN_DEFAULT
+                .parse::<Listen>()
+                .map_err(anyhow::Error::msg)?,
+        ),
+        (None, Some(_)) => None,
+    };
+    let nbd_error = |e| match e {
+        e @ (NbdError::Config(_) | NbdError::Bind { .. }) => input_error(e),
+        e => anyhow::Error::new(e),
+    };
+    let server_options = listen.as_ref().map(|listen| ServerOptions {
+        listen: listen.clone(),
+        export_name: args.export_name.clone(),
+        read_only: args.read_only,
+        connections_max: args.connections,
+    });
+    // Listen before the device is prepared (seconds for a large one): a client that connects
+    // meanwhile waits in the backlog instead of being refused.
+    let bound = match &server_options {
+        Some(o) => {
+            check_options(o).map_err(nbd_error)?;
+            if let Listen::Unix(path) = &o.listen {
+                crate::emu_args::refuse_dead_mount(path, "--listen unix:")?;
+            }
+            Some(Bound::listen(&o.listen).map_err(nbd_error)?)
+        }
+        None => None,
+    };
+    let grants = args.channels.grants(config.memory.capacity_bytes)?;
+    let device = open_device(&config, &options)?;
+    let log: Arc<dyn Fn(&str) + Send + Sync> = Arc::new(|m: &str| eprintln!("nvarray serve: {m}"));
+    let nbd = match (bound, server_options) {
+        (Some(bound), Some(o)) => Some(Arc::new(
+            Server::over(Arc::clone(&device), bound, o, log).map_err(nbd_error)?,
+        )),
+        _ => None,
+    };
+    let channels = match channel_socket {
+        Some(socket) => Some(Arc::new(
+            Daemon::bind(
+                Arc::clone(&device),
+                DaemonOptions {
+                    socket,
+                    grants,
+                    channels_max: args.channels.channels_max,
+                },
+            )
+            .map_err(input_error)?,
+        )),
+        None => None,
+    };
+    let fronts = Fronts { nbd, channels };
+    print_how_to_connect(&args, &config, &options.backing, &fronts)?;
+    serve_until_stopped(&args, &config, &fronts)?;
+    print_reports(&config, &fronts, args.json);
+    Ok(())
+}
+
+/// Runs the front ends until SIGINT or SIGTERM, answering SIGUSR1 (reports) and SIGHUP
+/// (grants file) meanwhile.
+fn serve_until_stopped(
+    args: &ServeArgs,
+    config: &nvarray_model::DeviceConfig,
+    fronts: &Fronts,
+) -> Result<()> {
+    let mut signals = Signals::new([SIGINT, SIGTERM, SIGUSR1, SIGHUP])
+        .context("cannot install signal handlers")?;
+    let signals_handle = signals.handle();
+    let reporter = Fronts {
+        nbd: fronts.nbd.clone(),
+        channels: fronts.channels.clone(),
+    };
+    let (json, config_for_signals) = (args.json, config.clone());
+    let grants_file = args.channels.grants_file.clone();
+    let flag_grants = args.channels.grants.clone();
+    let signal_thread = std::thread::spawn(move || {
+        for signal in signals.forever() {
+            match signal {
+                SIGUSR1 => print_reports(&config_for_signals, &reporter, json),
+                SIGHUP => reload_grants(&reporter, &flag_grants, grants_file.as_deref()),
+                _ => {
+                    eprintln!("nvarray serve: stopping (in-flight requests finish, then flush)");
+                    if let Some(s) = &reporter.nbd {
+                        s.shutdown_handle().shutdown();
+                    }
+                    if let Some(d) = &reporter.channels {
+                        d.shutdown_handle().shutdown();
+                    }
+                }
+            }
+        }
+    });
+    let daemon_thread = fronts
+        .channels
+        .clone()
+        .map(|d| std::thread::spawn(move || d.run()));
+    let nbd_result = fronts.nbd.as_ref().map(|s| s.run());
+    let channel_result = daemon_thread.map(|t| t.join().expect("the channel daemon panicked"));
+    signals_handle.close();
+    let _ = signal_thread.join();
+    if let Some(r) = nbd_result {
+        r.context("NBD server failed")?;
+    }
+    if let Some(r) = channel_result {
+        r.context("channel daemon failed")?;
+    }
+    Ok(())
+}
+
+/// SIGHUP: the grants are the flags' plus the file's as it reads now; a file that no longer
+/// parses leaves the grants as they were.
+fn reload_grants(
+    fronts: &Fronts,
+    flags: &[nvarray_channel::Grant],
+    file: Option<&std::path::Path>,
+) {
+    let (Some(daemon), Some(file)) = (&fronts.channels, file) else {
+        return;
+    };
+    let result = read_grants_file(file).and_then(|from_file| {
+        let grants: Vec<_> = flags.iter().cloned().chain(from_file).collect();
+        daemon.set_grants(grants.clone()).map_err(input_error)?;
+        Ok(grants.len())
+    });
+    match result {
+        Ok(n) => eprintln!(
+            "nvarray serve: grants re-read from {}: {n} in force",
+            file.display()
+        ),
+        Err(e) => eprintln!("nvarray serve: grants kept as they were: {e:#}"),
+    }
+}
+
+fn print_how_to_connect(
+    args: &ServeArgs,
+    config: &nvarray_model::DeviceConfig,
+    backing: &BackingKind,
+    fronts: &Fronts,
+) -> Result<()> {
+    let backing = match backing {
         BackingKind::Ram => "RAM (lost at exit)".to_string(),
         BackingKind::File { path, durable } => format!(
             "file {}{}",
@@ -52,110 +213,107 @@ pub fn run(args: ServeArgs) -> Result<()> {
             if *durable { ", durable flushes" } else { "" }
         ),
     };
-    let server_options = ServerOptions {
-        listen: args.listen.clone(),
-        export_name: args.export_name.clone(),
-        read_only: args.read_only,
-        connections_max: args.connections,
-    };
-    let nbd_error = |e| match e {
-        e @ (NbdError::Config(_) | NbdError::Bind { .. }) => input_error(e),
-        e => anyhow::Error::new(e),
-    };
-    // Listen before the device is prepared (seconds for a large one): a client that connects
-    // meanwhile waits in the backlog instead of being refused.
-    check_options(&server_options).map_err(nbd_error)?;
-    if let Listen::Unix(path) = &args.listen {
-        crate::emu_args::refuse_dead_mount(path, "--listen unix:")?;
-    }
-    let bound = Bound::listen(&args.listen).map_err(nbd_error)?;
-    let device = open_device(&config, &options)?;
-    let log: Arc<dyn Fn(&str) + Send + Sync> = Arc::new(|m: &str| eprintln!("nvarray serve: {m}"));
-    let server =
-        Arc::new(Server::over(Arc::clone(&device), bound, server_options, log).map_err(nbd_error)?);
-    let uri = server.uri();
-    let export = server.export();
     let mut out = std::io::stdout().lock();
-    writeln!(out, "device   {}", table::device_line(&config))?;
-    writeln!(
-        out,
-        "export   {:?}: {} bytes, block {} B (preferred {} B), {}, {}",
-        export.name,
-        export.limits.size_bytes,
-        export.limits.block_bytes,
-        export.preferred_block_bytes,
-        if args.read_only {
-            "read-only"
-        } else {
-            "read-write"
-        },
-        backing
-    )?;
-    writeln!(
-        out,
-        "listening on {} (at most {} connections)",
-        server.address(),
-        args.connections
-    )?;
-    writeln!(out, "connect:")?;
-    writeln!(out, "  nbdinfo '{uri}'")?;
-    writeln!(
-        out,
-        "  qemu-io -f raw '{uri}' -c 'write -P 0xab 0 64k' -c 'read -P 0xab 0 64k'"
-    )?;
-    writeln!(
-        out,
-        "  fio --name=nvarray --ioengine=nbd --uri='{uri}' --rw=randread --bs=4k --iodepth=16 \
-         --runtime=10s --time_based"
-    )?;
-    writeln!(out, "  nbdcopy disk.img '{uri}'")?;
+    writeln!(out, "device   {}", table::device_line(config))?;
+    if let Some(server) = &fronts.nbd {
+        let (uri, export) = (server.uri(), server.export());
+        writeln!(
+            out,
+            "export   {:?}: {} bytes, block {} B (preferred {} B), {}, {}",
+            export.name,
+            export.limits.size_bytes,
+            export.limits.block_bytes,
+            export.preferred_block_bytes,
+            if args.read_only {
+                "read-only"
+            } else {
+                "read-write"
+            },
+            backing
+        )?;
+        writeln!(
+            out,
+            "listening on {} (at most {} connections)",
+            server.address(),
+            args.connections
+        )?;
+        writeln!(out, "connect:")?;
+        writeln!(out, "  nbdinfo '{uri}'")?;
+        writeln!(
+            out,
+            "  qemu-io -f raw '{uri}' -c 'write -P 0xab 0 64k' -c 'read -P 0xab 0 64k'"
+        )?;
+        writeln!(
+            out,
+            "  fio --name=nvarray --ioengine=nbd --uri='{uri}' --rw=randread --bs=4k \
+             --iodepth=16 --runtime=10s --time_based"
+        )?;
+        writeln!(out, "  nbdcopy disk.img '{uri}'")?;
+    }
+    if let Some(daemon) = &fronts.channels {
+        let socket = daemon.socket().display();
+        writeln!(
+            out,
+            "channels on unix:{socket} (at most {}; {backing}; permission check {} ns per command)",
+            args.channels.channels_max, config.controller.permission_check_ns
+        )?;
+        for g in daemon.grants() {
+            writeln!(out, "  grant {g}")?;
+        }
+        writeln!(
+            out,
+            "connect (build the engine and library: scripts/build_native.sh):"
+        )?;
+        writeln!(
+            out,
+            "  fio --name=nvarray --ioengine=external:target/native/nvarray-fio.so \
+             --filename={socket} --rw=randread --bs=4k --iodepth=16 --runtime=10s --time_based"
+        )?;
+        writeln!(out, "  target/native/nvarray-example {socket}")?;
+    }
     writeln!(
         out,
         "SIGUSR1 (kill -USR1 {}) prints the device report; SIGINT or SIGTERM stops the server.",
         std::process::id()
     )?;
     out.flush()?;
-    drop(out);
-
-    let mut signals =
-        Signals::new([SIGINT, SIGTERM, SIGUSR1]).context("cannot install signal handlers")?;
-    let signals_handle = signals.handle();
-    let (shutdown, reporter, json) = (server.shutdown_handle(), Arc::clone(&server), args.json);
-    let config_for_signals = config.clone();
-    let signal_thread = std::thread::spawn(move || {
-        for signal in signals.forever() {
-            match signal {
-                SIGUSR1 => print_report(&config_for_signals, &reporter, json),
-                _ => {
-                    eprintln!("nvarray serve: stopping (in-flight requests finish, then flush)");
-                    shutdown.shutdown();
-                }
-            }
-        }
-    });
-    let result = server.run();
-    signals_handle.close();
-    let _ = signal_thread.join();
-    result.context("NBD server failed")?;
-    print_report(&config, &server, args.json);
     Ok(())
 }
 
-fn print_report(config: &nvarray_model::DeviceConfig, server: &Server, json: bool) {
-    let report = server.report();
-    let text = if json {
-        serde_json::to_string_pretty(&report).unwrap_or_else(|e| format!("{{\"error\": \"{e}\"}}"))
-            + "\n"
-    } else {
-        table::served_report(
+fn print_reports(config: &nvarray_model::DeviceConfig, fronts: &Fronts, json: bool) {
+    let mut text = String::new();
+    if let Some(server) = &fronts.nbd {
+        text += &render(
             config,
+            &server.report(),
             &format!("NBD clients at {}", server.address()),
-            nvarray_nbd::server::ACTIVE_TIME,
-            &report,
-        )
-    };
+            json,
+        );
+    }
+    if let Some(daemon) = &fronts.channels {
+        text += &render(
+            config,
+            &daemon.report(),
+            &format!("channels at unix:{}", daemon.socket().display()),
+            json,
+        );
+    }
     let mut out = std::io::stdout().lock();
     // Nobody reading stdout any more is no reason to fail the server.
     let _ = out.write_all(text.as_bytes());
     let _ = out.flush();
+}
+
+fn render(
+    config: &nvarray_model::DeviceConfig,
+    report: &nvarray_report::RunReport,
+    source: &str,
+    json: bool,
+) -> String {
+    if json {
+        serde_json::to_string_pretty(report).unwrap_or_else(|e| format!("{{\"error\": \"{e}\"}}"))
+            + "\n"
+    } else {
+        table::served_report(config, source, nvarray_nbd::server::ACTIVE_TIME, report)
+    }
 }

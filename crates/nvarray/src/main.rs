@@ -5,6 +5,7 @@
 //! user input exit with status 2 and one line naming the field and the accepted range.
 
 mod args;
+mod channel_args;
 mod cmd_bench;
 mod cmd_mount;
 mod cmd_pm;
@@ -69,13 +70,15 @@ enum Command {
     /// the same device.
     Sim(Box<cmd_sim::SimArgs>),
     /// Export the emulated device over NBD, so unmodified software (fio's nbd engine,
-    /// qemu-io, qemu-img, nbdcopy, nbdinfo, the kernel's nbd-client) runs against it.
+    /// qemu-io, qemu-img, nbdcopy, nbdinfo, the kernel's nbd-client) runs against it, and/or
+    /// to user-space channels (`--channels unix:PATH`: libnvarray and fio's external engine,
+    /// no system call per command, every command checked against `--grant`s, as Moneta-D).
     ///
     /// Same device flags as `nvarray bench` (`--preset`, `--set`, `--size`, `--backing`).
     /// Several connections share the device, each on its own queue pair. Prints how to
     /// connect; SIGUSR1 prints the device report (IOPS, latency percentiles, lateness,
-    /// faithfulness), SIGINT/SIGTERM stop the server after in-flight requests finish and the
-    /// device is flushed.
+    /// faithfulness), SIGHUP re-reads `--grants-file`, SIGINT/SIGTERM stop the server after
+    /// in-flight requests finish and the device is flushed.
     Serve(Box<cmd_serve::ServeArgs>),
     /// Present the emulated device as the file DIR/disk (FUSE), for a loop device and a real
     /// file system on top: `losetup --find --show DIR/disk`, `mkfs.xfs`, `mount`.
