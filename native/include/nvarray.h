@@ -18,6 +18,9 @@
  *   -EIO      the device's backing store failed
  *   -EAGAIN   (nvarray_submit) the channel's queue is full: poll first
  *   -EPIPE    the daemon went away; the channel is dead
+ *   -EBUSY    (nvarray_read, nvarray_write, nvarray_flush) asynchronous commands are in
+ *             flight, or finished and not yet collected: the synchronous calls stage data
+ *             through the DMA region, so they need the channel to themselves
  *   -EFAULT   the device found a malformed field in the channel's rings
  *   -ECONNREFUSED, -ENOENT, -EPROTO: from nvarray_open (no daemon, wrong version)
  */
@@ -89,7 +92,10 @@ int nvarray_flush(nvarray_channel *ch);
 int nvarray_submit(nvarray_channel *ch, int op, uint64_t offset, uint32_t len, void *buf,
                    uint64_t user_data);
 
-/* Collects up to `max` finished commands into `out` without blocking; returns how many. */
+/* Collects up to `max` finished commands into `out` without blocking; returns how many, or
+ * -EPIPE once the daemon has dropped the channel and nothing is left to collect (one load of
+ * shared memory: a daemon killed outright is noticed by nvarray_wait, which also asks the
+ * socket now and then). */
 int nvarray_poll(nvarray_channel *ch, struct nvarray_completion *out, unsigned max);
 
 /* As nvarray_poll, but polls until at least `min` (at most the commands in flight) have
@@ -97,7 +103,8 @@ int nvarray_poll(nvarray_channel *ch, struct nvarray_completion *out, unsigned m
 int nvarray_wait(nvarray_channel *ch, struct nvarray_completion *out, unsigned min,
                  unsigned max);
 
-/* Commands submitted and not yet collected. */
+/* Commands submitted and not yet handed out by nvarray_poll / nvarray_wait (in flight, or
+ * finished and collected from the ring but beyond a previous call's `max`). */
 unsigned nvarray_in_flight(const nvarray_channel *ch);
 
 /* A description of a result ("permission denied", ...); never NULL. */

@@ -281,9 +281,16 @@ impl Channel {
         Ok(n)
     }
 
+    /// Whether the daemon has dropped this channel (stopping, or it found the client gone):
+    /// one load of shared memory, no system call. A daemon killed outright does not say so;
+    /// `alive` also asks the socket.
+    pub fn closed(&self) -> bool {
+        self.region.word(CLOSED).load(Ordering::Acquire) != 0
+    }
+
     /// Whether the daemon still serves this channel.
     pub fn alive(&self) -> bool {
-        self.region.word(CLOSED).load(Ordering::Acquire) == 0 && !sys::poll_peer(&self.socket).1
+        !self.closed() && !sys::poll_peer(&self.socket).1
     }
 
     /// Reads `buf.len()` bytes at `offset`, staged through the DMA region.

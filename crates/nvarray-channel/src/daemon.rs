@@ -413,8 +413,10 @@ fn retire(shared: &Shared, sides: &mut Vec<DeviceSide>) {
     let mut i = 0;
     while i < sides.len() {
         if sides[i].closing && sides[i].in_flight() == 0 {
-            let side = sides.swap_remove(i);
-            shared.served.close(side.finish());
+            match sides.swap_remove(i).finish() {
+                (session, true) => shared.served.close(session),
+                (session, false) => shared.served.discard(session),
+            }
             shared.counts.live.fetch_sub(1, Ordering::SeqCst);
         } else {
             i += 1;

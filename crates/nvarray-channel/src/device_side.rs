@@ -135,13 +135,14 @@ impl DeviceSide {
         self.region.word(CLOSED).store(1, Ordering::Release);
     }
 
-    /// Records what is left and hands the session back (the channel is done).
-    pub(crate) fn finish(mut self) -> Session {
+    /// Records what is left and hands the session back (the channel is done), with whether
+    /// it ever sent a command.
+    pub(crate) fn finish(mut self) -> (Session, bool) {
         self.record();
         if self.begun {
             self.session.end();
         }
-        self.session
+        (self.session, self.begun)
     }
 
     fn collect(&mut self, device: &Device) -> u32 {

@@ -161,7 +161,10 @@ impl Extents {
             return false;
         };
         let list = if write { &self.write } else { &self.read };
-        list.iter().any(|&(s, e)| s <= offset && end <= e)
+        // Merged extents are disjoint and sorted: the only one that can hold the range is
+        // the last to start at or before it (a binary search, so many grants cost little).
+        let i = list.partition_point(|&(s, _)| s <= offset);
+        i > 0 && end <= list[i - 1].1
     }
 }
 

@@ -280,6 +280,9 @@ pub unsafe extern "C" fn nvarray_poll(
     }
     let collected = &mut ch.collected;
     ch.channel.poll(|c| collected.push_back(result_of(c)));
+    if ch.collected.is_empty() && ch.channel.closed() {
+        return -libc::EPIPE;
+    }
     hand_out(ch, out, max as usize) as c_int
 }
 
@@ -335,7 +338,6 @@ pub extern "C" fn nvarray_strerror(result: c_int) -> *const c_char {
         e if e == libc::EOPNOTSUPP => c"operation not supported",
         e if e == libc::ECONNREFUSED || e == libc::ENOENT => c"no daemon listens on that socket",
         e if e == libc::EPROTO => c"the daemon speaks another version of the channel protocol",
-        e if e == libc::EBUSY => c"busy",
         _ => c"unknown error",
     };
     text.as_ptr()

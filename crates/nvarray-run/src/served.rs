@@ -113,6 +113,12 @@ impl ServedStats {
             .merge(&locked(&session.stats));
     }
 
+    /// Forgets a session that never sent a request (a client that only looked at the device,
+    /// as fio's parent does to learn its size): it would be an empty stream in the report.
+    pub fn discard(&self, session: Session) {
+        locked(&self.live).retain(|(i, _)| *i != session.id);
+    }
+
     /// The device report so far: one stream per client name (`empty`, with nothing in it,
     /// when no client has come), rates over active time, and the server's uptime.
     pub fn report(&self, device: &Device, empty: &str) -> RunReport {
