@@ -38,3 +38,6 @@ if [ "${NVARRAY_SKIP_MIRI:-0}" != 1 ] && command -v rustup >/dev/null \
   cargo +nightly miri setup >/dev/null
 fi
 cargo build --release --locked -p nvarray
+# libnvarray (the channels' C library), fio's external engine built against the installed
+# fio's own headers (fetched from Debian's source package once), and the C example.
+./scripts/build_native.sh

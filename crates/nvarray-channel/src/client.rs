@@ -12,14 +12,19 @@ use std::path::Path;
 use std::sync::atomic::{fence, Ordering};
 
 use crate::hello::{Hello, Reply, REPLY_BYTES};
-use crate::layout::{CqEntry, Geometry, Region, SqEntry, CLOSED, CQ_HEAD, CQ_TAIL, SLEEPING};
+use crate::layout::{
+    CqEntry, Geometry, Region, SqEntry, CLOSED, CQ_HEAD, CQ_TAIL, SLEEPING, WAITING,
+};
 use crate::layout::{OP_FLUSH, OP_READ, OP_WRITE, SQ_HEAD, SQ_TAIL, VERSION};
 use crate::status::ChannelStatus;
 use crate::{sys, ChannelError};
 
-/// Spins of an empty wait before each one yields the CPU (about 20 µs: a completion that
-/// late means the daemon's thread is not running, and this one is in its way).
-const SPINS_BEFORE_YIELD: u32 = 4096;
+/// Spins of an empty wait before the client sleeps on the completion tail (about 20 µs: a
+/// completion that late means the device is slow or the daemon's thread is not running, and a
+/// spinning client is in its way; the daemon wakes a sleeper after posting).
+const SPINS_BEFORE_SLEEP: u32 = 4096;
+/// Longest sleep before the client looks at whether the daemon is still there.
+const SLEEP_MAX: std::time::Duration = std::time::Duration::from_millis(10);
 /// Spins between looks at whether the daemon is still there.
 const SPINS_PER_LIVENESS_CHECK: u32 = 1 << 14;
 
@@ -269,8 +274,11 @@ impl Channel {
         while n < min {
             n += self.poll(&mut f);
             spins = spins.wrapping_add(1);
-            if spins >= SPINS_BEFORE_YIELD {
-                std::thread::yield_now();
+            if spins >= SPINS_BEFORE_SLEEP && n < min {
+                self.sleep_for_completion();
+                if !self.alive() {
+                    return Err(ChannelError::Closed);
+                }
             } else {
                 std::hint::spin_loop();
             }
@@ -279,6 +287,18 @@ impl Channel {
             }
         }
         Ok(n)
+    }
+
+    /// Sleeps until the daemon posts a completion (or `SLEEP_MAX`): flag, fence, look once
+    /// more, then a futex wait on the tail as last seen.
+    fn sleep_for_completion(&self) {
+        let waiting = self.region.word(WAITING);
+        waiting.store(1, Ordering::SeqCst);
+        let tail = self.region.word(CQ_TAIL).load(Ordering::SeqCst);
+        if tail == self.cq_head {
+            self.region.sleep_while(CQ_TAIL, tail, SLEEP_MAX);
+        }
+        waiting.store(0, Ordering::Relaxed);
     }
 
     /// Whether the daemon has dropped this channel (stopping, or it found the client gone):

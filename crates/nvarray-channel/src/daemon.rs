@@ -20,6 +20,7 @@ use std::sync::atomic::{fence, AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
+use nvarray_host::tag_share::{Seat, TagShare};
 use nvarray_host::{CompletionMode, Device};
 use nvarray_report::{ChannelCounts, RunReport};
 use nvarray_run::served::ServedStats;
@@ -60,6 +61,8 @@ struct Shared {
     grants: GrantTable,
     served: ServedStats,
     counts: Arc<Counts>,
+    /// The channels' fair shares of the device's tags.
+    tags: Arc<TagShare>,
     incoming: Mutex<Vec<DeviceSide>>,
     has_incoming: AtomicBool,
     /// An eventfd that wakes a sleeping serving thread: a new channel, or shutdown.
@@ -120,6 +123,7 @@ impl Daemon {
         if fd < 0 {
             return Err(ChannelError::Io(io::Error::last_os_error()));
         }
+        let tags = device.tags();
         Ok(Daemon {
             device,
             listener,
@@ -128,6 +132,7 @@ impl Daemon {
                 grants: GrantTable::new(options.grants.clone()),
                 served: ServedStats::new(),
                 counts: Arc::new(Counts::default()),
+                tags: Arc::new(TagShare::new(tags)),
                 incoming: Mutex::new(Vec::new()),
                 has_incoming: AtomicBool::new(false),
                 // SAFETY: `fd` is a fresh descriptor nothing else owns.
@@ -281,8 +286,8 @@ impl Daemon {
             who,
             self.device.queue_pair(CompletionMode::Spin),
             session,
-            self.device.tags(),
             Arc::clone(&self.shared.counts),
+            Seat::new(Arc::clone(&self.shared.tags)),
         );
         Counts::add(&self.shared.counts.opened);
         Counts::add(&self.shared.counts.live);

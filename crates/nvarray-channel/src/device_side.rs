@@ -14,13 +14,14 @@ use std::sync::atomic::Ordering;
 use std::sync::Arc;
 use std::time::Instant;
 
+use nvarray_host::tag_share::{Seat, TagShare};
 use nvarray_host::{Device, HostError, Opcode, QueuePair};
 use nvarray_run::served::Session;
 
 use crate::counts::Counts;
 use crate::grants::{Extents, GrantTable};
 use crate::layout::{CqEntry, Region, SqEntry, CQ_HEAD, CQ_TAIL, OP_FLUSH, OP_READ, OP_WRITE};
-use crate::layout::{CLOSED, SLEEPING, SQ_HEAD, SQ_TAIL};
+use crate::layout::{CLOSED, SLEEPING, SQ_HEAD, SQ_TAIL, WAITING};
 use crate::status::ChannelStatus;
 use crate::sys::Credentials;
 
@@ -58,6 +59,8 @@ pub struct DeviceSide {
     pub(crate) closing: bool,
     last_bad_counters: Option<(u32, u32)>,
     counts: Arc<Counts>,
+    /// This channel's standing in the fair shares of the device's tags among channels.
+    seat: Seat<Arc<TagShare>>,
     /// Completed requests of this pass, recorded in the session's statistics under one lock
     /// at its end: (read, bytes, ns).
     unrecorded: Vec<(bool, u32, u64)>,
@@ -70,9 +73,10 @@ impl DeviceSide {
         credentials: Credentials,
         qp: QueuePair,
         session: Session,
-        device_tags: usize,
         counts: Arc<Counts>,
+        seat: Seat<Arc<TagShare>>,
     ) -> DeviceSide {
+        let device_tags = seat_tags(&seat);
         let g = *region.geometry();
         DeviceSide {
             region,
@@ -92,6 +96,7 @@ impl DeviceSide {
             closing: false,
             last_bad_counters: None,
             counts,
+            seat,
             unrecorded: Vec::with_capacity(256),
         }
     }
@@ -111,9 +116,16 @@ impl DeviceSide {
             // Recorded before the client can see the completions, so a report read after a
             // client's last command counts it.
             self.record();
-            self.region
+            let before = self
+                .region
                 .word(CQ_TAIL)
-                .store(self.cq_tail, Ordering::Release);
+                .swap(self.cq_tail, Ordering::SeqCst);
+            // A client that waited long sleeps on the tail (`Channel::wait`): after the store,
+            // one look at its flag (the swap orders it, as the client's fence orders its flag
+            // before its last look at the tail), and a wake only then.
+            if before != self.cq_tail && self.region.word(WAITING).load(Ordering::SeqCst) != 0 {
+                self.region.wake(CQ_TAIL);
+            }
         }
         work
     }
@@ -212,6 +224,9 @@ impl DeviceSide {
         let tail = self.region.word(SQ_TAIL).load(Ordering::Acquire);
         let waiting = tail.wrapping_sub(self.sq_head);
         if waiting == 0 {
+            if self.in_flight == 0 {
+                self.seat.idle();
+            }
             return 0;
         }
         let cq_head = self.region.word(CQ_HEAD).load(Ordering::Acquire);
@@ -237,6 +252,10 @@ impl DeviceSide {
         let now = device.now_ns();
         let mut taken = 0;
         while taken < n {
+            // Past this channel's fair share of the device's tags: the rest wait in the ring.
+            if !self.seat.may_issue(self.in_flight as usize) {
+                break;
+            }
             let entry = self.region.read_sq(self.sq_head);
             match self.check(device, &entry) {
                 Ok(op) => match self.issue(device, op, &entry, now) {
@@ -334,4 +353,9 @@ impl DeviceSide {
         );
         self.cq_tail = self.cq_tail.wrapping_add(1);
     }
+}
+
+/// The device's tags, as the share counts them.
+fn seat_tags(seat: &Seat<Arc<TagShare>>) -> usize {
+    seat.share().tags()
 }

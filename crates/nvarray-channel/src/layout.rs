@@ -10,6 +10,8 @@
 //! 384    sleeping  daemon → client: nonzero while the daemon may be asleep (write a byte to
 //!                  the socket after making a command visible)
 //! 448    closed    daemon → client: nonzero once the daemon has dropped the channel
+//! 512    waiting   client → daemon: nonzero while the client sleeps on `cq_tail` (a futex),
+//!                  so the daemon wakes it after posting
 //! 4096   submission ring: ring_entries × SqEntry (32 B)
 //!        completion ring: ring_entries × CqEntry (8 B)
 //! page   DMA region: buffer_bytes, where commands' data lives
@@ -45,6 +47,7 @@ pub const SQ_HEAD: usize = 256;
 pub const CQ_TAIL: usize = 320;
 pub const SLEEPING: usize = 384;
 pub const CLOSED: usize = 448;
+pub const WAITING: usize = 512;
 
 /// Opcodes of `SqEntry::op`.
 pub const OP_READ: u32 = 0;
@@ -182,6 +185,38 @@ impl Region {
         // mapping, which lives as long as `self`; AtomicU32 has u32's layout and any bit
         // pattern is a valid u32.
         unsafe { &*self.map.as_mut_ptr().add(at).cast::<AtomicU32>() }
+    }
+
+    /// Wakes a process sleeping on the counter at `at` (`futex_wait`), across processes: the
+    /// memfd is shared, so the kernel keys the futex by its page, not by an address space.
+    pub fn wake(&self, at: usize) {
+        let word = self.word(at);
+        // SAFETY: FUTEX_WAKE on a live, aligned u32 of our mapping; it only reads the address.
+        unsafe {
+            libc::syscall(libc::SYS_futex, word.as_ptr(), libc::FUTEX_WAKE, 1, 0, 0, 0);
+        }
+    }
+
+    /// Sleeps while the counter at `at` still holds `expected`, at most `timeout`.
+    pub fn sleep_while(&self, at: usize, expected: u32, timeout: std::time::Duration) {
+        let word = self.word(at);
+        let ts = libc::timespec {
+            tv_sec: timeout.as_secs() as libc::time_t,
+            tv_nsec: timeout.subsec_nanos() as libc::c_long,
+        };
+        // SAFETY: FUTEX_WAIT on a live, aligned u32 of our mapping with a valid timespec; the
+        // kernel returns at once if the word no longer holds `expected`.
+        unsafe {
+            libc::syscall(
+                libc::SYS_futex,
+                word.as_ptr(),
+                libc::FUTEX_WAIT,
+                expected,
+                &ts,
+                0,
+                0,
+            );
+        }
     }
 
     /// Writes the geometry into the header (the daemon, before the client has the memfd).

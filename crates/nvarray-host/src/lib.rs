@@ -10,7 +10,8 @@
 //! - `encode`: the command word and the NVMe SQE (the emulator decodes them);
 //! - `sync_io`: `read_at` / `write_at` / `flush` on a queue pair;
 //! - `nap`: the waiting policy (`QueuePair::nap_time` asks it);
-//! - `ladder`: the Moneta software-stack ladder; `options`: how the device is driven.
+//! - `ladder`: the Moneta software-stack ladder; `options`: how the device is driven;
+//! - `tag_share`: fair shares of the device's tags among a server's clients.
 
 mod command;
 mod device;
@@ -21,6 +22,7 @@ mod nap;
 pub mod options;
 mod queue_pair;
 mod sync_io;
+pub mod tag_share;
 
 pub use command::{Done, Prepared};
 pub use device::Device;

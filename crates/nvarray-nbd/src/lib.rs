@@ -26,7 +26,6 @@ pub mod io;
 pub mod pace;
 pub mod proto;
 pub mod server;
-pub mod tag_share;
 pub mod transmission;
 
 pub use error::NbdError;

@@ -28,9 +28,9 @@ use crate::gate::{Admission, Gate, Peer, HANDSHAKE_WAIT};
 use crate::handshake::{negotiate, Export, Outcome, HANDSHAKE_IDLE};
 use crate::io::Stream;
 use crate::proto::{ExportLimits, REP_ERR_SHUTDOWN};
-use crate::tag_share::TagShare;
 use crate::transmission::{Negotiated, ServerLinks, Transmission};
 use crate::NbdError;
+use nvarray_host::tag_share::TagShare;
 
 /// Default listening address: loopback only. Any other address must be given explicitly.
 pub const LISTEN_DEFAULT: &str = "tcp:127.0.0.1:10809";

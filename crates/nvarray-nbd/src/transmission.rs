@@ -31,7 +31,7 @@ use nvarray_report::{BusyClock, StreamStats};
 use crate::io::{wait_fd, write_all, write_some, Fill, Input, Stream};
 use crate::pace::{Pace, QUICK_RECV_NS};
 use crate::proto::*;
-use crate::tag_share::{Seat, TagShare};
+use nvarray_host::tag_share::{Seat, TagShare};
 
 /// Requests one connection keeps in flight at most (beyond it, the connection stops reading
 /// until replies go out; clients use 16 to 64).
@@ -141,7 +141,7 @@ pub struct Transmission<'a> {
     fua_pending: Vec<usize>,
     commands_in_flight: usize,
     /// This connection's standing in the device's tag shares (`tag_share.rs`).
-    seat: Seat<'a>,
+    seat: Seat<&'a TagShare>,
     /// Bytes of the read requests in flight (see `READ_BYTES_BUDGET`).
     read_bytes_live: u64,
     finished: Vec<Done>,

@@ -5,7 +5,10 @@
 //! JSON line: commands, errors, verified blocks, IOPS.
 //!
 //! `nvarray-channel-load SOCKET [--offset 0] [--len 1m] [--bs 4k] [--qd 16] [--seconds 1]
-//!  [--rw randrw|randwrite|randread] [--seed 1] [--fuzz N]`
+//!  [--rw randrw|randwrite|randread] [--seed 1] [--fuzz N] [--start-at UNIX_MS]`
+//!
+//! `--start-at` connects first, then waits for that wall-clock instant (ms since the epoch),
+//! so several clients measure the same window.
 //!
 //! `--fuzz N` instead plays a faulty client: N times it writes random bytes into its own
 //! channel's counters, ring entries or DMA region, or makes a random entry visible, and
@@ -26,6 +29,7 @@ struct Args {
     rw: String,
     seed: u64,
     fuzz: u64,
+    start_at_ms: u64,
 }
 
 fn parse() -> Result<Args, String> {
@@ -41,6 +45,7 @@ fn parse() -> Result<Args, String> {
         rw: "randrw".into(),
         seed: 1,
         fuzz: 0,
+        start_at_ms: 0,
     };
     while let Some(flag) = it.next() {
         let v = it.next().ok_or(format!("{flag} needs a value"))?;
@@ -54,6 +59,7 @@ fn parse() -> Result<Args, String> {
             "--rw" => a.rw = v,
             "--seed" => a.seed = v.parse().map_err(|_| format!("--seed {v:?}"))?,
             "--fuzz" => a.fuzz = v.parse().map_err(|_| format!("--fuzz {v:?}"))?,
+            "--start-at" => a.start_at_ms = v.parse().map_err(|_| format!("--start-at {v:?}"))?,
             _ => return Err(format!("unknown flag {flag}")),
         }
     }
@@ -98,6 +104,12 @@ fn main() {
     if a.fuzz > 0 {
         fuzz(&mut ch, a.fuzz, a.seed);
         return;
+    }
+    let now_ms = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_millis() as u64);
+    if a.start_at_ms > now_ms {
+        std::thread::sleep(Duration::from_millis(a.start_at_ms - now_ms));
     }
     let blocks = a.len / a.bs;
     // Per block: the sequence number last acknowledged (0: never written by this process).

@@ -1,4 +1,5 @@
-//! Fair shares of the device's tags among a server's connections.
+//! Fair shares of the device's tags among a server's clients: NBD connections, user-space
+//! channels (each a "connection" below).
 //!
 //! Every connection's commands draw on the device's one tag pool (Moneta has 64 tags). Left
 //! alone, a client at a deep queue depth re-takes each tag the moment it frees, and a second
@@ -13,6 +14,7 @@
 //! The cost on the issue path is one relaxed load per command, plus one atomic add when a
 //! connection turns active or idle (at queue depth 1, twice per request).
 
+use std::ops::Deref;
 use std::sync::atomic::{AtomicUsize, Ordering};
 
 /// The smallest share: a connection may always keep this many commands in flight (fewer only
@@ -54,28 +56,42 @@ impl TagShare {
         limit
     }
 
+    /// The device's tags.
+    pub fn tags(&self) -> usize {
+        self.tags
+    }
+
     /// Connections active now.
     pub fn active(&self) -> usize {
         self.active.load(Ordering::Relaxed)
     }
 
     /// A place for one connection, idle until it says otherwise.
-    pub fn seat(&self) -> Seat<'_> {
-        Seat {
-            share: self,
-            active: false,
-        }
+    pub fn seat(&self) -> Seat<&TagShare> {
+        Seat::new(self)
     }
 }
 
-/// One connection's standing in a `TagShare`; idle again when dropped.
+/// One connection's standing in a `TagShare` (held by reference or shared ownership); idle
+/// again when dropped.
 #[derive(Debug)]
-pub struct Seat<'a> {
-    share: &'a TagShare,
+pub struct Seat<S: Deref<Target = TagShare>> {
+    share: S,
     active: bool,
 }
 
-impl Seat<'_> {
+impl<S: Deref<Target = TagShare>> Seat<S> {
+    pub fn new(share: S) -> Seat<S> {
+        Seat {
+            share,
+            active: false,
+        }
+    }
+
+    pub fn share(&self) -> &TagShare {
+        &self.share
+    }
+
     /// Whether a connection with `in_flight` commands may issue another; counts it active.
     pub fn may_issue(&mut self, in_flight: usize) -> bool {
         if !self.active {
@@ -99,7 +115,7 @@ impl Seat<'_> {
     }
 }
 
-impl Drop for Seat<'_> {
+impl<S: Deref<Target = TagShare>> Drop for Seat<S> {
     fn drop(&mut self) {
         self.idle();
     }
