@@ -2,14 +2,14 @@
 //! and fio's nbd engine (Debian `libnbd-bin`, `qemu-utils`, `fio`, installed by
 //! `scripts/setup.sh`). A missing client is reported as `SKIPPED (not passed)`, never as a pass.
 
-use std::io::{BufRead, BufReader, Read};
+use std::io::Read;
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, ExitStatus, Stdio};
-use std::sync::mpsc;
-use std::sync::{Arc, Mutex};
+use std::process::{Command, Stdio};
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 mod common;
+use common::serve::Serve;
 use common::{campaign_env, run, run_for, run_ok, KillOnDrop};
 
 fn scratch(name: &str) -> PathBuf {
@@ -35,101 +35,23 @@ fn have(tools: &[&str]) -> bool {
     true
 }
 
-/// A running `nvarray serve`, killed when dropped.
-struct Serve {
-    child: Child,
-    socket: PathBuf,
-    stdout: Arc<Mutex<String>>,
-    reader: Option<std::thread::JoinHandle<()>>,
-}
-
 impl Serve {
-    /// Starts the server on a Unix socket in `dir` and waits for its "listening on" line.
+    /// Starts the server on a Unix socket in `dir` and waits until it is ready.
     fn start(dir: &Path, extra: &[&str]) -> Serve {
         let socket = dir.join("nbd.sock");
         let listen = format!("unix:{}", socket.display());
-        let mut child = Command::new(env!("CARGO_BIN_EXE_nvarray"))
-            .args([
-                "serve", "--preset", "dram", "--size", "64M", "--listen", &listen,
-            ])
-            .args(extra)
-            .stdout(Stdio::piped())
-            .stderr(Stdio::inherit())
-            .spawn()
-            .expect("start nvarray serve");
-        let out = child.stdout.take().unwrap();
-        let stdout = Arc::new(Mutex::new(String::new()));
-        let (tx, rx) = mpsc::channel();
-        let collected = Arc::clone(&stdout);
-        let reader = std::thread::spawn(move || {
-            for line in BufReader::new(out).lines().map_while(Result::ok) {
-                if line.starts_with("listening on") {
-                    let _ = tx.send(());
-                }
-                let mut s = collected.lock().unwrap();
-                s.push_str(&line);
-                s.push('\n');
-            }
-        });
-        let mut serve = Serve {
-            child,
-            socket,
-            stdout,
-            reader: Some(reader),
-        };
-        if rx.recv_timeout(Duration::from_secs(60)).is_err() {
-            let status = serve.child.try_wait();
-            panic!(
-                "nvarray serve did not start listening (status {status:?}); stdout:\n{}",
-                serve.stdout.lock().unwrap()
-            );
-        }
-        serve
+        let mut args: Vec<String> = [
+            "serve", "--preset", "dram", "--size", "64M", "--listen", &listen,
+        ]
+        .iter()
+        .map(|s| s.to_string())
+        .collect();
+        args.extend(extra.iter().map(|s| s.to_string()));
+        Serve::start_with(&args, socket)
     }
 
     fn uri(&self) -> String {
         format!("nbd+unix:///nvarray?socket={}", self.socket.display())
-    }
-
-    fn signal(&self, sig: &str) {
-        let ok = Command::new("kill")
-            .args([sig, &self.child.id().to_string()])
-            .status()
-            .is_ok_and(|s| s.success());
-        assert!(ok, "kill {sig} failed");
-    }
-
-    /// Sends `sig` and waits for the exit; returns the status and everything printed.
-    fn stop(mut self, sig: &str) -> (ExitStatus, String) {
-        self.signal(sig);
-        let status = wait_timeout(&mut self.child, Duration::from_secs(60));
-        if let Some(r) = self.reader.take() {
-            r.join().unwrap();
-        }
-        let out = self.stdout.lock().unwrap().clone();
-        (status, out)
-    }
-}
-
-impl Drop for Serve {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
-}
-
-fn wait_timeout(child: &mut Child, limit: Duration) -> ExitStatus {
-    let until = Instant::now() + limit;
-    loop {
-        if let Some(status) = child.try_wait().unwrap() {
-            return status;
-        }
-        assert!(
-            Instant::now() < until,
-            "process {} did not exit",
-            child.id()
-        );
-        std::thread::sleep(Duration::from_millis(10));
     }
 }
 

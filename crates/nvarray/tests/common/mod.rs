@@ -1,6 +1,10 @@
 //! Helpers the end-to-end tests of the front ends share: running a real program and failing
 //! with everything it printed.
 
+#![allow(dead_code)]
+
+pub mod serve;
+
 use std::process::{Command, Output};
 
 pub fn run(program: &str, args: &[&str]) -> Output {

@@ -1,0 +1,200 @@
+//! `nvarray serve --channels` against the real clients: fio through the external engine,
+//! the C example through libnvarray, and the Rust client, on one device at once, each
+//! verified; an error the device returns reaches fio's io_u; bad flags are refused.
+//!
+//! The engine, library and example are built by `scripts/build_native.sh` (run by
+//! `scripts/setup.sh`, so by the test command); a missing one fails here with that advice.
+
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+
+mod common;
+use common::run;
+use common::serve::Serve;
+
+fn native(name: &str) -> PathBuf {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("../..");
+    let path = root.join("target/native").join(name);
+    assert!(
+        path.exists(),
+        "{} is missing: run scripts/build_native.sh (scripts/setup.sh does)",
+        path.display()
+    );
+    path
+}
+
+/// The Rust client, built beside this binary.
+fn load_client() -> PathBuf {
+    Path::new(env!("CARGO_BIN_EXE_nvarray")).with_file_name("nvarray-channel-load")
+}
+
+fn scratch(name: &str) -> PathBuf {
+    let dir = std::env::temp_dir().join(format!("nvarray-ch-{}-{name}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).unwrap();
+    dir
+}
+
+fn serve(dir: &Path, extra: &[&str]) -> Serve {
+    let socket = dir.join("ch.sock");
+    let mut args: Vec<String> = ["serve", "--preset", "dram", "--size", "256m", "--channels"]
+        .iter()
+        .map(|s| s.to_string())
+        .collect();
+    args.push(format!("unix:{}", socket.display()));
+    args.extend(extra.iter().map(|s| s.to_string()));
+    Serve::start_with(&args, socket)
+}
+
+fn fio(socket: &Path, args: &[&str]) -> std::process::Output {
+    let engine = format!("--ioengine=external:{}", native("nvarray-fio.so").display());
+    Command::new("fio")
+        .args([
+            "--name=ch",
+            &engine,
+            &format!("--filename={}", socket.display()),
+        ])
+        .args(args)
+        .args(["--output-format=json"])
+        .output()
+        .expect("fio runs")
+}
+
+#[test]
+fn fio_the_c_example_and_the_rust_client_share_one_device_each_verified() {
+    let dir = scratch("three");
+    let s = serve(&dir, &[]);
+    let sock = s.socket.to_str().unwrap().to_string();
+    // fio on the first 64 MiB, the C example at 128 MiB, the Rust client from 192 MiB.
+    let fio_child = {
+        let engine = format!("--ioengine=external:{}", native("nvarray-fio.so").display());
+        Command::new("fio")
+            .args([
+                "--name=verify",
+                &engine,
+                &format!("--filename={sock}"),
+                "--rw=randwrite",
+                "--bs=4k",
+                "--iodepth=8",
+                "--size=64m",
+                "--verify=crc32c",
+                "--do_verify=1",
+                "--output-format=json",
+            ])
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap()
+    };
+    let rust = Command::new(load_client())
+        .args([
+            &sock,
+            "--offset",
+            "192m",
+            "--len",
+            "32m",
+            "--qd",
+            "8",
+            "--seconds",
+            "2",
+        ])
+        .stdout(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let c = run(
+        native("nvarray-example").to_str().unwrap(),
+        &[&sock, "134217728"],
+    );
+    assert!(c.status.success(), "the C example failed: {c:?}");
+    let rust = rust.wait_with_output().unwrap();
+    let rust_out = String::from_utf8_lossy(&rust.stdout);
+    assert!(
+        rust.status.success() && rust_out.contains("\"mismatches\": 0"),
+        "{rust_out}"
+    );
+    let fio_out = fio_child.wait_with_output().unwrap();
+    let text = String::from_utf8_lossy(&fio_out.stdout);
+    assert!(
+        fio_out.status.success(),
+        "fio failed: {text}\n{}",
+        String::from_utf8_lossy(&fio_out.stderr)
+    );
+    let json: serde_json::Value = serde_json::from_str(&text).unwrap();
+    let job = &json["jobs"][0];
+    assert_eq!(job["error"], 0, "{job}");
+    // Every block written was read back and checked by fio (16384 of 4 KiB).
+    assert_eq!(job["read"]["total_ios"], 16384, "{job}");
+    let (status, out) = s.stop("-INT");
+    assert!(status.success(), "{out}");
+    assert!(out.contains("channels: "), "{out}");
+    let streams = out.lines().filter(|l| l.starts_with("pid ")).count();
+    assert!(streams >= 3, "a stream per client process: {out}");
+}
+
+#[test]
+fn a_write_outside_the_grant_fails_in_fio_with_eacces_and_is_counted() {
+    let dir = scratch("grant");
+    let grant = "low:0:1m:rw:*";
+    let s = serve(&dir, &["--grant", grant]);
+    let out = fio(
+        &s.socket,
+        &["--rw=write", "--bs=4k", "--offset=1m", "--size=64k"],
+    );
+    let text = String::from_utf8_lossy(&out.stdout);
+    // fio prints the I/O error before its JSON.
+    let json: serde_json::Value = serde_json::from_str(&text[text.find("\n{").unwrap()..]).unwrap();
+    assert_eq!(json["jobs"][0]["error"], libc::EACCES, "{text}");
+    assert!(!out.status.success());
+    // Inside the grant the same job passes.
+    let ok = fio(
+        &s.socket,
+        &["--rw=write", "--bs=4k", "--offset=0", "--size=64k"],
+    );
+    assert!(
+        ok.status.success(),
+        "{}",
+        String::from_utf8_lossy(&ok.stdout)
+    );
+    let (_, report) = s.stop("-INT");
+    let line = report.lines().find(|l| l.starts_with("channels:")).unwrap();
+    assert!(!line.contains(" 0 outside the grants"), "{line}");
+}
+
+#[test]
+fn bad_channel_flags_are_refused_with_the_reason() {
+    let exe = env!("CARGO_BIN_EXE_nvarray");
+    for (args, says) in [
+        (
+            vec!["serve", "--channels", "tcp:1.2.3.4:5"],
+            "expected unix:PATH",
+        ),
+        (
+            vec![
+                "serve",
+                "--channels",
+                "unix:/tmp/x.sock",
+                "--grant",
+                "a:0:1m:rx:1",
+            ],
+            "MODE",
+        ),
+        (
+            vec![
+                "serve",
+                "--channels",
+                "unix:/tmp/x.sock",
+                "--grant",
+                "a:0:2g:rw:1",
+                "--size",
+                "1g",
+            ],
+            "past the device",
+        ),
+        (vec!["serve", "--grant", "a:0:1m:rw:1"], "--channels"),
+    ] {
+        let out = run(exe, &args);
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(2), "{args:?}: {err}");
+        assert!(err.contains(says), "{args:?}: {err}");
+    }
+}
