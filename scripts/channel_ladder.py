@@ -22,7 +22,8 @@ than through the kernel.
     ./scripts/channel_ladder.py --presets dram --rounds 5 --seconds 5
     ./scripts/channel_ladder.py --json                 # one JSON object on stdout
 
-Raw fio JSON is kept under target/channel-ladder/.
+Raw fio JSON is kept under target/channel-ladder/ (NVARRAY_LADDER_OUT). `nvarray repro moneta`
+runs this script (its `moneta-channels` figure) with NVARRAY and NVARRAY_FIO_ENGINE set.
 """
 
 import argparse
@@ -38,7 +39,7 @@ import time
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 NVARRAY = os.environ.get("NVARRAY", os.path.join(ROOT, "target/release/nvarray"))
 ENGINE = os.environ.get("NVARRAY_FIO_ENGINE", os.path.join(ROOT, "target/native/nvarray-fio.so"))
-OUT = os.path.join(ROOT, "target/channel-ladder")
+OUT = os.environ.get("NVARRAY_LADDER_OUT", os.path.join(ROOT, "target/channel-ladder"))
 SIZE = "1g"
 WORKLOADS = [("randread", 1), ("randwrite", 1), ("randread", 16), ("randwrite", 16)]
 

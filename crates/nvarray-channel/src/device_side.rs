@@ -158,6 +158,11 @@ impl DeviceSide {
     }
 
     fn collect(&mut self, device: &Device) -> u32 {
+        if self.in_flight == 0 {
+            // Nothing of this channel's on the device: no pass of it to run (in inline mode a
+            // poll runs one) and no clock to read.
+            return 0;
+        }
         let now = device.now_ns();
         let mut n = 0;
         let DeviceSide {
@@ -321,7 +326,8 @@ impl DeviceSide {
         } else {
             (e.offset, e.len)
         };
-        let mut p = device.prepare(op, offset, len, None)?;
+        // `check` has checked it against the device already.
+        let mut p = device.prepare_unchecked(op, offset, len, None)?;
         if op == Opcode::Write {
             self.region.copy_out(e.buf, device.write_buffer(&mut p));
         }

@@ -243,6 +243,10 @@ pub enum Experiment {
     /// PMDK's side of the NVM library benchmarks (`crates/nvarray-pm/peer/pmdk_peer.c`,
     /// built with gcc against libpmemobj); its standard output is one JSON line.
     PmdkPeer { args: Vec<String> },
+    /// `scripts/channel_ladder.py --presets PRESETS --json`: real fio against the device
+    /// through NBD, FUSE + a loop device and a user-space channel (needs root, fio, and the
+    /// engine `scripts/build_native.sh` builds). The outcome is the script's JSON object.
+    ChannelLadder { presets: String },
 }
 
 impl Experiment {
@@ -299,6 +303,9 @@ impl Experiment {
                 let mut words = vec!["pmdk_peer".to_string()];
                 words.extend(args.iter().cloned());
                 shell_words(&words)
+            }
+            Experiment::ChannelLadder { presets } => {
+                format!("scripts/channel_ladder.py --presets {presets} --json")
             }
         }
     }

@@ -50,6 +50,8 @@ pub struct ReproArgs {
 
 /// The application study's script, compiled in so the binary runs it from anywhere.
 const APPS_SCRIPT: &str = include_str!("../../../scripts/apps.py");
+/// The channel rung of Moneta's ladder (kernel paths against a user-space channel, real fio).
+const CHANNEL_LADDER_SCRIPT: &str = include_str!("../../../scripts/channel_ladder.py");
 
 /// `nvarray repro apps`: writes the application study's script into the output directory and
 /// runs it with Debian's python3 (where python3-bsddb3 is installed), this binary as the
@@ -447,11 +449,50 @@ impl Runner for MachineRunner {
                 }
                 result
             }
+            Experiment::ChannelLadder { presets } => channel_ladder(&self.exe, &self.out, presets),
             Experiment::Sim(_) | Experiment::ProtocolCost { .. } => {
                 unreachable!("run in process by nvarray-repro")
             }
         }
     }
+}
+
+/// `scripts/channel_ladder.py` (compiled in, written to `out`), this binary as the nvarray it
+/// drives and fio's engine from beside it (`target/native/nvarray-fio.so`, which
+/// `scripts/build_native.sh` builds).
+fn channel_ladder(exe: &Path, out: &Path, presets: &str) -> Result<Value, String> {
+    // SAFETY: geteuid has no preconditions and cannot fail.
+    if unsafe { libc::geteuid() } != 0 {
+        return Err("not run: FUSE and loop devices need root".into());
+    }
+    let engine = exe
+        .parent()
+        .and_then(Path::parent)
+        .map(|target| target.join("native/nvarray-fio.so"))
+        .filter(|p| p.exists())
+        .ok_or("not run: fio's nvarray engine is not built (scripts/build_native.sh)")?;
+    let script = out.join("channel_ladder.py");
+    std::fs::write(&script, CHANNEL_LADDER_SCRIPT)
+        .map_err(|e| format!("cannot write {}: {e}", script.display()))?;
+    let args = [
+        "--presets".to_string(),
+        presets.to_string(),
+        "--json".into(),
+    ];
+    let mut words = vec![script.display().to_string()];
+    words.extend(args);
+    let engine = engine.display().to_string();
+    let raw = out.join("channel-ladder").display().to_string();
+    let exe = exe.display().to_string();
+    run_json(
+        Path::new("python3"),
+        &words,
+        &[
+            ("NVARRAY", exe.as_str()),
+            ("NVARRAY_FIO_ENGINE", engine.as_str()),
+            ("NVARRAY_LADDER_OUT", raw.as_str()),
+        ],
+    )
 }
 
 /// Runs `program args`, whose standard output is JSON: one object, or one per line (then an
