@@ -323,6 +323,9 @@ struct StageNs {
     page: u64,
     completion: u64,
     dma_setup: u64,
+    /// What delays a command past the controller's work without occupying it: the hardware
+    /// pipeline's latency, plus the permission check of a device serving channels.
+    pipeline: u64,
 }
 
 /// The link cost of each fixed-size protocol message, computed when the device is built.
@@ -409,6 +412,10 @@ impl ArrayModel {
                 page: c.cycles_ns(c.hardware_page_cycles),
                 completion: c.hardware_completion_ns + c.cycles_ns(c.hardware_completion_cycles),
                 dma_setup: c.dma_setup_ns + c.cycles_ns(c.dma_setup_cycles),
+                pipeline: match c.mode {
+                    ControllerMode::Hardware => c.pipeline_latency_ns,
+                    ControllerMode::Firmware => 0,
+                } + c.permission_check_ns,
             },
             page_bytes: cfg.interface.page_bytes,
             now_ns: 0,
@@ -600,10 +607,7 @@ impl ArrayModel {
             }
         };
         let admitted = self.now_ns;
-        let pipeline_ns = match c.mode {
-            ControllerMode::Hardware => c.pipeline_latency_ns,
-            ControllerMode::Firmware => 0,
-        } + c.permission_check_ns;
+        let pipeline_ns = self.stage_ns.pipeline;
         let worked = self.engine_work(w.arrived_ns.max(admitted), work_ns);
         let ready = worked + pipeline_ns;
         let slot = &mut self.slots[tag as usize];
