@@ -180,7 +180,7 @@ impl Region {
 
     /// The counter at byte `at` of the header (`SQ_TAIL`, ...).
     pub fn word(&self, at: usize) -> &AtomicU32 {
-        debug_assert!(at % 64 == 0 && at < HEADER_BYTES as usize);
+        debug_assert!(at.is_multiple_of(64) && at < HEADER_BYTES as usize);
         // SAFETY: `at` is one of the header's cache-line-aligned counter offsets, inside the
         // mapping, which lives as long as `self`; AtomicU32 has u32's layout and any bit
         // pattern is a valid u32.

@@ -71,21 +71,32 @@ pub fn process_name(pid: u32) -> String {
         .unwrap_or_else(|_| "?".into())
 }
 
+/// Room for one descriptor's control message.
+fn fd_space() -> usize {
+    // SAFETY: CMSG_SPACE is a pure size computation.
+    unsafe { libc::CMSG_SPACE(std::mem::size_of::<libc::c_int>() as u32) as usize }
+}
+
+/// A message header over one buffer and a control buffer (`fd_space` long); both must outlive
+/// its use.
+fn message(iov: &mut libc::iovec, control: &mut [u8]) -> libc::msghdr {
+    // SAFETY: a zeroed msghdr is a valid empty header; the pointers set are the caller's.
+    let mut msg: libc::msghdr = unsafe { std::mem::zeroed() };
+    msg.msg_iov = iov;
+    msg.msg_iovlen = 1;
+    msg.msg_control = control.as_mut_ptr().cast();
+    msg.msg_controllen = control.len() as _;
+    msg
+}
+
 /// Sends `bytes` with `fd` attached (`SCM_RIGHTS`), in one message.
 pub fn send_with_fd(stream: &UnixStream, bytes: &[u8], fd: &impl AsRawFd) -> io::Result<()> {
     let mut iov = libc::iovec {
         iov_base: bytes.as_ptr() as *mut libc::c_void,
         iov_len: bytes.len(),
     };
-    // SAFETY: CMSG_SPACE is a pure size computation.
-    let space = unsafe { libc::CMSG_SPACE(std::mem::size_of::<libc::c_int>() as u32) } as usize;
-    let mut control = vec![0u8; space];
-    // SAFETY: zeroed msghdr is a valid empty header; every pointer set below outlives the call.
-    let mut msg: libc::msghdr = unsafe { std::mem::zeroed() };
-    msg.msg_iov = &mut iov;
-    msg.msg_iovlen = 1;
-    msg.msg_control = control.as_mut_ptr().cast();
-    msg.msg_controllen = space as _;
+    let mut control = vec![0u8; fd_space()];
+    let msg = message(&mut iov, &mut control);
     // SAFETY: `control` is CMSG_SPACE(int) bytes, so the first header and its int fit.
     unsafe {
         let cmsg = libc::CMSG_FIRSTHDR(&msg);
@@ -112,15 +123,8 @@ pub fn recv_with_fd(stream: &UnixStream, buf: &mut [u8]) -> io::Result<(usize, O
         iov_base: buf.as_mut_ptr().cast(),
         iov_len: buf.len(),
     };
-    // SAFETY: CMSG_SPACE is a pure size computation.
-    let space = unsafe { libc::CMSG_SPACE(std::mem::size_of::<libc::c_int>() as u32) } as usize;
-    let mut control = vec![0u8; space];
-    // SAFETY: as in `send_with_fd`.
-    let mut msg: libc::msghdr = unsafe { std::mem::zeroed() };
-    msg.msg_iov = &mut iov;
-    msg.msg_iovlen = 1;
-    msg.msg_control = control.as_mut_ptr().cast();
-    msg.msg_controllen = space as _;
+    let mut control = vec![0u8; fd_space()];
+    let mut msg = message(&mut iov, &mut control);
     // SAFETY: `msg` describes live buffers; MSG_CMSG_CLOEXEC keeps the descriptor out of
     // children.
     let n = unsafe { libc::recvmsg(stream.as_raw_fd(), &mut msg, libc::MSG_CMSG_CLOEXEC) };

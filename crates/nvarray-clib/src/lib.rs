@@ -157,8 +157,29 @@ pub unsafe extern "C" fn nvarray_buffer(ch: *mut nvarray_channel) -> *mut c_void
     }
 }
 
+/// The channel of a synchronous call with its buffer: a live channel with nothing collected
+/// and waiting to be handed out, and a buffer of at least one byte.
+///
 /// # Safety
-/// `ch` a live channel; `buf` `len` writable bytes (or null with `len` 0).
+/// As `channel`.
+unsafe fn for_sync_io<'a>(
+    ch: *mut nvarray_channel,
+    buf_is_null: bool,
+    len: u64,
+) -> Result<&'a mut nvarray_channel, c_int> {
+    // SAFETY: the caller's contract.
+    let ch = unsafe { channel(ch) }.ok_or(-libc::EINVAL)?;
+    if !ch.collected.is_empty() {
+        return Err(-libc::EBUSY);
+    }
+    if buf_is_null || len == 0 {
+        return Err(-libc::EINVAL);
+    }
+    Ok(ch)
+}
+
+/// # Safety
+/// `ch` a live channel; `buf` `len` writable bytes.
 #[no_mangle]
 pub unsafe extern "C" fn nvarray_read(
     ch: *mut nvarray_channel,
@@ -167,19 +188,14 @@ pub unsafe extern "C" fn nvarray_read(
     offset: u64,
 ) -> c_int {
     // SAFETY: the caller's contract.
-    let Some(ch) = (unsafe { channel(ch) }) else {
-        return -libc::EINVAL;
-    };
-    if buf.is_null() || len == 0 || !ch.collected.is_empty() {
-        return if ch.collected.is_empty() {
-            -libc::EINVAL
-        } else {
-            -libc::EBUSY
-        };
+    match unsafe { for_sync_io(ch, buf.is_null(), len) } {
+        Ok(ch) => {
+            // SAFETY: `buf` holds `len` writable bytes by the caller's contract.
+            let buf = unsafe { std::slice::from_raw_parts_mut(buf.cast::<u8>(), len as usize) };
+            errno_of(ch.channel.read(buf, offset))
+        }
+        Err(e) => e,
     }
-    // SAFETY: `buf` holds `len` writable bytes by the caller's contract.
-    let buf = unsafe { std::slice::from_raw_parts_mut(buf.cast::<u8>(), len as usize) };
-    errno_of(ch.channel.read(buf, offset))
 }
 
 /// # Safety
@@ -192,19 +208,14 @@ pub unsafe extern "C" fn nvarray_write(
     offset: u64,
 ) -> c_int {
     // SAFETY: the caller's contract.
-    let Some(ch) = (unsafe { channel(ch) }) else {
-        return -libc::EINVAL;
-    };
-    if buf.is_null() || len == 0 || !ch.collected.is_empty() {
-        return if ch.collected.is_empty() {
-            -libc::EINVAL
-        } else {
-            -libc::EBUSY
-        };
+    match unsafe { for_sync_io(ch, buf.is_null(), len) } {
+        Ok(ch) => {
+            // SAFETY: `buf` holds `len` readable bytes by the caller's contract.
+            let buf = unsafe { std::slice::from_raw_parts(buf.cast::<u8>(), len as usize) };
+            errno_of(ch.channel.write(buf, offset))
+        }
+        Err(e) => e,
     }
-    // SAFETY: `buf` holds `len` readable bytes by the caller's contract.
-    let buf = unsafe { std::slice::from_raw_parts(buf.cast::<u8>(), len as usize) };
-    errno_of(ch.channel.write(buf, offset))
 }
 
 /// # Safety

@@ -18,6 +18,8 @@ use std::path::PathBuf;
 use std::time::{Duration, Instant};
 
 use nvarray_channel::{Channel, ChannelStatus, Op};
+use rand::rngs::SmallRng;
+use rand::{RngCore, SeedableRng};
 
 struct Args {
     socket: PathBuf,
@@ -69,13 +71,9 @@ fn parse() -> Result<Args, String> {
     Ok(a)
 }
 
-/// SplitMix64: the next pseudo-random number.
-fn next(state: &mut u64) -> u64 {
-    *state = state.wrapping_add(0x9e37_79b9_7f4a_7c15);
-    let mut z = *state;
-    z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
-    z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
-    z ^ (z >> 31)
+/// The next pseudo-random number of the client's generator.
+fn next(rng: &mut SmallRng) -> u64 {
+    rng.next_u64()
 }
 
 /// The block's stamp: its offset, then the sequence number, repeated.
@@ -116,7 +114,7 @@ fn main() {
     let mut acked = vec![0u64; blocks as usize];
     let mut in_flight_block = vec![false; blocks as usize];
     let mut free_slots: Vec<u64> = (0..u64::from(a.qd)).collect();
-    let mut rng = a.seed;
+    let mut rng = SmallRng::seed_from_u64(a.seed);
     let (mut commands, mut errors, mut verified, mut mismatches, mut seq) =
         (0u64, 0u64, 0u64, 0u64, 0u64);
     let started = Instant::now();
@@ -197,7 +195,7 @@ fn main() {
 /// many completions came back.
 fn fuzz(ch: &mut Channel, iterations: u64, seed: u64) {
     use nvarray_channel::layout::{CLOSED, CQ_HEAD, SLEEPING, SQ_TAIL};
-    let mut rng = seed;
+    let mut rng = SmallRng::seed_from_u64(seed);
     let g = *ch.geometry();
     // The words the daemon reads, and the ones it only writes whose value it never trusts
     // back. (Its own head and tail it never reads, so scribbling there would only keep this
@@ -251,7 +249,7 @@ fn fuzz(ch: &mut Channel, iterations: u64, seed: u64) {
 
 /// An entry with each field either plausible or anything.
 fn random_entry(
-    rng: &mut u64,
+    rng: &mut SmallRng,
     g: &nvarray_channel::layout::Geometry,
 ) -> nvarray_channel::layout::SqEntry {
     let r = next(rng);
