@@ -238,6 +238,7 @@ impl Channel {
             return 0;
         }
         let mut n = 0;
+        let consumed = self.cq_head != tail;
         while self.cq_head != tail {
             let CqEntry { id, status } = self.region.read_cq(self.cq_head);
             self.cq_head = self.cq_head.wrapping_add(1);
@@ -254,7 +255,7 @@ impl Channel {
                 None => self.stray_completions += 1,
             }
         }
-        if n > 0 || self.stray_completions > 0 {
+        if consumed {
             self.region
                 .word(CQ_HEAD)
                 .store(self.cq_head, Ordering::Release);

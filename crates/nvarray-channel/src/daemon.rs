@@ -198,6 +198,16 @@ impl Daemon {
             eprintln!("nvarray channels: the serving thread panicked; stopping");
             std::process::abort();
         }
+        // A channel the accept loop made after the serving thread had stopped never served:
+        // its session ends here.
+        let late: Vec<DeviceSide> = std::mem::take(
+            &mut *self
+                .shared
+                .incoming
+                .lock()
+                .unwrap_or_else(|e| e.into_inner()),
+        );
+        retire_all(&self.shared, late);
         let _ = std::fs::remove_file(&self.options.socket);
         result?;
         let mut qp = self.device.queue_pair(CompletionMode::Spin);
@@ -377,7 +387,7 @@ fn serve(shared: &Shared, device: &Device) {
         if passes.is_multiple_of(256) || stopping {
             look_at_sockets(&mut sides, stopping);
             retire(shared, &mut sides);
-            if stopping && sides.is_empty() {
+            if stopping && sides.is_empty() && !shared.has_incoming.load(Ordering::SeqCst) {
                 return;
             }
         }
@@ -408,24 +418,29 @@ fn look_at_sockets(sides: &mut [DeviceSide], stopping: bool) {
             gone |= matches!((&side.socket).read(&mut b), Ok(0));
         }
         if gone || stopping {
-            side.close();
+            side.close(gone);
         }
     }
 }
 
 /// Ends the closed channels whose commands have all finished.
 fn retire(shared: &Shared, sides: &mut Vec<DeviceSide>) {
-    let mut i = 0;
-    while i < sides.len() {
-        if sides[i].closing && sides[i].in_flight() == 0 {
-            match sides.swap_remove(i).finish() {
-                (session, true) => shared.served.close(session),
-                (session, false) => shared.served.discard(session),
-            }
-            shared.counts.live.fetch_sub(1, Ordering::SeqCst);
-        } else {
-            i += 1;
+    let (done, open): (Vec<DeviceSide>, Vec<DeviceSide>) = std::mem::take(sides)
+        .into_iter()
+        .partition(|s| s.closing && s.in_flight() == 0);
+    *sides = open;
+    retire_all(shared, done);
+}
+
+/// Ends channels with nothing in flight: their statistics kept (or forgotten, for one that
+/// sent nothing) and the live count lowered.
+fn retire_all(shared: &Shared, sides: Vec<DeviceSide>) {
+    for side in sides {
+        match side.finish() {
+            (session, true) => shared.served.close(session),
+            (session, false) => shared.served.discard(session),
         }
+        shared.counts.live.fetch_sub(1, Ordering::SeqCst);
     }
 }
 

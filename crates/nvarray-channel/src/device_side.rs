@@ -55,8 +55,10 @@ pub struct DeviceSide {
     /// Per device tag: the command on it.
     on_tag: Box<[Option<InFlight>]>,
     in_flight: u32,
-    /// Client gone (or daemon stopping): no more commands are taken; those in flight finish.
+    /// Client gone or daemon stopping: no more commands are taken; those in flight finish.
     pub(crate) closing: bool,
+    /// The client has gone: its completions are not posted, its reads' data not copied.
+    client_gone: bool,
     last_bad_counters: Option<(u32, u32)>,
     counts: Arc<Counts>,
     /// This channel's standing in the fair shares of the device's tags among channels.
@@ -94,6 +96,7 @@ impl DeviceSide {
             on_tag: (0..device_tags).map(|_| None).collect(),
             in_flight: 0,
             closing: false,
+            client_gone: false,
             last_bad_counters: None,
             counts,
             seat,
@@ -141,15 +144,20 @@ impl DeviceSide {
             .store(u32::from(sleeping), Ordering::SeqCst);
     }
 
-    /// Stops taking commands; tells the client, if it still looks.
-    pub(crate) fn close(&mut self) {
+    /// Stops taking commands. Those in flight finish; while the client is there (the daemon
+    /// is stopping) their completions are still posted, and `finish` tells it the channel is
+    /// closed after the last.
+    pub(crate) fn close(&mut self, client_gone: bool) {
         self.closing = true;
-        self.region.word(CLOSED).store(1, Ordering::Release);
+        self.client_gone |= client_gone;
     }
 
-    /// Records what is left and hands the session back (the channel is done), with whether
-    /// it ever sent a command.
+    /// Records what is left, tells the client (if it still looks) that the channel is closed,
+    /// and hands the session back, with whether it ever sent a command.
     pub(crate) fn finish(mut self) -> (Session, bool) {
+        self.region.word(CLOSED).store(1, Ordering::SeqCst);
+        // A client asleep on its tail wakes to see it.
+        self.region.wake(CQ_TAIL);
         self.record();
         if self.begun {
             self.session.end();
@@ -171,7 +179,7 @@ impl DeviceSide {
             id_busy,
             region,
             cq_tail,
-            closing,
+            client_gone,
             in_flight,
             unrecorded,
             ..
@@ -183,7 +191,7 @@ impl DeviceSide {
                 let _ = device.finish(done, None);
                 return;
             };
-            if !*closing && done.op == Opcode::Read && done.status.is_ok() {
+            if !*client_gone && done.op == Opcode::Read && done.status.is_ok() {
                 let data = device.read_data(&done);
                 region.copy_in(f.buf, data);
             }
@@ -191,7 +199,7 @@ impl DeviceSide {
             let _ = device.finish(done, None);
             id_busy[f.id as usize] = false;
             *in_flight -= 1;
-            if !*closing {
+            if !*client_gone {
                 region.write_cq(
                     *cq_tail,
                     CqEntry {

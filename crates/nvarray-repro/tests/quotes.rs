@@ -191,6 +191,11 @@ fn rows_quoted_from_outside_the_seeds_are_the_known_ones() {
         [
             "moneta-headline.iops-4k",
             "moneta-headline.write-512",
+            // Moneta-D's abstract (ASPLOS'12): the channel rung of the ladder (issue 40).
+            "moneta-channels.write-latency-vs-nbd",
+            "moneta-channels.write-latency-vs-fuse",
+            "moneta-channels.write-bandwidth-vs-nbd",
+            "moneta-channels.write-bandwidth-vs-fuse",
             "openexpress-optane.qd1-read",
             "openexpress-optane.read-iops",
             "openexpress-optane.write-iops",

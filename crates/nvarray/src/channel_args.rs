@@ -51,8 +51,8 @@ impl ChannelArgs {
     }
 
     /// Every grant: the flags', then the file's; the whole device for this user when neither
-    /// gives any.
-    pub fn grants(&self, size_bytes: u64) -> Result<Vec<Grant>> {
+    /// gives any; read-only ones only with `read_only`.
+    pub fn grants(&self, size_bytes: u64, read_only: bool) -> Result<Vec<Grant>> {
         let mut grants = self.grants.clone();
         if let Some(path) = &self.grants_file {
             grants.extend(read_grants_file(path)?);
@@ -69,8 +69,21 @@ impl ChannelArgs {
                 uid: Some(uid),
             });
         }
-        Ok(grants)
+        Ok(read_only_if(read_only, grants))
     }
+}
+
+/// `--read-only`: every grant without its write permission (a write-only one, left with
+/// nothing, is dropped).
+pub fn read_only_if(read_only: bool, grants: Vec<Grant>) -> Vec<Grant> {
+    if !read_only {
+        return grants;
+    }
+    grants
+        .into_iter()
+        .filter(|g| g.read)
+        .map(|g| Grant { write: false, ..g })
+        .collect()
 }
 
 /// The grants in a grants file, the error naming the file and line.

@@ -18,7 +18,7 @@ use nvarray_present::table;
 use signal_hook::consts::{SIGHUP, SIGINT, SIGTERM, SIGUSR1};
 use signal_hook::iterator::Signals;
 
-use crate::channel_args::{read_grants_file, ChannelArgs};
+use crate::channel_args::{read_grants_file, read_only_if, ChannelArgs};
 use crate::emu_args::{open_device, EmuDeviceArgs};
 use crate::input::input_error;
 
@@ -35,6 +35,7 @@ pub struct ServeArgs {
     #[arg(long, value_name = "NAME", default_value = "nvarray")]
     export_name: String,
     /// Refuse writes, trims and write-zeroes (EPERM); the export is advertised read-only.
+    /// With --channels, every grant is read-only too (a write-only one grants nothing).
     #[arg(long)]
     read_only: bool,
     /// Most connections served at once; more are refused with a message during the handshake.
@@ -94,7 +95,9 @@ pub fn run(args: ServeArgs) -> Result<()> {
         }
         None => None,
     };
-    let grants = args.channels.grants(config.memory.capacity_bytes)?;
+    let grants = args
+        .channels
+        .grants(config.memory.capacity_bytes, args.read_only)?;
     let device = open_device(&config, &options)?;
     let log: Arc<dyn Fn(&str) + Send + Sync> = Arc::new(|m: &str| eprintln!("nvarray serve: {m}"));
     let nbd = match (bound, server_options) {
@@ -141,11 +144,12 @@ fn serve_until_stopped(
     let (json, config_for_signals) = (args.json, config.clone());
     let grants_file = args.channels.grants_file.clone();
     let flag_grants = args.channels.grants.clone();
+    let read_only = args.read_only;
     let signal_thread = std::thread::spawn(move || {
         for signal in signals.forever() {
             match signal {
                 SIGUSR1 => print_reports(&config_for_signals, &reporter, json),
-                SIGHUP => reload_grants(&reporter, &flag_grants, grants_file.as_deref()),
+                SIGHUP => reload_grants(&reporter, &flag_grants, grants_file.as_deref(), read_only),
                 _ => {
                     eprintln!("nvarray serve: stopping (in-flight requests finish, then flush)");
                     if let Some(s) = &reporter.nbd {
@@ -181,12 +185,13 @@ fn reload_grants(
     fronts: &Fronts,
     flags: &[nvarray_channel::Grant],
     file: Option<&std::path::Path>,
+    read_only: bool,
 ) {
     let (Some(daemon), Some(file)) = (&fronts.channels, file) else {
         return;
     };
     let result = read_grants_file(file).and_then(|from_file| {
-        let grants: Vec<_> = flags.iter().cloned().chain(from_file).collect();
+        let grants = read_only_if(read_only, flags.iter().cloned().chain(from_file).collect());
         daemon.set_grants(grants.clone()).map_err(input_error)?;
         Ok(grants.len())
     });

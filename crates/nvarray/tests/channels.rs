@@ -198,3 +198,64 @@ fn bad_channel_flags_are_refused_with_the_reason() {
         assert!(err.contains(says), "{args:?}: {err}");
     }
 }
+
+/// fio's job error for a small write at `offset` (0 when it succeeded).
+fn write_error(socket: &Path, offset: &str) -> i64 {
+    let out = fio(
+        socket,
+        &[
+            "--rw=write",
+            "--bs=4k",
+            &format!("--offset={offset}"),
+            "--size=16k",
+        ],
+    );
+    let text = String::from_utf8_lossy(&out.stdout);
+    let json: serde_json::Value = serde_json::from_str(&text[text.find('{').unwrap()..]).unwrap();
+    json["jobs"][0]["error"].as_i64().unwrap()
+}
+
+#[test]
+fn read_only_serves_no_writes_and_sighup_revokes_a_grant_from_the_file() {
+    let dir = scratch("hup");
+    let s = serve(&dir, &["--read-only"]);
+    assert_eq!(
+        write_error(&s.socket, "0"),
+        i64::from(libc::EACCES),
+        "--read-only wrote"
+    );
+    let ok = fio(&s.socket, &["--rw=read", "--bs=4k", "--size=16k"]);
+    assert!(
+        ok.status.success(),
+        "{}",
+        String::from_utf8_lossy(&ok.stdout)
+    );
+    s.stop("-INT");
+
+    let grants = dir.join("grants");
+    std::fs::write(&grants, "# both halves\nlow:0:1m:rw:*\nhigh:1m:1m:rw:*\n").unwrap();
+    let s = serve(&dir, &["--grants-file", grants.to_str().unwrap()]);
+    assert_eq!(write_error(&s.socket, "1m"), 0);
+    std::fs::write(&grants, "low:0:1m:rw:*\n").unwrap();
+    s.signal("-HUP");
+    // The daemon re-reads the file when the signal arrives: poll for it, with a deadline.
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(30);
+    while write_error(&s.socket, "1m") == 0 {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "SIGHUP never revoked the grant"
+        );
+    }
+    assert_eq!(write_error(&s.socket, "1m"), i64::from(libc::EACCES));
+    assert_eq!(
+        write_error(&s.socket, "0"),
+        0,
+        "the kept grant still writes"
+    );
+    // A file that no longer parses leaves the grants as they were.
+    std::fs::write(&grants, "nonsense\n").unwrap();
+    s.signal("-HUP");
+    assert_eq!(write_error(&s.socket, "0"), 0);
+    let (status, _) = s.stop("-INT");
+    assert!(status.success());
+}
