@@ -1,9 +1,8 @@
 #!/usr/bin/env bash
 # The project's one test command: installs what is missing, checks formatting and lints,
 # then runs every test (unit, property, calibration, CLI end-to-end) in release-like mode, a
-# smoke run of every benchmark,
-# the loom models of the lock-free queues and tag pool, and miri over the rings, the tag pool
-# and the DMA buffer arena.
+# smoke run of every benchmark, the loom models of the lock-free queues, the tag pool and the
+# channels' wake-ups, and miri over the rings, the tag pool and the DMA buffer arena.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -24,6 +23,8 @@ NVARRAY_BENCH_SMOKE=1 cargo bench --workspace --benches --locked
 RUSTFLAGS="--cfg loom" CARGO_TARGET_DIR=target/loom cargo test --locked --release \
     -p nvarray-emu --test loom_ring --test loom_word_ring --test loom_nvme_cq --test loom_tag_pool \
     --test loom_mailbox
+RUSTFLAGS="--cfg loom" CARGO_TARGET_DIR=target/loom cargo test --locked --release \
+    -p nvarray-channel --test loom_wakeups
 
 # miri checks the unsafe code of the lock-free rings, the tag pool and the DMA buffer arena
 # for undefined behaviour (about 2 minutes). The other modules with `unsafe` call into the

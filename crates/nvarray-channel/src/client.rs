@@ -9,7 +9,7 @@ use std::fs::File;
 use std::io::Write;
 use std::os::unix::net::UnixStream;
 use std::path::Path;
-use std::sync::atomic::{fence, Ordering};
+use std::sync::atomic::Ordering;
 
 use crate::hello::{Hello, Reply, REPLY_BYTES};
 use crate::layout::{
@@ -17,7 +17,7 @@ use crate::layout::{
 };
 use crate::layout::{OP_FLUSH, OP_READ, OP_WRITE, SQ_HEAD, SQ_TAIL, VERSION};
 use crate::status::ChannelStatus;
-use crate::{sys, ChannelError};
+use crate::{sys, wakeups, ChannelError};
 
 /// Spins of an empty wait before the client sleeps on the completion tail (about 20 µs: a
 /// completion that late means the device is slow or the daemon's thread is not running, and a
@@ -195,13 +195,8 @@ impl Channel {
     fn push(&mut self, entry: SqEntry) {
         self.region.write_sq(self.sq_tail, entry);
         self.sq_tail = self.sq_tail.wrapping_add(1);
-        self.region
-            .word(SQ_TAIL)
-            .store(self.sq_tail, Ordering::Release);
-        // Pairs with the daemon's fence between setting `sleeping` and its last look at the
-        // rings: one of us sees the other's store.
-        fence(Ordering::SeqCst);
-        if self.region.word(SLEEPING).load(Ordering::Relaxed) != 0 {
+        let (tail, sleeping) = (self.region.word(SQ_TAIL), self.region.word(SLEEPING));
+        if wakeups::publish_commands(tail, self.sq_tail, sleeping) {
             // A full socket buffer means wake bytes are waiting already.
             let _ = (&self.socket).write(&[1]);
         }
@@ -290,13 +285,12 @@ impl Channel {
         Ok(n)
     }
 
-    /// Sleeps until the daemon posts a completion (or `SLEEP_MAX`): flag, fence, look once
-    /// more, then a futex wait on the tail as last seen.
+    /// Sleeps until the daemon posts a completion (or `SLEEP_MAX`): flag, look once more,
+    /// then a futex wait on the tail as last seen (`wakeups::announce_wait`).
     fn sleep_for_completion(&self) {
         let waiting = self.region.word(WAITING);
-        waiting.store(1, Ordering::SeqCst);
-        let tail = self.region.word(CQ_TAIL).load(Ordering::SeqCst);
-        if tail == self.cq_head {
+        if let Some(tail) = wakeups::announce_wait(waiting, self.region.word(CQ_TAIL), self.cq_head)
+        {
             self.region.sleep_while(CQ_TAIL, tail, SLEEP_MAX);
         }
         waiting.store(0, Ordering::Relaxed);

@@ -16,7 +16,7 @@ use std::io::{self, Read};
 use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
 use std::os::unix::net::{UnixListener, UnixStream};
 use std::path::{Path, PathBuf};
-use std::sync::atomic::{fence, AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
@@ -371,7 +371,7 @@ fn serve(shared: &Shared, device: &Device) {
         if shared.has_incoming.swap(false, Ordering::SeqCst) {
             let mut incoming = shared.incoming.lock().unwrap_or_else(|e| e.into_inner());
             for side in incoming.drain(..) {
-                side.set_sleeping(false);
+                side.awake();
                 sides.push(side);
             }
         }
@@ -447,12 +447,12 @@ fn retire_all(shared: &Shared, sides: Vec<DeviceSide>) {
 /// Sleeps until a client writes to its socket (or goes away), a new channel arrives, or
 /// shutdown; at most a second.
 fn sleep(shared: &Shared, sides: &[DeviceSide]) {
+    // Each channel marked, then looked at once more (`wakeups::announce_sleep`).
+    let mut work_came = false;
     for side in sides {
-        side.set_sleeping(true);
+        work_came |= side.announce_sleep();
     }
-    // Pairs with the client's fence between its tail store and its load of `sleeping`.
-    fence(Ordering::SeqCst);
-    let work_came = sides.iter().any(DeviceSide::has_commands)
+    let work_came = work_came
         || shared.has_incoming.load(Ordering::SeqCst)
         || shared.shutdown.load(Ordering::SeqCst);
     if !work_came {
@@ -462,6 +462,6 @@ fn sleep(shared: &Shared, sides: &[DeviceSide]) {
         shared.drain_wake();
     }
     for side in sides {
-        side.set_sleeping(false);
+        side.awake();
     }
 }

@@ -24,6 +24,7 @@ use crate::layout::{CqEntry, Region, SqEntry, CQ_HEAD, CQ_TAIL, OP_FLUSH, OP_REA
 use crate::layout::{CLOSED, SLEEPING, SQ_HEAD, SQ_TAIL, WAITING};
 use crate::status::ChannelStatus;
 use crate::sys::Credentials;
+use crate::wakeups;
 
 /// Most commands one pass takes from a channel, so one busy channel cannot hold the serving
 /// thread from the others for long.
@@ -119,29 +120,25 @@ impl DeviceSide {
             // Recorded before the client can see the completions, so a report read after a
             // client's last command counts it.
             self.record();
-            let before = self
-                .region
-                .word(CQ_TAIL)
-                .swap(self.cq_tail, Ordering::SeqCst);
-            // A client that waited long sleeps on the tail (`Channel::wait`): after the store,
-            // one look at its flag (the swap orders it, as the client's fence orders its flag
-            // before its last look at the tail), and a wake only then.
-            if before != self.cq_tail && self.region.word(WAITING).load(Ordering::SeqCst) != 0 {
+            // A client that waited long sleeps on the tail (`Channel::wait`): woken only then.
+            let (tail, waiting) = (self.region.word(CQ_TAIL), self.region.word(WAITING));
+            if wakeups::publish_completions(tail, self.cq_tail, waiting) {
                 self.region.wake(CQ_TAIL);
             }
         }
         work
     }
 
-    /// Whether the client has written commands not yet taken (the sleep protocol's recheck).
-    pub(crate) fn has_commands(&self) -> bool {
-        !self.closing && self.region.word(SQ_TAIL).load(Ordering::Acquire) != self.sq_head
+    /// Marks the serving thread asleep for this channel's client; true when it has written
+    /// commands not yet taken, so the thread must not sleep (`wakeups::announce_sleep`).
+    pub(crate) fn announce_sleep(&self) -> bool {
+        let (sleeping, tail) = (self.region.word(SLEEPING), self.region.word(SQ_TAIL));
+        wakeups::announce_sleep(sleeping, tail, self.sq_head) && !self.closing
     }
 
-    pub(crate) fn set_sleeping(&self, sleeping: bool) {
-        self.region
-            .word(SLEEPING)
-            .store(u32::from(sleeping), Ordering::SeqCst);
+    /// The serving thread is awake: the client need not wake it.
+    pub(crate) fn awake(&self) {
+        self.region.word(SLEEPING).store(0, Ordering::SeqCst);
     }
 
     /// Stops taking commands. Those in flight finish; while the client is there (the daemon

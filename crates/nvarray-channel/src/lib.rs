@@ -16,6 +16,8 @@
 //! - `daemon`: accepting clients and the serving thread;
 //! - `counts`: what the daemon let in and kept out;
 //! - `client`: the Rust client (`Channel`), which `libnvarray`'s C API wraps;
+//! - `wakeups`: the two sleep-and-wake handshakes between a client and the serving thread
+//!   (`sync`: std's or loom's fence);
 //! - `sys`: the memfd, credential and descriptor-passing system calls;
 //! - `error`: `ChannelError`.
 //!
@@ -32,7 +34,9 @@ pub mod grants;
 pub mod hello;
 pub mod layout;
 pub mod status;
+mod sync;
 mod sys;
+pub mod wakeups;
 
 pub use client::{Channel, Completion, Op, SubmitError};
 pub use daemon::{Daemon, DaemonOptions, ShutdownHandle, CHANNELS_DEFAULT};
