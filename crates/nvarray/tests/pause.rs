@@ -106,8 +106,18 @@ fn a_paused_host_thread_is_issue_lateness_not_device_latency() {
         "issue lateness {issue} misses a {pause:?} pause"
     );
     assert!(issue["late"].as_u64().unwrap() >= 10, "{issue}");
-    // Not blamed on full slots (QD 1 at 1,000 a second never fills its slot on this device).
-    assert_eq!(r["paced_issued_late"], 0, "{r}");
+    // Not blamed on full slots: QD 1 at 1,000 a second never fills its slot on this device,
+    // so the ~100 requests due during the 100 ms pause must not count as slot-blocked. A
+    // request that itself took longer than the 1 ms interval (the machine preempting the
+    // thread while the inline device served it: a loaded CI machine showed one of 6.9 ms)
+    // does hold the slot past the due times of those behind it, and those are rightly
+    // counted, as fio would queue them; such hiccups are rare (p99 under 1 ms, asserted
+    // above) and short against the pause, so they stay far below what blaming it would give.
+    let slot_blocked = r["paced_issued_late"].as_u64().unwrap();
+    assert!(
+        slot_blocked <= 20,
+        "{slot_blocked} requests slot-blocked: the pause was blamed on slots: {r}"
+    );
     assert_eq!(r["faithful"], false, "{r}");
     let why = r["unfaithful_reason"].as_str().unwrap();
     assert!(why.contains("issued late by the host thread"), "{why}");
