@@ -31,6 +31,14 @@ pub struct DeviceConfig {
     /// The network between the host and a remote device; none by default (a local device).
     #[serde(default)]
     pub fabric: FabricConfig,
+    /// A page-mapping FTL with garbage collection over flash media; off by default (flash
+    /// then charges erases at a fixed rate).
+    #[serde(default, skip_serializing_if = "ftl_is_off")]
+    pub ftl: nvarray_ftl::FtlConfig,
+}
+
+fn ftl_is_off(ftl: &nvarray_ftl::FtlConfig) -> bool {
+    *ftl == nvarray_ftl::FtlConfig::default()
 }
 
 /// Which timing model runs the device.
@@ -699,6 +707,17 @@ impl RingConfig {
 }
 
 impl MemoryConfig {
+    /// The memory as an FTL of `page_bytes` pages sees it: every bank a die, erase blocks of
+    /// `erase_block_bytes`, the capacity as its logical space.
+    pub fn ftl_geometry(&self, page_bytes: u32) -> nvarray_ftl::Geometry {
+        let page = u64::from(page_bytes).max(1);
+        nvarray_ftl::Geometry {
+            dies: self.controllers * self.banks_per_controller,
+            pages_per_block: (self.erase_block_bytes / page) as u32,
+            logical_pages: self.capacity_bytes / page,
+        }
+    }
+
     /// Against the controller (a buffer fits the capacity) and wear levelling (its lines
     /// set the capacity's stride; a disk is not wear-levelled).
     fn validate(&self, c: &ControllerConfig, wear: &WearConfig) -> Result<(), ConfigError> {
@@ -845,7 +864,45 @@ impl DeviceConfig {
         self.ring.validate()?;
         self.memory.validate(&self.controller, &self.wear)?;
         self.wear.validate(&self.memory)?;
+        self.validate_ftl()?;
         check_latency("host.software_ns", self.host.software_ns)
+    }
+
+    /// The FTL's pages over the memory's dies and erase blocks (`ftl_geometry`), when enabled.
+    fn validate_ftl(&self) -> Result<(), ConfigError> {
+        if !self.ftl.enabled {
+            return Ok(());
+        }
+        let m = &self.memory;
+        let page = u64::from(self.ftl.page_bytes);
+        let flash = m.erase_block_bytes > 0 && m.disk.is_none() && !self.wear.enabled;
+        check(
+            flash,
+            "ftl.enabled",
+            "false unless the memory is flash (memory.erase_block_bytes > 0, no disk, no \
+             start-gap wear levelling)",
+            self.ftl.enabled,
+        )?;
+        check(
+            page.is_power_of_two()
+                && page >= 512
+                && m.erase_block_bytes.is_multiple_of(page)
+                && m.capacity_bytes.is_multiple_of(page),
+            "ftl.page_bytes",
+            &format!(
+                "a power of two from 512 that divides memory.erase_block_bytes ({}) and \
+                 memory.capacity_bytes",
+                m.erase_block_bytes
+            ),
+            page,
+        )?;
+        nvarray_ftl::Ftl::validate(&self.ftl, self.ftl_geometry())
+            .map_err(|e| ConfigError::Ftl(e.to_string()))
+    }
+
+    /// The FTL's view of the memory (`MemoryConfig::ftl_geometry`).
+    pub fn ftl_geometry(&self) -> nvarray_ftl::Geometry {
+        self.memory.ftl_geometry(self.ftl.page_bytes)
     }
 
     /// Parses a TOML device description and validates it.

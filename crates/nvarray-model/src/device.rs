@@ -22,7 +22,7 @@ use crate::link::{
     bytes_to_ns, fs_per_byte, wire_bytes, Carries, Direction, DirectionTraffic, DmaTransfer, Link,
     Transfer,
 };
-use crate::memory::{Access, Memory, WearStats};
+use crate::memory::{Access, FtlStats, Memory, WearStats};
 use crate::timeline::Timeline;
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, serde::Serialize)]
@@ -422,7 +422,7 @@ impl ArrayModel {
             link,
             messages,
             piece_costs: PieceCosts::default(),
-            memory: Memory::new(&cfg.memory, &cfg.wear),
+            memory: Memory::new(&cfg.memory, &cfg.wear, &cfg.ftl),
             ring: Timeline::new(),
             // The raw rate: packet headers are counted once, in the wire bytes of each transfer.
             ring_fs_per_byte: fs_per_byte(cfg.ring.bandwidth_bytes_per_s as f64),
@@ -893,6 +893,11 @@ impl ArrayModel {
     /// Flash erases performed.
     pub fn erases(&self) -> u64 {
         self.memory.erases()
+    }
+
+    /// What the FTL did, for flash behind one (`[ftl]`).
+    pub fn ftl_stats(&self) -> Option<FtlStats> {
+        self.memory.ftl_stats()
     }
 
     /// What each direction of the link has carried so far: `(to device, to host)`.

@@ -191,6 +191,14 @@ impl DeviceModel {
         }
     }
 
+    /// What the FTL did, for flash behind one (`[ftl]`).
+    pub fn ftl_stats(&self) -> Option<crate::FtlStats> {
+        match &self.device {
+            Device::Array(m) => m.ftl_stats(),
+            Device::Null(_) => None,
+        }
+    }
+
     /// What each direction of the link has carried so far: `(to device, to host)` (nothing,
     /// for the null device).
     pub fn link_traffic(&self) -> (DirectionTraffic, DirectionTraffic) {

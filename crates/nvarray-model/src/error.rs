@@ -17,6 +17,9 @@ pub enum ConfigError {
     UnknownPreset { name: String, choices: String },
     #[error("--set {key}: {message}")]
     Override { key: String, message: String },
+    /// The `[ftl]` section cannot lay an FTL over the memory (its message names the field).
+    #[error("{0}")]
+    Ftl(String),
 }
 
 /// A command the device refuses. The device state is unchanged when this is returned.

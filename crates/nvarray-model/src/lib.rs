@@ -32,6 +32,6 @@ pub use config::{ControllerMode, DeviceConfig, FabricKind, ModelKind, Policy, Pr
 pub use device::{check_command, ArrayModel, Command, Completion, Op, ResourceBusy};
 pub use device_model::DeviceModel;
 pub use error::{CommandError, ConfigError};
-pub use memory::WearStats;
+pub use memory::{FtlSample, FtlStats, WearStats};
 pub use overrides::{apply_overrides, parse_assignment};
 pub use verdict::Verdict;

@@ -14,6 +14,11 @@ use crate::link::{bytes_to_ns, fs_per_byte};
 use crate::timeline::Timeline;
 use crate::wear::StartGap;
 
+mod flash_translation;
+
+use flash_translation::FlashTranslation;
+pub use flash_translation::{FtlSample, FtlStats};
+
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Access {
     Read,
@@ -87,6 +92,8 @@ pub struct Memory {
     /// Bytes addressable (`memory.capacity_bytes`); every access lies inside (checked in
     /// debug builds; last, so the hot fields keep their places).
     capacity_bytes: u64,
+    /// Flash behind a page-mapping FTL (`[ftl]`): every access goes through it.
+    ftl: Option<Box<FlashTranslation>>,
 }
 
 /// What the address arithmetic of `Memory::access` relies on, checked in debug builds
@@ -160,7 +167,9 @@ fn debug_check_geometry(
 }
 
 impl Memory {
-    pub fn new(cfg: &MemoryConfig, wear: &WearConfig) -> Self {
+    /// The array `cfg` describes, with start-gap per `wear` and an FTL per `ftl` (both
+    /// validated with it: `DeviceConfig::validate`).
+    pub fn new(cfg: &MemoryConfig, wear: &WearConfig, ftl: &nvarray_ftl::FtlConfig) -> Self {
         let banks = (cfg.controllers * cfg.banks_per_controller) as usize;
         // A disk is not wear-levelled (validated): its pieces split only at stripe ends.
         let line_bytes = if cfg.disk.is_some() {
@@ -176,7 +185,17 @@ impl Memory {
             u64::from(cfg.row_bytes),
             fs_per_byte(cfg.bank_bandwidth_bytes_per_s as f64),
         );
+        let ftl = ftl.enabled.then(|| {
+            Box::new(FlashTranslation::new(
+                ftl,
+                cfg.ftl_geometry(ftl.page_bytes),
+                cfg.controllers,
+                cfg.banks_per_controller,
+            ))
+        });
+        let shared_banks = ftl.is_none();
         Memory {
+            ftl,
             capacity_bytes: cfg.capacity_bytes,
             controllers: cfg.controllers,
             banks_per_controller: cfg.banks_per_controller,
@@ -193,10 +212,11 @@ impl Memory {
             row_write_ns: cfg.write_latency_ns + row_transfer_ns,
             banks: vec![Timeline::new(); banks],
             lockstep: vec![
-                cfg.erase_latency_ns == 0 && cfg.banks_per_controller > 1;
+                shared_banks && cfg.erase_latency_ns == 0 && cfg.banks_per_controller > 1;
                 cfg.controllers as usize
             ],
-            controllers_lockstep: cfg.erase_latency_ns == 0
+            controllers_lockstep: shared_banks
+                && cfg.erase_latency_ns == 0
                 && cfg.banks_per_controller > 1
                 && cfg.controllers > 1
                 && cfg.disk.is_none(),
@@ -253,6 +273,9 @@ impl Memory {
             "media access ready in the past: expected ready >= now, found ready={ready_ns} \
              now={now_ns}"
         );
+        if self.ftl.is_some() {
+            return self.access_ftl(now_ns, ready_ns, access, offset_bytes, len_bytes);
+        }
         if self.controllers_lockstep {
             if let Some(span) =
                 self.access_uniform(now_ns, ready_ns, access, offset_bytes, len_bytes)
@@ -864,6 +887,7 @@ mod tests {
                 line_bytes: 4096,
                 gap_interval_writes: 100,
             },
+            &nvarray_ftl::FtlConfig::default(),
         )
     }
 

@@ -88,7 +88,7 @@ proptest! {
         ),
     ) {
         let cfg = reshaped(preset, shape);
-        let mut memory = Memory::new(&cfg.memory, &cfg.wear);
+        let mut memory = Memory::new(&cfg.memory, &cfg.wear, &cfg.ftl);
         let capacity = cfg.memory.capacity_bytes;
         let mut now = 0u64;
         let mut end_max = 0u64;

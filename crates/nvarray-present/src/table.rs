@@ -424,6 +424,53 @@ pub fn served_report(device: &DeviceConfig, source: &str, active: &str, r: &RunR
     s + &report_body(r, active)
 }
 
+/// The FTL's lines: its settings, write amplification (the run's and its intervals' range),
+/// the collector's work, erases per block and free lines.
+fn ftl_lines(f: &nvarray_model::FtlStats) -> String {
+    let c = &f.counters;
+    let intervals: Vec<f64> = f
+        .samples
+        .windows(2)
+        .filter(|w| w[1].host_pages_written > w[0].host_pages_written)
+        .map(|w| {
+            (w[1].flash_pages_programmed - w[0].flash_pages_programmed) as f64
+                / (w[1].host_pages_written - w[0].host_pages_written) as f64
+        })
+        .collect();
+    let range = match (
+        intervals.iter().copied().reduce(f64::min),
+        intervals.iter().copied().reduce(f64::max),
+    ) {
+        (Some(lo), Some(hi)) => format!(" (per interval of the run: {lo:.3} to {hi:.3})"),
+        _ => String::new(),
+    };
+    format!(
+        "ftl ({}, {} B pages, over-provisioning {:.1} % of logical = spare factor {:.1} % of \
+         physical, preconditioned {}): write amplification {:.3}{range} | host pages {} | \
+         flash pages {}\n\
+         ftl collection: {} lines ({} forced), {} pages copied | erases per block min {} mean \
+         {:.2} max {} | free lines {} of {} (fewest {}) | pages trimmed {}\n",
+        f.victim,
+        f.page_bytes,
+        f.over_provisioning * 100.0,
+        f.spare_factor * 100.0,
+        f.precondition,
+        f.write_amplification,
+        c.host_pages_written,
+        f.flash_pages_programmed,
+        c.gc_victims,
+        c.gc_victims_forced,
+        c.gc_pages_copied,
+        f.erases_per_block.min,
+        f.erases_per_block.mean,
+        f.erases_per_block.max,
+        f.free_lines,
+        f.lines,
+        c.free_lines_min,
+        c.pages_trimmed,
+    )
+}
+
 /// Everything after the device and job lines: engine, faithfulness, totals, breakdown,
 /// utilisation, wear, CPU and lateness. `active`: what a server's active time is.
 fn report_body(r: &RunReport, active: &str) -> String {
@@ -456,6 +503,9 @@ fn report_body(r: &RunReport, active: &str) -> String {
     }
     if r.erases > 0 {
         let _ = writeln!(s, "flash erases: {}", r.erases);
+    }
+    if let Some(f) = &r.ftl {
+        s += &ftl_lines(f);
     }
     if let Some(c) = &r.channels {
         let _ = writeln!(

@@ -57,6 +57,7 @@ impl RunReport {
                 gap_moves: w.gap_moves,
             }),
             erases: model.erases(),
+            ftl: model.ftl_stats(),
             totals: merged("all", streams.iter()).totals(all_ns),
             streams: streams
                 .iter()

@@ -77,6 +77,10 @@ pub struct RunReport {
     #[serde(skip_serializing_if = "Option::is_none")]
     pub wear: Option<WearReport>,
     pub erases: u64,
+    /// What the FTL did (flash behind one, `[ftl]`): write amplification, collection, erases
+    /// per block, free lines over time. Counted over the whole run, ramp included.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub ftl: Option<nvarray_model::FtlStats>,
     pub streams: Vec<StreamReport>,
     /// Each reporting group, when there is more than one (`stonewall`, `wait_for`,
     /// `new_group`).

@@ -25,6 +25,13 @@ pub struct DeviceArgs {
     /// take ns/us/ms/s. Repeatable [default: none, the preset's or file's values].
     #[arg(long = "set", value_name = "KEY=VALUE")]
     pub set: Vec<String>,
+    /// Flash behind a page-mapping FTL: what the device holds before the run, written
+    /// untimed: `fill` (every page once, in order) or `random:N` (the fill, then N
+    /// drive-writes of uniform random pages: steady state for random writes). Turns the FTL
+    /// on, as `--set ftl.enabled=true --set ftl.precondition=...` (docs/flash.md) [default:
+    /// none, a new drive, and the FTL only if the device enables it].
+    #[arg(long, value_name = "fill|random:N")]
+    pub precondition: Option<String>,
 }
 
 impl DeviceArgs {
@@ -37,11 +44,15 @@ impl DeviceArgs {
                 .toml
                 .to_string(),
         };
-        let overrides = self
+        let mut overrides = self
             .set
             .iter()
             .map(|s| parse_assignment(s).map_err(input_error))
             .collect::<Result<Vec<_>>>()?;
+        if let Some(how) = &self.precondition {
+            overrides.push(("ftl.enabled".to_string(), "true".to_string()));
+            overrides.push(("ftl.precondition".to_string(), how.clone()));
+        }
         Ok((text, overrides))
     }
 

@@ -1,0 +1,128 @@
+//! The FTL's settings, as a device description's `[ftl]` section states them.
+
+use serde::{Deserialize, Serialize};
+
+use crate::precondition::Precondition;
+
+/// How the garbage collector picks the line (superblock) it reclaims.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum VictimPolicy {
+    /// The full line with the fewest valid pages (least copying now).
+    #[default]
+    Greedy,
+    /// The line with the highest `(1 - u) * age / (1 + u)`, u its valid fraction and age the
+    /// host writes since it filled (Rosenblum and Ousterhout's LFS cleaner, SOSP 1991).
+    CostBenefit,
+    /// A full line drawn uniformly at random.
+    Random,
+    /// The line that filled first (a log's tail: Desnoyers' FIFO/LRU).
+    Fifo,
+    /// The fewest valid pages among `d_choices` lines drawn at random (d-choices, as in
+    /// Van Houdt, "A mean field model for a class of garbage collection algorithms in flash-based
+    /// solid state drives", SIGMETRICS 2013).
+    DChoice,
+}
+
+impl VictimPolicy {
+    pub const ALL: [VictimPolicy; 5] = [
+        VictimPolicy::Greedy,
+        VictimPolicy::CostBenefit,
+        VictimPolicy::Random,
+        VictimPolicy::Fifo,
+        VictimPolicy::DChoice,
+    ];
+
+    /// The name a description and the command line use.
+    pub fn name(self) -> &'static str {
+        match self {
+            VictimPolicy::Greedy => "greedy",
+            VictimPolicy::CostBenefit => "cost-benefit",
+            VictimPolicy::Random => "random",
+            VictimPolicy::Fifo => "fifo",
+            VictimPolicy::DChoice => "d-choice",
+        }
+    }
+}
+
+/// The `[ftl]` section. Off by default: a device without it (or with `enabled = false`)
+/// charges its media as an array of rows, and a flash device charges erases at a fixed rate.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct FtlConfig {
+    #[serde(default)]
+    pub enabled: bool,
+    /// The mapping unit: every `page_bytes` of the logical space maps to one flash page slot.
+    #[serde(default = "default_page_bytes")]
+    pub page_bytes: u32,
+    /// Over-provisioning as `(physical - logical) / logical`: 0.07 is a 7 % spare area over
+    /// the logical capacity (the report also prints the spare factor,
+    /// `(physical - logical) / physical`).
+    #[serde(default = "default_over_provisioning")]
+    pub over_provisioning: f64,
+    #[serde(default)]
+    pub victim: VictimPolicy,
+    /// Lines sampled by `victim = "d-choice"`.
+    #[serde(default = "default_d_choices")]
+    pub d_choices: u32,
+    /// Background collection starts when this few lines are free: one victim per host write
+    /// that finds the free lines at or below it, booked on the dies without holding that write.
+    #[serde(default = "default_gc_background_free_lines")]
+    pub gc_background_free_lines: u32,
+    /// Forced collection: at or below this many free lines a host write waits until the
+    /// collector has freed lines above it.
+    #[serde(default = "default_gc_forced_free_lines")]
+    pub gc_forced_free_lines: u32,
+    /// Flexible Data Placement's reclaim unit handles: a host write names one (0 without
+    /// placement) and each has its own open line; collected pages stay with their handle's
+    /// lines (persistently isolated).
+    #[serde(default = "one")]
+    pub placement_handles: u32,
+    /// The seed of the random and d-choice victim draws and of preconditioning's writes.
+    #[serde(default = "one_u64")]
+    pub seed: u64,
+    /// What the device holds when a run starts: `none` (a new drive), `fill`, or `random:N`
+    /// (the fill, then N drive-writes of uniform random pages); written untimed when the
+    /// model is built (`nvarray bench --precondition`).
+    #[serde(default)]
+    pub precondition: Precondition,
+}
+
+fn default_page_bytes() -> u32 {
+    4096
+}
+fn default_over_provisioning() -> f64 {
+    0.07
+}
+fn default_d_choices() -> u32 {
+    8
+}
+fn default_gc_background_free_lines() -> u32 {
+    3
+}
+fn default_gc_forced_free_lines() -> u32 {
+    1
+}
+fn one() -> u32 {
+    1
+}
+fn one_u64() -> u64 {
+    1
+}
+
+impl Default for FtlConfig {
+    fn default() -> Self {
+        FtlConfig {
+            enabled: false,
+            page_bytes: default_page_bytes(),
+            over_provisioning: default_over_provisioning(),
+            victim: VictimPolicy::default(),
+            d_choices: default_d_choices(),
+            gc_background_free_lines: default_gc_background_free_lines(),
+            gc_forced_free_lines: default_gc_forced_free_lines(),
+            placement_handles: 1,
+            seed: 1,
+            precondition: Precondition::None,
+        }
+    }
+}

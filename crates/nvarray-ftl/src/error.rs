@@ -1,0 +1,55 @@
+//! What an FTL cannot be built from.
+
+/// A geometry or setting the FTL cannot work with; each names the field and what it needs.
+#[derive(Debug, thiserror::Error, PartialEq)]
+pub enum FtlError {
+    #[error("ftl.over_provisioning must be a number from 0 to 10, found {0}")]
+    OverProvisioning(f64),
+    #[error(
+        "ftl.page_bytes must be a power of two from 512 that divides the erase block \
+         ({erase_block_bytes} bytes), found {page_bytes}"
+    )]
+    PageBytes {
+        page_bytes: u32,
+        erase_block_bytes: u64,
+    },
+    #[error(
+        "ftl.gc_forced_free_lines must be at least 1 (the collector's own line comes from the \
+         free ones) and at most ftl.gc_background_free_lines ({background}), found {forced}"
+    )]
+    Thresholds { forced: u32, background: u32 },
+    #[error("ftl.placement_handles must be from 1 to 64, found {0}")]
+    PlacementHandles(u32),
+    #[error(
+        "over-provisioning {over_provisioning} leaves {spare} spare lines of {pages_per_line} \
+         pages, and the collector needs at least {needed} (two open lines per placement handle \
+         and the forced threshold plus one); raise ftl.over_provisioning or make the erase \
+         blocks smaller"
+    )]
+    TooFewSpareLines {
+        over_provisioning: f64,
+        spare: u64,
+        needed: u64,
+        pages_per_line: u32,
+    },
+    #[error(
+        "the spare area is too coarse for the collector: over-provisioning {over_provisioning} \
+         gives {spare} spare lines of {line_bytes} bytes (one erase block on each of {dies} \
+         dies), and the free-line threshold and open lines hold {reserve} of them, more than a \
+         third; use smaller erase blocks (memory.erase_block_bytes), fewer dies \
+         (memory.controllers, memory.banks_per_controller), a larger memory.capacity_bytes or \
+         more ftl.over_provisioning"
+    )]
+    TooCoarse {
+        over_provisioning: f64,
+        spare: u64,
+        reserve: u64,
+        line_bytes: u64,
+        dies: u32,
+    },
+    #[error(
+        "the FTL maps every page: {pages} physical pages need {bytes} bytes of maps, past the \
+         {limit}-byte limit; set a smaller memory.capacity_bytes or a larger ftl.page_bytes"
+    )]
+    TooLarge { pages: u64, bytes: u64, limit: u64 },
+}

@@ -1,0 +1,520 @@
+//! The page-mapping FTL: every logical page maps to one physical page slot; writes go to the
+//! open line of their placement handle; the collector reclaims whole lines.
+//!
+//! A line is a superblock, one erase block on every die, as NVMeVirt's `conv_ftl` and FEMU's
+//! `bbssd` lay flash out: its page slot `s` is on die `s mod dies`, so consecutive writes
+//! spread over every die. A line is free (erased), open (being written), or full (a victim
+//! candidate). Hosts and the collector write through separate open lines, one of each per
+//! placement handle.
+
+use std::collections::VecDeque;
+
+use rand::rngs::SmallRng;
+use rand::SeedableRng;
+
+use crate::config::FtlConfig;
+use crate::counters::{EraseSpread, FtlCounters};
+use crate::error::FtlError;
+use crate::victims::{LineView, Victims};
+use crate::work::{DieWork, GcWork};
+
+const UNMAPPED: u32 = u32::MAX;
+const NO_LINE: u32 = u32::MAX;
+/// The most map memory an FTL may take (the logical-to-physical and physical-to-logical
+/// maps, 4 bytes a page each): 4 GiB, a 2 TiB device of 4 KiB pages with its spare area.
+const MAP_BYTES_LIMIT: u64 = 4 << 30;
+
+/// The flash an FTL lays its lines over, and the logical space it exports.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Geometry {
+    /// Dies (every channel's dies; a line has one block on each).
+    pub dies: u32,
+    /// FTL pages per erase block.
+    pub pages_per_block: u32,
+    /// Logical pages exported.
+    pub logical_pages: u64,
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum LineState {
+    Free,
+    Open,
+    Full,
+    /// The victim whose pages the collector is copying out.
+    Collecting,
+}
+
+/// The victim being collected a few pages per host write, and how far its scan has come.
+#[derive(Clone, Copy, Debug)]
+struct Collecting {
+    line: u32,
+    slot: u32,
+    /// Valid pages copied per host write.
+    quota: u32,
+}
+
+/// A line being written, and its next free slot.
+#[derive(Clone, Copy, Debug)]
+struct OpenLine {
+    line: u32,
+    next: u32,
+}
+
+impl OpenLine {
+    const NONE: OpenLine = OpenLine {
+        line: NO_LINE,
+        next: 0,
+    };
+}
+
+/// Which open line a write goes through.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Stream {
+    Host,
+    Collector,
+}
+
+/// How many lines a geometry gives, checked.
+struct Layout {
+    pages_per_line: u32,
+    lines: u32,
+    physical: u64,
+}
+
+fn layout(cfg: &FtlConfig, geometry: Geometry) -> Result<Layout, FtlError> {
+    let op = cfg.over_provisioning;
+    if !(0.0..=10.0).contains(&op) {
+        return Err(FtlError::OverProvisioning(op));
+    }
+    let (forced, background) = (cfg.gc_forced_free_lines, cfg.gc_background_free_lines);
+    if forced == 0 || forced > background {
+        return Err(FtlError::Thresholds { forced, background });
+    }
+    if !(1..=64).contains(&cfg.placement_handles) {
+        return Err(FtlError::PlacementHandles(cfg.placement_handles));
+    }
+    let pages_per_line = geometry.dies * geometry.pages_per_block;
+    let per_line = u64::from(pages_per_line);
+    let logical = geometry.logical_pages;
+    let wanted = (logical as f64 * (1.0 + op)).ceil() as u64;
+    let lines = wanted.div_ceil(per_line);
+    let data_lines = logical.div_ceil(per_line);
+    let needed = 2 * u64::from(cfg.placement_handles) + u64::from(forced) + 1;
+    let spare = lines.saturating_sub(data_lines);
+    if spare < needed {
+        return Err(FtlError::TooFewSpareLines {
+            over_provisioning: op,
+            spare,
+            needed,
+            pages_per_line,
+        });
+    }
+    // The lines the collector keeps free and the open ones are spare area the data cannot
+    // use: past a third of it, the write amplification is the thresholds', not the device's.
+    let reserve = u64::from(background) + 2 * u64::from(cfg.placement_handles);
+    if 3 * reserve > spare {
+        return Err(FtlError::TooCoarse {
+            over_provisioning: op,
+            spare,
+            reserve,
+            line_bytes: per_line * u64::from(cfg.page_bytes),
+            dies: geometry.dies,
+        });
+    }
+    let physical = lines * per_line;
+    let bytes = 4 * (physical + logical);
+    if bytes > MAP_BYTES_LIMIT || physical >= u64::from(UNMAPPED) {
+        return Err(FtlError::TooLarge {
+            pages: physical,
+            bytes,
+            limit: MAP_BYTES_LIMIT,
+        });
+    }
+    Ok(Layout {
+        pages_per_line,
+        lines: lines as u32,
+        physical,
+    })
+}
+
+#[derive(Clone)]
+pub struct Ftl {
+    dies: u32,
+    pages_per_line: u32,
+    lines: u32,
+    logical_pages: u64,
+    gc_background_free_lines: u32,
+    gc_forced_free_lines: u32,
+    l2p: Vec<u32>,
+    p2l: Vec<u32>,
+    valid: Vec<u32>,
+    state: Vec<LineState>,
+    filled_at: Vec<u64>,
+    erases: Vec<u32>,
+    handle_of: Vec<u16>,
+    free: VecDeque<u32>,
+    host_open: Vec<OpenLine>,
+    collector_open: Vec<OpenLine>,
+    victims: Victims,
+    collecting: Option<Collecting>,
+    rng: SmallRng,
+    /// Host writes so far (cost-benefit's clock).
+    clock: u64,
+    counters: FtlCounters,
+}
+
+impl Ftl {
+    /// Whether `cfg` can lay an FTL over `geometry` (what `new` checks, without the maps).
+    pub fn validate(cfg: &FtlConfig, geometry: Geometry) -> Result<(), FtlError> {
+        layout(cfg, geometry).map(|_| ())
+    }
+
+    /// An FTL over `geometry` with every page unmapped and every line free.
+    pub fn new(cfg: &FtlConfig, geometry: Geometry) -> Result<Ftl, FtlError> {
+        let Layout {
+            pages_per_line,
+            lines,
+            physical,
+        } = layout(cfg, geometry)?;
+        let logical = geometry.logical_pages;
+        let (forced, background) = (cfg.gc_forced_free_lines, cfg.gc_background_free_lines);
+        let handles = cfg.placement_handles as usize;
+        Ok(Ftl {
+            dies: geometry.dies,
+            pages_per_line,
+            lines,
+            logical_pages: logical,
+            gc_background_free_lines: background,
+            gc_forced_free_lines: forced,
+            l2p: vec![UNMAPPED; logical as usize],
+            p2l: vec![UNMAPPED; physical as usize],
+            valid: vec![0; lines as usize],
+            state: vec![LineState::Free; lines as usize],
+            filled_at: vec![0; lines as usize],
+            erases: vec![0; lines as usize],
+            handle_of: vec![0; lines as usize],
+            free: (0..lines).collect(),
+            host_open: vec![OpenLine::NONE; handles],
+            collector_open: vec![OpenLine::NONE; handles],
+            victims: Victims::new(cfg.victim, cfg.d_choices, lines, pages_per_line),
+            collecting: None,
+            rng: SmallRng::seed_from_u64(cfg.seed),
+            clock: 0,
+            counters: FtlCounters {
+                free_lines_min: lines,
+                ..FtlCounters::default()
+            },
+        })
+    }
+
+    pub fn logical_pages(&self) -> u64 {
+        self.logical_pages
+    }
+
+    pub fn physical_pages(&self) -> u64 {
+        u64::from(self.lines) * u64::from(self.pages_per_line)
+    }
+
+    /// Physical pages per logical page (α in the write-amplification analyses): `1 +` the
+    /// over-provisioning, rounded up to whole lines.
+    pub fn alpha(&self) -> f64 {
+        self.physical_pages() as f64 / self.logical_pages as f64
+    }
+
+    pub fn dies(&self) -> u32 {
+        self.dies
+    }
+
+    pub fn lines(&self) -> u32 {
+        self.lines
+    }
+
+    pub fn pages_per_line(&self) -> u32 {
+        self.pages_per_line
+    }
+
+    pub fn free_lines(&self) -> u32 {
+        self.free.len() as u32
+    }
+
+    pub fn placement_handles(&self) -> u32 {
+        self.host_open.len() as u32
+    }
+
+    pub fn counters(&self) -> FtlCounters {
+        self.counters
+    }
+
+    /// Starts the counts afresh (erases per block are kept: they are the device's life).
+    pub fn reset_counters(&mut self) {
+        self.counters = FtlCounters {
+            free_lines_min: self.free_lines(),
+            ..FtlCounters::default()
+        };
+    }
+
+    /// Erases per block over the device's life.
+    pub fn erase_spread(&self) -> EraseSpread {
+        let sum: u64 = self.erases.iter().map(|&e| u64::from(e)).sum();
+        EraseSpread {
+            min: self.erases.iter().copied().min().unwrap_or(0),
+            mean: sum as f64 / f64::from(self.lines),
+            max: self.erases.iter().copied().max().unwrap_or(0),
+        }
+    }
+
+    /// The die that holds logical page `lpn`, or `None` if it was never written or was
+    /// trimmed (a read of it touches no flash).
+    #[inline]
+    pub fn read(&self, lpn: u64) -> Option<u32> {
+        let ppn = self.l2p[lpn as usize];
+        (ppn != UNMAPPED).then(|| self.die_of(ppn))
+    }
+
+    /// Writes logical page `lpn` through placement handle `handle` (0 without placement) and
+    /// returns the die it is programmed on; the collection it caused is added to `work`.
+    #[inline]
+    pub fn write(&mut self, lpn: u64, handle: u32, work: &mut GcWork) -> u32 {
+        debug_assert!(
+            lpn < self.logical_pages,
+            "write past the logical space: expected page < {}, found {lpn}",
+            self.logical_pages
+        );
+        let handle = (handle as usize).min(self.host_open.len() - 1);
+        self.clock += 1;
+        self.counters.host_pages_written += 1;
+        self.invalidate(lpn);
+        if self.collecting.is_some() || self.free_lines() <= self.gc_background_free_lines {
+            self.collect_step(&mut work.background);
+        }
+        let ppn = self.next_slot(Stream::Host, handle, &mut work.forced);
+        self.map(lpn, ppn);
+        self.die_of(ppn)
+    }
+
+    /// Deallocates logical page `lpn` (TRIM, NVMe Deallocate, NBD's trim and write-zeroes):
+    /// its slot becomes invalid, so the collector no longer copies it.
+    pub fn trim(&mut self, lpn: u64) {
+        if self.l2p[lpn as usize] != UNMAPPED {
+            self.invalidate(lpn);
+            self.l2p[lpn as usize] = UNMAPPED;
+            self.counters.pages_trimmed += 1;
+        }
+    }
+
+    #[inline]
+    fn die_of(&self, ppn: u32) -> u32 {
+        (ppn % self.pages_per_line) % self.dies
+    }
+
+    #[inline]
+    fn invalidate(&mut self, lpn: u64) {
+        let old = self.l2p[lpn as usize];
+        if old == UNMAPPED {
+            return;
+        }
+        self.p2l[old as usize] = UNMAPPED;
+        let line = old / self.pages_per_line;
+        let was = self.valid[line as usize];
+        self.valid[line as usize] = was - 1;
+        if self.state[line as usize] == LineState::Full {
+            self.victims.invalidated(line, was);
+        }
+    }
+
+    #[inline]
+    fn map(&mut self, lpn: u64, ppn: u32) {
+        self.l2p[lpn as usize] = ppn;
+        self.p2l[ppn as usize] = lpn as u32;
+        self.valid[(ppn / self.pages_per_line) as usize] += 1;
+    }
+
+    /// The next slot of `stream`'s open line for `handle`, opening a line when it is full
+    /// (after forced collection, for the host, if too few lines are free).
+    #[inline]
+    fn next_slot(&mut self, stream: Stream, handle: usize, forced: &mut DieWork) -> u32 {
+        let open = match stream {
+            Stream::Host => self.host_open[handle],
+            Stream::Collector => self.collector_open[handle],
+        };
+        let open = if open.line == NO_LINE || open.next == self.pages_per_line {
+            if stream == Stream::Host {
+                // Ends: the spare lines (checked in `new`) leave more slots in full lines
+                // than valid pages, so some full line holds an invalid slot; a victim never
+                // costs more than the one line it frees, greedy and cost-benefit pick a line
+                // with an invalid slot at once, FIFO within one pass over the full lines, and
+                // the random draws with probability 1.
+                while self.free_lines() <= self.gc_forced_free_lines {
+                    self.collect(forced, true);
+                }
+            }
+            let line = self.free.pop_front().unwrap_or_else(|| {
+                panic!(
+                    "no free line for the {stream:?} stream: the forced threshold ({}) keeps \
+                     one for the collector",
+                    self.gc_forced_free_lines
+                )
+            });
+            self.state[line as usize] = LineState::Open;
+            self.handle_of[line as usize] = handle as u16;
+            self.counters.free_lines_min = self.counters.free_lines_min.min(self.free_lines());
+            OpenLine { line, next: 0 }
+        } else {
+            open
+        };
+        let ppn = open.line * self.pages_per_line + open.next;
+        let next = OpenLine {
+            line: open.line,
+            next: open.next + 1,
+        };
+        if next.next == self.pages_per_line {
+            let line = open.line as usize;
+            self.state[line] = LineState::Full;
+            self.filled_at[line] = self.clock;
+            // The page about to be mapped into it counts as valid already.
+            self.victims.insert(open.line, self.valid[line] + 1);
+        }
+        match stream {
+            Stream::Host => self.host_open[handle] = next,
+            Stream::Collector => self.collector_open[handle] = next,
+        }
+        ppn
+    }
+
+    /// Reclaims a whole victim (the one in progress, else a new one): copies its valid
+    /// pages out, erases it, frees it. `work` gets the flash operations.
+    fn collect(&mut self, work: &mut DieWork, forced: bool) {
+        if self.collecting.is_some() || self.start_victim() {
+            self.copy_out(work, u32::MAX, forced);
+        }
+    }
+
+    /// Background collection's share of one host write: a victim's valid pages are copied
+    /// a few per host write, `v / (pages per line - v)` of them (rounded up) for a victim of
+    /// `v` valid pages, so the line it frees is ready about when the host has filled the
+    /// space it gave back: collection keeps pace with the host instead of stopping it for a
+    /// whole line.
+    fn collect_step(&mut self, work: &mut DieWork) {
+        if self.collecting.is_some() || self.start_victim() {
+            let quota = self.collecting.map_or(1, |c| c.quota);
+            self.copy_out(work, quota, false);
+        }
+    }
+
+    /// Picks the next victim; false if no line is full.
+    fn start_victim(&mut self) -> bool {
+        let view = LineView {
+            valid: &self.valid,
+            filled_at: &self.filled_at,
+            clock: self.clock,
+            pages_per_line: self.pages_per_line,
+        };
+        let Some(line) = self.victims.pick(&view, &mut self.rng) else {
+            return false;
+        };
+        let valid = self.valid[line as usize];
+        let invalid = (self.pages_per_line - valid).max(1);
+        self.state[line as usize] = LineState::Collecting;
+        self.collecting = Some(Collecting {
+            line,
+            slot: 0,
+            quota: valid.div_ceil(invalid).max(1),
+        });
+        true
+    }
+
+    /// Copies up to `pages` valid pages of the victim in progress to the collector's open
+    /// line of its handle; once it holds none, erases and frees it.
+    fn copy_out(&mut self, work: &mut DieWork, pages: u32, forced: bool) {
+        let Some(mut c) = self.collecting else {
+            return;
+        };
+        let victim = c.line as usize;
+        let handle = self.handle_of[victim] as usize;
+        let first = c.line * self.pages_per_line;
+        let mut copied = 0;
+        while copied < pages && self.valid[victim] > 0 {
+            let ppn = first + c.slot;
+            let lpn = self.p2l[ppn as usize];
+            c.slot += 1;
+            if lpn == UNMAPPED {
+                continue;
+            }
+            copied += 1;
+            work.reads[self.die_of(ppn) as usize] += 1;
+            self.p2l[ppn as usize] = UNMAPPED;
+            self.valid[victim] -= 1;
+            let to = self.next_slot(Stream::Collector, handle, work);
+            self.map(u64::from(lpn), to);
+            work.programs[self.die_of(to) as usize] += 1;
+            self.counters.gc_pages_copied += 1;
+        }
+        work.any |= copied > 0;
+        if self.valid[victim] > 0 {
+            self.collecting = Some(c);
+            return;
+        }
+        self.collecting = None;
+        for e in work.erases.iter_mut() {
+            *e += 1;
+        }
+        work.any = true;
+        self.erases[victim] += 1;
+        self.state[victim] = LineState::Free;
+        self.free.push_back(c.line);
+        self.counters.gc_victims += 1;
+        self.counters.gc_victims_forced += u64::from(forced);
+        self.counters.block_erases += u64::from(self.dies);
+    }
+
+    /// Checks every structure against the others (tests): each mapped logical page's slot
+    /// maps back to it, each line's valid count is its mapped slots, free lines hold nothing.
+    pub fn check_consistency(&self) -> Result<(), String> {
+        let mut valid = vec![0u32; self.lines as usize];
+        for (lpn, &ppn) in self.l2p.iter().enumerate() {
+            if ppn == UNMAPPED {
+                continue;
+            }
+            if self.p2l[ppn as usize] != lpn as u32 {
+                return Err(format!(
+                    "logical page {lpn} maps to slot {ppn}, which maps back to {}",
+                    self.p2l[ppn as usize]
+                ));
+            }
+            valid[(ppn / self.pages_per_line) as usize] += 1;
+        }
+        let mapped_slots = self.p2l.iter().filter(|&&l| l != UNMAPPED).count();
+        let mapped_pages = self.l2p.iter().filter(|&&p| p != UNMAPPED).count();
+        if mapped_slots != mapped_pages {
+            return Err(format!(
+                "{mapped_slots} slots hold a page but {mapped_pages} pages are mapped"
+            ));
+        }
+        for line in 0..self.lines as usize {
+            if valid[line] != self.valid[line] {
+                return Err(format!(
+                    "line {line} counts {} valid pages, holds {}",
+                    self.valid[line], valid[line]
+                ));
+            }
+            if self.state[line] == LineState::Free && valid[line] != 0 {
+                return Err(format!("free line {line} holds {} pages", valid[line]));
+            }
+        }
+        Ok(())
+    }
+}
+
+impl std::fmt::Debug for Ftl {
+    /// A summary: the maps are millions of entries.
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Ftl")
+            .field("dies", &self.dies)
+            .field("pages_per_line", &self.pages_per_line)
+            .field("lines", &self.lines)
+            .field("logical_pages", &self.logical_pages)
+            .field("free_lines", &self.free.len())
+            .field("counters", &self.counters)
+            .finish_non_exhaustive()
+    }
+}

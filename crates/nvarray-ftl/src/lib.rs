@@ -1,0 +1,26 @@
+//! A page-mapping flash translation layer, as the timing model's flash devices run it: the
+//! logical-to-physical map, lines (superblocks) written by a host and a collector write
+//! pointer per placement handle, garbage collection from a free-line threshold with five
+//! victim policies, TRIM, write-amplification counters, preconditioning, and the closed forms
+//! its write amplification is checked against (`analysis`).
+//!
+//! It keeps state only; it knows no time. The timing model (`nvarray-model`'s memory) asks
+//! it where each page goes and books the flash operations it reports (`GcWork`) on the dies.
+
+pub mod analysis;
+mod config;
+mod counters;
+mod error;
+mod ftl;
+mod precondition;
+mod steady_state;
+mod victims;
+mod work;
+
+pub use config::{FtlConfig, VictimPolicy};
+pub use counters::{EraseSpread, FtlCounters};
+pub use error::FtlError;
+pub use ftl::{Ftl, Geometry};
+pub use precondition::{precondition, Precondition, Preconditioned};
+pub use steady_state::{steady_write_amplification, Workload};
+pub use work::{DieWork, GcWork};

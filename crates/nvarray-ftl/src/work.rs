@@ -1,0 +1,57 @@
+//! What the collector did on the flash, per die, for the timing model to book.
+
+/// Reads, programs and erases per die that one host write's collection caused. The timing
+/// model books each die's share back to back: a page copy's read on the victim's die and its
+/// program on the collector's line are counted on their own dies, without the order between
+/// the two (a copy's program waits for its read only through the die they share, if any).
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct DieWork {
+    pub reads: Vec<u32>,
+    pub programs: Vec<u32>,
+    pub erases: Vec<u32>,
+    /// Whether any count is non-zero (so a model can skip the booking).
+    pub any: bool,
+}
+
+impl DieWork {
+    pub fn new(dies: u32) -> Self {
+        DieWork {
+            reads: vec![0; dies as usize],
+            programs: vec![0; dies as usize],
+            erases: vec![0; dies as usize],
+            any: false,
+        }
+    }
+
+    /// Zeroes every count (keeps the allocation).
+    pub fn clear(&mut self) {
+        if self.any {
+            self.reads.fill(0);
+            self.programs.fill(0);
+            self.erases.fill(0);
+            self.any = false;
+        }
+    }
+}
+
+/// The collection one host write caused: `forced` had to finish before the write could be
+/// programmed; `background` runs on the dies beside it.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct GcWork {
+    pub forced: DieWork,
+    pub background: DieWork,
+}
+
+impl GcWork {
+    pub fn new(dies: u32) -> Self {
+        GcWork {
+            forced: DieWork::new(dies),
+            background: DieWork::new(dies),
+        }
+    }
+
+    pub fn clear(&mut self) {
+        self.forced.clear();
+        self.background.clear();
+    }
+}
