@@ -20,7 +20,8 @@ use nvarray_ftl::{
 use rand::rngs::SmallRng;
 use rand::{Rng, SeedableRng};
 
-/// tlc's geometry: 64 dies, 16 MiB erase blocks of 4 KiB mapping pages.
+/// tlc's 64 dies with 1 MiB erase blocks of 4 KiB mapping pages (docs/flash.md's example:
+/// the preset's 16 MiB blocks make lines too coarse for 64 GiB).
 fn tlc_like(victim: VictimPolicy, logical_bytes: u64) -> Ftl {
     let cfg = FtlConfig {
         enabled: true,
@@ -29,7 +30,7 @@ fn tlc_like(victim: VictimPolicy, logical_bytes: u64) -> Ftl {
     };
     let geometry = Geometry {
         dies: 64,
-        pages_per_block: 4096,
+        pages_per_block: 256,
         logical_pages: logical_bytes / 4096,
     };
     Ftl::new(&cfg, geometry).expect("a valid FTL")
@@ -120,8 +121,8 @@ fn main() {
                 ..FtlConfig::default()
             };
             let g = Geometry {
-                dies: 4,
-                pages_per_block: 64,
+                dies: 2,
+                pages_per_block: 32,
                 logical_pages: bytes / 4096,
             };
             Ftl::new(&cfg, g).expect("a valid FTL")

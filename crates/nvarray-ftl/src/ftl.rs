@@ -490,15 +490,14 @@ impl Ftl {
                 "{mapped_slots} slots hold a page but {mapped_pages} pages are mapped"
             ));
         }
-        for line in 0..self.lines as usize {
-            if valid[line] != self.valid[line] {
+        for (line, (&holds, &counted)) in valid.iter().zip(&self.valid).enumerate() {
+            if holds != counted {
                 return Err(format!(
-                    "line {line} counts {} valid pages, holds {}",
-                    self.valid[line], valid[line]
+                    "line {line} counts {counted} valid pages, holds {holds}"
                 ));
             }
-            if self.state[line] == LineState::Free && valid[line] != 0 {
-                return Err(format!("free line {line} holds {} pages", valid[line]));
+            if self.state[line] == LineState::Free && holds != 0 {
+                return Err(format!("free line {line} holds {holds} pages"));
             }
         }
         Ok(())

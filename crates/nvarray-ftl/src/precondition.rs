@@ -103,7 +103,7 @@ pub fn precondition(
     for lpn in 0..logical {
         ftl.write(lpn, 0, &mut work);
         work.clear();
-        if lpn % step == 0 {
+        if lpn.is_multiple_of(step) {
             progress(lpn as f64 / total as f64);
         }
     }
@@ -112,7 +112,7 @@ pub fn precondition(
     for i in 0..random {
         ftl.write(rng.gen_range(0..logical), 0, &mut work);
         work.clear();
-        if (logical + i) % step == 0 {
+        if (logical + i).is_multiple_of(step) {
             progress((logical + i) as f64 / total as f64);
         }
     }

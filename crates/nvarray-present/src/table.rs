@@ -446,7 +446,7 @@ fn ftl_lines(f: &nvarray_model::FtlStats) -> String {
     };
     format!(
         "ftl ({}, {} B pages, over-provisioning {:.1} % of logical = spare factor {:.1} % of \
-         physical, preconditioned {}): write amplification {:.3}{range} | host pages {} | \
+         physical, preconditioned {}): write amplification {}{range} | host pages {} | \
          flash pages {}\n\
          ftl collection: {} lines ({} forced), {} pages copied | erases per block min {} mean \
          {:.2} max {} | free lines {} of {} (fewest {}) | pages trimmed {}\n",
@@ -455,7 +455,8 @@ fn ftl_lines(f: &nvarray_model::FtlStats) -> String {
         f.over_provisioning * 100.0,
         f.spare_factor * 100.0,
         f.precondition,
-        f.write_amplification,
+        f.write_amplification
+            .map_or("none (no writes)".to_string(), |w| format!("{w:.3}")),
         c.host_pages_written,
         f.flash_pages_programmed,
         c.gc_victims,

@@ -66,7 +66,8 @@ pub struct FtlStats {
     #[serde(flatten)]
     pub counters: FtlCounters,
     pub flash_pages_programmed: u64,
-    pub write_amplification: f64,
+    /// Flash pages programmed per host page written; absent when the host wrote nothing.
+    pub write_amplification: Option<f64>,
     pub erases_per_block: nvarray_ftl::EraseSpread,
     /// The counts every so many host pages, for write amplification and free lines over time.
     pub samples: Vec<FtlSample>,
@@ -116,7 +117,7 @@ impl FlashTranslation {
             precondition_write_amplification: self.preconditioned.write_amplification,
             counters: c,
             flash_pages_programmed: c.flash_pages_programmed(),
-            write_amplification: c.write_amplification(),
+            write_amplification: (c.host_pages_written > 0).then(|| c.write_amplification()),
             erases_per_block: self.ftl.erase_spread(),
             samples: self.samples.clone(),
         }
