@@ -1,8 +1,9 @@
 //! The FTL's settings, as a device description's `[ftl]` section states them.
 
-use serde::{Deserialize, Serialize};
+use std::fmt;
+use std::str::FromStr;
 
-use crate::precondition::Precondition;
+use serde::{Deserialize, Serialize};
 
 /// How the garbage collector picks the line (superblock) it reclaims.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
@@ -124,5 +125,65 @@ impl Default for FtlConfig {
             seed: 1,
             precondition: Precondition::None,
         }
+    }
+}
+
+/// What to write before the measured run.
+#[derive(Clone, Copy, Debug, Default, PartialEq)]
+pub enum Precondition {
+    /// Nothing: every page unmapped, every line free (a new drive).
+    #[default]
+    None,
+    /// Every logical page written once, in order.
+    Fill,
+    /// The fill, then `drive_writes` times the logical space in uniform random 1-page writes.
+    Random { drive_writes: f64 },
+}
+
+impl FromStr for Precondition {
+    type Err = String;
+
+    fn from_str(s: &str) -> Result<Self, Self::Err> {
+        match s {
+            "none" => Ok(Precondition::None),
+            "fill" => Ok(Precondition::Fill),
+            _ => {
+                let n = s.strip_prefix("random:").ok_or_else(|| {
+                    format!("expected `none`, `fill` or `random:N` (N drive-writes), found `{s}`")
+                })?;
+                let drive_writes: f64 = n.parse().map_err(|_| {
+                    format!("expected a number of drive-writes after `random:`, found `{n}`")
+                })?;
+                if !(0.0..=1000.0).contains(&drive_writes) {
+                    return Err(format!(
+                        "expected from 0 to 1000 drive-writes in `random:N`, found {n}"
+                    ));
+                }
+                Ok(Precondition::Random { drive_writes })
+            }
+        }
+    }
+}
+
+impl fmt::Display for Precondition {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Precondition::None => write!(f, "none"),
+            Precondition::Fill => write!(f, "fill"),
+            Precondition::Random { drive_writes } => write!(f, "random:{drive_writes}"),
+        }
+    }
+}
+
+impl serde::Serialize for Precondition {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        s.collect_str(self)
+    }
+}
+
+impl<'de> serde::Deserialize<'de> for Precondition {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        let text = String::deserialize(d)?;
+        text.parse().map_err(serde::de::Error::custom)
     }
 }

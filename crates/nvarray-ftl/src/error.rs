@@ -24,7 +24,7 @@ pub enum FtlError {
         "over-provisioning {over_provisioning} leaves {spare} spare lines of {pages_per_line} \
          pages, and the collector needs at least {needed} (two open lines per placement handle \
          and the forced threshold plus one); raise ftl.over_provisioning or make the erase \
-         blocks smaller"
+         blocks smaller (memory.erase_block_bytes)"
     )]
     TooFewSpareLines {
         over_provisioning: f64,

@@ -17,10 +17,10 @@ mod steady_state;
 mod victims;
 mod work;
 
-pub use config::{FtlConfig, VictimPolicy};
+pub use config::{FtlConfig, Precondition, VictimPolicy};
 pub use counters::{EraseSpread, FtlCounters};
 pub use error::FtlError;
 pub use ftl::{Ftl, Geometry};
-pub use precondition::{precondition, Precondition, Preconditioned};
+pub use precondition::{precondition, Preconditioned};
 pub use steady_state::{steady_write_amplification, Workload};
 pub use work::{DieWork, GcWork};

@@ -5,8 +5,9 @@
 use rand::rngs::SmallRng;
 use rand::{Rng, SeedableRng};
 
+use crate::config::Precondition;
 use crate::ftl::Ftl;
-use crate::precondition::{precondition, Precondition};
+use crate::precondition::precondition;
 use crate::work::GcWork;
 
 /// Where the measured writes go.

@@ -14,16 +14,13 @@ use crate::link::{bytes_to_ns, fs_per_byte};
 use crate::timeline::Timeline;
 use crate::wear::StartGap;
 
+mod booking;
 mod flash_translation;
 
-use flash_translation::FlashTranslation;
+pub use booking::Access;
+use booking::Booking;
+use flash_translation::{FlashCosts, FlashTranslation};
 pub use flash_translation::{FtlSample, FtlStats};
-
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Access {
-    Read,
-    Write,
-}
 
 /// Wear statistics across all controllers.
 #[derive(Clone, Copy, Debug, Default, PartialEq)]
@@ -34,14 +31,6 @@ pub struct WearStats {
     pub line_writes_mean: f64,
     /// Line copies made by gap moves (the levelling's own write overhead).
     pub gap_moves: u64,
-}
-
-#[derive(Clone, Copy, Debug, Default)]
-struct Booking {
-    now_ns: u64,
-    ready_ns: u64,
-    first_start_ns: u64,
-    last_end_ns: u64,
 }
 
 #[derive(Clone, Debug)]
@@ -186,11 +175,20 @@ impl Memory {
             fs_per_byte(cfg.bank_bandwidth_bytes_per_s as f64),
         );
         let ftl = ftl.enabled.then(|| {
+            let page = u64::from(ftl.page_bytes);
+            let fs = fs_per_byte(cfg.bank_bandwidth_bytes_per_s as f64);
+            let costs = FlashCosts {
+                read_latency_ns: cfg.read_latency_ns,
+                erase_ns: cfg.erase_latency_ns,
+                bank_fs_per_byte: fs,
+                read_page_ns: cfg.read_latency_ns + bytes_to_ns(page, fs),
+                program_page_ns: cfg.write_latency_ns + bytes_to_ns(page, fs),
+            };
             Box::new(FlashTranslation::new(
                 ftl,
                 cfg.ftl_geometry(ftl.page_bytes),
-                cfg.controllers,
-                cfg.banks_per_controller,
+                (cfg.controllers, cfg.banks_per_controller),
+                costs,
             ))
         });
         let shared_banks = ftl.is_none();
@@ -274,7 +272,7 @@ impl Memory {
              now={now_ns}"
         );
         if self.ftl.is_some() {
-            return self.access_ftl(now_ns, ready_ns, access, offset_bytes, len_bytes);
+            return self.access_through_ftl(now_ns, ready_ns, access, offset_bytes, len_bytes);
         }
         if self.controllers_lockstep {
             if let Some(span) =
@@ -348,6 +346,29 @@ impl Memory {
             b.first_start_ns,
             b.last_end_ns
         );
+        (b.first_start_ns.min(b.last_end_ns), b.last_end_ns)
+    }
+
+    /// `access` on flash behind an FTL (`flash_translation.rs`).
+    fn access_through_ftl(
+        &mut self,
+        now_ns: u64,
+        ready_ns: u64,
+        access: Access,
+        offset_bytes: u64,
+        len_bytes: u64,
+    ) -> (u64, u64) {
+        let t = self.ftl.as_deref_mut().expect("flash behind an FTL");
+        self.booking = Booking {
+            now_ns,
+            ready_ns,
+            first_start_ns: u64::MAX,
+            last_end_ns: ready_ns,
+        };
+        let bookings = (&mut self.banks[..], &mut self.booking);
+        t.access(bookings, &mut self.erases, access, offset_bytes, len_bytes);
+        let b = self.booking;
+        // A read of nothing but unmapped pages touched no flash: its media time is nil.
         (b.first_start_ns.min(b.last_end_ns), b.last_end_ns)
     }
 
@@ -854,6 +875,11 @@ impl Memory {
 
     pub fn erases(&self) -> u64 {
         self.erases
+    }
+
+    /// What the FTL did, if the memory has one.
+    pub fn ftl_stats(&self) -> Option<FtlStats> {
+        self.ftl.as_ref().map(|t| t.stats())
     }
 }
 

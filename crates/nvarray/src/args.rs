@@ -50,6 +50,8 @@ impl DeviceArgs {
             .map(|s| parse_assignment(s).map_err(input_error))
             .collect::<Result<Vec<_>>>()?;
         if let Some(how) = &self.precondition {
+            how.parse::<nvarray_ftl::Precondition>()
+                .map_err(|e| input_error(format!("--precondition {how}: {e}")))?;
             overrides.push(("ftl.enabled".to_string(), "true".to_string()));
             overrides.push(("ftl.precondition".to_string(), how.clone()));
         }

@@ -53,10 +53,13 @@ fn a_preconditioned_drive_amplifies_random_writes_and_its_counts_agree() {
     ]);
     let f = &r["ftl"];
     let n = |k: &str| f[k].as_u64().unwrap_or_else(|| panic!("ftl.{k} in {f}"));
-    // Every 8 KiB write is two 4 KiB pages.
-    assert_eq!(
-        n("host_pages_written"),
-        2 * r["write_requests"].as_u64().unwrap()
+    // Every 8 KiB write is two 4 KiB pages; the FTL also counts the writes still in flight
+    // when the run ended (up to the queue depth's), which the model had taken in.
+    let completed_pages = 2 * r["write_requests"].as_u64().unwrap();
+    assert!(
+        (completed_pages..=completed_pages + 2 * 32).contains(&n("host_pages_written")),
+        "{} host pages for {completed_pages} completed: {f}",
+        n("host_pages_written")
     );
     assert_eq!(
         n("flash_pages_programmed"),
@@ -111,7 +114,7 @@ fn a_new_drive_writes_without_collection_and_a_read_only_run_has_no_amplificatio
 #[test]
 fn bad_ftl_settings_exit_2_naming_what_to_change() {
     let cases: &[(&[&str], &str)] = &[
-        (&["--precondition", "random:x"], "random:N"),
+        (&["--precondition", "random:x"], "--precondition"),
         (&["--set", "ftl.victim=lru"], "victim"),
         (
             &["--set", "ftl.enabled=true", "--set", "ftl.page_bytes=3000"],

@@ -10,10 +10,10 @@
 //! Each die's share of a collection (its copies' reads and programs, its erase) is booked
 //! back to back.
 
-use nvarray_ftl::{precondition, DieWork, Ftl, FtlConfig, FtlCounters, GcWork, Geometry};
+use nvarray_ftl::{precondition, Ftl, FtlConfig, FtlCounters, GcWork, Geometry};
 use serde::Serialize;
 
-use super::{Access, Booking, Memory};
+use super::booking::{Access, Booking};
 use crate::link::bytes_to_ns;
 use crate::timeline::Timeline;
 
@@ -34,6 +34,18 @@ pub(crate) struct FlashTranslation {
     samples: Vec<FtlSample>,
     sample_every_pages: u64,
     preconditioned: nvarray_ftl::Preconditioned,
+    costs: FlashCosts,
+}
+
+/// What the flash's operations cost a die.
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct FlashCosts {
+    pub read_latency_ns: u64,
+    pub erase_ns: u64,
+    pub bank_fs_per_byte: u64,
+    /// One whole FTL page read and programmed: latency plus transfer.
+    pub read_page_ns: u64,
+    pub program_page_ns: u64,
 }
 
 /// The FTL's counts at one moment of the run (device time).
@@ -78,8 +90,8 @@ impl FlashTranslation {
     pub(crate) fn new(
         config: &FtlConfig,
         geometry: Geometry,
-        controllers: u32,
-        banks: u32,
+        (controllers, banks): (u32, u32),
+        costs: FlashCosts,
     ) -> Self {
         let mut ftl = Ftl::new(config, geometry)
             .unwrap_or_else(|e| panic!("an FTL from a validated config: {e}"));
@@ -95,6 +107,7 @@ impl FlashTranslation {
             samples: Vec::new(),
             sample_every_pages: (geometry.logical_pages / 256).max(64),
             preconditioned,
+            costs,
             ftl,
         }
     }
@@ -144,151 +157,83 @@ impl FlashTranslation {
     }
 }
 
-/// The cost of one page access of `bytes` on a die.
-#[inline]
-fn page_ns(memory: &Memory, access: Access, bytes: u64) -> u64 {
-    let latency = match access {
-        Access::Read => memory.read_latency_ns,
-        Access::Write => memory.write_latency_ns,
-    };
-    latency + bytes_to_ns(bytes, memory.bank_fs_per_byte)
-}
-
-/// Books `ns` on bank `bank` from `ready_ns`; a `span` booking counts in the access's media
-/// time. Returns its end.
-#[inline]
-fn book(
-    banks: &mut [Timeline],
-    b: &mut Booking,
-    bank: u32,
-    ready_ns: u64,
-    ns: u64,
-    span: bool,
-) -> u64 {
-    let start = banks[bank as usize].reserve(b.now_ns, ready_ns, ns);
-    if span {
-        b.first_start_ns = b.first_start_ns.min(start);
-        b.last_end_ns = b.last_end_ns.max(start + ns);
-    }
-    start + ns
-}
-
-impl Memory {
-    /// `Memory::access` for flash behind an FTL.
-    pub(super) fn access_ftl(
+impl FlashTranslation {
+    /// Books `access` of `[offset, offset + len)` on `banks`, the span in `booking` (set up
+    /// by the caller with the access's now and ready time); block erases are added to
+    /// `erases`.
+    pub(crate) fn access(
         &mut self,
-        now_ns: u64,
-        ready_ns: u64,
+        (banks, booking): (&mut [Timeline], &mut Booking),
+        erases: &mut u64,
         access: Access,
         offset_bytes: u64,
         len_bytes: u64,
-    ) -> (u64, u64) {
-        let mut t = self.ftl.take().expect("flash behind an FTL");
-        let page = 1u64 << t.page_shift;
-        let (read_page_ns, write_page_ns) = (
-            page_ns(self, Access::Read, page),
-            page_ns(self, Access::Write, page),
-        );
-        self.booking = Booking {
-            now_ns,
-            ready_ns,
-            first_start_ns: u64::MAX,
-            last_end_ns: ready_ns,
-        };
+    ) {
+        let (ready_ns, now_ns) = (booking.ready_ns, booking.now_ns);
+        let page = 1u64 << self.page_shift;
+        let c = self.costs;
         let end = offset_bytes + len_bytes;
-        for lpn in offset_bytes >> t.page_shift..=(end - 1) >> t.page_shift {
-            let lo = offset_bytes.max(lpn << t.page_shift);
-            let bytes = end.min((lpn + 1) << t.page_shift) - lo;
-            let mapped = t.ftl.read(lpn);
+        for lpn in offset_bytes >> self.page_shift..=(end - 1) >> self.page_shift {
+            let lo = offset_bytes.max(lpn << self.page_shift);
+            let bytes = end.min((lpn + 1) << self.page_shift) - lo;
+            let mapped = self
+                .ftl
+                .read(lpn)
+                .map(|die| self.die_bank[die as usize] as usize);
             if access == Access::Read {
-                if let Some(die) = mapped {
-                    let ns = page_ns(self, Access::Read, bytes);
-                    book(
-                        &mut self.banks,
-                        &mut self.booking,
-                        t.die_bank[die as usize],
-                        ready_ns,
-                        ns,
-                        true,
-                    );
+                if let Some(bank) = mapped {
+                    let ns = c.read_latency_ns + bytes_to_ns(bytes, c.bank_fs_per_byte);
+                    booking.book(&mut banks[bank], ready_ns, ns, true);
                 }
                 continue;
             }
             let mut program_ready = ready_ns;
-            if let (Some(die), true) = (mapped, bytes < page) {
-                let bank = t.die_bank[die as usize];
-                program_ready = book(
-                    &mut self.banks,
-                    &mut self.booking,
-                    bank,
-                    ready_ns,
-                    read_page_ns,
-                    true,
-                );
+            if let (Some(bank), true) = (mapped, bytes < page) {
+                // Read-modify-write: the rest of the page comes from its old copy.
+                program_ready = booking.book(&mut banks[bank], ready_ns, c.read_page_ns, true);
             }
-            let die = t.ftl.write(lpn, 0, &mut t.work);
-            if t.work.forced.any {
-                let done = self.book_collection(&t, &t.work.forced, ready_ns, true);
+            let die = self.ftl.write(lpn, 0, &mut self.work);
+            if self.work.forced.any {
+                let done = self.book_collection(banks, booking, erases, true);
                 program_ready = program_ready.max(done);
             }
-            let bank = t.die_bank[die as usize];
-            book(
-                &mut self.banks,
-                &mut self.booking,
-                bank,
-                program_ready,
-                write_page_ns,
-                true,
-            );
-            if t.work.background.any {
-                self.book_collection(&t, &t.work.background, ready_ns, false);
+            let bank = self.die_bank[die as usize] as usize;
+            booking.book(&mut banks[bank], program_ready, c.program_page_ns, true);
+            if self.work.background.any {
+                self.book_collection(banks, booking, erases, false);
             }
-            t.work.clear();
-            t.sample(now_ns);
+            self.work.clear();
+            self.sample(now_ns);
         }
-        self.ftl = Some(t);
-        let b = self.booking;
-        // A read of nothing but unmapped pages touched no flash: its media time is nil.
-        (b.first_start_ns.min(b.last_end_ns), b.last_end_ns)
     }
 
-    /// Books each die's share of a collection back to back from `ready_ns`; returns when the
-    /// last die is done.
+    /// Books each die's share of the forced (or background) collection back to back from
+    /// the access's ready time; returns when the last die is done.
     fn book_collection(
-        &mut self,
-        t: &FlashTranslation,
-        work: &DieWork,
-        ready_ns: u64,
-        span: bool,
+        &self,
+        banks: &mut [Timeline],
+        booking: &mut Booking,
+        erases: &mut u64,
+        forced: bool,
     ) -> u64 {
-        let page = 1u64 << t.page_shift;
-        let (read_ns, program_ns) = (
-            page_ns(self, Access::Read, page),
-            page_ns(self, Access::Write, page),
-        );
+        let work = if forced {
+            &self.work.forced
+        } else {
+            &self.work.background
+        };
+        let c = self.costs;
+        let ready_ns = booking.ready_ns;
         let mut done = ready_ns;
-        for (die, bank) in t.die_bank.iter().enumerate() {
-            let (reads, programs, erases) = (work.reads[die], work.programs[die], work.erases[die]);
-            let ns = u64::from(reads) * read_ns
-                + u64::from(programs) * program_ns
-                + u64::from(erases) * self.erase_latency_ns;
-            self.erases += u64::from(erases);
+        for (die, &bank) in self.die_bank.iter().enumerate() {
+            let (reads, programs, erased) = (work.reads[die], work.programs[die], work.erases[die]);
+            let ns = u64::from(reads) * c.read_page_ns
+                + u64::from(programs) * c.program_page_ns
+                + u64::from(erased) * c.erase_ns;
+            *erases += u64::from(erased);
             if ns > 0 {
-                done = done.max(book(
-                    &mut self.banks,
-                    &mut self.booking,
-                    *bank,
-                    ready_ns,
-                    ns,
-                    span,
-                ));
+                done = done.max(booking.book(&mut banks[bank as usize], ready_ns, ns, forced));
             }
         }
         done
-    }
-
-    /// What the FTL did, if the memory has one.
-    pub fn ftl_stats(&self) -> Option<FtlStats> {
-        self.ftl.as_ref().map(|t| t.stats())
     }
 }

@@ -1,0 +1,33 @@
+//! What an access is, and the span of bank time one access has booked so far.
+
+use crate::timeline::Timeline;
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Access {
+    Read,
+    Write,
+}
+
+/// The access being booked: its ready time, the engine's now, and the span of bank time
+/// booked so far (first start, last end).
+#[derive(Clone, Copy, Debug, Default)]
+pub(crate) struct Booking {
+    pub now_ns: u64,
+    pub ready_ns: u64,
+    pub first_start_ns: u64,
+    pub last_end_ns: u64,
+}
+
+impl Booking {
+    /// Books `ns` on `bank` from `ready_ns`; a `span` booking counts in the access's media
+    /// time. Returns its end.
+    #[inline]
+    pub fn book(&mut self, bank: &mut Timeline, ready_ns: u64, ns: u64, span: bool) -> u64 {
+        let start = bank.reserve(self.now_ns, ready_ns, ns);
+        if span {
+            self.first_start_ns = self.first_start_ns.min(start);
+            self.last_end_ns = self.last_end_ns.max(start + ns);
+        }
+        start + ns
+    }
+}
