@@ -441,24 +441,20 @@ impl Ftl {
                 continue;
             }
             copied += 1;
-            work.reads[self.die_of(ppn) as usize] += 1;
+            work.add_read(self.die_of(ppn));
             self.p2l[ppn as usize] = UNMAPPED;
             self.valid[victim] -= 1;
             let to = self.next_slot(Stream::Collector, handle, work);
             self.map(u64::from(lpn), to);
-            work.programs[self.die_of(to) as usize] += 1;
+            work.add_program(self.die_of(to));
             self.counters.gc_pages_copied += 1;
         }
-        work.any |= copied > 0;
         if self.valid[victim] > 0 {
             self.collecting = Some(c);
             return;
         }
         self.collecting = None;
-        for e in work.erases.iter_mut() {
-            *e += 1;
-        }
-        work.any = true;
+        work.add_erase_everywhere();
         self.erases[victim] += 1;
         self.state[victim] = LineState::Free;
         self.free.push_back(c.line);

@@ -2,7 +2,8 @@
 //! logical-to-physical map, lines (superblocks) written by a host and a collector write
 //! pointer per placement handle, garbage collection from a free-line threshold with five
 //! victim policies, TRIM, write-amplification counters, preconditioning, and the closed forms
-//! its write amplification is checked against (`analysis`).
+//! its write amplification is checked against (`analysis`); and zoned namespaces' state
+//! machine (`zones`).
 //!
 //! It keeps state only; it knows no time. The timing model (`nvarray-model`'s memory) asks
 //! it where each page goes and books the flash operations it reports (`GcWork`) on the dies.
@@ -16,6 +17,7 @@ mod precondition;
 mod steady_state;
 mod victims;
 mod work;
+pub mod zones;
 
 pub use config::{FtlConfig, Precondition, VictimPolicy};
 pub use counters::{EraseSpread, FtlCounters};

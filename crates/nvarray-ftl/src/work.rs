@@ -11,6 +11,8 @@ pub struct DieWork {
     pub erases: Vec<u32>,
     /// Whether any count is non-zero (so a model can skip the booking).
     pub any: bool,
+    /// The dies with a non-zero count, each once (so booking and clearing visit only them).
+    pub touched: Vec<u32>,
 }
 
 impl DieWork {
@@ -20,17 +22,50 @@ impl DieWork {
             programs: vec![0; dies as usize],
             erases: vec![0; dies as usize],
             any: false,
+            touched: Vec::with_capacity(dies as usize),
+        }
+    }
+
+    /// Marks `die` as having work (once).
+    #[inline]
+    fn touch(&mut self, die: u32) {
+        let d = die as usize;
+        if self.reads[d] == 0 && self.programs[d] == 0 && self.erases[d] == 0 {
+            self.touched.push(die);
+        }
+        self.any = true;
+    }
+
+    #[inline]
+    pub(crate) fn add_read(&mut self, die: u32) {
+        self.touch(die);
+        self.reads[die as usize] += 1;
+    }
+
+    #[inline]
+    pub(crate) fn add_program(&mut self, die: u32) {
+        self.touch(die);
+        self.programs[die as usize] += 1;
+    }
+
+    /// One erase on every die (a line's).
+    pub(crate) fn add_erase_everywhere(&mut self) {
+        for die in 0..self.erases.len() as u32 {
+            self.touch(die);
+            self.erases[die as usize] += 1;
         }
     }
 
     /// Zeroes every count (keeps the allocation).
     pub fn clear(&mut self) {
-        if self.any {
-            self.reads.fill(0);
-            self.programs.fill(0);
-            self.erases.fill(0);
-            self.any = false;
+        for &die in &self.touched {
+            let d = die as usize;
+            self.reads[d] = 0;
+            self.programs[d] = 0;
+            self.erases[d] = 0;
         }
+        self.touched.clear();
+        self.any = false;
     }
 }
 

@@ -224,14 +224,16 @@ impl FlashTranslation {
         let c = self.costs;
         let ready_ns = booking.ready_ns;
         let mut done = ready_ns;
-        for (die, &bank) in self.die_bank.iter().enumerate() {
-            let (reads, programs, erased) = (work.reads[die], work.programs[die], work.erases[die]);
+        for &die in &work.touched {
+            let d = die as usize;
+            let (reads, programs, erased) = (work.reads[d], work.programs[d], work.erases[d]);
             let ns = u64::from(reads) * c.read_page_ns
                 + u64::from(programs) * c.program_page_ns
                 + u64::from(erased) * c.erase_ns;
             *erases += u64::from(erased);
             if ns > 0 {
-                done = done.max(booking.book(&mut banks[bank as usize], ready_ns, ns, forced));
+                let bank = self.die_bank[d] as usize;
+                done = done.max(booking.book(&mut banks[bank], ready_ns, ns, forced));
             }
         }
         done
