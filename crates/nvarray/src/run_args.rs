@@ -32,6 +32,10 @@ pub struct RunArgs {
     /// 1:5:10:20:30:40:50:60:70:80:90:95:99:99.5:99.9:99.95:99.99].
     #[arg(long = "percentile_list", value_name = "LIST")]
     pub percentile_list: Option<String>,
+    /// Flash behind an FTL: also write a chart (.png or .svg) of the write amplification in
+    /// each interval of the run against device time (docs/flash.md) [default: none].
+    #[arg(long = "ftl-plot", value_name = "FILE")]
+    pub ftl_plot: Option<std::path::PathBuf>,
     /// Set by `nvarray fio`: its default layout is fio's normal text.
     #[arg(skip)]
     pub fio_compat: bool,
@@ -82,6 +86,10 @@ impl RunArgs {
 
     /// Checks the output flags before a run, so a mistake fails at once.
     pub fn check_output(&self) -> Result<()> {
+        if let Some(path) = &self.ftl_plot {
+            nvarray_present::plot::check_chart_path(path).map_err(input_error)?;
+            crate::output::check_writable(path)?;
+        }
         self.layout().map(|_| ())
     }
 
@@ -129,6 +137,60 @@ impl RunArgs {
                 ))?
             ),
         }
+        if let Some(path) = &self.ftl_plot {
+            write_ftl_plot(path, report)?;
+        }
         Ok(())
     }
+}
+
+/// `--ftl-plot`: the write amplification of each interval between the FTL's samples.
+fn write_ftl_plot(path: &std::path::Path, report: &RunReport) -> Result<()> {
+    let Some(f) = &report.ftl else {
+        return Err(input_error(
+            "--ftl-plot: this device has no FTL (add --precondition or --set ftl.enabled=true)",
+        ));
+    };
+    let points: Vec<(f64, f64)> = f
+        .samples
+        .windows(2)
+        .filter(|w| w[1].host_pages_written > w[0].host_pages_written)
+        .map(|w| {
+            let host = (w[1].host_pages_written - w[0].host_pages_written) as f64;
+            let flash = (w[1].flash_pages_programmed - w[0].flash_pages_programmed) as f64;
+            (w[1].device_ns as f64 / 1e6, flash / host)
+        })
+        .collect();
+    if points.is_empty() {
+        return Err(input_error(
+            "--ftl-plot: the run wrote too little for two samples of the FTL's counts (write \
+             more: a longer --runtime)",
+        ));
+    }
+    let title = format!(
+        "{}: write amplification per interval ({}, over-provisioning {:.1} %, preconditioned {})",
+        report.device,
+        f.victim,
+        f.over_provisioning * 100.0,
+        f.precondition
+    );
+    let series = [nvarray_present::plot::Series {
+        label: "flash pages programmed / host pages written".to_string(),
+        points,
+    }];
+    nvarray_present::plot::write_chart(
+        path,
+        &nvarray_present::plot::Chart {
+            title: &title,
+            x_label: "device time (ms)",
+            y_label: "write amplification",
+            log_x: false,
+            log_y: false,
+            series: &series,
+            reference: None,
+        },
+    )
+    .map_err(|e| anyhow::anyhow!("{e}"))?;
+    eprintln!("wrote {}", path.display());
+    Ok(())
 }
