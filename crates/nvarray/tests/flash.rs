@@ -166,3 +166,52 @@ fn bad_ftl_settings_exit_2_naming_what_to_change() {
     assert_eq!(out.status.code(), Some(2), "{err}");
     assert!(err.contains("ftl.enabled"), "{err}");
 }
+
+#[test]
+fn ftl_plot_draws_the_intervals_and_refuses_a_device_without_an_ftl() {
+    let dir = tempfile::tempdir().unwrap();
+    let chart = dir.path().join("waf.svg");
+    let chart_arg = chart.to_str().unwrap();
+    let mut args = vec!["bench"];
+    args.extend_from_slice(SMALL_TLC);
+    args.extend_from_slice(&[
+        "--set",
+        "ftl.enabled=true",
+        "--rw",
+        "randwrite",
+        "--iodepth",
+        "32",
+        "--runtime",
+        "200s",
+        "--ftl-plot",
+        chart_arg,
+    ]);
+    let out = nvarray(&args);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let svg = std::fs::read_to_string(&chart).expect("the chart written");
+    assert!(svg.contains("write amplification"), "{svg:.200}");
+    // The table names the intervals' range: 1 before the cliff, more after.
+    let table = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        table.contains("per interval of the run: 1.000 to "),
+        "{table}"
+    );
+    let out = nvarray(&[
+        "bench",
+        "--engine",
+        "sim",
+        "--preset",
+        "tlc",
+        "--runtime",
+        "1ms",
+        "--ftl-plot",
+        chart_arg,
+    ]);
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "{err}");
+    assert!(err.contains("no FTL"), "{err}");
+}
