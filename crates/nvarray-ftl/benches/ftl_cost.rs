@@ -14,8 +14,8 @@ use nvarray_ftl::analysis::{
     TrafficClass,
 };
 use nvarray_ftl::{
-    precondition, steady_write_amplification, Ftl, FtlConfig, GcWork, Geometry, Precondition,
-    VictimPolicy, Workload,
+    one_die_ftl, precondition, steady_write_amplification, Ftl, FtlConfig, GcWork, Geometry,
+    Precondition, VictimPolicy, Workload,
 };
 use rand::rngs::SmallRng;
 use rand::{Rng, SeedableRng};
@@ -32,27 +32,6 @@ fn tlc_like(victim: VictimPolicy, logical_bytes: u64) -> Ftl {
         dies: 64,
         pages_per_block: 256,
         logical_pages: logical_bytes / 4096,
-    };
-    Ftl::new(&cfg, geometry).expect("a valid FTL")
-}
-
-/// One die, so a line is one erase block (the analyses' unit).
-fn one_die(
-    victim: VictimPolicy,
-    over_provisioning: f64,
-    pages_per_block: u32,
-    logical: u64,
-) -> Ftl {
-    let cfg = FtlConfig {
-        enabled: true,
-        victim,
-        over_provisioning,
-        ..FtlConfig::default()
-    };
-    let geometry = Geometry {
-        dies: 1,
-        pages_per_block,
-        logical_pages: logical,
     };
     Ftl::new(&cfg, geometry).expect("a valid FTL")
 }
@@ -77,7 +56,7 @@ fn table(logical: u64) {
     println!("|---|---|---|---|---|---|---|---|---|---|");
     for op in [0.07, 0.10, 0.20, 0.28, 0.50] {
         let run = |victim, ppb, workload| {
-            let mut f = one_die(victim, op, ppb, logical);
+            let mut f = one_die_ftl(victim, op, ppb, logical);
             let wa = steady_write_amplification(&mut f, workload, 2, 5, 7);
             (wa, f.alpha())
         };

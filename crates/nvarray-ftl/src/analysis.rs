@@ -87,50 +87,50 @@ pub fn lambert_w0(x: f64) -> f64 {
 
 /// Halley's method on `f(w) = w·e^w - x`, with `f' = e^w (w + 1)` and
 /// `f'' = e^w (w + 2)`, from `w`; for `-1/e < x < e`.
-fn halley_on_product_form(x: f64, mut w: f64) -> f64 {
-    let mut previous_step = f64::INFINITY;
-    for _ in 0..HALLEY_MAX_ITERATIONS {
+fn halley_on_product_form(x: f64, w: f64) -> f64 {
+    let w = halley(w, |w| {
         let w_plus_1 = w + 1.0;
         if w_plus_1 <= 0.0 {
             // Only reachable within rounding of the branch point.
-            return -1.0;
+            return None;
         }
         let ew = w.exp();
         let f = w * ew - x;
-        let step = f / (ew * w_plus_1 - (w + 2.0) * f / (2.0 * w_plus_1));
-        if step.is_nan() || step.abs() >= previous_step {
-            break;
-        }
-        w -= step;
-        previous_step = step.abs();
-        if previous_step <= HALLEY_TOLERANCE * w.abs() {
-            break;
-        }
-    }
-    w
+        Some(f / (ew * w_plus_1 - (w + 2.0) * f / (2.0 * w_plus_1)))
+    });
+    w.unwrap_or(-1.0)
 }
 
 /// Halley's method on `g(w) = w + ln w - ln x`, with `g' = 1 + 1/w` and `g'' = -1/w²`; for
 /// `x >= e`, where `w >= 1` and `w·e^w` could overflow near `f64::MAX`.
 fn halley_on_log_form(x: f64) -> f64 {
     let ln_x = x.ln();
-    let mut w = ln_x - ln_x.ln();
-    let mut previous_step = f64::INFINITY;
-    for _ in 0..HALLEY_MAX_ITERATIONS {
+    let w = halley(ln_x - ln_x.ln(), |w| {
         let g = w + w.ln() - ln_x;
         let g1 = 1.0 + 1.0 / w;
         let g2 = -1.0 / (w * w);
-        let step = g / (g1 - g * g2 / (2.0 * g1));
-        if step.is_nan() || step.abs() >= previous_step {
+        Some(g / (g1 - g * g2 / (2.0 * g1)))
+    });
+    w.expect("the log form never leaves its domain")
+}
+
+/// Steps `w` by `step(w)` until the step is within `HALLEY_TOLERANCE` of `w`, stops
+/// shrinking (rounding noise), or `HALLEY_MAX_ITERATIONS` pass; `None` if `step` says the
+/// iteration left its domain.
+fn halley(mut w: f64, step: impl Fn(f64) -> Option<f64>) -> Option<f64> {
+    let mut previous_step = f64::INFINITY;
+    for _ in 0..HALLEY_MAX_ITERATIONS {
+        let s = step(w)?;
+        if s.is_nan() || s.abs() >= previous_step {
             break;
         }
-        w -= step;
-        previous_step = step.abs();
+        w -= s;
+        previous_step = s.abs();
         if previous_step <= HALLEY_TOLERANCE * w.abs() {
             break;
         }
     }
-    w
+    Some(w)
 }
 
 /// Write amplification of FIFO (equivalently LRU) victim selection under uniform random

@@ -24,5 +24,5 @@ pub use counters::{EraseSpread, FtlCounters};
 pub use error::FtlError;
 pub use ftl::{Ftl, Geometry};
 pub use precondition::{precondition, Preconditioned};
-pub use steady_state::{steady_write_amplification, Workload};
+pub use steady_state::{one_die_ftl, steady_write_amplification, Workload};
 pub use work::{DieWork, GcWork};

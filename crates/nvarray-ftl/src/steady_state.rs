@@ -6,7 +6,8 @@ use rand::rngs::SmallRng;
 use rand::{Rng, SeedableRng};
 
 use crate::config::Precondition;
-use crate::ftl::Ftl;
+use crate::config::{FtlConfig, VictimPolicy};
+use crate::ftl::{Ftl, Geometry};
 use crate::precondition::precondition;
 use crate::work::GcWork;
 
@@ -62,4 +63,26 @@ pub fn steady_write_amplification(
         work.clear();
     }
     ftl.counters().write_amplification()
+}
+
+/// An FTL on one die, so a line is one erase block (the analyses' unit of collection), with
+/// `victim`, `over_provisioning` and the other settings at their defaults.
+pub fn one_die_ftl(
+    victim: VictimPolicy,
+    over_provisioning: f64,
+    pages_per_block: u32,
+    logical_pages: u64,
+) -> Ftl {
+    let cfg = FtlConfig {
+        enabled: true,
+        over_provisioning,
+        victim,
+        ..FtlConfig::default()
+    };
+    let geometry = Geometry {
+        dies: 1,
+        pages_per_block,
+        logical_pages,
+    };
+    Ftl::new(&cfg, geometry).unwrap_or_else(|e| panic!("an FTL for the analyses: {e}"))
 }

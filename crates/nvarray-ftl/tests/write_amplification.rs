@@ -7,29 +7,13 @@ use nvarray_ftl::analysis::{
     TrafficClass,
 };
 use nvarray_ftl::{
-    precondition, steady_write_amplification, Ftl, FtlConfig, GcWork, Geometry, Precondition,
-    VictimPolicy, Workload,
+    one_die_ftl, precondition, steady_write_amplification, Ftl, GcWork, Precondition, VictimPolicy,
+    Workload,
 };
 use rand::rngs::SmallRng;
 use rand::{Rng, SeedableRng};
 
 const OVER_PROVISIONING: [f64; 5] = [0.07, 0.10, 0.20, 0.28, 0.50];
-
-/// A fresh FTL of one die (a line is one erase block, the analyses' unit of collection).
-fn ftl(victim: VictimPolicy, over_provisioning: f64, pages_per_block: u32, logical: u64) -> Ftl {
-    let cfg = FtlConfig {
-        enabled: true,
-        over_provisioning,
-        victim,
-        ..FtlConfig::default()
-    };
-    let geometry = Geometry {
-        dies: 1,
-        pages_per_block,
-        logical_pages: logical,
-    };
-    Ftl::new(&cfg, geometry).expect("a valid FTL")
-}
 
 /// 2 drive-writes of warm-up and 5 measured, as issue 41 states the targets.
 fn steady(ftl: &mut Ftl, workload: Workload) -> f64 {
@@ -49,7 +33,7 @@ fn within(measured: f64, expected: f64, tolerance: f64) -> bool {
 #[test]
 fn fifo_matches_the_closed_form_at_every_over_provisioning() {
     for op in OVER_PROVISIONING {
-        let mut f = ftl(VictimPolicy::Fifo, op, 32, 1 << 18);
+        let mut f = one_die_ftl(VictimPolicy::Fifo, op, 32, 1 << 18);
         let expected = fifo_write_amplification(f.alpha());
         let measured = uniform(&mut f);
         assert!(
@@ -64,7 +48,7 @@ fn fifo_matches_the_closed_form_at_every_over_provisioning() {
 #[test]
 fn random_victims_match_one_over_the_spare_factor() {
     for op in OVER_PROVISIONING {
-        let mut f = ftl(VictimPolicy::Random, op, 32, 1 << 18);
+        let mut f = one_die_ftl(VictimPolicy::Random, op, 32, 1 << 18);
         let expected = random_write_amplification(f.alpha());
         let measured = uniform(&mut f);
         assert!(
@@ -80,7 +64,7 @@ fn random_victims_match_one_over_the_spare_factor() {
 fn greedy_never_exceeds_the_closed_form_and_approaches_it_with_larger_blocks() {
     let mut last = 0.0;
     for pages_per_block in [16, 64, 256] {
-        let mut f = ftl(VictimPolicy::Greedy, 0.07, pages_per_block, 1 << 20);
+        let mut f = one_die_ftl(VictimPolicy::Greedy, 0.07, pages_per_block, 1 << 20);
         let bound = fifo_write_amplification(f.alpha());
         let measured = uniform(&mut f);
         assert!(
@@ -118,7 +102,7 @@ fn fifo_under_hot_and_cold_traffic_matches_the_mean_field_value() {
         },
     ];
     for op in [0.07, 0.28] {
-        let mut f = ftl(VictimPolicy::Fifo, op, 32, 1 << 18);
+        let mut f = one_die_ftl(VictimPolicy::Fifo, op, 32, 1 << 18);
         let expected = fifo_hot_cold_write_amplification(f.alpha(), &classes);
         let measured = steady(
             &mut f,
@@ -137,7 +121,7 @@ fn fifo_under_hot_and_cold_traffic_matches_the_mean_field_value() {
 
 #[test]
 fn the_other_policies_land_between_greedy_and_random() {
-    let run = |policy| uniform(&mut ftl(policy, 0.10, 32, 1 << 17));
+    let run = |policy| uniform(&mut one_die_ftl(policy, 0.10, 32, 1 << 17));
     let greedy = run(VictimPolicy::Greedy);
     let random = run(VictimPolicy::Random);
     for policy in [VictimPolicy::DChoice, VictimPolicy::CostBenefit] {
@@ -156,7 +140,7 @@ fn trimmed_pages_are_never_copied() {
     // Half the device trimmed after the fill: the collector has that much more free space,
     // so random writes over the other half amplify as on a device of half the data.
     let logical = 1u64 << 17;
-    let mut trimmed = ftl(VictimPolicy::Greedy, 0.07, 32, logical);
+    let mut trimmed = one_die_ftl(VictimPolicy::Greedy, 0.07, 32, logical);
     precondition(&mut trimmed, Precondition::Fill, 1, |_| {});
     for lpn in logical / 2..logical {
         trimmed.trim(lpn);
@@ -170,7 +154,7 @@ fn trimmed_pages_are_never_copied() {
     }
     trimmed.check_consistency().unwrap();
     let with_trim = trimmed.counters().write_amplification();
-    let untrimmed = uniform(&mut ftl(VictimPolicy::Greedy, 0.07, 32, logical));
+    let untrimmed = uniform(&mut one_die_ftl(VictimPolicy::Greedy, 0.07, 32, logical));
     assert!(
         with_trim < 1.5 && with_trim * 2.0 < untrimmed,
         "trimming half the device: write amplification {with_trim:.3}, untrimmed {untrimmed:.3}"

@@ -302,12 +302,7 @@ impl Memory {
         };
         let mut in_stripe = offset_bytes & stripe_mask;
         let mut left = len_bytes;
-        self.booking = Booking {
-            now_ns,
-            ready_ns,
-            first_start_ns: u64::MAX,
-            last_end_ns: ready_ns,
-        };
+        self.booking = Booking::start(now_ns, ready_ns);
         while left > 0 {
             let local = (group << stripe_shift) + in_stripe;
             // A piece ends at the stripe's end and, because lines are remapped one by one,
@@ -359,12 +354,7 @@ impl Memory {
         len_bytes: u64,
     ) -> (u64, u64) {
         let t = self.ftl.as_deref_mut().expect("flash behind an FTL");
-        self.booking = Booking {
-            now_ns,
-            ready_ns,
-            first_start_ns: u64::MAX,
-            last_end_ns: ready_ns,
-        };
+        self.booking = Booking::start(now_ns, ready_ns);
         let bookings = (&mut self.banks[..], &mut self.booking);
         t.access(bookings, &mut self.erases, access, offset_bytes, len_bytes);
         let b = self.booking;

@@ -19,6 +19,16 @@ pub(crate) struct Booking {
 }
 
 impl Booking {
+    /// An access ready at `ready_ns`, at the engine's `now_ns`, with nothing booked yet.
+    pub fn start(now_ns: u64, ready_ns: u64) -> Booking {
+        Booking {
+            now_ns,
+            ready_ns,
+            first_start_ns: u64::MAX,
+            last_end_ns: ready_ns,
+        }
+    }
+
     /// Books `ns` on `bank` from `ready_ns`; a `span` booking counts in the access's media
     /// time. Returns its end.
     #[inline]
