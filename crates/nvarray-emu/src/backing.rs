@@ -549,6 +549,9 @@ mod tests {
 
     #[test]
     fn a_file_keeps_its_data_across_opens_and_refuses_a_size_change() {
+        let _alone = crate::backing_lock::SPAWN_OR_RELOCK
+            .lock()
+            .unwrap_or_else(|e| e.into_inner());
         let path = scratch("reopen");
         let kind = BackingKind::File {
             path: path.clone(),
@@ -577,6 +580,9 @@ mod tests {
     /// nothing of the file changes; once the first is closed the file opens again.
     #[test]
     fn a_file_backing_one_device_is_refused_to_a_second() {
+        let _alone = crate::backing_lock::SPAWN_OR_RELOCK
+            .lock()
+            .unwrap_or_else(|e| e.into_inner());
         let path = scratch("in-use");
         let kind = BackingKind::File {
             path: path.clone(),

@@ -43,6 +43,9 @@ fn child_writer() {
 
 #[test]
 fn acknowledged_writes_survive_kill_9() {
+    let _alone = crate::backing_lock::SPAWN_OR_RELOCK
+        .lock()
+        .unwrap_or_else(|e| e.into_inner());
     for (trial, kill_after) in [1u64, 17, 300, 1500].into_iter().enumerate() {
         let path =
             std::env::temp_dir().join(format!("nvarray-kill-{}-{trial}", std::process::id()));
@@ -100,6 +103,9 @@ fn acknowledged_writes_survive_kill_9() {
 /// message; after `kill -9` of the child (which never closed anything) the file opens.
 #[test]
 fn the_backing_lock_names_its_holder_and_dies_with_it() {
+    let _alone = crate::backing_lock::SPAWN_OR_RELOCK
+        .lock()
+        .unwrap_or_else(|e| e.into_inner());
     let path = std::env::temp_dir().join(format!("nvarray-kill-lock-{}", std::process::id()));
     let _ = std::fs::remove_file(&path);
     let mut child = Command::new(std::env::current_exe().unwrap())

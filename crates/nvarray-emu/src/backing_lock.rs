@@ -117,6 +117,13 @@ fn command_line(pid: u32) -> String {
     format!("{cut}...")
 }
 
+/// Held by the tests that start a child process and by those that count on a dropped
+/// backing's lock being free at once: a child between its fork and its exec shares the
+/// parent's open file descriptions, so it holds every OFD lock the parent held at the fork
+/// until its exec closes them (CI once saw a reopen after a drop refused for that reason).
+#[cfg(test)]
+pub(crate) static SPAWN_OR_RELOCK: std::sync::Mutex<()> = std::sync::Mutex::new(());
+
 #[cfg(test)]
 mod tests {
     use super::*;

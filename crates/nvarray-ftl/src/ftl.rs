@@ -413,6 +413,8 @@ impl Ftl {
             return false;
         };
         let valid = self.valid[line as usize];
+        #[cfg(debug_assertions)]
+        self.check_greedy_pick(line, valid);
         let invalid = (self.pages_per_line - valid).max(1);
         self.state[line as usize] = LineState::Collecting;
         self.collecting = Some(Collecting {
@@ -421,6 +423,23 @@ impl Ftl {
             quota: valid.div_ceil(invalid).max(1),
         });
         true
+    }
+
+    /// What greedy's buckets must give (debug builds): no full line with fewer valid pages
+    /// than the victim.
+    #[cfg(debug_assertions)]
+    fn check_greedy_pick(&self, line: u32, valid: u32) {
+        if !matches!(self.victims, Victims::Greedy(_)) {
+            return;
+        }
+        let fewest = (0..self.lines as usize)
+            .filter(|&l| self.state[l] == LineState::Full && l != line as usize)
+            .map(|l| self.valid[l])
+            .min();
+        assert!(
+            fewest.is_none_or(|f| f >= valid),
+            "greedy picked line {line} with {valid} valid pages while a full line has {fewest:?}"
+        );
     }
 
     /// Copies up to `pages` valid pages of the victim in progress to the collector's open

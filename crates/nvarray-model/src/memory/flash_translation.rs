@@ -72,9 +72,10 @@ pub struct FtlStats {
     pub lines: u32,
     pub pages_per_line: u32,
     pub free_lines: u32,
-    /// What was written before the run (`none`, `fill`, `random:N`) and its amplification.
+    /// What was written before the run (`none`, `fill`, `random:N`) and its amplification
+    /// (absent for `none`).
     pub precondition: String,
-    pub precondition_write_amplification: f64,
+    pub precondition_write_amplification: Option<f64>,
     #[serde(flatten)]
     pub counters: FtlCounters,
     pub flash_pages_programmed: u64,
@@ -127,7 +128,9 @@ impl FlashTranslation {
             pages_per_line: self.ftl.pages_per_line(),
             free_lines: self.ftl.free_lines(),
             precondition: self.config.precondition.to_string(),
-            precondition_write_amplification: self.preconditioned.write_amplification,
+            precondition_write_amplification: (self.config.precondition
+                != nvarray_ftl::Precondition::None)
+                .then_some(self.preconditioned.write_amplification),
             counters: c,
             flash_pages_programmed: c.flash_pages_programmed(),
             write_amplification: (c.host_pages_written > 0).then(|| c.write_amplification()),
@@ -136,15 +139,23 @@ impl FlashTranslation {
         }
     }
 
-    /// Records a sample if the host has written another step of pages since the last.
+    /// Records a sample if the host has written another step of pages since the last (the
+    /// first write also records the counts before it, so the first interval counts too).
     fn sample(&mut self, device_ns: u64) {
         let c = self.ftl.counters();
+        if self.samples.is_empty() {
+            self.samples.push(FtlSample {
+                device_ns,
+                free_lines: self.ftl.free_lines(),
+                ..FtlSample::default()
+            });
+        }
         let last = self.samples.last().map_or(0, |s| s.host_pages_written);
         if c.host_pages_written < last + self.sample_every_pages {
             return;
         }
         if self.samples.len() == SAMPLES_MAX {
-            let kept: Vec<FtlSample> = self.samples.iter().copied().skip(1).step_by(2).collect();
+            let kept: Vec<FtlSample> = self.samples.iter().copied().step_by(2).collect();
             self.samples = kept;
             self.sample_every_pages *= 2;
         }
