@@ -64,7 +64,15 @@ impl DeviceArgs {
             Some(p) => p.display().to_string(),
             None => format!("preset {}", self.preset),
         };
-        apply_overrides(&text, &overrides).map_err(|e| input_error(format!("{source}: {e}")))
+        let device = apply_overrides(&text, &overrides)
+            .map_err(|e| input_error(format!("{source}: {e}")))?;
+        if let Some(how) = &self.precondition {
+            // Written when the model is built, untimed but not instant (20 s for 64 GiB to
+            // random:2, docs/perf.md): say so before the silence.
+            let gib = device.memory.capacity_bytes as f64 / f64::from(1 << 30);
+            eprintln!("nvarray: preconditioning the FTL ({how}) over {gib:.1} GiB before the run");
+        }
+        Ok(device)
     }
 }
 
