@@ -10,8 +10,8 @@
 use std::time::Instant;
 
 use nvarray_ftl::analysis::{
-    fifo_hot_cold_write_amplification, fifo_write_amplification, random_write_amplification,
-    TrafficClass,
+    fifo_hot_cold_write_amplification, fifo_write_amplification, hot_cold,
+    random_write_amplification,
 };
 use nvarray_ftl::{
     one_die_ftl, precondition, steady_write_amplification, Ftl, FtlConfig, GcWork, Geometry,
@@ -38,20 +38,11 @@ fn tlc_like(victim: VictimPolicy, logical_bytes: u64) -> Ftl {
 
 /// Measured against closed form, 2 drive-writes of warm-up and 5 measured.
 fn table(logical: u64) {
-    let hot_cold = Workload::HotCold {
+    let hot_cold_writes = Workload::HotCold {
         hot_writes: 0.8,
         hot_space: 0.2,
     };
-    let classes = [
-        TrafficClass {
-            write_fraction: 0.8,
-            space_fraction: 0.2,
-        },
-        TrafficClass {
-            write_fraction: 0.2,
-            space_fraction: 0.8,
-        },
-    ];
+    let classes = hot_cold(0.8, 0.2);
     println!("| OP | α | fifo | closed form | random | 1/S_f | greedy 32 | greedy 256 | fifo 80/20 | mean field |");
     println!("|---|---|---|---|---|---|---|---|---|---|");
     for op in [0.07, 0.10, 0.20, 0.28, 0.50] {
@@ -64,7 +55,7 @@ fn table(logical: u64) {
         let (random, _) = run(VictimPolicy::Random, 32, Workload::Uniform);
         let (greedy32, _) = run(VictimPolicy::Greedy, 32, Workload::Uniform);
         let (greedy256, alpha256) = run(VictimPolicy::Greedy, 256, Workload::Uniform);
-        let (hc, _) = run(VictimPolicy::Fifo, 32, hot_cold);
+        let (hc, _) = run(VictimPolicy::Fifo, 32, hot_cold_writes);
         println!(
             "| {:.0} % | {alpha:.4} | {fifo:.3} | {:.3} | {random:.3} | {:.3} | {greedy32:.3} | \
              {greedy256:.3} (form {:.3}) | {hc:.3} | {:.3} |",

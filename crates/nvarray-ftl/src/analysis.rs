@@ -195,6 +195,21 @@ pub struct TrafficClass {
     pub space_fraction: f64,
 }
 
+/// The two classes of hot/cold traffic: `hot_writes` of the writes (0 to 1) to `hot_space`
+/// of the pages, the rest of the writes to the rest.
+pub fn hot_cold(hot_writes: f64, hot_space: f64) -> [TrafficClass; 2] {
+    [
+        TrafficClass {
+            write_fraction: hot_writes,
+            space_fraction: hot_space,
+        },
+        TrafficClass {
+            write_fraction: 1.0 - hot_writes,
+            space_fraction: 1.0 - hot_space,
+        },
+    ]
+}
+
 /// Mean-field write amplification of FIFO victim selection with several traffic classes,
 /// each written uniformly at random inside its own share of the logical space (hot/cold
 /// traffic), at `alpha` = physical pages / logical pages.

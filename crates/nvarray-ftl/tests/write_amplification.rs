@@ -3,8 +3,8 @@
 //! warm-up after a sequential fill, then 5 measured.
 
 use nvarray_ftl::analysis::{
-    fifo_hot_cold_write_amplification, fifo_write_amplification, random_write_amplification,
-    TrafficClass,
+    fifo_hot_cold_write_amplification, fifo_write_amplification, hot_cold,
+    random_write_amplification,
 };
 use nvarray_ftl::{
     one_die_ftl, precondition, steady_write_amplification, Ftl, GcWork, Precondition, VictimPolicy,
@@ -91,16 +91,7 @@ fn greedy_never_exceeds_the_closed_form_and_approaches_it_with_larger_blocks() {
 #[test]
 fn fifo_under_hot_and_cold_traffic_matches_the_mean_field_value() {
     // 80 % of the writes to 20 % of the space.
-    let classes = [
-        TrafficClass {
-            write_fraction: 0.8,
-            space_fraction: 0.2,
-        },
-        TrafficClass {
-            write_fraction: 0.2,
-            space_fraction: 0.8,
-        },
-    ];
+    let classes = hot_cold(0.8, 0.2);
     for op in [0.07, 0.28] {
         let mut f = one_die_ftl(VictimPolicy::Fifo, op, 32, 1 << 18);
         let expected = fifo_hot_cold_write_amplification(f.alpha(), &classes);
