@@ -215,3 +215,50 @@ fn ftl_plot_draws_the_intervals_and_refuses_a_device_without_an_ftl() {
     assert_eq!(out.status.code(), Some(2), "{err}");
     assert!(err.contains("no FTL"), "{err}");
 }
+
+#[test]
+fn a_sweep_over_over_provisioning_plots_write_amplification() {
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("waf");
+    let out_arg = out.to_str().unwrap();
+    let mut args = vec!["sim", "sweep"];
+    args.extend_from_slice(&SMALL_TLC[2..]);
+    args.extend_from_slice(&[
+        "--param",
+        "ftl.over_provisioning=0.1,0.5",
+        "--metric",
+        "write-amplification",
+        "--precondition",
+        "random:1",
+        "--rw",
+        "randwrite",
+        "--iodepth",
+        "32",
+        "--runtime",
+        "5s",
+        "--out",
+        out_arg,
+    ]);
+    let run = nvarray(&args);
+    assert!(
+        run.status.success(),
+        "{}",
+        String::from_utf8_lossy(&run.stderr)
+    );
+    let sweep: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(out.with_extension("json")).unwrap())
+            .unwrap();
+    assert_eq!(sweep["metric"], "write_amplification");
+    let wa: Vec<f64> = sweep["points"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|p| p["report"]["ftl"]["write_amplification"].as_f64().unwrap())
+        .collect();
+    // More spare area, less copying.
+    assert!(
+        wa[0] > wa[1] && wa[1] > 1.0,
+        "write amplification at 10 % and 50 %: {wa:?}"
+    );
+    assert!(out.with_extension("svg").exists());
+}

@@ -32,6 +32,9 @@ pub enum Metric {
     P99,
     /// 99.9th percentile latency, µs.
     P999,
+    /// Flash pages programmed per host page written (flash behind an FTL; a point without
+    /// one, or without writes, is left out of the plot and shown as NaN).
+    WriteAmplification,
 }
 
 impl Metric {
@@ -45,6 +48,11 @@ impl Metric {
             Metric::P50 => f.latency_ns.p50 as f64 / 1e3,
             Metric::P99 => f.latency_ns.p99 as f64 / 1e3,
             Metric::P999 => f.latency_ns.p999 as f64 / 1e3,
+            Metric::WriteAmplification => f
+                .ftl
+                .as_ref()
+                .and_then(|ftl| ftl.write_amplification)
+                .unwrap_or(f64::NAN),
         }
     }
 
@@ -56,6 +64,7 @@ impl Metric {
             Metric::P50 => "p50 latency (µs)",
             Metric::P99 => "p99 latency (µs)",
             Metric::P999 => "p99.9 latency (µs)",
+            Metric::WriteAmplification => "write amplification",
         }
     }
 }
@@ -132,6 +141,16 @@ pub struct Figures {
     verdict: Option<Verdict>,
     #[serde(default)]
     pub unfaithful_reason: Option<String>,
+    /// The FTL's figures, for a device with one.
+    #[serde(default)]
+    pub ftl: Option<FtlFigures>,
+}
+
+/// What a sweep reads of a point's FTL.
+#[derive(Debug, Deserialize)]
+pub struct FtlFigures {
+    #[serde(default)]
+    pub write_amplification: Option<f64>,
 }
 
 impl Figures {
