@@ -187,20 +187,17 @@ impl FlashTranslation {
         for lpn in offset_bytes >> self.page_shift..=(end - 1) >> self.page_shift {
             let lo = offset_bytes.max(lpn << self.page_shift);
             let bytes = end.min((lpn + 1) << self.page_shift) - lo;
-            let mapped = self
-                .ftl
-                .read(lpn)
-                .map(|die| self.die_bank[die as usize] as usize);
             if access == Access::Read {
-                if let Some(bank) = mapped {
+                if let Some(bank) = self.bank_of(lpn) {
                     let ns = c.read_latency_ns + bytes_to_ns(bytes, c.bank_fs_per_byte);
                     booking.book(&mut banks[bank], ready_ns, ns, true);
                 }
                 continue;
             }
             let mut program_ready = ready_ns;
-            if let (Some(bank), true) = (mapped, bytes < page) {
-                // Read-modify-write: the rest of the page comes from its old copy.
+            // Read-modify-write: the rest of a part-page write comes from its old copy (a
+            // whole-page write replaces the page without looking it up).
+            if let Some(bank) = (bytes < page).then(|| self.bank_of(lpn)).flatten() {
                 program_ready = booking.book(&mut banks[bank], ready_ns, c.read_page_ns, true);
             }
             let die = self.ftl.write(lpn, 0, &mut self.work);
@@ -216,6 +213,14 @@ impl FlashTranslation {
             self.work.clear();
             self.sample(now_ns);
         }
+    }
+
+    /// The bank holding logical page `lpn`, if it is mapped.
+    #[inline]
+    fn bank_of(&self, lpn: u64) -> Option<usize> {
+        self.ftl
+            .read(lpn)
+            .map(|die| self.die_bank[die as usize] as usize)
     }
 
     /// Books each die's share of the forced (or background) collection back to back from
