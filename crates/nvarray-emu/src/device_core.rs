@@ -64,6 +64,9 @@ pub struct DeviceCore {
     /// Sum of the model's breakdowns of every completed command, and their number.
     modelled_sum: Breakdown,
     modelled_count: u64,
+    /// Deallocates done at submission, handed out by the next `advance` (they take no
+    /// modelled time and have no breakdown).
+    done_at_once: Vec<Finished>,
 }
 
 impl DeviceCore {
@@ -72,6 +75,7 @@ impl DeviceCore {
             model: DeviceModel::new(config),
             modelled_sum: Breakdown::default(),
             modelled_count: 0,
+            done_at_once: Vec::new(),
         }
     }
 
@@ -80,17 +84,32 @@ impl DeviceCore {
         &self.model
     }
 
-    /// Hands the model a read or write taken from a queue before `now_ns` (a clock reading
+    /// Hands the model a read, write or deallocate taken from a queue before `now_ns` (a clock reading
     /// taken after the command was in its queue, and after `advance(now_ns, ..)`, so the model
     /// has done everything due before the command arrived). The command was validated against
     /// the geometry (`nvarray_model::check_command`) and its data moved by its queue's owner;
     /// the model refuses nothing valid, so an error here is the caller's bug, reported as a
-    /// status rather than a panic.
+    /// status rather than a panic. A deallocate is done here, at once, and finishes at
+    /// `now_ns` (`DeviceModel::deallocate`).
     pub fn submit(&mut self, s: Submission, now_ns: u64) -> Result<(), Status> {
         let op = match s.op {
             Opcode::Read => Op::Read,
             Opcode::Write => Op::Write,
             Opcode::Flush => return Err(Status::BadOpcode),
+            Opcode::Deallocate => {
+                nvarray_model::check_command(self.model.config(), s.offset_bytes, s.len_bytes)
+                    .map_err(|e| Status::from(&e))?;
+                self.model.deallocate(s.offset_bytes, s.len_bytes);
+                self.done_at_once.push(Finished {
+                    queue: s.queue,
+                    tag: s.tag,
+                    op: s.op,
+                    len_bytes: s.len_bytes,
+                    submit_ns: now_ns,
+                    deadline_ns: now_ns,
+                });
+                return Ok(());
+            }
         };
         let cmd = Command {
             id: cookie(s.queue, s.tag),
@@ -104,8 +123,10 @@ impl DeviceCore {
     /// Runs the model up to `now_ns` (a clock reading) and hands `finished` each command it
     /// finished, in the order it finished them. Returns whether anything was due.
     pub fn advance(&mut self, now_ns: u64, mut finished: impl FnMut(Finished)) -> bool {
+        let at_once = !self.done_at_once.is_empty();
+        self.done_at_once.drain(..).for_each(&mut finished);
         if self.model.next_event_ns().is_none_or(|t| t > now_ns) {
-            return false;
+            return at_once;
         }
         let (sum, count) = (&mut self.modelled_sum, &mut self.modelled_count);
         self.model.advance(now_ns, |c| {
@@ -129,7 +150,11 @@ impl DeviceCore {
 
     /// The model's next event, if it has any: nothing it holds can be due before.
     pub fn next_event_ns(&self) -> Option<u64> {
-        self.model.next_event_ns()
+        let at_once = self.done_at_once.iter().map(|f| f.deadline_ns).min();
+        match (at_once, self.model.next_event_ns()) {
+            (Some(a), Some(m)) => Some(a.min(m)),
+            (a, m) => a.or(m),
+        }
     }
 
     /// The model's breakdown summed over every command it completed, and how many: where the

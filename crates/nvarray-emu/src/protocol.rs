@@ -16,6 +16,11 @@ pub enum Opcode {
     /// Make every completed write durable (with a durable backing file); completes at once in
     /// the model.
     Flush,
+    /// Deallocate (trim) a range: the flash pages wholly inside it are unmapped in the FTL,
+    /// so the collector stops copying them. Completes at once, like a flush; the range's data
+    /// stays as it was in the backing (NVMe leaves deallocated blocks' contents to the
+    /// controller unless it advertises zeroes, and NBD makes trimmed data undefined).
+    Deallocate,
 }
 
 /// How a command ended. Anything but `Ok` left the data untouched.
@@ -111,6 +116,8 @@ pub mod moneta {
     pub const OPCODE_READ: u64 = 0;
     pub const OPCODE_WRITE: u64 = 1;
     pub const OPCODE_FLUSH: u64 = 2;
+    /// Not Moneta's (its devices had no map to trim): nvarray's, for flash behind an FTL.
+    pub const OPCODE_DEALLOCATE: u64 = 3;
     pub const TAG_BITS: u32 = 12;
     pub const LEN_BITS: u32 = 14;
     pub const OFFSET_BITS: u32 = 34;
@@ -157,6 +164,7 @@ pub mod moneta {
                 OPCODE_READ => Some(Opcode::Read),
                 OPCODE_WRITE => Some(Opcode::Write),
                 OPCODE_FLUSH => Some(Opcode::Flush),
+                OPCODE_DEALLOCATE => Some(Opcode::Deallocate),
                 _ => None,
             }
         }
@@ -185,6 +193,12 @@ pub mod nvme {
     pub const OPCODE_FLUSH: u8 = 0x00;
     pub const OPCODE_WRITE: u8 = 0x01;
     pub const OPCODE_READ: u8 = 0x02;
+    /// Dataset Management (NVM command set, opcode 09h), always as a deallocate. NVMe carries
+    /// a list of 16-byte ranges in a data buffer, with their number in dword 10 and the
+    /// Attribute Deallocate bit in dword 11; the emulator's device takes exactly one range,
+    /// in the fields a read uses (starting LBA in dwords 10-11, zero-based block count in
+    /// dword 12), so a deallocate needs no DMA.
+    pub const OPCODE_DATASET_MANAGEMENT: u8 = 0x09;
     /// Blocks one read or write moves at most: dword 12's 16-bit, zero-based block count.
     pub const BLOCKS_PER_COMMAND_MAX: u64 = 1 << 16;
     /// Base I/O virtual address of the tags' data buffers.
@@ -270,7 +284,7 @@ mod tests {
 
     #[test]
     fn unknown_opcodes_decode_to_none() {
-        for opcode in 3..8 {
+        for opcode in 4..8 {
             let c = CommandWord {
                 opcode,
                 tag: 0,

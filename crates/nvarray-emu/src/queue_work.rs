@@ -472,6 +472,10 @@ fn move_data(path: &DataPath, s: Submission, in_data: bool) -> Result<(), Posted
     if let Err(e) = check_command(&path.config, s.offset_bytes, s.len_bytes) {
         return refuse(Status::from(&e));
     }
+    if s.op == Opcode::Deallocate {
+        // Moves no data: the range is all it carries.
+        return Ok(());
+    }
     if s.len_bytes as usize > path.dma.buffer_bytes() {
         return refuse(Status::BadLength);
     }
@@ -495,6 +499,7 @@ fn move_data(path: &DataPath, s: Submission, in_data: bool) -> Result<(), Posted
         // matter when the process dies afterwards.
         Opcode::Write => path.backing.write(s.offset_bytes, &buffer[..len]),
         Opcode::Flush => unreachable!("a flush moves no data"),
+        Opcode::Deallocate => Ok(()),
     };
     result.or_else(|_| refuse(Status::IoError))
 }
@@ -540,6 +545,7 @@ fn decode_nvme(sqe: &nvme::Sqe, queue: u16, path: &DataPath) -> Decoded {
         nvme::OPCODE_READ => Opcode::Read,
         nvme::OPCODE_WRITE => Opcode::Write,
         nvme::OPCODE_FLUSH => Opcode::Flush,
+        nvme::OPCODE_DATASET_MANAGEMENT => Opcode::Deallocate,
         _ => return refuse(Status::BadOpcode),
     };
     if sqe.nsid != 1 {
@@ -567,6 +573,10 @@ fn decode_nvme(sqe: &nvme::Sqe, queue: u16, path: &DataPath) -> Decoded {
     }
     if path.tags.is_busy(usize::from(sqe.cid)) {
         return refuse(Status::TagConflict);
+    }
+    if op == Opcode::Deallocate {
+        // Its range is in the entry itself (`nvme::OPCODE_DATASET_MANAGEMENT`): no PRPs.
+        return Ok((s, false));
     }
     if s.len_bytes as usize > dma.buffer_bytes() {
         return refuse(Status::BadLength);

@@ -372,6 +372,7 @@ pub(crate) fn command_error(
             Opcode::Read => "read",
             Opcode::Write => "write",
             Opcode::Flush => "flush",
+            Opcode::Deallocate => "deallocate",
         },
         offset_bytes,
         len_bytes,

@@ -13,6 +13,7 @@ pub(crate) fn command_word(p: &Prepared, block_bytes: u64) -> u64 {
         Opcode::Read => moneta::OPCODE_READ,
         Opcode::Write => moneta::OPCODE_WRITE,
         Opcode::Flush => moneta::OPCODE_FLUSH,
+        Opcode::Deallocate => moneta::OPCODE_DEALLOCATE,
     };
     let opcode = p.raw_opcode.map_or(opcode, |raw| u64::from(raw & 0x7));
     moneta::CommandWord {
@@ -35,6 +36,7 @@ pub(crate) fn nvme_sqe(dma: &DmaMemory, block_bytes: u64, p: &Prepared) -> nvme:
             Opcode::Read => nvme::OPCODE_READ,
             Opcode::Write => nvme::OPCODE_WRITE,
             Opcode::Flush => nvme::OPCODE_FLUSH,
+            Opcode::Deallocate => nvme::OPCODE_DATASET_MANAGEMENT,
         },
         cid: tag as u16,
         nsid: 1,
@@ -49,6 +51,10 @@ pub(crate) fn nvme_sqe(dma: &DmaMemory, block_bytes: u64, p: &Prepared) -> nvme:
     sqe.slba = p.offset_bytes / block_bytes;
     sqe.cdw12 = ((u64::from(p.len_bytes) / block_bytes).max(1) - 1)
         .min(nvme::BLOCKS_PER_COMMAND_MAX - 1) as u32;
+    if p.op == Opcode::Deallocate {
+        // Its one range is in the entry (`nvme::OPCODE_DATASET_MANAGEMENT`): no data pages.
+        return sqe;
+    }
     sqe.prp1 = base;
     let pages = (p.len_bytes as usize).div_ceil(dma.page_bytes);
     if pages == 2 {

@@ -93,13 +93,13 @@ impl AdaptiveRule {
         }
     }
 
-    /// Whether a command lets its thread sleep (a flush never does: it has no modelled
-    /// latency).
+    /// Whether a command lets its thread sleep (a flush or a deallocate never does: neither
+    /// has a modelled latency).
     pub(crate) fn sleeps_for(&mut self, op: Opcode, len_bytes: u32) -> bool {
         let is_read = match op {
             Opcode::Read => true,
             Opcode::Write => false,
-            Opcode::Flush => return false,
+            Opcode::Flush | Opcode::Deallocate => return false,
         };
         let shape = (is_read, len_bytes);
         if let Some((last, sleeps)) = self.last {

@@ -471,3 +471,64 @@ fn nap_time_allows_a_nap_only_when_it_cannot_make_a_completion_late() {
         assert_eq!(qp.nap_time(), None, "nothing in flight again");
     }
 }
+
+/// Sends one command past the driver's checks and waits for its end.
+fn one_command(device: &Device, op: Opcode, offset: u64, len: u32) -> Result<(), HostError> {
+    let mut qp = device.queue_pair(device.completion());
+    qp.issue(device.prepare_unchecked(op, offset, len, None).unwrap());
+    let mut got = None;
+    while got.is_none() {
+        qp.wait(|done| got = Some(device.finish(done, None)));
+    }
+    got.unwrap()
+}
+
+/// A deallocate reaches flash behind the FTL in both command encodings (NVMe's Dataset
+/// Management and the command word): the pages wholly inside it are unmapped, the data is
+/// left alone, and a bad range is refused with the status a read of it would get.
+#[test]
+fn deallocate_unmaps_whole_ftl_pages_in_both_encodings() {
+    for protocol in ["nvme", "moneta"] {
+        let overrides: Vec<(String, String)> = [
+            ("memory.capacity_bytes", "256m"),
+            ("memory.erase_block_bytes", "16k"),
+            ("ftl.enabled", "true"),
+            ("ftl.precondition", "fill"),
+            ("interface.protocol", protocol),
+        ]
+        .iter()
+        .map(|(k, v)| (k.to_string(), v.to_string()))
+        .collect();
+        let config = preset("tlc").unwrap().load(&overrides).unwrap();
+        let options = Options {
+            buffer_bytes: Some(64 * 1024),
+            ..Options::default()
+        };
+        let device = Device::open(&config, &options).unwrap();
+        let mut qp = device.queue_pair(device.completion());
+        let pattern = vec![0x5au8; 8192];
+        qp.write_at(&device, &pattern, 4096).unwrap();
+        let trimmed = || device.with_model(|m, _, _| m.ftl_stats().unwrap().counters.pages_trimmed);
+        // Pages 1 and 2 wholly, page 0 and 3 in part.
+        one_command(&device, Opcode::Deallocate, 512, 12 * 1024).unwrap();
+        assert_eq!(trimmed(), 2, "{protocol}");
+        one_command(&device, Opcode::Deallocate, 0, 64 * 1024).unwrap();
+        assert_eq!(trimmed(), 16, "{protocol}: pages 0 and 3..16 of the fill");
+        // The data stays (trimmed data is undefined, and nothing was written over it).
+        let mut out = vec![0u8; 8192];
+        qp.read_at(&device, &mut out, 4096).unwrap();
+        assert_eq!(out, pattern, "{protocol}");
+        let size = device.size_bytes();
+        expect_status(
+            one_command(&device, Opcode::Deallocate, size - 512, 1024),
+            Status::OutOfRange,
+        );
+        // Longer than the device's largest transfer (2 MiB): a deallocate moves no data, so
+        // the tag's 64 KiB buffer is no limit, but the transfer limit still is.
+        expect_status(
+            one_command(&device, Opcode::Deallocate, 0, 4 << 20),
+            Status::BadLength,
+        );
+        assert_eq!(trimmed(), 16, "{protocol}: refused commands unmap nothing");
+    }
+}

@@ -895,6 +895,12 @@ impl ArrayModel {
         self.memory.erases()
     }
 
+    /// Deallocates a checked range (`check_command`) at once: see `Memory::deallocate`.
+    /// Returns the flash pages unmapped (0 for a memory without an FTL).
+    pub fn deallocate(&mut self, offset_bytes: u64, len_bytes: u32) -> u64 {
+        self.memory.deallocate(offset_bytes, u64::from(len_bytes))
+    }
+
     /// What the FTL did, for flash behind one (`[ftl]`).
     pub fn ftl_stats(&self) -> Option<FtlStats> {
         self.memory.ftl_stats()

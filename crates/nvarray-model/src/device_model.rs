@@ -191,6 +191,16 @@ impl DeviceModel {
         }
     }
 
+    /// Deallocates a checked range at once (NVMe Dataset Management, NBD trim): the flash
+    /// pages wholly inside it are unmapped in the FTL. It takes no modelled time and changes
+    /// nothing on a memory without an FTL. Returns the pages unmapped.
+    pub fn deallocate(&mut self, offset_bytes: u64, len_bytes: u32) -> u64 {
+        match &mut self.device {
+            Device::Array(m) => m.deallocate(offset_bytes, len_bytes),
+            Device::Null(_) => 0,
+        }
+    }
+
     /// What the FTL did, for flash behind one (`[ftl]`).
     pub fn ftl_stats(&self) -> Option<crate::FtlStats> {
         match &self.device {

@@ -867,6 +867,15 @@ impl Memory {
         self.erases
     }
 
+    /// Deallocates `[offset, offset + len)`: the pages wholly inside it, on flash behind an
+    /// FTL (`FlashTranslation::deallocate`); nothing on other memories, which keep no map.
+    /// Returns the pages unmapped.
+    pub fn deallocate(&mut self, offset_bytes: u64, len_bytes: u64) -> u64 {
+        self.ftl
+            .as_deref_mut()
+            .map_or(0, |t| t.deallocate(offset_bytes, len_bytes))
+    }
+
     /// What the FTL did, if the memory has one.
     pub fn ftl_stats(&self) -> Option<FtlStats> {
         self.ftl.as_ref().map(|t| t.stats())

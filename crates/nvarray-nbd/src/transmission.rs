@@ -338,7 +338,7 @@ impl<'a> Transmission<'a> {
         let Some(command) = self.check_or_refuse(&header)? else {
             return Ok(());
         };
-        let Some(work) = self.device_work(header.cookie, command) else {
+        let Some(work) = self.device_work(command) else {
             return Ok(());
         };
         let step = self.device.command_bytes_max();
@@ -385,25 +385,24 @@ impl<'a> Transmission<'a> {
         }
     }
 
-    /// The device work a checked request becomes; `None` when it needs none (a disconnect,
-    /// which starts closing, or a trim without FUA, answered at once).
-    fn device_work(&mut self, cookie: u64, command: CheckedRequest) -> Option<Work> {
+    /// The device work a checked request becomes; `None` for a disconnect, which starts
+    /// closing.
+    fn device_work(&mut self, command: CheckedRequest) -> Option<Work> {
         let zeroes = matches!(command, CheckedRequest::WriteZeroes { .. });
         let (kind, offset_bytes, len_bytes, fua) = match command {
             CheckedRequest::Disconnect => {
                 self.closing = true;
                 return None;
             }
-            // The modelled device has no deallocate command and the spec makes trimmed data
-            // undefined until rewritten, so a checked trim needs no device work; with FUA it
-            // still waits for a flush like any write.
-            CheckedRequest::Trim { fua: false, .. } => {
-                self.reply_ok(cookie);
-                return None;
-            }
-            CheckedRequest::Trim { fua: true, .. } | CheckedRequest::Flush => {
-                (Opcode::Flush, 0, 0, false)
-            }
+            // A trim deallocates its range on the device: flash behind an FTL stops copying it
+            // (the spec makes trimmed data undefined until rewritten, so it may stay). With
+            // FUA it is followed by a flush, like a write.
+            CheckedRequest::Trim {
+                offset_bytes,
+                len_bytes,
+                fua,
+            } => (Opcode::Deallocate, offset_bytes, len_bytes, fua),
+            CheckedRequest::Flush => (Opcode::Flush, 0, 0, false),
             CheckedRequest::Read {
                 offset_bytes,
                 len_bytes,
@@ -500,6 +499,7 @@ impl<'a> Transmission<'a> {
                 Opcode::Read => Payload::None,
                 Opcode::Write if work.zeroes => Payload::Zeroes,
                 Opcode::Write => Payload::Socket,
+                Opcode::Deallocate => Payload::None,
                 Opcode::Flush => unreachable!("handled above"),
             };
             self.issue(slot, work.kind, offset, n, payload)?;
@@ -871,10 +871,10 @@ impl<'a> Transmission<'a> {
                 .saturating_duration_since(request.started)
                 .as_nanos() as u64;
             let len = match request.kind {
-                Opcode::Flush => 0,
+                Opcode::Flush | Opcode::Deallocate => 0,
                 _ => request.len_bytes,
             };
-            // Flushes count as requests of no bytes, like fio counts them.
+            // Flushes and trims count as requests of no bytes: neither moves data.
             if self.unrecorded.len() == self.unrecorded.capacity() {
                 self.record_stats();
             }

@@ -145,6 +145,68 @@ fn qemu_io_writes_and_verifies_patterns_at_odd_offsets() {
     assert!(report.contains("NBD clients"), "{report}");
 }
 
+/// NBD's trim reaches flash behind the FTL as a deallocate (issue 41): qemu-io's `discard`
+/// of a filled drive unmaps exactly the 4 KiB pages wholly inside each range, once.
+#[test]
+fn qemu_io_discard_unmaps_whole_flash_pages_in_the_ftl() {
+    if !have(&["qemu-io"]) {
+        return;
+    }
+    let dir = scratch("discard");
+    let socket = dir.join("nbd.sock");
+    let listen = format!("unix:{}", socket.display());
+    let args: Vec<String> = [
+        "serve",
+        "--preset",
+        "tlc",
+        "--size",
+        "1G",
+        "--set",
+        "memory.erase_block_bytes=64k",
+        "--precondition",
+        "fill",
+        "--json",
+        "--listen",
+        &listen,
+    ]
+    .iter()
+    .map(|s| s.to_string())
+    .collect();
+    let serve = Serve::start_with(&args, socket);
+    let uri = serve.uri();
+    run_ok(
+        "qemu-io",
+        &[
+            "-f",
+            "raw",
+            &uri,
+            // 64 MiB: 16384 whole pages.
+            "-c",
+            "discard 0 64M",
+            // Again: nothing left to unmap.
+            "-c",
+            "discard 0 64M",
+            // Part of two pages and all of none: unmaps nothing.
+            "-c",
+            "discard 1049088 4096",
+            // [1 GiB - 12 KiB + 512, end): the last two pages, and part of the one before.
+            "-c",
+            "discard 1073729024 11776",
+            // Trimmed data is undefined, but reading it is no error.
+            "-c",
+            "read 0 64k",
+        ],
+    );
+    let (status, report) = serve.stop("-TERM");
+    assert!(status.success(), "{status}");
+    let json = &report[report.find("\n{").expect("a JSON report at exit") + 1..];
+    let r: serde_json::Value = serde_json::from_str(json).expect("JSON report");
+    assert_eq!(r["ftl"]["pages_trimmed"], 16384 + 2, "{}", r["ftl"]);
+    // Nothing was written by the host, and trims move no data.
+    assert_eq!(r["ftl"]["host_pages_written"], 0, "{}", r["ftl"]);
+    assert_eq!(r["write_bytes"], 0, "{r}");
+}
+
 #[test]
 fn nbdcopy_round_trips_64_mib_of_random_data() {
     if !have(&["nbdcopy"]) {

@@ -215,6 +215,22 @@ impl FlashTranslation {
         }
     }
 
+    /// Deallocates the pages wholly inside `[offset, offset + len)` (NVMe Dataset Management,
+    /// NBD trim): they are unmapped, so the collector no longer copies them and a read of them
+    /// touches no flash. A page only partly inside keeps its data. Returns the pages that were
+    /// mapped and are no longer. Untimed: a drive updates its map in firmware, no flash
+    /// operation is involved.
+    pub(crate) fn deallocate(&mut self, offset_bytes: u64, len_bytes: u64) -> u64 {
+        let page = 1u64 << self.page_shift;
+        let first = offset_bytes.div_ceil(page);
+        let end = (offset_bytes + len_bytes) >> self.page_shift;
+        let before = self.ftl.counters().pages_trimmed;
+        for lpn in first..end.min(self.ftl.logical_pages()) {
+            self.ftl.trim(lpn);
+        }
+        self.ftl.counters().pages_trimmed - before
+    }
+
     /// The bank holding logical page `lpn`, if it is mapped.
     #[inline]
     fn bank_of(&self, lpn: u64) -> Option<usize> {
