@@ -64,8 +64,9 @@ pub struct DeviceCore {
     /// Sum of the model's breakdowns of every completed command, and their number.
     modelled_sum: Breakdown,
     modelled_count: u64,
-    /// Deallocates done at submission, handed out by the next `advance` (they take no
-    /// modelled time and have no breakdown).
+    /// Deallocates and flushes, done without the model's pipeline: handed out by the first
+    /// `advance` at or after their deadline (a deallocate's is its submission; a flush's is
+    /// when the write buffer has drained). They have no breakdown.
     done_at_once: Vec<Finished>,
 }
 
@@ -84,30 +85,28 @@ impl DeviceCore {
         &self.model
     }
 
-    /// Hands the model a read, write or deallocate taken from a queue before `now_ns` (a clock reading
-    /// taken after the command was in its queue, and after `advance(now_ns, ..)`, so the model
-    /// has done everything due before the command arrived). The command was validated against
+    /// Hands the model a command taken from a queue before `now_ns` (a clock reading taken
+    /// after the command was in its queue, and after `advance(now_ns, ..)`, so the model has
+    /// done everything due before the command arrived). The command was validated against
     /// the geometry (`nvarray_model::check_command`) and its data moved by its queue's owner;
     /// the model refuses nothing valid, so an error here is the caller's bug, reported as a
     /// status rather than a panic. A deallocate is done here, at once, and finishes at
-    /// `now_ns` (`DeviceModel::deallocate`).
+    /// `now_ns` (`DeviceModel::deallocate`); a flush reaches the model only on flash with a
+    /// write buffer (`queue_work::accept`) and finishes when the buffer has drained.
     pub fn submit(&mut self, s: Submission, now_ns: u64) -> Result<(), Status> {
         let op = match s.op {
             Opcode::Read => Op::Read,
             Opcode::Write => Op::Write,
-            Opcode::Flush => return Err(Status::BadOpcode),
+            Opcode::Flush => {
+                let done_ns = self.model.drained_ns(now_ns);
+                self.finish_at(s, now_ns, done_ns);
+                return Ok(());
+            }
             Opcode::Deallocate => {
                 nvarray_model::check_command(self.model.config(), s.offset_bytes, s.len_bytes)
                     .map_err(|e| Status::from(&e))?;
                 self.model.deallocate(s.offset_bytes, s.len_bytes);
-                self.done_at_once.push(Finished {
-                    queue: s.queue,
-                    tag: s.tag,
-                    op: s.op,
-                    len_bytes: s.len_bytes,
-                    submit_ns: now_ns,
-                    deadline_ns: now_ns,
-                });
+                self.finish_at(s, now_ns, now_ns);
                 return Ok(());
             }
         };
@@ -120,11 +119,30 @@ impl DeviceCore {
         self.model.submit(cmd, now_ns).map_err(|e| Status::from(&e))
     }
 
+    /// Finishes `s`, a command the model's pipeline does not take, at `deadline_ns`.
+    fn finish_at(&mut self, s: Submission, submit_ns: u64, deadline_ns: u64) {
+        self.done_at_once.push(Finished {
+            queue: s.queue,
+            tag: s.tag,
+            op: s.op,
+            len_bytes: s.len_bytes,
+            submit_ns,
+            deadline_ns,
+        });
+    }
+
     /// Runs the model up to `now_ns` (a clock reading) and hands `finished` each command it
     /// finished, in the order it finished them. Returns whether anything was due.
     pub fn advance(&mut self, now_ns: u64, mut finished: impl FnMut(Finished)) -> bool {
-        let at_once = !self.done_at_once.is_empty();
-        self.done_at_once.drain(..).for_each(&mut finished);
+        let before = self.done_at_once.len();
+        self.done_at_once.retain(|f| {
+            let due = f.deadline_ns <= now_ns;
+            if due {
+                finished(*f);
+            }
+            !due
+        });
+        let at_once = self.done_at_once.len() < before;
         if self.model.next_event_ns().is_none_or(|t| t > now_ns) {
             return at_once;
         }
@@ -165,7 +183,7 @@ impl DeviceCore {
 
     /// Commands in the model, not yet finished.
     pub fn in_flight(&self) -> usize {
-        self.model.in_flight()
+        self.model.in_flight() + self.done_at_once.len()
     }
 }
 
@@ -241,6 +259,63 @@ mod tests {
         }
     }
 
+    /// TLC flash behind an FTL, with a DRAM write buffer of `buffer` bytes (0: none).
+    fn flash_core(buffer: u64) -> DeviceCore {
+        let ov: Vec<(String, String)> = [
+            ("memory.capacity_bytes", "256m".to_string()),
+            ("memory.erase_block_bytes", "16k".to_string()),
+            ("ftl.enabled", "true".to_string()),
+            ("ftl.write_buffer_bytes", buffer.to_string()),
+        ]
+        .into_iter()
+        .map(|(k, v)| (k.to_string(), v))
+        .collect();
+        DeviceCore::new(&preset("tlc").unwrap().load(&ov).unwrap())
+    }
+
+    /// The TLC preset's program time (2.5 ms), which a write buffer hides from writes and a
+    /// flush waits for.
+    const TLC_PROGRAM_NS: u64 = 2_500_000;
+
+    #[test]
+    fn a_write_buffer_acknowledges_writes_at_once_and_a_flush_waits_for_their_programs() {
+        for buffer in [0u64, 64 << 10] {
+            let mut c = flash_core(buffer);
+            for tag in 0..4u16 {
+                c.submit(sub(tag, Opcode::Write, u64::from(tag) * 4096, 4096), 0)
+                    .unwrap();
+            }
+            let writes = drain(&mut c);
+            let last = writes.iter().map(|f| f.deadline_ns).max().unwrap();
+            assert_eq!(writes.len(), 4);
+            c.submit(sub(9, Opcode::Flush, 0, 0), last).unwrap();
+            assert_eq!(
+                c.in_flight(),
+                1,
+                "the flush is in flight until the buffer drains"
+            );
+            let flush = drain(&mut c);
+            assert_eq!((flush.len(), flush[0].op), (1, Opcode::Flush));
+            let flush_ns = flush[0].deadline_ns - last;
+            if buffer == 0 {
+                assert!(
+                    last >= TLC_PROGRAM_NS,
+                    "unbuffered writes wait for the program"
+                );
+                assert_eq!(flush_ns, 0, "nothing to drain");
+            } else {
+                assert!(
+                    last < TLC_PROGRAM_NS / 10,
+                    "buffered writes done at {last} ns"
+                );
+                assert!(
+                    last + flush_ns >= TLC_PROGRAM_NS,
+                    "the flush ends when the programs do: {flush_ns} ns after {last}"
+                );
+            }
+        }
+    }
+
     #[test]
     fn what_the_model_refuses_leaves_nothing_in_flight() {
         let mut c = core();
@@ -249,8 +324,8 @@ mod tests {
             Err(Status::OutOfRange)
         );
         assert_eq!(
-            c.submit(sub(1, Opcode::Flush, 0, 0), 0),
-            Err(Status::BadOpcode)
+            c.submit(sub(1, Opcode::Deallocate, 16 << 20, 512), 0),
+            Err(Status::OutOfRange)
         );
         assert_eq!(c.in_flight(), 0);
         assert!(!c.advance(u64::MAX / 2, |_| panic!("nothing was submitted")));

@@ -431,7 +431,7 @@ impl QueueWork {
 enum Accepted {
     /// Validated, data moved: for the model.
     ToModel(Submission),
-    /// Done without the model (a flush).
+    /// Done without the model (a flush with no write buffer to drain).
     Done(Posted),
 }
 
@@ -439,13 +439,12 @@ enum Accepted {
 /// (returned as the completion to post) changes nothing and leaves the tag as it was.
 fn accept(path: &DataPath, s: Submission, in_data: bool) -> Result<Accepted, Posted> {
     let refuse = |status| Err(immediate(s.queue, s.tag, status));
-    if s.op == Opcode::Flush {
-        let status = if path.backing.flush().is_ok() {
-            Status::Ok
-        } else {
-            Status::IoError
-        };
-        return Ok(Accepted::Done(immediate(s.queue, s.tag, status)));
+    if s.op == Opcode::Flush && path.backing.flush().is_err() {
+        return refuse(Status::IoError);
+    }
+    // A flush is done at once unless there is a write buffer to drain (the model says when).
+    if s.op == Opcode::Flush && !path.config.ftl.write_buffered() {
+        return Ok(Accepted::Done(immediate(s.queue, s.tag, Status::Ok)));
     }
     let tag = s.tag.index();
     if tag >= path.tags.len() {
@@ -457,6 +456,9 @@ fn accept(path: &DataPath, s: Submission, in_data: bool) -> Result<Accepted, Pos
         // status of its own, so the driver cannot take the refusal for the completion of the
         // command in flight.
         return refuse(Status::TagConflict);
+    }
+    if s.op == Opcode::Flush {
+        return Ok(Accepted::ToModel(s));
     }
     let moved = move_data(path, s, in_data);
     if moved.is_err() {

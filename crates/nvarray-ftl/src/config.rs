@@ -87,6 +87,11 @@ pub struct FtlConfig {
     /// model is built (`nvarray bench --precondition`).
     #[serde(default)]
     pub precondition: Precondition,
+    /// A DRAM write buffer in front of the flash, in bytes (0, the default: none). A write is
+    /// acknowledged once its pages are in it; a flush (or a FUA write's flush) waits until
+    /// every buffered page is programmed. A multiple of `page_bytes`.
+    #[serde(default)]
+    pub write_buffer_bytes: u64,
 }
 
 fn default_page_bytes() -> u32 {
@@ -111,6 +116,13 @@ fn one_u64() -> u64 {
     1
 }
 
+impl FtlConfig {
+    /// Whether writes go through a DRAM write buffer, so a flush has work to wait for.
+    pub fn write_buffered(&self) -> bool {
+        self.enabled && self.write_buffer_bytes > 0
+    }
+}
+
 impl Default for FtlConfig {
     fn default() -> Self {
         FtlConfig {
@@ -124,6 +136,7 @@ impl Default for FtlConfig {
             placement_handles: 1,
             seed: 1,
             precondition: Precondition::None,
+            write_buffer_bytes: 0,
         }
     }
 }

@@ -472,15 +472,76 @@ fn nap_time_allows_a_nap_only_when_it_cannot_make_a_completion_late() {
     }
 }
 
-/// Sends one command past the driver's checks and waits for its end.
-fn one_command(device: &Device, op: Opcode, offset: u64, len: u32) -> Result<(), HostError> {
+/// Sends one command past the driver's checks and waits for its end; returns its result and
+/// its modelled completion time.
+fn timed_command(
+    device: &Device,
+    op: Opcode,
+    offset: u64,
+    len: u32,
+    data: Option<&[u8]>,
+) -> (Result<(), HostError>, u64) {
     let mut qp = device.queue_pair(device.completion());
-    qp.issue(device.prepare_unchecked(op, offset, len, None).unwrap());
+    qp.issue(device.prepare_unchecked(op, offset, len, data).unwrap());
     let mut got = None;
     while got.is_none() {
-        qp.wait(|done| got = Some(device.finish(done, None)));
+        qp.wait(|done| {
+            let at = done.deadline_ns;
+            got = Some((device.finish(done, None), at));
+        });
     }
     got.unwrap()
+}
+
+fn one_command(device: &Device, op: Opcode, offset: u64, len: u32) -> Result<(), HostError> {
+    timed_command(device, op, offset, len, None).0
+}
+
+/// TLC flash behind an FTL (256 MiB, 16 KiB erase blocks), speaking `protocol`, with
+/// `ftl.*` settings on top.
+fn flash_device(protocol: &str, ftl: &[(&str, &str)]) -> Device {
+    let mut overrides: Vec<(String, String)> = [
+        ("memory.capacity_bytes", "256m"),
+        ("memory.erase_block_bytes", "16k"),
+        ("ftl.enabled", "true"),
+        ("interface.protocol", protocol),
+    ]
+    .iter()
+    .chain(ftl)
+    .map(|(k, v)| (k.to_string(), v.to_string()))
+    .collect();
+    overrides.dedup();
+    let config = preset("tlc").unwrap().load(&overrides).unwrap();
+    let options = Options {
+        buffer_bytes: Some(64 * 1024),
+        ..Options::default()
+    };
+    Device::open(&config, &options).unwrap()
+}
+
+/// With a DRAM write buffer a write is acknowledged before its program (2.5 ms on TLC) and a
+/// flush, from the driver as from NBD, waits for the programs.
+#[test]
+fn a_flush_waits_for_the_write_buffer_to_drain() {
+    for protocol in ["nvme", "moneta"] {
+        let device = flash_device(protocol, &[("ftl.write_buffer_bytes", "1m")]);
+        let page = vec![0x33u8; 4096];
+        let start = device.now_ns();
+        let (r, written) = timed_command(&device, Opcode::Write, 0, 4096, Some(&page));
+        r.unwrap();
+        assert!(
+            written - start < 1_000_000,
+            "{protocol}: a buffered write took {} ns",
+            written - start
+        );
+        let (r, flushed) = timed_command(&device, Opcode::Flush, 0, 0, None);
+        r.unwrap();
+        assert!(
+            flushed - start >= 2_500_000,
+            "{protocol}: the flush ended {} ns after the write began, before its program",
+            flushed - start
+        );
+    }
 }
 
 /// A deallocate reaches flash behind the FTL in both command encodings (NVMe's Dataset
@@ -489,22 +550,7 @@ fn one_command(device: &Device, op: Opcode, offset: u64, len: u32) -> Result<(),
 #[test]
 fn deallocate_unmaps_whole_ftl_pages_in_both_encodings() {
     for protocol in ["nvme", "moneta"] {
-        let overrides: Vec<(String, String)> = [
-            ("memory.capacity_bytes", "256m"),
-            ("memory.erase_block_bytes", "16k"),
-            ("ftl.enabled", "true"),
-            ("ftl.precondition", "fill"),
-            ("interface.protocol", protocol),
-        ]
-        .iter()
-        .map(|(k, v)| (k.to_string(), v.to_string()))
-        .collect();
-        let config = preset("tlc").unwrap().load(&overrides).unwrap();
-        let options = Options {
-            buffer_bytes: Some(64 * 1024),
-            ..Options::default()
-        };
-        let device = Device::open(&config, &options).unwrap();
+        let device = flash_device(protocol, &[("ftl.precondition", "fill")]);
         let mut qp = device.queue_pair(device.completion());
         let pattern = vec![0x5au8; 8192];
         qp.write_at(&device, &pattern, 4096).unwrap();

@@ -896,6 +896,13 @@ impl DeviceConfig {
             ),
             page,
         )?;
+        let buffer = self.ftl.write_buffer_bytes;
+        check(
+            buffer.is_multiple_of(page) && buffer <= m.capacity_bytes,
+            "ftl.write_buffer_bytes",
+            "0 (no buffer) or a multiple of ftl.page_bytes no larger than memory.capacity_bytes",
+            buffer,
+        )?;
         nvarray_ftl::Ftl::validate(&self.ftl, self.ftl_geometry())
             .map_err(|e| ConfigError::Ftl(e.to_string()))
     }

@@ -895,6 +895,11 @@ impl ArrayModel {
         self.memory.erases()
     }
 
+    /// When a flush issued at `now_ns` is done (`Memory::drained_ns`).
+    pub fn drained_ns(&self, now_ns: u64) -> u64 {
+        self.memory.drained_ns(now_ns)
+    }
+
     /// Deallocates a checked range (`check_command`) at once: see `Memory::deallocate`.
     /// Returns the flash pages unmapped (0 for a memory without an FTL).
     pub fn deallocate(&mut self, offset_bytes: u64, len_bytes: u32) -> u64 {

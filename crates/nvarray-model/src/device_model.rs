@@ -191,6 +191,16 @@ impl DeviceModel {
         }
     }
 
+    /// When a flush issued at `now_ns` is done: once flash behind an FTL has programmed every
+    /// page of its DRAM write buffer (`ftl.write_buffer_bytes`), at once on every other
+    /// device.
+    pub fn drained_ns(&self, now_ns: u64) -> u64 {
+        match &self.device {
+            Device::Array(m) => m.drained_ns(now_ns),
+            Device::Null(_) => now_ns,
+        }
+    }
+
     /// Deallocates a checked range at once (NVMe Dataset Management, NBD trim): the flash
     /// pages wholly inside it are unmapped in the FTL. It takes no modelled time and changes
     /// nothing on a memory without an FTL. Returns the pages unmapped.

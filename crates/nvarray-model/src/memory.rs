@@ -16,6 +16,7 @@ use crate::wear::StartGap;
 
 mod booking;
 mod flash_translation;
+mod write_buffer;
 
 pub use booking::Access;
 use booking::Booking;
@@ -874,6 +875,12 @@ impl Memory {
         self.ftl
             .as_deref_mut()
             .map_or(0, |t| t.deallocate(offset_bytes, len_bytes))
+    }
+
+    /// When a flush issued at `now_ns` is done: flash behind an FTL with a write buffer
+    /// waits for every buffered page's program; any other memory is done at once.
+    pub fn drained_ns(&self, now_ns: u64) -> u64 {
+        self.ftl.as_deref().map_or(now_ns, |t| t.drained_ns(now_ns))
     }
 
     /// What the FTL did, if the memory has one.

@@ -444,9 +444,16 @@ fn ftl_lines(f: &nvarray_model::FtlStats) -> String {
         (Some(lo), Some(hi)) => format!(" (per interval of the run: {lo:.3} to {hi:.3})"),
         _ => String::new(),
     };
+    let buffer = match f.write_buffer_bytes {
+        0 => String::new(),
+        // As the description sets it (binary units), not as a rate column reads.
+        b if b.is_multiple_of(1 << 20) => format!(", write buffer {} MiB", b >> 20),
+        b if b.is_multiple_of(1 << 10) => format!(", write buffer {} KiB", b >> 10),
+        b => format!(", write buffer {b} B"),
+    };
     format!(
         "ftl ({}, {} B pages, over-provisioning {:.1} % of logical = spare factor {:.1} % of \
-         physical, preconditioned {}): write amplification {}{range} | host pages {} | \
+         physical, preconditioned {}{buffer}): write amplification {}{range} | host pages {} | \
          flash pages {}\n\
          ftl collection: {} lines ({} forced), {} pages copied | erases per block min {} mean \
          {:.2} max {} | free lines {} of {} (fewest {}) | pages trimmed {}\n",

@@ -29,6 +29,16 @@ impl Booking {
         }
     }
 
+    /// Counts a wait from `from_ns` to `until_ns` (a write waiting for a free slot in a
+    /// write buffer) in the access's media time.
+    #[inline]
+    pub fn waited(&mut self, from_ns: u64, until_ns: u64) {
+        if until_ns > from_ns {
+            self.first_start_ns = self.first_start_ns.min(from_ns);
+            self.last_end_ns = self.last_end_ns.max(until_ns);
+        }
+    }
+
     /// Books `ns` on `bank` from `ready_ns`; a `span` booking counts in the access's media
     /// time. Returns its end.
     #[inline]

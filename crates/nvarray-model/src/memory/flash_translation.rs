@@ -9,11 +9,16 @@
 //! collection is booked on the dies after the write, so it delays what comes next there.
 //! Each die's share of a collection (its copies' reads and programs, its erase) is booked
 //! back to back.
+//!
+//! With a DRAM write buffer (`ftl.write_buffer_bytes`, `write_buffer.rs`) a write's media time
+//! ends when its pages are in the buffer; their programs, and any collection they force, are
+//! booked on the dies all the same but the write does not wait for them.
 
 use nvarray_ftl::{precondition, Ftl, FtlConfig, FtlCounters, GcWork, Geometry};
 use serde::Serialize;
 
 use super::booking::{Access, Booking};
+use super::write_buffer::WriteBuffer;
 use crate::link::bytes_to_ns;
 use crate::timeline::Timeline;
 
@@ -35,6 +40,7 @@ pub(crate) struct FlashTranslation {
     sample_every_pages: u64,
     preconditioned: nvarray_ftl::Preconditioned,
     costs: FlashCosts,
+    buffer: Option<WriteBuffer>,
 }
 
 /// What the flash's operations cost a die.
@@ -69,6 +75,8 @@ pub struct FtlStats {
     pub spare_factor: f64,
     pub logical_pages: u64,
     pub physical_pages: u64,
+    /// The DRAM write buffer (`ftl.write_buffer_bytes`; 0 without one).
+    pub write_buffer_bytes: u64,
     pub lines: u32,
     pub pages_per_line: u32,
     pub free_lines: u32,
@@ -109,6 +117,11 @@ impl FlashTranslation {
             sample_every_pages: (geometry.logical_pages / 256).max(64),
             preconditioned,
             costs,
+            buffer: (config.write_buffer_bytes > 0).then(|| {
+                WriteBuffer::new(
+                    (config.write_buffer_bytes / u64::from(config.page_bytes)) as usize,
+                )
+            }),
             ftl,
         }
     }
@@ -124,6 +137,7 @@ impl FlashTranslation {
             spare_factor: (physical - logical) as f64 / physical as f64,
             logical_pages: logical,
             physical_pages: physical,
+            write_buffer_bytes: self.config.write_buffer_bytes,
             lines: self.ftl.lines(),
             pages_per_line: self.ftl.pages_per_line(),
             free_lines: self.ftl.free_lines(),
@@ -194,21 +208,31 @@ impl FlashTranslation {
                 }
                 continue;
             }
+            // With a write buffer, the write is done once the page is in it: nothing after
+            // counts in its media time but the wait for a free slot.
             let mut program_ready = ready_ns;
+            if let Some(buffer) = self.buffer.as_mut() {
+                program_ready = buffer.admit(ready_ns);
+                booking.waited(ready_ns, program_ready);
+            }
+            let span = self.buffer.is_none();
             // Read-modify-write: the rest of a part-page write comes from its old copy (a
             // whole-page write replaces the page without looking it up).
             if let Some(bank) = (bytes < page).then(|| self.bank_of(lpn)).flatten() {
-                program_ready = booking.book(&mut banks[bank], ready_ns, c.read_page_ns, true);
+                program_ready = booking.book(&mut banks[bank], program_ready, c.read_page_ns, span);
             }
             let die = self.ftl.write(lpn, 0, &mut self.work);
             if self.work.forced.any {
-                let done = self.book_collection(banks, booking, erases, true);
+                let done = self.book_collection(banks, booking, erases, true, span);
                 program_ready = program_ready.max(done);
             }
             let bank = self.die_bank[die as usize] as usize;
-            booking.book(&mut banks[bank], program_ready, c.program_page_ns, true);
+            let programmed = booking.book(&mut banks[bank], program_ready, c.program_page_ns, span);
+            if let Some(buffer) = self.buffer.as_mut() {
+                buffer.programmed(programmed);
+            }
             if self.work.background.any {
-                self.book_collection(banks, booking, erases, false);
+                self.book_collection(banks, booking, erases, false, false);
             }
             self.work.clear();
             self.sample(now_ns);
@@ -231,6 +255,14 @@ impl FlashTranslation {
         self.ftl.counters().pages_trimmed - before
     }
 
+    /// When a flush issued at `now_ns` is done: every page in the write buffer programmed
+    /// (at once without a buffer).
+    pub(crate) fn drained_ns(&self, now_ns: u64) -> u64 {
+        self.buffer
+            .as_ref()
+            .map_or(now_ns, |b| b.drained_ns(now_ns))
+    }
+
     /// The bank holding logical page `lpn`, if it is mapped.
     #[inline]
     fn bank_of(&self, lpn: u64) -> Option<usize> {
@@ -240,13 +272,15 @@ impl FlashTranslation {
     }
 
     /// Books each die's share of the forced (or background) collection back to back from
-    /// the access's ready time; returns when the last die is done.
+    /// the access's ready time, in the access's media time if `span`; returns when the last
+    /// die is done.
     fn book_collection(
         &self,
         banks: &mut [Timeline],
         booking: &mut Booking,
         erases: &mut u64,
         forced: bool,
+        span: bool,
     ) -> u64 {
         let work = if forced {
             &self.work.forced
@@ -265,7 +299,7 @@ impl FlashTranslation {
             *erases += u64::from(erased);
             if ns > 0 {
                 let bank = self.die_bank[d] as usize;
-                done = done.max(booking.book(&mut banks[bank], ready_ns, ns, forced));
+                done = done.max(booking.book(&mut banks[bank], ready_ns, ns, span));
             }
         }
         done
