@@ -15,6 +15,7 @@ mod cmd_repro;
 mod cmd_serve;
 mod cmd_sim;
 mod emu_args;
+mod ftl_plot;
 mod input;
 mod output;
 mod progress;

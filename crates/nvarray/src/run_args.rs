@@ -89,6 +89,7 @@ impl RunArgs {
         if let Some(path) = &self.ftl_plot {
             nvarray_present::plot::check_chart_path(path).map_err(input_error)?;
             crate::output::check_writable(path)?;
+            crate::output::check_writable(&crate::ftl_plot::bandwidth_path(path))?;
         }
         self.layout().map(|_| ())
     }
@@ -144,53 +145,24 @@ impl RunArgs {
     }
 }
 
-/// `--ftl-plot`: the write amplification of each interval between the FTL's samples.
+/// `--ftl-plot` for one run (`ftl_plot`).
 fn write_ftl_plot(path: &std::path::Path, report: &RunReport) -> Result<()> {
     let Some(f) = &report.ftl else {
         return Err(input_error(
             "--ftl-plot: this device has no FTL (add --precondition or --set ftl.enabled=true)",
         ));
     };
-    let points: Vec<(f64, f64)> = f
-        .samples
-        .windows(2)
-        .filter(|w| w[1].host_pages_written > w[0].host_pages_written)
-        .map(|w| {
-            let host = (w[1].host_pages_written - w[0].host_pages_written) as f64;
-            let flash = (w[1].flash_pages_programmed - w[0].flash_pages_programmed) as f64;
-            (w[1].device_ns as f64 / 1e6, flash / host)
-        })
-        .collect();
-    if points.is_empty() {
-        return Err(input_error(
-            "--ftl-plot: the run wrote too little for two samples of the FTL's counts (write \
-             more: a longer --runtime)",
-        ));
-    }
     let title = format!(
-        "{}: write amplification per interval ({}, over-provisioning {:.1} %, preconditioned {})",
+        "{} ({}, over-provisioning {:.1} %, preconditioned {})",
         report.device,
         f.victim,
         f.over_provisioning * 100.0,
         f.precondition
     );
-    let series = [nvarray_present::plot::Series {
-        label: "flash pages programmed / host pages written".to_string(),
-        points,
-    }];
-    nvarray_present::plot::write_chart(
-        path,
-        &nvarray_present::plot::Chart {
-            title: &title,
-            x_label: "device time (ms)",
-            y_label: "write amplification",
-            log_x: false,
-            log_y: false,
-            series: &series,
-            reference: None,
-        },
-    )
-    .map_err(|e| anyhow::anyhow!("{e}"))?;
-    eprintln!("wrote {}", path.display());
-    Ok(())
+    let curve = crate::ftl_plot::Curve {
+        label: "this run".to_string(),
+        page_bytes: f.page_bytes,
+        samples: f.samples.clone(),
+    };
+    crate::ftl_plot::write(path, &title, &[curve])
 }

@@ -194,6 +194,9 @@ fn ftl_plot_draws_the_intervals_and_refuses_a_device_without_an_ftl() {
     );
     let svg = std::fs::read_to_string(&chart).expect("the chart written");
     assert!(svg.contains("write amplification"), "{svg:.200}");
+    let svg = std::fs::read_to_string(dir.path().join("waf-bandwidth.svg"))
+        .expect("the bandwidth chart written beside it");
+    assert!(svg.contains("host write bandwidth"), "{svg:.200}");
     // The table names the intervals' range: 1 before the cliff, more after.
     let table = String::from_utf8_lossy(&out.stdout);
     assert!(
@@ -221,6 +224,7 @@ fn a_sweep_over_over_provisioning_plots_write_amplification() {
     let dir = tempfile::tempdir().unwrap();
     let out = dir.path().join("waf");
     let out_arg = out.to_str().unwrap();
+    let over_time = dir.path().join("over-time.svg");
     let mut args = vec!["sim", "sweep"];
     args.extend_from_slice(&SMALL_TLC[2..]);
     args.extend_from_slice(&[
@@ -238,6 +242,8 @@ fn a_sweep_over_over_provisioning_plots_write_amplification() {
         "5s",
         "--out",
         out_arg,
+        "--ftl-plot",
+        over_time.to_str().unwrap(),
     ]);
     let run = nvarray(&args);
     assert!(
@@ -261,4 +267,14 @@ fn a_sweep_over_over_provisioning_plots_write_amplification() {
         "write amplification at 10 % and 50 %: {wa:?}"
     );
     assert!(out.with_extension("svg").exists());
+    // Over time, one curve per point, in both charts.
+    for chart in [
+        over_time.clone(),
+        dir.path().join("over-time-bandwidth.svg"),
+    ] {
+        let svg = std::fs::read_to_string(&chart).expect("--ftl-plot's charts");
+        for label in ["ftl.over_provisioning=0.1", "ftl.over_provisioning=0.5"] {
+            assert!(svg.contains(label), "{label} in {}", chart.display());
+        }
+    }
 }

@@ -15,7 +15,7 @@
 //! booked on the dies all the same but the write does not wait for them.
 
 use nvarray_ftl::{precondition, Ftl, FtlConfig, FtlCounters, GcWork, Geometry};
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 
 use super::booking::{Access, Booking};
 use super::write_buffer::WriteBuffer;
@@ -55,7 +55,7 @@ pub(crate) struct FlashCosts {
 }
 
 /// The FTL's counts at one moment of the run (device time).
-#[derive(Clone, Copy, Debug, Default, PartialEq, Serialize)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Serialize, Deserialize)]
 pub struct FtlSample {
     pub device_ns: u64,
     pub host_pages_written: u64,

@@ -133,8 +133,17 @@ pub fn run(args: &SweepSpec, run: &RunArgs, engine: &Engine<'_>) -> Result<()> {
     )
     .map_err(input_error)?;
     let shard = args.shard.unwrap_or(Shard::WHOLE);
+    if run.ftl_plot.is_some() && !shard.is_whole() {
+        return Err(input_error(
+            "--ftl-plot draws every point of a sweep: run it without --shard",
+        ));
+    }
+    run.check_output()?;
     let jobs = jobs(args.jobs, engine.parallel)?;
     let (sweep, provenance, mut held) = build_points(&grid, run, shard, &engine.identity)?;
+    if run.ftl_plot.is_some() && !held.iter().any(|(_, d, _)| d.ftl.enabled) {
+        return Err(input_error(NO_FTL_TO_PLOT));
+    }
 
     let out = args
         .out
@@ -186,17 +195,51 @@ pub fn run(args: &SweepSpec, run: &RunArgs, engine: &Engine<'_>) -> Result<()> {
     lines.sort_by_key(|l| l.point);
 
     match outputs {
-        Some(outputs) => present::write_sweep(
-            &sweep,
-            &grid,
-            args.metric,
-            &lines,
-            &outputs,
-            Some(&lines_path),
-            run.json,
-        ),
+        Some(outputs) => {
+            present::write_sweep(
+                &sweep,
+                &grid,
+                args.metric,
+                &lines,
+                &outputs,
+                Some(&lines_path),
+                run.json,
+            )?;
+            match &run.ftl_plot {
+                Some(path) => write_ftl_plot(path, &grid, &lines),
+                None => Ok(()),
+            }
+        }
         None => print_shard(&grid, args.metric, shard, &lines, &lines_path, run.json),
     }
+}
+
+const NO_FTL_TO_PLOT: &str =
+    "--ftl-plot: no point of the sweep has an FTL (add --precondition or --set ftl.enabled=true)";
+
+/// `--ftl-plot` for a sweep: one curve per point with an FTL (`ftl_plot`).
+fn write_ftl_plot(path: &Path, grid: &Grid, lines: &[PointLine]) -> Result<()> {
+    #[derive(serde::Deserialize)]
+    struct Samples {
+        page_bytes: u32,
+        samples: Vec<nvarray_model::FtlSample>,
+    }
+    let curves: Vec<crate::ftl_plot::Curve> = lines
+        .iter()
+        .filter_map(|l| {
+            let ftl = serde_json::from_value::<Samples>(l.report.get("ftl")?.clone()).ok()?;
+            Some(crate::ftl_plot::Curve {
+                label: grid.describe(l.point),
+                page_bytes: ftl.page_bytes,
+                samples: ftl.samples,
+            })
+        })
+        .collect();
+    if curves.is_empty() {
+        return Err(input_error(NO_FTL_TO_PLOT));
+    }
+    let title = format!("sweep of {}", grid.file_stem().trim_start_matches("sweep-"));
+    crate::ftl_plot::write(path, &title, &curves)
 }
 
 /// Builds every point's device and workload, and returns the sweep's identity, its
