@@ -21,6 +21,9 @@ pub struct Submission {
     pub op: Opcode,
     pub offset_bytes: u64,
     pub len_bytes: u32,
+    /// A write's placement handle (NVMe FDP's DSPEC with DTYPE 2h; 0 without one), checked
+    /// against `ftl.placement_handles` when decoded.
+    pub placement: u16,
 }
 
 /// A completion ready to post.
@@ -115,6 +118,7 @@ impl DeviceCore {
             op,
             offset_bytes: s.offset_bytes,
             len_bytes: s.len_bytes,
+            placement: s.placement,
         };
         self.model.submit(cmd, now_ns).map_err(|e| Status::from(&e))
     }
@@ -204,6 +208,7 @@ mod tests {
             op,
             offset_bytes,
             len_bytes,
+            placement: 0,
         }
     }
 

@@ -239,6 +239,36 @@ pub mod nvme {
 
     const _: () = assert!(std::mem::size_of::<Sqe>() == 64);
 
+    /// Dword 12's Directive Type field (bits 23:20) and the Data Placement type (NVMe
+    /// Flexible Data Placement, TP4146): a write with it carries its placement handle in
+    /// dword 13's Directive Specific field (bits 31:16).
+    pub const DTYPE_SHIFT: u32 = 20;
+    pub const DTYPE_DATA_PLACEMENT: u32 = 0x2;
+
+    /// The directive an entry carries.
+    #[derive(Clone, Copy, Debug, PartialEq, Eq)]
+    pub enum Directive {
+        None,
+        /// Data placement, with its placement handle.
+        Placement(u16),
+        /// A directive type the device does not support.
+        Unsupported(u32),
+    }
+
+    pub fn directive(sqe: &Sqe) -> Directive {
+        match (sqe.cdw12 >> DTYPE_SHIFT) & 0xf {
+            0 => Directive::None,
+            DTYPE_DATA_PLACEMENT => Directive::Placement((sqe.cdw13 >> 16) as u16),
+            other => Directive::Unsupported(other),
+        }
+    }
+
+    /// Sets a write's placement handle in `sqe` (the driver's half of `directive`).
+    pub fn set_placement(sqe: &mut Sqe, handle: u16) {
+        sqe.cdw12 |= DTYPE_DATA_PLACEMENT << DTYPE_SHIFT;
+        sqe.cdw13 = (sqe.cdw13 & 0xffff) | (u32::from(handle) << 16);
+    }
+
     /// NVMe status of a device status.
     pub fn status_code(status: Status) -> u16 {
         match status {

@@ -532,6 +532,8 @@ fn decode_word(word: u64, queue: u16, path: &DataPath) -> Decoded {
             op,
             offset_bytes: c.offset_blocks * block_bytes,
             len_bytes: u32::try_from(c.len_blocks * block_bytes).unwrap_or(u32::MAX),
+            // The command word has no room for one.
+            placement: 0,
         },
         op == Opcode::Read && path.protocol == Protocol::DcExpress,
     ))
@@ -559,9 +561,24 @@ fn decode_nvme(sqe: &nvme::Sqe, queue: u16, path: &DataPath) -> Decoded {
         op,
         offset_bytes: 0,
         len_bytes: 0,
+        placement: 0,
     };
     if op == Opcode::Flush {
         return Ok((s, false));
+    }
+    match nvme::directive(sqe) {
+        nvme::Directive::Placement(handle) if op == Opcode::Write => {
+            if u32::from(handle) >= path.config.ftl.placement_handles || !path.config.ftl.enabled {
+                // A handle the device does not have (NVMe FDP: Invalid Field in Command).
+                return refuse(Status::BadField);
+            }
+            s.placement = handle;
+        }
+        nvme::Directive::None => {}
+        // A placement on anything but a write, or a directive type the device does not know.
+        nvme::Directive::Placement(_) | nvme::Directive::Unsupported(_) => {
+            return refuse(Status::BadField)
+        }
     }
     let blocks = u64::from(sqe.cdw12 & 0xffff) + 1;
     let Some(offset) = sqe.slba.checked_mul(path.block_bytes) else {

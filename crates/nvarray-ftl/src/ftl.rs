@@ -160,6 +160,8 @@ pub struct Ftl {
     rng: SmallRng,
     /// Host writes so far (cost-benefit's clock).
     clock: u64,
+    /// Host pages written through each placement handle.
+    host_pages_by_handle: Vec<u64>,
     counters: FtlCounters,
 }
 
@@ -198,6 +200,7 @@ impl Ftl {
             collector_open: vec![OpenLine::NONE; handles],
             victims: Victims::new(cfg.victim, cfg.d_choices, lines, pages_per_line),
             collecting: None,
+            host_pages_by_handle: vec![0; handles],
             rng: SmallRng::seed_from_u64(cfg.seed),
             clock: 0,
             counters: FtlCounters {
@@ -227,6 +230,11 @@ impl Ftl {
 
     pub fn lines(&self) -> u32 {
         self.lines
+    }
+
+    /// Host pages written through each placement handle (one entry without placement).
+    pub fn host_pages_by_handle(&self) -> &[u64] {
+        &self.host_pages_by_handle
     }
 
     pub fn pages_per_line(&self) -> u32 {
@@ -283,6 +291,7 @@ impl Ftl {
         let handle = (handle as usize).min(self.host_open.len() - 1);
         self.clock += 1;
         self.counters.host_pages_written += 1;
+        self.host_pages_by_handle[handle] += 1;
         self.invalidate(lpn);
         if self.collecting.is_some() || self.free_lines() <= self.gc_background_free_lines {
             self.collect_step(&mut work.background);

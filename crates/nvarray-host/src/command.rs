@@ -14,6 +14,8 @@ pub struct Prepared {
     pub(crate) len_bytes: u32,
     pub(crate) in_data: bool,
     pub(crate) raw_opcode: Option<u8>,
+    /// A write's placement handle (NVMe FDP), set by `Device::place`.
+    pub(crate) placement: Option<u16>,
 }
 
 impl Prepared {
@@ -25,6 +27,13 @@ impl Prepared {
     /// show how the device answers an opcode it does not know.
     pub fn with_raw_opcode(mut self, opcode: u8) -> Self {
         self.raw_opcode = Some(opcode);
+        self
+    }
+
+    /// Sends placement handle `handle` without `Device::place`'s checks, so tests can show
+    /// how the device answers a handle it does not have.
+    pub fn with_raw_placement(mut self, handle: u16) -> Self {
+        self.placement = Some(handle);
         self
     }
 }

@@ -267,6 +267,39 @@ impl Device {
         self.prepare_unchecked(op, offset_bytes, len_bytes, data)
     }
 
+    /// Gives a prepared write a placement handle (NVMe Flexible Data Placement): its pages go
+    /// to that reclaim unit handle of the FTL (`ftl.placement_handles`), so data written under
+    /// different handles never shares an erase block. Refused, with the tag freed, unless the
+    /// command is a write on an NVMe device whose FTL has the handle.
+    pub fn place(&self, mut p: Prepared, handle: u16) -> Result<Prepared, HostError> {
+        let ftl = &self.config.ftl;
+        let why = if p.op != Opcode::Write {
+            Some("only writes carry a placement handle")
+        } else if self.config.interface.protocol != Protocol::Nvme {
+            Some("only NVMe commands carry one (the command word has no room)")
+        } else if !ftl.enabled || u32::from(handle) >= ftl.placement_handles {
+            Some("the device's FTL has no such reclaim unit handle (ftl.placement_handles)")
+        } else {
+            None
+        };
+        if let Some(why) = why {
+            self.tags
+                .release(p.tag)
+                .expect("a Prepared holds a taken tag");
+            return Err(HostError::Placement {
+                handle,
+                handles: if ftl.enabled {
+                    ftl.placement_handles
+                } else {
+                    0
+                },
+                why,
+            });
+        }
+        p.placement = Some(handle);
+        Ok(p)
+    }
+
     /// `prepare` without the driver's checks, so tests can show the device's own validation.
     /// A write's `data` must still fit the tag buffer.
     pub fn prepare_unchecked(
@@ -301,6 +334,7 @@ impl Device {
             len_bytes,
             in_data,
             raw_opcode: None,
+            placement: None,
         })
     }
 

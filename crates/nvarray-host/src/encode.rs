@@ -51,6 +51,9 @@ pub(crate) fn nvme_sqe(dma: &DmaMemory, block_bytes: u64, p: &Prepared) -> nvme:
     sqe.slba = p.offset_bytes / block_bytes;
     sqe.cdw12 = ((u64::from(p.len_bytes) / block_bytes).max(1) - 1)
         .min(nvme::BLOCKS_PER_COMMAND_MAX - 1) as u32;
+    if let Some(handle) = p.placement {
+        nvme::set_placement(&mut sqe, handle);
+    }
     if p.op == Opcode::Deallocate {
         // Its one range is in the entry (`nvme::OPCODE_DATASET_MANAGEMENT`): no data pages.
         return sqe;

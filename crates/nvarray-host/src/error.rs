@@ -9,6 +9,12 @@ use crate::options::{CompletionMode, Stack, DEVICE_THREADS_MAX};
 
 #[derive(Debug, Error)]
 pub enum HostError {
+    #[error("placement handle {handle} refused ({handles} handles): {why}")]
+    Placement {
+        handle: u16,
+        handles: u32,
+        why: &'static str,
+    },
     /// The device or its backing could not be opened.
     #[error(transparent)]
     Emu(#[from] nvarray_emu::EmuError),

@@ -167,6 +167,7 @@ fn idle_latency_ns(config: &DeviceConfig, is_read: bool, len_bytes: u32) -> Opti
         op: if is_read { Op::Read } else { Op::Write },
         offset_bytes: 0,
         len_bytes,
+        placement: 0,
     };
     model.submit(command, 0).ok()?;
     let mut visible_ns = None;

@@ -453,6 +453,7 @@ mod tests {
                 len_bytes: p.len_bytes,
                 in_data: p.in_data,
                 raw_opcode: p.raw_opcode,
+                placement: p.placement,
             };
             qp.issue(p);
             match &mut qp.ends {
@@ -517,6 +518,7 @@ mod tests {
                 len_bytes: p.len_bytes,
                 in_data: p.in_data,
                 raw_opcode: p.raw_opcode,
+                placement: p.placement,
             };
             let tag = p.tag.index();
             qp.issue(p);

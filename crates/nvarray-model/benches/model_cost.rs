@@ -115,6 +115,7 @@ fn run(case: &Case, commands: u64) -> (u64, u64) {
                 op,
                 offset_bytes,
                 len_bytes,
+                placement: 0,
             };
             device.submit(cmd, now).expect("valid command");
             issued += 1;

@@ -39,6 +39,10 @@ pub struct Command {
     pub op: Op,
     pub offset_bytes: u64,
     pub len_bytes: u32,
+    /// A write's placement handle (NVMe Flexible Data Placement): which of the FTL's reclaim
+    /// unit handles its pages go to (`ftl.placement_handles`). 0 without placement; a handle
+    /// the FTL does not have goes to its last (the front ends refuse such commands first).
+    pub placement: u16,
 }
 
 /// A finished command.
@@ -118,6 +122,7 @@ impl ResourceBusy {
 struct Slot {
     cmd_id: u64,
     op_is_read: bool,
+    placement: u16,
     offset_bytes: u64,
     len_bytes: u32,
     submit_ns: u64,
@@ -614,6 +619,7 @@ impl ArrayModel {
         *slot = Slot {
             cmd_id: w.cmd.id,
             op_is_read: w.cmd.op == Op::Read,
+            placement: w.cmd.placement,
             offset_bytes: w.cmd.offset_bytes,
             len_bytes: w.cmd.len_bytes,
             submit_ns: w.submit_ns,
@@ -689,7 +695,7 @@ impl ArrayModel {
         let now = self.now_ns;
         let buffer_bytes = self.cfg.controller.buffer_bytes;
         let slot = &self.slots[tag as usize];
-        let (op_is_read, whole_len) = (slot.op_is_read, slot.len_bytes);
+        let (op_is_read, whole_len, placement) = (slot.op_is_read, slot.len_bytes, slot.placement);
         let len = slot.unscheduled_bytes.min(buffer_bytes);
         let offset = slot.offset_bytes + u64::from(slot.len_bytes - slot.unscheduled_bytes);
         let start = now + self.stage_ns.dma_setup;
@@ -731,9 +737,13 @@ impl ArrayModel {
                 .dma_read(Carries::Data, now, start, costs.from_host);
             let ring_start = self.ring.reserve(now, dma.arrival_ns, ring_ns);
             let ring_end = ring_start + ring_ns + ring_latency;
-            let (media_start, media_end) =
-                self.memory
-                    .access(now, ring_end, Access::Write, offset, u64::from(len));
+            let (media_start, media_end) = self.memory.access_placed(
+                now,
+                ring_end,
+                Access::Write,
+                (offset, u64::from(len)),
+                placement,
+            );
             // A write is done only when it is in the media (no write coalescing: Moneta,
             // "storage must guarantee durability by closing row").
             (

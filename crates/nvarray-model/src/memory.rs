@@ -244,6 +244,25 @@ impl Memory {
         }
     }
 
+    /// `access` of `[offset, offset + len)` with a placement handle: flash behind an FTL
+    /// writes its pages through that reclaim unit handle (`ftl.placement_handles`); every
+    /// other memory ignores it.
+    #[inline]
+    pub fn access_placed(
+        &mut self,
+        now_ns: u64,
+        ready_ns: u64,
+        access: Access,
+        (offset_bytes, len_bytes): (u64, u64),
+        placement: u16,
+    ) -> (u64, u64) {
+        if self.ftl.is_some() {
+            let range = (offset_bytes, len_bytes);
+            return self.access_through_ftl(now_ns, ready_ns, access, range, placement);
+        }
+        self.access(now_ns, ready_ns, access, offset_bytes, len_bytes)
+    }
+
     /// Books the media for `access` of `[offset, offset + len)` once `ready_ns`; returns
     /// `(first bank start, last bank end)`. The access is not empty and lies inside the
     /// capacity (the device checks every command first).
@@ -273,7 +292,7 @@ impl Memory {
              now={now_ns}"
         );
         if self.ftl.is_some() {
-            return self.access_through_ftl(now_ns, ready_ns, access, offset_bytes, len_bytes);
+            return self.access_through_ftl(now_ns, ready_ns, access, (offset_bytes, len_bytes), 0);
         }
         if self.controllers_lockstep {
             if let Some(span) =
@@ -351,13 +370,13 @@ impl Memory {
         now_ns: u64,
         ready_ns: u64,
         access: Access,
-        offset_bytes: u64,
-        len_bytes: u64,
+        range: (u64, u64),
+        placement: u16,
     ) -> (u64, u64) {
         let t = self.ftl.as_deref_mut().expect("flash behind an FTL");
         self.booking = Booking::start(now_ns, ready_ns);
         let bookings = (&mut self.banks[..], &mut self.booking);
-        t.access(bookings, &mut self.erases, access, offset_bytes, len_bytes);
+        t.access(bookings, &mut self.erases, access, range, placement);
         let b = self.booking;
         // A read of nothing but unmapped pages touched no flash: its media time is nil.
         (b.first_start_ns.min(b.last_end_ns), b.last_end_ns)

@@ -133,6 +133,7 @@ mod tests {
             op: Op::Read,
             offset_bytes,
             len_bytes: 4096,
+            placement: 0,
         }
     }
 

@@ -56,6 +56,7 @@ pub fn command_traffic(
         op,
         offset_bytes: 0,
         len_bytes,
+        placement: 0,
     };
     dev.submit(cmd, 0).ok()?;
     while let Some(t) = dev.next_event_ns() {

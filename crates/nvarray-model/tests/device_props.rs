@@ -109,7 +109,7 @@ proptest! {
             now = target;
             let len = (u64::from(*len_blocks) * block).min(u64::from(cfg.controller.max_transfer_bytes)) as u32;
             let offset = (block_index % (blocks - u64::from(len) / block)) * block;
-            let cmd = Command { id: i as u64, op: if *read { Op::Read } else { Op::Write }, offset_bytes: offset, len_bytes: len };
+            let cmd = Command { id: i as u64, op: if *read { Op::Read } else { Op::Write }, offset_bytes: offset, len_bytes: len, placement: 0 };
             dev.submit(cmd, now).expect("valid command");
             issued.insert(i as u64, (now, len));
         }
@@ -157,7 +157,7 @@ proptest! {
             let len = (len_blocks * block).min(u64::from(cfg.controller.max_transfer_bytes)) as u32;
             let offset = (block_index % (blocks - u64::from(len) / block)) * block;
             let op = if read { Op::Read } else { Op::Write };
-            let cmd = Command { id: i as u64, op, offset_bytes: offset, len_bytes: len };
+            let cmd = Command { id: i as u64, op, offset_bytes: offset, len_bytes: len, placement: 0 };
             let c = alone(&mut dev, cmd, now + gap);
             let b = c.breakdown;
             prop_assert_eq!(
@@ -185,6 +185,7 @@ fn a_pipelined_large_request_is_attributed_to_its_bottleneck() {
             op,
             offset_bytes: 0,
             len_bytes: 512 << 10,
+            placement: 0,
         };
         let c = alone(&mut dev, cmd, 0);
         let latency = (c.visible_ns - c.submit_ns) as f64;
@@ -214,6 +215,7 @@ fn bad_commands_are_refused_and_change_nothing() {
             op: Op::Write,
             offset_bytes: offset,
             len_bytes: len,
+            placement: 0,
         };
         assert!(
             dev.submit(cmd, 0).is_err(),

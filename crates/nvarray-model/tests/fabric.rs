@@ -30,6 +30,7 @@ fn alone(cfg: &DeviceConfig, op: Op, len_bytes: u32) -> Completion {
             op,
             offset_bytes: 1 << 20,
             len_bytes,
+            placement: 0,
         },
         1000,
     )
@@ -103,6 +104,7 @@ fn tcp_puts_the_remote_cpu_on_both_messages_and_its_cores_queue() {
                 op: Op::Read,
                 offset_bytes: id * 4096,
                 len_bytes: 512,
+                placement: 0,
             },
             0,
         )
@@ -140,6 +142,7 @@ fn the_wire_bounds_a_busy_device() {
                 op: Op::Write,
                 offset_bytes: (*next_id % 1000) * u64::from(len),
                 len_bytes: len,
+                placement: 0,
             },
             now,
         )

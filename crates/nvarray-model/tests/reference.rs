@@ -204,6 +204,7 @@ fn run(preset: usize, mut ov: Vec<(String, String)>, steps: &[Step]) -> Result<(
                 op,
                 offset_bytes,
                 len_bytes,
+                placement: 0,
             },
             now,
         );

@@ -444,6 +444,17 @@ fn ftl_lines(f: &nvarray_model::FtlStats) -> String {
         (Some(lo), Some(hi)) => format!(" (per interval of the run: {lo:.3} to {hi:.3})"),
         _ => String::new(),
     };
+    let placement = match f.host_pages_by_handle.as_slice() {
+        [] | [_] => String::new(),
+        pages => format!(
+            " | host pages by placement handle {}",
+            pages
+                .iter()
+                .map(|p| p.to_string())
+                .collect::<Vec<_>>()
+                .join(", ")
+        ),
+    };
     let buffer = match f.write_buffer_bytes {
         0 => String::new(),
         // As the description sets it (binary units), not as a rate column reads.
@@ -456,7 +467,7 @@ fn ftl_lines(f: &nvarray_model::FtlStats) -> String {
          physical, preconditioned {}{buffer}): write amplification {}{range} | host pages {} | \
          flash pages {}\n\
          ftl collection: {} lines ({} forced), {} pages copied | erases per block min {} mean \
-         {:.2} max {} | free lines {} of {} (fewest {}) | pages trimmed {}\n",
+         {:.2} max {} | free lines {} of {} (fewest {}) | pages trimmed {}{placement}\n",
         f.victim,
         f.page_bytes,
         f.over_provisioning * 100.0,

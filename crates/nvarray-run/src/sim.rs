@@ -218,6 +218,7 @@ impl Host {
                 op,
                 offset_bytes: r.offset_bytes,
                 len_bytes: r.len_bytes,
+                placement: 0,
             },
             completion: None,
         };

@@ -77,6 +77,8 @@ pub struct FtlStats {
     pub physical_pages: u64,
     /// The DRAM write buffer (`ftl.write_buffer_bytes`; 0 without one).
     pub write_buffer_bytes: u64,
+    /// Host pages written through each placement handle (`ftl.placement_handles` entries).
+    pub host_pages_by_handle: Vec<u64>,
     pub lines: u32,
     pub pages_per_line: u32,
     pub free_lines: u32,
@@ -138,6 +140,7 @@ impl FlashTranslation {
             logical_pages: logical,
             physical_pages: physical,
             write_buffer_bytes: self.config.write_buffer_bytes,
+            host_pages_by_handle: self.ftl.host_pages_by_handle().to_vec(),
             lines: self.ftl.lines(),
             pages_per_line: self.ftl.pages_per_line(),
             free_lines: self.ftl.free_lines(),
@@ -185,14 +188,15 @@ impl FlashTranslation {
 impl FlashTranslation {
     /// Books `access` of `[offset, offset + len)` on `banks`, the span in `booking` (set up
     /// by the caller with the access's now and ready time); block erases are added to
-    /// `erases`.
+    /// `erases`. A write's pages go through reclaim unit handle `placement` (the FTL's last
+    /// if it has fewer).
     pub(crate) fn access(
         &mut self,
         (banks, booking): (&mut [Timeline], &mut Booking),
         erases: &mut u64,
         access: Access,
-        offset_bytes: u64,
-        len_bytes: u64,
+        (offset_bytes, len_bytes): (u64, u64),
+        placement: u16,
     ) {
         let (ready_ns, now_ns) = (booking.ready_ns, booking.now_ns);
         let page = 1u64 << self.page_shift;
@@ -221,7 +225,7 @@ impl FlashTranslation {
             if let Some(bank) = (bytes < page).then(|| self.bank_of(lpn)).flatten() {
                 program_ready = booking.book(&mut banks[bank], program_ready, c.read_page_ns, span);
             }
-            let die = self.ftl.write(lpn, 0, &mut self.work);
+            let die = self.ftl.write(lpn, u32::from(placement), &mut self.work);
             if self.work.forced.any {
                 let done = self.book_collection(banks, booking, erases, true, span);
                 program_ready = program_ready.max(done);
