@@ -259,6 +259,7 @@ impl Ftl {
             free_lines_min: self.free_lines(),
             ..FtlCounters::default()
         };
+        self.host_pages_by_handle.fill(0);
     }
 
     /// Erases per block over the device's life.

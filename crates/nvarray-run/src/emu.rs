@@ -64,7 +64,8 @@ pub fn run_on(
         block_bytes: device.block_bytes(),
         max_transfer_bytes: device.command_bytes_max(),
     };
-    let plan = Plan::new(workload, geometry)?;
+    let mut plan = Plan::new(workload, geometry)?;
+    plan.place_writes(workload, device.config())?;
     let block = device.block_bytes() as usize;
     if plan.threads.iter().any(|t| t.verify) && block < verify::HEADER_BYTES {
         return Err(EmuRunError::Workload(format!(

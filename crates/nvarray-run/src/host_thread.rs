@@ -378,7 +378,15 @@ impl<'d> HostThread<'d> {
             self.issue_delays
                 .record(command.host_delay_ns(), machine_late);
         }
-        match self.device.prepare(op, r.offset_bytes, r.len_bytes, data) {
+        let device = self.device;
+        let prepared = device
+            .prepare(op, r.offset_bytes, r.len_bytes, data)
+            .and_then(|p| match self.plan.placement.as_mut() {
+                // Checked against the device's handles when planned (`Plan::place_writes`).
+                Some(picker) if op == Opcode::Write => device.place(p, picker.next_handle()),
+                _ => Ok(p),
+            });
+        match prepared {
             Ok(p) => {
                 let counted = command.could_go_ns >= self.measure_from;
                 if counted {

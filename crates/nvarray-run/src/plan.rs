@@ -7,13 +7,14 @@
 use std::fs::File;
 use std::io::BufReader;
 
+use nvarray_model::DeviceConfig;
 use nvarray_report::StreamStats;
 use nvarray_workload::trace::{
     refused_job_key, trace_span, AddressMode, Geometry, Loops, Reopen, ReplayMode, TimedRequest,
     TraceError, TraceFeed, TraceSpec,
 };
 use nvarray_workload::{
-    JobSpec, RateProcess, Request, RequestGen, Verify, Workload, WorkloadError,
+    JobSpec, PlacementPicker, RateProcess, Request, RequestGen, Verify, Workload, WorkloadError,
 };
 use rand::rngs::SmallRng;
 use rand::{Rng, SeedableRng};
@@ -49,6 +50,8 @@ pub struct ThreadPlan {
     pub thinktime_ns: u64,
     /// Writes carry self-checking data and reads are checked (`verify=crc32c`).
     pub verify: bool,
+    /// Each write's placement handle (`fdp=1`), set by `Plan::place_writes`.
+    pub placement: Option<PlacementPicker>,
 }
 
 /// Where a thread's requests come from.
@@ -192,6 +195,8 @@ pub enum PlanError {
          --runtime (or --loops N for N passes)"
     )]
     TraceTimeBasedWithoutRuntime,
+    #[error("job `{job}`: {why}")]
+    Placement { job: String, why: String },
 }
 
 impl Plan {
@@ -280,6 +285,7 @@ impl Plan {
                     runtime_ns,
                     thinktime_ns: job.thinktime_ns,
                     verify: job.verify != Verify::None,
+                    placement: None,
                 });
             }
         }
@@ -288,6 +294,33 @@ impl Plan {
             threads,
             longest_runtime_ns,
         })
+    }
+
+    /// Gives every thread of a job with `fdp=1` the placement handles of its writes, on
+    /// `device` (the handles of its FTL, on an NVMe device: the command that carries one).
+    pub fn place_writes(
+        &mut self,
+        workload: &Workload,
+        device: &DeviceConfig,
+    ) -> Result<(), PlanError> {
+        let nvme = device.interface.protocol == nvarray_model::Protocol::Nvme;
+        let handles = if device.ftl.enabled && nvme {
+            device.ftl.placement_handles
+        } else {
+            0
+        };
+        for t in &mut self.threads {
+            let job = &workload.jobs[t.stream];
+            let seed = job.randseed ^ t.index.wrapping_mul(0x9e37_79b9_7f4a_7c15);
+            t.placement =
+                PlacementPicker::new(&job.data_placement, handles, seed).map_err(|why| {
+                    PlanError::Placement {
+                        job: job.name.clone(),
+                        why,
+                    }
+                })?;
+        }
+        Ok(())
     }
 
     /// The plan's phases, in order: the threads of each, which run side by side once the

@@ -18,7 +18,7 @@ use std::collections::VecDeque;
 use nvarray_model::min_queue::MinQueue;
 use nvarray_model::{Command, Completion, Component, DeviceConfig, DeviceModel, Op, ResourceBusy};
 use nvarray_workload::trace::{Geometry, TraceReport};
-use nvarray_workload::{Direction, Request, Workload};
+use nvarray_workload::{Direction, PlacementPicker, Request, Workload};
 
 use crate::error::SimError;
 use crate::plan::{job_streams, Next, Plan, Requests};
@@ -62,6 +62,8 @@ struct Thread {
     /// Its requests in flight, and fio's depth distributions of the measured ones.
     in_flight: u32,
     io_depths: IoDepths,
+    /// Each write's placement handle (`fdp=1`).
+    placement: Option<PlacementPicker>,
 }
 
 #[derive(Clone, Copy)]
@@ -115,6 +117,7 @@ impl Host {
                     measure_from_ns: start_ns + t.ramp_ns,
                     in_flight: 0,
                     io_depths: IoDepths::default(),
+                    placement: t.placement,
                 }
             })
             .collect();
@@ -205,9 +208,12 @@ impl Host {
         let start = t.max(th.cpu_free_ns);
         let submit = start + self.software_ns;
         th.cpu_free_ns = submit;
-        let op = match r.op {
-            Direction::Read => Op::Read,
-            Direction::Write => Op::Write,
+        let (op, placement) = match r.op {
+            Direction::Read => (Op::Read, 0),
+            Direction::Write => (
+                Op::Write,
+                th.placement.as_mut().map_or(0, |p| p.next_handle()),
+            ),
         };
         let mut p = Pending {
             thread: x,
@@ -218,7 +224,7 @@ impl Host {
                 op,
                 offset_bytes: r.offset_bytes,
                 len_bytes: r.len_bytes,
-                placement: 0,
+                placement,
             },
             completion: None,
         };
@@ -277,7 +283,8 @@ pub fn run_with_progress(
         block_bytes: block,
         max_transfer_bytes: device.controller.max_transfer_bytes,
     };
-    let plan = Plan::new(workload, geometry)?;
+    let mut plan = Plan::new(workload, geometry)?;
+    plan.place_writes(workload, device)?;
     if plan.outstanding() > OUTSTANDING_MAX {
         return Err(SimError::TooManyOutstanding {
             outstanding: plan.outstanding(),

@@ -278,3 +278,76 @@ fn a_sweep_over_over_provisioning_plots_write_amplification() {
         }
     }
 }
+
+/// fio's data placement options (`fdp=1`, `fdp_pli`) put each job's writes under its own
+/// reclaim unit handle, in both engines; a device that cannot place is refused by name.
+#[test]
+fn fdp_jobs_write_under_their_own_placement_handles_in_both_engines() {
+    let dir = tempfile::tempdir().unwrap();
+    let job = dir.path().join("fdp.fio");
+    std::fs::write(
+        &job,
+        "[global]\nrw=randwrite\nbs=4k\niodepth=4\nruntime=300ms\nfdp=1\n\
+         [hot]\noffset=0\nsize=200m\nfdp_pli=0\n\
+         [cold]\noffset=200m\nsize=800m\nplids=1\n",
+    )
+    .unwrap();
+    let job = job.to_str().unwrap();
+    for engine in ["sim", "emu"] {
+        let out = nvarray(&[
+            "bench",
+            "--engine",
+            engine,
+            "--preset",
+            "tlc",
+            "--set",
+            "memory.capacity_bytes=1g",
+            "--set",
+            "memory.erase_block_bytes=64k",
+            "--set",
+            "ftl.enabled=true",
+            "--set",
+            "ftl.placement_handles=2",
+            "--set",
+            "ftl.over_provisioning=0.2",
+            "--json",
+            job,
+        ]);
+        assert!(
+            out.status.success(),
+            "{engine}: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        let r: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+        let f = &r["ftl"];
+        let by_handle: Vec<u64> = f["host_pages_by_handle"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|v| v.as_u64().unwrap())
+            .collect();
+        let streams = r["streams"].as_array().expect("a stream per job");
+        let pages = |name: &str| {
+            let s = streams.iter().find(|s| s["name"] == name).unwrap();
+            s["write_bytes"].as_u64().unwrap() / 4096
+        };
+        // Each job's completed writes under its handle (the FTL also counts those still in
+        // flight when the run ended, at most the queue depth's).
+        for (handle, name) in [(0, "hot"), (1, "cold")] {
+            let done = pages(name);
+            assert!(
+                (done..=done + 4).contains(&by_handle[handle]),
+                "{engine}: {name}'s {done} pages against handle {handle}'s {by_handle:?}"
+            );
+        }
+        assert_eq!(
+            by_handle.iter().sum::<u64>(),
+            f["host_pages_written"].as_u64().unwrap()
+        );
+    }
+    // Without placement handles to name: refused before the run, naming what to change.
+    let out = nvarray(&["bench", "--engine", "sim", "--preset", "tlc", job]);
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "{err}");
+    assert!(err.contains("fdp=1 needs"), "{err}");
+}

@@ -4,7 +4,8 @@
 /// Every key [`JobSpec::set`] understands, in the order the docs list them.
 ///
 /// `readwrite` is fio's alias of `rw`, `timeout` of `runtime`, `blocksize` of `bs`, `ba` of `blockalign`, `io_limit`
-/// of `io_size`; `rwmixwrite=N` sets `rwmixread` to `100 - N` as in fio.
+/// of `io_size`; `rwmixwrite=N` sets `rwmixread` to `100 - N` as in fio. `dataplacement=fdp`,
+/// `plids` and `plid_select` are newer fio's names of `fdp=1`, `fdp_pli` and `fdp_pli_select`.
 pub const SUPPORTED_KEYS: &[&str] = &[
     "name",
     "rw",
@@ -42,6 +43,12 @@ pub const SUPPORTED_KEYS: &[&str] = &[
     "wait_for",
     "norandommap",
     "time_based",
+    "fdp",
+    "fdp_pli",
+    "fdp_pli_select",
+    "dataplacement",
+    "plids",
+    "plid_select",
 ];
 
 /// Keys that are switches: given bare (`stonewall`) they mean 1.
@@ -51,6 +58,7 @@ pub(super) const SWITCH_KEYS: &[&str] = &[
     "new_group",
     "norandommap",
     "time_based",
+    "fdp",
 ];
 
 /// fio keys that are accepted (with or without a value) and ignored, each with why: they do

@@ -47,6 +47,9 @@ impl JobSpec {
     /// - `thinktime`: duration, **microseconds** by default as in fio, at most
     ///   [`THINKTIME_NS_MAX`].
     /// - `verify`: see [`Verify`](super::Verify)'s `FromStr`.
+    /// - `fdp` (switch), `dataplacement` (`fdp` or `none`), `fdp_pli` / `plids` (IDs and
+    ///   ranges, at most [`PLACEMENT_IDS_MAX`](super::PLACEMENT_IDS_MAX)), `fdp_pli_select` /
+    ///   `plid_select` (`roundrobin` or `random`): see `placement.rs`.
     pub fn set(&mut self, key: &str, value: &str) -> Result<(), WorkloadError> {
         let value = value.trim();
         if IGNORED_KEYS.contains(&key) {
@@ -88,6 +91,7 @@ impl JobSpec {
             "new_group" => self.new_group = on,
             "norandommap" => self.norandommap = on,
             "time_based" => self.time_based = on,
+            "fdp" => self.data_placement.enabled = on,
             _ => self.stonewall = on,
         }
         Ok(())
@@ -123,6 +127,29 @@ impl JobSpec {
             }
             "random_distribution" => self.random_distribution = value.parse()?,
             "randseed" => self.randseed = parse_randseed(value)?,
+            "dataplacement" => {
+                self.data_placement.enabled = match value {
+                    "fdp" => true,
+                    "none" => false,
+                    _ => {
+                        return Err(value_error(
+                            key,
+                            value,
+                            "is not modelled: use fdp or none (the device has no streams)",
+                        ))
+                    }
+                }
+            }
+            "fdp_pli" | "plids" => {
+                let ids = super::placement::parse_ids(value)
+                    .map_err(|reason| value_error(key, value, &reason))?;
+                self.data_placement.ids = Some(ids);
+            }
+            "fdp_pli_select" | "plid_select" => {
+                self.data_placement.select = value
+                    .parse()
+                    .map_err(|reason: String| value_error(key, value, &reason))?;
+            }
             "verify" => {
                 self.verify = value
                     .parse()

@@ -8,6 +8,8 @@
 //! - `keys.rs`: [`JobSpec::set`], the one place a fio `key=value` is parsed;
 //!   `key_names.rs`: the lists of supported and ignored keys, and the closest to a typo.
 //! - `limits.rs`: the largest value of each field.
+//! - `placement.rs`: fio's data placement options (`fdp`, `fdp_pli`, `fdp_pli_select`) and
+//!   the handle each write carries.
 //! - `validate.rs`: range checks on every field and [`JobSpec::validate`] against a device.
 
 use serde::Serialize;
@@ -16,6 +18,7 @@ mod key_names;
 mod keys;
 mod limits;
 mod options;
+mod placement;
 mod validate;
 mod vocabulary;
 
@@ -25,6 +28,7 @@ pub use limits::{
     BSSPLIT_ENTRIES_MAX, BS_BYTES_MAX, IODEPTH_MAX, NAME_BYTES_MAX, NUMBER_IOS_MAX, NUMJOBS_MAX,
     RANDSEED_DEFAULT, RUNTIME_NS_MAX, THINKTIME_NS_MAX, ZIPF_THETA_MAX,
 };
+pub use placement::{DataPlacement, PlacementPicker, PlacementSelect, PLACEMENT_IDS_MAX};
 pub use vocabulary::{BlockSize, Direction, Distribution, RateProcess, Request, RwMode, Verify};
 
 /// One job (one section of a fio job file): what `numjobs` identical threads do.
@@ -108,6 +112,8 @@ pub struct JobSpec {
     /// The job starts once the named earlier job has finished (fio's `wait_for`). nvarray
     /// waits for every job before it, as `stonewall` does (see `Workload::phases`).
     pub wait_for: Option<String>,
+    /// Writes carry a placement handle (fio's `fdp`, `fdp_pli`, `fdp_pli_select`).
+    pub data_placement: DataPlacement,
 }
 
 impl Default for JobSpec {
@@ -141,6 +147,7 @@ impl Default for JobSpec {
             stonewall: false,
             new_group: false,
             wait_for: None,
+            data_placement: DataPlacement::default(),
         }
     }
 }
