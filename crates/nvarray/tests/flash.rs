@@ -294,16 +294,10 @@ fn fdp_jobs_write_under_their_own_placement_handles_in_both_engines() {
     .unwrap();
     let job = job.to_str().unwrap();
     for engine in ["sim", "emu"] {
-        let out = nvarray(&[
-            "bench",
-            "--engine",
-            engine,
-            "--preset",
-            "tlc",
-            "--set",
-            "memory.capacity_bytes=1g",
-            "--set",
-            "memory.erase_block_bytes=64k",
+        let mut args = vec!["bench", "--engine", engine];
+        // The small drive, on this engine.
+        args.extend_from_slice(&SMALL_TLC[2..]);
+        args.extend_from_slice(&[
             "--set",
             "ftl.enabled=true",
             "--set",
@@ -313,6 +307,7 @@ fn fdp_jobs_write_under_their_own_placement_handles_in_both_engines() {
             "--json",
             job,
         ]);
+        let out = nvarray(&args);
         assert!(
             out.status.success(),
             "{engine}: {}",
