@@ -43,7 +43,8 @@
  *
  * An io_u longer than the device's largest command (command_bytes_max) is split into several
  * commands; it completes when all have, with the first error any of them had. Flushes carry
- * fio's sync, datasync and sync_file_range; the device has no trim (EOPNOTSUPP).
+ * fio's sync, datasync and sync_file_range; a trim is the device's deallocate (NVARRAY_OP_TRIM,
+ * no data), split the same way.
  *
  * Errors: a command's negative result becomes io_u->error = -result (a positive errno, with
  * resid = the whole length): an error never turns into a successful completion.
@@ -260,7 +261,7 @@ static int nv_check_bs(struct thread_data *td, const struct nv_data *nd)
 	const uint32_t block = nd->info.block_bytes;
 	enum fio_ddir ddir;
 
-	for (ddir = DDIR_READ; ddir <= DDIR_WRITE; ddir++) {
+	for (ddir = DDIR_READ; ddir <= DDIR_TRIM; ddir++) {
 		if (td->o.min_bs[ddir] % block || td->o.max_bs[ddir] % block) {
 			log_err("nvarray: %s block sizes %llu..%llu are not multiples of the "
 				"device's block size, %u bytes\n", io_ddir_name(ddir),
@@ -280,12 +281,6 @@ static int nv_init(struct thread_data *td)
 	unsigned long long per_io_u, depth, buffer_bytes;
 	struct nv_data *nd;
 	int r;
-
-	if (td_trim(td)) {
-		log_err("nvarray: the device has no trim (rw=trim, randtrim, trimwrite)\n");
-		td_verror(td, EOPNOTSUPP, "nvarray init");
-		return 1;
-	}
 
 	nd = calloc(1, sizeof(*nd));
 	if (!nd) {
@@ -468,7 +463,12 @@ static enum fio_q_status nv_queue(struct thread_data *td, struct io_u *io_u)
 		n = 1;
 		break;
 	case DDIR_TRIM:
-		return nv_complete_now(io_u, EOPNOTSUPP);
+		/* The device's deallocate: flash behind an FTL unmaps the range's pages. */
+		op = NVARRAY_OP_TRIM;
+		if (!len)
+			return nv_complete_now(io_u, EINVAL);
+		n = nv_commands(nd, len);
+		break;
 	default:
 		return nv_complete_now(io_u, EINVAL);
 	}
@@ -485,7 +485,8 @@ static enum fio_q_status nv_queue(struct thread_data *td, struct io_u *io_u)
 			(uint32_t) min(len - done, (unsigned long long) nd->info.command_bytes_max);
 
 		r = nvarray_submit(nd->ch, op, io_u->offset + done, chunk,
-				   op == NVARRAY_OP_FLUSH ? NULL : buf + done, user_data);
+				   op == NVARRAY_OP_FLUSH || op == NVARRAY_OP_TRIM ? NULL : buf + done,
+				   user_data);
 		if (r == 0) {
 			done += chunk;
 			continue;

@@ -40,6 +40,7 @@ enum nvarray_op {
     NVARRAY_OP_READ = 0,
     NVARRAY_OP_WRITE = 1,
     NVARRAY_OP_FLUSH = 2,
+    NVARRAY_OP_TRIM = 3,        /* deallocate a range; carries no data (buf may be NULL) */
 };
 
 /* What a channel was given. */

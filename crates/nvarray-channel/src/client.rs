@@ -15,7 +15,7 @@ use crate::hello::{Hello, Reply, REPLY_BYTES};
 use crate::layout::{
     CqEntry, Geometry, Region, SqEntry, CLOSED, CQ_HEAD, CQ_TAIL, SLEEPING, WAITING,
 };
-use crate::layout::{OP_FLUSH, OP_READ, OP_WRITE, SQ_HEAD, SQ_TAIL, VERSION};
+use crate::layout::{OP_FLUSH, OP_READ, OP_TRIM, OP_WRITE, SQ_HEAD, SQ_TAIL, VERSION};
 use crate::status::ChannelStatus;
 use crate::{sys, wakeups, ChannelError};
 
@@ -33,6 +33,8 @@ pub enum Op {
     Read,
     Write,
     Flush,
+    /// Deallocate a range (no data).
+    Trim,
 }
 
 impl Op {
@@ -41,6 +43,7 @@ impl Op {
             Op::Read => OP_READ,
             Op::Write => OP_WRITE,
             Op::Flush => OP_FLUSH,
+            Op::Trim => OP_TRIM,
         }
     }
 
@@ -49,6 +52,7 @@ impl Op {
             Op::Read => "read",
             Op::Write => "write",
             Op::Flush => "flush",
+            Op::Trim => "trim",
         }
     }
 }
@@ -168,7 +172,8 @@ impl Channel {
         buf: u64,
         user_data: u64,
     ) -> Result<(), SubmitError> {
-        if op != Op::Flush && !self.region.holds(buf, u64::from(len)) {
+        let moves_data = matches!(op, Op::Read | Op::Write);
+        if moves_data && !self.region.holds(buf, u64::from(len)) {
             return Err(SubmitError::OutsideRegion);
         }
         let id = self.free_ids.pop().ok_or(SubmitError::Full)?;

@@ -20,7 +20,9 @@ use nvarray_run::served::Session;
 
 use crate::counts::Counts;
 use crate::grants::{Extents, GrantTable};
-use crate::layout::{CqEntry, Region, SqEntry, CQ_HEAD, CQ_TAIL, OP_FLUSH, OP_READ, OP_WRITE};
+use crate::layout::{
+    CqEntry, Region, SqEntry, CQ_HEAD, CQ_TAIL, OP_FLUSH, OP_READ, OP_TRIM, OP_WRITE,
+};
 use crate::layout::{CLOSED, SLEEPING, SQ_HEAD, SQ_TAIL, WAITING};
 use crate::status::ChannelStatus;
 use crate::sys::Credentials;
@@ -207,7 +209,9 @@ impl DeviceSide {
                 *cq_tail = cq_tail.wrapping_add(1);
             }
             if status == ChannelStatus::Ok && f.op != Opcode::Flush {
-                unrecorded.push((f.op == Opcode::Read, f.len, now.saturating_sub(f.taken_ns)));
+                // A trim is a request of no bytes: it moves no data.
+                let len = if f.op == Opcode::Deallocate { 0 } else { f.len };
+                unrecorded.push((f.op == Opcode::Read, len, now.saturating_sub(f.taken_ns)));
             }
             n += 1;
         });
@@ -301,9 +305,10 @@ impl DeviceSide {
             OP_READ => Opcode::Read,
             OP_WRITE => Opcode::Write,
             OP_FLUSH => return Ok(Opcode::Flush),
+            OP_TRIM => Opcode::Deallocate,
             _ => return Err(ChannelStatus::BadOpcode),
         };
-        if !self.region.holds(e.buf, u64::from(e.len)) {
+        if op != Opcode::Deallocate && !self.region.holds(e.buf, u64::from(e.len)) {
             return Err(ChannelStatus::BadField);
         }
         if let Err(HostError::Command { status, .. }) = device.check(op, e.offset, u64::from(e.len))
@@ -312,7 +317,8 @@ impl DeviceSide {
         }
         if !self
             .extents
-            .allows(op == Opcode::Write, e.offset, u64::from(e.len))
+            // A trim changes what the range holds: it needs the grant a write does.
+            .allows(op != Opcode::Read, e.offset, u64::from(e.len))
         {
             return Err(ChannelStatus::PermissionDenied);
         }

@@ -53,6 +53,9 @@ pub const WAITING: usize = 512;
 pub const OP_READ: u32 = 0;
 pub const OP_WRITE: u32 = 1;
 pub const OP_FLUSH: u32 = 2;
+/// Deallocate `[offset, offset + len)` (fio's trim): flash behind an FTL unmaps the pages
+/// wholly inside it (the device's deallocate, docs/flash.md). Carries no data.
+pub const OP_TRIM: u32 = 3;
 
 /// What a channel is: its rings' and region's sizes and places, and the device's limits.
 #[repr(C)]
@@ -79,7 +82,7 @@ pub struct Geometry {
 #[repr(C)]
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct SqEntry {
-    /// `OP_READ`, `OP_WRITE` or `OP_FLUSH`.
+    /// `OP_READ`, `OP_WRITE`, `OP_FLUSH` or `OP_TRIM`.
     pub op: u32,
     /// The client's name for the command, below `queue_depth` and unique among its commands
     /// in flight; the completion carries it back.

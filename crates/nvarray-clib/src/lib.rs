@@ -249,12 +249,13 @@ pub unsafe extern "C" fn nvarray_submit(
         0 => Op::Read,
         1 => Op::Write,
         2 => Op::Flush,
+        3 => Op::Trim,
         _ => return -libc::EINVAL,
     };
     let base = ch.channel.buffer() as usize;
     let at = match (buf as usize).checked_sub(base) {
         Some(at) => at as u64,
-        None if op == Op::Flush => 0,
+        None if matches!(op, Op::Flush | Op::Trim) => 0,
         None => return -libc::EINVAL,
     };
     match ch.channel.submit(op, offset, len, at, user_data) {

@@ -131,6 +131,49 @@ fn fio_the_c_example_and_the_rust_client_share_one_device_each_verified() {
     assert!(streams >= 3, "a stream per client process: {out}");
 }
 
+/// fio's trim through the engine is the device's deallocate: on flash behind the FTL it unmaps
+/// the pages (issue 41), counted in fio's trim figures and the device's `pages trimmed`.
+#[test]
+fn fio_trims_through_the_engine_unmap_flash_pages() {
+    let dir = scratch("trim");
+    let socket = dir.join("ch.sock");
+    let mut args: Vec<String> = [
+        "serve",
+        "--preset",
+        "tlc",
+        "--size",
+        "1g",
+        "--set",
+        "memory.erase_block_bytes=64k",
+        "--precondition",
+        "fill",
+        "--json",
+        "--channels",
+    ]
+    .iter()
+    .map(|s| s.to_string())
+    .collect();
+    args.push(format!("unix:{}", socket.display()));
+    let s = Serve::start_with(&args, socket);
+    let out = fio(
+        &s.socket,
+        &["--rw=trim", "--bs=64k", "--offset=1m", "--size=16m"],
+    );
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(out.status.success(), "{text}");
+    let json: serde_json::Value = serde_json::from_str(&text[text.find('{').unwrap()..]).unwrap();
+    let job = &json["jobs"][0];
+    assert_eq!(job["error"], 0, "{text}");
+    assert_eq!(job["trim"]["io_bytes"], 16 << 20, "{text}");
+    let (status, report) = s.stop("-TERM");
+    assert!(status.success(), "{status}");
+    let r: serde_json::Value =
+        serde_json::from_str(&report[report.find("\n{").expect("a JSON report") + 1..]).unwrap();
+    // 16 MiB of 4 KiB pages, every one mapped by the fill.
+    assert_eq!(r["ftl"]["pages_trimmed"], 4096, "{}", r["ftl"]);
+    assert_eq!(r["ftl"]["host_pages_written"], 0, "{}", r["ftl"]);
+}
+
 #[test]
 fn a_write_outside_the_grant_fails_in_fio_with_eacces_and_is_counted() {
     let dir = scratch("grant");

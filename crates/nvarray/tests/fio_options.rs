@@ -163,6 +163,43 @@ fn mean_len(r: &serde_json::Value) -> f64 {
     bytes / r["requests"].as_f64().unwrap().max(1.0)
 }
 
+/// The data placement keys, which need a device with placement handles.
+const PLACEMENT_KEYS: &[&str] = &[
+    "fdp",
+    "dataplacement",
+    "fdp_pli",
+    "plids",
+    "fdp_pli_select",
+    "plid_select",
+];
+
+/// Flash behind an FTL with two placement handles.
+const PLACEMENT_DEVICE: &[&str] = &[
+    "--preset",
+    "tlc",
+    "--set",
+    "memory.capacity_bytes=1g",
+    "--set",
+    "memory.erase_block_bytes=64k",
+    "--set",
+    "ftl.enabled=true",
+    "--set",
+    "ftl.placement_handles=2",
+    "--set",
+    "ftl.over_provisioning=0.2",
+];
+
+/// Random writes enough to spread over the handles.
+const PLACED_WRITES: &str = "rw=randwrite\niodepth=16\nruntime=50ms";
+
+/// Host pages the FTL counted under each placement handle.
+fn handle_pages(r: &serde_json::Value) -> Vec<u64> {
+    r["ftl"]["host_pages_by_handle"]
+        .as_array()
+        .map(|a| a.iter().filter_map(|v| v.as_u64()).collect())
+        .unwrap_or_default()
+}
+
 /// Every key nvarray supports, in a job file of its own, with a check that it did what
 /// fio's key does; a new key without a case here fails the test.
 #[test]
@@ -392,6 +429,46 @@ fn every_supported_key_works_in_a_job_file() {
             with: "",
             check: |r| r["elapsed_ns"] == 2_000_000,
         },
+        // Data placement (run on flash with two placement handles, `PLACEMENT_DEVICE`): each
+        // write's handle, counted by the FTL per handle.
+        KeyCase {
+            key: "fdp",
+            value: "1",
+            with: PLACED_WRITES,
+            check: |r| handle_pages(r).iter().all(|&p| p > 0),
+        },
+        KeyCase {
+            key: "dataplacement",
+            value: "fdp",
+            with: PLACED_WRITES,
+            check: |r| handle_pages(r).iter().all(|&p| p > 0),
+        },
+        KeyCase {
+            key: "fdp_pli",
+            value: "1",
+            with: "rw=randwrite\niodepth=16\nruntime=50ms\nfdp=1",
+            check: |r| handle_pages(r)[0] == 0 && handle_pages(r)[1] > 0,
+        },
+        KeyCase {
+            key: "plids",
+            value: "1",
+            with: "rw=randwrite\niodepth=16\nruntime=50ms\nfdp=1",
+            check: |r| handle_pages(r)[0] == 0 && handle_pages(r)[1] > 0,
+        },
+        // Round robin (the default) splits the writes evenly; random does not (for this
+        // seed: 163 and 133 of about 300, a binomial spread).
+        KeyCase {
+            key: "fdp_pli_select",
+            value: "random",
+            with: "rw=randwrite\niodepth=16\nruntime=50ms\nfdp=1\nrandseed=1",
+            check: |r| handle_pages(r)[0].abs_diff(handle_pages(r)[1]) > 10,
+        },
+        KeyCase {
+            key: "plid_select",
+            value: "roundrobin",
+            with: "rw=randwrite\niodepth=16\nruntime=50ms\nfdp=1",
+            check: |r| handle_pages(r)[0].abs_diff(handle_pages(r)[1]) <= 1,
+        },
     ];
     let covered: Vec<&str> = cases.iter().map(|c| c.key).collect();
     for key in nvarray_workload::SUPPORTED_KEYS {
@@ -412,7 +489,14 @@ fn every_supported_key_works_in_a_job_file() {
         };
         let path = dir.path().join(format!("{}.fio", c.key));
         std::fs::write(&path, &text).unwrap();
-        let (r, _) = run(&["sim", "--preset", "dram", path.to_str().unwrap(), "--json"]);
+        let mut args = vec!["sim"];
+        if PLACEMENT_KEYS.contains(&c.key) {
+            args.extend_from_slice(PLACEMENT_DEVICE);
+        } else {
+            args.extend_from_slice(&["--preset", "dram"]);
+        }
+        args.extend_from_slice(&[path.to_str().unwrap(), "--json"]);
+        let (r, _) = run(&args);
         assert!((c.check)(&r), "{} in\n{text}\ngave {r:#}", c.key);
     }
 }
