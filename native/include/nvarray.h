@@ -15,7 +15,8 @@
  *   -ERANGE   offset + length past the end of the device
  *   -EINVAL   offset or length not a multiple of the block size, length 0 or past the largest
  *             command, or a buffer outside the channel's DMA region
- *   -EIO      the device's backing store failed
+ *   -EIO      the device's backing store failed, or a zoned namespace refused a write
+ *             (zone full, read only or offline, off its write pointer, past its capacity)
  *   -EAGAIN   (nvarray_submit) the channel's queue is full: poll first
  *   -EPIPE    the daemon went away; the channel is dead
  *   -EBUSY    (nvarray_read, nvarray_write, nvarray_flush) asynchronous commands are in

@@ -22,10 +22,13 @@ pub enum ChannelStatus {
     /// The range is outside every extent granted to this process for this operation
     /// (Moneta-D's permission check).
     PermissionDenied = 8,
+    /// A zoned namespace refused the write: its zone is full, read only or offline, the
+    /// write is not at the write pointer or runs past the zone, or no zone can be opened.
+    ZoneRefused = 9,
 }
 
 impl ChannelStatus {
-    pub const ALL: [ChannelStatus; 9] = [
+    pub const ALL: [ChannelStatus; 10] = [
         ChannelStatus::Ok,
         ChannelStatus::OutOfRange,
         ChannelStatus::Misaligned,
@@ -35,6 +38,7 @@ impl ChannelStatus {
         ChannelStatus::BadField,
         ChannelStatus::IdInFlight,
         ChannelStatus::PermissionDenied,
+        ChannelStatus::ZoneRefused,
     ];
 
     /// The status of a code; an unknown code reads as `BadField`.
@@ -56,6 +60,14 @@ impl ChannelStatus {
             Status::BadOpcode => ChannelStatus::BadOpcode,
             Status::BadField => ChannelStatus::BadField,
             Status::TagConflict => ChannelStatus::IdInFlight,
+            Status::ZoneBoundaryError
+            | Status::ZoneIsFull
+            | Status::ZoneIsReadOnly
+            | Status::ZoneIsOffline
+            | Status::ZoneInvalidWrite
+            | Status::TooManyActiveZones
+            | Status::TooManyOpenZones
+            | Status::InvalidZoneStateTransition => ChannelStatus::ZoneRefused,
         }
     }
 
@@ -65,7 +77,8 @@ impl ChannelStatus {
             ChannelStatus::Ok => 0,
             ChannelStatus::OutOfRange => libc::ERANGE,
             ChannelStatus::Misaligned | ChannelStatus::BadLength => libc::EINVAL,
-            ChannelStatus::IoError => libc::EIO,
+            // A zoned block device's refused write is EIO to the kernel's callers too.
+            ChannelStatus::IoError | ChannelStatus::ZoneRefused => libc::EIO,
             ChannelStatus::BadOpcode => libc::EOPNOTSUPP,
             ChannelStatus::BadField | ChannelStatus::IdInFlight => libc::EFAULT,
             ChannelStatus::PermissionDenied => libc::EACCES,
@@ -83,6 +96,7 @@ impl ChannelStatus {
             ChannelStatus::BadField => "malformed ring entry (id or buffer)",
             ChannelStatus::IdInFlight => "id already in flight",
             ChannelStatus::PermissionDenied => "permission denied (no grant covers the range)",
+            ChannelStatus::ZoneRefused => "refused by the zone (state, write pointer or limits)",
         }
     }
 }

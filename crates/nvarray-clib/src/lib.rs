@@ -342,7 +342,9 @@ pub extern "C" fn nvarray_strerror(result: c_int) -> *const c_char {
         e if e == libc::EINVAL => {
             c"invalid argument: alignment, length, or a buffer outside the DMA region"
         }
-        e if e == libc::EIO => c"the device's backing store failed",
+        e if e == libc::EIO => {
+            c"the device's backing store failed, or a zoned namespace refused the write"
+        }
         e if e == libc::EAGAIN => c"the channel's queue is full: poll first",
         e if e == libc::EPIPE => c"the daemon went away; the channel is dead",
         e if e == libc::EFAULT => c"the device found a malformed field in the channel's rings",
@@ -361,4 +363,4 @@ pub const ABI_VERSION: u32 = ::nvarray_channel::layout::VERSION;
 const _: () = assert!(std::mem::size_of::<Info>() == 32);
 const _: () = assert!(std::mem::size_of::<CompletionC>() == 16);
 // Unused in Rust, named so the statuses' errnos stay the header's list.
-const _: [ChannelStatus; 9] = ChannelStatus::ALL;
+const _: [ChannelStatus; 10] = ChannelStatus::ALL;

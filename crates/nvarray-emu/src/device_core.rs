@@ -99,7 +99,14 @@ impl DeviceCore {
     pub fn submit(&mut self, s: Submission, now_ns: u64) -> Result<(), Status> {
         let op = match s.op {
             Opcode::Read => Op::Read,
-            Opcode::Write => Op::Write,
+            // An append is a write at the block its zone gave it (`queue_work::zone_command`).
+            Opcode::Write | Opcode::ZoneAppend => Op::Write,
+            // Zone state changes only: a zone of a flash preset is erased at the rate its
+            // writes are charged (`memory.erase_block_bytes`), so a reset books nothing more.
+            Opcode::ZoneManage { .. } | Opcode::ZoneReport { .. } => {
+                self.finish_at(s, now_ns, now_ns);
+                return Ok(());
+            }
             Opcode::Flush => {
                 let done_ns = self.model.drained_ns(now_ns);
                 self.finish_at(s, now_ns, done_ns);

@@ -18,6 +18,11 @@ pub struct DmaMemory {
     /// the completion it sees. The host tells with it the device's time from its own (a
     /// completion collected late because the host thread was paused is not the device's).
     pub deadlines_ns: Box<[AtomicU64]>,
+    /// Per tag: what the command last completed on it returned, written before its completion
+    /// is posted: a Zone Append's block (NVMe carries it in the completion's dwords 0-1;
+    /// the emulator keeps its exact status there, and the command word has no room). 0 for
+    /// every other command.
+    pub results: Box<[AtomicU64]>,
     pub page_bytes: usize,
 }
 

@@ -22,6 +22,7 @@ use std::sync::{Arc, Mutex, MutexGuard, TryLockError};
 use std::thread::JoinHandle;
 
 use crossbeam_utils::CachePadded;
+use nvarray_ftl::zones::Zones;
 use nvarray_model::{Breakdown, DeviceConfig, Protocol};
 
 use crate::arena::Arena;
@@ -190,8 +191,17 @@ impl Emulator {
             lists,
             in_data: (0..options.tags).map(|_| AtomicU64::new(0)).collect(),
             deadlines_ns: (0..options.tags).map(|_| AtomicU64::new(0)).collect(),
+            results: (0..options.tags).map(|_| AtomicU64::new(0)).collect(),
             page_bytes,
         });
+        let zones = config
+            .zone_layout()?
+            .map(|layout| Zones::new(layout).map(parking_lot::Mutex::new))
+            .transpose()
+            .map_err(|e| nvarray_model::ConfigError::Zns {
+                field: "zns",
+                expected: e,
+            })?;
         let published = Published::default();
         published.next_ns.store(NEVER, Ordering::Relaxed);
         let shared = Arc::new(Shared {
@@ -212,6 +222,7 @@ impl Emulator {
                 block_bytes: u64::from(config.controller.block_bytes),
                 tags: TagStates::new(options.tags),
                 clock: Clock::new(),
+                zones,
             },
             backing_pages,
             stop: AtomicBool::new(false),

@@ -54,6 +54,10 @@ pub enum EmuError {
     Thread { error: std::io::Error },
     #[error("--cpus: {0}")]
     Cpus(String),
+    /// The device description cannot run (the caller validates it first; this is the check
+    /// the emulator cannot do without).
+    #[error(transparent)]
+    Config(#[from] nvarray_model::ConfigError),
     #[error(
         "a RAM device of {:.1} GiB does not fit in the {:.1} GiB of memory this machine has available: use --backing file:PATH or a smaller --size",
         *.size_bytes as f64 / GIB,

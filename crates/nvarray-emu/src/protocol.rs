@@ -6,6 +6,7 @@
 //! they live with the device. Decoding never trusts the bits: every field is checked by the
 //! device before anything is touched.
 
+use nvarray_ftl::zones::{ZoneAction, ZoneDescriptor, ZoneState, ZoneStatus};
 use nvarray_model::CommandError;
 
 /// What a command asks for.
@@ -21,6 +22,38 @@ pub enum Opcode {
     /// stays as it was in the backing (NVMe leaves deallocated blocks' contents to the
     /// controller unless it advertises zeroes, and NBD makes trimmed data undefined).
     Deallocate,
+    /// Zoned namespaces (NVMe ZNS, `[zns]`): write at the zone's write pointer, wherever it
+    /// is, and learn where the data went (`DmaMemory::results`). The command's offset names
+    /// the zone's first block.
+    ZoneAppend,
+    /// Zone Management Send: `action` on the zone whose first block the offset names, or on
+    /// every zone it applies to (`all`, NVMe's Select All). Completes at once.
+    ZoneManage {
+        action: ZoneAction,
+        all: bool,
+    },
+    /// Zone Management Receive's report zones: the zones from the one holding the offset, as
+    /// many as the length holds, written into the tag's buffer in the ZNS layout
+    /// (`zone_report`). `partial`: the header counts the zones reported rather than every
+    /// zone from the first. Completes at once.
+    ZoneReport {
+        partial: bool,
+    },
+}
+
+impl Opcode {
+    /// Whether the device writes into the tag's buffer (a read's data, a zone report).
+    pub fn fills_buffer(self) -> bool {
+        matches!(self, Opcode::Read | Opcode::ZoneReport { .. })
+    }
+
+    /// Whether it is one of the zoned command set's commands.
+    pub fn is_zoned(self) -> bool {
+        matches!(
+            self,
+            Opcode::ZoneAppend | Opcode::ZoneManage { .. } | Opcode::ZoneReport { .. }
+        )
+    }
 }
 
 /// How a command ended. Anything but `Ok` left the data untouched.
@@ -42,10 +75,20 @@ pub enum Status {
     /// a driver must not take it for that one's (NVMe: Command ID Conflict, generic status
     /// 03h).
     TagConflict,
+    /// The zoned command set's refusals (`nvarray_ftl::zones::ZoneStatus`; NVMe status code
+    /// type 1h, codes B8h-BFh in this order). With them the 4-bit code is full.
+    ZoneBoundaryError,
+    ZoneIsFull,
+    ZoneIsReadOnly,
+    ZoneIsOffline,
+    ZoneInvalidWrite,
+    TooManyActiveZones,
+    TooManyOpenZones,
+    InvalidZoneStateTransition,
 }
 
 impl Status {
-    pub const ALL: [Status; 8] = [
+    pub const ALL: [Status; 16] = [
         Status::Ok,
         Status::OutOfRange,
         Status::Misaligned,
@@ -54,6 +97,14 @@ impl Status {
         Status::BadOpcode,
         Status::BadField,
         Status::TagConflict,
+        Status::ZoneBoundaryError,
+        Status::ZoneIsFull,
+        Status::ZoneIsReadOnly,
+        Status::ZoneIsOffline,
+        Status::ZoneInvalidWrite,
+        Status::TooManyActiveZones,
+        Status::TooManyOpenZones,
+        Status::InvalidZoneStateTransition,
     ];
 
     /// The 4-bit code carried in completion words.
@@ -85,7 +136,34 @@ impl std::fmt::Display for Status {
             Status::BadOpcode => "unknown opcode",
             Status::BadField => "malformed command field",
             Status::TagConflict => "tag already has a command in flight (command refused)",
+            Status::ZoneBoundaryError => {
+                "zone boundary error: the write runs past the zone's capacity"
+            }
+            Status::ZoneIsFull => "zone is full",
+            Status::ZoneIsReadOnly => "zone is read only",
+            Status::ZoneIsOffline => "zone is offline",
+            Status::ZoneInvalidWrite => "zone invalid write: not at the zone's write pointer",
+            Status::TooManyActiveZones => "too many active zones",
+            Status::TooManyOpenZones => "too many open zones",
+            Status::InvalidZoneStateTransition => "invalid zone state transition",
         })
+    }
+}
+
+impl From<ZoneStatus> for Status {
+    fn from(z: ZoneStatus) -> Self {
+        match z {
+            ZoneStatus::LbaOutOfRange => Status::OutOfRange,
+            ZoneStatus::InvalidField => Status::BadField,
+            ZoneStatus::ZoneBoundaryError => Status::ZoneBoundaryError,
+            ZoneStatus::ZoneIsFull => Status::ZoneIsFull,
+            ZoneStatus::ZoneIsReadOnly => Status::ZoneIsReadOnly,
+            ZoneStatus::ZoneIsOffline => Status::ZoneIsOffline,
+            ZoneStatus::ZoneInvalidWrite => Status::ZoneInvalidWrite,
+            ZoneStatus::TooManyActiveZones => Status::TooManyActiveZones,
+            ZoneStatus::TooManyOpenZones => Status::TooManyOpenZones,
+            ZoneStatus::InvalidZoneStateTransition => Status::InvalidZoneStateTransition,
+        }
     }
 }
 
@@ -118,6 +196,16 @@ pub mod moneta {
     pub const OPCODE_FLUSH: u64 = 2;
     /// Not Moneta's (its devices had no map to trim): nvarray's, for flash behind an FTL.
     pub const OPCODE_DEALLOCATE: u64 = 3;
+    /// The zoned command set, nvarray's too (`Opcode::ZoneAppend` and the rest): the offset
+    /// names the zone's first block (report: the first zone's), the length is the data's
+    /// (report: the buffer's, in blocks).
+    pub const OPCODE_ZONE_APPEND: u64 = 4;
+    /// Zone management: the length field carries the action, `ZONE_ACTION_*` (NVMe's codes)
+    /// plus `ZONE_SELECT_ALL`, as a block count.
+    pub const OPCODE_ZONE_MANAGE: u64 = 5;
+    pub const OPCODE_ZONE_REPORT: u64 = 6;
+    /// Set in a zone management word's action for Select All.
+    pub const ZONE_SELECT_ALL: u64 = 8;
     pub const TAG_BITS: u32 = 12;
     pub const LEN_BITS: u32 = 14;
     pub const OFFSET_BITS: u32 = 34;
@@ -165,9 +253,20 @@ pub mod moneta {
                 OPCODE_WRITE => Some(Opcode::Write),
                 OPCODE_FLUSH => Some(Opcode::Flush),
                 OPCODE_DEALLOCATE => Some(Opcode::Deallocate),
+                OPCODE_ZONE_APPEND => Some(Opcode::ZoneAppend),
+                OPCODE_ZONE_MANAGE => Some(Opcode::ZoneManage {
+                    action: nvme::zone_action(self.len_blocks as u8 & 0x7)?,
+                    all: self.len_blocks & ZONE_SELECT_ALL != 0,
+                }),
+                OPCODE_ZONE_REPORT => Some(Opcode::ZoneReport { partial: false }),
                 _ => None,
             }
         }
+    }
+
+    /// The length field of a zone management word for `action`.
+    pub fn zone_manage_blocks(action: ZoneAction, all: bool) -> u64 {
+        u64::from(nvme::zone_action_code(action)) | if all { ZONE_SELECT_ALL } else { 0 }
     }
 
     /// Completion word: valid bit, status code in bits 19:16, tag in bits 11:0.
@@ -214,6 +313,97 @@ pub mod nvme {
     pub const SC_COMMAND_ID_CONFLICT: u16 = 0x03;
     pub const SC_DATA_TRANSFER_ERROR: u16 = 0x04;
     pub const SC_LBA_OUT_OF_RANGE: u16 = 0x80;
+    /// Status code type 1h (command specific), in bits 10:8 of the status field.
+    pub const SCT_COMMAND_SPECIFIC: u16 = 0x1 << 8;
+
+    /// The Zoned Namespace Command Set's I/O commands (NVMe ZNS specification, 1.1).
+    pub const OPCODE_ZONE_MANAGEMENT_SEND: u8 = 0x79;
+    pub const OPCODE_ZONE_MANAGEMENT_RECEIVE: u8 = 0x7a;
+    pub const OPCODE_ZONE_APPEND: u8 = 0x7d;
+    /// Zone Management Send's action (dword 13 bits 7:0) and Select All (bit 8).
+    pub const ZSA_CLOSE: u8 = 0x1;
+    pub const ZSA_FINISH: u8 = 0x2;
+    pub const ZSA_OPEN: u8 = 0x3;
+    pub const ZSA_RESET: u8 = 0x4;
+    pub const ZSA_SELECT_ALL: u32 = 1 << 8;
+    /// Zone Management Receive's action (dword 13 bits 7:0): report zones; its Partial
+    /// Report bit (dword 13 bit 16). Its buffer's size is dword 12, in dwords, zero-based.
+    pub const ZRA_REPORT_ZONES: u8 = 0x0;
+    pub const ZRA_PARTIAL: u32 = 1 << 16;
+    /// The report's header and each zone descriptor are 64 bytes.
+    pub const ZONE_REPORT_ENTRY_BYTES: usize = 64;
+
+    /// Zone type 2h: sequential write required (report zones' byte 0).
+    const ZONE_TYPE_SEQUENTIAL_WRITE_REQUIRED: u8 = 0x2;
+
+    /// Writes a report zones answer into `buf`: the header's zone count (`zones`), then as
+    /// many of `descriptors` as fit, each in the ZNS layout (type; state in the upper nibble
+    /// of byte 1; capacity, first block and write pointer at bytes 8, 16 and 24). Returns how
+    /// many descriptors it wrote.
+    pub fn write_zone_report(buf: &mut [u8], zones: u64, descriptors: &[ZoneDescriptor]) -> usize {
+        const E: usize = ZONE_REPORT_ENTRY_BYTES;
+        let room = (buf.len() / E).saturating_sub(1);
+        let n = room.min(descriptors.len());
+        let used = (n + 1) * E;
+        let used = used.min(buf.len());
+        buf[..used].fill(0);
+        if buf.len() >= 8 {
+            buf[..8].copy_from_slice(&zones.to_le_bytes());
+        }
+        for (i, d) in descriptors[..n].iter().enumerate() {
+            let e = &mut buf[(i + 1) * E..(i + 2) * E];
+            e[0] = ZONE_TYPE_SEQUENTIAL_WRITE_REQUIRED;
+            e[1] = d.state.code() << 4;
+            e[8..16].copy_from_slice(&d.capacity_blocks.to_le_bytes());
+            e[16..24].copy_from_slice(&d.start_block.to_le_bytes());
+            e[24..32].copy_from_slice(&d.write_pointer.to_le_bytes());
+        }
+        n
+    }
+
+    /// Reads a report zones answer (`write_zone_report`'s inverse): the header's zone count
+    /// and the descriptors `buf` holds, at most `max` and at most the count. `None` for a state the ZNS
+    /// specification does not define.
+    pub fn read_zone_report(buf: &[u8], max: usize) -> Option<(u64, Vec<ZoneDescriptor>)> {
+        const E: usize = ZONE_REPORT_ENTRY_BYTES;
+        let le = |b: &[u8]| u64::from_le_bytes(b.try_into().expect("8 bytes"));
+        let zones = le(buf.get(..8)?);
+        let n = (buf.len() / E)
+            .saturating_sub(1)
+            .min(max)
+            .min(usize::try_from(zones).unwrap_or(usize::MAX));
+        let mut out = Vec::with_capacity(n);
+        for i in 0..n {
+            let e = &buf[(i + 1) * E..(i + 2) * E];
+            out.push(ZoneDescriptor {
+                state: ZoneState::from_code(e[1] >> 4)?,
+                capacity_blocks: le(&e[8..16]),
+                start_block: le(&e[16..24]),
+                write_pointer: le(&e[24..32]),
+            });
+        }
+        Some((zones, out))
+    }
+
+    /// The action of a Zone Management Send code.
+    pub fn zone_action(code: u8) -> Option<ZoneAction> {
+        match code {
+            ZSA_CLOSE => Some(ZoneAction::Close),
+            ZSA_FINISH => Some(ZoneAction::Finish),
+            ZSA_OPEN => Some(ZoneAction::Open),
+            ZSA_RESET => Some(ZoneAction::Reset),
+            _ => None,
+        }
+    }
+
+    pub fn zone_action_code(action: ZoneAction) -> u8 {
+        match action {
+            ZoneAction::Close => ZSA_CLOSE,
+            ZoneAction::Finish => ZSA_FINISH,
+            ZoneAction::Open => ZSA_OPEN,
+            ZoneAction::Reset => ZSA_RESET,
+        }
+    }
 
     /// The 64-byte submission queue entry (the fields an NVM read, write or flush uses).
     #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
@@ -280,6 +470,11 @@ pub mod nvme {
             // NVMe reports these as "invalid field"; the emulator keeps the exact reason in
             // the otherwise unused dword 0 (see `Cqe::result`).
             Status::Misaligned | Status::BadLength | Status::BadField => SC_INVALID_FIELD,
+            // B8h-BFh in `Status::ALL`'s order.
+            zoned => {
+                SCT_COMMAND_SPECIFIC
+                    | (0xb8 + u16::from(zoned.code() - Status::ZoneBoundaryError.code()))
+            }
         }
     }
 }
@@ -314,14 +509,70 @@ mod tests {
 
     #[test]
     fn unknown_opcodes_decode_to_none() {
-        for opcode in 4..8 {
-            let c = CommandWord {
-                opcode,
-                tag: 0,
-                offset_blocks: 0,
-                len_blocks: 1,
-            };
-            assert_eq!(CommandWord::decode(c.encode()).op(), None);
+        let word = |opcode, len_blocks| CommandWord {
+            opcode,
+            tag: 0,
+            offset_blocks: 0,
+            len_blocks,
+        };
+        assert_eq!(CommandWord::decode(word(7, 1).encode()).op(), None);
+        // Zone management with an action NVMe does not define.
+        for action in [5, 6, 7, ZONE_SELECT_ALL] {
+            assert_eq!(
+                CommandWord::decode(word(OPCODE_ZONE_MANAGE, action).encode()).op(),
+                None
+            );
+        }
+    }
+
+    #[test]
+    fn zone_management_words_carry_their_action() {
+        for action in [
+            ZoneAction::Open,
+            ZoneAction::Close,
+            ZoneAction::Finish,
+            ZoneAction::Reset,
+        ] {
+            for all in [false, true] {
+                let c = CommandWord {
+                    opcode: OPCODE_ZONE_MANAGE,
+                    tag: 3,
+                    offset_blocks: 64,
+                    len_blocks: zone_manage_blocks(action, all),
+                };
+                assert_eq!(
+                    CommandWord::decode(c.encode()).op(),
+                    Some(Opcode::ZoneManage { action, all })
+                );
+            }
+        }
+    }
+
+    /// The zone statuses are NVMe's B8h-BFh with status code type 1h, in the specification's
+    /// order.
+    #[test]
+    fn zone_statuses_are_nvme_command_specific_codes() {
+        let codes: Vec<u16> = Status::ALL[8..]
+            .iter()
+            .map(|&s| nvme::status_code(s))
+            .collect();
+        assert_eq!(codes, (0x1b8..=0x1bf).collect::<Vec<u16>>());
+        for z in [
+            ZoneStatus::ZoneBoundaryError,
+            ZoneStatus::ZoneIsFull,
+            ZoneStatus::ZoneIsReadOnly,
+            ZoneStatus::ZoneIsOffline,
+            ZoneStatus::ZoneInvalidWrite,
+            ZoneStatus::TooManyActiveZones,
+            ZoneStatus::TooManyOpenZones,
+            ZoneStatus::InvalidZoneStateTransition,
+        ] {
+            let (sct, sc) = z.code();
+            assert_eq!(
+                nvme::status_code(Status::from(z)),
+                (u16::from(sct) << 8) | u16::from(sc),
+                "{z:?}"
+            );
         }
     }
 }

@@ -14,7 +14,9 @@ use std::sync::atomic::{AtomicU64, AtomicU8, Ordering};
 use std::sync::Arc;
 
 use crossbeam_utils::CachePadded;
+use nvarray_ftl::zones::Zones;
 use nvarray_model::{check_command, DeviceConfig, Protocol};
+use parking_lot::Mutex;
 
 use crate::backing::Backing;
 use crate::clock::Clock;
@@ -72,6 +74,10 @@ pub struct DataPath {
     pub block_bytes: u64,
     pub tags: TagStates,
     pub clock: Clock,
+    /// A zoned namespace's zones (`[zns]`), checked and moved on when a command is taken,
+    /// before its data moves, so a refused write leaves the backing as it was and the lock's
+    /// order is the order of the write pointers.
+    pub zones: Option<Mutex<Zones>>,
 }
 
 /// Per tag: whether a command is in flight on it (its buffer is the device's until the
@@ -460,23 +466,90 @@ fn accept(path: &DataPath, s: Submission, in_data: bool) -> Result<Accepted, Pos
     if s.op == Opcode::Flush {
         return Ok(Accepted::ToModel(s));
     }
-    let moved = move_data(path, s, in_data);
+    let moved = match &path.zones {
+        Some(zones) => zone_command(path, zones, s).and_then(|s| move_data(path, s, in_data)),
+        None => move_data(path, s, in_data),
+    };
     if moved.is_err() {
         path.tags.release(tag);
     }
-    moved.map(|()| Accepted::ToModel(s))
+    moved.map(Accepted::ToModel)
+}
+
+/// A claimed command on a zoned namespace, checked against its zones and, if they take it,
+/// applied to them: a write or an append moves its zone's write pointer (an append is then a
+/// write at the block it was given, which the host learns from `DmaMemory::results`), a zone
+/// management command changes states, a report is written into the tag's buffer. A refusal
+/// changes no zone.
+fn zone_command(
+    path: &DataPath,
+    zones: &Mutex<Zones>,
+    mut s: Submission,
+) -> Result<Submission, Posted> {
+    let refuse = |status| Err(immediate(s.queue, s.tag, status));
+    let block = path.block_bytes;
+    let data_op = matches!(s.op, Opcode::Read | Opcode::Write | Opcode::ZoneAppend);
+    if data_op {
+        if let Err(e) = check_command(&path.config, s.offset_bytes, s.len_bytes) {
+            return refuse(Status::from(&e));
+        }
+    } else if !s.offset_bytes.is_multiple_of(block) {
+        return refuse(Status::Misaligned);
+    }
+    let (start, blocks) = (s.offset_bytes / block, u64::from(s.len_bytes) / block);
+    let mut zones = zones.lock();
+    let result = match s.op {
+        Opcode::Write => zones.write(start, blocks),
+        Opcode::Read => zones.read(start, blocks),
+        Opcode::ZoneAppend => zones.append(start, blocks).map(|at| {
+            s.offset_bytes = at * block;
+            // Published by the completion's Release, like the deadline.
+            path.dma.results[s.tag.index()].store(at, Ordering::Relaxed);
+        }),
+        Opcode::ZoneManage { action, all: true } => zones.manage_all(action),
+        Opcode::ZoneManage { action, all: false } => zones.manage(start, action),
+        Opcode::ZoneReport { partial } => {
+            let zone_blocks = zones.layout().zone_blocks;
+            let first = start / zone_blocks;
+            if first >= u64::from(zones.layout().zones)
+                || s.len_bytes as usize > path.dma.buffer_bytes()
+            {
+                return refuse(Status::OutOfRange);
+            }
+            let descriptors = zones.report(first as u32);
+            // SAFETY: the claimed tag makes this command the buffer's only user on the device
+            // side until its completion is posted.
+            let buffer = unsafe { path.dma.data.buffer(s.tag.index()) };
+            let written = nvme::write_zone_report(
+                &mut buffer[..s.len_bytes as usize],
+                descriptors.len() as u64,
+                &descriptors,
+            );
+            if partial {
+                buffer[..8].copy_from_slice(&(written as u64).to_le_bytes());
+            }
+            Ok(())
+        }
+        Opcode::Flush | Opcode::Deallocate => Ok(()),
+    };
+    result.map_err(|z| immediate(s.queue, s.tag, Status::from(z)))?;
+    Ok(s)
 }
 
 /// The data of a claimed command: a write's taken from its buffer, a large read's put in it, a
 /// small read's prefetched for `QueueWork::receive`.
-fn move_data(path: &DataPath, s: Submission, in_data: bool) -> Result<(), Posted> {
+fn move_data(path: &DataPath, s: Submission, in_data: bool) -> Result<Submission, Posted> {
     let refuse = |status| Err(immediate(s.queue, s.tag, status));
+    if matches!(s.op, Opcode::ZoneManage { .. } | Opcode::ZoneReport { .. }) {
+        // Done by `zone_command`.
+        return Ok(s);
+    }
     if let Err(e) = check_command(&path.config, s.offset_bytes, s.len_bytes) {
         return refuse(Status::from(&e));
     }
     if s.op == Opcode::Deallocate {
         // Moves no data: the range is all it carries.
-        return Ok(());
+        return Ok(s);
     }
     if s.len_bytes as usize > path.dma.buffer_bytes() {
         return refuse(Status::BadLength);
@@ -499,11 +572,15 @@ fn move_data(path: &DataPath, s: Submission, in_data: bool) -> Result<(), Posted
         Opcode::Read => path.backing.read(s.offset_bytes, &mut buffer[..len]),
         // Taking the data at submission makes an acknowledged write durable in the backing no
         // matter when the process dies afterwards.
-        Opcode::Write => path.backing.write(s.offset_bytes, &buffer[..len]),
-        Opcode::Flush => unreachable!("a flush moves no data"),
-        Opcode::Deallocate => Ok(()),
+        Opcode::Write | Opcode::ZoneAppend => path.backing.write(s.offset_bytes, &buffer[..len]),
+        Opcode::Flush
+        | Opcode::Deallocate
+        | Opcode::ZoneManage { .. }
+        | Opcode::ZoneReport { .. } => {
+            unreachable!("moves no data")
+        }
     };
-    result.or_else(|_| refuse(Status::IoError))
+    result.map(|()| s).or_else(|_| refuse(Status::IoError))
 }
 
 fn immediate(queue: u16, tag: Tag, status: Status) -> Posted {
@@ -521,17 +598,23 @@ type Decoded = Result<(Submission, bool), Posted>;
 /// A command word: Moneta's, or DC Express's, whose reads complete in their data.
 fn decode_word(word: u64, queue: u16, path: &DataPath) -> Decoded {
     let c = moneta::CommandWord::decode(word);
-    let Some(op) = c.op() else {
+    let Some(op) = c.op().filter(|op| !op.is_zoned() || path.zones.is_some()) else {
         return Err(immediate(queue, Tag::new(c.tag), Status::BadOpcode));
     };
     let block_bytes = path.block_bytes;
+    // Zone management's length field is its action.
+    let len_blocks = if matches!(op, Opcode::ZoneManage { .. }) {
+        0
+    } else {
+        c.len_blocks
+    };
     Ok((
         Submission {
             queue,
             tag: Tag::new(c.tag),
             op,
             offset_bytes: c.offset_blocks * block_bytes,
-            len_bytes: u32::try_from(c.len_blocks * block_bytes).unwrap_or(u32::MAX),
+            len_bytes: u32::try_from(len_blocks * block_bytes).unwrap_or(u32::MAX),
             // The command word has no room for one.
             placement: 0,
         },
@@ -550,6 +633,26 @@ fn decode_nvme(sqe: &nvme::Sqe, queue: u16, path: &DataPath) -> Decoded {
         nvme::OPCODE_WRITE => Opcode::Write,
         nvme::OPCODE_FLUSH => Opcode::Flush,
         nvme::OPCODE_DATASET_MANAGEMENT => Opcode::Deallocate,
+        // The zoned command set, on a zoned namespace only.
+        nvme::OPCODE_ZONE_APPEND if path.zones.is_some() => Opcode::ZoneAppend,
+        nvme::OPCODE_ZONE_MANAGEMENT_SEND if path.zones.is_some() => {
+            match nvme::zone_action(sqe.cdw13 as u8) {
+                Some(action) => Opcode::ZoneManage {
+                    action,
+                    all: sqe.cdw13 & nvme::ZSA_SELECT_ALL != 0,
+                },
+                None => return refuse(Status::BadField),
+            }
+        }
+        nvme::OPCODE_ZONE_MANAGEMENT_RECEIVE if path.zones.is_some() => {
+            // Report zones, listing every zone (reporting option 0h).
+            if sqe.cdw13 & 0xffff != u32::from(nvme::ZRA_REPORT_ZONES) {
+                return refuse(Status::BadField);
+            }
+            Opcode::ZoneReport {
+                partial: sqe.cdw13 & nvme::ZRA_PARTIAL != 0,
+            }
+        }
         _ => return refuse(Status::BadOpcode),
     };
     if sqe.nsid != 1 {
@@ -580,12 +683,19 @@ fn decode_nvme(sqe: &nvme::Sqe, queue: u16, path: &DataPath) -> Decoded {
             return refuse(Status::BadField)
         }
     }
-    let blocks = u64::from(sqe.cdw12 & 0xffff) + 1;
     let Some(offset) = sqe.slba.checked_mul(path.block_bytes) else {
         return refuse(Status::OutOfRange);
     };
     s.offset_bytes = offset;
-    s.len_bytes = u32::try_from(blocks * path.block_bytes).unwrap_or(u32::MAX);
+    s.len_bytes = match op {
+        // Management carries no data; a report's buffer is dword 12's dwords, zero-based.
+        Opcode::ZoneManage { .. } => 0,
+        Opcode::ZoneReport { .. } => (sqe.cdw12.saturating_add(1)).saturating_mul(4),
+        _ => {
+            let blocks = u64::from(sqe.cdw12 & 0xffff) + 1;
+            u32::try_from(blocks * path.block_bytes).unwrap_or(u32::MAX)
+        }
+    };
     let dma = &*path.dma;
     if usize::from(sqe.cid) >= dma.tags() {
         return refuse(Status::BadField);
@@ -593,8 +703,8 @@ fn decode_nvme(sqe: &nvme::Sqe, queue: u16, path: &DataPath) -> Decoded {
     if path.tags.is_busy(usize::from(sqe.cid)) {
         return refuse(Status::TagConflict);
     }
-    if op == Opcode::Deallocate {
-        // Its range is in the entry itself (`nvme::OPCODE_DATASET_MANAGEMENT`): no PRPs.
+    if matches!(op, Opcode::Deallocate | Opcode::ZoneManage { .. }) {
+        // Its range or zone is in the entry itself: no PRPs.
         return Ok((s, false));
     }
     if s.len_bytes as usize > dma.buffer_bytes() {
@@ -684,6 +794,7 @@ mod tests {
             lists: Some(Arena::new(2, list_bytes).expect("lists")),
             in_data: (0..2).map(|_| AtomicU64::new(0)).collect(),
             deadlines_ns: (0..2).map(|_| AtomicU64::new(0)).collect(),
+            results: (0..2).map(|_| AtomicU64::new(0)).collect(),
             page_bytes: PAGE,
         }
     }

@@ -43,6 +43,21 @@ impl ZoneState {
         }
     }
 
+    /// The state of a ZNS encoding (`code`'s inverse).
+    pub fn from_code(code: u8) -> Option<ZoneState> {
+        [
+            ZoneState::Empty,
+            ZoneState::ImplicitlyOpened,
+            ZoneState::ExplicitlyOpened,
+            ZoneState::Closed,
+            ZoneState::ReadOnly,
+            ZoneState::Full,
+            ZoneState::Offline,
+        ]
+        .into_iter()
+        .find(|s| s.code() == code)
+    }
+
     fn is_open(self) -> bool {
         matches!(
             self,
@@ -112,6 +127,100 @@ pub struct ZoneLayout {
     pub max_open: u32,
     /// Zones that may be open or closed at once (0: no limit).
     pub max_active: u32,
+}
+
+/// The `[zns]` section: the device's namespace is zoned (NVMe ZNS). Off by default. Flash
+/// only, and not with `[ftl]`: a zoned namespace is written in order and reset by the host, so
+/// the device has nothing to collect.
+#[derive(Clone, Debug, Default, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ZnsConfig {
+    #[serde(default)]
+    pub enabled: bool,
+    /// Bytes from one zone's start to the next's (0, the default: one line, an erase block on
+    /// every die, as ZNS drives size their zones from their superblocks).
+    #[serde(default)]
+    pub zone_bytes: u64,
+    /// Bytes of a zone that can be written (0, the default: the whole zone).
+    #[serde(default)]
+    pub zone_capacity_bytes: u64,
+    /// Zones open at once (0, the default: no limit); at the limit a write that opens a zone
+    /// implicitly closes the implicitly opened zone opened first.
+    #[serde(default)]
+    pub max_open_zones: u32,
+    /// Zones open or closed at once (0, the default: no limit).
+    #[serde(default)]
+    pub max_active_zones: u32,
+}
+
+/// Zones a namespace may have: a state byte and a write pointer each, kept in memory (ZNS
+/// drives have some thousands to tens of thousands).
+pub const ZONES_MAX: u64 = 1 << 22;
+
+impl ZnsConfig {
+    /// The zones over `capacity_bytes` of `block_bytes` blocks, `line_bytes` the default zone
+    /// size; an error names the field at fault.
+    pub fn layout(
+        &self,
+        capacity_bytes: u64,
+        block_bytes: u64,
+        line_bytes: u64,
+    ) -> Result<ZoneLayout, (&'static str, String)> {
+        let zone_bytes = if self.zone_bytes == 0 {
+            line_bytes
+        } else {
+            self.zone_bytes
+        };
+        let capacity = if self.zone_capacity_bytes == 0 {
+            zone_bytes
+        } else {
+            self.zone_capacity_bytes
+        };
+        if zone_bytes == 0
+            || !zone_bytes.is_multiple_of(block_bytes)
+            || !capacity_bytes.is_multiple_of(zone_bytes)
+        {
+            return Err((
+                "zns.zone_bytes",
+                format!(
+                    "a multiple of the block size ({block_bytes}) that divides \
+                     memory.capacity_bytes ({capacity_bytes}); found {zone_bytes}"
+                ),
+            ));
+        }
+        if capacity == 0 || capacity > zone_bytes || !capacity.is_multiple_of(block_bytes) {
+            return Err((
+                "zns.zone_capacity_bytes",
+                format!(
+                    "a multiple of the block size ({block_bytes}) no larger than the zone \
+                     ({zone_bytes}); found {capacity}"
+                ),
+            ));
+        }
+        let zones = capacity_bytes / zone_bytes;
+        if zones > ZONES_MAX {
+            return Err((
+                "zns.zone_bytes",
+                format!("at most {ZONES_MAX} zones; {zone_bytes} makes {zones}"),
+            ));
+        }
+        if self.max_active_zones != 0 && self.max_open_zones > self.max_active_zones {
+            return Err((
+                "zns.max_open_zones",
+                format!(
+                    "at most zns.max_active_zones ({}); found {}",
+                    self.max_active_zones, self.max_open_zones
+                ),
+            ));
+        }
+        Ok(ZoneLayout {
+            zones: zones as u32,
+            zone_blocks: zone_bytes / block_bytes,
+            capacity_blocks: capacity / block_bytes,
+            max_open: self.max_open_zones,
+            max_active: self.max_active_zones,
+        })
+    }
 }
 
 /// One zone as report zones describes it.
@@ -368,6 +477,25 @@ impl Zones {
                 Ok(())
             }
         }
+    }
+
+    /// Zone Management Send with Select All: `action` on every zone it applies to (open: the
+    /// closed zones; close: the open ones; finish: the open and closed ones; reset: those and
+    /// the full ones), the rest left alone. The first refusal stops it there.
+    pub fn manage_all(&mut self, action: ZoneAction) -> Result<(), ZoneStatus> {
+        for zone in 0..self.layout.zones {
+            let state = self.state[zone as usize];
+            let applies = match action {
+                ZoneAction::Open => state == ZoneState::Closed,
+                ZoneAction::Close => state.is_open(),
+                ZoneAction::Finish => state.is_active(),
+                ZoneAction::Reset => state.is_active() || state == ZoneState::Full,
+            };
+            if applies {
+                self.manage(self.start(zone), action)?;
+            }
+        }
+        Ok(())
     }
 
     /// Puts `zone` in read-only or offline, as a device does when its media fails (tests

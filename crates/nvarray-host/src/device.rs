@@ -387,6 +387,11 @@ impl Device {
         &buffer[..done.len_bytes as usize]
     }
 
+    /// The memory the device reaches by DMA (for the zoned commands' results).
+    pub(crate) fn dma(&self) -> &nvarray_emu::DmaMemory {
+        self.emu.dma()
+    }
+
     /// Returns a prepared command's tag without issuing it.
     pub fn cancel(&self, prepared: Prepared) {
         self.tags
@@ -407,6 +412,9 @@ pub(crate) fn command_error(
             Opcode::Write => "write",
             Opcode::Flush => "flush",
             Opcode::Deallocate => "deallocate",
+            Opcode::ZoneAppend => "zone append",
+            Opcode::ZoneManage { .. } => "zone management",
+            Opcode::ZoneReport { .. } => "report zones",
         },
         offset_bytes,
         len_bytes,

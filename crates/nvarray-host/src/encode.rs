@@ -14,13 +14,20 @@ pub(crate) fn command_word(p: &Prepared, block_bytes: u64) -> u64 {
         Opcode::Write => moneta::OPCODE_WRITE,
         Opcode::Flush => moneta::OPCODE_FLUSH,
         Opcode::Deallocate => moneta::OPCODE_DEALLOCATE,
+        Opcode::ZoneAppend => moneta::OPCODE_ZONE_APPEND,
+        Opcode::ZoneManage { .. } => moneta::OPCODE_ZONE_MANAGE,
+        Opcode::ZoneReport { .. } => moneta::OPCODE_ZONE_REPORT,
     };
     let opcode = p.raw_opcode.map_or(opcode, |raw| u64::from(raw & 0x7));
+    let len_blocks = match p.op {
+        Opcode::ZoneManage { action, all } => moneta::zone_manage_blocks(action, all),
+        _ => (u64::from(p.len_bytes) / block_bytes).clamp(1, moneta::LEN_BLOCKS_MAX),
+    };
     moneta::CommandWord {
         opcode,
         tag: p.tag.index() as u16,
         offset_blocks: (p.offset_bytes / block_bytes).min(moneta::OFFSET_BLOCKS_MAX),
-        len_blocks: (u64::from(p.len_bytes) / block_bytes).clamp(1, moneta::LEN_BLOCKS_MAX),
+        len_blocks,
     }
     .encode()
 }
@@ -37,6 +44,9 @@ pub(crate) fn nvme_sqe(dma: &DmaMemory, block_bytes: u64, p: &Prepared) -> nvme:
             Opcode::Write => nvme::OPCODE_WRITE,
             Opcode::Flush => nvme::OPCODE_FLUSH,
             Opcode::Deallocate => nvme::OPCODE_DATASET_MANAGEMENT,
+            Opcode::ZoneAppend => nvme::OPCODE_ZONE_APPEND,
+            Opcode::ZoneManage { .. } => nvme::OPCODE_ZONE_MANAGEMENT_SEND,
+            Opcode::ZoneReport { .. } => nvme::OPCODE_ZONE_MANAGEMENT_RECEIVE,
         },
         cid: tag as u16,
         nsid: 1,
@@ -54,9 +64,22 @@ pub(crate) fn nvme_sqe(dma: &DmaMemory, block_bytes: u64, p: &Prepared) -> nvme:
     if let Some(handle) = p.placement {
         nvme::set_placement(&mut sqe, handle);
     }
-    if p.op == Opcode::Deallocate {
+    match p.op {
         // Its one range is in the entry (`nvme::OPCODE_DATASET_MANAGEMENT`): no data pages.
-        return sqe;
+        Opcode::Deallocate => return sqe,
+        Opcode::ZoneManage { action, all } => {
+            sqe.cdw12 = 0;
+            sqe.cdw13 = u32::from(nvme::zone_action_code(action))
+                | if all { nvme::ZSA_SELECT_ALL } else { 0 };
+            return sqe;
+        }
+        Opcode::ZoneReport { partial } => {
+            // Dword 12 counts the buffer's dwords, zero-based.
+            sqe.cdw12 = (p.len_bytes / 4).max(1) - 1;
+            sqe.cdw13 =
+                u32::from(nvme::ZRA_REPORT_ZONES) | if partial { nvme::ZRA_PARTIAL } else { 0 };
+        }
+        _ => {}
     }
     sqe.prp1 = base;
     let pages = (p.len_bytes as usize).div_ceil(dma.page_bytes);

@@ -74,6 +74,20 @@ pub enum HostError {
         len_bytes: u64,
         status: Status,
     },
+    #[error("{what} needs a zoned namespace: this device has none (set zns.enabled = true on a flash preset)")]
+    NotZoned { what: &'static str },
+    #[error(
+        "report zones buffer of {len_bytes} bytes is out of range: expected a multiple of the block size ({block_bytes}) of at least 128 bytes (a header and one zone) up to the largest command ({max_bytes})"
+    )]
+    ZoneReportLength {
+        len_bytes: u32,
+        block_bytes: u32,
+        max_bytes: u32,
+    },
+    #[error("the device's zone report names a zone state the ZNS specification does not define")]
+    ZoneReportMalformed,
+    #[error("{in_flight} commands are in flight on this queue pair: a synchronous zoned command needs it to itself")]
+    InFlight { in_flight: usize },
     /// Every tag is in use: wait for a completion first.
     #[error("no free tag: all {tags} are in flight")]
     NoTag { tags: usize },
@@ -85,7 +99,9 @@ impl HostError {
     pub fn is_input_error(&self) -> bool {
         match self {
             HostError::Emu(e) => e.is_input_error(),
-            HostError::Command { .. } | HostError::NoTag { .. } => false,
+            HostError::Command { .. }
+            | HostError::NoTag { .. }
+            | HostError::ZoneReportMalformed => false,
             _ => true,
         }
     }

@@ -11,7 +11,8 @@
 //! - `sync_io`: `read_at` / `write_at` / `flush` on a queue pair;
 //! - `nap`: the waiting policy (`QueuePair::nap_time` asks it);
 //! - `ladder`: the Moneta software-stack ladder; `options`: how the device is driven;
-//! - `tag_share`: fair shares of the device's tags among a server's clients.
+//! - `tag_share`: fair shares of the device's tags among a server's clients;
+//! - `zoned`: Zone Append, zone management and report zones (a `[zns]` device).
 
 mod command;
 mod device;
@@ -23,11 +24,14 @@ pub mod options;
 mod queue_pair;
 mod sync_io;
 pub mod tag_share;
+mod zoned;
 
 pub use command::{Done, Prepared};
 pub use device::Device;
 pub use error::HostError;
 pub use nap::{fine_timer_slack, waits_by_spinning_alone};
 pub use nvarray_emu::{pauses, BackingPages, LatenessReport, Opcode, Status};
+pub use nvarray_ftl::zones::{ZoneAction, ZoneDescriptor, ZoneLayout, ZoneState};
 pub use options::{BackingKind, CompletionMode, Options, Stack, BUFFER_BYTES_DEFAULT};
 pub use queue_pair::QueuePair;
+pub use zoned::ZoneReport;

@@ -93,13 +93,16 @@ impl AdaptiveRule {
         }
     }
 
-    /// Whether a command lets its thread sleep (a flush or a deallocate never does: neither
-    /// has a modelled latency).
+    /// Whether a command lets its thread sleep (a flush, a deallocate, zone management or a
+    /// zone report never does: none has a modelled latency).
     pub(crate) fn sleeps_for(&mut self, op: Opcode, len_bytes: u32) -> bool {
         let is_read = match op {
             Opcode::Read => true,
-            Opcode::Write => false,
-            Opcode::Flush | Opcode::Deallocate => return false,
+            Opcode::Write | Opcode::ZoneAppend => false,
+            Opcode::Flush
+            | Opcode::Deallocate
+            | Opcode::ZoneManage { .. }
+            | Opcode::ZoneReport { .. } => return false,
         };
         let shape = (is_read, len_bytes);
         if let Some((last, sleeps)) = self.last {

@@ -222,7 +222,7 @@ fn device_refuses_bad_commands_and_touches_nothing() {
         let p = device
             .prepare(Opcode::Write, 0, 512, Some(&junk[..512]))
             .unwrap()
-            .with_raw_opcode(if preset_name == "moneta" { 6 } else { 0x7f });
+            .with_raw_opcode(if preset_name == "moneta" { 7 } else { 0x7f });
         qp.issue(p);
         let mut got = None;
         while got.is_none() {

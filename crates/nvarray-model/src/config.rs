@@ -35,10 +35,17 @@ pub struct DeviceConfig {
     /// then charges erases at a fixed rate).
     #[serde(default, skip_serializing_if = "ftl_is_off")]
     pub ftl: nvarray_ftl::FtlConfig,
+    /// A zoned namespace (NVMe ZNS) over flash media; off by default.
+    #[serde(default, skip_serializing_if = "zns_is_off")]
+    pub zns: nvarray_ftl::zones::ZnsConfig,
 }
 
 fn ftl_is_off(ftl: &nvarray_ftl::FtlConfig) -> bool {
     *ftl == nvarray_ftl::FtlConfig::default()
+}
+
+fn zns_is_off(zns: &nvarray_ftl::zones::ZnsConfig) -> bool {
+    *zns == nvarray_ftl::zones::ZnsConfig::default()
 }
 
 /// Which timing model runs the device.
@@ -865,7 +872,34 @@ impl DeviceConfig {
         self.memory.validate(&self.controller, &self.wear)?;
         self.wear.validate(&self.memory)?;
         self.validate_ftl()?;
+        self.zone_layout()?;
         check_latency("host.software_ns", self.host.software_ns)
+    }
+
+    /// The zoned namespace's zones (`[zns]`), `None` when the namespace is not zoned; an
+    /// error when `[zns]` does not fit the memory.
+    pub fn zone_layout(&self) -> Result<Option<nvarray_ftl::zones::ZoneLayout>, ConfigError> {
+        if !self.zns.enabled {
+            return Ok(None);
+        }
+        let m = &self.memory;
+        check(
+            m.erase_block_bytes > 0 && m.disk.is_none() && !self.wear.enabled && !self.ftl.enabled,
+            "zns.enabled",
+            "false unless the memory is flash (memory.erase_block_bytes > 0, no disk, no \
+             start-gap wear levelling) without ftl.enabled (a zoned namespace has no device \
+             garbage collection)",
+            self.zns.enabled,
+        )?;
+        let line_bytes = m.erase_block_bytes * u64::from(m.controllers * m.banks_per_controller);
+        self.zns
+            .layout(
+                m.capacity_bytes,
+                u64::from(self.controller.block_bytes),
+                line_bytes,
+            )
+            .map(Some)
+            .map_err(|(field, expected)| ConfigError::Zns { field, expected })
     }
 
     /// The FTL's pages over the memory's dies and erase blocks (`ftl_geometry`), when enabled.

@@ -20,6 +20,12 @@ pub enum ConfigError {
     /// The `[ftl]` section cannot lay an FTL over the memory (its message names the field).
     #[error("{0}")]
     Ftl(String),
+    /// The `[zns]` section does not fit the memory.
+    #[error("{field} is out of range: expected {expected}")]
+    Zns {
+        field: &'static str,
+        expected: String,
+    },
 }
 
 /// A command the device refuses. The device state is unchanged when this is returned.

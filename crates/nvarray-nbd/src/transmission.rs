@@ -501,6 +501,10 @@ impl<'a> Transmission<'a> {
                 Opcode::Write => Payload::Socket,
                 Opcode::Deallocate => Payload::None,
                 Opcode::Flush => unreachable!("handled above"),
+                // NBD has no zone commands: a zoned namespace's writes reach it as writes.
+                Opcode::ZoneAppend | Opcode::ZoneManage { .. } | Opcode::ZoneReport { .. } => {
+                    unreachable!("NBD requests are reads, writes, flushes and trims")
+                }
             };
             self.issue(slot, work.kind, offset, n, payload)?;
             at += n;
