@@ -46,6 +46,11 @@
  * fio's sync, datasync and sync_file_range; a trim is the device's deallocate (NVARRAY_OP_TRIM,
  * no data), split the same way.
  *
+ * Zones: on a zoned namespace (the daemon's device has [zns]) fio's zonemode=zbd works as on
+ * a host-managed zoned block device: ->get_zoned_model(), ->report_zones(), ->reset_wp() and
+ * ->get_max_open_zones() below, and the job's file is a block device to fio. Writes off a
+ * zone's write pointer fail with EIO, as the kernel's zoned block devices fail them.
+ *
  * Errors: a command's negative result becomes io_u->error = -result (a positive errno, with
  * resid = the whole length): an error never turns into a successful completion.
  */
@@ -213,7 +218,120 @@ static int nv_setup(struct thread_data *td)
 	for_each_file(td, f, i) {
 		f->real_file_size = info.size_bytes;
 		fio_file_set_size_known(f);
+		/* fio asks an engine for zones only of a block device's file (zbd.c
+		 * zbd_get_zoned_model treats any regular file as unzoned), and ->setup() runs
+		 * before it looks (filesetup.c setup_files: ->setup(), then zbd_init_files()). */
+		if (info.zone_bytes)
+			f->filetype = FIO_TYPE_BLOCK;
 	}
+	return 0;
+}
+
+/*
+ * Zoned namespaces (zonemode=zbd on a device with [zns]): fio 3.33's four zoned-device
+ * operations, as its libzbc engine provides them. fio's zbd.c then keeps every write at its
+ * zone's write pointer, resets zones it needs again and honours the open-zone limit.
+ */
+
+/* The job's channel, or else one opened for this call (`*own` set: close it after). */
+static int nv_channel(struct thread_data *td, nvarray_channel **ch, int *own)
+{
+	struct nv_data *nd = td->io_ops_data;
+
+	*own = 0;
+	if (nd && nd->ch) {
+		*ch = nd->ch;
+		return 0;
+	}
+	*own = 1;
+	return nv_open(td, 0, 0, ch);
+}
+
+static int nv_get_zoned_model(struct thread_data *td, struct fio_file *f,
+			      enum zbd_zoned_model *model)
+{
+	struct nvarray_info info;
+	int r;
+
+	r = nv_query(td, &info);
+	if (r)
+		return r;
+	*model = info.zone_bytes ? ZBD_HOST_MANAGED : ZBD_NONE;
+	return 0;
+}
+
+static int nv_report_zones(struct thread_data *td, struct fio_file *f, uint64_t offset,
+			   struct zbd_zone *zones, unsigned int nr_zones)
+{
+	struct nvarray_info info;
+	struct nvarray_zone *found;
+	nvarray_channel *ch;
+	int own, n, i, r;
+
+	r = nv_channel(td, &ch, &own);
+	if (r)
+		return r;
+	nvarray_get_info(ch, &info);
+	found = calloc(nr_zones ? nr_zones : 1, sizeof(*found));
+	n = found ? nvarray_report_zones(ch, offset, found, nr_zones) : -ENOMEM;
+	for (i = 0; i < n; i++) {
+		zones[i].start = found[i].start;
+		zones[i].wp = found[i].write_pointer;
+		zones[i].len = info.zone_bytes;
+		zones[i].capacity = found[i].capacity_bytes;
+		zones[i].type = ZBD_ZONE_TYPE_SWR;
+		zones[i].cond = (enum zbd_zone_cond) found[i].state;
+	}
+	if (n < 0)
+		log_err("nvarray: report zones at %llu: %s\n", (unsigned long long) offset,
+			nvarray_strerror(n));
+	free(found);
+	if (own)
+		nvarray_close(ch);
+	return n;
+}
+
+/* Resets every zone that starts in [offset, offset + length). Commands in flight on the
+ * job's channel stay so (nvarray_zone_manage keeps their completions for ->getevents()). */
+static int nv_reset_wp(struct thread_data *td, struct fio_file *f, uint64_t offset,
+		       uint64_t length)
+{
+	struct nvarray_info info;
+	nvarray_channel *ch;
+	uint64_t at;
+	int own, r;
+
+	r = nv_channel(td, &ch, &own);
+	if (r)
+		return r;
+	nvarray_get_info(ch, &info);
+	if (!info.zone_bytes) {
+		r = -EOPNOTSUPP;
+	} else {
+		at = offset - offset % info.zone_bytes;
+		if (at < offset)
+			at += info.zone_bytes;
+		for (; at < offset + length && !r; at += info.zone_bytes)
+			r = nvarray_zone_manage(ch, NVARRAY_OP_ZONE_RESET, at);
+	}
+	if (r)
+		log_err("nvarray: zone reset in [%llu, +%llu): %s\n", (unsigned long long) offset,
+			(unsigned long long) length, nvarray_strerror(r));
+	if (own)
+		nvarray_close(ch);
+	return r;
+}
+
+static int nv_get_max_open_zones(struct thread_data *td, struct fio_file *f,
+				 unsigned int *max_open_zones)
+{
+	struct nvarray_info info;
+	int r;
+
+	r = nv_query(td, &info);
+	if (r)
+		return r;
+	*max_open_zones = info.max_open_zones;
 	return 0;
 }
 
@@ -666,6 +784,10 @@ struct ioengine_ops ioengine = {
 	.get_file_size		= nv_get_file_size,
 	.iomem_alloc		= nv_iomem_alloc,
 	.iomem_free		= nv_iomem_free,
+	.get_zoned_model	= nv_get_zoned_model,
+	.report_zones		= nv_report_zones,
+	.reset_wp		= nv_reset_wp,
+	.get_max_open_zones	= nv_get_max_open_zones,
 	.options		= options,
 	.option_struct_size	= sizeof(struct nv_options),
 };

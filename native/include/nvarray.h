@@ -35,13 +35,43 @@
 extern "C" {
 #endif
 
-#define NVARRAY_ABI_VERSION 1
+#define NVARRAY_ABI_VERSION 2
 
 enum nvarray_op {
     NVARRAY_OP_READ = 0,
     NVARRAY_OP_WRITE = 1,
     NVARRAY_OP_FLUSH = 2,
     NVARRAY_OP_TRIM = 3,        /* deallocate a range; carries no data (buf may be NULL) */
+    /* A zoned namespace's (info.zone_bytes > 0; else -EOPNOTSUPP). Report zones: the zones
+     * from the one holding `offset` into `buf` in the NVMe ZNS layout (64-byte header whose
+     * first 8 bytes count the zones reported, then 64 bytes a zone); `len` a multiple of the
+     * block size, at least 128. nvarray_report_zones does it for you. */
+    NVARRAY_OP_ZONE_REPORT = 4,
+    /* Zone management on the zone starting at `offset`; no data (buf may be NULL). */
+    NVARRAY_OP_ZONE_RESET = 5,  /* write pointer back to the zone's start: empty */
+    NVARRAY_OP_ZONE_FINISH = 6, /* full: the write pointer at the zone's capacity */
+    NVARRAY_OP_ZONE_OPEN = 7,   /* opened explicitly (never closed by the device) */
+    NVARRAY_OP_ZONE_CLOSE = 8,
+};
+
+/* A zone's state, as NVMe ZNS encodes it (nvarray_zone.state). */
+enum nvarray_zone_state {
+    NVARRAY_ZONE_EMPTY = 0x1,
+    NVARRAY_ZONE_IMPLICITLY_OPENED = 0x2,
+    NVARRAY_ZONE_EXPLICITLY_OPENED = 0x3,
+    NVARRAY_ZONE_CLOSED = 0x4,
+    NVARRAY_ZONE_READ_ONLY = 0xD,
+    NVARRAY_ZONE_FULL = 0xE,
+    NVARRAY_ZONE_OFFLINE = 0xF,
+};
+
+/* One zone, in bytes from the start of the device. */
+struct nvarray_zone {
+    uint64_t start;
+    uint64_t write_pointer;
+    uint64_t capacity_bytes;    /* writable bytes from start */
+    uint32_t state;             /* enum nvarray_zone_state */
+    uint32_t reserved;
 };
 
 /* What a channel was given. */
@@ -52,7 +82,19 @@ struct nvarray_info {
     uint32_t queue_depth;       /* most commands in flight on this channel */
     uint32_t reserved;
     uint64_t buffer_bytes;      /* length of the channel's DMA region (nvarray_buffer) */
+    /* A zoned namespace (NVMe ZNS): zone size and writable bytes per zone, 0 when the
+     * device is not zoned; zones open and open-or-closed at once (0: no limit). Writes must
+     * land at their zone's write pointer (else -EIO). */
+    uint64_t zone_bytes;
+    uint64_t zone_capacity_bytes;
+    uint32_t max_open_zones;
+    uint32_t max_active_zones;
 };
+
+#ifndef __cplusplus
+_Static_assert(sizeof(struct nvarray_info) == 56, "struct nvarray_info is libnvarray's Info");
+_Static_assert(sizeof(struct nvarray_zone) == 32, "struct nvarray_zone is libnvarray's ZoneC");
+#endif
 
 /* One finished asynchronous command. */
 struct nvarray_completion {
@@ -93,6 +135,18 @@ int nvarray_flush(nvarray_channel *ch);
  * commands are in flight, or -EINVAL for arguments the library can refuse itself. */
 int nvarray_submit(nvarray_channel *ch, int op, uint64_t offset, uint32_t len, void *buf,
                    uint64_t user_data);
+
+/* A zoned namespace: every zone from the one holding `offset`, at most `max`, into `zones`.
+ * Synchronous, staged through the DMA region: needs no command in flight (-EBUSY). Returns
+ * how many zones it wrote, or a negative errno (-EOPNOTSUPP: the device is not zoned). */
+int nvarray_report_zones(nvarray_channel *ch, uint64_t offset, struct nvarray_zone *zones,
+                         unsigned max);
+
+/* A zoned namespace: zone management `op` (NVARRAY_OP_ZONE_RESET, _FINISH, _OPEN, _CLOSE) on
+ * the zone starting at `zone_offset`, waited for. Commands in flight stay in flight: any that
+ * finish meanwhile are kept for nvarray_poll / nvarray_wait. user_data UINT64_MAX is this
+ * call's own: nvarray_submit refuses it (-EINVAL). Returns 0 or a negative errno. */
+int nvarray_zone_manage(nvarray_channel *ch, int op, uint64_t zone_offset);
 
 /* Collects up to `max` finished commands into `out` without blocking; returns how many, or
  * -EPIPE once the daemon has dropped the channel and nothing is left to collect (one load of

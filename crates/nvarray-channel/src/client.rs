@@ -16,6 +16,7 @@ use crate::layout::{
     CqEntry, Geometry, Region, SqEntry, CLOSED, CQ_HEAD, CQ_TAIL, SLEEPING, WAITING,
 };
 use crate::layout::{OP_FLUSH, OP_READ, OP_TRIM, OP_WRITE, SQ_HEAD, SQ_TAIL, VERSION};
+use crate::layout::{OP_ZONE_CLOSE, OP_ZONE_FINISH, OP_ZONE_OPEN, OP_ZONE_REPORT, OP_ZONE_RESET};
 use crate::status::ChannelStatus;
 use crate::{sys, wakeups, ChannelError};
 
@@ -35,6 +36,13 @@ pub enum Op {
     Flush,
     /// Deallocate a range (no data).
     Trim,
+    /// A zoned namespace's report zones into the buffer (`Channel::report_zones`).
+    ZoneReport,
+    /// Zone management on the zone starting at the offset (no data).
+    ZoneReset,
+    ZoneFinish,
+    ZoneOpen,
+    ZoneClose,
 }
 
 impl Op {
@@ -44,16 +52,31 @@ impl Op {
             Op::Write => OP_WRITE,
             Op::Flush => OP_FLUSH,
             Op::Trim => OP_TRIM,
+            Op::ZoneReport => OP_ZONE_REPORT,
+            Op::ZoneReset => OP_ZONE_RESET,
+            Op::ZoneFinish => OP_ZONE_FINISH,
+            Op::ZoneOpen => OP_ZONE_OPEN,
+            Op::ZoneClose => OP_ZONE_CLOSE,
         }
     }
 
-    fn name(self) -> &'static str {
+    pub(crate) fn name(self) -> &'static str {
         match self {
             Op::Read => "read",
             Op::Write => "write",
             Op::Flush => "flush",
             Op::Trim => "trim",
+            Op::ZoneReport => "report zones",
+            Op::ZoneReset => "zone reset",
+            Op::ZoneFinish => "zone finish",
+            Op::ZoneOpen => "zone open",
+            Op::ZoneClose => "zone close",
         }
+    }
+
+    /// Whether the command moves bytes to or from its buffer.
+    fn moves_data(self) -> bool {
+        matches!(self, Op::Read | Op::Write | Op::ZoneReport)
     }
 }
 
@@ -172,8 +195,7 @@ impl Channel {
         buf: u64,
         user_data: u64,
     ) -> Result<(), SubmitError> {
-        let moves_data = matches!(op, Op::Read | Op::Write);
-        if moves_data && !self.region.holds(buf, u64::from(len)) {
+        if op.moves_data() && !self.region.holds(buf, u64::from(len)) {
             return Err(SubmitError::OutsideRegion);
         }
         let id = self.free_ids.pop().ok_or(SubmitError::Full)?;
@@ -333,7 +355,7 @@ impl Channel {
         command_result(Op::Flush, 0, 0, status)
     }
 
-    fn idle(&self) -> Result<(), ChannelError> {
+    pub(crate) fn idle(&self) -> Result<(), ChannelError> {
         match self.in_flight {
             0 => Ok(()),
             n => Err(ChannelError::Busy(n)),
@@ -396,7 +418,7 @@ impl Channel {
     }
 }
 
-fn command_result(
+pub(crate) fn command_result(
     op: Op,
     offset: u64,
     len: u64,

@@ -325,13 +325,21 @@ impl Daemon {
             n => n.min(BUFFER_BYTES_MAX),
         }
         .max(command);
-        Geometry::new(
+        let mut geometry = Geometry::new(
             queue_depth,
             buffer_bytes,
             d.block_bytes(),
             d.command_bytes_max(),
             d.size_bytes(),
-        )
+        );
+        if let Some(zones) = d.zone_layout() {
+            let block = u64::from(d.block_bytes());
+            geometry.zone_bytes = zones.zone_blocks * block;
+            geometry.zone_capacity_bytes = zones.capacity_blocks * block;
+            geometry.max_open_zones = zones.max_open;
+            geometry.max_active_zones = zones.max_active;
+        }
+        geometry
     }
 }
 

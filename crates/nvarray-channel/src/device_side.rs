@@ -15,7 +15,7 @@ use std::sync::Arc;
 use std::time::Instant;
 
 use nvarray_host::tag_share::{Seat, TagShare};
-use nvarray_host::{Device, HostError, Opcode, QueuePair};
+use nvarray_host::{Device, HostError, Opcode, QueuePair, ZoneAction};
 use nvarray_run::served::Session;
 
 use crate::counts::Counts;
@@ -24,6 +24,7 @@ use crate::layout::{
     CqEntry, Region, SqEntry, CQ_HEAD, CQ_TAIL, OP_FLUSH, OP_READ, OP_TRIM, OP_WRITE,
 };
 use crate::layout::{CLOSED, SLEEPING, SQ_HEAD, SQ_TAIL, WAITING};
+use crate::layout::{OP_ZONE_CLOSE, OP_ZONE_FINISH, OP_ZONE_OPEN, OP_ZONE_REPORT, OP_ZONE_RESET};
 use crate::status::ChannelStatus;
 use crate::sys::Credentials;
 use crate::wakeups;
@@ -190,7 +191,7 @@ impl DeviceSide {
                 let _ = device.finish(done, None);
                 return;
             };
-            if !*client_gone && done.op == Opcode::Read && done.status.is_ok() {
+            if !*client_gone && done.op.fills_buffer() && done.status.is_ok() {
                 let data = device.read_data(&done);
                 region.copy_in(f.buf, data);
             }
@@ -208,7 +209,8 @@ impl DeviceSide {
                 );
                 *cq_tail = cq_tail.wrapping_add(1);
             }
-            if status == ChannelStatus::Ok && f.op != Opcode::Flush {
+            // Zone management and reports are not host I/O.
+            if status == ChannelStatus::Ok && f.op != Opcode::Flush && !f.op.is_zoned() {
                 // A trim is a request of no bytes: it moves no data.
                 let len = if f.op == Opcode::Deallocate { 0 } else { f.len };
                 unrecorded.push((f.op == Opcode::Read, len, now.saturating_sub(f.taken_ns)));
@@ -301,24 +303,47 @@ impl DeviceSide {
         if self.id_busy[e.id as usize] {
             return Err(ChannelStatus::IdInFlight);
         }
+        let manage = |action| Opcode::ZoneManage { action, all: false };
         let op = match e.op {
             OP_READ => Opcode::Read,
             OP_WRITE => Opcode::Write,
             OP_FLUSH => return Ok(Opcode::Flush),
             OP_TRIM => Opcode::Deallocate,
+            OP_ZONE_REPORT => Opcode::ZoneReport { partial: true },
+            OP_ZONE_RESET => manage(ZoneAction::Reset),
+            OP_ZONE_FINISH => manage(ZoneAction::Finish),
+            OP_ZONE_OPEN => manage(ZoneAction::Open),
+            OP_ZONE_CLOSE => manage(ZoneAction::Close),
             _ => return Err(ChannelStatus::BadOpcode),
         };
-        if op != Opcode::Deallocate && !self.region.holds(e.buf, u64::from(e.len)) {
+        let zone_bytes = device
+            .zone_layout()
+            .map(|z| z.zone_blocks * u64::from(device.block_bytes()));
+        if op.is_zoned() && zone_bytes.is_none() {
+            return Err(ChannelStatus::BadOpcode);
+        }
+        let moves_data = op.fills_buffer() || op == Opcode::Write;
+        if moves_data && !self.region.holds(e.buf, u64::from(e.len)) {
             return Err(ChannelStatus::BadField);
         }
-        if let Err(HostError::Command { status, .. }) = device.check(op, e.offset, u64::from(e.len))
-        {
+        // What the grants must cover: the range, or for zone management the whole zone (it
+        // changes what the zone holds), or for a report its first block.
+        let (check_len, granted_len) = match op {
+            Opcode::ZoneManage { .. } => (u64::from(device.block_bytes()), zone_bytes.unwrap_or(0)),
+            Opcode::ZoneReport { .. } => {
+                let block = u64::from(device.block_bytes());
+                (block, block)
+            }
+            _ => (u64::from(e.len), u64::from(e.len)),
+        };
+        if let Err(HostError::Command { status, .. }) = device.check(op, e.offset, check_len) {
             return Err(ChannelStatus::of_device(status));
         }
         if !self
             .extents
-            // A trim changes what the range holds: it needs the grant a write does.
-            .allows(op != Opcode::Read, e.offset, u64::from(e.len))
+            // A trim or a zone's reset changes what the range holds: it needs the grant a write
+            // does.
+            .allows(!op.fills_buffer(), e.offset, granted_len)
         {
             return Err(ChannelStatus::PermissionDenied);
         }
@@ -337,8 +362,13 @@ impl DeviceSide {
         } else {
             (e.offset, e.len)
         };
-        // `check` has checked it against the device already.
-        let mut p = device.prepare_unchecked(op, offset, len, None)?;
+        // `check` has checked it against the device already (a report's length the driver
+        // checks here).
+        let mut p = match op {
+            Opcode::ZoneReport { partial } => device.prepare_zone_report(offset, len, partial)?,
+            Opcode::ZoneManage { .. } => device.prepare_unchecked(op, offset, 0, None)?,
+            _ => device.prepare_unchecked(op, offset, len, None)?,
+        };
         if op == Opcode::Write {
             self.region.copy_out(e.buf, device.write_buffer(&mut p));
         }

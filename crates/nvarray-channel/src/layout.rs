@@ -30,7 +30,7 @@ use std::sync::atomic::AtomicU32;
 pub const MAGIC: u64 = u64::from_le_bytes(*b"NVACHAN1");
 /// The version of this layout and of the socket messages (`hello`); `NVARRAY_ABI_VERSION` in
 /// `native/include/nvarray.h` follows it.
-pub const VERSION: u32 = 1;
+pub const VERSION: u32 = 2;
 /// The first page holds the geometry and the counters.
 pub const HEADER_BYTES: u64 = 4096;
 pub const PAGE_BYTES: u64 = 4096;
@@ -56,6 +56,16 @@ pub const OP_FLUSH: u32 = 2;
 /// Deallocate `[offset, offset + len)` (fio's trim): flash behind an FTL unmaps the pages
 /// wholly inside it (the device's deallocate, docs/flash.md). Carries no data.
 pub const OP_TRIM: u32 = 3;
+/// A zoned namespace's report zones (`Geometry::zone_bytes` > 0): the zones from the one
+/// holding `offset`, into the `len` bytes at `buf`, in the NVMe ZNS layout (a 64-byte
+/// header whose first 8 bytes count the zones reported, then 64 bytes a zone).
+pub const OP_ZONE_REPORT: u32 = 4;
+/// Zone management on the zone starting at `offset` (no data): reset its write pointer,
+/// finish it (full), open it explicitly, or close it.
+pub const OP_ZONE_RESET: u32 = 5;
+pub const OP_ZONE_FINISH: u32 = 6;
+pub const OP_ZONE_OPEN: u32 = 7;
+pub const OP_ZONE_CLOSE: u32 = 8;
 
 /// What a channel is: its rings' and region's sizes and places, and the device's limits.
 #[repr(C)]
@@ -76,13 +86,19 @@ pub struct Geometry {
     pub cq_offset: u64,
     pub data_offset: u64,
     pub map_bytes: u64,
+    /// A zoned namespace's zone size and writable capacity per zone, in bytes (both 0: the
+    /// namespace is not zoned), and its open and active zone limits (0: none).
+    pub zone_bytes: u64,
+    pub zone_capacity_bytes: u64,
+    pub max_open_zones: u32,
+    pub max_active_zones: u32,
 }
 
 /// One command, as the client writes it.
 #[repr(C)]
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct SqEntry {
-    /// `OP_READ`, `OP_WRITE`, `OP_FLUSH` or `OP_TRIM`.
+    /// `OP_READ`, `OP_WRITE`, `OP_FLUSH`, `OP_TRIM` or, on a zoned namespace, `OP_ZONE_*`.
     pub op: u32,
     /// The client's name for the command, below `queue_depth` and unique among its commands
     /// in flight; the completion carries it back.
@@ -136,6 +152,21 @@ impl Geometry {
             cq_offset,
             data_offset,
             map_bytes: data_offset + buffer_bytes,
+            zone_bytes: 0,
+            zone_capacity_bytes: 0,
+            max_open_zones: 0,
+            max_active_zones: 0,
+        }
+    }
+
+    /// This geometry with `other`'s zones.
+    pub fn with_zones_of(self, other: &Geometry) -> Geometry {
+        Geometry {
+            zone_bytes: other.zone_bytes,
+            zone_capacity_bytes: other.zone_capacity_bytes,
+            max_open_zones: other.max_open_zones,
+            max_active_zones: other.max_active_zones,
+            ..self
         }
     }
 
@@ -148,8 +179,12 @@ impl Geometry {
             self.block_bytes,
             self.command_bytes_max,
             self.size_bytes,
-        );
+        )
+        .with_zones_of(self);
+        let zones_fit = self.zone_capacity_bytes <= self.zone_bytes
+            && (self.zone_bytes == 0 || self.size_bytes.is_multiple_of(self.zone_bytes));
         *self == expected
+            && zones_fit
             && self.map_bytes == map_bytes
             && (1..=QUEUE_DEPTH_MAX).contains(&self.queue_depth)
             && self.block_bytes > 0

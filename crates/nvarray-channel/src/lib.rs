@@ -16,6 +16,7 @@
 //! - `daemon`: accepting clients and the serving thread;
 //! - `counts`: what the daemon let in and kept out;
 //! - `client`: the Rust client (`Channel`), which `libnvarray`'s C API wraps;
+//!   `client_zones`: its zoned-namespace calls (report zones, zone management);
 //! - `wakeups`: the two sleep-and-wake handshakes between a client and the serving thread
 //!   (`sync`: std's or loom's fence);
 //! - `sys`: the memfd, credential and descriptor-passing system calls;
@@ -26,6 +27,7 @@
 //! completion before the device completed the command.
 
 pub mod client;
+mod client_zones;
 mod counts;
 pub mod daemon;
 mod device_side;
@@ -39,6 +41,7 @@ mod sys;
 pub mod wakeups;
 
 pub use client::{Channel, Completion, Op, SubmitError};
+pub use client_zones::ZONE_COMMAND;
 pub use daemon::{Daemon, DaemonOptions, ShutdownHandle, CHANNELS_DEFAULT};
 pub use error::ChannelError;
 pub use grants::Grant;

@@ -5,7 +5,8 @@
 //!
 //! The ABI is the header's: `NVARRAY_ABI_VERSION` is `nvarray_channel::layout::VERSION`, and
 //! `struct nvarray_info` / `struct nvarray_completion` are `Info` / `CompletionC` here
-//! (`#[repr(C)]`, field for field; a test in `tests/abi.rs` compiles the header against them).
+//! (`#[repr(C)]`, field for field; their sizes are asserted here and, with
+//! `_Static_assert`, in the header, so the C side fails to compile if they part).
 
 #![allow(non_camel_case_types)]
 
@@ -14,7 +15,9 @@ use std::ffi::{c_char, c_int, c_uint, c_void, CStr};
 use std::os::unix::ffi::OsStrExt;
 use std::path::Path;
 
-use ::nvarray_channel::{Channel, ChannelError, ChannelStatus, Completion, Op, SubmitError};
+use ::nvarray_channel::{
+    Channel, ChannelError, ChannelStatus, Completion, Op, SubmitError, ZONE_COMMAND,
+};
 
 /// `struct nvarray_info`.
 #[repr(C)]
@@ -26,6 +29,21 @@ pub struct Info {
     pub queue_depth: u32,
     pub reserved: u32,
     pub buffer_bytes: u64,
+    pub zone_bytes: u64,
+    pub zone_capacity_bytes: u64,
+    pub max_open_zones: u32,
+    pub max_active_zones: u32,
+}
+
+/// `struct nvarray_zone`.
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default)]
+pub struct ZoneC {
+    pub start: u64,
+    pub write_pointer: u64,
+    pub capacity_bytes: u64,
+    pub state: u32,
+    pub reserved: u32,
 }
 
 /// `struct nvarray_completion`.
@@ -142,6 +160,10 @@ pub unsafe extern "C" fn nvarray_get_info(ch: *const nvarray_channel, info: *mut
             queue_depth: g.queue_depth,
             reserved: 0,
             buffer_bytes: g.buffer_bytes,
+            zone_bytes: g.zone_bytes,
+            zone_capacity_bytes: g.zone_capacity_bytes,
+            max_open_zones: g.max_open_zones,
+            max_active_zones: g.max_active_zones,
         }
     };
 }
@@ -250,12 +272,23 @@ pub unsafe extern "C" fn nvarray_submit(
         1 => Op::Write,
         2 => Op::Flush,
         3 => Op::Trim,
+        4 => Op::ZoneReport,
+        5 => Op::ZoneReset,
+        6 => Op::ZoneFinish,
+        7 => Op::ZoneOpen,
+        8 => Op::ZoneClose,
         _ => return -libc::EINVAL,
     };
+    // Reserved for `nvarray_zone_manage`'s own command, which may run while this one is in
+    // flight.
+    if user_data == ZONE_COMMAND {
+        return -libc::EINVAL;
+    }
     let base = ch.channel.buffer() as usize;
+    let moves_data = matches!(op, Op::Read | Op::Write | Op::ZoneReport);
     let at = match (buf as usize).checked_sub(base) {
         Some(at) => at as u64,
-        None if matches!(op, Op::Flush | Op::Trim) => 0,
+        None if !moves_data => 0,
         None => return -libc::EINVAL,
     };
     match ch.channel.submit(op, offset, len, at, user_data) {
@@ -263,6 +296,66 @@ pub unsafe extern "C" fn nvarray_submit(
         Err(SubmitError::Full) => -libc::EAGAIN,
         Err(SubmitError::OutsideRegion) => -libc::EINVAL,
     }
+}
+
+/// # Safety
+/// `ch` a live channel; `zones` room for `max` zones.
+#[no_mangle]
+pub unsafe extern "C" fn nvarray_report_zones(
+    ch: *mut nvarray_channel,
+    offset: u64,
+    zones: *mut ZoneC,
+    max: c_uint,
+) -> c_int {
+    // SAFETY: the caller's contract.
+    let ch = match unsafe { for_sync_io(ch, zones.is_null(), u64::from(max)) } {
+        Ok(ch) => ch,
+        Err(e) => return e,
+    };
+    let block = u64::from(ch.channel.geometry().block_bytes);
+    match ch.channel.report_zones(offset, max as usize) {
+        Ok(found) => {
+            for (i, z) in found.iter().enumerate() {
+                let zone = ZoneC {
+                    start: z.start_block * block,
+                    write_pointer: z.write_pointer * block,
+                    capacity_bytes: z.capacity_blocks * block,
+                    state: u32::from(z.state.code()),
+                    reserved: 0,
+                };
+                // SAFETY: `zones` has room for `max` by the caller's contract; i < max.
+                unsafe { zones.add(i).write(zone) };
+            }
+            found.len() as c_int
+        }
+        Err(e) => -e.errno(),
+    }
+}
+
+/// # Safety
+/// `ch` a live channel.
+#[no_mangle]
+pub unsafe extern "C" fn nvarray_zone_manage(
+    ch: *mut nvarray_channel,
+    op: c_int,
+    zone_offset: u64,
+) -> c_int {
+    // SAFETY: the caller's contract.
+    let Some(ch) = (unsafe { channel(ch) }) else {
+        return -libc::EINVAL;
+    };
+    let op = match op {
+        5 => Op::ZoneReset,
+        6 => Op::ZoneFinish,
+        7 => Op::ZoneOpen,
+        8 => Op::ZoneClose,
+        _ => return -libc::EINVAL,
+    };
+    let collected = &mut ch.collected;
+    errno_of(
+        ch.channel
+            .zone_manage(op, zone_offset, |c| collected.push_back(result_of(c))),
+    )
 }
 
 /// Hands out up to `max` collected completions into `out`.
@@ -360,7 +453,8 @@ pub extern "C" fn nvarray_strerror(result: c_int) -> *const c_char {
 /// The C ABI's version, `NVARRAY_ABI_VERSION` in the header.
 pub const ABI_VERSION: u32 = ::nvarray_channel::layout::VERSION;
 
-const _: () = assert!(std::mem::size_of::<Info>() == 32);
+const _: () = assert!(std::mem::size_of::<Info>() == 56);
+const _: () = assert!(std::mem::size_of::<ZoneC>() == 32);
 const _: () = assert!(std::mem::size_of::<CompletionC>() == 16);
 // Unused in Rust, named so the statuses' errnos stay the header's list.
 const _: [ChannelStatus; 10] = ChannelStatus::ALL;

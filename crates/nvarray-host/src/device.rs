@@ -373,10 +373,11 @@ impl Device {
         &mut buffer[..prepared.len_bytes as usize]
     }
 
-    /// A completed read's data, still in its tag buffer (no copy); `finish` the `Done`
-    /// afterwards to free the tag. Empty unless `done` is a successful read.
+    /// A completed read's data (or zone report), still in its tag buffer (no copy); `finish`
+    /// the `Done` afterwards to free the tag. Empty unless `done` is a successful read or
+    /// report.
     pub fn read_data<'d>(&'d self, done: &'d Done) -> &'d [u8] {
-        if done.op != Opcode::Read || !done.status.is_ok() {
+        if !done.op.fills_buffer() || !done.status.is_ok() {
             return &[];
         }
         // SAFETY: the completion handed the buffer back to the host and `done` still holds the

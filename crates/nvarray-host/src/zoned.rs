@@ -93,11 +93,7 @@ impl Device {
 
     /// A completed report's zones (from the tag's buffer, before `finish`).
     pub fn zone_report(&self, done: &Done) -> Result<ZoneReport, HostError> {
-        // SAFETY: as `read_data`: the completion handed the buffer back and `done` holds the
-        // tag while the slice lives.
-        let buffer = unsafe { self.dma().data.buffer_to_read(done.tag.index()) };
-        let max = (done.len_bytes as usize / nvme::ZONE_REPORT_ENTRY_BYTES).saturating_sub(1);
-        let (zones, descriptors) = nvme::read_zone_report(&buffer[..done.len_bytes as usize], max)
+        let (zones, descriptors) = nvme::read_zone_report(self.read_data(done), usize::MAX)
             .ok_or(HostError::ZoneReportMalformed)?;
         Ok(ZoneReport { zones, descriptors })
     }
