@@ -23,6 +23,15 @@ pub enum SimError {
     Command(CommandError),
     #[error(transparent)]
     Trace(TraceError),
+    /// A write the zoned namespace refuses (as the emulator's device would).
+    #[error("write of {len_bytes} bytes at offset {offset_bytes}: {status} (a zoned namespace is written at each zone's write pointer)")]
+    ZoneRefused {
+        offset_bytes: u64,
+        len_bytes: u32,
+        status: nvarray_ftl::zones::ZoneStatus,
+    },
+    #[error("zns: {0}")]
+    Zoned(String),
 }
 
 /// Why the emulator's runner could not run a workload, or what went wrong in the run.

@@ -2,7 +2,8 @@
 //!
 //! - `plan`: the workload's jobs as host threads (queue depth, bounds, think time, verify),
 //!   the same for both engines, with their defaults.
-//! - `sim`: the discrete-event simulator over `nvarray-model` (virtual clock, no data).
+//! - `sim`: the discrete-event simulator over `nvarray-model` (virtual clock, no data);
+//!   `sim_zones`: a zoned namespace's write pointers in it, as the emulated device keeps them.
 //! - `emu`: the emulator's runner: real host threads issue through the driver
 //!   (`nvarray-host`) against the wall clock, with data verification (`verify`).
 //! - `parallel`: independent runs (a sweep's simulator points) on several threads.
@@ -22,6 +23,7 @@ pub mod parallel;
 pub mod plan;
 pub mod served;
 pub mod sim;
+mod sim_zones;
 pub mod verify;
 
 pub use device_report::device_report;

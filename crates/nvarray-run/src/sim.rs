@@ -22,6 +22,7 @@ use nvarray_workload::{Direction, PlacementPicker, Request, Workload};
 
 use crate::error::SimError;
 use crate::plan::{job_streams, Next, Plan, Requests};
+use crate::sim_zones::SimZones;
 use nvarray_report::{cpu_seconds_per_gb, thread_cpu_seconds, IoDepths, RunReport, StreamStats};
 
 /// Outstanding requests across all threads; bounds the host-side bookkeeping.
@@ -167,7 +168,13 @@ impl Host {
     /// work. A timestamped trace's request due later is scheduled for its time instead (the
     /// slot waits for it); one due earlier found no free slot then, and its latency counts
     /// from its time.
-    fn issue(&mut self, model: &mut DeviceModel, x: u32, t: u64) -> Result<(), SimError> {
+    fn issue(
+        &mut self,
+        model: &mut DeviceModel,
+        zones: &mut Option<SimZones>,
+        x: u32,
+        t: u64,
+    ) -> Result<(), SimError> {
         let th = &mut self.threads[x as usize];
         if th.remaining == 0 || th.bytes_left == 0 || t >= th.end_ns {
             return Ok(());
@@ -215,6 +222,9 @@ impl Host {
                 th.placement.as_mut().map_or(0, |p| p.next_handle()),
             ),
         };
+        if let (Some(zones), Op::Write) = (zones.as_mut(), op) {
+            zones.write(r.offset_bytes, r.len_bytes)?;
+        }
         let mut p = Pending {
             thread: x,
             issue_ns,
@@ -277,6 +287,7 @@ pub fn run_with_progress(
         .validate(capacity, block, device.controller.max_transfer_bytes)
         .map_err(SimError::InvalidWorkload)?;
     let mut model = DeviceModel::new(device);
+    let mut zones = SimZones::of(device)?;
 
     let geometry = Geometry {
         capacity_bytes: capacity,
@@ -303,6 +314,7 @@ pub fn run_with_progress(
         let mut phase_progress = |f: f64| progress((index as f64 + f) / phase_count);
         let ran = run_phase(
             &mut model,
+            &mut zones,
             device,
             phase,
             start_ns,
@@ -353,6 +365,7 @@ struct PhaseRun {
 /// Runs one phase's threads on `model` from `start_ns`, recording into `streams`.
 fn run_phase(
     model: &mut DeviceModel,
+    zones: &mut Option<SimZones>,
     device: &DeviceConfig,
     plan: Plan,
     start_ns: u64,
@@ -405,7 +418,7 @@ fn run_phase(
         }
         let (t, _, event, x) = host.events.pop().expect("checked");
         match event {
-            HostEvent::Issue => host.issue(model, x, t)?,
+            HostEvent::Issue => host.issue(model, zones, x, t)?,
             HostEvent::Submit => model
                 .submit(host.pending[x as usize].cmd, t)
                 .map_err(SimError::Command)?,
@@ -430,7 +443,7 @@ fn run_phase(
                 if next_ns == t {
                     // Device events due at `t` have all run (the device goes first on ties),
                     // so issuing now is the same as queueing an Issue event for `t`.
-                    host.issue(model, p.thread, t)?;
+                    host.issue(model, zones, p.thread, t)?;
                 } else {
                     host.push(next_ns, HostEvent::Issue, p.thread);
                 }

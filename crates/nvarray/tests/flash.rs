@@ -346,3 +346,84 @@ fn fdp_jobs_write_under_their_own_placement_handles_in_both_engines() {
     assert_eq!(out.status.code(), Some(2), "{err}");
     assert!(err.contains("fdp=1 needs"), "{err}");
 }
+
+/// A zoned namespace (`[zns]`) in both engines: sequential writes run, random ones stop at
+/// the first write off its zone's write pointer with the status that names why, and `[zns]`
+/// settings that do not fit exit 2 naming the field.
+#[test]
+fn a_zoned_namespace_takes_sequential_writes_and_refuses_random_ones_in_both_engines() {
+    let zoned = [
+        "--set",
+        "zns.enabled=true",
+        "--set",
+        "zns.zone_bytes=16m",
+        "--runtime",
+        "200ms",
+        "--bs",
+        "64k",
+    ];
+    for engine in ["sim", "emu"] {
+        let mut args = vec!["bench", "--engine", engine];
+        args.extend_from_slice(&SMALL_TLC[2..]);
+        args.extend_from_slice(&zoned);
+        let run = |rw: &str| {
+            let mut args = args.clone();
+            args.extend_from_slice(&["--rw", rw]);
+            nvarray(&args)
+        };
+        let out = run("write");
+        assert!(
+            out.status.success(),
+            "{engine}: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        let out = run("randwrite");
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert!(!out.status.success(), "{engine}: random writes ran");
+        assert!(err.contains("zone invalid write"), "{engine}: {err}");
+        assert!(!err.contains("panicked"), "{engine}: {err}");
+    }
+    let cases: &[(&[&str], &str)] = &[
+        (&["--set", "zns.zone_bytes=3000"], "zns.zone_bytes"),
+        (
+            &["--set", "zns.zone_capacity_bytes=32m"],
+            "zns.zone_capacity_bytes",
+        ),
+        (
+            &[
+                "--set",
+                "zns.max_open_zones=4",
+                "--set",
+                "zns.max_active_zones=2",
+            ],
+            "zns.max_open_zones",
+        ),
+        (&["--set", "ftl.enabled=true"], "zns.enabled"),
+    ];
+    for (extra, named) in cases {
+        let mut args = vec!["bench"];
+        args.extend_from_slice(SMALL_TLC);
+        args.extend_from_slice(&["--set", "zns.enabled=true"]);
+        args.extend_from_slice(extra);
+        let out = nvarray(&args);
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(2), "{extra:?}: {err}");
+        assert!(
+            err.contains(named),
+            "{extra:?}: expected `{named}` in: {err}"
+        );
+    }
+    // Zones need flash.
+    let out = nvarray(&[
+        "bench",
+        "--engine",
+        "sim",
+        "--preset",
+        "dram",
+        "--set",
+        "zns.enabled=true",
+    ]);
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "{err}");
+    assert!(err.contains("zns.enabled"), "{err}");
+}
