@@ -22,7 +22,7 @@ use std::sync::{Arc, Mutex, MutexGuard, TryLockError};
 use std::thread::JoinHandle;
 
 use crossbeam_utils::CachePadded;
-use nvarray_ftl::zones::Zones;
+use nvarray_model::zones::Zones;
 use nvarray_model::{Breakdown, DeviceConfig, Protocol};
 
 use crate::arena::Arena;

@@ -6,7 +6,7 @@
 //! they live with the device. Decoding never trusts the bits: every field is checked by the
 //! device before anything is touched.
 
-use nvarray_ftl::zones::{ZoneAction, ZoneDescriptor, ZoneState, ZoneStatus};
+use nvarray_model::zones::{ZoneAction, ZoneDescriptor, ZoneState, ZoneStatus};
 use nvarray_model::CommandError;
 
 /// What a command asks for.
@@ -75,7 +75,7 @@ pub enum Status {
     /// a driver must not take it for that one's (NVMe: Command ID Conflict, generic status
     /// 03h).
     TagConflict,
-    /// The zoned command set's refusals (`nvarray_ftl::zones::ZoneStatus`; NVMe status code
+    /// The zoned command set's refusals (`nvarray_model::zones::ZoneStatus`; NVMe status code
     /// type 1h, codes B8h-BFh in this order). With them the 4-bit code is full.
     ZoneBoundaryError,
     ZoneIsFull,

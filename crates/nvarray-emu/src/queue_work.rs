@@ -14,7 +14,7 @@ use std::sync::atomic::{AtomicU64, AtomicU8, Ordering};
 use std::sync::Arc;
 
 use crossbeam_utils::CachePadded;
-use nvarray_ftl::zones::Zones;
+use nvarray_model::zones::Zones;
 use nvarray_model::{check_command, DeviceConfig, Protocol};
 use parking_lot::Mutex;
 

@@ -32,7 +32,7 @@ pub use error::HostError;
 pub use nap::{fine_timer_slack, waits_by_spinning_alone};
 pub use nvarray_emu::protocol::nvme::{read_zone_report, ZONE_REPORT_ENTRY_BYTES};
 pub use nvarray_emu::{pauses, BackingPages, LatenessReport, Opcode, Status};
-pub use nvarray_ftl::zones::{ZoneAction, ZoneDescriptor, ZoneLayout, ZoneState};
+pub use nvarray_model::zones::{ZoneAction, ZoneDescriptor, ZoneLayout, ZoneState};
 pub use options::{BackingKind, CompletionMode, Options, Stack, BUFFER_BYTES_DEFAULT};
 pub use queue_pair::QueuePair;
 pub use zoned::ZoneReport;

@@ -6,12 +6,13 @@
 //! (`Status::ZoneInvalidWrite` and the rest).
 
 use nvarray_emu::protocol::nvme;
-use nvarray_ftl::zones::{ZoneAction, ZoneDescriptor, ZoneLayout};
+use nvarray_model::zones::{ZoneAction, ZoneDescriptor, ZoneLayout};
 
 use crate::command::{Done, Prepared};
 use crate::device::Device;
+use crate::error::HostError;
 use crate::queue_pair::QueuePair;
-use crate::{HostError, Opcode};
+use nvarray_emu::Opcode;
 
 /// What report zones returned: how many zones there are from the first one asked for (or,
 /// for a partial report, how many it holds), and the zones the buffer held.

@@ -33,5 +33,7 @@ pub use device::{check_command, ArrayModel, Command, Completion, Op, ResourceBus
 pub use device_model::DeviceModel;
 pub use error::{CommandError, ConfigError};
 pub use memory::{FtlSample, FtlStats, WearStats};
+/// Zoned namespaces (`[zns]`): the state machine the emulated device and the simulator keep.
+pub use nvarray_ftl::zones;
 pub use overrides::{apply_overrides, parse_assignment};
 pub use verdict::Verdict;

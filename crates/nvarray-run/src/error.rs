@@ -28,7 +28,7 @@ pub enum SimError {
     ZoneRefused {
         offset_bytes: u64,
         len_bytes: u32,
-        status: nvarray_ftl::zones::ZoneStatus,
+        status: nvarray_model::zones::ZoneStatus,
     },
     #[error("zns: {0}")]
     Zoned(String),

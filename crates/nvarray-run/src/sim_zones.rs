@@ -1,8 +1,8 @@
 //! A zoned namespace in the simulator: the same zone state machine the emulated device keeps
-//! (`nvarray_ftl::zones`), so a write off its zone's write pointer stops a simulated run with
+//! (`nvarray_model::zones`), so a write off its zone's write pointer stops a simulated run with
 //! the status the emulator's device refuses it with, and both engines run the same jobs.
 
-use nvarray_ftl::zones::Zones;
+use nvarray_model::zones::Zones;
 use nvarray_model::DeviceConfig;
 
 use crate::error::SimError;
