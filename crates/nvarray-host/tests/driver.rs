@@ -6,6 +6,8 @@ use nvarray_host::{CompletionMode, Device, HostError, Opcode, Options, Stack, St
 use nvarray_model::{presets::preset, DeviceConfig};
 use proptest::prelude::*;
 
+mod common;
+
 /// A small device (`size` bytes) from a preset, so RAM backing stays cheap. `dc-express` is
 /// the `dram` preset speaking the DC Express protocol.
 fn small(preset_name: &str, size: u64) -> DeviceConfig {
@@ -501,22 +503,16 @@ fn one_command(device: &Device, op: Opcode, offset: u64, len: u32) -> Result<(),
 /// TLC flash behind an FTL (256 MiB, 16 KiB erase blocks), speaking `protocol`, with
 /// `ftl.*` settings on top.
 fn flash_device(protocol: &str, ftl: &[(&str, &str)]) -> Device {
-    let overrides: Vec<(String, String)> = [
+    let overrides: Vec<(&str, &str)> = [
         ("memory.capacity_bytes", "256m"),
         ("memory.erase_block_bytes", "16k"),
         ("ftl.enabled", "true"),
         ("interface.protocol", protocol),
     ]
-    .iter()
-    .chain(ftl)
-    .map(|(k, v)| (k.to_string(), v.to_string()))
+    .into_iter()
+    .chain(ftl.iter().copied())
     .collect();
-    let config = preset("tlc").unwrap().load(&overrides).unwrap();
-    let options = Options {
-        buffer_bytes: Some(64 * 1024),
-        ..Options::default()
-    };
-    Device::open(&config, &options).unwrap()
+    common::tlc_device(&overrides)
 }
 
 /// With a DRAM write buffer a write is acknowledged before its program (2.5 ms on TLC) and a

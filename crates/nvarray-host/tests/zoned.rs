@@ -11,6 +11,8 @@ use nvarray_host::{
 };
 use nvarray_model::presets::preset;
 
+mod common;
+
 const ZONE: u64 = 1 << 20;
 /// Writable bytes of a zone: a quarter of it, so a write can run past the capacity well
 /// inside the zone.
@@ -21,7 +23,7 @@ const ZONE_CAPACITY: u64 = 256 << 10;
 fn zoned_device(protocol: &str, extra: &[(&str, &str)]) -> Device {
     let zone = ZONE.to_string();
     let capacity = ZONE_CAPACITY.to_string();
-    let overrides: Vec<(String, String)> = [
+    let overrides: Vec<(&str, &str)> = [
         ("memory.capacity_bytes", "16m"),
         ("memory.erase_block_bytes", "16k"),
         ("zns.enabled", "true"),
@@ -29,16 +31,10 @@ fn zoned_device(protocol: &str, extra: &[(&str, &str)]) -> Device {
         ("zns.zone_capacity_bytes", capacity.as_str()),
         ("interface.protocol", protocol),
     ]
-    .iter()
-    .chain(extra)
-    .map(|(k, v)| (k.to_string(), v.to_string()))
+    .into_iter()
+    .chain(extra.iter().copied())
     .collect();
-    let config = preset("tlc").unwrap().load(&overrides).unwrap();
-    let options = Options {
-        buffer_bytes: Some(64 * 1024),
-        ..Options::default()
-    };
-    Device::open(&config, &options).unwrap()
+    common::tlc_device(&overrides)
 }
 
 fn status_of(result: Result<impl std::fmt::Debug, HostError>) -> Status {

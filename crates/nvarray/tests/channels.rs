@@ -46,6 +46,19 @@ fn serve(dir: &Path, extra: &[&str]) -> Serve {
     Serve::start_with(&args, socket)
 }
 
+/// `nvarray serve` of the tlc preset with `extra`, channels on `dir/ch.sock`.
+fn serve_flash(dir: &Path, extra: &[&str]) -> Serve {
+    let socket = dir.join("ch.sock");
+    let mut args: Vec<String> = ["serve", "--preset", "tlc"]
+        .iter()
+        .chain(extra)
+        .map(|s| s.to_string())
+        .collect();
+    args.push("--channels".into());
+    args.push(format!("unix:{}", socket.display()));
+    Serve::start_with(&args, socket)
+}
+
 fn fio(socket: &Path, args: &[&str]) -> std::process::Output {
     let engine = format!("--ioengine=external:{}", native("nvarray-fio.so").display());
     Command::new("fio")
@@ -136,25 +149,18 @@ fn fio_the_c_example_and_the_rust_client_share_one_device_each_verified() {
 #[test]
 fn fio_trims_through_the_engine_unmap_flash_pages() {
     let dir = scratch("trim");
-    let socket = dir.join("ch.sock");
-    let mut args: Vec<String> = [
-        "serve",
-        "--preset",
-        "tlc",
-        "--size",
-        "1g",
-        "--set",
-        "memory.erase_block_bytes=64k",
-        "--precondition",
-        "fill",
-        "--json",
-        "--channels",
-    ]
-    .iter()
-    .map(|s| s.to_string())
-    .collect();
-    args.push(format!("unix:{}", socket.display()));
-    let s = Serve::start_with(&args, socket);
+    let s = serve_flash(
+        &dir,
+        &[
+            "--size",
+            "1g",
+            "--set",
+            "memory.erase_block_bytes=64k",
+            "--precondition",
+            "fill",
+            "--json",
+        ],
+    );
     let out = fio(
         &s.socket,
         &["--rw=trim", "--bs=64k", "--offset=1m", "--size=16m"],
@@ -216,24 +222,17 @@ fn fio_json(out: &std::process::Output) -> serde_json::Value {
 #[test]
 fn fio_zonemode_zbd_runs_fios_zoned_examples_on_a_zoned_namespace() {
     let dir = scratch("zbd");
-    let socket = dir.join("ch.sock");
-    let mut args: Vec<String> = [
-        "serve",
-        "--preset",
-        "tlc",
-        "--size",
-        "2g",
-        "--set",
-        "zns.enabled=true",
-        "--set",
-        "zns.zone_bytes=256m",
-        "--channels",
-    ]
-    .iter()
-    .map(|s| s.to_string())
-    .collect();
-    args.push(format!("unix:{}", socket.display()));
-    let s = Serve::start_with(&args, socket);
+    let s = serve_flash(
+        &dir,
+        &[
+            "--size",
+            "2g",
+            "--set",
+            "zns.enabled=true",
+            "--set",
+            "zns.zone_bytes=256m",
+        ],
+    );
     let run = |job: &Path| {
         let out = Command::new("fio")
             .arg(job)

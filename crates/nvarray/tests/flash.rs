@@ -139,9 +139,20 @@ fn bad_ftl_settings_exit_2_naming_what_to_change() {
             "memory.erase_block_bytes",
         ),
     ];
+    exits_2_naming(SMALL_TLC, cases);
+    // The FTL needs flash: a memory without erase blocks refuses it.
+    exits_2_naming(
+        &["--engine", "sim", "--preset", "dram"],
+        &[(&["--precondition", "fill"], "ftl.enabled")],
+    );
+}
+
+/// `nvarray bench` with `base`, then each case's arguments, exits 2 with an error naming the
+/// case's field, and no panic.
+fn exits_2_naming(base: &[&str], cases: &[(&[&str], &str)]) {
     for (extra, named) in cases {
         let mut args = vec!["bench"];
-        args.extend_from_slice(SMALL_TLC);
+        args.extend_from_slice(base);
         args.extend_from_slice(extra);
         let out = nvarray(&args);
         let err = String::from_utf8_lossy(&out.stderr);
@@ -152,19 +163,6 @@ fn bad_ftl_settings_exit_2_naming_what_to_change() {
         );
         assert!(!err.contains("panicked"), "{extra:?}: {err}");
     }
-    // The FTL needs flash: a memory without erase blocks refuses it.
-    let out = nvarray(&[
-        "bench",
-        "--engine",
-        "sim",
-        "--preset",
-        "dram",
-        "--precondition",
-        "fill",
-    ]);
-    let err = String::from_utf8_lossy(&out.stderr);
-    assert_eq!(out.status.code(), Some(2), "{err}");
-    assert!(err.contains("ftl.enabled"), "{err}");
 }
 
 #[test]
@@ -400,30 +398,15 @@ fn a_zoned_namespace_takes_sequential_writes_and_refuses_random_ones_in_both_eng
         ),
         (&["--set", "ftl.enabled=true"], "zns.enabled"),
     ];
-    for (extra, named) in cases {
-        let mut args = vec!["bench"];
-        args.extend_from_slice(SMALL_TLC);
-        args.extend_from_slice(&["--set", "zns.enabled=true"]);
-        args.extend_from_slice(extra);
-        let out = nvarray(&args);
-        let err = String::from_utf8_lossy(&out.stderr);
-        assert_eq!(out.status.code(), Some(2), "{extra:?}: {err}");
-        assert!(
-            err.contains(named),
-            "{extra:?}: expected `{named}` in: {err}"
-        );
-    }
+    let zoned: Vec<&str> = SMALL_TLC
+        .iter()
+        .copied()
+        .chain(["--set", "zns.enabled=true"])
+        .collect();
+    exits_2_naming(&zoned, cases);
     // Zones need flash.
-    let out = nvarray(&[
-        "bench",
-        "--engine",
-        "sim",
-        "--preset",
-        "dram",
-        "--set",
-        "zns.enabled=true",
-    ]);
-    let err = String::from_utf8_lossy(&out.stderr);
-    assert_eq!(out.status.code(), Some(2), "{err}");
-    assert!(err.contains("zns.enabled"), "{err}");
+    exits_2_naming(
+        &["--engine", "sim", "--preset", "dram"],
+        &[(&["--set", "zns.enabled=true"], "zns.enabled")],
+    );
 }
