@@ -113,6 +113,18 @@ fn device_errors_come_back_as_statuses_and_touch_nothing() {
             },
             ChannelStatus::BadField,
         ),
+        (
+            // A zone command on a device without zones.
+            SqEntry {
+                op: nvarray_channel::layout::OP_ZONE_RESET,
+                id: 3,
+                offset: 0,
+                len: 0,
+                reserved: 0,
+                buf: 0,
+            },
+            ChannelStatus::BadOpcode,
+        ),
     ];
     for (entry, _) in &bad {
         ch.push_raw(*entry);
@@ -125,6 +137,18 @@ fn device_errors_come_back_as_statuses_and_touch_nothing() {
     let mut zero = vec![1u8; 4096];
     ch.read(&mut zero, 0).unwrap();
     assert!(zero.iter().all(|&b| b == 0), "a refused write changed data");
+    // The client's zone calls on a device without zones: refused as unknown operations.
+    let unknown = |r: Result<(), ChannelError>| {
+        matches!(
+            r,
+            Err(ChannelError::Command {
+                status: ChannelStatus::BadOpcode,
+                ..
+            })
+        )
+    };
+    assert!(unknown(ch.report_zones(0, 8).map(|_| ())));
+    assert!(unknown(ch.zone_manage(Op::ZoneReset, 0, |_| {})));
     d.stop();
 }
 
