@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Builds the native (C) side of libnvarray: the library itself (cargo, crate nvarray-clib),
-# fio's external ioengine native/fio-engine/nvarray_fio.c and the C example
-# native/examples/nvarray_example.c. See native/README.md.
+# fio's external ioengine native/fio-engine/nvarray_fio.c, the C example
+# native/examples/nvarray_example.c and the SQLite VFS native/sqlite-vfs/nvarray_sqlite.c over
+# nvarray-pm. See native/README.md.
 #
 #   scripts/build_native.sh                      # everything
 #   NVARRAY_NATIVE_SKIP_CARGO=1 scripts/build_native.sh   # use the libnvarray.so already built
@@ -86,9 +87,9 @@ if [ "$src_version" != "$fio_version" ]; then
   exit 1
 fi
 
-# --- b. libnvarray.so -------------------------------------------------------------------------
+# --- b. libnvarray.so, libnvarray_pm.so -------------------------------------------------------
 if [ "${NVARRAY_NATIVE_SKIP_CARGO:-0}" != 1 ]; then
-  cargo build --release --locked -p nvarray-clib
+  cargo build --release --locked -p nvarray-clib -p nvarray-pm
 fi
 [ -f "$release/libnvarray.so" ] || {
   echo "build_native: $release/libnvarray.so is missing (cargo build --release -p nvarray-clib)" >&2
@@ -108,7 +109,20 @@ gcc "${cflags[@]}" -include "$fio_src/config-host.h" -I "$fio_src" -shared -fPIC
 # --- d. the C example -------------------------------------------------------------------------
 gcc "${cflags[@]}" -o "$native/nvarray-example" "$root/native/examples/nvarray_example.c" "${link[@]}"
 
+# --- e. the SQLite VFS over nvarray-pm -------------------------------------------------------
+# Linked against the process's own SQLite (libsqlite3.so.0: the shell's, Python's), so it
+# registers the VFS directly, loaded by `.load` or by any program that calls
+# nvarray_sqlite_register().
+[ -f "$release/libnvarray_pm.so" ] || {
+  echo "build_native: $release/libnvarray_pm.so is missing (cargo build --release -p nvarray-pm)" >&2
+  exit 1
+}
+gcc -O2 -g -Wall -Werror -D_GNU_SOURCE -I "$root/crates/nvarray-pm/include" -shared -fPIC \
+  -o "$native/nvarray-sqlite.so" "$root/native/sqlite-vfs/nvarray_sqlite.c" \
+  -L "$release" -lnvarray_pm -Wl,-rpath,"$release" -lsqlite3
+
 echo "build_native: built"
 echo "  $release/libnvarray.so"
 echo "  $native/nvarray-fio.so     (fio --ioengine=external:$native/nvarray-fio.so)"
 echo "  $native/nvarray-example"
+echo "  $native/nvarray-sqlite.so  (sqlite3: .load $native/nvarray-sqlite, then vfs=nvarray)"

@@ -10,11 +10,12 @@ need=()
 # PMDK, the peer of scripts/perf_pm.py.
 # The front ends are tested with the real clients users point at them: fio (engine nbd),
 # nbdinfo/nbdcopy (libnbd-bin), nbdsh (python3-libnbd), qemu-io/qemu-img (qemu-utils), nbdkit
-# as the peer server, and FUSE 3 + a loop device + XFS + SQLite for `nvarray mount`; PostgreSQL
+# as the peer server, and FUSE 3 + a loop device + XFS + SQLite for `nvarray mount` (and
+# libsqlite3-dev for the SQLite VFS over nvarray-pm, native/sqlite-vfs); PostgreSQL
 # and Berkeley DB (python3-bsddb3) for the application study (`nvarray repro apps`); Slurm and
 # munge for the job-array sweep script's test (scripts/slurm-sweep.sh, a one-node cluster).
 for pkg in pkg-config libfontconfig1-dev libfreetype-dev fonts-dejavu-core gcc libpmemobj-dev \
-    fio libnbd-bin python3-libnbd qemu-utils nbdkit fuse3 xfsprogs e2fsprogs sqlite3 util-linux \
+    fio libnbd-bin python3-libnbd qemu-utils nbdkit fuse3 xfsprogs e2fsprogs sqlite3 libsqlite3-dev util-linux \
     postgresql python3-bsddb3 slurmctld slurmd slurm-client munge; do
   dpkg-query -W -f='${Status}' "$pkg" 2>/dev/null | grep -q "install ok installed" || need+=("$pkg")
 done

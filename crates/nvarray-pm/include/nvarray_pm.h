@@ -65,6 +65,10 @@ nv_tid_t nv_txbegin(void);
 /* Writes len bytes from src to dst (inside a pool's mapping) within tid. */
 int nv_write(nv_tid_t tid, void *dst, const void *src, size_t len);
 
+/* Reads len bytes at src (inside a pool's mapping) into dst as tid sees them: committed data
+ * with tid's own writes on top. */
+int nv_read(nv_tid_t tid, void *dst, const void *src, size_t len);
+
 /* Commits tid: durable and visible to every process when it returns NV_OK. */
 int nv_commit(nv_tid_t tid);
 

@@ -330,6 +330,52 @@ fn write_in(tx: &mut FfiTx, dst: usize, src: *const c_void, len: usize) -> c_int
     }
 }
 
+/// Reads `len` bytes at `src`, an address inside a pool's mapping, into `dst` as transaction
+/// `tid` sees them: committed data with `tid`'s own writes on top (a read through the pointer
+/// sees committed data only).
+///
+/// # Safety
+/// `dst` must point to `len` writable bytes.
+#[no_mangle]
+pub unsafe extern "C" fn nv_read(
+    tid: i64,
+    dst: *mut c_void,
+    src: *const c_void,
+    len: usize,
+) -> c_int {
+    guarded(NV_ERROR, || {
+        if dst.is_null() {
+            set_error("nv_read: dst is NULL");
+            return NV_ERROR;
+        }
+        let Some((pool, offset)) = pool_at(src as usize) else {
+            set_error(not_in_a_pool("nv_read", src as usize));
+            return NV_ERROR;
+        };
+        let Some(tx) = take(tid) else {
+            set_error(format!("nv_read: no transaction {tid}"));
+            return NV_EBADTID;
+        };
+        // SAFETY: the caller guarantees `dst` points to `len` writable bytes.
+        let buf = unsafe { std::slice::from_raw_parts_mut(dst as *mut u8, len) };
+        let read = match (&tx.pool, &tx.core) {
+            (Some(bound), Some(core)) if Arc::ptr_eq(bound, &pool) => {
+                core.read(pool.inner(), offset, buf)
+            }
+            // Nothing written yet, or to another pool: committed data.
+            _ => pool.read(offset, buf),
+        };
+        put_back(tid, tx);
+        match read {
+            Ok(()) => NV_OK,
+            Err(e) => {
+                set_error(&e);
+                code(&e)
+            }
+        }
+    })
+}
+
 /// Ends `tid` by committing (`commit`) or aborting it; the id is then gone.
 fn finish(tid: i64, commit: bool) -> c_int {
     let Some(tx) = take(tid) else {

@@ -1,7 +1,7 @@
 //! C programs compiled against the static library this package builds: the example, run twice
 //! over one pool (the counters persist across runs, aborts leave nothing, bad writes are
-//! refused), and the ABI's edges (fork, mode bits, a failed create, thread hand-off, the bound
-//! on open transactions).
+//! refused), and the ABI's edges (fork, mode bits, a failed create, thread hand-off, reading
+//! through a transaction, the bound on open transactions).
 
 mod common;
 
@@ -229,6 +229,12 @@ fn the_c_abi_refuses_cleanly_at_its_edges() {
     assert!(fork.starts_with("fork-write: rc=-1"), "{fork}");
     assert!(fork.contains("before fork()"), "{fork}");
     assert_eq!(line("fork-exit:"), "fork-exit: 0");
+    // NV_EBADTID -3, NV_ERROR -1: an unknown id, a NULL destination, a source in no pool.
+    assert_eq!(
+        line("read:"),
+        "read: write=0 read=0 seen=1234 pointer=0 bad_tid=-3 null=-1 outside=-1 commit=0 \
+         after=1234"
+    );
     let bound = line("open-bound:");
     assert!(
         bound.starts_with(&format!(

@@ -79,7 +79,21 @@ int main(int argc, char **argv)
     waitpid(child, &status, 0);
     printf("fork-exit: %d\n", WIFEXITED(status) ? WEXITSTATUS(status) : -1);
 
-    /* 5. Open transactions are bounded; finishing one makes room again. */
+    /* 5. nv_read sees the transaction's own writes; the pointer sees committed data only. */
+    nv_tid_t r = nv_txbegin();
+    int64_t mine = 1234, seen = 0, none = 0;
+    int wr = nv_write(r, &p[2], &mine, sizeof mine);
+    int rd = nv_read(r, &seen, &p[2], sizeof seen);
+    int64_t through_pointer = p[2];
+    int bad = nv_read(r + 1000000, &none, &p[2], sizeof none);
+    int null_dst = nv_read(r, NULL, &p[2], sizeof none);
+    int outside = nv_read(r, &none, &none, sizeof none);
+    int crc = nv_commit(r);
+    printf("read: write=%d read=%d seen=%lld pointer=%lld bad_tid=%d null=%d outside=%d "
+           "commit=%d after=%lld\n", wr, rd, (long long)seen, (long long)through_pointer, bad,
+           null_dst, outside, crc, (long long)p[2]);
+
+    /* 6. Open transactions are bounded; finishing one makes room again. */
     long opened = 0;
     nv_tid_t last = 0;
     for (long i = 0; i < 1000000; i++) {
