@@ -8,6 +8,7 @@
 #   scripts/campaign.sh nbd-fuzz  [SEED]   10,000,000 requests of the stateful NBD fuzzer
 #   scripts/campaign.sh pm-kill   [SEED]   1,000 kill -9 trials of 4 processes sharing a pool (C ABI)
 #   scripts/campaign.sh pm-power  [FIRST]  10,000 simulated power cuts (1,250 workloads x 8)
+#   scripts/campaign.sh pm-sqlite-kill [SEED] 1,000 kill -9 trials of a SQLite writer on the VFS
 #   scripts/campaign.sh fuse-kill [SEED]   300 kill -9 trials of mount under XFS + SQLite
 #   scripts/campaign.sh fuzz               every cargo fuzz target in fuzz/, 300 s each
 #   scripts/campaign.sh soak               30 min of verified fio through NBD and FUSE at once,
@@ -67,6 +68,12 @@ pm_power() {
     run pm-power "pm power-cut campaign" NVARRAY_PM_POWER_SEEDS="$(( ${TRIALS:-10000} / 8 ))" \
         NVARRAY_PM_POWER_FIRST_SEED="${seed:-1000}" -- -p nvarray-pm --test crash \
         recovery_after_a_power_cut
+}
+
+pm_sqlite_kill() {
+    run pm-sqlite-kill "sqlite kill campaign" NVARRAY_SQLITE_KILL_TRIALS="${TRIALS:-1000}" \
+        NVARRAY_SQLITE_KILL_SEED="${seed:-1366649961}" -- -p nvarray-pm --test sqlite_vfs \
+        killed
 }
 
 fuse_kill() {
@@ -170,12 +177,13 @@ case "$part" in
     nbd-fuzz) nbd_fuzz ;;
     pm-kill) pm_kill ;;
     pm-power) pm_power ;;
+    pm-sqlite-kill) pm_sqlite_kill ;;
     fuse-kill) fuse_kill ;;
     fuzz) fuzz ;;
     soak) soak ;;
-    all) nbd_kill; pm_kill; pm_power; nbd_fuzz; fuse_kill; fuzz; soak ;;
+    all) nbd_kill; pm_kill; pm_power; pm_sqlite_kill; nbd_fuzz; fuse_kill; fuzz; soak ;;
     *)
-        sed -n '2,18p' "$0" | sed 's/^# \{0,1\}//' >&2
+        sed -n '2,19p' "$0" | sed 's/^# \{0,1\}//' >&2
         exit 2
         ;;
 esac
