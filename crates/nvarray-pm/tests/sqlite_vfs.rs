@@ -235,3 +235,44 @@ fn a_writer_killed_mid_transaction_loses_no_commit_and_tears_nothing() {
         started.elapsed().as_secs()
     );
 }
+
+/// The study's script (`scripts/sqlite_ycsb.py`) runs, briefly: one mix, both engines, and a
+/// JSON result whose figures are positive (a smoke run; nothing about speed is asserted).
+#[test]
+fn the_ycsb_study_script_runs() {
+    let dir = scratch();
+    let json = dir.path().join("ycsb.json");
+    let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../scripts/sqlite_ycsb.py");
+    vfs_library();
+    let out = Command::new("python3")
+        .arg(script)
+        .args([
+            "--workloads",
+            "b",
+            "--record-bytes",
+            "4k",
+            "--records",
+            "32",
+            "--distributions",
+            "zipf",
+            "--processes",
+            "2",
+            "--seconds",
+            "0.3",
+            "--runs",
+            "1",
+            "--json",
+        ])
+        .arg(&json)
+        .env("NVARRAY_PM_NVM_DIR", dir.path())
+        .env("TMPDIR", dir.path())
+        .output()
+        .expect("python3 runs");
+    ok(&out);
+    let results: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(&json).unwrap()).unwrap();
+    let r = &results["results"][0];
+    assert_eq!(r["workload"], "b");
+    assert!(r["vfs_median"].as_f64().unwrap() > 0.0, "{r}");
+    assert!(r["baseline_median"].as_f64().unwrap() > 0.0, "{r}");
+}
