@@ -7,6 +7,7 @@ synchronous=OFF on a file in /dev/shm ("files directly to NVM, journaling and ms
   scripts/sqlite_ycsb.py                       # A, B, C; 64 KiB and 1 KiB records; both
   scripts/sqlite_ycsb.py --workloads a --record-bytes 65536 --records 256 --seconds 5
   scripts/sqlite_ycsb.py --log-size 128m,2g    # the seed's log-size comparison
+  scripts/sqlite_ycsb.py --containers          # processes against containers (root)
   scripts/sqlite_ycsb.py --json out.json
 
 Workloads (YCSB's core mixes): A 50 % reads / 50 % updates, B 95 / 5, C reads only; keys drawn
@@ -70,10 +71,14 @@ def connect(target, timeout=60.0):
 def load(target, records, record_bytes):
     db = connect(target)
     db.execute("create table usertable(k integer primary key, field blob)")
-    db.execute("begin")
-    for k in range(records):
-        db.execute("insert into usertable values (?, ?)", (k, os.urandom(record_bytes)))
-    db.execute("commit")
+    # In transactions of about 4 MiB: one of the whole data set would not fit the library's
+    # log (NVARRAY_PM_LOG_SIZE, 64 MiB by default).
+    batch = max(1, (4 << 20) // record_bytes)
+    for first in range(0, records, batch):
+        db.execute("begin")
+        for k in range(first, min(records, first + batch)):
+            db.execute("insert into usertable values (?, ?)", (k, os.urandom(record_bytes)))
+        db.execute("commit")
     db.close()
 
 
@@ -103,7 +108,31 @@ class Zipf:
         return self.perm[min(rank, self.n - 1)]
 
 
-def worker(target, records, record_bytes, read_fraction, dist, seconds, seed, start, out):
+CLONE_NEWNS = 0x00020000
+MS_BIND, MS_REC, MS_PRIVATE = 0x1000, 0x4000, 0x40000
+
+
+def into_container(target):
+    """Moves this process into a mount namespace of its own with the database's directory
+    bind-mounted at a new path, as a container with a bind mount sees it (the seed used
+    Docker bind mounts); returns the target at that path."""
+    libc = ctypes.CDLL(None, use_errno=True)
+    if libc.unshare(CLONE_NEWNS) != 0:
+        fail(f"unshare(CLONE_NEWNS): {os.strerror(ctypes.get_errno())} (needs root)")
+    if libc.mount(b"none", b"/", None, MS_REC | MS_PRIVATE, None) != 0:
+        fail(f"making / private: {os.strerror(ctypes.get_errno())}")
+    kind, path, pool_bytes = target
+    inside = tempfile.mkdtemp(prefix="nvarray-ycsb-container-")
+    if libc.mount(os.path.dirname(path).encode(), inside.encode(), None, MS_BIND, None) != 0:
+        fail(f"bind mount: {os.strerror(ctypes.get_errno())}")
+    return (kind, os.path.join(inside, os.path.basename(path)), pool_bytes), inside
+
+
+def worker(target, records, record_bytes, read_fraction, dist, seconds, seed, start, out,
+           container=False):
+    inside = None
+    if container:
+        target, inside = into_container(target)
     rng = random.Random(seed)
     pick = Zipf(records, 0.99, rng).next if dist == "zipf" else (lambda: rng.randrange(records))
     db = connect(target)
@@ -119,17 +148,20 @@ def worker(target, records, record_bytes, read_fraction, dist, seconds, seed, st
                            (os.urandom(record_bytes), k))
             ops += 1
     db.close()
+    if inside:
+        ctypes.CDLL(None).umount2(inside.encode(), 0)
+        os.rmdir(inside)
     out.put(ops)
 
 
-def run_once(target, args, workload, record_bytes, records, dist):
+def run_once(target, args, workload, record_bytes, records, dist, container=False):
     # Spawned, not forked: a forked child would inherit nvarray-pm's threads' state.
     ctx = mp.get_context("spawn")
     start = ctx.Barrier(args.processes)
     out = ctx.Queue()
     procs = [ctx.Process(target=worker,
                         args=(target, records, record_bytes, MIXES[workload], dist,
-                              args.seconds, 1000 + i, start, out))
+                              args.seconds, 1000 + i, start, out, container))
              for i in range(args.processes)]
     for p in procs:
         p.start()
@@ -143,25 +175,32 @@ def run_once(target, args, workload, record_bytes, records, dist):
 
 def configuration(args, scratch, workload, record_bytes, records, dist, log_size):
     """Medians of the VFS's and the baseline's operations per second, runs alternating."""
-    vfs_runs, base_runs = [], []
+    runs = {"vfs": [], "base": [], "container": []}
     data = records * (record_bytes + 64)
     pool_bytes = max(64 << 20, data * 3)
     if log_size:
         os.environ["NVARRAY_PM_LOG_SIZE"] = str(log_size)
-    for run in range(args.runs):
-        for kind, results in (("vfs", vfs_runs), ("base", base_runs)):
-            d = tempfile.mkdtemp(dir=scratch if kind == "vfs" else "/dev/shm")
-            target = (kind, os.path.join(d, "ycsb.db"), pool_bytes)
+    kinds = ["vfs", "base"] + (["container"] if args.containers else [])
+    for _ in range(args.runs):
+        for kind in kinds:
+            d = tempfile.mkdtemp(dir="/dev/shm" if kind == "base" else scratch)
+            target = ("base" if kind == "base" else "vfs", os.path.join(d, "ycsb.db"), pool_bytes)
             load(target, records, record_bytes)
-            results.append(run_once(target, args, workload, record_bytes, records, dist))
+            runs[kind].append(run_once(target, args, workload, record_bytes, records, dist,
+                                       container=kind == "container"))
             shutil.rmtree(d)
-    vfs, base = statistics.median(vfs_runs), statistics.median(base_runs)
-    return {
+    vfs, base = statistics.median(runs["vfs"]), statistics.median(runs["base"])
+    result = {
         "workload": workload, "record_bytes": record_bytes, "records": records,
         "distribution": dist, "processes": args.processes, "log_bytes": log_size,
-        "vfs_ops_per_s": vfs_runs, "baseline_ops_per_s": base_runs,
+        "vfs_ops_per_s": runs["vfs"], "baseline_ops_per_s": runs["base"],
         "vfs_median": vfs, "baseline_median": base, "ratio": vfs / base if base else None,
     }
+    if args.containers:
+        c = statistics.median(runs["container"])
+        result.update({"container_ops_per_s": runs["container"], "container_median": c,
+                       "container_ratio": c / vfs if vfs else None})
+    return result
 
 
 def main():
@@ -175,6 +214,9 @@ def main():
     p.add_argument("--seconds", type=float, default=3.0)
     p.add_argument("--runs", type=int, default=3)
     p.add_argument("--log-size", default="", help="comma-separated NVARRAY_PM_LOG_SIZE values")
+    p.add_argument("--containers", action="store_true",
+                   help="also run the VFS's processes each in a mount namespace of its own "
+                        "with the database's directory bind-mounted (needs root)")
     p.add_argument("--json", help="write the results here too")
     args = p.parse_args()
     if not os.path.exists(VFS_LIB):
@@ -186,7 +228,8 @@ def main():
     logs = [parse_size(v) for v in args.log_size.split(",") if v] or [0]
     results = []
     print(f"{'mix':4} {'record':>7} {'records':>8} {'dist':8} {'log':>6} "
-          f"{'vfs ops/s':>10} {'base ops/s':>10} {'ratio':>6}")
+          f"{'vfs ops/s':>10} {'base ops/s':>10} {'ratio':>6}"
+          + (f" {'container':>10} {'c/p':>5}" if args.containers else ""))
     try:
         for workload in args.workloads.split(","):
             for rb in (parse_size(v) for v in args.record_bytes.split(",")):
@@ -196,9 +239,11 @@ def main():
                         r = configuration(args, scratch, workload, rb, records, dist, log)
                         results.append(r)
                         log_text = f"{log >> 20}m" if log else "dflt"
+                        extra = (f" {r['container_median']:>10.0f} "
+                                 f"{r['container_ratio']:>5.2f}" if args.containers else "")
                         print(f"{workload:4} {rb:>7} {records:>8} {dist:8} {log_text:>6} "
                               f"{r['vfs_median']:>10.0f} {r['baseline_median']:>10.0f} "
-                              f"{r['ratio']:>6.2f}", flush=True)
+                              f"{r['ratio']:>6.2f}{extra}", flush=True)
     finally:
         shutil.rmtree(scratch, ignore_errors=True)
     if args.json:
