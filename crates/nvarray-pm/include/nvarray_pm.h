@@ -14,7 +14,8 @@
  * the pointer: write with nv_write. A transaction's writes must all target one pool.
  * Options come from the environment: NVARRAY_PM_NVM_DIR (default /dev/shm), NVARRAY_PM_TECH
  * (dram, pcm, stt-mram, optane, ...), NVARRAY_PM_LOG_SIZE, NVARRAY_PM_CACHE_SIZE (e.g. 64m),
- * NVARRAY_PM_WRITEBACK (dirty fraction, default 0.3).
+ * NVARRAY_PM_WRITEBACK (dirty fraction, default 0.3); NVARRAY_PM_PREFAULT=1 faults both tiers in
+ * at nv_allocate (for benchmarks: no first-touch page faults in the timed part).
  *
  * Threads: a transaction id is a handle, not a thread's property. Any thread may write to,
  * commit or abort it (hand-off between threads is allowed), one call at a time: a second call

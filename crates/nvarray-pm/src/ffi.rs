@@ -215,6 +215,11 @@ pub unsafe extern "C" fn nv_allocate(path: *const c_char, size: u64, mode: c_int
         });
         match opened {
             Ok(pool) => {
+                // Benchmarks fault both tiers in first, as `nvarray pm-bench` does, so a timed
+                // run pays no first-touch faults a baseline does not.
+                if std::env::var("NVARRAY_PM_PREFAULT").is_ok_and(|v| v == "1") {
+                    pool.prefault();
+                }
                 let ptr = pool.as_ptr() as *mut c_void;
                 lock(&POOLS).push(Arc::new(pool));
                 ptr
