@@ -65,6 +65,9 @@ def connect(target, timeout=60.0):
         db = sqlite3.connect(path, timeout=timeout, isolation_level=None)
         db.execute("pragma journal_mode=off")
         db.execute("pragma synchronous=off")
+        if os.environ.get("SQLITE_YCSB_BASELINE_MMAP") == "1":
+            # Reads through a mapping too, as the VFS's do (writes stay pwrite).
+            db.execute("pragma mmap_size=17179869184")
     return db
 
 
@@ -217,6 +220,9 @@ def main():
     p.add_argument("--containers", action="store_true",
                    help="also run the VFS's processes each in a mount namespace of its own "
                         "with the database's directory bind-mounted (needs root)")
+    p.add_argument("--baseline-mmap", action="store_true",
+                   help="let the baseline read through a mapping (pragma mmap_size), as the "
+                        "VFS reads the pool's; the seed's baseline, and the default, does not")
     p.add_argument("--json", help="write the results here too")
     args = p.parse_args()
     if not os.path.exists(VFS_LIB):
@@ -225,6 +231,8 @@ def main():
         fail("--processes, --seconds and --runs must be positive")
     scratch = tempfile.mkdtemp(prefix="nvarray-ycsb-", dir=os.environ.get("TMPDIR", "/var/tmp"))
     os.environ.setdefault("NVARRAY_PM_NVM_DIR", "/dev/shm")
+    if args.baseline_mmap:
+        os.environ["SQLITE_YCSB_BASELINE_MMAP"] = "1"
     # Both of the pool's tiers faulted in at open (its log and cache on /dev/shm, its file):
     # the baseline's file took its first-touch faults while it was loaded, untimed.
     os.environ.setdefault("NVARRAY_PM_PREFAULT", "1")
