@@ -288,14 +288,19 @@ pub unsafe extern "C" fn nv_write(
     len: usize,
 ) -> c_int {
     guarded(NV_ERROR, || {
-        let Some(mut tx) = take(tid) else {
-            set_error(format!("nv_write: no transaction {tid}"));
-            return NV_EBADTID;
-        };
-        let rc = write_in(&mut tx, dst as usize, src, len);
-        put_back(tid, tx);
-        rc
+        with_tx(tid, "nv_write", |tx| write_in(tx, dst as usize, src, len))
     })
+}
+
+/// Runs `f` on transaction `tid`, taken out of the table for the call (`take`).
+fn with_tx(tid: i64, what: &str, f: impl FnOnce(&mut FfiTx) -> c_int) -> c_int {
+    let Some(mut tx) = take(tid) else {
+        set_error(format!("{what}: no transaction {tid}"));
+        return NV_EBADTID;
+    };
+    let rc = f(&mut tx);
+    put_back(tid, tx);
+    rc
 }
 
 fn write_in(tx: &mut FfiTx, dst: usize, src: *const c_void, len: usize) -> c_int {
@@ -357,27 +362,24 @@ pub unsafe extern "C" fn nv_read(
             set_error(not_in_a_pool("nv_read", src as usize));
             return NV_ERROR;
         };
-        let Some(tx) = take(tid) else {
-            set_error(format!("nv_read: no transaction {tid}"));
-            return NV_EBADTID;
-        };
-        // SAFETY: the caller guarantees `dst` points to `len` writable bytes.
-        let buf = unsafe { std::slice::from_raw_parts_mut(dst as *mut u8, len) };
-        let read = match (&tx.pool, &tx.core) {
-            (Some(bound), Some(core)) if Arc::ptr_eq(bound, &pool) => {
-                core.read(pool.inner(), offset, buf)
+        with_tx(tid, "nv_read", |tx| {
+            // SAFETY: the caller guarantees `dst` points to `len` writable bytes.
+            let buf = unsafe { std::slice::from_raw_parts_mut(dst as *mut u8, len) };
+            let read = match (&tx.pool, &tx.core) {
+                (Some(bound), Some(core)) if Arc::ptr_eq(bound, &pool) => {
+                    core.read(pool.inner(), offset, buf)
+                }
+                // Nothing written yet, or to another pool: committed data.
+                _ => pool.read(offset, buf),
+            };
+            match read {
+                Ok(()) => NV_OK,
+                Err(e) => {
+                    set_error(&e);
+                    code(&e)
+                }
             }
-            // Nothing written yet, or to another pool: committed data.
-            _ => pool.read(offset, buf),
-        };
-        put_back(tid, tx);
-        match read {
-            Ok(()) => NV_OK,
-            Err(e) => {
-                set_error(&e);
-                code(&e)
-            }
-        }
+        })
     })
 }
 

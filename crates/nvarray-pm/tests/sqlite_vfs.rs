@@ -27,9 +27,9 @@ fn scratch() -> tempfile::TempDir {
     tempfile::tempdir().unwrap()
 }
 
-/// Runs `script` in python3 with the VFS registered (`register()`), `DB` the database's URI
-/// and the NVM tier in `dir`.
-fn python(dir: &Path, script: &str) -> Output {
+/// `script` as python3 runs it: with the VFS registered, `DB` the database's URI and `KEEP`
+/// the rows the kill test keeps; the NVM tier in `dir`.
+fn python_command(dir: &Path, script: &str) -> Command {
     let prelude = format!(
         "import ctypes, sqlite3, sys\n\
          assert ctypes.CDLL({lib:?}).nvarray_sqlite_register() == 0\n\
@@ -38,12 +38,17 @@ fn python(dir: &Path, script: &str) -> Output {
         lib = vfs_library().display().to_string(),
         db = dir.join("app.db").display(),
     );
-    Command::new("python3")
+    let mut command = Command::new("python3");
+    command
         .arg("-c")
         .arg(format!("{prelude}{script}"))
-        .env("NVARRAY_PM_NVM_DIR", dir)
-        .output()
-        .expect("python3 runs")
+        .env("NVARRAY_PM_NVM_DIR", dir);
+    command
+}
+
+/// Runs `script` (`python_command`) to its end.
+fn python(dir: &Path, script: &str) -> Output {
+    python_command(dir, script).output().expect("python3 runs")
 }
 
 fn ok(out: &Output) -> String {
@@ -179,18 +184,7 @@ fn a_writer_killed_mid_transaction_loses_no_commit_and_tears_nothing() {
              \x20   print(n, flush=True)\n\
              # round {round}\n"
         );
-        let prelude = format!(
-            "import ctypes, sqlite3, sys\n\
-             assert ctypes.CDLL({lib:?}).nvarray_sqlite_register() == 0\n\
-             DB = 'file:{db}?vfs=nvarray&pool_size=67108864'\n\
-         KEEP = 64\n",
-            lib = vfs_library().display().to_string(),
-            db = dir.path().join("app.db").display(),
-        );
-        let mut child = Command::new("python3")
-            .arg("-c")
-            .arg(format!("{prelude}{script}"))
-            .env("NVARRAY_PM_NVM_DIR", dir.path())
+        let mut child = python_command(dir.path(), &script)
             .stdout(Stdio::piped())
             .stderr(std::fs::File::create(&writer_err).unwrap())
             .spawn()
