@@ -1,6 +1,8 @@
 //! fio's own option names on the command line and in job files: aliases, rate caps, byte
 //! limits, and the options nvarray accepts and ignores, each said on stderr with why.
 
+mod common;
+
 use std::process::{Command, Output};
 
 fn nvarray(args: &[&str]) -> Output {
@@ -173,14 +175,9 @@ const PLACEMENT_KEYS: &[&str] = &[
     "plid_select",
 ];
 
-/// Flash behind an FTL with two placement handles.
-const PLACEMENT_DEVICE: &[&str] = &[
-    "--preset",
-    "tlc",
-    "--set",
-    "memory.capacity_bytes=1g",
-    "--set",
-    "memory.erase_block_bytes=64k",
+/// The settings that put the flash tests' small drive (`common::SMALL_TLC`) behind an FTL
+/// with two placement handles.
+const PLACEMENT_FTL: &[&str] = &[
     "--set",
     "ftl.enabled=true",
     "--set",
@@ -429,8 +426,8 @@ fn every_supported_key_works_in_a_job_file() {
             with: "",
             check: |r| r["elapsed_ns"] == 2_000_000,
         },
-        // Data placement (run on flash with two placement handles, `PLACEMENT_DEVICE`): each
-        // write's handle, counted by the FTL per handle.
+        // Data placement (run on the small flash drive, `common::SMALL_TLC`, with two placement
+        // handles, `PLACEMENT_FTL`): each write's handle, counted by the FTL per handle.
         KeyCase {
             key: "fdp",
             value: "1",
@@ -491,7 +488,8 @@ fn every_supported_key_works_in_a_job_file() {
         std::fs::write(&path, &text).unwrap();
         let mut args = vec!["sim"];
         if PLACEMENT_KEYS.contains(&c.key) {
-            args.extend_from_slice(PLACEMENT_DEVICE);
+            args.extend_from_slice(common::SMALL_TLC);
+            args.extend_from_slice(PLACEMENT_FTL);
         } else {
             args.extend_from_slice(&["--preset", "dram"]);
         }

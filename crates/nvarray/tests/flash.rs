@@ -11,21 +11,20 @@ fn nvarray(args: &[&str]) -> Output {
         .expect("run nvarray")
 }
 
-/// A 1 GiB TLC drive of 64 KiB erase blocks (274 lines of 4 MiB over 64 dies).
-const SMALL_TLC: &[&str] = &[
-    "--engine",
-    "sim",
-    "--preset",
-    "tlc",
-    "--set",
-    "memory.capacity_bytes=1g",
-    "--set",
-    "memory.erase_block_bytes=64k",
-];
+mod common;
+use common::SMALL_TLC;
+
+/// The small drive (`common::SMALL_TLC`) in the simulator.
+fn sim_small_tlc() -> Vec<&'static str> {
+    ["--engine", "sim"]
+        .into_iter()
+        .chain(SMALL_TLC.iter().copied())
+        .collect()
+}
 
 fn bench_json(extra: &[&str]) -> serde_json::Value {
     let mut args = vec!["bench"];
-    args.extend_from_slice(SMALL_TLC);
+    args.extend_from_slice(&sim_small_tlc());
     args.extend_from_slice(extra);
     args.push("--json");
     let out = nvarray(&args);
@@ -139,7 +138,7 @@ fn bad_ftl_settings_exit_2_naming_what_to_change() {
             "memory.erase_block_bytes",
         ),
     ];
-    exits_2_naming(SMALL_TLC, cases);
+    exits_2_naming(&sim_small_tlc(), cases);
     // The FTL needs flash: a memory without erase blocks refuses it.
     exits_2_naming(
         &["--engine", "sim", "--preset", "dram"],
@@ -171,7 +170,7 @@ fn ftl_plot_draws_the_intervals_and_refuses_a_device_without_an_ftl() {
     let chart = dir.path().join("waf.svg");
     let chart_arg = chart.to_str().unwrap();
     let mut args = vec!["bench"];
-    args.extend_from_slice(SMALL_TLC);
+    args.extend_from_slice(&sim_small_tlc());
     args.extend_from_slice(&[
         "--set",
         "ftl.enabled=true",
@@ -224,7 +223,7 @@ fn a_sweep_over_over_provisioning_plots_write_amplification() {
     let out_arg = out.to_str().unwrap();
     let over_time = dir.path().join("over-time.svg");
     let mut args = vec!["sim", "sweep"];
-    args.extend_from_slice(&SMALL_TLC[2..]);
+    args.extend_from_slice(SMALL_TLC);
     args.extend_from_slice(&[
         "--param",
         "ftl.over_provisioning=0.1,0.5",
@@ -294,7 +293,7 @@ fn fdp_jobs_write_under_their_own_placement_handles_in_both_engines() {
     for engine in ["sim", "emu"] {
         let mut args = vec!["bench", "--engine", engine];
         // The small drive, on this engine.
-        args.extend_from_slice(&SMALL_TLC[2..]);
+        args.extend_from_slice(SMALL_TLC);
         args.extend_from_slice(&[
             "--set",
             "ftl.enabled=true",
@@ -362,7 +361,7 @@ fn a_zoned_namespace_takes_sequential_writes_and_refuses_random_ones_in_both_eng
     ];
     for engine in ["sim", "emu"] {
         let mut args = vec!["bench", "--engine", engine];
-        args.extend_from_slice(&SMALL_TLC[2..]);
+        args.extend_from_slice(SMALL_TLC);
         args.extend_from_slice(&zoned);
         let run = |rw: &str| {
             let mut args = args.clone();
@@ -398,9 +397,8 @@ fn a_zoned_namespace_takes_sequential_writes_and_refuses_random_ones_in_both_eng
         ),
         (&["--set", "ftl.enabled=true"], "zns.enabled"),
     ];
-    let zoned: Vec<&str> = SMALL_TLC
-        .iter()
-        .copied()
+    let zoned: Vec<&str> = sim_small_tlc()
+        .into_iter()
         .chain(["--set", "zns.enabled=true"])
         .collect();
     exits_2_naming(&zoned, cases);

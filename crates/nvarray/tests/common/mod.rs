@@ -5,6 +5,17 @@
 
 pub mod serve;
 
+/// A 1 GiB TLC drive of 64 KiB erase blocks (274 lines of 4 MiB over 64 dies): the flash
+/// tests' small drive, `--preset` and `--set` arguments of `nvarray bench` and `nvarray fio`.
+pub const SMALL_TLC: &[&str] = &[
+    "--preset",
+    "tlc",
+    "--set",
+    "memory.capacity_bytes=1g",
+    "--set",
+    "memory.erase_block_bytes=64k",
+];
+
 use std::process::{Command, Output};
 
 pub fn run(program: &str, args: &[&str]) -> Output {
