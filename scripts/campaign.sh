@@ -9,6 +9,7 @@
 #   scripts/campaign.sh pm-kill   [SEED]   1,000 kill -9 trials of 4 processes sharing a pool (C ABI)
 #   scripts/campaign.sh pm-power  [FIRST]  10,000 simulated power cuts (1,250 workloads x 8)
 #   scripts/campaign.sh pm-sqlite-kill [SEED] 1,000 kill -9 trials of a SQLite writer on the VFS
+#   scripts/campaign.sh pm-sqlite-power [FIRST] 10,000 simulated power cuts under SQLite (1,250 x 8)
 #   scripts/campaign.sh fuse-kill [SEED]   300 kill -9 trials of mount under XFS + SQLite
 #   scripts/campaign.sh fuzz               every cargo fuzz target in fuzz/, 300 s each
 #   scripts/campaign.sh soak               30 min of verified fio through NBD and FUSE at once,
@@ -74,6 +75,13 @@ pm_sqlite_kill() {
     run pm-sqlite-kill "sqlite kill campaign" NVARRAY_SQLITE_KILL_TRIALS="${TRIALS:-1000}" \
         NVARRAY_SQLITE_KILL_SEED="${seed:-1366649961}" -- -p nvarray-pm --test sqlite_vfs \
         killed
+}
+
+pm_sqlite_power() {
+    run pm-sqlite-power "sqlite power-cut campaign" \
+        NVARRAY_SQLITE_POWER_SEEDS="$(( ${TRIALS:-10000} / 8 ))" \
+        NVARRAY_SQLITE_POWER_FIRST_SEED="${seed:-1000}" -- -p nvarray-pm --test sqlite_vfs \
+        power_cuts_under_sqlite
 }
 
 fuse_kill() {
@@ -178,12 +186,13 @@ case "$part" in
     pm-kill) pm_kill ;;
     pm-power) pm_power ;;
     pm-sqlite-kill) pm_sqlite_kill ;;
+    pm-sqlite-power) pm_sqlite_power ;;
     fuse-kill) fuse_kill ;;
     fuzz) fuzz ;;
     soak) soak ;;
-    all) nbd_kill; pm_kill; pm_power; pm_sqlite_kill; nbd_fuzz; fuse_kill; fuzz; soak ;;
+    all) nbd_kill; pm_kill; pm_power; pm_sqlite_kill; pm_sqlite_power; nbd_fuzz; fuse_kill; fuzz; soak ;;
     *)
-        sed -n '2,19p' "$0" | sed 's/^# \{0,1\}//' >&2
+        sed -n '2,20p' "$0" | sed 's/^# \{0,1\}//' >&2
         exit 2
         ;;
 esac

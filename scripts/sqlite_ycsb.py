@@ -8,7 +8,7 @@ synchronous=OFF on a file in /dev/shm ("files directly to NVM, journaling and ms
   scripts/sqlite_ycsb.py --workloads a --record-bytes 65536 --records 256 --seconds 5
   scripts/sqlite_ycsb.py --log-size 128m,2g    # the seed's log-size comparison
   scripts/sqlite_ycsb.py --containers          # processes against containers (root)
-  scripts/sqlite_ycsb.py --json out.json
+  scripts/sqlite_ycsb.py --json out.json      # --json -: JSON on stdout, the table on stderr
 
 Workloads (YCSB's core mixes): A 50 % reads / 50 % updates, B 95 / 5, C reads only; keys drawn
 uniformly or zipfian (theta 0.99, YCSB's default, the hot keys scattered over the key space).
@@ -18,7 +18,8 @@ field with fresh bytes. Every configuration loads its own database first (untime
 Runs alternate between the VFS and the baseline, so drift hits both alike; the medians of
 `--runs` runs are reported, with the ratio VFS / baseline.
 
-Needs target/native/nvarray-sqlite.so (scripts/build_native.sh). The pools' NVM tier is
+Needs target/native/nvarray-sqlite.so (scripts/build_native.sh; NVARRAY_SQLITE_VFS names
+another). `nvarray repro vnvml` runs it for the figure vnvml-sqlite. The pools' NVM tier is
 /dev/shm unless NVARRAY_PM_NVM_DIR says otherwise.
 """
 import argparse
@@ -35,7 +36,8 @@ import tempfile
 import time
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-VFS_LIB = os.path.join(ROOT, "target", "native", "nvarray-sqlite.so")
+VFS_LIB = os.environ.get("NVARRAY_SQLITE_VFS") or os.path.join(ROOT, "target", "native",
+                                                               "nvarray-sqlite.so")
 MIXES = {"a": 0.50, "b": 0.95, "c": 1.00}  # fraction of reads
 
 
@@ -223,7 +225,8 @@ def main():
     p.add_argument("--baseline-mmap", action="store_true",
                    help="let the baseline read through a mapping (pragma mmap_size), as the "
                         "VFS reads the pool's; the seed's baseline, and the default, does not")
-    p.add_argument("--json", help="write the results here too")
+    p.add_argument("--json", help="write the results here too (-: on stdout, the table on "
+                                  "stderr)")
     args = p.parse_args()
     if not os.path.exists(VFS_LIB):
         fail(f"{VFS_LIB} is missing: run scripts/build_native.sh")
@@ -238,9 +241,10 @@ def main():
     os.environ.setdefault("NVARRAY_PM_PREFAULT", "1")
     logs = [parse_size(v) for v in args.log_size.split(",") if v] or [0]
     results = []
+    table = sys.stderr if args.json == "-" else sys.stdout
     print(f"{'mix':4} {'record':>7} {'records':>8} {'dist':8} {'log':>6} "
           f"{'vfs ops/s':>10} {'base ops/s':>10} {'ratio':>6}"
-          + (f" {'container':>10} {'c/p':>5}" if args.containers else ""))
+          + (f" {'container':>10} {'c/p':>5}" if args.containers else ""), file=table)
     try:
         for workload in args.workloads.split(","):
             for rb in (parse_size(v) for v in args.record_bytes.split(",")):
@@ -254,10 +258,13 @@ def main():
                                  f"{r['container_ratio']:>5.2f}" if args.containers else "")
                         print(f"{workload:4} {rb:>7} {records:>8} {dist:8} {log_text:>6} "
                               f"{r['vfs_median']:>10.0f} {r['baseline_median']:>10.0f} "
-                              f"{r['ratio']:>6.2f}{extra}", flush=True)
+                              f"{r['ratio']:>6.2f}{extra}", file=table, flush=True)
     finally:
         shutil.rmtree(scratch, ignore_errors=True)
-    if args.json:
+    if args.json == "-":
+        json.dump({"results": results}, sys.stdout)
+        print()
+    elif args.json:
         with open(args.json, "w") as f:
             json.dump({"results": results}, f, indent=1)
 

@@ -84,6 +84,31 @@ int nv_free(void *ptr);
  * to keep it; never free it. */
 const char *nv_last_error(void);
 
+/* ---- Power cuts, for crash tests (src/ffi_sim.rs) ----------------------------------------
+ * Between nv_sim_start and nv_sim_stop, nv_allocate opens a simulated pool kept in this
+ * process's memory, one per path (a sparse file of the pool's size is still made at the path,
+ * for programs that stat or lock it). Power is cut before the pool's operation crash_at
+ * (writes, flushes, fences and syncs, counted from its first nv_allocate): fenced lines and
+ * synced pages survive, every other pending unit survives or not by a coin seeded with seed,
+ * and with tear_lines a pending line may be torn at 8-byte words. The pool keeps running
+ * after the cut; nv_sim_crashed() says it happened. Close the pool, call nv_sim_recover(),
+ * and the next nv_allocate of the path opens (and recovers) what the cut left. */
+#define NV_SIM_NEVER UINT64_MAX
+
+/* Starts a session (forgetting an earlier one's pools). NV_ERROR while pools are open. */
+int nv_sim_start(uint64_t seed, uint64_t crash_at, int tear_lines);
+/* Operations the session's pools have performed (a dry run's count bounds crash_at). */
+uint64_t nv_sim_ops(void);
+/* 1 once a pool of the session has lost power, else 0. */
+int nv_sim_crashed(void);
+/* Replaces each pool that lost power by what the cut left; returns how many, or NV_ERROR
+ * outside a session or while pools are open. */
+int nv_sim_recover(void);
+/* Pools of the session opened with a recovery. */
+uint64_t nv_sim_recoveries(void);
+/* Ends the session; nv_allocate opens file pools again. NV_ERROR while pools are open. */
+int nv_sim_stop(void);
+
 #ifdef __cplusplus
 }
 #endif

@@ -128,7 +128,7 @@ fn not_in_a_pool(what: &str, addr: usize) -> String {
     }
 }
 
-fn set_error(msg: impl std::fmt::Display) {
+pub(crate) fn set_error(msg: impl std::fmt::Display) {
     let text = CString::new(msg.to_string().replace('\0', " ")).unwrap_or_default();
     LAST_ERROR.with(|e| *e.borrow_mut() = text);
 }
@@ -145,7 +145,7 @@ fn code(e: &PmError) -> c_int {
 }
 
 /// Runs `f`, turning a panic into `fallback` and an error message.
-fn guarded<T>(fallback: T, f: impl FnOnce() -> T) -> T {
+pub(crate) fn guarded<T>(fallback: T, f: impl FnOnce() -> T) -> T {
     install_hooks();
     forget_parent_pools();
     let outer = IN_GUARD.with(|g| g.replace(true));
@@ -211,7 +211,8 @@ pub unsafe extern "C" fn nv_allocate(path: *const c_char, size: u64, mode: c_int
         }
         let opened = options_from_env().and_then(|mut o| {
             o.create = mode & NV_CREATE != 0;
-            Pool::open(&path, size, &o)
+            crate::ffi_sim::open(&path, size, o.clone())
+                .unwrap_or_else(|| Pool::open(&path, size, &o))
         });
         match opened {
             Ok(pool) => {
@@ -230,6 +231,11 @@ pub unsafe extern "C" fn nv_allocate(path: *const c_char, size: u64, mode: c_int
             }
         }
     })
+}
+
+/// Pools this process has open through `nv_allocate`.
+pub(crate) fn open_pools() -> usize {
+    lock(&POOLS).len()
 }
 
 /// The pool whose mapping contains `addr`, and the offset of `addr` in it. (The write's

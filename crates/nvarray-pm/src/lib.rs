@@ -40,6 +40,7 @@ mod cache;
 mod coord;
 pub mod error;
 pub mod ffi;
+pub mod ffi_sim;
 mod file_identity;
 mod identity;
 mod layout;

@@ -68,7 +68,7 @@ pub fn nvm_file_path(nvm_dir: &Path, backing_canonical: &Path) -> PathBuf {
 
 /// Opens the backing file; with `create`, makes it if it does not exist. Also says whether
 /// this call made it.
-fn open_backing(path: &Path, create: bool) -> Result<(File, bool)> {
+pub(crate) fn open_backing(path: &Path, create: bool) -> Result<(File, bool)> {
     let existing = OpenOptions::new().read(true).write(true).open(path);
     match existing {
         Err(e) if create && e.kind() == std::io::ErrorKind::NotFound => {
@@ -603,30 +603,13 @@ impl Pool {
         let inner = &self.inner;
         let me = inner.live.me();
         let Some(file) = inner.nvm_file.as_ref() else {
-            return inner.maintain(true);
+            // A simulated pool: one process, the last.
+            return inner.maintain(true).map(|_| mark_clean(inner));
         };
         let _open = OpenLock::take(file).map_err(io_err(&inner.nvm_path))?;
         let last = !(0..PROCS).any(|p| p != me && inner.live.alive(p));
         let result = if last {
-            inner.maintain(true).map(|_| {
-                // Clean means the backing file alone holds every commit: the next open skips
-                // recovery, so a record left in the log or a dirty cache page would be lost.
-                debug_assert_eq!(
-                    inner.nvm.load_word(layout::H_LOG_HEAD),
-                    inner.tail().load(Ordering::Acquire),
-                    "marking the pool clean: expected the log applied (head at the tail), found \
-                     head {} and tail {}",
-                    inner.nvm.load_word(layout::H_LOG_HEAD),
-                    inner.tail().load(Ordering::Acquire)
-                );
-                debug_assert!(
-                    (0..inner.layout.cache_pages).all(|s| !crate::cache::is_dirty(inner.dir(s))),
-                    "marking the pool clean: expected no dirty cache page, found slot {:?} dirty",
-                    (0..inner.layout.cache_pages).find(|&s| crate::cache::is_dirty(inner.dir(s)))
-                );
-                inner.nvm.store_word(layout::H_CLEAN, 1);
-                inner.nvm.persist(layout::H_CLEAN, 8);
-            })
+            inner.maintain(true).map(|_| mark_clean(inner))
         } else {
             Ok(())
         };
@@ -642,6 +625,27 @@ impl Pool {
         }
         result
     }
+}
+
+/// Marks the pool clean after `maintain(true)`.
+fn mark_clean(inner: &PoolState) {
+    // Clean means the backing file alone holds every commit: the next open skips
+    // recovery, so a record left in the log or a dirty cache page would be lost.
+    debug_assert_eq!(
+        inner.nvm.load_word(layout::H_LOG_HEAD),
+        inner.tail().load(Ordering::Acquire),
+        "marking the pool clean: expected the log applied (head at the tail), found \
+         head {} and tail {}",
+        inner.nvm.load_word(layout::H_LOG_HEAD),
+        inner.tail().load(Ordering::Acquire)
+    );
+    debug_assert!(
+        (0..inner.layout.cache_pages).all(|s| !crate::cache::is_dirty(inner.dir(s))),
+        "marking the pool clean: expected no dirty cache page, found slot {:?} dirty",
+        (0..inner.layout.cache_pages).find(|&s| crate::cache::is_dirty(inner.dir(s)))
+    );
+    inner.nvm.store_word(layout::H_CLEAN, 1);
+    inner.nvm.persist(layout::H_CLEAN, 8);
 }
 
 fn check_pool_size(path: &Path, size: u64) -> Result<()> {

@@ -1,7 +1,7 @@
 //! C programs compiled against the static library this package builds: the example, run twice
 //! over one pool (the counters persist across runs, aborts leave nothing, bad writes are
 //! refused), and the ABI's edges (fork, mode bits, a failed create, thread hand-off, reading
-//! through a transaction, the bound on open transactions).
+//! through a transaction, the bound on open transactions, simulated power cuts).
 
 mod common;
 
@@ -245,4 +245,12 @@ fn the_c_abi_refuses_cleanly_at_its_edges() {
     );
     assert!(bound.contains("already open"), "{bound}");
     assert_eq!(line("open-after-abort:"), "open-after-abort: ok");
+    // Refused with a pool open and outside a session (NV_ERROR); a clean close keeps the
+    // commit and needs no recovery; a 1 MiB placeholder at the path; the cut pool refused
+    // until recovered, then recovered (once) to the state before its only commit.
+    assert_eq!(
+        line("sim:"),
+        "sim: start_open=-1 outside=-1 ops=1 reopened=99 clean_recoveries=0 file=1048576 \
+         crashed=1 stop_open=-1 lost_refused=1 replaced=1 recoveries=1 recovered=0"
+    );
 }

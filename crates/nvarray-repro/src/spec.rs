@@ -247,6 +247,11 @@ pub enum Experiment {
     /// through NBD, FUSE + a loop device and a user-space channel (needs root, fio, and the
     /// engine `scripts/build_native.sh` builds). The outcome is the script's JSON object.
     ChannelLadder { presets: String },
+    /// `scripts/sqlite_ycsb.py ARGS --json -`: YCSB on SQLite from several processes through
+    /// the VFS `nvarray` (a database in an nvarray-pm pool) and on the vNVML seed's baseline
+    /// (needs the VFS `scripts/build_native.sh` builds; root for `--containers`). The outcome
+    /// is the script's JSON object.
+    SqliteYcsb { args: Vec<String> },
 }
 
 impl Experiment {
@@ -306,6 +311,12 @@ impl Experiment {
             }
             Experiment::ChannelLadder { presets } => {
                 format!("scripts/channel_ladder.py --presets {presets} --json")
+            }
+            Experiment::SqliteYcsb { args } => {
+                let mut words = vec!["scripts/sqlite_ycsb.py".to_string()];
+                words.extend(args.iter().cloned());
+                words.extend(["--json".to_string(), "-".to_string()]);
+                shell_words(&words)
             }
         }
     }

@@ -52,6 +52,8 @@ pub struct ReproArgs {
 const APPS_SCRIPT: &str = include_str!("../../../scripts/apps.py");
 /// The channel rung of Moneta's ladder (kernel paths against a user-space channel, real fio).
 const CHANNEL_LADDER_SCRIPT: &str = include_str!("../../../scripts/channel_ladder.py");
+/// vNVML's database study on SQLite (the VFS against the seed's baseline).
+const SQLITE_YCSB_SCRIPT: &str = include_str!("../../../scripts/sqlite_ycsb.py");
 
 /// `nvarray repro apps`: writes the application study's script into the output directory and
 /// runs it with Debian's python3 (where python3-bsddb3 is installed), this binary as the
@@ -450,6 +452,7 @@ impl Runner for MachineRunner {
                 result
             }
             Experiment::ChannelLadder { presets } => channel_ladder(&self.exe, &self.out, presets),
+            Experiment::SqliteYcsb { args } => sqlite_ycsb(&self.exe, &self.out, args),
             Experiment::Sim(_) | Experiment::ProtocolCost { .. } => {
                 unreachable!("run in process by nvarray-repro")
             }
@@ -465,11 +468,7 @@ fn channel_ladder(exe: &Path, out: &Path, presets: &str) -> Result<Value, String
     if unsafe { libc::geteuid() } != 0 {
         return Err("not run: FUSE and loop devices need root".into());
     }
-    let engine = exe
-        .parent()
-        .and_then(Path::parent)
-        .map(|target| target.join("native/nvarray-fio.so"))
-        .filter(|p| p.exists())
+    let engine = native_beside(exe, "nvarray-fio.so")
         .ok_or("not run: fio's nvarray engine is not built (scripts/build_native.sh)")?;
     let script = out.join("channel_ladder.py");
     std::fs::write(&script, CHANNEL_LADDER_SCRIPT)
@@ -493,6 +492,37 @@ fn channel_ladder(exe: &Path, out: &Path, presets: &str) -> Result<Value, String
             ("NVARRAY_LADDER_OUT", raw.as_str()),
         ],
     )
+}
+
+/// `scripts/sqlite_ycsb.py` (compiled in, written to `out`) with the SQLite VFS from beside
+/// this binary (`target/native/nvarray-sqlite.so`, which `scripts/build_native.sh` builds).
+fn sqlite_ycsb(exe: &Path, out: &Path, args: &[String]) -> Result<Value, String> {
+    // SAFETY: geteuid has no preconditions and cannot fail.
+    if args.iter().any(|a| a == "--containers") && unsafe { libc::geteuid() } != 0 {
+        return Err("not run: mount namespaces need root".into());
+    }
+    let vfs = native_beside(exe, "nvarray-sqlite.so")
+        .ok_or("not run: the SQLite VFS is not built (scripts/build_native.sh)")?;
+    let script = out.join("sqlite_ycsb.py");
+    std::fs::write(&script, SQLITE_YCSB_SCRIPT)
+        .map_err(|e| format!("cannot write {}: {e}", script.display()))?;
+    let mut words = vec![script.display().to_string()];
+    words.extend(args.iter().cloned());
+    words.extend(["--json".to_string(), "-".to_string()]);
+    let vfs = vfs.display().to_string();
+    run_json(
+        Path::new("python3"),
+        &words,
+        &[("NVARRAY_SQLITE_VFS", vfs.as_str())],
+    )
+}
+
+/// `target/native/NAME` for this binary in `target/<profile>/`, if it was built.
+fn native_beside(exe: &Path, name: &str) -> Option<PathBuf> {
+    exe.parent()
+        .and_then(Path::parent)
+        .map(|target| target.join("native").join(name))
+        .filter(|p| p.exists())
 }
 
 /// Runs `program args`, whose standard output is JSON: one object, or one per line (then an

@@ -1,7 +1,7 @@
 /* The C ABI's edges (issue 15), one line of output per check, read by tests/c_abi.rs:
  * unknown mode bits, a failed NV_CREATE, the parent's pool in a fork()ed child, a
- * transaction committed by another thread than the one that began it, and the bound on
- * open transactions.
+ * transaction committed by another thread than the one that began it, the bound on
+ * open transactions, and the simulated power cuts' session rules.
  *
  *   abi_edges DIR
  */
@@ -95,17 +95,67 @@ int main(int argc, char **argv)
 
     /* 6. Open transactions are bounded; finishing one makes room again. */
     long opened = 0;
-    nv_tid_t last = 0;
+    nv_tid_t first = 0, last = 0;
     for (long i = 0; i < 1000000; i++) {
         nv_tid_t x = nv_txbegin();
         if (x < 0)
             break;
+        if (!first)
+            first = x;
         last = x;
         opened++;
     }
     printf("open-bound: opened=%ld msg=%s\n", opened, nv_last_error());
     nv_abort(last);
-    printf("open-after-abort: %s\n", nv_txbegin() > 0 ? "ok" : "refused");
+    nv_tid_t again = nv_txbegin();
+    printf("open-after-abort: %s\n", again > 0 ? "ok" : "refused");
+    for (nv_tid_t x = first; x < last; x++)
+        nv_abort(x);
+    nv_abort(again);
 
-    return nv_free(p) == NV_OK ? 0 : 1;
+    /* 7. Simulated power cuts (nv_sim_*): refused while pools are open and outside a
+     * session; a simulated pool closed cleanly reopens as it was; one cut off before its
+     * first commit is refused until recovered, then recovers to nothing committed. */
+    int start_open = nv_sim_start(7, NV_SIM_NEVER, 1);
+    if (nv_free(p) != NV_OK)
+        return 1;
+    int outside_session = nv_sim_recover();
+    snprintf(path, sizeof path, "%s/sim.pool", argv[1]);
+    nv_sim_start(7, NV_SIM_NEVER, 1);
+    int64_t *q = nv_allocate(path, 1 << 20, NV_CREATE);
+    uint64_t opened_at = nv_sim_ops();
+    int64_t v = 99;
+    nv_tid_t w = nv_txbegin();
+    nv_write(w, &q[0], &v, sizeof v);
+    nv_commit(w);
+    nv_free(q);
+    q = nv_allocate(path, 0, 0);
+    int64_t reopened = q ? q[0] : -1;
+    uint64_t clean_recoveries = nv_sim_recoveries();
+    stat(path, &st);
+    nv_free(q);
+    unlink(path);
+    /* The same workload, cut before its commit's first operation. */
+    nv_sim_start(7, opened_at, 1);
+    q = nv_allocate(path, 1 << 20, NV_CREATE);
+    w = nv_txbegin();
+    nv_write(w, &q[0], &v, sizeof v);
+    nv_commit(w);
+    int crashed = nv_sim_crashed();
+    int stop_open = nv_sim_stop();
+    nv_free(q);
+    int lost_refused = nv_allocate(path, 0, 0) == NULL &&
+                       strstr(nv_last_error(), "nv_sim_recover") != NULL;
+    int replaced = nv_sim_recover();
+    q = nv_allocate(path, 0, 0);
+    int64_t recovered = q ? q[0] : -1;
+    printf("sim: start_open=%d outside=%d ops=%d reopened=%lld clean_recoveries=%llu "
+           "file=%lld crashed=%d stop_open=%d lost_refused=%d replaced=%d recoveries=%llu "
+           "recovered=%lld\n", start_open, outside_session, opened_at > 0, (long long)reopened,
+           (unsigned long long)clean_recoveries, (long long)st.st_size, crashed, stop_open,
+           lost_refused, replaced, (unsigned long long)nv_sim_recoveries(),
+           (long long)recovered);
+    if (q)
+        nv_free(q);
+    return nv_sim_stop() == NV_OK ? 0 : 1;
 }
