@@ -15,7 +15,8 @@ uniformly or zipfian (theta 0.99, YCSB's default, the hot keys scattered over th
 Each operation is its own transaction. A read selects one record; an update replaces its
 field with fresh bytes. Every configuration loads its own database first (untimed), then runs
 `--processes` processes for `--seconds`; the figure is their summed operations per second.
-Runs alternate between the VFS and the baseline, so drift hits both alike; the medians of
+Runs alternate between the VFS and the baseline (each run starting with another), so drift
+hits both alike; the medians of
 `--runs` runs are reported, with the ratio VFS / baseline.
 
 Needs target/native/nvarray-sqlite.so (scripts/build_native.sh; NVARRAY_SQLITE_VFS names
@@ -186,8 +187,9 @@ def configuration(args, scratch, workload, record_bytes, records, dist, log_size
     if log_size:
         os.environ["NVARRAY_PM_LOG_SIZE"] = str(log_size)
     kinds = ["vfs", "base"] + (["container"] if args.containers else [])
-    for _ in range(args.runs):
-        for kind in kinds:
+    for i in range(args.runs):
+        # Each run starts with another kind, so none always runs first (or just after a load).
+        for kind in kinds[i % len(kinds):] + kinds[:i % len(kinds)]:
             d = tempfile.mkdtemp(dir="/dev/shm" if kind == "base" else scratch)
             target = ("base" if kind == "base" else "vfs", os.path.join(d, "ycsb.db"), pool_bytes)
             load(target, records, record_bytes)

@@ -1,8 +1,9 @@
 //! Which file a pool's NVM-tier state belongs to: reading a backing file's identity
 //! (`Identity`, `identity.rs`) and recording a new one.
 //!
-//! The state file is found by the backing file's path (`pool::nvm_file_path`), but a path is
-//! not a file: a pool removed after a crash, or replaced by an unrelated file, leaves a state
+//! The state file is found by the backing file's path (`pool::nvm_file_path`; the path inside
+//! its file system, `state_key.rs`, so that every mount namespace finds the same one), but a
+//! path is not a file: a pool removed after a crash, or replaced by an unrelated file, leaves a state
 //! full of commits that were never written back, and replaying them into whatever file now
 //! has that path destroys it. So the state's header records the identity of the file it was
 //! made for, and every open compares it with the file in hand before writing a byte.

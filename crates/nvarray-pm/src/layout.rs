@@ -231,8 +231,14 @@ impl Layout {
     }
 
     /// Writes a fresh header for this layout (persistent) and an empty log and cache, for the
-    /// backing file at `backing` whose identity is `identity`.
-    pub fn format(&self, nvm: &Media, backing: &Path, identity: &Identity) -> Result<()> {
+    /// backing file at `backing`, whose key is `key` (`state_key.rs`) and identity `identity`.
+    pub fn format(
+        &self,
+        nvm: &Media,
+        backing: &Path,
+        key: &str,
+        identity: &Identity,
+    ) -> Result<()> {
         let path = backing.as_os_str().as_encoded_bytes();
         if path.len() > MAX_PATH {
             return Err(PmError::BadOption(format!(
@@ -246,7 +252,7 @@ impl Layout {
         put(H_POOL_SIZE, self.pool_size_bytes);
         put(H_LOG_SIZE, self.log_size_bytes);
         put(H_CACHE_PAGES, self.cache_pages);
-        put(H_BACKING_ID, backing_id(backing));
+        put(H_BACKING_ID, backing_id(key));
         put(H_IDENTITY + 16, identity.inode);
         put(H_IDENTITY + 24, identity.birth_ns);
         put(H_PATH_LEN, path.len() as u64);
@@ -293,11 +299,11 @@ pub fn backing_path(nvm: &Media) -> String {
     String::from_utf8_lossy(&path).into_owned()
 }
 
-/// FNV-1a of the canonical backing path: names the NVM file and ties it to its backing file.
-/// (Written out because std's hasher is not stable across Rust releases.)
-pub fn backing_id(path: &Path) -> u64 {
-    path.as_os_str()
-        .as_encoded_bytes()
+/// FNV-1a of the backing file's key (`state_key.rs`; states made before it, of the canonical
+/// backing path): names the NVM file and ties it to its backing file. (Written out because
+/// std's hasher is not stable across Rust releases.)
+pub fn backing_id(key: &str) -> u64 {
+    key.as_bytes()
         .iter()
         .fold(0xcbf2_9ce4_8422_2325u64, |h, &b| {
             (h ^ b as u64).wrapping_mul(0x0000_0100_0000_01b3)

@@ -54,6 +54,7 @@ mod reports;
 pub mod sim;
 mod space;
 mod state_files;
+mod state_key;
 mod tx;
 
 pub use error::{PmError, Result};

@@ -23,6 +23,7 @@ use crate::recovery;
 use crate::reports::{RecoveryReport, Stats};
 use crate::sim::{SimWorld, Tier};
 use crate::space;
+use crate::state_key;
 
 /// Largest pool: page numbers must fit the cache index, which keeps `page + 1` in 36 bits, so
 /// the last page is 2^36 - 2 (at 2^48 bytes the last page's `page + 1` wrapped to 0, an empty
@@ -58,12 +59,25 @@ impl std::fmt::Debug for Pool {
 const BACKING_WHAT: &str = "the pool's file";
 const BACKING_HINT: &str = "free space there, or make the pool smaller or put it elsewhere";
 
-/// The NVM-tier file that belongs to a backing file.
-pub fn nvm_file_path(nvm_dir: &Path, backing_canonical: &Path) -> PathBuf {
-    nvm_dir.join(format!(
-        "nvarray-pm-{:016x}.nvm",
-        layout::backing_id(backing_canonical)
-    ))
+/// The NVM-tier file that belongs to the backing file whose key is `key` (`state_key.rs`).
+pub fn nvm_file_path(nvm_dir: &Path, key: &str) -> PathBuf {
+    nvm_dir.join(format!("nvarray-pm-{:016x}.nvm", layout::backing_id(key)))
+}
+
+/// Where the state of the backing file at `canonical` is, and the key it was made for: named
+/// by the file's key, or by its canonical path if a state made before keys (by this library's
+/// earlier versions, which named states by path) is there and none by key, so a crashed
+/// pool's commits are found across the upgrade.
+fn state_location(nvm_dir: &Path, canonical: &Path) -> (PathBuf, String) {
+    let key = state_key::of(canonical);
+    let named = nvm_file_path(nvm_dir, &key);
+    let by_path = canonical.to_string_lossy().into_owned();
+    let legacy = nvm_file_path(nvm_dir, &by_path);
+    if legacy != named && !named.exists() && legacy.exists() {
+        (legacy, by_path)
+    } else {
+        (named, key)
+    }
 }
 
 /// Opens the backing file; with `create`, makes it if it does not exist. Also says whether
@@ -127,6 +141,7 @@ fn examine(
     file: &File,
     nvm_path: &Path,
     canonical: &Path,
+    key: &str,
     found: &Identity,
     size_bytes: u64,
 ) -> Result<Verdict> {
@@ -154,8 +169,10 @@ fn examine(
         }
         Err(e) => return Err(e),
     };
-    let recorded_path = layout::backing_path(&nvm);
-    if recorded_path != canonical.to_string_lossy() {
+    // Made for a file of another key whose name hashes alike (the recorded path is the one its
+    // maker used, which another mount namespace may not share).
+    if nvm.load_word(layout::H_BACKING_ID) != layout::backing_id(key) {
+        let recorded_path = layout::backing_path(&nvm);
         return Err(PmError::Mismatch {
             path: nvm_path.to_path_buf(),
             what: format!(
@@ -205,7 +222,7 @@ fn examine(
 fn create_state(
     nvm_dir: &Path,
     nvm_path: &Path,
-    canonical: &Path,
+    (canonical, key): (&Path, &str),
     layout: &Layout,
     identity: &Identity,
 ) -> Result<()> {
@@ -225,7 +242,7 @@ fn create_state(
         })?;
     space::allocate(&file, layout.file_len as u64, nvm_dir, NVM_WHAT, NVM_HINT)?;
     let nvm = Media::nvm(&file, nvm_path)?;
-    layout.format(&nvm, canonical, identity)?;
+    layout.format(&nvm, canonical, key, identity)?;
     nvm.store_word(layout::H_CLEAN, 1);
     nvm.persist(layout::H_CLEAN, 8);
     drop(nvm);
@@ -271,24 +288,27 @@ pub(crate) fn remove_state(file: &File, nvm_path: &Path) -> Result<()> {
     Ok(())
 }
 
+/// A state found and locked for attaching: its path, file, open lock, mapping and layout.
+type AttachedState = (PathBuf, File, OpenLock, Media, Layout);
+
 /// Finds, or makes, the NVM-tier state of the backing file `backing` (at `path`, canonically
-/// `canonical`) and locks it for attaching: the state file, its open lock, its mapping and
-/// layout. A state made for another file is never used (`examine`).
+/// `canonical`) and locks it for attaching. A state made for another file is never used
+/// (`examine`).
 fn attach_state(
     backing: &File,
     path: &Path,
     canonical: &Path,
     size_bytes: u64,
     options: &PoolOptions,
-) -> Result<(File, OpenLock, Media, Layout)> {
-    let nvm_path = nvm_file_path(&options.nvm_dir, canonical);
+) -> Result<AttachedState> {
+    let (nvm_path, key) = state_location(&options.nvm_dir, canonical);
     for _ in 0..STATE_ATTEMPTS_MAX {
         let file = match OpenOptions::new().read(true).write(true).open(&nvm_path) {
             Ok(f) => f,
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
                 let id = file_identity::establish(backing, path)?;
                 let fresh = options.layout_for(size_bytes);
-                create_state(&options.nvm_dir, &nvm_path, canonical, &fresh, &id)?;
+                create_state(&options.nvm_dir, &nvm_path, (canonical, &key), &fresh, &id)?;
                 continue;
             }
             Err(e) => return Err(io_err(&nvm_path)(e)),
@@ -300,8 +320,8 @@ fn attach_state(
         // Looked at only now: a state names a pool id only after the file was given it, so
         // a file that another opener gave its id meanwhile is seen with it.
         let found = file_identity::observe(backing, path)?;
-        match examine(&file, &nvm_path, canonical, &found, size_bytes)? {
-            Verdict::Use(nvm, layout) => return Ok((file, lock, nvm, layout)),
+        match examine(&file, &nvm_path, canonical, &key, &found, size_bytes)? {
+            Verdict::Use(nvm, layout) => return Ok((nvm_path, file, lock, nvm, layout)),
             Verdict::Replace => remove_state(&file, &nvm_path)?,
         }
     }
@@ -365,9 +385,8 @@ impl Pool {
         };
         check_pool_size(path, size_bytes)?;
         let canonical = path.canonicalize().map_err(io_err(path))?;
-        let (nvm_file, open_lock, nvm, layout) =
+        let (nvm_path, nvm_file, open_lock, nvm, layout) =
             attach_state(&backing, path, &canonical, size_bytes, options)?;
-        let nvm_path = nvm_file_path(&options.nvm_dir, &canonical);
         // The state is this file's: only now may the file change. Its blocks are reserved
         // (`space.rs`), so a full file system is an error here, not a SIGBUS later.
         if let Err(e) = space::allocate(&backing, size_bytes, path, BACKING_WHAT, BACKING_HINT) {
@@ -441,7 +460,8 @@ impl Pool {
         let path = PathBuf::from("<simulated nvm>");
         let layout = if nvm.load_word(0) == 0 {
             let l = options.layout_for(size_bytes);
-            l.format(&nvm, Path::new("<simulated storage>"), &Identity::default())?;
+            let storage = "<simulated storage>";
+            l.format(&nvm, Path::new(storage), storage, &Identity::default())?;
             nvm.store_word(layout::H_CLEAN, 1);
             nvm.persist(layout::H_CLEAN, 8);
             l

@@ -140,6 +140,65 @@ fn four_processes_writing_at_once_lose_no_row() {
     assert_eq!(ok(&out), "(600, 4) ok");
 }
 
+/// Three processes, each in a mount namespace of its own that reaches the database through a
+/// bind mount at another path (a container with a bind-mounted volume, as the vNVML seed
+/// ran), share one NVM-tier state while all are attached (`state_key.rs`; before it, each had
+/// its own log, cache and locks for the one file), and every row is there.
+#[test]
+fn processes_in_containers_share_one_pool_state() {
+    // SAFETY: geteuid has no preconditions and cannot fail.
+    assert_eq!(
+        unsafe { libc::geteuid() },
+        0,
+        "mount namespaces need root (the test command runs as root)"
+    );
+    let dir = scratch();
+    ok(&python(
+        dir.path(),
+        "c = sqlite3.connect(DB, uri=True)\n\
+         c.execute('create table t(p integer, i integer, primary key (p, i))'); c.commit()\n",
+    ));
+    let workers: Vec<_> = (0..3)
+        .map(|p| {
+            let dir = dir.path().to_path_buf();
+            std::thread::spawn(move || {
+                python(
+                    &dir,
+                    &format!(
+                        "import os, tempfile\n\
+                         libc = ctypes.CDLL(None, use_errno=True)\n\
+                         assert libc.unshare(0x00020000) == 0  # CLONE_NEWNS\n\
+                         assert libc.mount(b'none', b'/', None, 0x4000 | 0x40000, None) == 0\n\
+                         inside = tempfile.mkdtemp(prefix='container-')\n\
+                         assert libc.mount({dir:?}.encode(), inside.encode(), None, 0x1000, None) == 0\n\
+                         c = sqlite3.connect(DB.replace({dir:?}, inside), uri=True, timeout=60)\n\
+                         c.execute('select count(*) from t').fetchone()\n\
+                         open(os.path.join(inside, 'ready-{p}'), 'w').close()\n\
+                         # Wait until all three are attached (polling a condition).\n\
+                         while sum(n.startswith('ready-') for n in os.listdir(inside)) < 3:\n\
+                         \x20   os.sched_yield()\n\
+                         states = sum(n.endswith('.nvm') for n in os.listdir(inside))\n\
+                         for i in range(100):\n\
+                         \x20   c.execute('insert into t values (?, ?)', ({p}, i)); c.commit()\n\
+                         print(states)\n",
+                        dir = dir.display().to_string(),
+                    ),
+                )
+            })
+        })
+        .collect();
+    for w in workers {
+        assert_eq!(ok(&w.join().unwrap()), "1", "NVM-tier states while all three were attached");
+    }
+    let out = python(
+        dir.path(),
+        "c = sqlite3.connect(DB, uri=True)\n\
+         print(c.execute('select count(*) from t').fetchone()[0],\n\
+               c.execute('pragma integrity_check').fetchone()[0])\n",
+    );
+    assert_eq!(ok(&out), "300 ok");
+}
+
 /// A writer commits numbered rows, each with a counter on another page and the row 64 back
 /// deleted in the same transaction (journal off: the VFS's transactions are the only
 /// atomicity), and prints each number once its commit returned; it is killed with SIGKILL after a different number of

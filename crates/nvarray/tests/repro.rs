@@ -179,3 +179,65 @@ fn protocol_cost_shows_every_protocol_on_the_presets_link() {
     assert_eq!(read_4k["to_device"]["protocol"]["packets"], 2);
     std::fs::remove_dir_all(&dir).unwrap();
 }
+
+/// The SQLite study's commands (`vnvml-sqlite`, run by `scripts/sqlite_ycsb.py`), each as the
+/// report prints it but briefly (0.2 s, one run, 32 records: later flags win), give every
+/// row and plot point the number it reads: a positive ratio.
+#[test]
+fn the_sqlite_studys_commands_give_each_row_its_number() {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("../..");
+    let vfs = root.join("target/native/nvarray-sqlite.so");
+    assert!(
+        vfs.exists(),
+        "{} is missing: run scripts/build_native.sh",
+        vfs.display()
+    );
+    let dir = scratch("sqlite");
+    let figure = seeds::figures(Seed::Vnvml)
+        .into_iter()
+        .find(|f| f.id == "vnvml-sqlite")
+        .expect("the figure vnvml-sqlite");
+    let run = |e: &Experiment| -> Value {
+        let Experiment::SqliteYcsb { .. } = e else {
+            panic!("{}: not the study's script", e.command());
+        };
+        let command = e.command();
+        let words: Vec<&str> = command.split_whitespace().collect();
+        assert_eq!(words[0], "scripts/sqlite_ycsb.py", "{command}");
+        let out = Command::new("python3")
+            .arg(root.join(words[0]))
+            .args(&words[1..])
+            .args(["--seconds", "0.2", "--runs", "1", "--records", "32"])
+            .env("NVARRAY_PM_NVM_DIR", &dir)
+            .env("TMPDIR", &dir)
+            .output()
+            .expect("python3 runs");
+        assert!(
+            out.status.success(),
+            "{command}: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        serde_json::from_slice(&out.stdout)
+            .unwrap_or_else(|e| panic!("{command}: stdout is not JSON ({e})"))
+    };
+    let positive = |what: &str, v: Option<f64>| {
+        let v = v.unwrap_or_else(|| panic!("{what}: no number"));
+        assert!(v.is_finite() && v > 0.0, "{what}: {v}");
+    };
+    let mut checked = 0;
+    for row in &figure.rows {
+        let outcomes: Vec<Value> = row.experiments.iter().map(run).collect();
+        positive(&row.id, (row.measure)(&outcomes.iter().collect::<Vec<_>>()));
+        checked += 1;
+    }
+    let Some(nvarray_repro::Plot::Lines { series, .. }) = &figure.plot else {
+        panic!("vnvml-sqlite plots lines");
+    };
+    for point in series.iter().flat_map(|s| &s.points) {
+        let outcome = run(&point.experiment);
+        positive(&format!("x = {}", point.x), (point.measure)(&[&outcome]));
+        checked += 1;
+    }
+    assert_eq!(checked, 7, "4 rows and 3 plot points");
+    std::fs::remove_dir_all(&dir).unwrap();
+}
