@@ -39,6 +39,8 @@ fn fsid(path: &Path) -> Option<u64> {
     // SAFETY: `c` is NUL-terminated and `st` is writable memory of the struct's size, which
     // statvfs fills when it returns 0.
     let rc = unsafe { libc::statvfs(c.as_ptr(), st.as_mut_ptr()) };
+    // `f_fsid` is an unsigned long: 64 bits here, 32 on 32-bit targets.
+    #[allow(clippy::unnecessary_cast)]
     // SAFETY: statvfs returned 0, so it filled `st`.
     (rc == 0).then(|| unsafe { st.assume_init() }.f_fsid as u64)
 }
@@ -80,9 +82,9 @@ fn unescape(field: &str) -> String {
     let mut out = Vec::with_capacity(bytes.len());
     let mut i = 0;
     while i < bytes.len() {
-        let octal = bytes.get(i + 1..i + 4).filter(|d| {
-            bytes[i] == b'\\' && d.iter().all(|b| (b'0'..=b'7').contains(b))
-        });
+        let octal = bytes
+            .get(i + 1..i + 4)
+            .filter(|d| bytes[i] == b'\\' && d.iter().all(|b| (b'0'..=b'7').contains(b)));
         match octal {
             Some(d) => {
                 out.push(d.iter().fold(0u8, |v, b| v.wrapping_mul(8) + (b - b'0')));

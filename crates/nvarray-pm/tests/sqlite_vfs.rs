@@ -188,7 +188,11 @@ fn processes_in_containers_share_one_pool_state() {
         })
         .collect();
     for w in workers {
-        assert_eq!(ok(&w.join().unwrap()), "1", "NVM-tier states while all three were attached");
+        assert_eq!(
+            ok(&w.join().unwrap()),
+            "1",
+            "NVM-tier states while all three were attached"
+        );
     }
     let out = python(
         dir.path(),
