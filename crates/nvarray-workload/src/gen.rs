@@ -9,8 +9,10 @@
 use rand::rngs::SmallRng;
 use rand::{RngCore, SeedableRng};
 
-use crate::error::WorkloadError;
+use crate::error::{value_error, WorkloadError};
+use crate::fio_rand;
 use crate::random_map::{RandomMap, Shuffle, RANDOM_MAP_POSITIONS_MAX};
+use crate::skew::{FioSkew, ZoneTable};
 use crate::spec::{
     BlockSize, Direction, Distribution, JobSpec, Request, RwMode, BSSPLIT_ENTRIES_MAX,
 };
@@ -93,7 +95,16 @@ enum Pattern {
         slots: u64,
         scatter: Scatter,
     },
+    /// fio's `pareto` and `normal`, draw for draw: a range index (of the smallest request
+    /// length) times the alignment.
+    Skewed(FioSkew),
+    /// fio's `zoned` and `zoned_abs`: a block (of the alignment) of a zone.
+    Zoned(ZoneTable),
 }
+
+/// Draws a request's position may take before the generator settles for the last position
+/// the request fits at (see `Pattern::Skewed`).
+const FIT_DRAWS_MAX: u32 = 64;
 
 /// The request lengths of a job, as the generator draws them: the lengths (one, a range's
 /// least, or a split's entries), how many aligned positions each has in the region, and for a
@@ -176,7 +187,7 @@ impl Pattern {
         block_bytes: u64,
     ) -> Result<Pattern, WorkloadError> {
         Ok(if job.is_random() {
-            match job.random_distribution {
+            match &job.random_distribution {
                 Distribution::Uniform if job.norandommap => Pattern::Uniform,
                 Distribution::Uniform
                     if lengths.len_count == 1
@@ -198,7 +209,7 @@ impl Pattern {
                     }
                     Pattern::Mapped(RandomMap::new(positions))
                 }
-                Distribution::Zipf { theta } => {
+                &Distribution::Zipf { theta } => {
                     let len_bytes_max = u64::from(job.bs.len_bytes_max());
                     let slots = (region_len_bytes - len_bytes_max) / align_bytes + 1;
                     Pattern::Zipf {
@@ -207,6 +218,28 @@ impl Pattern {
                         scatter: Scatter::new(slots),
                     }
                 }
+                &Distribution::Pareto { h, center } => {
+                    let (ranges, seed) = fio_skew_stream(job, thread_index, region_len_bytes);
+                    Pattern::Skewed(FioSkew::pareto(ranges, h, center, seed))
+                }
+                &Distribution::Normal {
+                    dev_percent,
+                    center,
+                } => {
+                    let (ranges, seed) = fio_skew_stream(job, thread_index, region_len_bytes);
+                    Pattern::Skewed(FioSkew::normal(ranges, dev_percent, center, seed))
+                }
+                Distribution::Zoned(split) => Pattern::Zoned(
+                    ZoneTable::new(split, region_len_bytes / align_bytes, align_bytes).map_err(
+                        |why| {
+                            value_error(
+                                "random_distribution",
+                                &job.random_distribution.to_string(),
+                                &format!("{why} (job {})", job.name),
+                            )
+                        },
+                    )?,
+                ),
             }
         } else {
             // With `offset_increment` each thread has a region of its own and starts at its
@@ -376,6 +409,15 @@ impl RequestGen {
                 debug_assert!((1..=*slots).contains(&rank));
                 scatter.apply(rank - 1) * self.align_bytes
             }
+            Pattern::Skewed(skew) => {
+                let last = (uniform_slots - 1) * self.align_bytes;
+                fitting(last, self.align_bytes, || skew.next_range())
+            }
+            Pattern::Zoned(table) => {
+                let last = (uniform_slots - 1) * self.align_bytes;
+                let rng = &mut self.rng;
+                fitting(last, self.align_bytes, || table.next_block(rng))
+            }
         };
         debug_assert!(offset_in_region_bytes + u64::from(len_bytes) <= self.region_len_bytes);
         Request {
@@ -384,6 +426,42 @@ impl RequestGen {
             len_bytes,
         }
     }
+}
+
+/// The offset of the first drawn index (times `align_bytes`) at or below `last`, the last
+/// offset the request fits at. fio ends a job whose draw does not fit (a `bssplit` entry
+/// longer than the smallest, near the region's end); nvarray draws again, and after
+/// [`FIT_DRAWS_MAX`] draws settles for `last`.
+#[inline]
+fn fitting(last: u64, align_bytes: u64, mut draw: impl FnMut() -> u64) -> u64 {
+    for _ in 0..FIT_DRAWS_MAX {
+        let offset = draw() * align_bytes;
+        if offset <= last {
+            return offset;
+        }
+    }
+    last
+}
+
+/// fio's range count and seed for thread `thread_index` of `job`'s skewed offsets: ranges of
+/// the smallest request length over the region (rounded up), and the seed fio gives the
+/// thread's file (`fio_rand::skew_seed`), whose default name is fio's `JOB.CLONE.0`.
+fn fio_skew_stream(job: &JobSpec, thread_index: u32, region_len_bytes: u64) -> (u64, u64) {
+    let len_min = u64::from(job.bs.lens_bytes().min().unwrap_or(1)).max(1);
+    let ranges = region_len_bytes.div_ceil(len_min).max(1);
+    let default_name;
+    let file_name = match &job.filename {
+        Some(name) => name.as_str(),
+        None => {
+            default_name = format!("{}.{thread_index}.0", job.name);
+            &default_name
+        }
+    };
+    let thread_number = u64::from(job.fio_thread_number) + u64::from(thread_index);
+    (
+        ranges,
+        fio_rand::skew_seed(job.randseed, file_name, thread_number),
+    )
 }
 
 /// Maps 32 random bits to `0..100` by multiply-shift; the bias, 100 / 2^32, is far below

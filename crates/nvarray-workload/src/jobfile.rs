@@ -189,10 +189,18 @@ pub fn parse_job_file_with(
             .at_line(*line));
         }
     }
-    Ok(Workload {
-        jobs: jobs.into_iter().map(|(job, _)| job).collect(),
-        trace: None,
-    })
+    // fio numbers threads from 1 over the whole file, each clone counted; `pareto` and
+    // `normal` are seeded with the number.
+    let mut thread_number = 1u32;
+    let jobs = jobs
+        .into_iter()
+        .map(|(mut job, _)| {
+            job.fio_thread_number = thread_number;
+            thread_number = thread_number.saturating_add(job.numjobs);
+            job
+        })
+        .collect();
+    Ok(Workload { jobs, trace: None })
 }
 
 struct Parser<'a> {
@@ -350,15 +358,34 @@ mod tests {
         }
     }
 
+    /// Parses `text` and compares its jobs with `expected`, whose fio thread numbers are
+    /// filled in here (`fio_threads_are_numbered_over_the_file` checks those).
     fn check(text: &str, expected: Result<Vec<JobSpec>, &str>) {
         let actual = parse_job_file(text)
             .map(|workload| workload.jobs)
             .map_err(|e| e.to_string());
+        let mut next = 1;
+        let expected = expected.map(|jobs| {
+            jobs.into_iter()
+                .map(|mut job| {
+                    job.fio_thread_number = next;
+                    next += job.numjobs;
+                    job
+                })
+                .collect::<Vec<_>>()
+        });
         assert_eq!(
             actual,
             expected.map_err(str::to_string),
             "job file:\n{text}"
         );
+    }
+
+    #[test]
+    fn fio_threads_are_numbered_over_the_file() {
+        let w = parse_job_file("[a]\nnumjobs=3\n[b]\n[c]\nnumjobs=2\n[d]\n").unwrap();
+        let numbers: Vec<u32> = w.jobs.iter().map(|j| j.fio_thread_number).collect();
+        assert_eq!(numbers, [1, 4, 5, 7]);
     }
 
     #[test]

@@ -66,7 +66,10 @@ pub(super) const SWITCH_KEYS: &[&str] = &[
 /// ([`ignored_reason`]). Keys that change what happens and are not modelled fail as unknown.
 const IGNORED: &[(&str, &str)] = &[
     ("ioengine", "nvarray is the engine: requests go to the modelled device"),
-    ("filename", "the device is chosen by --preset/--device, not by a file"),
+    (
+        "filename",
+        "the device is chosen by --preset/--device, not by a file (the name still seeds pareto and normal offsets, as in fio)",
+    ),
     ("allow_file_create", "the device is chosen by --preset/--device: no file is created"),
     ("direct", "no page cache is modelled: every request reaches the device, as with direct=1"),
     ("buffered", "no page cache is modelled: every request reaches the device, as with buffered=0"),

@@ -41,7 +41,7 @@ impl JobSpec {
     /// - `runtime`: duration, seconds by default, at most [`RUNTIME_NS_MAX`]; 0 clears it.
     /// - `number_ios`: count (size suffixes allowed, as in fio), at most [`NUMBER_IOS_MAX`];
     ///   0 clears it.
-    /// - `random_distribution`: `random` or `zipf:THETA`, theta in `(0, 100]`.
+    /// - `random_distribution`: see [`Distribution`](super::Distribution)'s `FromStr`.
     /// - `randseed`: any `u64`, decimal or `0x` hex.
     /// - `offset`: size; `size`: nonzero size.
     /// - `thinktime`: duration, **microseconds** by default as in fio, at most
@@ -52,6 +52,10 @@ impl JobSpec {
     ///   `plid_select` (`roundrobin` or `random`): see `placement.rs`.
     pub fn set(&mut self, key: &str, value: &str) -> Result<(), WorkloadError> {
         let value = value.trim();
+        if key == "filename" {
+            // Ignored for the device, kept for the seed (see `JobSpec::filename`).
+            self.filename = (!value.is_empty()).then(|| value.to_string());
+        }
         if IGNORED_KEYS.contains(&key) {
             return Ok(());
         }
@@ -1033,9 +1037,20 @@ mod tests {
         check(
             "random_distribution",
             "pareto:0.9",
+            Ok(JobSpec {
+                random_distribution: Distribution::Pareto {
+                    h: 0.9,
+                    center: None,
+                },
+                ..d()
+            }),
+        );
+        check(
+            "random_distribution",
+            "uniform",
             Err(
-                "random_distribution: must be random or zipf:THETA (pareto, normal and zoned \
-                 are not supported), got 'pareto:0.9'",
+                "random_distribution: must be random, zipf:THETA, pareto[:H], normal[:DEV], \
+                 zoned:A/S[:A/S...] or zoned_abs:A/SIZE[:A/SIZE...], got 'uniform'",
             ),
         );
     }
@@ -1131,7 +1146,14 @@ mod tests {
         );
         check("norandommap", "0", Ok(d()));
         check("ioengine", "io_uring", Ok(d()));
-        check("filename", "/dev/nvme0n1", Ok(d()));
+        check(
+            "filename",
+            "/dev/nvme0n1",
+            Ok(JobSpec {
+                filename: Some("/dev/nvme0n1".into()),
+                ..d()
+            }),
+        );
         check("direct", "1", Ok(d()));
         // Accepted either way, noted by the front end: no page cache is modelled.
         check("direct", "0", Ok(d()));

@@ -3,8 +3,9 @@
 //!
 //! The rest of a job lives beside it, one concern per file:
 //!
-//! - `vocabulary.rs`: the value types a job is made of (`RwMode`, `Distribution`, `BlockSize`,
-//!   `Verify`) and the `Request` a generator issues.
+//! - `vocabulary.rs`: the value types a job is made of (`RwMode`, `BlockSize`, `Verify`) and
+//!   the `Request` a generator issues; `distribution.rs`: `Distribution`, fio's
+//!   `random_distribution` values.
 //! - `keys.rs`: [`JobSpec::set`], the one place a fio `key=value` is parsed;
 //!   `key_names.rs`: the lists of supported and ignored keys, and the closest to a typo.
 //! - `limits.rs`: the largest value of each field.
@@ -14,6 +15,7 @@
 
 use serde::Serialize;
 
+mod distribution;
 mod key_names;
 mod keys;
 mod limits;
@@ -22,6 +24,7 @@ mod placement;
 mod validate;
 mod vocabulary;
 
+pub use distribution::{Distribution, ZoneSplit, ZONES_MAX};
 pub(crate) use key_names::closest_key;
 pub use key_names::{ignored_reason, IGNORED_KEYS, SUPPORTED_KEYS};
 pub use limits::{
@@ -29,7 +32,7 @@ pub use limits::{
     RANDSEED_DEFAULT, RUNTIME_NS_MAX, THINKTIME_NS_MAX, ZIPF_THETA_MAX,
 };
 pub use placement::{DataPlacement, PlacementPicker, PlacementSelect, PLACEMENT_IDS_MAX};
-pub use vocabulary::{BlockSize, Direction, Distribution, RateProcess, Request, RwMode, Verify};
+pub use vocabulary::{BlockSize, Direction, RateProcess, Request, RwMode, Verify};
 
 /// One job (one section of a fio job file): what `numjobs` identical threads do.
 ///
@@ -114,6 +117,15 @@ pub struct JobSpec {
     pub wait_for: Option<String>,
     /// Writes carry a placement handle (fio's `fdp`, `fdp_pli`, `fdp_pli_select`).
     pub data_placement: DataPlacement,
+    /// fio's `filename`. The device is not chosen by it, but fio seeds a file's `pareto` and
+    /// `normal` offsets with its name, so nvarray does too (`None`: fio's default name,
+    /// `JOB.CLONE.0`).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub filename: Option<String>,
+    /// The number fio gives the job's first thread: 1, plus every thread (each `numjobs`
+    /// clone) of the jobs before it in its job file. Seeds `pareto` and `normal` as in fio.
+    #[serde(skip)]
+    pub fio_thread_number: u32,
 }
 
 impl Default for JobSpec {
@@ -148,6 +160,8 @@ impl Default for JobSpec {
             new_group: false,
             wait_for: None,
             data_placement: DataPlacement::default(),
+            filename: None,
+            fio_thread_number: 1,
         }
     }
 }

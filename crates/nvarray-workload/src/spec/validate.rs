@@ -2,11 +2,11 @@
 //! so they may have been written directly), and [`JobSpec::validate`], which checks a job
 //! against the device it is meant to run on.
 
+use super::distribution::{check_distribution, Distribution};
 use super::limits::{
     BSSPLIT_ENTRIES_MAX, BS_BYTES_MAX, IODEPTH_MAX, NAME_BYTES_MAX, NUMBER_IOS_MAX, NUMJOBS_MAX,
     RUNTIME_NS_MAX, THINKTIME_NS_MAX,
 };
-use super::vocabulary::check_distribution;
 use super::vocabulary::BlockSize;
 use super::JobSpec;
 use crate::error::WorkloadError;
@@ -37,6 +37,14 @@ impl JobSpec {
             }
         }
         debug_assert!(region_len_bytes >= u64::from(self.bs.len_bytes_max()));
+        if let Distribution::Zoned(split) = &self.random_distribution {
+            let align_bytes = self.align_bytes();
+            crate::skew::ZoneTable::new(split, region_len_bytes / align_bytes, align_bytes)
+                .map_err(|reason| WorkloadError::Invalid {
+                    key: "random_distribution",
+                    reason,
+                })?;
+        }
         Ok(())
     }
 
@@ -84,7 +92,10 @@ impl JobSpec {
             }
         }
         if let Err(reason) = check_distribution(&self.random_distribution) {
-            return invalid("random_distribution", reason);
+            return invalid(
+                "random_distribution",
+                format!("{reason}, got {}", self.random_distribution),
+            );
         }
         if self.size_bytes == Some(0) {
             return invalid("size", "must be > 0 or None".to_string());
@@ -443,7 +454,7 @@ mod tests {
                 ..d()
             },
             gib,
-            Err("random_distribution: zipf theta must be in (0, 100], got -1"),
+            Err("random_distribution: zipf theta must be in (0, 100], got zipf:-1"),
         );
         check_validate(
             JobSpec {

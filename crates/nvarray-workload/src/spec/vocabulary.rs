@@ -1,13 +1,13 @@
 //! The value types of fio's vocabulary that a job is made of: the direction of a request,
-//! access patterns (`rw`), offset distributions, request-length mixes (`bs`, `bssplit`) and
-//! data verification, each with fio's names for reading and writing it back.
+//! access patterns (`rw`), request-length mixes (`bs`, `bssplit`) and data verification, each
+//! with fio's names for reading and writing it back (offset distributions are in
+//! `distribution.rs`).
 
 use std::fmt;
 use std::str::FromStr;
 
 use serde::Serialize;
 
-use super::limits::ZIPF_THETA_MAX;
 use crate::error::{value_error, WorkloadError};
 use crate::units::format_size;
 
@@ -102,56 +102,6 @@ impl FromStr for RwMode {
             }
         };
         Ok(mode)
-    }
-}
-
-/// How random offsets are spread over a job's region (fio `--random_distribution`).
-/// Sequential jobs ignore it, as fio does.
-#[derive(Clone, Copy, Debug, PartialEq, Serialize)]
-pub enum Distribution {
-    /// `random`: every aligned offset equally likely.
-    Uniform,
-    /// `zipf:THETA`: the k-th hottest block is hit with probability proportional to
-    /// `1 / k^theta`; the hot blocks are scattered over the region, not packed at its start.
-    Zipf {
-        /// Skew, in `(0, ZIPF_THETA_MAX]`; larger is more skewed. 1.0 is accepted.
-        theta: f64,
-    },
-}
-
-impl fmt::Display for Distribution {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        match self {
-            Distribution::Uniform => f.write_str("random"),
-            Distribution::Zipf { theta } => write!(f, "zipf:{theta}"),
-        }
-    }
-}
-
-impl FromStr for Distribution {
-    type Err = WorkloadError;
-
-    /// Parses `random` or `zipf:THETA`.
-    fn from_str(s: &str) -> Result<Self, Self::Err> {
-        const KEY: &str = "random_distribution";
-        let text = s.trim();
-        if text == "random" {
-            return Ok(Distribution::Uniform);
-        }
-        let Some(theta_text) = text.strip_prefix("zipf:") else {
-            return Err(value_error(
-                KEY,
-                s,
-                "must be random or zipf:THETA (pareto, normal and zoned are not supported)",
-            ));
-        };
-        let theta: f64 = theta_text
-            .trim()
-            .parse()
-            .map_err(|_| value_error(KEY, s, &theta_range()))?;
-        let distribution = Distribution::Zipf { theta };
-        check_distribution(&distribution).map_err(|_| value_error(KEY, s, &theta_range()))?;
-        Ok(distribution)
     }
 }
 
@@ -278,21 +228,6 @@ impl fmt::Display for Verify {
     }
 }
 
-pub(super) fn theta_range() -> String {
-    format!("zipf theta must be in (0, {ZIPF_THETA_MAX}]")
-}
-
-/// Range checks on a distribution.
-pub(super) fn check_distribution(distribution: &Distribution) -> Result<(), String> {
-    if let Distribution::Zipf { theta } = *distribution {
-        // Written so that NaN fails too.
-        if !(theta > 0.0 && theta <= ZIPF_THETA_MAX) {
-            return Err(format!("{}, got {theta}", theta_range()));
-        }
-    }
-    Ok(())
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -312,11 +247,6 @@ mod tests {
         let mut job = d();
         job.set("bssplit", "4k/10:1536/20:1m/70").unwrap();
         assert_eq!(job.bs.to_string(), "4k/10:1536/20:1m/70");
-        for text in ["random", "zipf:1.2", "zipf:1"] {
-            let mut job = d();
-            job.set("random_distribution", text).unwrap();
-            assert_eq!(job.random_distribution.to_string(), text);
-        }
         for rw in ["read", "write", "randread", "randwrite", "rw", "randrw"] {
             assert_eq!(rw.parse::<RwMode>().unwrap().to_string(), rw);
         }

@@ -1,0 +1,214 @@
+//! Offsets of fio's `pareto`, `normal` and `zoned` / `zoned_abs` distributions, as block
+//! indices (multiples of the job's `blockalign`) over a region.
+//!
+//! `pareto` and `normal` are fio's own, draw for draw (`fio_rand.rs` for why): a rank drawn
+//! from a [`Taus88`] stream, scattered by fio's golden-ratio hash and shifted by the stream's
+//! first draw (or the `center`), modulo the region's ranges. `zoned` splits the region as
+//! fio does (integer percent arithmetic on the region's blocks) and draws with the job's own
+//! generator: its histogram is the zone table's whatever the generator, so it matches fio's
+//! bucket by bucket without fio's seeds.
+
+use rand::rngs::SmallRng;
+use rand::RngCore;
+
+use crate::fio_rand::{scatter, Taus88};
+use crate::spec::ZoneSplit;
+
+/// fio's `FRAND32_MAX`: pareto and zipf divide by it, not by 2^32.
+const FRAND32_MAX: f64 = 4_294_967_295.0;
+
+/// A skewed offset stream as fio draws it.
+#[derive(Clone, Debug)]
+pub(crate) struct FioSkew {
+    taus: Taus88,
+    /// Ranges of the region (fio's `nranges`: region / smallest request, rounded up).
+    ranges: u64,
+    /// Added to every scattered rank (the stream's first draw, or `ranges x center`).
+    offset: u64,
+    kind: Kind,
+}
+
+#[derive(Clone, Copy, Debug)]
+enum Kind {
+    /// `pareto:h`: `pow` of a uniform draw by `ln h / ln(1 - h)`.
+    Pareto { power: f64 },
+    /// `normal:dev`: the mean of 12 uniform draws, plus a uniform jitter of `stddev` ranges.
+    Normal { stddev: u64 },
+}
+
+impl FioSkew {
+    /// `pareto:h[:center]` over `ranges` ranges, seeded with `seed`.
+    pub(crate) fn pareto(ranges: u64, h: f64, center: Option<f64>, seed: u64) -> FioSkew {
+        let mut taus = Taus88::new(seed);
+        let first = u64::from(taus.next_u32());
+        FioSkew {
+            taus,
+            ranges,
+            offset: center.map_or(first, |c| (ranges as f64 * c) as u64),
+            kind: Kind::Pareto {
+                power: h.ln() / (1.0 - h).ln(),
+            },
+        }
+    }
+
+    /// `normal:dev[:center]` (`dev` a percentage of the ranges) over `ranges` ranges.
+    pub(crate) fn normal(ranges: u64, dev_percent: f64, center: Option<f64>, seed: u64) -> FioSkew {
+        let stddev = if dev_percent == 0.0 {
+            0
+        } else {
+            ((ranges as f64 * dev_percent / 100.0).ceil() as u64).min(ranges / 2)
+        };
+        FioSkew {
+            taus: Taus88::new(seed),
+            ranges,
+            // fio converts a negative shift through a 32-bit integer, as x86 does here.
+            offset: center.map_or(0, |c| u64::from((ranges as f64 * (c - 0.5)) as i64 as u32)),
+            kind: Kind::Normal { stddev },
+        }
+    }
+
+    /// The next range index, `0..ranges`.
+    #[inline]
+    pub(crate) fn next_range(&mut self) -> u64 {
+        let n = self.ranges;
+        let rank = match self.kind {
+            Kind::Pareto { power } => {
+                let u = f64::from(self.taus.next_u32()) / FRAND32_MAX;
+                ((n - 1) as f64 * u.powf(power)) as u64
+            }
+            Kind::Normal { stddev } => {
+                let mut sum = 0u64;
+                for _ in 0..12 {
+                    sum += u64::from(self.taus.next_u32()) % (n + 1);
+                }
+                let mut value = (sum + 11) / 12;
+                if stddev > 0 {
+                    let draw = f64::from(self.taus.next_u32()) / 4_294_967_296.0;
+                    let mut delta = (stddev as f64 * draw) as i64 - (stddev / 2) as i64;
+                    while value.wrapping_add_signed(delta) >= n {
+                        delta /= 2;
+                    }
+                    value = value.wrapping_add_signed(delta);
+                }
+                value
+            }
+        };
+        scatter(rank).wrapping_add(self.offset) % n
+    }
+}
+
+/// fio's zone table: for each access percent, the zone's first block and block count.
+#[derive(Clone, Debug)]
+pub(crate) struct ZoneTable {
+    by_percent: Box<[(u64, u64); 100]>,
+}
+
+impl ZoneTable {
+    /// The table of `split` over a region of `blocks` blocks of `align_bytes`, or why it does
+    /// not fit (a `zoned_abs` zone past the region's end, which fio finds at its first draw
+    /// there and ends the job with).
+    pub(crate) fn new(
+        split: &ZoneSplit,
+        blocks: u64,
+        align_bytes: u64,
+    ) -> Result<ZoneTable, String> {
+        let mut by_percent = Box::new([(0u64, 0u64); 100]);
+        let mut percent = 0usize;
+        let mut start = 0u64; // percent of the region (zoned) or bytes (zoned_abs)
+        for &(access, size) in &split.zones {
+            let end = start + size;
+            let (first, count) = if split.absolute {
+                let (first, last) = (start / align_bytes, end / align_bytes);
+                if last > blocks {
+                    return Err(format!(
+                        "zoned_abs zones end at {end} bytes, past the job's region of {} bytes",
+                        blocks * align_bytes
+                    ));
+                }
+                (first, last - first)
+            } else {
+                // fio's integer arithmetic on percents of the region's blocks.
+                (start * blocks / 100, blocks * (end - start) / 100)
+            };
+            let access = usize::from(access);
+            by_percent[percent..percent + access].fill((first, count));
+            percent += access;
+            start = end;
+        }
+        debug_assert_eq!(
+            percent, 100,
+            "access percentages sum to 100 (checked when parsed)"
+        );
+        Ok(ZoneTable { by_percent })
+    }
+
+    /// The next block: a zone by its access percent, then a block inside it.
+    #[inline]
+    pub(crate) fn next_block(&self, rng: &mut SmallRng) -> u64 {
+        let (first, count) = self.by_percent[below(rng.next_u64(), 100) as usize];
+        first + below(rng.next_u64(), count)
+    }
+}
+
+/// `bits` mapped to `0..n` by multiply-shift (0 when `n` is 0).
+#[inline]
+fn below(bits: u64, n: u64) -> u64 {
+    ((u128::from(bits) * u128::from(n)) >> 64) as u64
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use rand::SeedableRng;
+
+    #[test]
+    fn zones_take_their_share_of_draws_and_of_the_region() {
+        // 50 % of draws in the first 5 %, 30 % in the next 15 %, 20 % in the remaining 80 %.
+        let split = ZoneSplit {
+            absolute: false,
+            zones: vec![(50, 5), (30, 15), (20, 80)],
+        };
+        let table = ZoneTable::new(&split, 1000, 4096).unwrap();
+        let mut rng = SmallRng::seed_from_u64(1);
+        let mut hits = [0u32; 3];
+        for _ in 0..100_000 {
+            let b = table.next_block(&mut rng);
+            assert!(b < 1000);
+            hits[match b {
+                0..=49 => 0,
+                50..=199 => 1,
+                _ => 2,
+            }] += 1;
+        }
+        for (got, want) in hits.iter().zip([50_000, 30_000, 20_000]) {
+            assert!((*got as i64 - want).abs() < 1_000, "{hits:?}");
+        }
+    }
+
+    #[test]
+    fn an_absolute_zone_past_the_region_is_refused() {
+        let split = ZoneSplit {
+            absolute: true,
+            zones: vec![(100, 8 << 20)],
+        };
+        let e = ZoneTable::new(&split, 1024, 4096).unwrap_err();
+        assert!(e.contains("past the job's region"), "{e}");
+        assert!(ZoneTable::new(&split, 2048, 4096).is_ok());
+    }
+
+    #[test]
+    fn skewed_ranges_stay_in_range_and_concentrate() {
+        let mut p = FioSkew::pareto(1 << 16, 0.2, None, 12345);
+        let mut n = FioSkew::normal(1 << 16, 5.0, Some(0.2), 12345);
+        let mut counts = std::collections::HashMap::new();
+        for _ in 0..100_000 {
+            let r = p.next_range();
+            assert!(r < 1 << 16);
+            *counts.entry(r).or_insert(0u32) += 1;
+            assert!(n.next_range() < 1 << 16);
+        }
+        // pareto:0.2 gives its hottest range a fifth of the draws or so.
+        let hottest = counts.values().max().unwrap();
+        assert!(*hottest > 10_000, "{hottest}");
+    }
+}
