@@ -81,7 +81,7 @@ impl FioSkew {
                 for _ in 0..12 {
                     sum += u64::from(self.taus.next_u32()) % (n + 1);
                 }
-                let mut value = (sum + 11) / 12;
+                let mut value = sum.div_ceil(12);
                 if stddev > 0 {
                     let draw = f64::from(self.taus.next_u32()) / 4_294_967_296.0;
                     let mut delta = (stddev as f64 * draw) as i64 - (stddev / 2) as i64;

@@ -212,11 +212,10 @@ fn parse_zones(rest: &str, absolute: bool) -> Result<ZoneSplit, String> {
         return Err(format!("the zone sizes add up to {given} %, more than 100"));
     }
     let missing = zones.iter().filter(|(_, s)| s.is_none()).count() as u64;
-    let share = if missing > 0 {
-        (100u64.saturating_sub(given)) / missing
-    } else {
-        0
-    };
+    let share = 100u64
+        .saturating_sub(given)
+        .checked_div(missing)
+        .unwrap_or(0);
     Ok(ZoneSplit {
         absolute,
         zones: zones
