@@ -14,7 +14,7 @@ use crate::fio_rand;
 use crate::random_map::{RandomMap, Shuffle, RANDOM_MAP_POSITIONS_MAX};
 use crate::skew::{FioSkew, ZoneTable};
 use crate::spec::{
-    BlockSize, Direction, Distribution, JobSpec, Request, RwMode, BSSPLIT_ENTRIES_MAX,
+    BlockSize, Direction, Distribution, JobSpec, Request, RwMode, RwSequencer, BSSPLIT_ENTRIES_MAX,
 };
 use crate::zipf::ZipfSampler;
 
@@ -77,12 +77,25 @@ pub struct RequestGen {
     range_steps: u64,
     range_min_bytes: u32,
     pattern: Pattern,
+    /// `rw=randread:N`: a random jump every `run` requests (1: every request; 0: never).
+    run: u64,
+    /// Requests until the next jump (the first request jumps).
+    run_left: u64,
+    /// `rw_sequencer=identical`: requests between jumps repeat the previous offset.
+    identical: bool,
+    /// Start and end (region-relative) of each direction's previous request, for runs.
+    last_start_bytes: [u64; 2],
+    last_end_bytes: [u64; 2],
 }
 
 #[derive(Clone, Debug)]
 enum Pattern {
-    /// Next offset of each direction, relative to the region start, indexed by `Direction as usize`.
-    Sequential { cursor_bytes: [u64; 2] },
+    /// Next offset of each direction, relative to the region start, indexed by `Direction as
+    /// usize`, and fio's `rw=read:N` gap between one request's end and the next's start.
+    Sequential {
+        cursor_bytes: [u64; 2],
+        gap_bytes: i64,
+    },
     /// Offsets drawn independently (`norandommap`).
     Uniform,
     /// Each position once per pass, in a keyed order: requests of one position each.
@@ -252,6 +265,7 @@ impl Pattern {
             let start_bytes = u64::from(thread_index) * stride_bytes / block_bytes * block_bytes;
             Pattern::Sequential {
                 cursor_bytes: [start_bytes; 2],
+                gap_bytes: job.rw_gap_bytes,
             }
         })
     }
@@ -326,6 +340,11 @@ impl RequestGen {
             range_steps,
             range_min_bytes,
             pattern,
+            run: u64::from(job.rw_run),
+            run_left: 1,
+            identical: job.rw_sequencer == RwSequencer::Identical,
+            last_start_bytes: [0; 2],
+            last_end_bytes: [0; 2],
         })
     }
 
@@ -371,25 +390,36 @@ impl RequestGen {
             (len_bytes, slots)
         };
 
-        let offset_in_region_bytes = match &mut self.pattern {
-            Pattern::Sequential { cursor_bytes } => {
+        let offset_in_region_bytes = match (self.continuation(op, len_bytes), &mut self.pattern) {
+            (Some(offset), _) => offset,
+            (
+                None,
+                Pattern::Sequential {
+                    cursor_bytes,
+                    gap_bytes,
+                },
+            ) => {
                 let cursor = &mut cursor_bytes[op as usize];
                 if *cursor + u64::from(len_bytes) > self.region_len_bytes {
                     *cursor = 0;
                 }
                 let offset = *cursor;
-                *cursor += u64::from(len_bytes);
+                *cursor = after_gap(
+                    offset + u64::from(len_bytes),
+                    *gap_bytes,
+                    self.region_len_bytes,
+                );
                 offset
             }
-            Pattern::Uniform => {
+            (None, Pattern::Uniform) => {
                 let slot = below(self.rng.next_u64(), uniform_slots);
                 slot * self.align_bytes
             }
-            Pattern::Shuffled(shuffle) => {
+            (None, Pattern::Shuffled(shuffle)) => {
                 let rng = &mut self.rng;
                 shuffle.next(|| rng.next_u64()) * self.align_bytes
             }
-            Pattern::Mapped(map) => {
+            (None, Pattern::Mapped(map)) => {
                 let slot = map.land(below(self.rng.next_u64(), uniform_slots));
                 let wanted = u64::from(len_bytes).div_ceil(self.align_bytes);
                 let taken = map.take(slot, wanted);
@@ -400,26 +430,33 @@ impl RequestGen {
                 }
                 slot * self.align_bytes
             }
-            Pattern::Zipf {
-                zipf,
-                slots,
-                scatter,
-            } => {
+            (
+                None,
+                Pattern::Zipf {
+                    zipf,
+                    slots,
+                    scatter,
+                },
+            ) => {
                 let rank = zipf.sample(&mut self.rng);
                 debug_assert!((1..=*slots).contains(&rank));
                 scatter.apply(rank - 1) * self.align_bytes
             }
-            Pattern::Skewed(skew) => {
+            (None, Pattern::Skewed(skew)) => {
                 let last = (uniform_slots - 1) * self.align_bytes;
                 fitting(last, self.align_bytes, || skew.next_range())
             }
-            Pattern::Zoned(table) => {
+            (None, Pattern::Zoned(table)) => {
                 let last = (uniform_slots - 1) * self.align_bytes;
                 let rng = &mut self.rng;
                 fitting(last, self.align_bytes, || table.next_block(rng))
             }
         };
         debug_assert!(offset_in_region_bytes + u64::from(len_bytes) <= self.region_len_bytes);
+        if self.run != 1 {
+            self.last_start_bytes[op as usize] = offset_in_region_bytes;
+            self.last_end_bytes[op as usize] = offset_in_region_bytes + u64::from(len_bytes);
+        }
         Request {
             op,
             offset_bytes: self.region_start_bytes + offset_in_region_bytes,
@@ -462,6 +499,47 @@ fn fio_skew_stream(job: &JobSpec, thread_index: u32, region_len_bytes: u64) -> (
         ranges,
         fio_rand::skew_seed(job.randseed, file_name, thread_number),
     )
+}
+
+impl RequestGen {
+    /// With `rw=randread:N`, the offset of a request that does not jump: where the previous
+    /// request of its direction ended (or began, with `rw_sequencer=identical`), if the
+    /// request fits there; `None` for a request that jumps (every N-th, counted over both
+    /// directions as fio counts) or does not fit, and always without a run.
+    #[inline]
+    fn continuation(&mut self, op: Direction, len_bytes: u32) -> Option<u64> {
+        if self.run == 1 {
+            return None;
+        }
+        if self.run != 0 {
+            self.run_left -= 1;
+            if self.run_left == 0 {
+                self.run_left = self.run;
+                return None;
+            }
+        }
+        let offset = if self.identical {
+            self.last_start_bytes[op as usize]
+        } else {
+            self.last_end_bytes[op as usize]
+        };
+        (offset + u64::from(len_bytes) <= self.region_len_bytes).then_some(offset)
+    }
+}
+
+/// Where a sequential request starts after one that ended at `end` (region-relative), `gap`
+/// bytes on (fio's `rw=read:N`). Past either end of the region it wraps as fio's does: a
+/// forward gap to the region's start, a backward one to `gap` before the region's end.
+#[inline]
+fn after_gap(end: u64, gap: i64, region_len: u64) -> u64 {
+    if gap == 0 {
+        return end;
+    }
+    match end.checked_add_signed(gap) {
+        Some(next) if next < region_len => next,
+        _ if gap > 0 => 0,
+        _ => region_len.saturating_sub(gap.unsigned_abs()),
+    }
 }
 
 /// Maps 32 random bits to `0..100` by multiply-shift; the bias, 100 / 2^32, is far below

@@ -306,6 +306,12 @@ fn every_supported_key_works_in_a_job_file() {
             check: |r| r["requests"].as_u64() > Some(10),
         },
         KeyCase {
+            key: "rw_sequencer",
+            value: "identical",
+            with: "rw=randread:4",
+            check: |r| r["requests"].as_u64() > Some(10),
+        },
+        KeyCase {
             key: "randseed",
             value: "7",
             with: "rw=randread",
@@ -538,6 +544,18 @@ fn every_ignored_key_is_noted_and_every_refused_form_named() {
         ),
         ("[j]\nbs=4k,8k\n", "separate read,write sizes"),
         ("[j]\ndirect=0\nrw=trim\n", "rw"),
+        (
+            "[j]\nrw=randread\nrandom_distribution=sequence\n",
+            "is not a fio distribution",
+        ),
+        (
+            "[j]\nrw=randread\nrandom_distribution=zoned:50/5:30/15:20/,50/10:50/90\n",
+            "per-direction distributions",
+        ),
+        (
+            "[j]\nrw=randread\nsize=1m\nrandom_distribution=zoned_abs:50/1m:50/1m\n",
+            "past the job's region",
+        ),
         (
             "[j]\npercentile_list=50:99\n",
             "unknown key 'percentile_list'",

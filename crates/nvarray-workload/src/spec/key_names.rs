@@ -10,6 +10,7 @@ pub const SUPPORTED_KEYS: &[&str] = &[
     "name",
     "rw",
     "readwrite",
+    "rw_sequencer",
     "bs",
     "blocksize",
     "bssplit",

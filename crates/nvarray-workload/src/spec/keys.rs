@@ -111,7 +111,22 @@ impl JobSpec {
                 self.name = value.to_string();
             }
             "rw" | "readwrite" => {
-                self.rw = value.parse().map_err(|e| rekey(e, key))?;
+                let (mode, modifier) = value.split_once(':').unwrap_or((value, ""));
+                let rw: super::RwMode = mode.parse().map_err(|e| rekey(e, key))?;
+                let (mut run, mut gap) = (1, 0);
+                if !modifier.trim().is_empty() {
+                    if rw.is_random() {
+                        run = parse_run(key, value, modifier)?;
+                    } else {
+                        gap = parse_gap(key, value, modifier)?;
+                    }
+                }
+                (self.rw, self.rw_run, self.rw_gap_bytes) = (rw, run, gap);
+            }
+            "rw_sequencer" => {
+                self.rw_sequencer = value
+                    .parse()
+                    .map_err(|reason: String| value_error(key, value, &reason))?;
             }
             "bs" | "blocksize" => self.bs = BlockSize::Fixed(parse_bs(key, value)?),
             "bssplit" => self.bs = parse_bssplit(value)?,
@@ -282,6 +297,39 @@ fn parse_u32_in(key: &str, value: &str, min: u32, max: u32) -> Result<u32, Workl
 fn parse_percent(key: &str, value: &str) -> Result<u8, WorkloadError> {
     let percent = parse_u32_in(key, value, 0, 100)?;
     Ok(u8::try_from(percent).expect("percent is at most 100"))
+}
+
+/// The `N` of `rw=randread:N`: requests per random jump. fio reads it with `atoi`, so a unit
+/// after the digits is ignored (`8k` is 8).
+fn parse_run(key: &str, value: &str, modifier: &str) -> Result<u32, WorkloadError> {
+    let digits: String = modifier
+        .trim()
+        .chars()
+        .take_while(char::is_ascii_digit)
+        .collect();
+    if digits.is_empty() {
+        return Err(value_error(
+            key,
+            value,
+            "needs a number of requests per random jump after ':' (randread:8)",
+        ));
+    }
+    digits
+        .parse()
+        .map_err(|_| value_error(key, value, "has a run longer than 4294967295 requests"))
+}
+
+/// The `N` of `rw=read:N`: a size, negative to step backwards.
+fn parse_gap(key: &str, value: &str, modifier: &str) -> Result<i64, WorkloadError> {
+    let modifier = modifier.trim();
+    let (negative, size) = match modifier.strip_prefix('-') {
+        Some(rest) => (true, rest),
+        None => (false, modifier.strip_prefix('+').unwrap_or(modifier)),
+    };
+    let bytes = nvarray_units::parse_size(size).map_err(|e| size_value_error(key, value, &e))?;
+    let bytes = i64::try_from(bytes)
+        .map_err(|_| value_error(key, value, "has a gap larger than 2^63 bytes"))?;
+    Ok(if negative { -bytes } else { bytes })
 }
 
 fn parse_randseed(value: &str) -> Result<u64, WorkloadError> {
@@ -506,11 +554,57 @@ mod tests {
             check("rw", value, Ok(JobSpec { rw, ..d() }));
             check("readwrite", value, Ok(JobSpec { rw, ..d() }));
         }
-        let reason = "must be one of read, write, randread, randwrite, rw (readwrite), randrw \
-                      (trim modes and ':N' offset modifiers are not supported)";
-        for bad in ["trim", "randtrim", "trimwrite", "randrw:8", "READ", "rand"] {
+        let reason = "must be one of read, write, randread, randwrite, rw (readwrite), randrw, \
+                      with an optional :N (trim modes are not supported)";
+        for bad in ["trim", "randtrim", "trimwrite", "READ", "rand"] {
             check("rw", bad, Err(&format!("rw: {reason}, got '{bad}'")));
         }
+        // `:N`: requests per random jump (fio's atoi: a unit is ignored), or a signed gap.
+        for (value, rw, rw_run, rw_gap_bytes) in [
+            ("randrw:8", RwMode::RandRw, 8, 0),
+            ("randread:8k", RwMode::RandRead, 8, 0),
+            ("randread:0", RwMode::RandRead, 0, 0),
+            ("randread:", RwMode::RandRead, 1, 0),
+            ("read:-8k", RwMode::Read, 1, -8192),
+            ("write:112k", RwMode::Write, 1, 112 << 10),
+            ("rw:+4k", RwMode::Rw, 1, 4096),
+        ] {
+            let job = JobSpec {
+                rw,
+                rw_run,
+                rw_gap_bytes,
+                ..d()
+            };
+            check("rw", value, Ok(job));
+        }
+        check(
+            "rw",
+            "randread:x",
+            Err("rw: needs a number of requests per random jump after ':' (randread:8), got \
+                 'randread:x'"),
+        );
+        check(
+            "rw",
+            "read:8q",
+            Err(
+                "rw: expected an unsigned number with an optional suffix k, m, g, t or p \
+                 (powers of 1024, optionally followed by b, any case), or 0x followed by hex \
+                 digits, got 'read:8q'",
+            ),
+        );
+        check(
+            "rw_sequencer",
+            "identical:2",
+            Ok(JobSpec {
+                rw_sequencer: crate::spec::RwSequencer::Identical,
+                ..d()
+            }),
+        );
+        check(
+            "rw_sequencer",
+            "random",
+            Err("rw_sequencer: must be sequential or identical, got 'random'"),
+        );
         check(
             "readwrite",
             "x",

@@ -32,7 +32,7 @@ pub use limits::{
     RANDSEED_DEFAULT, RUNTIME_NS_MAX, THINKTIME_NS_MAX, ZIPF_THETA_MAX,
 };
 pub use placement::{DataPlacement, PlacementPicker, PlacementSelect, PLACEMENT_IDS_MAX};
-pub use vocabulary::{BlockSize, Direction, RateProcess, Request, RwMode, Verify};
+pub use vocabulary::{BlockSize, Direction, RateProcess, Request, RwMode, RwSequencer, Verify};
 
 /// One job (one section of a fio job file): what `numjobs` identical threads do.
 ///
@@ -48,6 +48,16 @@ pub struct JobSpec {
     pub name: String,
     /// Access pattern; default [`RwMode::Read`], as in fio.
     pub rw: RwMode,
+    /// fio's `rw=randread:N` (random modes): a new random offset every `N` requests, counted
+    /// over both directions; the requests between continue from the previous one of their
+    /// direction (`rw_sequencer`). 1 (default): every request; 0: only continuations.
+    pub rw_run: u32,
+    /// fio's `rw=read:N` (sequential modes): each request starts `N` bytes after the end of
+    /// the previous one of its direction (negative: before, reading backwards); default 0.
+    pub rw_gap_bytes: i64,
+    /// fio's `rw_sequencer`: whether the requests of an `rw_run` continue sequentially
+    /// (default) or repeat the run's first offset.
+    pub rw_sequencer: RwSequencer,
     /// Request lengths; default `Fixed(4096)`.
     pub bs: BlockSize,
     /// Percentage of reads for `rw` and `randrw`, `0..=100`; default 50.
@@ -133,6 +143,9 @@ impl Default for JobSpec {
         JobSpec {
             name: "job0".to_string(),
             rw: RwMode::Read,
+            rw_run: 1,
+            rw_gap_bytes: 0,
+            rw_sequencer: RwSequencer::Sequential,
             bs: BlockSize::Fixed(4096),
             rwmixread: 50,
             iodepth: 1,

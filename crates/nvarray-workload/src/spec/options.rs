@@ -17,8 +17,19 @@ impl JobSpec {
         let mut out = Vec::new();
         let mut put = |key: &'static str, value: String| out.push((key, value));
         let size = |bytes: u64| format_size(bytes);
-        if self.rw != d.rw {
-            put("rw", self.rw.to_string());
+        if self.rw != d.rw || self.rw_run != d.rw_run || self.rw_gap_bytes != d.rw_gap_bytes {
+            let modifier = if self.rw.is_random() && self.rw_run != 1 {
+                format!(":{}", self.rw_run)
+            } else if !self.rw.is_random() && self.rw_gap_bytes != 0 {
+                let sign = if self.rw_gap_bytes < 0 { "-" } else { "" };
+                format!(":{sign}{}", size(self.rw_gap_bytes.unsigned_abs()))
+            } else {
+                String::new()
+            };
+            put("rw", format!("{}{modifier}", self.rw));
+        }
+        if self.rw_sequencer != d.rw_sequencer {
+            put("rw_sequencer", self.rw_sequencer.to_string());
         }
         if self.bs != d.bs {
             put(self.bs.key(), self.bs.to_string());

@@ -96,12 +96,48 @@ impl FromStr for RwMode {
                 return Err(value_error(
                     "rw",
                     s,
-                    "must be one of read, write, randread, randwrite, rw (readwrite), randrw \
-                     (trim modes and ':N' offset modifiers are not supported)",
+                    "must be one of read, write, randread, randwrite, rw (readwrite), randrw, \
+                     with an optional :N (trim modes are not supported)",
                 ))
             }
         };
         Ok(mode)
+    }
+}
+
+/// How the requests between two random jumps of `rw=randread:N` choose their offsets (fio's
+/// `rw_sequencer`).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash, Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum RwSequencer {
+    /// `sequential` (fio's default): each continues where the previous one of its direction
+    /// ended.
+    #[default]
+    Sequential,
+    /// `identical`: each repeats the previous one's offset.
+    Identical,
+}
+
+impl fmt::Display for RwSequencer {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(match self {
+            RwSequencer::Sequential => "sequential",
+            RwSequencer::Identical => "identical",
+        })
+    }
+}
+
+impl FromStr for RwSequencer {
+    type Err = String;
+
+    /// `sequential` or `identical`; a `:N` after it is ignored, as fio 3.33 ignores it (the
+    /// run's length comes from `rw=...:N`).
+    fn from_str(s: &str) -> Result<Self, String> {
+        match s.split_once(':').map_or(s, |(name, _)| name).trim() {
+            "sequential" => Ok(RwSequencer::Sequential),
+            "identical" => Ok(RwSequencer::Identical),
+            _ => Err("must be sequential or identical".to_string()),
+        }
     }
 }
 

@@ -1,7 +1,11 @@
-//! `random_distribution` against real fio (issue 43): the same job run by fio 3.33 on its null
-//! engine with `write_iolog`, and by nvarray's request generator, 10^6 requests each. The
-//! offset histograms (64 buckets over the file) agree within 1 % of the requests in every
-//! bucket; `pareto` and `normal`, which nvarray draws as fio does, agree request for request.
+//! Offsets against real fio (issue 43): the same job run by fio 3.33 on its null engine with
+//! `write_iolog`, and by nvarray's request generator.
+//!
+//! - `random_distribution`, 10^6 requests each: the offset histograms (64 buckets over the
+//!   file) agree within 1 % of the requests in every bucket; `pareto` and `normal`, which
+//!   nvarray draws as fio does, agree request for request.
+//! - `rw=...:N` and `rw_sequencer`: sequential gaps and backward reads give fio's offsets
+//!   exactly; random runs have fio's shape (a jump every N requests, continuations between).
 
 use std::path::Path;
 use std::process::Command;
@@ -20,14 +24,19 @@ fn fio_offsets(dir: &Path, jobs: &[(&str, String)]) -> Vec<Vec<u64>> {
         "[global]\nioengine=null\nsize=1g\nio_size=4000m\nbs=4k\nrw=randread\n\
          number_ios={REQUESTS}\n"
     );
+    fio_offsets_of(dir, &mut text, jobs)
+}
+
+/// `fio_offsets` with the global section `text` of the caller's.
+fn fio_offsets_of(dir: &Path, text: &mut String, jobs: &[(&str, String)]) -> Vec<Vec<u64>> {
     for (name, keys) in jobs {
-        text += &format!(
+        *text += &format!(
             "[{name}]\n{keys}write_iolog={}\n",
             dir.join(format!("{name}.iolog")).display()
         );
     }
     let job_file = dir.join("job.fio");
-    std::fs::write(&job_file, text).unwrap();
+    std::fs::write(&job_file, &text).unwrap();
     let out = Command::new("fio")
         .current_dir(dir)
         .arg(&job_file)
@@ -151,6 +160,86 @@ fn pareto_and_normal_give_fios_offsets_request_for_request() {
             assert_eq!(
                 worst, 0,
                 "{distribution}: the same requests, the same histogram"
+            );
+        }
+    }
+}
+
+/// fio's `rw=read:-8k` (examples/backwards-read.fio) and `rw=write:112k`
+/// (examples/cross-stripe-verify.fio's stride): every offset as fio issues it.
+#[test]
+fn sequential_gaps_and_backward_reads_give_fios_offsets() {
+    for (rw, size) in [("read:-8k", "1m"), ("write:112k", "4m"), ("read:4k", "1m")] {
+        let dir = scratch();
+        let mut text = format!("[global]\nioengine=null\nsize={size}\nbs=4k\nnumber_ios=1000\n");
+        let jobs = [("j", format!("rw={rw}\nio_size=100m\n"))];
+        let fio = &fio_offsets_of(dir.path(), &mut text, &jobs)[0];
+        let workload =
+            parse_job_file(&format!("[global]\nsize={size}\nbs=4k\n[j]\nrw={rw}\n")).unwrap();
+        let job = &workload.jobs[0];
+        let mut gen = RequestGen::new(job, 0, FILE_BYTES, 512).unwrap();
+        let ours: Vec<u64> = (0..fio.len())
+            .map(|_| gen.next_request().offset_bytes)
+            .collect();
+        assert_eq!(fio.len(), 1000, "{rw}");
+        assert_eq!(&ours, fio, "{rw}: nvarray's offsets against fio's");
+    }
+}
+
+/// `rw=randread:N`: a random jump every N requests, the ones between continuing from the
+/// previous one (or, with `rw_sequencer=identical`, repeating it), as fio's log shows.
+#[test]
+fn random_runs_jump_every_n_requests_as_fio_does() {
+    for (modifier, sequencer) in [
+        ("4", "sequential"),
+        ("8k", "sequential"),
+        ("3", "identical"),
+    ] {
+        let run: usize = modifier.trim_end_matches('k').parse().unwrap();
+        let keys = format!("rw=randread:{modifier}\nrw_sequencer={sequencer}\nnorandommap\n");
+        let dir = scratch();
+        let mut text = "[global]\nioengine=null\nsize=1g\nbs=4k\nnumber_ios=4000\n".to_string();
+        let fio = &fio_offsets_of(dir.path(), &mut text, &[("j", keys.clone())])[0];
+        let workload = parse_job_file(&format!("[global]\nsize=1g\nbs=4k\n[j]\n{keys}")).unwrap();
+        let mut gen = RequestGen::new(&workload.jobs[0], 0, FILE_BYTES, 512).unwrap();
+        let ours: Vec<u64> = (0..fio.len())
+            .map(|_| gen.next_request().offset_bytes)
+            .collect();
+        // The step from each request to the next: within a run, 4 KiB (or 0 when identical);
+        // at a jump, anything. Both logs have the same steps at the same places.
+        let shape = |offsets: &[u64]| -> Vec<Option<i64>> {
+            offsets
+                .windows(2)
+                .map(|w| {
+                    let step = w[1] as i64 - w[0] as i64;
+                    (step == 0 || step == 4096).then_some(step)
+                })
+                .collect()
+        };
+        let (a, b) = (shape(fio), shape(&ours));
+        let jumps = |s: &[Option<i64>]| {
+            s.iter()
+                .enumerate()
+                .filter(|(_, x)| x.is_none())
+                .map(|(i, _)| i)
+                .collect::<Vec<_>>()
+        };
+        // A random jump may land exactly one block on (rarely): compare where runs end.
+        let (ja, jb) = (jumps(&a), jumps(&b));
+        let every_nth = |j: &[usize]| j.iter().all(|&i| (i + 1) % run == 0);
+        assert!(
+            every_nth(&ja) && every_nth(&jb),
+            "{modifier}/{sequencer}: jumps off the run\nfio {ja:?}\nnvarray {jb:?}"
+        );
+        assert!(
+            ja.len() * run + run >= fio.len() - 1 && jb.len() * run + run >= fio.len() - 1,
+            "{modifier}: too few jumps"
+        );
+        let within = if sequencer == "identical" { 0 } else { 4096 };
+        for s in [&a, &b] {
+            assert!(
+                s.iter().flatten().all(|&x| x == within),
+                "{modifier}/{sequencer}: steps inside runs"
             );
         }
     }
