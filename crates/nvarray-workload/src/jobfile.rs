@@ -51,6 +51,22 @@ impl Workload {
             .collect()
     }
 
+    /// The end of the furthest job region on the device, in bytes: each job's `offset` plus
+    /// its last thread's `offset_increment` steps plus its `size`. `None` when no job gives a
+    /// size (every region then runs to the device's end, whatever its size).
+    pub fn span_bytes(&self) -> Option<u64> {
+        self.jobs
+            .iter()
+            .filter_map(|job| {
+                let steps = job
+                    .offset_increment_bytes
+                    .saturating_mul(u64::from(job.numjobs.saturating_sub(1)));
+                job.size_bytes
+                    .map(|size| job.offset_bytes.saturating_add(steps).saturating_add(size))
+            })
+            .max()
+    }
+
     /// Checks the workload as a whole and every job against the device (see
     /// [`JobSpec::validate`]): at least one job, at most [`JOBS_MAX`], unique names.
     pub fn validate(
@@ -379,6 +395,16 @@ mod tests {
             expected.map_err(str::to_string),
             "job file:\n{text}"
         );
+    }
+
+    #[test]
+    fn the_span_is_the_furthest_region_end() {
+        let w = parse_job_file(
+            "[a]\nsize=1g\noffset=1g\n[b]\nsize=64m\nnumjobs=4\noffset_increment=1g\n[c]\n",
+        )
+        .unwrap();
+        assert_eq!(w.span_bytes(), Some((3 << 30) + (64 << 20)));
+        assert_eq!(parse_job_file("[c]\n").unwrap().span_bytes(), None);
     }
 
     #[test]

@@ -11,13 +11,13 @@ use nvarray_model::DeviceConfig;
 use nvarray_present::table;
 use nvarray_report::RunReport;
 use nvarray_run::EmuRunError;
-use nvarray_workload::Workload;
+use nvarray_workload::{format_size, parse_size, Workload};
 use serde::Serialize;
 
 use crate::cmd_sim::simulate;
 use crate::emu_args::{
-    backing_kind, device_with_size, parse_backing, parse_cpus, parse_device_threads,
-    parse_size_u32, parse_time_ns, Backing, DeviceThreads, CPUS_HELP,
+    backing_kind, capacity_set, device_with_size, parse_backing, parse_cpus, parse_device_threads,
+    parse_size_u32, parse_time_ns, Backing, DeviceThreads, CAPACITY_KEY, CPUS_HELP, SIZE_DEFAULT,
 };
 use crate::input::input_error;
 use crate::progress::Progress;
@@ -165,6 +165,11 @@ impl BenchRunArgs {
         Ok(run)
     }
 
+    /// Whether the user gave the device's size (`--size` or `--set memory.capacity_bytes`).
+    fn capacity_given(&self) -> bool {
+        self.run.fio.size.is_some() || capacity_set(&self.run.device)
+    }
+
     fn options(&self) -> Result<Options> {
         Ok(Options {
             backing: backing_kind(&self.backing, self.durable)?,
@@ -273,8 +278,11 @@ pub fn run_fio(args: FioCompatArgs) -> Result<()> {
     run.fio_compat = true;
     run.check_output()?;
     let options = args.run.options()?;
-    let device = run.device.load()?;
     let mut workload = run.fio.workload(&[])?;
+    if !args.run.capacity_given() {
+        size_device_to_jobs(&mut run, &workload)?;
+    }
+    let device = run.device.load()?;
     if workload.trace.is_none() {
         for job in &mut workload.jobs {
             // fio: a job without time_based ends when it has moved its size (or io_size), or
@@ -304,6 +312,25 @@ pub fn run_fio(args: FioCompatArgs) -> Result<()> {
     );
     bar.finish();
     run.print(&device, &workload, &report?, true)
+}
+
+/// fio creates a file of each job's `size`; nvarray's device has a size of its own. When the
+/// user gave none (`--size`, `--set memory.capacity_bytes`) and a job's region runs past the
+/// default, the device is made as large as the furthest region (to a whole MiB), and a note
+/// says so.
+fn size_device_to_jobs(run: &mut RunArgs, workload: &Workload) -> Result<()> {
+    let default_bytes = parse_size(SIZE_DEFAULT).expect("the default size parses");
+    let Some(span) = workload.span_bytes().filter(|&span| span > default_bytes) else {
+        return Ok(());
+    };
+    let bytes = span.div_ceil(1 << 20).saturating_mul(1 << 20);
+    run.device.set.push(format!("{CAPACITY_KEY}={bytes}"));
+    eprintln!(
+        "note: the device is sized to {} to hold the largest job region, as fio would create \
+         the file (give --size to choose the device's size)",
+        format_size(bytes)
+    );
+    Ok(())
 }
 
 #[derive(Serialize)]

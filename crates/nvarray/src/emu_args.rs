@@ -130,16 +130,20 @@ pub fn parse_cpus(text: &str) -> Result<CpuList, String> {
 /// What `--cpus` says, for both `nvarray bench` and the front ends.
 pub const CPUS_HELP: &str = "Pin the emulator's threads to these CPUs (kernel list syntax: 2-3 or 2,3): the device threads take the first, the threads that serve requests the next ones, wrapping around when there are more threads than CPUs. Default: not pinned. For tail latency, set these CPUs aside first (isolcpus=, nohz_full=; see the README)";
 
+/// Whether a `--set` override gives the device's capacity.
+pub fn capacity_set(device: &DeviceArgs) -> bool {
+    device.set.iter().any(|s| {
+        s.split_once('=')
+            .is_some_and(|(k, _)| k.trim() == CAPACITY_KEY)
+    })
+}
+
 /// `--set` overrides plus `--size` (or its default) as the last override, so it wins.
 pub fn device_with_size(device: &DeviceArgs, size: Option<&str>) -> Result<DeviceArgs> {
     let mut device = device.clone();
-    let capacity_set = device.set.iter().any(|s| {
-        s.split_once('=')
-            .is_some_and(|(k, _)| k.trim() == CAPACITY_KEY)
-    });
     let size = match size {
         Some(size) => size,
-        None if capacity_set => return Ok(device),
+        None if capacity_set(&device) => return Ok(device),
         None => SIZE_DEFAULT,
     };
     let bytes = parse_size(size).map_err(|e| input_error(format!("--size: {e}")))?;

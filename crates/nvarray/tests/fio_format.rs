@@ -593,3 +593,57 @@ fn a_replays_job_options_name_its_trace() {
         "{options}"
     );
 }
+
+/// fio creates a file of a job's size; `nvarray fio` sizes its device to the largest job
+/// region when the user gave no size (saying so), and keeps a size the user gave.
+#[test]
+fn nvarray_fio_sizes_the_device_to_the_largest_job_region_unless_told() {
+    let dir = tempfile::tempdir().unwrap();
+    let job = dir.path().join("big.fio");
+    std::fs::write(
+        &job,
+        "[global]\nbs=1m\nrw=read\n[a]\nsize=1500m\n[b]\nsize=256m\noffset=1g\nnumjobs=2\n\
+         offset_increment=1g\n",
+    )
+    .unwrap();
+    let job = job.to_str().unwrap();
+    let run = |extra: &[&str]| {
+        Command::new(env!("CARGO_BIN_EXE_nvarray"))
+            .args(
+                [
+                    &["fio", "--preset", "dram", "--engine", "sim", job][..],
+                    extra,
+                ]
+                .concat(),
+            )
+            .args(["--output-format", "json"])
+            .output()
+            .unwrap()
+    };
+    let out = run(&[]);
+    let notes = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "{notes}");
+    // b's second thread ends at 1g + 1g + 256m.
+    assert!(notes.contains("the device is sized to 2304m"), "{notes}");
+    let report: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    let read: u64 = report["jobs"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|j| j["read"]["io_bytes"].as_u64().unwrap())
+        .sum();
+    assert_eq!(read, (1500 + 2 * 256) << 20, "every job moved its size");
+    for given in [
+        &["--size", "1g"][..],
+        &["--set", "memory.capacity_bytes=1g"],
+    ] {
+        let out = run(given);
+        let e = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(2), "{given:?}: {e}");
+        assert!(
+            e.contains("runs past the end of the device"),
+            "{given:?}: {e}"
+        );
+        assert!(!e.contains("sized to"), "{given:?}: {e}");
+    }
+}

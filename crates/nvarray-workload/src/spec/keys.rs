@@ -580,8 +580,10 @@ mod tests {
         check(
             "rw",
             "randread:x",
-            Err("rw: needs a number of requests per random jump after ':' (randread:8), got \
-                 'randread:x'"),
+            Err(
+                "rw: needs a number of requests per random jump after ':' (randread:8), got \
+                 'randread:x'",
+            ),
         );
         check(
             "rw",
