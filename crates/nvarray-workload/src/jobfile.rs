@@ -244,7 +244,8 @@ impl Parser<'_> {
             if content.is_empty() {
                 continue;
             }
-            let expanded = expand_vars(content, self.env).map_err(|reason| syntax(line, reason))?;
+            let (expanded, keyword) =
+                expand_vars(content, self.env).map_err(|reason| syntax(line, reason))?;
             let content = expanded.trim();
             if let Some(path) = content.strip_prefix("include ").map(str::trim) {
                 if depth + 1 > INCLUDE_DEPTH_MAX {
@@ -292,6 +293,12 @@ impl Parser<'_> {
             if key.is_empty() {
                 return Err(syntax(line, format!("'{content}' has no key before '='")));
             }
+            let value = if crate::spec::ignored_reason(key).is_some() {
+                value.to_string()
+            } else {
+                evaluated(key, value, keyword).map_err(|reason| syntax(line, reason))?
+            };
+            let value = value.as_str();
             let target = match self.jobs.last_mut() {
                 _ if self.in_global => &mut self.global,
                 Some((job, _)) => job,
@@ -315,10 +322,13 @@ impl Parser<'_> {
 }
 
 /// Replaces `$NAME` and `${NAME}` in `line` by their values in `env`; `$$` is a `$`.
-fn expand_vars(line: &str, env: &dyn JobFileEnv) -> Result<String, String> {
+/// Also says whether one of fio's keywords (`FIO_KEYWORDS`) was replaced, after which fio
+/// evaluates the value's arithmetic (`arith.rs`).
+fn expand_vars(line: &str, env: &dyn JobFileEnv) -> Result<(String, bool), String> {
     if !line.contains('$') {
-        return Ok(line.to_string());
+        return Ok((line.to_string(), false));
     }
+    let mut keyword = false;
     let mut out = String::with_capacity(line.len());
     let mut rest = line;
     while let Some(at) = rest.find('$') {
@@ -355,10 +365,31 @@ fn expand_vars(line: &str, env: &dyn JobFileEnv) -> Result<String, String> {
             )
         })?;
         out.push_str(&value);
+        keyword |= FIO_KEYWORDS.contains(&name);
         rest = tail;
     }
     out.push_str(rest);
-    Ok(out)
+    Ok((out, keyword))
+}
+
+/// fio's reserved keywords: replaced in a job file's values, which fio then evaluates.
+const FIO_KEYWORDS: [&str; 3] = ["pagesize", "mb_memory", "ncpus"];
+
+/// A value with fio's arithmetic done: a parenthesised expression (with units), or, after a
+/// keyword was replaced, `bc`'s integer arithmetic (see `arith.rs`). Other values as given.
+fn evaluated(key: &str, value: &str, keyword: bool) -> Result<String, String> {
+    let arith = |e: String| format!("{key}={value}: {e}");
+    if value.starts_with('(') {
+        return crate::arith::evaluate_value(value)
+            .map(|n| n.to_string())
+            .map_err(arith);
+    }
+    if keyword && value.contains(['+', '-', '*', '/']) {
+        return crate::arith::evaluate(value, false)
+            .map(|n| n.to_string())
+            .map_err(arith);
+    }
+    Ok(value.to_string())
 }
 
 #[cfg(test)]
@@ -601,6 +632,7 @@ mod tests {
         fn var(&self, name: &str) -> Option<String> {
             match name {
                 "ncpus" => Some("4".into()),
+                "pagesize" => Some("4096".into()),
                 "DEPTH" => Some("32".into()),
                 _ => None,
             }
@@ -633,6 +665,30 @@ mod tests {
         assert!(e.contains("without a closing"), "{e}");
         // Without an environment, nothing is set.
         assert!(parse_job_file("[j]\nnumjobs=$ncpus\n").is_err());
+    }
+
+    #[test]
+    fn fio_evaluates_arithmetic_after_its_keywords_and_in_parentheses() {
+        // After a keyword, bc's integer arithmetic (fio 3.33 hands the value to bc).
+        let w = with_env("[j]\nsize=5*1024*$pagesize\nnumjobs=$ncpus/2\n").unwrap();
+        assert_eq!(w.jobs[0].size_bytes, Some(5 * 1024 * 4096));
+        assert_eq!(w.jobs[0].numjobs, 2);
+        // An environment variable is not a keyword: its value is taken as written.
+        let e = with_env("[j]\niodepth=${DEPTH}*2\n").unwrap_err();
+        assert!(e.contains("iodepth"), "{e}");
+        // Parenthesised, with units (fio's HOWTO), with or without an environment.
+        let w = parse_job_file("[j]\nsize=(2*512)m\noffset=(1g+512m)\nbs=(4*1024)\n").unwrap();
+        assert_eq!(w.jobs[0].size_bytes, Some(1 << 30));
+        assert_eq!(w.jobs[0].offset_bytes, 3 << 29);
+        assert_eq!(w.jobs[0].bs, BlockSize::Fixed(4096));
+        for (text, why) in [
+            ("[j]\nsize=$pagesize/0\n", "division by zero"),
+            ("[j]\nsize=(1+2\n", "unbalanced"),
+            ("[j]\nsize=$pagesize*2k\n", "unexpected 'k"),
+        ] {
+            let e = with_env(text).unwrap_err();
+            assert!(e.starts_with("line 2: size=") && e.contains(why), "{text}: {e}");
+        }
     }
 
     #[test]

@@ -53,6 +53,7 @@
 
 #![warn(missing_docs)]
 
+mod arith;
 mod error;
 mod fio_rand;
 mod gen;
