@@ -37,11 +37,16 @@ pub(crate) fn evaluate(expr: &str, units: bool) -> Result<i64, String> {
 /// expression and the suffix after its closing parenthesis.
 pub(crate) fn evaluate_value(value: &str) -> Result<i64, String> {
     let value = value.trim();
-    let close = matching_close(value).ok_or_else(|| format!("'{value}': unbalanced parentheses"))?;
+    let close =
+        matching_close(value).ok_or_else(|| format!("'{value}': unbalanced parentheses"))?;
     let (expr, suffix) = value.split_at(close + 1);
     let n = evaluate(expr, true)?;
-    let unit = unit_multiplier(suffix.trim())
-        .ok_or_else(|| format!("'{value}': unknown unit '{}' after the expression", suffix.trim()))?;
+    let unit = unit_multiplier(suffix.trim()).ok_or_else(|| {
+        format!(
+            "'{value}': unknown unit '{}' after the expression",
+            suffix.trim()
+        )
+    })?;
     n.checked_mul(unit)
         .ok_or_else(|| format!("'{value}': the result overflows 64 bits"))
 }
@@ -68,7 +73,10 @@ fn matching_close(value: &str) -> Option<usize> {
 /// here, as its default `kb_base` makes them.
 fn unit_multiplier(unit: &str) -> Option<i64> {
     let u = unit.to_ascii_lowercase();
-    let u = u.strip_suffix("ib").or_else(|| u.strip_suffix('b')).unwrap_or(&u);
+    let u = u
+        .strip_suffix("ib")
+        .or_else(|| u.strip_suffix('b'))
+        .unwrap_or(&u);
     Some(match u {
         "" => 1,
         "k" => 1 << 10,
@@ -119,7 +127,9 @@ impl Parser<'_> {
             self.at += 1;
             let rhs = self.power()?;
             value = match op {
-                b'*' => value.checked_mul(rhs).ok_or("the expression overflows 64 bits")?,
+                b'*' => value
+                    .checked_mul(rhs)
+                    .ok_or("the expression overflows 64 bits")?,
                 _ if rhs == 0 => return Err("division by zero".into()),
                 b'/' => value / rhs,
                 _ => value % rhs,
@@ -170,7 +180,9 @@ impl Parser<'_> {
             self.at += 1;
         }
         let digits = std::str::from_utf8(&self.text[start..self.at]).expect("ASCII digits");
-        let n: i64 = digits.parse().map_err(|_| format!("{digits} is too large"))?;
+        let n: i64 = digits
+            .parse()
+            .map_err(|_| format!("{digits} is too large"))?;
         if !self.units {
             return Ok(n);
         }
@@ -227,7 +239,9 @@ mod tests {
             let e = evaluate(expr, units).unwrap_err();
             assert!(e.contains(why), "{expr}: {e}");
         }
-        assert!(evaluate_value("(1+1)x").unwrap_err().contains("unknown unit"));
+        assert!(evaluate_value("(1+1)x")
+            .unwrap_err()
+            .contains("unknown unit"));
         assert!(evaluate_value("(1+1").unwrap_err().contains("unbalanced"));
     }
 }

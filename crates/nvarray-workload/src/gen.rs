@@ -113,6 +113,41 @@ enum Pattern {
     Skewed(FioSkew),
     /// fio's `zoned` and `zoned_abs`: a block (of the alignment) of a zone.
     Zoned(ZoneTable),
+    /// fio's `sequence`: the listed blocks in order, each direction counting its own requests
+    /// (as fio's per-direction issue count does).
+    Sequence(BlockSequence),
+}
+
+/// fio's `sequence` distribution: request `k` of a direction takes block `blocks[k % n]`, plus
+/// `(k / n) x n` with `random_sequence_stride`. fio ends a striding job at the region's end;
+/// nvarray starts its passes over from the first group.
+#[derive(Clone, Debug)]
+struct BlockSequence {
+    blocks: Box<[u64]>,
+    stride: bool,
+    /// Blocks of the region (of the smallest request length).
+    region_blocks: u64,
+    issued: [u64; 2],
+}
+
+impl BlockSequence {
+    #[inline]
+    fn next_block(&mut self, op: Direction) -> u64 {
+        let n = self.blocks.len() as u64;
+        let k = self.issued[op as usize];
+        self.issued[op as usize] += 1;
+        let base = self.blocks[(k % n) as usize];
+        if !self.stride {
+            return base;
+        }
+        let groups = (self.region_blocks / n).max(1);
+        let block = (k / n % groups) * n + base;
+        if block < self.region_blocks {
+            block
+        } else {
+            base
+        }
+    }
 }
 
 /// Draws a request's position may take before the generator settles for the last position
@@ -241,6 +276,27 @@ impl Pattern {
                 } => {
                     let (ranges, seed) = fio_skew_stream(job, thread_index, region_len_bytes);
                     Pattern::Skewed(FioSkew::normal(ranges, dev_percent, center, seed))
+                }
+                Distribution::Sequence(blocks) => {
+                    let len_min = u64::from(job.bs.lens_bytes().min().unwrap_or(1)).max(1);
+                    let region_blocks = region_len_bytes / len_min;
+                    if let Some(&b) = blocks.iter().find(|&&b| u64::from(b) >= region_blocks) {
+                        return Err(value_error(
+                            "random_distribution",
+                            &job.random_distribution.to_string(),
+                            &format!(
+                                "block {b} is past the job's region of {region_blocks} blocks \
+                                 (job {})",
+                                job.name
+                            ),
+                        ));
+                    }
+                    Pattern::Sequence(BlockSequence {
+                        blocks: blocks.iter().map(|&b| u64::from(b)).collect(),
+                        stride: job.random_sequence_stride,
+                        region_blocks,
+                        issued: [0; 2],
+                    })
                 }
                 Distribution::Zoned(split) => Pattern::Zoned(
                     ZoneTable::new(split, region_len_bytes / align_bytes, align_bytes).map_err(
@@ -445,6 +501,10 @@ impl RequestGen {
             (None, Pattern::Skewed(skew)) => {
                 let last = (uniform_slots - 1) * self.align_bytes;
                 fitting(last, self.align_bytes, || skew.next_range())
+            }
+            (None, Pattern::Sequence(sequence)) => {
+                let last = (uniform_slots - 1) * self.align_bytes;
+                fitting(last, self.align_bytes, || sequence.next_block(op))
             }
             (None, Pattern::Zoned(table)) => {
                 let last = (uniform_slots - 1) * self.align_bytes;

@@ -687,7 +687,10 @@ mod tests {
             ("[j]\nsize=$pagesize*2k\n", "unexpected 'k"),
         ] {
             let e = with_env(text).unwrap_err();
-            assert!(e.starts_with("line 2: size=") && e.contains(why), "{text}: {e}");
+            assert!(
+                e.starts_with("line 2: size=") && e.contains(why),
+                "{text}: {e}"
+            );
         }
     }
 

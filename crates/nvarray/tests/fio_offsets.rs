@@ -244,3 +244,37 @@ fn random_runs_jump_every_n_requests_as_fio_does() {
         }
     }
 }
+
+/// `random_distribution=sequence` (fio after 3.33; Debian's 3.33 lacks it, so this checks
+/// fio's own example, examples/sequence-distribution.fio, against the blocks its comments and
+/// fio's t/sequence.py expect): fixed blocks repeated, or striding by the list's length.
+#[test]
+fn a_block_sequence_repeats_or_strides_as_fios_example_says() {
+    let example = "[global]\nioengine=null\nrw=randread\nbs=4k\nsize=48k\nio_size=24k\n\
+                   [repeating_sequence]\nrandom_distribution=sequence:2,0,1\n\
+                   random_sequence_stride=0\n\
+                   [strided_sequence]\nstonewall\nrandom_distribution=sequence:2,0,1\n\
+                   random_sequence_stride=1\n";
+    let workload = parse_job_file(example).unwrap();
+    for (job, want) in workload
+        .jobs
+        .iter()
+        .zip([[2, 0, 1, 2, 0, 1], [2, 0, 1, 5, 3, 4]])
+    {
+        let mut gen = RequestGen::new(job, 0, 48 << 10, 512).unwrap();
+        let blocks: Vec<u64> = (0..6)
+            .map(|_| gen.next_request().offset_bytes / 4096)
+            .collect();
+        assert_eq!(blocks, want, "{}", job.name);
+    }
+    // A block past the region is refused, naming it.
+    let bad =
+        parse_job_file("[j]\nrw=randread\nsize=48k\nrandom_distribution=sequence:0,12\n").unwrap();
+    let e = RequestGen::new(&bad.jobs[0], 0, 48 << 10, 512)
+        .unwrap_err()
+        .to_string();
+    assert!(
+        e.contains("block 12 is past the job's region of 12 blocks"),
+        "{e}"
+    );
+}

@@ -306,6 +306,12 @@ fn every_supported_key_works_in_a_job_file() {
             check: |r| r["requests"].as_u64() > Some(10),
         },
         KeyCase {
+            key: "random_sequence_stride",
+            value: "1",
+            with: "rw=randread\nrandom_distribution=sequence:2,0,1",
+            check: |r| r["requests"].as_u64() > Some(10),
+        },
+        KeyCase {
             key: "rw_sequencer",
             value: "identical",
             with: "rw=randread:4",

@@ -15,6 +15,9 @@ const KEY: &str = "random_distribution";
 /// Most zones a `zoned` or `zoned_abs` split may have (fio's `ZONESPLIT_MAX`).
 pub const ZONES_MAX: usize = 256;
 
+/// Most block indices a `sequence` may list (fio's `FIO_SEQ_MAX`).
+pub const SEQUENCE_MAX: usize = 64;
+
 /// How random offsets are spread over a job's region (fio `--random_distribution`).
 /// Sequential jobs ignore it, as fio does. Every variant but `Uniform` draws offsets
 /// independently (fio sets `norandommap` for them).
@@ -47,6 +50,10 @@ pub enum Distribution {
     },
     /// `zoned:` / `zoned_abs:`: each zone takes its share of the requests, uniformly inside it.
     Zoned(ZoneSplit),
+    /// `sequence:B0,B1,...` (fio after 3.33): these block indices (of the smallest request
+    /// length) in this order, over and over; with `random_sequence_stride`, each pass moves
+    /// on by the list's length.
+    Sequence(Vec<u32>),
 }
 
 /// The zones of a `zoned` (sizes in percent of the region) or `zoned_abs` (sizes in bytes)
@@ -72,6 +79,10 @@ impl fmt::Display for Distribution {
                 dev_percent,
                 center: c,
             } => write!(f, "normal:{dev_percent}{}", center(c)),
+            Distribution::Sequence(blocks) => {
+                let list: Vec<String> = blocks.iter().map(u32::to_string).collect();
+                write!(f, "sequence:{}", list.join(","))
+            }
             Distribution::Zoned(split) => {
                 f.write_str(if split.absolute { "zoned_abs" } else { "zoned" })?;
                 for &(access, size) in &split.zones {
@@ -96,6 +107,9 @@ impl FromStr for Distribution {
     fn from_str(s: &str) -> Result<Self, Self::Err> {
         let text = s.trim();
         let bad = |why: &str| value_error(KEY, s, why);
+        if let Some(list) = text.strip_prefix("sequence:") {
+            return parse_sequence(list).map_err(|why| bad(&why));
+        }
         if text.contains(',') {
             return Err(bad(
                 "has a comma: per-direction distributions (read,write,trim) are refused, as fio \
@@ -103,40 +117,57 @@ impl FromStr for Distribution {
             ));
         }
         let (name, rest) = text.split_once(':').unwrap_or((text, ""));
-        let distribution =
-            match name {
-                "random" if rest.is_empty() => Distribution::Uniform,
-                "zipf" => {
-                    let theta = rest.trim().parse().map_err(|_| bad(&theta_range()))?;
-                    Distribution::Zipf { theta }
+        let distribution = match name {
+            "random" if rest.is_empty() => Distribution::Uniform,
+            "zipf" => {
+                let theta = rest.trim().parse().map_err(|_| bad(&theta_range()))?;
+                Distribution::Zipf { theta }
+            }
+            "pareto" => {
+                let (h, center) = value_and_center(rest, 0.2).map_err(|why| bad(&why))?;
+                Distribution::Pareto { h, center }
+            }
+            "normal" | "gauss" => {
+                let (dev_percent, center) = value_and_center(rest, 0.0).map_err(|why| bad(&why))?;
+                Distribution::Normal {
+                    dev_percent,
+                    center,
                 }
-                "pareto" => {
-                    let (h, center) = value_and_center(rest, 0.2).map_err(|why| bad(&why))?;
-                    Distribution::Pareto { h, center }
-                }
-                "normal" | "gauss" => {
-                    let (dev_percent, center) =
-                        value_and_center(rest, 0.0).map_err(|why| bad(&why))?;
-                    Distribution::Normal {
-                        dev_percent,
-                        center,
-                    }
-                }
-                "zoned" | "zoned_abs" => Distribution::Zoned(
-                    parse_zones(rest, name == "zoned_abs").map_err(|why| bad(&why))?,
-                ),
-                "sequence" => return Err(bad(
-                    "is not a fio distribution: for runs of sequential requests between random \
-                     jumps use rw=randread:N (or randwrite:N, randrw:N)",
-                )),
-                _ => return Err(bad(
-                    "must be random, zipf:THETA, pareto[:H], normal[:DEV], zoned:A/S[:A/S...] or \
-                     zoned_abs:A/SIZE[:A/SIZE...]",
-                )),
-            };
+            }
+            "zoned" | "zoned_abs" => Distribution::Zoned(
+                parse_zones(rest, name == "zoned_abs").map_err(|why| bad(&why))?,
+            ),
+            "sequence" => return Err(bad("needs its block indices: sequence:2,0,1")),
+            _ => {
+                return Err(bad(
+                    "must be random, zipf:THETA, pareto[:H], normal[:DEV], zoned:A/S[:A/S...], \
+                     zoned_abs:A/SIZE[:A/SIZE...] or sequence:B[,B...]",
+                ))
+            }
+        };
         check_distribution(&distribution).map_err(|why| bad(&why))?;
         Ok(distribution)
     }
+}
+
+/// `sequence:`'s block indices: 1 to [`SEQUENCE_MAX`] non-negative integers, separated by
+/// commas.
+fn parse_sequence(list: &str) -> Result<Distribution, String> {
+    let blocks: Vec<u32> = list
+        .split(',')
+        .map(|b| {
+            b.trim()
+                .parse()
+                .map_err(|_| format!("{b:?} is not a block index (0 to 4294967295)"))
+        })
+        .collect::<Result<_, _>>()?;
+    if blocks.len() > SEQUENCE_MAX {
+        return Err(format!(
+            "lists {} blocks; fio takes at most {SEQUENCE_MAX}",
+            blocks.len()
+        ));
+    }
+    Ok(Distribution::Sequence(blocks))
 }
 
 /// `VALUE[:CENTER]` after a distribution's name (`default` when empty).
@@ -271,6 +302,8 @@ mod tests {
             "normal:0",
             "zoned:50/5:30/15:20/80",
             "zoned_abs:60/20m:30/100m:10/1g",
+            "sequence:2,0,1",
+            "sequence:7",
         ] {
             assert_eq!(parse(text).unwrap().to_string(), text);
         }
@@ -318,7 +351,9 @@ mod tests {
             ("pareto:0.5:2", "center"),
             ("normal:100", "[0, 100)"),
             ("normal:x", "not a number"),
-            ("sequence", "randread:N"),
+            ("sequence", "needs its block indices"),
+            ("sequence:1,x", "not a block index"),
+            ("sequence:1,-2", "not a block index"),
             ("uniform", "must be random"),
             ("zipf:0", "theta"),
             ("random:3", "must be random"),

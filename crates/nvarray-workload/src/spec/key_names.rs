@@ -43,6 +43,7 @@ pub const SUPPORTED_KEYS: &[&str] = &[
     "new_group",
     "wait_for",
     "norandommap",
+    "random_sequence_stride",
     "time_based",
     "fdp",
     "fdp_pli",
@@ -58,6 +59,7 @@ pub(super) const SWITCH_KEYS: &[&str] = &[
     "wait_for_previous",
     "new_group",
     "norandommap",
+    "random_sequence_stride",
     "time_based",
     "fdp",
 ];

@@ -94,6 +94,7 @@ impl JobSpec {
         match key {
             "new_group" => self.new_group = on,
             "norandommap" => self.norandommap = on,
+            "random_sequence_stride" => self.random_sequence_stride = on,
             "time_based" => self.time_based = on,
             "fdp" => self.data_placement.enabled = on,
             _ => self.stonewall = on,
@@ -1146,7 +1147,8 @@ mod tests {
             "uniform",
             Err(
                 "random_distribution: must be random, zipf:THETA, pareto[:H], normal[:DEV], \
-                 zoned:A/S[:A/S...] or zoned_abs:A/SIZE[:A/SIZE...], got 'uniform'",
+                 zoned:A/S[:A/S...], zoned_abs:A/SIZE[:A/SIZE...] or sequence:B[,B...], got \
+                 'uniform'",
             ),
         );
     }

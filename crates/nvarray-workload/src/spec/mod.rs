@@ -24,7 +24,7 @@ mod placement;
 mod validate;
 mod vocabulary;
 
-pub use distribution::{Distribution, ZoneSplit, ZONES_MAX};
+pub use distribution::{Distribution, ZoneSplit, SEQUENCE_MAX, ZONES_MAX};
 pub(crate) use key_names::closest_key;
 pub use key_names::{ignored_reason, IGNORED_KEYS, SUPPORTED_KEYS};
 pub use limits::{
@@ -72,6 +72,9 @@ pub struct JobSpec {
     pub number_ios: Option<u64>,
     /// Offset distribution for random modes; default [`Distribution::Uniform`].
     pub random_distribution: Distribution,
+    /// fio's `random_sequence_stride`: a `sequence` moves on by its length after each pass
+    /// instead of repeating the same blocks; default off.
+    pub random_sequence_stride: bool,
     /// Seed of every random choice; default [`RANDSEED_DEFAULT`] (0x89).
     pub randseed: u64,
     /// Start of the job's region on the device; default 0.
@@ -153,6 +156,7 @@ impl Default for JobSpec {
             runtime_ns: None,
             number_ios: None,
             random_distribution: Distribution::Uniform,
+            random_sequence_stride: false,
             randseed: RANDSEED_DEFAULT,
             offset_bytes: 0,
             size_bytes: None,

@@ -98,6 +98,7 @@ impl JobSpec {
             (self.stonewall, "stonewall"),
             (self.new_group, "new_group"),
             (self.norandommap, "norandommap"),
+            (self.random_sequence_stride, "random_sequence_stride"),
             (self.time_based, "time_based"),
         ] {
             if on {
