@@ -552,7 +552,7 @@ fn every_ignored_key_is_noted_and_every_refused_form_named() {
         ("[j]\ndirect=0\nrw=trim\n", "rw"),
         (
             "[j]\nrw=randread\nrandom_distribution=sequence\n",
-            "is not a fio distribution",
+            "needs its block indices",
         ),
         (
             "[j]\nrw=randread\nrandom_distribution=zoned:50/5:30/15:20/,50/10:50/90\n",
