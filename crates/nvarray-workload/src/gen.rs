@@ -14,7 +14,8 @@ use crate::fio_rand;
 use crate::random_map::{RandomMap, Shuffle, RANDOM_MAP_POSITIONS_MAX};
 use crate::skew::{FioSkew, ZoneTable};
 use crate::spec::{
-    BlockSize, Direction, Distribution, JobSpec, Request, RwMode, RwSequencer, BSSPLIT_ENTRIES_MAX,
+    BlockSize, Direction, Distribution, JobSpec, Request, RwMode, RwSequencer, ZoneMode,
+    BSSPLIT_ENTRIES_MAX,
 };
 use crate::zipf::ZipfSampler;
 
@@ -58,6 +59,10 @@ pub struct RequestGen {
     rng: SmallRng,
     region_start_bytes: u64,
     region_len_bytes: u64,
+    /// Where offsets are drawn: the region, or with `zonemode=strided` one zone of it.
+    span_bytes: u64,
+    /// `zonemode=strided`: the zone the span is at, and when it moves on.
+    zones: Option<ZoneWalk>,
     /// Random offsets are multiples of this (fio's `blockalign`).
     align_bytes: u64,
     /// The op of every request when the mode is not mixed.
@@ -116,6 +121,17 @@ enum Pattern {
     /// fio's `sequence`: the listed blocks in order, each direction counting its own requests
     /// (as fio's per-direction issue count does).
     Sequence(BlockSequence),
+}
+
+/// fio's strided zones: `size` bytes of requests in the zone at `start`, then the next one
+/// `step` (`zonerange + zoneskip`) on, back at the region's start once a zone would not fit.
+#[derive(Clone, Copy, Debug)]
+struct ZoneWalk {
+    size: u64,
+    step: u64,
+    range: u64,
+    start: u64,
+    done: u64,
 }
 
 /// fio's `sequence` distribution: request `k` of a direction takes block `blocks[k % n]`, plus
@@ -358,11 +374,20 @@ impl RequestGen {
         // request length; region_bytes checked it is a block multiple inside the region).
         let align_bytes = job.align_bytes();
 
-        let lengths = Lengths::of(job, region_len_bytes, align_bytes);
+        job.check_zones(region_len_bytes)?;
+        let zones = (job.zonemode == ZoneMode::Strided).then(|| ZoneWalk {
+            size: job.zones.size_bytes,
+            step: job.zones.range().saturating_add(job.zones.skip_bytes),
+            range: job.zones.range(),
+            start: 0,
+            done: 0,
+        });
+        let span_bytes = zones.map_or(region_len_bytes, |z| z.range);
+        let lengths = Lengths::of(job, span_bytes, align_bytes);
         let pattern = Pattern::of(
             job,
             thread_index,
-            region_len_bytes,
+            span_bytes,
             align_bytes,
             &lengths,
             block_bytes,
@@ -382,6 +407,8 @@ impl RequestGen {
             rng: SmallRng::seed_from_u64(seed),
             region_start_bytes,
             region_len_bytes,
+            span_bytes,
+            zones,
             align_bytes,
             op_fixed: match job.rw {
                 RwMode::Write | RwMode::RandWrite => Direction::Write,
@@ -442,7 +469,7 @@ impl RequestGen {
             // The low half's 32 bits, moved up to pick one of the range's lengths.
             let step = below(bits << 32, self.range_steps) + 1;
             let len_bytes = self.range_min_bytes * step as u32;
-            let slots = (self.region_len_bytes - u64::from(len_bytes)) / self.align_bytes + 1;
+            let slots = (self.span_bytes - u64::from(len_bytes)) / self.align_bytes + 1;
             (len_bytes, slots)
         };
 
@@ -456,15 +483,11 @@ impl RequestGen {
                 },
             ) => {
                 let cursor = &mut cursor_bytes[op as usize];
-                if *cursor + u64::from(len_bytes) > self.region_len_bytes {
+                if *cursor + u64::from(len_bytes) > self.span_bytes {
                     *cursor = 0;
                 }
                 let offset = *cursor;
-                *cursor = after_gap(
-                    offset + u64::from(len_bytes),
-                    *gap_bytes,
-                    self.region_len_bytes,
-                );
+                *cursor = after_gap(offset + u64::from(len_bytes), *gap_bytes, self.span_bytes);
                 offset
             }
             (None, Pattern::Uniform) => {
@@ -512,11 +535,22 @@ impl RequestGen {
                 fitting(last, self.align_bytes, || table.next_block(rng))
             }
         };
-        debug_assert!(offset_in_region_bytes + u64::from(len_bytes) <= self.region_len_bytes);
+        debug_assert!(offset_in_region_bytes + u64::from(len_bytes) <= self.span_bytes);
         if self.run != 1 {
             self.last_start_bytes[op as usize] = offset_in_region_bytes;
             self.last_end_bytes[op as usize] = offset_in_region_bytes + u64::from(len_bytes);
         }
+        let offset_in_region_bytes = match &mut self.zones {
+            None => offset_in_region_bytes,
+            Some(zone) => {
+                let at = zone.start + offset_in_region_bytes;
+                zone.done += u64::from(len_bytes);
+                if zone.done >= zone.size {
+                    self.next_zone();
+                }
+                at
+            }
+        };
         Request {
             op,
             offset_bytes: self.region_start_bytes + offset_in_region_bytes,
@@ -583,7 +617,28 @@ impl RequestGen {
         } else {
             self.last_end_bytes[op as usize]
         };
-        (offset + u64::from(len_bytes) <= self.region_len_bytes).then_some(offset)
+        (offset + u64::from(len_bytes) <= self.span_bytes).then_some(offset)
+    }
+
+    /// Moves a strided job to its next zone (fio's `setup_strided_zone_mode`): the span's
+    /// sequential positions and random map start over there.
+    #[cold]
+    fn next_zone(&mut self) {
+        let Some(zone) = &mut self.zones else {
+            return;
+        };
+        zone.done = 0;
+        zone.start = zone.start.saturating_add(zone.step);
+        if zone.start.saturating_add(zone.range) > self.region_len_bytes {
+            zone.start = 0;
+        }
+        self.last_start_bytes = [0; 2];
+        self.last_end_bytes = [0; 2];
+        match &mut self.pattern {
+            Pattern::Sequential { cursor_bytes, .. } => *cursor_bytes = [0; 2],
+            Pattern::Mapped(map) => map.clear(),
+            _ => {}
+        }
     }
 }
 

@@ -306,6 +306,32 @@ fn every_supported_key_works_in_a_job_file() {
             check: |r| r["requests"].as_u64() > Some(10),
         },
         KeyCase {
+            key: "zonemode",
+            value: "strided",
+            with: "zonesize=64k\nzoneskip=1m\nrw=read\nsize=4m\nbs=64k",
+            // One 64 KiB request per zone, every 1 MiB + 64 KiB of the 4 MiB region: the job
+            // moves its size in 64 requests all the same.
+            check: |r| r["requests"].as_u64() > Some(10),
+        },
+        KeyCase {
+            key: "zonesize",
+            value: "128k",
+            with: "zonemode=strided\nrw=read",
+            check: |r| r["requests"].as_u64() > Some(10),
+        },
+        KeyCase {
+            key: "zonerange",
+            value: "256k",
+            with: "zonemode=strided\nzonesize=64k\nrw=randread",
+            check: |r| r["requests"].as_u64() > Some(10),
+        },
+        KeyCase {
+            key: "zoneskip",
+            value: "2z",
+            with: "zonemode=strided\nzonesize=64k\nrw=read",
+            check: |r| r["requests"].as_u64() > Some(10),
+        },
+        KeyCase {
             key: "random_sequence_stride",
             value: "1",
             with: "rw=randread\nrandom_distribution=sequence:2,0,1",
@@ -550,6 +576,13 @@ fn every_ignored_key_is_noted_and_every_refused_form_named() {
         ),
         ("[j]\nbs=4k,8k\n", "separate read,write sizes"),
         ("[j]\ndirect=0\nrw=trim\n", "rw"),
+        ("[j]\nzonesize=64k\n", "zonesize: needs zonemode=strided"),
+        ("[j]\nzonemode=strided\n", "zonemode: strided needs a zonesize"),
+        ("[j]\nzonemode=zbd\nzonesize=64k\n", "channel engine"),
+        (
+            "[j]\nsize=1m\nzonemode=strided\nzonesize=2m\n",
+            "zonerange: a zone of 2097152 bytes must fit",
+        ),
         (
             "[j]\nrw=randread\nrandom_distribution=sequence\n",
             "needs its block indices",

@@ -197,6 +197,37 @@ impl JobSpec {
                     .map_err(|e| size_value_error(key, value, &e))?;
             }
             "loops" => self.loops = parse_u32_in(key, value, 1, LOOPS_MAX)?,
+            "zonemode" => {
+                self.zonemode = value
+                    .parse()
+                    .map_err(|reason: String| value_error(key, value, &reason))?;
+            }
+            "zonesize" | "zonerange" => {
+                let bytes = nvarray_units::parse_size(value)
+                    .map_err(|e| size_value_error(key, value, &e))?;
+                if bytes == 0 {
+                    return Err(value_error(key, value, "must be more than 0 bytes"));
+                }
+                if key == "zonesize" {
+                    self.zones.size_bytes = bytes;
+                } else {
+                    self.zones.range_bytes = Some(bytes);
+                }
+            }
+            "zoneskip" => {
+                // fio also takes a count of zones, `Nz`.
+                self.zones.skip_bytes = match value.strip_suffix(['z', 'Z']) {
+                    Some(count) => {
+                        let zones: u64 = count
+                            .trim()
+                            .parse()
+                            .map_err(|_| value_error(key, value, "Nz must be a count of zones"))?;
+                        zones.saturating_mul(self.zones.size_bytes)
+                    }
+                    None => nvarray_units::parse_size(value)
+                        .map_err(|e| size_value_error(key, value, &e))?,
+                };
+            }
             "io_size" | "io_limit" => {
                 let bytes = nvarray_units::parse_size(value)
                     .map_err(|e| size_value_error(key, value, &e))?;

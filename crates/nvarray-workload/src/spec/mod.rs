@@ -32,7 +32,9 @@ pub use limits::{
     RANDSEED_DEFAULT, RUNTIME_NS_MAX, THINKTIME_NS_MAX, ZIPF_THETA_MAX,
 };
 pub use placement::{DataPlacement, PlacementPicker, PlacementSelect, PLACEMENT_IDS_MAX};
-pub use vocabulary::{BlockSize, Direction, RateProcess, Request, RwMode, RwSequencer, Verify};
+pub use vocabulary::{
+    BlockSize, Direction, RateProcess, Request, RwMode, RwSequencer, StridedZones, Verify, ZoneMode,
+};
 
 /// One job (one section of a fio job file): what `numjobs` identical threads do.
 ///
@@ -130,6 +132,12 @@ pub struct JobSpec {
     pub wait_for: Option<String>,
     /// Writes carry a placement handle (fio's `fdp`, `fdp_pli`, `fdp_pli_select`).
     pub data_placement: DataPlacement,
+    /// fio's `zonemode`: `strided` splits the region into zones (`zones`); `zbd` (a zoned
+    /// device's own zones) is refused by `nvarray fio` (real fio reaches zoned namespaces
+    /// through the channel engine).
+    pub zonemode: ZoneMode,
+    /// fio's `zonesize`, `zonerange` and `zoneskip`, used with `zonemode=strided`.
+    pub zones: StridedZones,
     /// fio's `filename`. The device is not chosen by it, but fio seeds a file's `pareto` and
     /// `normal` offsets with its name, so nvarray does too (`None`: fio's default name,
     /// `JOB.CLONE.0`).
@@ -179,6 +187,8 @@ impl Default for JobSpec {
             data_placement: DataPlacement::default(),
             filename: None,
             fio_thread_number: 1,
+            zonemode: ZoneMode::None,
+            zones: StridedZones::default(),
         }
     }
 }

@@ -105,6 +105,18 @@ impl JobSpec {
                 put(key, "1".into());
             }
         }
+        if self.zonemode != d.zonemode {
+            put("zonemode", self.zonemode.to_string());
+        }
+        if self.zones.size_bytes != 0 {
+            put("zonesize", size(self.zones.size_bytes));
+        }
+        if let Some(range) = self.zones.range_bytes {
+            put("zonerange", size(range));
+        }
+        if self.zones.skip_bytes != 0 {
+            put("zoneskip", size(self.zones.skip_bytes));
+        }
         if let Some(name) = &self.wait_for {
             put("wait_for", name.clone());
         }

@@ -7,7 +7,7 @@ use super::limits::{
     BSSPLIT_ENTRIES_MAX, BS_BYTES_MAX, IODEPTH_MAX, NAME_BYTES_MAX, NUMBER_IOS_MAX, NUMJOBS_MAX,
     RUNTIME_NS_MAX, THINKTIME_NS_MAX,
 };
-use super::vocabulary::BlockSize;
+use super::vocabulary::{BlockSize, ZoneMode};
 use super::JobSpec;
 use crate::error::WorkloadError;
 
@@ -37,6 +37,7 @@ impl JobSpec {
             }
         }
         debug_assert!(region_len_bytes >= u64::from(self.bs.len_bytes_max()));
+        self.check_zones(region_len_bytes)?;
         if let Distribution::Zoned(split) = &self.random_distribution {
             let align_bytes = self.align_bytes();
             crate::skew::ZoneTable::new(split, region_len_bytes / align_bytes, align_bytes)
@@ -44,6 +45,25 @@ impl JobSpec {
                     key: "random_distribution",
                     reason,
                 })?;
+        }
+        Ok(())
+    }
+
+    /// With `zonemode=strided`, that a zone fits the region and holds the longest request.
+    pub(crate) fn check_zones(&self, region_len_bytes: u64) -> Result<(), WorkloadError> {
+        if self.zonemode != ZoneMode::Strided {
+            return Ok(());
+        }
+        let range = self.zones.range();
+        if range > region_len_bytes || u64::from(self.bs.len_bytes_max()) > range {
+            return Err(WorkloadError::Invalid {
+                key: "zonerange",
+                reason: format!(
+                    "a zone of {range} bytes must fit the job's region of {region_len_bytes} \
+                     bytes and hold its longest request of {} bytes",
+                    self.bs.len_bytes_max()
+                ),
+            });
         }
         Ok(())
     }
@@ -90,6 +110,28 @@ impl JobSpec {
                     format!("must be in 1..={NUMBER_IOS_MAX} or None, got {number_ios}"),
                 );
             }
+        }
+        match (self.zonemode, self.zones.size_bytes) {
+            (ZoneMode::None, size) if size > 0 => {
+                return invalid(
+                    "zonesize",
+                    "needs zonemode=strided (fio: zonemode=none and zonesize are not compatible)"
+                        .to_string(),
+                )
+            }
+            (ZoneMode::Strided, 0) => {
+                return invalid("zonemode", "strided needs a zonesize".to_string())
+            }
+            (ZoneMode::Zbd, _) => {
+                return invalid(
+                    "zonemode",
+                    "zbd works a zoned device's write pointers, which nvarray's generator does \
+                     not: run real fio through the channel engine on a [zns] device \
+                     (docs/flash.md, \"Zoned namespaces\")"
+                        .to_string(),
+                )
+            }
+            _ => {}
         }
         if let Err(reason) = check_distribution(&self.random_distribution) {
             return invalid(

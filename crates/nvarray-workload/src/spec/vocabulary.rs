@@ -141,6 +141,61 @@ impl FromStr for RwSequencer {
     }
 }
 
+/// fio's `zonemode`.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum ZoneMode {
+    /// `none` (default): no zones.
+    #[default]
+    None,
+    /// `strided`: fio's own zones over the region (`StridedZones`).
+    Strided,
+    /// `zbd`: the zoned device's zones.
+    Zbd,
+}
+
+impl fmt::Display for ZoneMode {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(match self {
+            ZoneMode::None => "none",
+            ZoneMode::Strided => "strided",
+            ZoneMode::Zbd => "zbd",
+        })
+    }
+}
+
+impl FromStr for ZoneMode {
+    type Err = String;
+
+    fn from_str(s: &str) -> Result<Self, String> {
+        match s {
+            "none" => Ok(ZoneMode::None),
+            "strided" => Ok(ZoneMode::Strided),
+            "zbd" => Ok(ZoneMode::Zbd),
+            _ => Err("must be none, strided or zbd".to_string()),
+        }
+    }
+}
+
+/// fio's strided zones (`zonemode=strided`): `size` bytes of I/O in a zone of `range` bytes,
+/// then the next zone `range + skip` bytes on, from the region's start again past its end.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize)]
+pub struct StridedZones {
+    /// `zonesize`: bytes of I/O per zone (0: not given).
+    pub size_bytes: u64,
+    /// `zonerange`: the zone's extent (default `zonesize`).
+    pub range_bytes: Option<u64>,
+    /// `zoneskip`: bytes between one zone's end and the next's start.
+    pub skip_bytes: u64,
+}
+
+impl StridedZones {
+    /// The zone's extent: `zonerange`, or `zonesize`.
+    pub fn range(&self) -> u64 {
+        self.range_bytes.unwrap_or(self.size_bytes)
+    }
+}
+
 /// Request lengths (fio `--bs` or `--bssplit`).
 #[derive(Clone, Debug, PartialEq, Eq, Serialize)]
 pub enum BlockSize {
