@@ -211,7 +211,7 @@ pub unsafe extern "C" fn nv_allocate(path: *const c_char, size: u64, mode: c_int
         }
         let opened = options_from_env().and_then(|mut o| {
             o.create = mode & NV_CREATE != 0;
-            crate::ffi_sim::open(&path, size, o.clone())
+            crate::sim_session::open(&path, size, o.clone())
                 .unwrap_or_else(|| Pool::open(&path, size, &o))
         });
         match opened {

@@ -52,6 +52,7 @@ mod pool_state;
 mod recovery;
 mod reports;
 pub mod sim;
+mod sim_session;
 mod space;
 mod state_files;
 mod state_key;

@@ -473,68 +473,7 @@ impl RequestGen {
             (len_bytes, slots)
         };
 
-        let offset_in_region_bytes = match (self.continuation(op, len_bytes), &mut self.pattern) {
-            (Some(offset), _) => offset,
-            (
-                None,
-                Pattern::Sequential {
-                    cursor_bytes,
-                    gap_bytes,
-                },
-            ) => {
-                let cursor = &mut cursor_bytes[op as usize];
-                if *cursor + u64::from(len_bytes) > self.span_bytes {
-                    *cursor = 0;
-                }
-                let offset = *cursor;
-                *cursor = after_gap(offset + u64::from(len_bytes), *gap_bytes, self.span_bytes);
-                offset
-            }
-            (None, Pattern::Uniform) => {
-                let slot = below(self.rng.next_u64(), uniform_slots);
-                slot * self.align_bytes
-            }
-            (None, Pattern::Shuffled(shuffle)) => {
-                let rng = &mut self.rng;
-                shuffle.next(|| rng.next_u64()) * self.align_bytes
-            }
-            (None, Pattern::Mapped(map)) => {
-                let slot = map.land(below(self.rng.next_u64(), uniform_slots));
-                let wanted = u64::from(len_bytes).div_ceil(self.align_bytes);
-                let taken = map.take(slot, wanted);
-                if taken < wanted {
-                    // Cut short where it would run into a position used in this pass (or the
-                    // region's end), as fio's `mark_random_map` does.
-                    len_bytes = (taken * self.align_bytes) as u32;
-                }
-                slot * self.align_bytes
-            }
-            (
-                None,
-                Pattern::Zipf {
-                    zipf,
-                    slots,
-                    scatter,
-                },
-            ) => {
-                let rank = zipf.sample(&mut self.rng);
-                debug_assert!((1..=*slots).contains(&rank));
-                scatter.apply(rank - 1) * self.align_bytes
-            }
-            (None, Pattern::Skewed(skew)) => {
-                let last = (uniform_slots - 1) * self.align_bytes;
-                fitting(last, self.align_bytes, || skew.next_range())
-            }
-            (None, Pattern::Sequence(sequence)) => {
-                let last = (uniform_slots - 1) * self.align_bytes;
-                fitting(last, self.align_bytes, || sequence.next_block(op))
-            }
-            (None, Pattern::Zoned(table)) => {
-                let last = (uniform_slots - 1) * self.align_bytes;
-                let rng = &mut self.rng;
-                fitting(last, self.align_bytes, || table.next_block(rng))
-            }
-        };
+        let offset_in_region_bytes = self.offset_in_span(op, &mut len_bytes, uniform_slots);
         debug_assert!(offset_in_region_bytes + u64::from(len_bytes) <= self.span_bytes);
         if self.run != 1 {
             self.last_start_bytes[op as usize] = offset_in_region_bytes;
@@ -596,6 +535,74 @@ fn fio_skew_stream(job: &JobSpec, thread_index: u32, region_len_bytes: u64) -> (
 }
 
 impl RequestGen {
+    /// Where in the span (the region, or a strided zone) the next request of `op` goes: a
+    /// run's continuation, else the pattern's draw. A mapped draw may cut `len_bytes` short.
+    #[inline]
+    fn offset_in_span(&mut self, op: Direction, len_bytes: &mut u32, uniform_slots: u64) -> u64 {
+        match (self.continuation(op, *len_bytes), &mut self.pattern) {
+            (Some(offset), _) => offset,
+            (
+                None,
+                Pattern::Sequential {
+                    cursor_bytes,
+                    gap_bytes,
+                },
+            ) => {
+                let cursor = &mut cursor_bytes[op as usize];
+                if *cursor + u64::from(*len_bytes) > self.span_bytes {
+                    *cursor = 0;
+                }
+                let offset = *cursor;
+                *cursor = after_gap(offset + u64::from(*len_bytes), *gap_bytes, self.span_bytes);
+                offset
+            }
+            (None, Pattern::Uniform) => {
+                let slot = below(self.rng.next_u64(), uniform_slots);
+                slot * self.align_bytes
+            }
+            (None, Pattern::Shuffled(shuffle)) => {
+                let rng = &mut self.rng;
+                shuffle.next(|| rng.next_u64()) * self.align_bytes
+            }
+            (None, Pattern::Mapped(map)) => {
+                let slot = map.land(below(self.rng.next_u64(), uniform_slots));
+                let wanted = u64::from(*len_bytes).div_ceil(self.align_bytes);
+                let taken = map.take(slot, wanted);
+                if taken < wanted {
+                    // Cut short where it would run into a position used in this pass (or the
+                    // region's end), as fio's `mark_random_map` does.
+                    *len_bytes = (taken * self.align_bytes) as u32;
+                }
+                slot * self.align_bytes
+            }
+            (
+                None,
+                Pattern::Zipf {
+                    zipf,
+                    slots,
+                    scatter,
+                },
+            ) => {
+                let rank = zipf.sample(&mut self.rng);
+                debug_assert!((1..=*slots).contains(&rank));
+                scatter.apply(rank - 1) * self.align_bytes
+            }
+            (None, Pattern::Skewed(skew)) => {
+                let last = (uniform_slots - 1) * self.align_bytes;
+                fitting(last, self.align_bytes, || skew.next_range())
+            }
+            (None, Pattern::Sequence(sequence)) => {
+                let last = (uniform_slots - 1) * self.align_bytes;
+                fitting(last, self.align_bytes, || sequence.next_block(op))
+            }
+            (None, Pattern::Zoned(table)) => {
+                let last = (uniform_slots - 1) * self.align_bytes;
+                let rng = &mut self.rng;
+                fitting(last, self.align_bytes, || table.next_block(rng))
+            }
+        }
+    }
+
     /// With `rw=randread:N`, the offset of a request that does not jump: where the previous
     /// request of its direction ended (or began, with `rw_sequencer=identical`), if the
     /// request fits there; `None` for a request that jumps (every N-th, counted over both

@@ -577,7 +577,10 @@ fn every_ignored_key_is_noted_and_every_refused_form_named() {
         ("[j]\nbs=4k,8k\n", "separate read,write sizes"),
         ("[j]\ndirect=0\nrw=trim\n", "rw"),
         ("[j]\nzonesize=64k\n", "zonesize: needs zonemode=strided"),
-        ("[j]\nzonemode=strided\n", "zonemode: strided needs a zonesize"),
+        (
+            "[j]\nzonemode=strided\n",
+            "zonemode: strided needs a zonesize",
+        ),
         ("[j]\nzonemode=zbd\nzonesize=64k\n", "channel engine"),
         (
             "[j]\nsize=1m\nzonemode=strided\nzonesize=2m\n",

@@ -105,6 +105,7 @@ const IGNORED: &[(&str, &str)] = &[
     ("write_hist_log", "per-interval logs are not written"),
     ("log_avg_msec", "per-interval logs are not written"),
     ("per_job_logs", "per-interval logs are not written"),
+    ("log_offset", "per-interval logs are not written"),
     (
         "io_submit_mode",
         "each thread issues its own requests, paced ones at their times (what offload is for in fio)",
@@ -143,6 +144,7 @@ pub const IGNORED_KEYS: &[&str] = &[
     "write_hist_log",
     "log_avg_msec",
     "per_job_logs",
+    "log_offset",
     "io_submit_mode",
 ];
 

@@ -72,7 +72,10 @@ impl JobSpec {
                 key: key.to_string(),
             });
         }
-        if self.set_request_shape(key, value)? || self.set_extent_or_pace(key, value)? {
+        if self.set_request_shape(key, value)?
+            || self.set_extent_or_pace(key, value)?
+            || self.set_zones(key, value)?
+        {
             return Ok(());
         }
         unreachable!("key {key} is in SUPPORTED_KEYS but has no parser")
@@ -180,23 +183,10 @@ impl JobSpec {
         Ok(true)
     }
 
-    /// The keys that say where, how much and how fast (region, counts, sizes, times, rates);
-    /// `false` for any other key.
-    fn set_extent_or_pace(&mut self, key: &str, value: &str) -> Result<bool, WorkloadError> {
+    /// fio's strided zones (`zonemode`, `zonesize`, `zonerange`, `zoneskip`); `false` for any
+    /// other key.
+    fn set_zones(&mut self, key: &str, value: &str) -> Result<bool, WorkloadError> {
         match key {
-            "ramp_time" => {
-                self.ramp_time_ns = parse_duration_limited(key, value, NS_PER_S, RAMP_TIME_NS_MAX)?;
-            }
-            "runtime" | "timeout" => {
-                let runtime_ns = parse_duration_limited(key, value, NS_PER_S, RUNTIME_NS_MAX)?;
-                self.runtime_ns = (runtime_ns > 0).then_some(runtime_ns);
-                self.ends_by_size = runtime_ns == 0;
-            }
-            "offset_increment" => {
-                self.offset_increment_bytes = nvarray_units::parse_size(value)
-                    .map_err(|e| size_value_error(key, value, &e))?;
-            }
-            "loops" => self.loops = parse_u32_in(key, value, 1, LOOPS_MAX)?,
             "zonemode" => {
                 self.zonemode = value
                     .parse()
@@ -228,6 +218,28 @@ impl JobSpec {
                         .map_err(|e| size_value_error(key, value, &e))?,
                 };
             }
+            _ => return Ok(false),
+        }
+        Ok(true)
+    }
+
+    /// The keys that say where, how much and how fast (region, counts, sizes, times, rates);
+    /// `false` for any other key.
+    fn set_extent_or_pace(&mut self, key: &str, value: &str) -> Result<bool, WorkloadError> {
+        match key {
+            "ramp_time" => {
+                self.ramp_time_ns = parse_duration_limited(key, value, NS_PER_S, RAMP_TIME_NS_MAX)?;
+            }
+            "runtime" | "timeout" => {
+                let runtime_ns = parse_duration_limited(key, value, NS_PER_S, RUNTIME_NS_MAX)?;
+                self.runtime_ns = (runtime_ns > 0).then_some(runtime_ns);
+                self.ends_by_size = runtime_ns == 0;
+            }
+            "offset_increment" => {
+                self.offset_increment_bytes = nvarray_units::parse_size(value)
+                    .map_err(|e| size_value_error(key, value, &e))?;
+            }
+            "loops" => self.loops = parse_u32_in(key, value, 1, LOOPS_MAX)?,
             "io_size" | "io_limit" => {
                 let bytes = nvarray_units::parse_size(value)
                     .map_err(|e| size_value_error(key, value, &e))?;

@@ -5,9 +5,25 @@
 
 use nvarray_units::{format_duration_ns, format_size};
 
-use super::{JobSpec, RateProcess, Verify, RANDSEED_DEFAULT};
+use super::{JobSpec, RateProcess, Verify, ZoneMode, RANDSEED_DEFAULT};
 
 impl JobSpec {
+    /// The strided-zone keys of `fio_options`.
+    fn zone_options(&self, put: &mut impl FnMut(&'static str, String)) {
+        if self.zonemode != ZoneMode::None {
+            put("zonemode", self.zonemode.to_string());
+        }
+        if self.zones.size_bytes != 0 {
+            put("zonesize", format_size(self.zones.size_bytes));
+        }
+        if let Some(range) = self.zones.range_bytes {
+            put("zonerange", format_size(range));
+        }
+        if self.zones.skip_bytes != 0 {
+            put("zoneskip", format_size(self.zones.skip_bytes));
+        }
+    }
+
     /// The job's settings that differ from the defaults, as fio `key=value` pairs in the order
     /// fio's documentation lists them; applying them with [`JobSpec::set`] to a default job
     /// gives this job back (its name aside, which is the section's). `nvarray fio`'s
@@ -105,18 +121,7 @@ impl JobSpec {
                 put(key, "1".into());
             }
         }
-        if self.zonemode != d.zonemode {
-            put("zonemode", self.zonemode.to_string());
-        }
-        if self.zones.size_bytes != 0 {
-            put("zonesize", size(self.zones.size_bytes));
-        }
-        if let Some(range) = self.zones.range_bytes {
-            put("zonerange", size(range));
-        }
-        if self.zones.skip_bytes != 0 {
-            put("zoneskip", size(self.zones.skip_bytes));
-        }
+        self.zone_options(&mut put);
         if let Some(name) = &self.wait_for {
             put("wait_for", name.clone());
         }
