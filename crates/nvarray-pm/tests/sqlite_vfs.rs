@@ -103,16 +103,21 @@ fn the_shell_and_python_share_a_database_kept_in_a_pool() {
     assert_eq!(ok(&out), "501 ok");
 }
 
+/// The table of (process, row) pairs the writers of the multi-process tests insert into.
+fn create_rows_table(dir: &Path) {
+    ok(&python(
+        dir,
+        "c = sqlite3.connect(DB, uri=True)\n\
+         c.execute('create table t(p integer, i integer, primary key (p, i))'); c.commit()\n",
+    ));
+}
+
 /// Four processes insert at once, each row its own transaction: SQLite's locks (taken by the
 /// VFS as open file description locks) let one write at a time, and every row is there.
 #[test]
 fn four_processes_writing_at_once_lose_no_row() {
     let dir = scratch();
-    ok(&python(
-        dir.path(),
-        "c = sqlite3.connect(DB, uri=True)\n\
-         c.execute('create table t(p integer, i integer, primary key (p, i))'); c.commit()\n",
-    ));
+    create_rows_table(dir.path());
     let writers: Vec<_> = (0..4)
         .map(|p| {
             let dir = dir.path().to_path_buf();
@@ -153,11 +158,7 @@ fn processes_in_containers_share_one_pool_state() {
         "mount namespaces need root (the test command runs as root)"
     );
     let dir = scratch();
-    ok(&python(
-        dir.path(),
-        "c = sqlite3.connect(DB, uri=True)\n\
-         c.execute('create table t(p integer, i integer, primary key (p, i))'); c.commit()\n",
-    ));
+    create_rows_table(dir.path());
     let workers: Vec<_> = (0..3)
         .map(|p| {
             let dir = dir.path().to_path_buf();

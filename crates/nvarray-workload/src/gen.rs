@@ -47,8 +47,15 @@ const _: () = assert!(BSSPLIT_ENTRIES_MAX <= u8::MAX as usize + 1);
 /// - Uniform random offsets keep fio's random map unless `norandommap` is set: each aligned
 ///   position of the region is used once per pass (a draw that lands on a used one moves to
 ///   the next free one, and a request is cut short where it would run into a used one), and
-///   a new pass begins when all are used, as in fio (see `random_map.rs`). Zipf offsets never
-///   use a map (fio sets `norandommap` for non-uniform distributions).
+///   a new pass begins when all are used, as in fio (see `random_map.rs`). The other
+///   distributions never use a map (fio sets `norandommap` for them): `zipf`; `pareto` and
+///   `normal`, drawn as fio draws them (`skew.rs`, `fio_rand.rs`); `zoned`/`zoned_abs`;
+///   `sequence`.
+/// - `rw=MODE:N`: a random jump every N requests, the ones between continuing from the
+///   previous request of their direction (or repeating it, `rw_sequencer=identical`); in a
+///   sequential mode, a gap of N bytes (negative: backwards) between requests.
+/// - `zonemode=strided`: offsets are drawn in one zone of `zonerange` at a time, which moves
+///   on by `zonerange + zoneskip` after `zonesize` bytes.
 /// - Mixed (`rw`, `randrw`): each request is independently a read with probability
 ///   `rwmixread / 100`.
 /// - `bssplit`: each request independently picks its length by the percentages.
