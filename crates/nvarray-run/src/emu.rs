@@ -67,10 +67,16 @@ pub fn run_on(
     let mut plan = Plan::new(workload, geometry)?;
     plan.place_writes(workload, device.config())?;
     let block = device.block_bytes() as usize;
-    if plan.threads.iter().any(|t| t.verify) && block < verify::HEADER_BYTES {
+    let header = plan
+        .threads
+        .iter()
+        .filter_map(|t| t.verify.as_ref().map(verify::Verifier::header_bytes))
+        .max()
+        .unwrap_or(0);
+    if block < header {
         return Err(EmuRunError::Workload(format!(
-            "verify needs blocks of at least {} bytes for its header; this device's are {block}",
-            verify::HEADER_BYTES
+            "verify needs blocks of at least {header} bytes for its header; this device's are \
+             {block}"
         )));
     }
     let threads = plan.threads.len();

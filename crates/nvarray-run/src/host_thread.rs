@@ -16,7 +16,6 @@ use nvarray_workload::{Direction, Request};
 use crate::error::EmuRunError;
 use crate::pacing::{DeviceClock, Pacer};
 use crate::plan::{Next, Requests, ThreadPlan};
-use crate::verify;
 
 /// What a phase's threads have done so far, for the progress bar.
 #[derive(Default)]
@@ -349,9 +348,9 @@ impl<'d> HostThread<'d> {
         let (op, data) = match r.op {
             Direction::Read => (Opcode::Read, None),
             Direction::Write => {
-                if self.plan.verify {
+                if let Some(v) = &self.plan.verify {
                     let stamp = (self.plan.index << 40) | self.issued;
-                    verify::fill(
+                    v.fill(
                         &mut self.write_data[..len],
                         r.offset_bytes,
                         self.block,
@@ -483,9 +482,9 @@ impl<'d> HostThread<'d> {
                     // device's share to its components.
                     self.stats.record_host(is_read, len, latency_ns);
                 }
-                if is_read && self.plan.verify {
+                if let Some(v) = self.plan.verify.as_ref().filter(|_| is_read) {
                     collected = None;
-                    match verify::check(&self.scratch[..len as usize], offset, self.block) {
+                    match v.check(&self.scratch[..len as usize], offset, self.block) {
                         Ok(n) => self.verified_blocks += n,
                         Err(e) => {
                             self.error.get_or_insert(EmuRunError::Verify(e));

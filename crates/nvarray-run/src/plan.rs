@@ -14,7 +14,7 @@ use nvarray_workload::trace::{
     TraceError, TraceFeed, TraceSpec,
 };
 use nvarray_workload::{
-    JobSpec, PlacementPicker, RateProcess, Request, RequestGen, Verify, Workload, WorkloadError,
+    JobSpec, PlacementPicker, RateProcess, Request, RequestGen, Workload, WorkloadError,
 };
 use rand::rngs::SmallRng;
 use rand::{Rng, SeedableRng};
@@ -48,8 +48,8 @@ pub struct ThreadPlan {
     pub runtime_ns: Option<u64>,
     /// Pause between a completion and the next request from its queue slot.
     pub thinktime_ns: u64,
-    /// Writes carry self-checking data and reads are checked (`verify=crc32c`).
-    pub verify: bool,
+    /// Writes carry self-checking data and reads are checked (`verify`): how, if they do.
+    pub verify: Option<crate::verify::Verifier>,
     /// Each write's placement handle (`fdp=1`), set by `Plan::place_writes`.
     pub placement: Option<PlacementPicker>,
 }
@@ -284,7 +284,7 @@ impl Plan {
                     io_bytes,
                     runtime_ns,
                     thinktime_ns: job.thinktime_ns,
-                    verify: job.verify != Verify::None,
+                    verify: crate::verify::Verifier::new(job.verify, job.verify_pattern.as_deref()),
                     placement: None,
                 });
             }

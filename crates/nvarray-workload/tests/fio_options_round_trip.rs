@@ -66,7 +66,11 @@ const SETTINGS: &[(&str, &[&str])] = &[
     ("rate", &["1m", "100k"]),
     ("rate_iops", &["1000"]),
     ("rate_process", &["linear", "poisson"]),
-    ("verify", &["crc32c", "none"]),
+    (
+        "verify",
+        &["crc32c", "none", "crc64", "md5", "sha256", "meta", "pattern", "crc32c-intel"],
+    ),
+    ("verify_pattern", &["0xaa555aa5", "\"abc\"", "255"]),
     ("ramp_time", &["0", "1", "5ms"]),
     ("stonewall", &["", "0", "1"]),
     ("wait_for_previous", &["1"]),

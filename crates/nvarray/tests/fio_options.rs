@@ -332,6 +332,12 @@ fn every_supported_key_works_in_a_job_file() {
             check: |r| r["requests"].as_u64() > Some(10),
         },
         KeyCase {
+            key: "verify_pattern",
+            value: "0xaa555aa5",
+            with: "rw=write\nverify=pattern",
+            check: |r| r["requests"].as_u64() > Some(10),
+        },
+        KeyCase {
             key: "random_sequence_stride",
             value: "1",
             with: "rw=randread\nrandom_distribution=sequence:2,0,1",
@@ -643,4 +649,34 @@ fn the_random_map_writes_every_block_of_a_pass_once() {
         (4000..6500).contains(&without),
         "norandommap: {without} of 8192 blocks written (about 1 - 1/e)"
     );
+}
+
+/// Every `verify` kind in the emulator: a write phase, then a read phase that checks every
+/// block the writes made (all 8,192 of the 4 MiB region, 512-byte device blocks).
+#[test]
+fn every_verify_kind_checks_what_the_writes_made() {
+    let dir = tempfile::tempdir().unwrap();
+    for verify in [
+        "verify=crc32c",
+        "verify=crc64",
+        "verify=md5",
+        "verify=sha256",
+        "verify=meta",
+        "verify=meta\nverify_pattern=0xaa555aa5",
+        "verify=pattern\nverify_pattern=\"nvarray\"",
+        "verify_pattern=0x1234",
+    ] {
+        let path = dir.path().join("verify.fio");
+        std::fs::write(
+            &path,
+            format!(
+                "[global]\nbs=4k\nsize=4m\nnumber_ios=1024\n{verify}\n[fill]\nrw=write\n\
+                 [check]\nstonewall\nrw=read\n"
+            ),
+        )
+        .unwrap();
+        let (r, _) = run(&["bench", "--size", "64m", path.to_str().unwrap(), "--json"]);
+        let verified = r["emulator"]["verified_blocks"].as_u64();
+        assert_eq!(verified, Some(8192), "{verify}: {r:#}");
+    }
 }

@@ -11,6 +11,7 @@ pub const SUPPORTED_KEYS: &[&str] = &[
     "rw",
     "readwrite",
     "rw_sequencer",
+    "verify_pattern",
     "bs",
     "blocksize",
     "bssplit",

@@ -178,6 +178,15 @@ impl JobSpec {
                     .parse()
                     .map_err(|reason: String| value_error(key, value, &reason))?;
             }
+            "verify_pattern" => {
+                let pattern = super::vocabulary::parse_verify_pattern(value)
+                    .map_err(|reason| value_error(key, value, &reason))?;
+                self.verify_pattern = Some(pattern);
+                // fio: a pattern alone verifies the header and the pattern.
+                if self.verify == super::Verify::None {
+                    self.verify = super::Verify::Meta;
+                }
+            }
             _ => return Ok(false),
         }
         Ok(true)
@@ -1338,13 +1347,41 @@ mod tests {
             ("0", Verify::None),
             ("1", Verify::Crc32c),
             ("none", Verify::None),
+            ("crc32c-intel", Verify::Crc32c),
+            ("crc64", Verify::Crc64),
+            ("md5", Verify::Md5),
+            ("sha256", Verify::Sha256),
+            ("meta", Verify::Meta),
+            ("pattern", Verify::Pattern),
+            ("none", Verify::None),
         ] {
             job.set("verify", value).unwrap();
             assert_eq!(job.verify, want, "verify={value}");
         }
-        let err = job.set("verify", "md5").unwrap_err().to_string();
-        assert!(err.contains("must be crc32c"), "{err}");
+        let err = job.set("verify", "sha512").unwrap_err().to_string();
+        assert!(err.contains("not built"), "{err}");
         assert_eq!(job.verify, Verify::None, "a refused value changed the job");
+        // A pattern alone turns on fio's header-and-pattern check; its forms.
+        job.set("verify_pattern", "0xaa555aa5").unwrap();
+        assert_eq!(job.verify, Verify::Meta);
+        assert_eq!(job.verify_pattern.as_deref(), Some(&[0xaa, 0x55, 0x5a, 0xa5][..]));
+        for (text, bytes) in [
+            ("\"ab\"", &b"ab"[..]),
+            ("258", &[2, 1][..]),
+            ("0xabc", &[0x0a, 0xbc][..]),
+            ("0x01 \"z\"", &[1, b'z'][..]),
+        ] {
+            job.set("verify_pattern", text).unwrap();
+            assert_eq!(job.verify_pattern.as_deref(), Some(bytes), "{text}");
+        }
+        for bad in ["%o", "'file'", "0x", "\"open", "xyz"] {
+            assert!(job.set("verify_pattern", bad).is_err(), "{bad}");
+        }
+        // verify=pattern without one is refused when the job is checked.
+        let mut lone = d();
+        lone.set("verify", "pattern").unwrap();
+        let err = lone.validate(1 << 30, 512, 1 << 20).unwrap_err().to_string();
+        assert!(err.contains("give verify_pattern"), "{err}");
     }
 
     /// Sizes and durations mean in a job what they mean in a device override: both are read

@@ -91,6 +91,10 @@ pub struct JobSpec {
     pub thinktime_ns: u64,
     /// Whether writes carry self-checking data that every read verifies; default off.
     pub verify: Verify,
+    /// fio's `verify_pattern`: the bytes `verify=pattern` (and `meta` with a pattern) writes
+    /// and expects.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub verify_pattern: Option<Vec<u8>>,
     /// Requests per second each thread issues at most (fio's `rate_iops`); `None`: no cap.
     pub rate_iops: Option<u64>,
     /// Bytes per second each thread moves at most (fio's `rate`); `None`: no cap.
@@ -171,6 +175,7 @@ impl Default for JobSpec {
             blockalign_bytes: None,
             thinktime_ns: 0,
             verify: Verify::None,
+            verify_pattern: None,
             rate_iops: None,
             rate_bytes_per_s: None,
             rate_process: RateProcess::Linear,

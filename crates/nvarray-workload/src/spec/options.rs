@@ -8,6 +8,18 @@ use nvarray_units::{format_duration_ns, format_size};
 use super::{JobSpec, RateProcess, Verify, ZoneMode, RANDSEED_DEFAULT};
 
 impl JobSpec {
+    /// The verification keys of `fio_options`: the pattern first, since on its own it turns
+    /// verification on, then `verify`.
+    fn verify_options(&self, put: &mut impl FnMut(&'static str, String)) {
+        if let Some(pattern) = &self.verify_pattern {
+            let hex: String = pattern.iter().map(|b| format!("{b:02x}")).collect();
+            put("verify_pattern", format!("0x{hex}"));
+        }
+        if self.verify != Verify::None || self.verify_pattern.is_some() {
+            put("verify", self.verify.to_string());
+        }
+    }
+
     /// The strided-zone keys of `fio_options`.
     fn zone_options(&self, put: &mut impl FnMut(&'static str, String)) {
         if self.zonemode != ZoneMode::None {
@@ -104,9 +116,7 @@ impl JobSpec {
         if self.rate_process != RateProcess::Linear {
             put("rate_process", self.rate_process.to_string());
         }
-        if self.verify != Verify::None {
-            put("verify", self.verify.to_string());
-        }
+        self.verify_options(&mut put);
         if self.ramp_time_ns != 0 {
             put("ramp_time", format_duration_ns(self.ramp_time_ns));
         }

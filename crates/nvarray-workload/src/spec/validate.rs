@@ -111,6 +111,12 @@ impl JobSpec {
                 );
             }
         }
+        if self.verify == super::Verify::Pattern && self.verify_pattern.is_none() {
+            return invalid(
+                "verify",
+                "pattern needs the bytes to write and expect: give verify_pattern".to_string(),
+            );
+        }
         match (self.zonemode, self.zones.size_bytes) {
             (ZoneMode::None, size) if size > 0 => {
                 return invalid(

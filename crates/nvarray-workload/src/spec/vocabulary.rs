@@ -285,17 +285,31 @@ impl fmt::Display for BlockSize {
 }
 
 /// Data verification, fio's `verify` key. Only engines that move data (the emulator) verify;
-/// the simulator moves none and ignores it.
+/// the simulator moves none and ignores it. Every kind but `pattern` writes a header in each
+/// device block (its own offset and a write stamp, checked on every read with a CRC-32C of
+/// its own); the checksum kinds add a digest of the block's data. A block read back must be
+/// all zeroes (never written) or pass its checks.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash, Serialize)]
 #[serde(rename_all = "lowercase")]
 pub enum Verify {
     /// `verify=0` or `verify=none`: data is not checked.
     #[default]
     None,
-    /// `verify=crc32c` (or `verify=1`): every block written carries a header (its own offset, a
-    /// write stamp) and a CRC-32C of its contents; every block read must be all zeroes (never
-    /// written) or carry a valid header for its own offset and a matching CRC.
+    /// `verify=crc32c` (or `crc32c-intel`, `1`): a CRC-32C of the block.
     Crc32c,
+    /// `verify=crc64`: a CRC-64 of the data (fio's: reflected ECMA-182 polynomial of Jones,
+    /// known as CRC-64/REDIS).
+    Crc64,
+    /// `verify=md5`: an MD5 digest of the data.
+    Md5,
+    /// `verify=sha256`: a SHA-256 digest of the data (standard SHA-256; fio's own differs
+    /// from the standard, which only matters for data fio wrote).
+    Sha256,
+    /// `verify=meta`: the header alone (offset, stamp); with `verify_pattern`, the data must
+    /// also be the pattern (fio's header-plus-pattern check).
+    Meta,
+    /// `verify=pattern`: no header; every byte of the block is `verify_pattern`'s.
+    Pattern,
 }
 
 impl FromStr for Verify {
@@ -304,8 +318,17 @@ impl FromStr for Verify {
     fn from_str(s: &str) -> Result<Self, String> {
         match s {
             "0" | "none" => Ok(Verify::None),
-            "1" | "crc32c" => Ok(Verify::Crc32c),
-            _ => Err("must be crc32c (or 1) to verify, none (or 0) not to".to_string()),
+            "1" | "crc32c" | "crc32c-intel" => Ok(Verify::Crc32c),
+            "crc64" => Ok(Verify::Crc64),
+            "md5" => Ok(Verify::Md5),
+            "sha256" => Ok(Verify::Sha256),
+            "meta" => Ok(Verify::Meta),
+            "pattern" => Ok(Verify::Pattern),
+            _ => Err(
+                "must be crc32c (or 1), crc64, md5, sha256, meta or pattern to verify, none (or \
+                 0) not to (crc16, crc7, sha1, sha512, xxhash and the sha3 kinds are not built)"
+                    .to_string(),
+            ),
         }
     }
 }
@@ -315,8 +338,68 @@ impl fmt::Display for Verify {
         f.write_str(match self {
             Verify::None => "none",
             Verify::Crc32c => "crc32c",
+            Verify::Crc64 => "crc64",
+            Verify::Md5 => "md5",
+            Verify::Sha256 => "sha256",
+            Verify::Meta => "meta",
+            Verify::Pattern => "pattern",
         })
     }
+}
+
+/// fio's `verify_pattern`: `0x` and hex digits (bytes in written order), a decimal number (its
+/// bytes, least significant first, as few as it needs), or a `"quoted"` string; several
+/// concatenated. fio's `%o` (the block's offset) and `'file'` are not taken.
+pub fn parse_verify_pattern(text: &str) -> Result<Vec<u8>, String> {
+    let mut out = Vec::new();
+    let mut rest = text.trim();
+    while !rest.is_empty() {
+        if let Some(quoted) = rest.strip_prefix('"') {
+            let end = quoted.find('"').ok_or("a '\"' without its closing quote")?;
+            out.extend_from_slice(&quoted.as_bytes()[..end]);
+            rest = quoted[end + 1..].trim_start();
+        } else if let Some(hex) = rest.strip_prefix("0x").or_else(|| rest.strip_prefix("0X")) {
+            let end = hex
+                .find(|c: char| !c.is_ascii_hexdigit())
+                .unwrap_or(hex.len());
+            let digits = &hex[..end];
+            if digits.is_empty() {
+                return Err("0x without hex digits".into());
+            }
+            // An odd count reads as a leading 0.
+            let padded = if digits.len() % 2 == 1 {
+                format!("0{digits}")
+            } else {
+                digits.to_string()
+            };
+            for pair in padded.as_bytes().chunks(2) {
+                let pair = std::str::from_utf8(pair).expect("hex digits are ASCII");
+                out.push(u8::from_str_radix(pair, 16).expect("hex digits"));
+            }
+            rest = hex[end..].trim_start();
+        } else if rest.starts_with(|c: char| c.is_ascii_digit()) {
+            let end = rest
+                .find(|c: char| !c.is_ascii_digit())
+                .unwrap_or(rest.len());
+            let n: u64 = rest[..end]
+                .parse()
+                .map_err(|_| format!("{} is too large", &rest[..end]))?;
+            let bytes = n.to_le_bytes();
+            let used = (8 - n.leading_zeros() as usize / 8).max(1);
+            out.extend_from_slice(&bytes[..used]);
+            rest = rest[end..].trim_start();
+        } else if rest.starts_with("%o") || rest.starts_with('\'') {
+            return Err("fio's %o (the block's offset) and 'file' patterns are not taken".into());
+        } else {
+            return Err(format!(
+                "unexpected {rest:?}: give 0xHEX, a number or \"text\""
+            ));
+        }
+    }
+    if out.is_empty() {
+        return Err("is empty".into());
+    }
+    Ok(out)
 }
 
 #[cfg(test)]
