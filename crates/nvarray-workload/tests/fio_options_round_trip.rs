@@ -68,7 +68,16 @@ const SETTINGS: &[(&str, &[&str])] = &[
     ("rate_process", &["linear", "poisson"]),
     (
         "verify",
-        &["crc32c", "none", "crc64", "md5", "sha256", "meta", "pattern", "crc32c-intel"],
+        &[
+            "crc32c",
+            "none",
+            "crc64",
+            "md5",
+            "sha256",
+            "meta",
+            "pattern",
+            "crc32c-intel",
+        ],
     ),
     ("verify_pattern", &["0xaa555aa5", "\"abc\"", "255"]),
     ("ramp_time", &["0", "1", "5ms"]),

@@ -1364,7 +1364,10 @@ mod tests {
         // A pattern alone turns on fio's header-and-pattern check; its forms.
         job.set("verify_pattern", "0xaa555aa5").unwrap();
         assert_eq!(job.verify, Verify::Meta);
-        assert_eq!(job.verify_pattern.as_deref(), Some(&[0xaa, 0x55, 0x5a, 0xa5][..]));
+        assert_eq!(
+            job.verify_pattern.as_deref(),
+            Some(&[0xaa, 0x55, 0x5a, 0xa5][..])
+        );
         for (text, bytes) in [
             ("\"ab\"", &b"ab"[..]),
             ("258", &[2, 1][..]),
@@ -1380,7 +1383,10 @@ mod tests {
         // verify=pattern without one is refused when the job is checked.
         let mut lone = d();
         lone.set("verify", "pattern").unwrap();
-        let err = lone.validate(1 << 30, 512, 1 << 20).unwrap_err().to_string();
+        let err = lone
+            .validate(1 << 30, 512, 1 << 20)
+            .unwrap_err()
+            .to_string();
         assert!(err.contains("give verify_pattern"), "{err}");
     }
 
