@@ -103,6 +103,18 @@ fn the_shell_and_python_share_a_database_kept_in_a_pool() {
     assert_eq!(ok(&out), "501 ok");
 }
 
+/// Runs `script(p)` for `p` in `0..n` as `n` python3 processes at once (`python`), and
+/// returns their outputs in order.
+fn python_at_once(dir: &Path, n: usize, script: impl Fn(usize) -> String) -> Vec<Output> {
+    let running: Vec<_> = (0..n)
+        .map(|p| {
+            let (dir, script) = (dir.to_path_buf(), script(p));
+            std::thread::spawn(move || python(&dir, &script))
+        })
+        .collect();
+    running.into_iter().map(|t| t.join().unwrap()).collect()
+}
+
 /// The table of (process, row) pairs the writers of the multi-process tests insert into.
 fn create_rows_table(dir: &Path) {
     ok(&python(
@@ -118,23 +130,14 @@ fn create_rows_table(dir: &Path) {
 fn four_processes_writing_at_once_lose_no_row() {
     let dir = scratch();
     create_rows_table(dir.path());
-    let writers: Vec<_> = (0..4)
-        .map(|p| {
-            let dir = dir.path().to_path_buf();
-            std::thread::spawn(move || {
-                python(
-                    &dir,
-                    &format!(
-                        "c = sqlite3.connect(DB, uri=True, timeout=60)\n\
-                         for i in range(150):\n\
-                         \x20   c.execute('insert into t values (?, ?)', ({p}, i)); c.commit()\n"
-                    ),
-                )
-            })
-        })
-        .collect();
-    for w in writers {
-        ok(&w.join().unwrap());
+    for out in python_at_once(dir.path(), 4, |p| {
+        format!(
+            "c = sqlite3.connect(DB, uri=True, timeout=60)\n\
+             for i in range(150):\n\
+             \x20   c.execute('insert into t values (?, ?)', ({p}, i)); c.commit()\n"
+        )
+    }) {
+        ok(&out);
     }
     let out = python(
         dir.path(),
@@ -159,38 +162,31 @@ fn processes_in_containers_share_one_pool_state() {
     );
     let dir = scratch();
     create_rows_table(dir.path());
-    let workers: Vec<_> = (0..3)
-        .map(|p| {
-            let dir = dir.path().to_path_buf();
-            std::thread::spawn(move || {
-                python(
-                    &dir,
-                    &format!(
-                        "import os, tempfile\n\
-                         libc = ctypes.CDLL(None, use_errno=True)\n\
-                         assert libc.unshare(0x00020000) == 0  # CLONE_NEWNS\n\
-                         assert libc.mount(b'none', b'/', None, 0x4000 | 0x40000, None) == 0\n\
-                         inside = tempfile.mkdtemp(prefix='container-')\n\
-                         assert libc.mount({dir:?}.encode(), inside.encode(), None, 0x1000, None) == 0\n\
-                         c = sqlite3.connect(DB.replace({dir:?}, inside), uri=True, timeout=60)\n\
-                         c.execute('select count(*) from t').fetchone()\n\
-                         open(os.path.join(inside, 'ready-{p}'), 'w').close()\n\
-                         # Wait until all three are attached (polling a condition).\n\
-                         while sum(n.startswith('ready-') for n in os.listdir(inside)) < 3:\n\
-                         \x20   os.sched_yield()\n\
-                         states = sum(n.endswith('.nvm') for n in os.listdir(inside))\n\
-                         for i in range(100):\n\
-                         \x20   c.execute('insert into t values (?, ?)', ({p}, i)); c.commit()\n\
-                         print(states)\n",
-                        dir = dir.display().to_string(),
-                    ),
-                )
-            })
-        })
-        .collect();
-    for w in workers {
+    let dir_text = dir.path().display().to_string();
+    let outs = python_at_once(dir.path(), 3, |p| {
+        format!(
+            "import os, tempfile\n\
+             libc = ctypes.CDLL(None, use_errno=True)\n\
+             assert libc.unshare(0x00020000) == 0  # CLONE_NEWNS\n\
+             assert libc.mount(b'none', b'/', None, 0x4000 | 0x40000, None) == 0\n\
+             inside = tempfile.mkdtemp(prefix='container-')\n\
+             assert libc.mount({dir:?}.encode(), inside.encode(), None, 0x1000, None) == 0\n\
+             c = sqlite3.connect(DB.replace({dir:?}, inside), uri=True, timeout=60)\n\
+             c.execute('select count(*) from t').fetchone()\n\
+             open(os.path.join(inside, 'ready-{p}'), 'w').close()\n\
+             # Wait until all three are attached (polling a condition).\n\
+             while sum(n.startswith('ready-') for n in os.listdir(inside)) < 3:\n\
+             \x20   os.sched_yield()\n\
+             states = sum(n.endswith('.nvm') for n in os.listdir(inside))\n\
+             for i in range(100):\n\
+             \x20   c.execute('insert into t values (?, ?)', ({p}, i)); c.commit()\n\
+             print(states)\n",
+            dir = dir_text,
+        )
+    });
+    for out in outs {
         assert_eq!(
-            ok(&w.join().unwrap()),
+            ok(&out),
             "1",
             "NVM-tier states while all three were attached"
         );
