@@ -65,6 +65,7 @@ impl RunReport {
                     name: s.name.clone(),
                     group: s.group,
                     totals: s.totals(s.active_or(elapsed_ns)),
+                    control: s.control.clone(),
                 })
                 .collect(),
             groups: group_reports(streams, elapsed_ns),

@@ -12,6 +12,7 @@
 //! here, so callers name `nvarray_report::X` whichever file holds it.
 
 mod busy_clock;
+mod control;
 mod cpu_time;
 mod from_model;
 mod io_depths;
@@ -21,6 +22,7 @@ mod stream_stats;
 mod totals;
 
 pub use busy_clock::{BusyClock, ACTIVE_GAP_MAX};
+pub use control::{SteadyReport, StreamControl};
 pub use cpu_time::{cpu_seconds_per_gb, process_cpu_seconds, thread_cpu_seconds};
 pub use io_depths::IoDepths;
 pub use issue_delays::{IssueDelays, ISSUED_LATE_NS};

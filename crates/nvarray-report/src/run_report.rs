@@ -17,6 +17,9 @@ pub struct StreamReport {
     pub group: usize,
     #[serde(flatten)]
     pub totals: Totals,
+    /// What its latency target and steady-state watch found.
+    #[serde(flatten)]
+    pub control: crate::StreamControl,
 }
 
 /// One reporting group: its jobs' requests together, rates over the longest of their times

@@ -105,6 +105,8 @@ pub struct StreamStats {
     /// `nvarray_workload::Workload::phases`) and its reporting group.
     pub(crate) phase: usize,
     pub(crate) group: usize,
+    /// What the job's latency target and steady-state watch found.
+    pub control: crate::StreamControl,
 }
 
 impl StreamStats {
@@ -117,6 +119,7 @@ impl StreamStats {
             active_ns: None,
             phase: 0,
             group: 0,
+            control: crate::StreamControl::default(),
         }
     }
 
@@ -177,6 +180,7 @@ impl StreamStats {
         }
         self.breakdown_sum.add(&other.breakdown_sum);
         self.io_depths.merge(&other.io_depths);
+        self.control.merge(&other.control);
         // Threads of one stream ran side by side: the stream was active as long as the
         // longest of them.
         self.active_ns = match (self.active_ns, other.active_ns) {

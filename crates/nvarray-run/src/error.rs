@@ -32,6 +32,14 @@ pub enum SimError {
     },
     #[error("zns: {0}")]
     Zoned(String),
+    /// fio's fatal latency error: a request over `latency_target` at depth 1 (with
+    /// `latency_percentile=100`).
+    #[error("job {job}: a request took {latency_ns} ns at queue depth 1, over its latency_target of {target_ns} ns (fio ends such a job with an error; a latency_percentile below 100 lets some requests miss)")]
+    LatencyTargetMissed {
+        job: String,
+        latency_ns: u64,
+        target_ns: u64,
+    },
 }
 
 /// Why the emulator's runner could not run a workload, or what went wrong in the run.

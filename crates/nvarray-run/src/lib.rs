@@ -6,6 +6,8 @@
 //!   `sim_zones`: a zoned namespace's write pointers in it, as the emulated device keeps them.
 //! - `emu`: the emulator's runner: real host threads issue through the driver
 //!   (`nvarray-host`) against the wall clock, with data verification (`verify`).
+//! - `control`: what steers a running thread by what it measured (think time policy,
+//!   latency target, flows, steady state), the same state machines in both engines.
 //! - `parallel`: independent runs (a sweep's simulator points) on several threads.
 //! - `device_report`: the one report of an emulated device, for `nvarray bench` and the front
 //!   ends alike.
@@ -14,6 +16,7 @@
 //!
 //! The driver only drives; everything that decides what to issue and measures it lives here.
 
+pub mod control;
 pub mod device_report;
 pub mod emu;
 pub mod error;
@@ -23,6 +26,7 @@ pub mod parallel;
 pub mod plan;
 pub mod served;
 pub mod sim;
+mod sim_steer;
 mod sim_zones;
 pub mod verify;
 

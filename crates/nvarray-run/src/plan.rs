@@ -46,8 +46,10 @@ pub struct ThreadPlan {
     /// When the thread stops issuing, from its phase's start, its ramp included (`None` when
     /// only `ios` bounds it).
     pub runtime_ns: Option<u64>,
-    /// Pause between a completion and the next request from its queue slot.
+    /// Its job's `thinktime` (the pause after every `thinktime_blocks` requests).
     pub thinktime_ns: u64,
+    /// What steers it as it runs: think time policy, latency target, flow, steady state.
+    pub control: crate::control::ThreadControl,
     /// Writes carry self-checking data and reads are checked (`verify`): how, if they do.
     pub verify: Option<crate::verify::Verifier>,
     /// Each write's placement handle (`fdp=1`), set by `Plan::place_writes`.
@@ -284,6 +286,7 @@ impl Plan {
                     io_bytes,
                     runtime_ns,
                     thinktime_ns: job.thinktime_ns,
+                    control: crate::control::ThreadControl::of(job),
                     verify: crate::verify::Verifier::new(job.verify, job.verify_pattern.as_deref()),
                     placement: None,
                 });

@@ -13,15 +13,17 @@
 //! instant. Every queue is ordered by `(time, sequence number)`, so a run is a pure function of
 //! its inputs and seeds.
 
-use std::collections::VecDeque;
+use std::collections::{HashMap, VecDeque};
 
 use nvarray_model::min_queue::MinQueue;
 use nvarray_model::{Command, Completion, Component, DeviceConfig, DeviceModel, Op, ResourceBusy};
 use nvarray_workload::trace::{Geometry, TraceReport};
 use nvarray_workload::{Direction, PlacementPicker, Request, Workload};
 
+use crate::control::FlowGroups;
 use crate::error::SimError;
 use crate::plan::{job_streams, Next, Plan, Requests};
+use crate::sim_steer::{Gate, Sampled, SteadyWatches, Steering};
 use crate::sim_zones::SimZones;
 use nvarray_report::{cpu_seconds_per_gb, thread_cpu_seconds, IoDepths, RunReport, StreamStats};
 
@@ -36,6 +38,8 @@ enum HostEvent {
     Submit,
     /// The request's completion reached the host.
     Complete,
+    /// A job's steady state is sampled (the event's index is the job's stream).
+    Sample,
 }
 
 struct Thread {
@@ -53,7 +57,8 @@ struct Thread {
     remaining: u64,
     /// Bytes it may still issue (`u64::MAX`: no byte limit).
     bytes_left: u64,
-    thinktime_ns: u64,
+    /// What steers it (think time, latency target, flow); `None` for a plain thread.
+    steer: Option<Box<Steering>>,
     /// The thread stops issuing at this time (`u64::MAX` when bounded by count).
     end_ns: u64,
     /// The thread's CPU is busy with software work until then.
@@ -65,6 +70,13 @@ struct Thread {
     io_depths: IoDepths,
     /// Each write's placement handle (`fdp=1`).
     placement: Option<PlacementPicker>,
+}
+
+impl Thread {
+    /// Whether it may still issue at `t`.
+    fn has_work(&self, t: u64) -> bool {
+        self.remaining > 0 && self.bytes_left > 0 && t < self.end_ns
+    }
 }
 
 #[derive(Clone, Copy)]
@@ -89,6 +101,8 @@ struct Host {
     software_ns: u64,
     /// The phase's start: the times a trace or pacer gives are from here.
     origin_ns: u64,
+    /// Per flow: the threads with a slot waiting for another of the flow's to issue.
+    flow_waiters: HashMap<u32, Vec<u32>>,
 }
 
 impl Host {
@@ -97,11 +111,13 @@ impl Host {
     fn for_phase(plan: Plan, device: &DeviceConfig, start_ns: u64) -> Host {
         let outstanding_total = plan.outstanding();
         let mut first_issues = Vec::with_capacity(plan.threads.len());
+        let mut flows = FlowGroups::default();
         let threads: Vec<Thread> = plan
             .threads
             .into_iter()
             .enumerate()
             .map(|(x, t)| {
+                let name = t.stream.to_string();
                 first_issues.push((x as u32, t.iodepth));
                 Thread {
                     stream: t.stream,
@@ -110,7 +126,7 @@ impl Host {
                     issued_late: 0,
                     remaining: t.ios,
                     bytes_left: t.io_bytes,
-                    thinktime_ns: t.thinktime_ns,
+                    steer: Steering::of(t.control, start_ns, &mut flows, &name),
                     end_ns: t
                         .runtime_ns
                         .map_or(u64::MAX, |r| start_ns.saturating_add(r)),
@@ -130,6 +146,7 @@ impl Host {
             seq: 0,
             software_ns: device.host.software_ns,
             origin_ns: start_ns,
+            flow_waiters: HashMap::new(),
         };
         for (thread, iodepth) in first_issues {
             for _ in 0..iodepth {
@@ -164,6 +181,43 @@ impl Host {
         self.events.push((t, self.seq, event, x));
     }
 
+    /// Another thread of `flow` issued (or left) at `t`: the slots waiting on it try again.
+    fn wake_flow(&mut self, flow: u32, t: u64) {
+        if let Some(waiting) = self.flow_waiters.remove(&flow) {
+            for x in waiting {
+                self.unpark(x, t);
+            }
+        }
+    }
+
+    /// Thread `x`'s parked slots try again at `t`, unless it is draining.
+    fn unpark(&mut self, x: u32, t: u64) {
+        let slots = self.threads[x as usize]
+            .steer
+            .as_mut()
+            .map_or(0, |s| s.unpark());
+        for _ in 0..slots {
+            self.push(t, HostEvent::Issue, x);
+        }
+    }
+
+    /// Thread `x` has drained at `t`: it forgets what it measured if its search's final
+    /// window starts, and its slots go again after its pause.
+    fn resume(&mut self, x: u32, t: u64) {
+        let th = &mut self.threads[x as usize];
+        let steer = th.steer.as_mut().expect("only a steered thread holds");
+        let resume = steer.drained(t);
+        if resume.reset {
+            steer.own = Some(StreamStats::new(&th.stream.to_string()));
+            th.io_depths = IoDepths::default();
+            th.measure_from_ns = th.measure_from_ns.max(t);
+        }
+        th.cpu_free_ns = th.cpu_free_ns.max(t) + resume.spin_ns;
+        for _ in 0..resume.slots {
+            self.push(resume.resume_ns, HostEvent::Issue, x);
+        }
+    }
+
     /// Thread `x` issues its next request at `t` from a free queue slot, if it still has
     /// work. A timestamped trace's request due later is scheduled for its time instead (the
     /// slot waits for it); one due earlier found no free slot then, and its latency counts
@@ -176,8 +230,27 @@ impl Host {
         t: u64,
     ) -> Result<(), SimError> {
         let th = &mut self.threads[x as usize];
-        if th.remaining == 0 || th.bytes_left == 0 || t >= th.end_ns {
+        if !th.has_work(t) {
+            if let Some(flow) = th.steer.as_mut().and_then(|s| s.finish()) {
+                self.wake_flow(flow, t);
+            }
             return Ok(());
+        }
+        if let Some(steer) = th.steer.as_deref_mut() {
+            match steer.gate(th.in_flight) {
+                Gate::Go => {}
+                Gate::Park => return Ok(()),
+                Gate::ParkForFlow(flow) => {
+                    self.flow_waiters.entry(flow).or_default().push(x);
+                    return Ok(());
+                }
+                Gate::Hold => {
+                    if th.in_flight == 0 {
+                        self.resume(x, t);
+                    }
+                    return Ok(());
+                }
+            }
         }
         let (r, issue_ns) = match th.scheduled.front() {
             Some(&(r, due)) if due <= t => {
@@ -215,6 +288,10 @@ impl Host {
         let start = t.max(th.cpu_free_ns);
         let submit = start + self.software_ns;
         th.cpu_free_ns = submit;
+        if let Some(flow) = th.steer.as_mut().and_then(|s| s.issued(t)) {
+            self.wake_flow(flow, t);
+        }
+        let th = &mut self.threads[x as usize];
         let (op, placement) = match r.op {
             Direction::Read => (Op::Read, 0),
             Direction::Write => (
@@ -378,7 +455,19 @@ fn run_phase(
     let stop_ns = plan
         .longest_runtime_ns
         .map_or(u64::MAX, |r| start_ns.saturating_add(r));
+    let mut steady = SteadyWatches::of(
+        (0..streams.len())
+            .map(|s| {
+                let mut own = plan.threads.iter().filter(|t| t.stream == s);
+                own.next().and_then(|t| t.control.steady.clone())
+            })
+            .collect(),
+        start_ns,
+    );
     let mut host = Host::for_phase(plan, device, start_ns);
+    for (stream, at) in steady.first_samples() {
+        host.push(at, HostEvent::Sample, stream as u32);
+    }
     let mut last_completion_ns = start_ns;
     // Per stream: its last completion.
     let mut stream_last_ns = vec![start_ns; streams.len()];
@@ -427,29 +516,74 @@ fn run_phase(
                 let c = p.completion.expect("completion recorded before its event");
                 let th = &mut host.threads[p.thread as usize];
                 th.in_flight -= 1;
-                if t >= th.measure_from_ns {
+                let latency = c.visible_ns - p.issue_ns;
+                let measured = t >= th.measure_from_ns;
+                if measured {
                     // The simulated host takes each completion alone.
                     th.io_depths.record_collected(1);
                     let mut breakdown = c.breakdown;
                     breakdown.set(Component::Host, p.submit_ns - p.issue_ns);
-                    let latency = c.visible_ns - p.issue_ns;
                     debug_assert_eq!(breakdown.total_ns(), latency);
-                    streams[th.stream].record(c.op == Op::Read, c.len_bytes, latency, &breakdown);
+                    let stats = match th.steer.as_mut().and_then(|s| s.own.as_mut()) {
+                        Some(own) => own,
+                        None => &mut streams[th.stream],
+                    };
+                    stats.record(c.op == Op::Read, c.len_bytes, latency, &breakdown);
+                }
+                if let Some(watch) = steady.counts.get_mut(th.stream) {
+                    watch.ios += 1;
+                    watch.bytes += u64::from(c.len_bytes);
+                    watch.latency_sum_ns += latency;
                 }
                 stream_last_ns[th.stream] = t;
-                let next_ns = t + th.thinktime_ns;
                 last_completion_ns = t;
                 host.free_ids.push(x);
-                if next_ns == t {
-                    // Device events due at `t` have all run (the device goes first on ties),
-                    // so issuing now is the same as queueing an Issue event for `t`.
-                    host.issue(model, zones, p.thread, t)?;
-                } else {
-                    host.push(next_ns, HostEvent::Issue, p.thread);
+                match th.steer.as_deref_mut() {
+                    None => {
+                        // Device events due at `t` have all run (the device goes first on
+                        // ties), so issuing now is the same as queueing an Issue event for `t`.
+                        host.issue(model, zones, p.thread, t)?;
+                    }
+                    Some(steer) => {
+                        let done = steer.completed(t, latency, measured).map_err(|miss| {
+                            SimError::LatencyTargetMissed {
+                                job: streams[th.stream].name.clone(),
+                                latency_ns: miss.latency_ns,
+                                target_ns: miss.target_ns,
+                            }
+                        })?;
+                        if done {
+                            th.remaining = 0;
+                        }
+                        if !steer.holding() {
+                            host.unpark(p.thread, t);
+                        } else if th.in_flight == 0 {
+                            host.resume(p.thread, t);
+                        }
+                    }
+                }
+            }
+            HostEvent::Sample => {
+                let stream = x as usize;
+                match steady.sample(stream, t) {
+                    Sampled::Steady => {
+                        for th in host.threads.iter_mut().filter(|th| th.stream == stream) {
+                            th.end_ns = th.end_ns.min(t);
+                        }
+                    }
+                    Sampled::Next(next) => {
+                        let live = host.threads.iter().any(|th| {
+                            th.stream == stream && (th.in_flight > 0 || th.has_work(t))
+                        });
+                        if live {
+                            host.push(next, HostEvent::Sample, x);
+                        }
+                    }
                 }
             }
         }
     }
+    steady.report_into(streams);
     let end = PhaseEnd {
         last_completion_ns,
         stream_last_ns,
@@ -509,12 +643,25 @@ impl PhaseEnd {
             } else {
                 first.end_ns.min(end_ns)
             };
-            stats.set_active_ns(stopped.saturating_sub(first.measure_from_ns).max(1));
+            // From the earliest of its threads' measuring starts (a latency target's final
+            // window starts its thread's anew).
+            let measured_from = own().map(|t| t.measure_from_ns).min().unwrap_or(0);
+            stats.set_active_ns(stopped.saturating_sub(measured_from).max(1));
         }
         let mut trace = None;
         let mut paced_issued_late = None;
         for th in host.threads {
             streams[th.stream].io_depths_mut().merge(&th.io_depths);
+            if let Some(steer) = &th.steer {
+                let stream = &mut streams[th.stream];
+                if let Some(own) = &steer.own {
+                    stream.merge(own);
+                }
+                if let Some(depth) = steer.depth() {
+                    let d = stream.control.latency_depth.get_or_insert(depth);
+                    *d = (*d).min(depth);
+                }
+            }
             if th.requests.is_paced() {
                 *paced_issued_late.get_or_insert(0) += th.issued_late;
             }

@@ -75,6 +75,7 @@ impl JobSpec {
         if self.set_request_shape(key, value)?
             || self.set_extent_or_pace(key, value)?
             || self.set_zones(key, value)?
+            || self.set_control(key, value)?
         {
             return Ok(());
         }
@@ -339,7 +340,7 @@ fn size_value_error(key: &str, value: &str, error: &SizeError) -> WorkloadError 
     value_error(key, value, error.reason())
 }
 
-fn parse_u32_in(key: &str, value: &str, min: u32, max: u32) -> Result<u32, WorkloadError> {
+pub(super) fn parse_u32_in(key: &str, value: &str, min: u32, max: u32) -> Result<u32, WorkloadError> {
     value
         .parse::<u32>()
         .ok()
@@ -402,7 +403,7 @@ fn parse_randseed(value: &str) -> Result<u64, WorkloadError> {
     })
 }
 
-fn parse_duration_limited(
+pub(super) fn parse_duration_limited(
     key: &str,
     value: &str,
     default_unit_ns: u64,

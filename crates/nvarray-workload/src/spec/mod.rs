@@ -8,6 +8,8 @@
 //!   `random_distribution` values.
 //! - `keys.rs`: [`JobSpec::set`], the one place a fio `key=value` is parsed;
 //!   `key_names.rs`: the lists of supported and ignored keys, and the closest to a typo.
+//! - `control.rs`: the options that steer a running job by what it measures (think time
+//!   policy, latency target, flows, steady state).
 //! - `limits.rs`: the largest value of each field.
 //! - `placement.rs`: fio's data placement options (`fdp`, `fdp_pli`, `fdp_pli_select`) and
 //!   the handle each write carries.
@@ -15,6 +17,7 @@
 
 use serde::Serialize;
 
+mod control;
 mod distribution;
 mod key_names;
 mod keys;
@@ -24,6 +27,9 @@ mod placement;
 mod validate;
 mod vocabulary;
 
+pub use control::{
+    Flow, LatencyTarget, SteadyMetric, SteadyState, ThinkPolicy, FLOW_WEIGHT_MAX,
+};
 pub use distribution::{Distribution, ZoneSplit, SEQUENCE_MAX, ZONES_MAX};
 pub(crate) use key_names::closest_key;
 pub use key_names::{ignored_reason, IGNORED_KEYS, SUPPORTED_KEYS};
@@ -87,8 +93,17 @@ pub struct JobSpec {
     /// Boundary random offsets are aligned to (fio's `blockalign`, alias `ba`); `None`
     /// (default) means the smallest request length, as in fio.
     pub blockalign_bytes: Option<u64>,
-    /// Idle time between a completion and the thread's next submission; default 0.
+    /// fio's `thinktime`: after every `think.blocks` requests the thread waits for its
+    /// requests to complete, then idles this long; default 0 (never).
     pub thinktime_ns: u64,
+    /// The rest of fio's think time options (`control.rs`).
+    pub think: ThinkPolicy,
+    /// fio's `latency_target` and its window and percentile (`control.rs`).
+    pub latency_target: LatencyTarget,
+    /// fio's `flow_id`, `flow` and `flow_sleep` (`control.rs`).
+    pub flow: Flow,
+    /// fio's `steadystate`, `ss_dur`, `ss_ramp` and `ss_interval` (`control.rs`).
+    pub steadystate: SteadyState,
     /// Whether writes carry self-checking data that every read verifies; default off.
     pub verify: Verify,
     /// fio's `verify_pattern`: the bytes `verify=pattern` (and `meta` with a pattern) writes
@@ -174,6 +189,10 @@ impl Default for JobSpec {
             size_bytes: None,
             blockalign_bytes: None,
             thinktime_ns: 0,
+            think: ThinkPolicy::default(),
+            latency_target: LatencyTarget::default(),
+            flow: Flow::default(),
+            steadystate: SteadyState::default(),
             verify: Verify::None,
             verify_pattern: None,
             rate_iops: None,

@@ -1,0 +1,351 @@
+//! The options that steer a running job by what it measures rather than say what its requests
+//! are: fio's think time policy (`thinktime_blocks`, `thinktime_spin`,
+//! `thinktime_blocks_type`, `thinktime_iotime`), its latency target (`latency_target`,
+//! `latency_window`, `latency_percentile`, `latency_run`), flows (`flow_id`, `flow`,
+//! `flow_sleep`) and steady state (`steadystate`, `ss_dur`, `ss_ramp`, `ss_interval`).
+//! The engines carry them out (`nvarray-run`'s `control`); here they are parsed and kept.
+//!
+//! Units are fio 3.33's (options.c:3756-3978, 5086-5188): think and flow times and the
+//! latency target and window are microseconds without a unit; the think I/O time and the
+//! steady-state times are seconds.
+
+use serde::Serialize;
+
+use super::keys::{parse_duration_limited, parse_u32_in};
+use super::JobSpec;
+use crate::error::{value_error, WorkloadError};
+use crate::units::{NS_PER_S, NS_PER_US};
+
+/// The longest of these options' times: an hour.
+const CONTROL_TIME_NS_MAX: u64 = 3_600 * NS_PER_S;
+
+/// fio's largest `flow` weight (`FLOW_MAX_WEIGHT`, flow.h:4).
+pub const FLOW_WEIGHT_MAX: u32 = 1000;
+
+/// fio's think time policy, beside `thinktime` itself (`JobSpec::thinktime_ns`): after every
+/// `blocks` requests (completed, or issued), the thread waits for all of its requests to
+/// complete and then thinks (backend.c:865-935).
+#[derive(Clone, Debug, Default, PartialEq, Serialize)]
+pub struct ThinkPolicy {
+    /// `thinktime_blocks`: requests between thinks (`None`: fio's default, 1, which
+    /// `thinktime_iotime` leaves out).
+    pub blocks: Option<u32>,
+    /// `thinktime_blocks_type=issue`: count issued requests, not completed ones.
+    pub count_issued: bool,
+    /// `thinktime_spin`: the part of the think time the thread's CPU is busy (at most the
+    /// think time, as fio caps it).
+    pub spin_ns: u64,
+    /// `thinktime_iotime`: think once this long has passed since the last think began (the
+    /// think time included), whatever the count.
+    pub iotime_ns: u64,
+}
+
+impl ThinkPolicy {
+    /// Requests between thinks, fio's default 1 when not given.
+    pub fn blocks_or_default(&self) -> u64 {
+        self.blocks.map_or(1, u64::from)
+    }
+}
+
+/// fio's latency target: the thread searches for the deepest queue whose latency meets the
+/// target (io_u.c:1443-1581). Inactive while `target_ns` is 0.
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct LatencyTarget {
+    /// `latency_target`: a request's whole latency must stay at or below this.
+    pub target_ns: u64,
+    /// `latency_window`: how long each depth is tried.
+    pub window_ns: u64,
+    /// `latency_percentile`: the share of a window's requests that must meet the target.
+    pub percentile: f64,
+    /// `latency_run`: keep searching for the whole run instead of settling on a depth.
+    pub keep_searching: bool,
+}
+
+impl Default for LatencyTarget {
+    fn default() -> Self {
+        LatencyTarget {
+            target_ns: 0,
+            window_ns: 0,
+            percentile: 100.0,
+            keep_searching: false,
+        }
+    }
+}
+
+impl LatencyTarget {
+    /// Whether the job searches for a depth.
+    pub fn is_set(&self) -> bool {
+        self.target_ns > 0
+    }
+}
+
+/// fio's flows: the jobs of one `flow_id` issue requests in the ratio of their weights
+/// (flow.c:17-55). Inactive while `weight` is 0.
+#[derive(Clone, Debug, Default, PartialEq, Serialize)]
+pub struct Flow {
+    /// `flow_id`.
+    pub id: u32,
+    /// `flow`: the job's weight, 0 to [`FLOW_WEIGHT_MAX`] (0: not in a flow).
+    pub weight: u32,
+    /// `flow_sleep`: a job ahead of its share waits for its requests, then this long; 0: it
+    /// tries again at once.
+    pub sleep_ns: u64,
+}
+
+/// What a steady state is judged on (`steadystate=METRIC[_slope]:LIMIT[%]`).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum SteadyMetric {
+    /// Requests per second.
+    #[default]
+    Iops,
+    /// Bytes per second.
+    Bw,
+    /// Mean completion latency (newer fio than 3.33).
+    Lat,
+}
+
+/// fio's steady state: the job ends once the metric, sampled every `interval_ns`, has stayed
+/// within `limit` over the last `duration_ns` (steadystate.c). Inactive while `duration_ns`
+/// is 0.
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct SteadyState {
+    /// What is sampled.
+    pub metric: SteadyMetric,
+    /// Judge the least-squares slope (`*_slope`) rather than the largest deviation from the
+    /// mean.
+    pub slope: bool,
+    /// The limit is a percentage of the window's mean (`%`).
+    pub percent: bool,
+    /// The limit: in the metric's unit (IOPS, bytes/s, ns) unless `percent`.
+    pub limit: f64,
+    /// `steadystate_duration` (`ss_dur`): the window judged.
+    pub duration_ns: u64,
+    /// `steadystate_ramp_time` (`ss_ramp`): time before the first sample counts.
+    pub ramp_ns: u64,
+    /// `steadystate_check_interval` (`ss_interval`, newer fio): the sampling period; 1 s.
+    pub interval_ns: u64,
+}
+
+impl Default for SteadyState {
+    /// fio's default criterion, `iops_slope:0.01%`, inert until a duration is given.
+    fn default() -> Self {
+        SteadyState {
+            metric: SteadyMetric::Iops,
+            slope: true,
+            percent: true,
+            limit: 0.01,
+            duration_ns: 0,
+            ramp_ns: 0,
+            interval_ns: NS_PER_S,
+        }
+    }
+}
+
+impl SteadyState {
+    /// Whether the job watches for a steady state.
+    pub fn is_set(&self) -> bool {
+        self.duration_ns > 0
+    }
+
+    /// Samples in a window (at least 1).
+    pub fn samples(&self) -> usize {
+        usize::try_from(self.duration_ns / self.interval_ns.max(1))
+            .unwrap_or(usize::MAX)
+            .max(1)
+    }
+
+    /// fio's name of the criterion, as its JSON output writes it: `iops_slope:0.010000%`.
+    pub fn criterion_name(&self) -> String {
+        let metric = match self.metric {
+            SteadyMetric::Iops => "iops",
+            SteadyMetric::Bw => "bw",
+            SteadyMetric::Lat => "lat",
+        };
+        let slope = if self.slope { "_slope" } else { "" };
+        let pct = if self.percent { "%" } else { "" };
+        format!("{metric}{slope}:{:.6}{pct}", self.limit)
+    }
+
+    /// Parses `METRIC[_slope]:LIMIT[%]` (fio's `str_steadystate_cb`, options.c:1235-1310):
+    /// `bw` limits without `%` take size units (bytes/s), `lat` ones time units (µs without).
+    fn set_criterion(&mut self, key: &str, value: &str) -> Result<(), WorkloadError> {
+        let usage = "must be iops, iops_slope, bw, bw_slope, lat or lat_slope, then ':' and \
+                     a limit, a number or a percentage (iops_slope:0.1%)";
+        let (name, limit) = value
+            .split_once(':')
+            .ok_or_else(|| value_error(key, value, usage))?;
+        let (metric, slope) = match name.trim() {
+            "iops" => (SteadyMetric::Iops, false),
+            "iops_slope" => (SteadyMetric::Iops, true),
+            "bw" => (SteadyMetric::Bw, false),
+            "bw_slope" => (SteadyMetric::Bw, true),
+            "lat" => (SteadyMetric::Lat, false),
+            "lat_slope" => (SteadyMetric::Lat, true),
+            _ => return Err(value_error(key, value, usage)),
+        };
+        let limit = limit.trim();
+        let (percent, number) = match limit.strip_suffix('%') {
+            Some(n) => (true, n.trim()),
+            None => (false, limit),
+        };
+        let limit = if percent || metric == SteadyMetric::Iops {
+            number.parse::<f64>().ok()
+        } else if metric == SteadyMetric::Bw {
+            nvarray_units::parse_size(number).ok().map(|b| b as f64)
+        } else {
+            nvarray_units::parse_duration_ns(number, NS_PER_US)
+                .ok()
+                .map(|ns| ns as f64)
+        }
+        .filter(|l| l.is_finite() && *l >= 0.0)
+        .ok_or_else(|| value_error(key, value, usage))?;
+        (self.metric, self.slope, self.percent, self.limit) = (metric, slope, percent, limit);
+        Ok(())
+    }
+}
+
+impl JobSpec {
+    /// The keys of this file; `false` for any other key.
+    pub(super) fn set_control(&mut self, key: &str, value: &str) -> Result<bool, WorkloadError> {
+        let us = |v| parse_duration_limited(key, v, NS_PER_US, CONTROL_TIME_NS_MAX);
+        let s = |v| parse_duration_limited(key, v, NS_PER_S, CONTROL_TIME_NS_MAX);
+        match key {
+            "thinktime_spin" => self.think.spin_ns = us(value)?,
+            "thinktime_blocks" => {
+                self.think.blocks = Some(parse_u32_in(key, value, 1, u32::MAX)?);
+            }
+            "thinktime_blocks_type" => {
+                self.think.count_issued = match value {
+                    "complete" => false,
+                    "issue" => true,
+                    _ => return Err(value_error(key, value, "must be complete or issue")),
+                };
+            }
+            "thinktime_iotime" => self.think.iotime_ns = s(value)?,
+            "latency_target" => self.latency_target.target_ns = us(value)?,
+            "latency_window" => self.latency_target.window_ns = us(value)?,
+            "latency_percentile" => {
+                self.latency_target.percentile = value
+                    .parse::<f64>()
+                    .ok()
+                    .filter(|p| (0.0..=100.0).contains(p))
+                    .ok_or_else(|| value_error(key, value, "must be a percentage, 0 to 100"))?;
+            }
+            "latency_run" => self.latency_target.keep_searching = parse_bool(key, value)?,
+            "flow_id" => self.flow.id = parse_u32_in(key, value, 0, u32::MAX)?,
+            "flow" => self.flow.weight = parse_u32_in(key, value, 0, FLOW_WEIGHT_MAX)?,
+            "flow_sleep" => self.flow.sleep_ns = us(value)?,
+            "steadystate" | "ss" => self.steadystate.set_criterion(key, value)?,
+            "steadystate_duration" | "ss_dur" => self.steadystate.duration_ns = s(value)?,
+            "steadystate_ramp_time" | "ss_ramp" => self.steadystate.ramp_ns = s(value)?,
+            "steadystate_check_interval" | "ss_interval" => {
+                let ns = s(value)?;
+                if ns < NS_PER_US * 1000 {
+                    return Err(value_error(key, value, "must be at least 1 ms"));
+                }
+                self.steadystate.interval_ns = ns;
+            }
+            _ => return Ok(false),
+        }
+        Ok(true)
+    }
+
+    /// fio caps `thinktime_spin` at `thinktime` (init.c:728-732).
+    pub fn think_spin_ns(&self) -> u64 {
+        self.think.spin_ns.min(self.thinktime_ns)
+    }
+}
+
+/// fio's bool: 0 or 1 (or bare).
+fn parse_bool(key: &str, value: &str) -> Result<bool, WorkloadError> {
+    match value {
+        "1" => Ok(true),
+        "0" => Ok(false),
+        _ => Err(value_error(key, value, "must be 0 or 1")),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn set(pairs: &[(&str, &str)]) -> Result<JobSpec, WorkloadError> {
+        let mut job = JobSpec::default();
+        for (k, v) in pairs {
+            job.set(k, v)?;
+        }
+        Ok(job)
+    }
+
+    #[test]
+    fn units_are_fios() {
+        let job = set(&[
+            ("thinktime", "100"),
+            ("thinktime_spin", "40"),
+            ("thinktime_iotime", "2"),
+            ("latency_target", "500"),
+            ("latency_window", "1s"),
+            ("flow_sleep", "1000"),
+            ("ss_dur", "30"),
+            ("ss_ramp", "10s"),
+        ])
+        .unwrap();
+        assert_eq!(job.think.spin_ns, 40_000, "µs");
+        assert_eq!(job.think.iotime_ns, 2 * NS_PER_S, "seconds");
+        assert_eq!(job.latency_target.target_ns, 500_000, "µs");
+        assert_eq!(job.latency_target.window_ns, NS_PER_S);
+        assert_eq!(job.flow.sleep_ns, 1_000_000, "µs");
+        assert_eq!(job.steadystate.duration_ns, 30 * NS_PER_S, "seconds");
+        assert_eq!(job.steadystate.ramp_ns, 10 * NS_PER_S);
+        assert_eq!(job.steadystate.samples(), 30);
+    }
+
+    #[test]
+    fn spin_is_capped_at_the_think_time() {
+        let job = set(&[("thinktime", "10"), ("thinktime_spin", "50")]).unwrap();
+        assert_eq!(job.think_spin_ns(), 10_000);
+    }
+
+    #[test]
+    fn steady_state_criteria_parse_as_fio_reads_them() {
+        for (value, metric, slope, percent, limit) in [
+            ("iops:10%", SteadyMetric::Iops, false, true, 10.0),
+            ("iops_slope:0.1%", SteadyMetric::Iops, true, true, 0.1),
+            ("iops:2", SteadyMetric::Iops, false, false, 2.0),
+            ("bw_slope:1%", SteadyMetric::Bw, true, true, 1.0),
+            ("bw:10m", SteadyMetric::Bw, false, false, 10.0 * 1024.0 * 1024.0),
+            ("lat:5%", SteadyMetric::Lat, false, true, 5.0),
+            ("lat_slope:20", SteadyMetric::Lat, true, false, 20_000.0),
+        ] {
+            let job = set(&[("ss", value)]).unwrap();
+            let ss = &job.steadystate;
+            assert_eq!(
+                (ss.metric, ss.slope, ss.percent, ss.limit),
+                (metric, slope, percent, limit),
+                "{value}"
+            );
+        }
+        assert_eq!(
+            set(&[("ss", "iops:10%")]).unwrap().steadystate.criterion_name(),
+            "iops:10.000000%"
+        );
+        for bad in ["iops", "speed:1%", "iops:x", "iops:-1"] {
+            assert!(set(&[("ss", bad)]).is_err(), "{bad}");
+        }
+    }
+
+    #[test]
+    fn bad_values_are_refused() {
+        for (k, v) in [
+            ("flow", "1001"),
+            ("thinktime_blocks", "0"),
+            ("thinktime_blocks_type", "sometimes"),
+            ("latency_percentile", "101"),
+            ("latency_run", "yes"),
+            ("ss_interval", "100us"),
+        ] {
+            assert!(set(&[(k, v)]).is_err(), "{k}={v}");
+        }
+    }
+}
