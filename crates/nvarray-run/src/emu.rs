@@ -12,13 +12,17 @@ use nvarray_host::ladder::LadderShared;
 use nvarray_host::options::pin_this_thread;
 use nvarray_host::{Device, Options};
 use nvarray_model::DeviceConfig;
-use nvarray_report::{process_cpu_seconds, IssueDelays, RunReport, Verdict, ISSUED_LATE_NS};
+use nvarray_report::{
+    process_cpu_seconds, IssueDelays, RunReport, StreamStats, Verdict, ISSUED_LATE_NS,
+};
 use nvarray_workload::trace::Geometry;
 use nvarray_workload::Workload;
 
 use crate::device_report::{device_report_over, DeviceReading};
+use crate::emu_steady::{EmuSteady, JobSteady};
 use crate::error::EmuRunError;
 use crate::host_thread::{run_thread, Progress, ThreadResult};
+use crate::pacing::DeviceClock;
 use crate::plan::{job_streams, Plan, ThreadPlan};
 use crate::verify;
 
@@ -97,7 +101,7 @@ pub fn run_on(
     let mut issue_delays = IssueDelays::default();
     for (index, phase) in phase_plans.into_iter().enumerate() {
         let mut phase_progress = |f: f64| progress((index as f64 + f) / phase_count);
-        let ran = run_phase(device, &shared, phase, &mut phase_progress)?;
+        let ran = run_phase(device, &shared, phase, &mut streams, &mut phase_progress)?;
         measured_ns += ran.measured_ns;
         ramps = ramps.plus(&ran.ramp);
         for (stream, result) in ran.results {
@@ -236,6 +240,7 @@ fn run_phase(
     device: &Device,
     shared: &LadderShared,
     plan: Plan,
+    streams: &mut [StreamStats],
     progress: &mut dyn FnMut(f64),
 ) -> Result<PhaseRun, EmuRunError> {
     let ramp = Duration::from_nanos(plan.ramp_ns());
@@ -248,6 +253,9 @@ fn run_phase(
         bytes_total: plan.io_bytes(),
         at_ramp_end: ramp.is_zero().then(|| at_start.clone()),
     };
+    let mut plan = plan;
+    crate::control::join_flows(&mut plan.threads);
+    let steady = EmuSteady::of(&plan.threads, streams.len());
     let gate = StartGate::new(plan.threads.len());
     // Until every thread is set up the phase has not started; the progress bar counts from
     // here meanwhile.
@@ -261,7 +269,8 @@ fn run_phase(
             .into_iter()
             .map(|plan| {
                 let finished = FinishedSignal(finished_tx.clone());
-                spawn_thread(s, device, shared, plan, (&done, &gate, finished))
+                let job = steady.job(plan.stream);
+                spawn_thread(s, device, shared, plan, (&done, &gate, finished, job))
             })
             .collect::<Result<Vec<_>, _>>();
         let handles = match handles {
@@ -278,7 +287,7 @@ fn run_phase(
         watch.until_all_end(
             handles.len(),
             &finished_rx,
-            (&gate, spawned, &done),
+            (&gate, spawned, &done, &steady),
             device,
             progress,
         );
@@ -288,6 +297,7 @@ fn run_phase(
             .collect()
     });
     let results = results.into_iter().collect::<Result<Vec<_>, _>>()?;
+    steady.report_into(streams);
     let start = gate.started().unwrap_or(spawned);
     // The phase's end is when its last thread stopped measuring, not when this thread
     // noticed (joining threads is nobody's I/O).
@@ -321,7 +331,12 @@ fn spawn_thread<'s, 'e: 's>(
     device: &'e Device,
     shared: &'e LadderShared,
     plan: ThreadPlan,
-    (done, gate, finished): (&'e Progress, &'e StartGate, FinishedSignal),
+    (done, gate, finished, steady): (
+        &'e Progress,
+        &'e StartGate,
+        FinishedSignal,
+        Option<&'e JobSteady>,
+    ),
 ) -> std::io::Result<ThreadHandle<'s>> {
     std::thread::Builder::new()
         .name(format!("nvarray-job-{}", plan.stream))
@@ -338,7 +353,8 @@ fn spawn_thread<'s, 'e: 's>(
                     source,
                 })?;
             }
-            run_thread(device, shared, plan, || arrival.start(), done).map(|st| (stream, st))
+            run_thread(device, shared, plan, || arrival.start(), (done, steady))
+                .map(|st| (stream, st))
         })
 }
 
@@ -360,10 +376,11 @@ impl PhaseWatch {
         &mut self,
         mut running: usize,
         finished: &std::sync::mpsc::Receiver<()>,
-        (gate, spawned, done): (&StartGate, Instant, &Progress),
+        (gate, spawned, done, steady): (&StartGate, Instant, &Progress, &EmuSteady),
         device: &Device,
         progress: &mut dyn FnMut(f64),
     ) {
+        let clock = DeviceClock::new(device);
         while running > 0 {
             let started = gate.started();
             let start = started.unwrap_or(spawned);
@@ -383,6 +400,11 @@ impl PhaseWatch {
                     .min(1.0),
             );
             let mut nap = PROGRESS_EVERY;
+            if let Some(started) = started {
+                if let Some(next) = steady.tick(clock.ns_of(started), device.now_ns()) {
+                    nap = nap.min(Duration::from_nanos(next));
+                }
+            }
             if self.at_ramp_end.is_none() && started.is_some() {
                 let to_ramp_end = self.ramp.saturating_sub(start.elapsed());
                 if to_ramp_end.is_zero() {

@@ -59,6 +59,9 @@ pub enum EmuRunError {
     Trace(TraceError),
     #[error("cannot start a job thread: {0}")]
     ThreadStart(std::io::Error),
+    /// fio's fatal latency error (see `SimError::LatencyTargetMissed`).
+    #[error("a request took {latency_ns} ns at queue depth 1, over its job's latency_target of {target_ns} ns (fio ends such a job with an error; a latency_percentile below 100 lets some requests miss)")]
+    LatencyTargetMissed { latency_ns: u64, target_ns: u64 },
     #[error("--cpus: cannot pin job thread {thread} to CPU {cpu}: {source}")]
     Pin {
         thread: u64,
@@ -73,7 +76,10 @@ impl EmuRunError {
     pub fn is_input_error(&self) -> bool {
         match self {
             EmuRunError::Host(e) => e.is_input_error(),
-            EmuRunError::Plan(_) | EmuRunError::Workload(_) | EmuRunError::Trace(_) => true,
+            EmuRunError::Plan(_)
+            | EmuRunError::Workload(_)
+            | EmuRunError::Trace(_)
+            | EmuRunError::LatencyTargetMissed { .. } => true,
             EmuRunError::Verify(_) | EmuRunError::ThreadStart(_) | EmuRunError::Pin { .. } => false,
         }
     }

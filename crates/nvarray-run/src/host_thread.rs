@@ -13,6 +13,8 @@ use nvarray_report::{IssueDelays, StreamStats, ISSUED_LATE_NS};
 use nvarray_workload::trace::TraceReport;
 use nvarray_workload::{Direction, Request};
 
+use crate::control::{Gate, Steering};
+use crate::emu_steady::JobSteady;
 use crate::error::EmuRunError;
 use crate::pacing::{DeviceClock, Pacer};
 use crate::plan::{Next, Requests, ThreadPlan};
@@ -99,21 +101,21 @@ impl InFlight {
     }
 
     /// The slot it frees when collected at `collected_ns`, the device having taken
-    /// `device_ns`: ready again `thinktime_ns` later. Had the thread kept time, it would have
-    /// been ready `thinktime_ns` after the device's completion, however late the thread
-    /// collected it (a pause between the two is the thread's, not the device's).
-    fn frees(&self, collected_ns: u64, thinktime_ns: u64, device_ns: u64) -> Slot {
+    /// `device_ns`: ready again at once. Had the thread kept time, it would have been ready at
+    /// the device's completion, however late the thread collected it (a pause between the
+    /// two is the thread's, not the device's).
+    fn frees(&self, collected_ns: u64, device_ns: u64) -> Slot {
         Slot {
-            ready_ns: collected_ns + thinktime_ns,
-            ready_on_time_ns: self.done_on_time_ns(device_ns) + thinktime_ns,
+            ready_ns: collected_ns,
+            ready_on_time_ns: self.done_on_time_ns(device_ns),
         }
     }
 }
 
-/// One host thread: keeps `iodepth` commands in flight until its run ends, then drains. With
-/// `thinktime`, each completion frees its slot only that long after it arrived (as in the
-/// simulator; with `iodepth` > 1 a slot that frees while the thread waits for a completion
-/// is used once the thread wakes). With `verify`, every write carries self-checking data
+/// One host thread: keeps `iodepth` commands in flight until its run ends, then drains. Its
+/// steering (`control`: think time, latency target, flow) holds it back as in the
+/// simulator: it stops issuing while its gate is shut, and a hold waits for its last
+/// command, then for the pause. With `verify`, every write carries self-checking data
 /// (`verify`) and every read is checked. `arrive` waits at the phase's start gate and returns
 /// the phase's start; it is called once the thread is set up.
 pub(crate) fn run_thread(
@@ -121,11 +123,11 @@ pub(crate) fn run_thread(
     shared: &LadderShared,
     plan: ThreadPlan,
     arrive: impl FnOnce() -> Instant,
-    progress: &Progress,
+    (progress, steady): (&Progress, Option<&JobSteady>),
 ) -> Result<ThreadResult, EmuRunError> {
     let began = Instant::now();
     let clock = DeviceClock::new(device);
-    let mut thread = HostThread::new(device, shared, plan);
+    let mut thread = HostThread::new(device, shared, plan, steady);
     // Set up (everything above allocates: the histograms alone take about 0.3 ms to fault
     // in): the phase starts when every thread of it is (`StartGate`).
     thread.start(clock.ns_of(arrive()));
@@ -144,6 +146,7 @@ pub(crate) fn run_thread(
             break;
         }
         thread.collect(progress);
+        thread.resume_if_drained();
     }
     thread.finish(began, &clock)
 }
@@ -195,11 +198,23 @@ struct HostThread<'d> {
     latest_ns: u64,
     /// When each of the `iodepth` slots may issue again.
     slots: VecDeque<Slot>,
+    /// What steers it (think time policy, latency target, flow), and whether its latency
+    /// target's search has ended the job.
+    steer: Option<Box<Steering>>,
+    steer_done: bool,
+    /// Its job's steady-state watch, which it counts into and which may stop it.
+    steady: Option<&'d JobSteady>,
 }
 
 impl<'d> HostThread<'d> {
     /// The thread's buffers and queue pair, allocated before the phase starts.
-    fn new(device: &'d Device, shared: &LadderShared, plan: ThreadPlan) -> Self {
+    fn new(
+        device: &'d Device,
+        shared: &LadderShared,
+        mut plan: ThreadPlan,
+        steady: Option<&'d JobSteady>,
+    ) -> Self {
+        let steer = Steering::of(std::mem::take(&mut plan.control), 0);
         let completion = device.completion();
         let command_bytes_max = device.command_bytes_max() as usize;
         let timed = plan.requests.is_timed();
@@ -224,13 +239,16 @@ impl<'d> HostThread<'d> {
             issue_delays: IssueDelays::default(),
             pacer: Pacer::new(),
             timed,
-            fresh_for_slots: timed || plan.thinktime_ns > 0,
+            fresh_for_slots: timed || steer.is_some(),
             start: 0,
             measure_from: 0,
             deadline: None,
             latest_ns: 0,
             slots: VecDeque::with_capacity(plan.iodepth as usize),
             plan,
+            steer,
+            steer_done: false,
+            steady,
         }
     }
 
@@ -240,6 +258,9 @@ impl<'d> HostThread<'d> {
         self.measure_from = start + self.plan.ramp_ns;
         self.deadline = self.plan.runtime_ns.map(|r| start + r);
         self.latest_ns = start;
+        if let Some(steer) = &mut self.steer {
+            steer.start_at(start);
+        }
         self.slots.extend(std::iter::repeat_n(
             Slot {
                 ready_ns: start,
@@ -271,6 +292,8 @@ impl<'d> HostThread<'d> {
             && self.issued_counted < self.plan.ios
             && self.issued_bytes < self.plan.io_bytes
             && !self.trace_ended
+            && !self.steer_done
+            && !self.steady.is_some_and(JobSteady::stopped)
     }
 
     /// With nothing in flight, nothing to wait for but the think time, or the next request's
@@ -303,6 +326,17 @@ impl<'d> HostThread<'d> {
                 Some(&slot) if slot.ready_ns <= now => slot,
                 _ => break,
             };
+            if let Some(steer) = self.steer.as_deref_mut() {
+                match steer.gate(self.in_flight as u32) {
+                    Gate::Go => {}
+                    Gate::Hold => {
+                        self.resume_if_drained();
+                        break;
+                    }
+                    // A flow's thread ahead of its share tries again at once, as fio's does.
+                    Gate::Park | Gate::ParkForFlow(_) => break,
+                }
+            }
             let Some((r, due_at)) = self.next_request() else {
                 break;
             };
@@ -400,6 +434,9 @@ impl<'d> HostThread<'d> {
                 self.issued_counted += u64::from(counted);
                 self.issued_bytes += u64::from(r.len_bytes);
                 self.in_flight += 1;
+                if let Some(steer) = self.steer.as_deref_mut() {
+                    steer.issued(self.latest_ns);
+                }
                 true
             }
             // Other threads hold every tag: collect our own completions first.
@@ -476,11 +513,26 @@ impl<'d> HostThread<'d> {
                 let now = self.device.now_ns();
                 self.latest_ns = now;
                 collected = Some(now);
-                if command.done_on_time_ns(device_ns) >= self.measure_from {
-                    let latency_ns = command.latency_ns(now);
+                let latency_ns = command.latency_ns(now);
+                let counted = command.done_on_time_ns(device_ns) >= self.measure_from;
+                if counted {
                     // All of it as host time for now; `device_report` moves the modelled
                     // device's share to its components.
                     self.stats.record_host(is_read, len, latency_ns);
+                }
+                if let Some(job) = self.steady {
+                    job.completed(len, latency_ns);
+                }
+                if let Some(steer) = self.steer.as_deref_mut() {
+                    match steer.completed(now, latency_ns, counted) {
+                        Ok(done) => self.steer_done |= done,
+                        Err(miss) => {
+                            self.error.get_or_insert(EmuRunError::LatencyTargetMissed {
+                                latency_ns: miss.latency_ns,
+                                target_ns: miss.target_ns,
+                            });
+                        }
+                    }
                 }
                 if let Some(v) = self.plan.verify.as_ref().filter(|_| is_read) {
                     collected = None;
@@ -500,7 +552,35 @@ impl<'d> HostThread<'d> {
         let collected = collected.unwrap_or_else(|| self.device.now_ns());
         self.latest_ns = self.latest_ns.max(collected);
         self.slots
-            .push_back(command.frees(collected, self.plan.thinktime_ns, device_ns));
+            .push_back(command.frees(collected, device_ns));
+    }
+
+    /// A steered thread holding (to think, or after its depth changed) whose requests have
+    /// all completed: it forgets what it measured if its latency target's final window
+    /// starts, and its slots are ready again after its pause (`thinktime_spin` of it busy).
+    fn resume_if_drained(&mut self) {
+        let Some(steer) = self.steer.as_deref_mut() else {
+            return;
+        };
+        if !steer.holding() || self.in_flight > 0 {
+            return;
+        }
+        let now = self.device.now_ns();
+        let resume = steer.drained(now);
+        if resume.reset {
+            self.stats = StreamStats::new("thread");
+            self.measure_from = self.measure_from.max(now);
+        }
+        if resume.spin_ns > 0 {
+            let until = now + resume.spin_ns;
+            while self.device.now_ns() < until {
+                std::hint::spin_loop();
+            }
+        }
+        for slot in &mut self.slots {
+            slot.ready_ns = slot.ready_ns.max(resume.resume_ns);
+            slot.ready_on_time_ns = slot.ready_on_time_ns.max(resume.resume_ns);
+        }
     }
 
     /// What the thread measured, once it has drained. Its own time is from its ramp's end:
@@ -509,6 +589,10 @@ impl<'d> HostThread<'d> {
     /// phases adds the phases' times up.
     fn finish(mut self, began: Instant, clock: &DeviceClock) -> Result<ThreadResult, EmuRunError> {
         let ended = Instant::now();
+        if let Some(steer) = self.steer.as_deref_mut() {
+            steer.finish();
+            self.stats.control.latency_depth = steer.depth();
+        }
         self.stats.set_active_ns(
             clock
                 .ns_of(ended)
@@ -584,7 +668,7 @@ mod tests {
                 _ => issued_at - due,
             };
             assert_eq!(c.host_delay_ns(), expected_delay, "request {k}");
-            slot = c.frees(collected, 0, us(10));
+            slot = c.frees(collected, us(10));
         }
     }
 
@@ -599,7 +683,7 @@ mod tests {
         };
         // Both due at t0; the first takes 10 µs on the device.
         let first = InFlight::issue(t0, Some(t0), &slot);
-        let slot = first.frees(t0 + us(10), 0, us(10));
+        let slot = first.frees(t0 + us(10), us(10));
         let second = InFlight::issue(t0 + us(10), Some(t0), &slot);
         assert_eq!(second.slot_wait_ns, us(10));
         assert_eq!(second.host_delay_ns(), 0);
@@ -617,8 +701,8 @@ mod tests {
         let c = InFlight::issue(t0 + us(5), None, &slot);
         assert_eq!((c.slot_wait_ns, c.host_delay_ns()), (0, 0));
         assert_eq!(c.latency_ns(t0 + us(12)), us(7));
-        let freed = c.frees(t0 + us(12), us(100), us(7));
-        assert_eq!(freed.ready_ns, t0 + us(112));
+        let freed = c.frees(t0 + us(12), us(7));
+        assert_eq!(freed.ready_ns, t0 + us(12));
     }
 
     /// A thread paused between the device's completion and its collecting it (a machine
@@ -634,7 +718,7 @@ mod tests {
         let first = InFlight::issue(t0, Some(t0), &slot);
         // The device took 10 µs; the thread collected it 100 ms later.
         let collected = t0 + us(100_000);
-        let slot = first.frees(collected, 0, us(10));
+        let slot = first.frees(collected, us(10));
         // The next was due 1 ms after the first and goes as soon as the thread is back.
         let second = InFlight::issue(collected, Some(t0 + us(1_000)), &slot);
         assert_eq!(second.slot_wait_ns, 0);

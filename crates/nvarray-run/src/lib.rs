@@ -19,6 +19,7 @@
 pub mod control;
 pub mod device_report;
 pub mod emu;
+mod emu_steady;
 pub mod error;
 mod host_thread;
 mod pacing;
@@ -26,7 +27,7 @@ pub mod parallel;
 pub mod plan;
 pub mod served;
 pub mod sim;
-mod sim_steer;
+mod sim_steady;
 mod sim_zones;
 pub mod verify;
 

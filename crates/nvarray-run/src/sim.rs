@@ -20,10 +20,10 @@ use nvarray_model::{Command, Completion, Component, DeviceConfig, DeviceModel, O
 use nvarray_workload::trace::{Geometry, TraceReport};
 use nvarray_workload::{Direction, PlacementPicker, Request, Workload};
 
-use crate::control::FlowGroups;
 use crate::error::SimError;
 use crate::plan::{job_streams, Next, Plan, Requests};
-use crate::sim_steer::{Gate, Sampled, SteadyWatches, Steering};
+use crate::control::{join_flows, Gate, Steering};
+use crate::sim_steady::{Sampled, SteadyWatches};
 use crate::sim_zones::SimZones;
 use nvarray_report::{cpu_seconds_per_gb, thread_cpu_seconds, IoDepths, RunReport, StreamStats};
 
@@ -57,8 +57,13 @@ struct Thread {
     remaining: u64,
     /// Bytes it may still issue (`u64::MAX`: no byte limit).
     bytes_left: u64,
-    /// What steers it (think time, latency target, flow); `None` for a plain thread.
+    /// What steers it (think time, latency target, flow); `None` for a plain thread. The
+    /// queue slots its steering holds back (`parked`) go again when it lets them.
     steer: Option<Box<Steering>>,
+    parked: u32,
+    /// A latency target's thread counts its own figures (its final window forgets the
+    /// search's); merged into its stream at the phase's end.
+    own: Option<StreamStats>,
     /// The thread stops issuing at this time (`u64::MAX` when bounded by count).
     end_ns: u64,
     /// The thread's CPU is busy with software work until then.
@@ -111,13 +116,13 @@ impl Host {
     fn for_phase(plan: Plan, device: &DeviceConfig, start_ns: u64) -> Host {
         let outstanding_total = plan.outstanding();
         let mut first_issues = Vec::with_capacity(plan.threads.len());
-        let mut flows = FlowGroups::default();
+        let mut plan = plan;
+        join_flows(&mut plan.threads);
         let threads: Vec<Thread> = plan
             .threads
             .into_iter()
             .enumerate()
             .map(|(x, t)| {
-                let name = t.stream.to_string();
                 first_issues.push((x as u32, t.iodepth));
                 Thread {
                     stream: t.stream,
@@ -126,7 +131,9 @@ impl Host {
                     issued_late: 0,
                     remaining: t.ios,
                     bytes_left: t.io_bytes,
-                    steer: Steering::of(t.control, start_ns, &mut flows, &name),
+                    own: t.control.depth.is_some().then(|| StreamStats::new("thread")),
+                    steer: Steering::of(t.control, start_ns),
+                    parked: 0,
                     end_ns: t
                         .runtime_ns
                         .map_or(u64::MAX, |r| start_ns.saturating_add(r)),
@@ -192,11 +199,11 @@ impl Host {
 
     /// Thread `x`'s parked slots try again at `t`, unless it is draining.
     fn unpark(&mut self, x: u32, t: u64) {
-        let slots = self.threads[x as usize]
-            .steer
-            .as_mut()
-            .map_or(0, |s| s.unpark());
-        for _ in 0..slots {
+        let th = &mut self.threads[x as usize];
+        if th.steer.as_ref().is_none_or(|s| s.holding()) {
+            return;
+        }
+        for _ in 0..std::mem::take(&mut th.parked) {
             self.push(t, HostEvent::Issue, x);
         }
     }
@@ -208,12 +215,12 @@ impl Host {
         let steer = th.steer.as_mut().expect("only a steered thread holds");
         let resume = steer.drained(t);
         if resume.reset {
-            steer.own = Some(StreamStats::new(&th.stream.to_string()));
+            th.own = Some(StreamStats::new("thread"));
             th.io_depths = IoDepths::default();
             th.measure_from_ns = th.measure_from_ns.max(t);
         }
         th.cpu_free_ns = th.cpu_free_ns.max(t) + resume.spin_ns;
-        for _ in 0..resume.slots {
+        for _ in 0..std::mem::take(&mut th.parked) {
             self.push(resume.resume_ns, HostEvent::Issue, x);
         }
     }
@@ -239,12 +246,17 @@ impl Host {
         if let Some(steer) = th.steer.as_deref_mut() {
             match steer.gate(th.in_flight) {
                 Gate::Go => {}
-                Gate::Park => return Ok(()),
+                Gate::Park => {
+                    th.parked += 1;
+                    return Ok(());
+                }
                 Gate::ParkForFlow(flow) => {
+                    th.parked += 1;
                     self.flow_waiters.entry(flow).or_default().push(x);
                     return Ok(());
                 }
                 Gate::Hold => {
+                    th.parked += 1;
                     if th.in_flight == 0 {
                         self.resume(x, t);
                     }
@@ -524,7 +536,7 @@ fn run_phase(
                     let mut breakdown = c.breakdown;
                     breakdown.set(Component::Host, p.submit_ns - p.issue_ns);
                     debug_assert_eq!(breakdown.total_ns(), latency);
-                    let stats = match th.steer.as_mut().and_then(|s| s.own.as_mut()) {
+                    let stats = match th.own.as_mut() {
                         Some(own) => own,
                         None => &mut streams[th.stream],
                     };
@@ -555,6 +567,8 @@ fn run_phase(
                         if done {
                             th.remaining = 0;
                         }
+                        // The completed request's slot waits with the others.
+                        th.parked += 1;
                         if !steer.holding() {
                             host.unpark(p.thread, t);
                         } else if th.in_flight == 0 {
@@ -652,11 +666,11 @@ impl PhaseEnd {
         let mut paced_issued_late = None;
         for th in host.threads {
             streams[th.stream].io_depths_mut().merge(&th.io_depths);
+            if let Some(own) = &th.own {
+                streams[th.stream].merge(own);
+            }
             if let Some(steer) = &th.steer {
                 let stream = &mut streams[th.stream];
-                if let Some(own) = &steer.own {
-                    stream.merge(own);
-                }
                 if let Some(depth) = steer.depth() {
                     let d = stream.control.latency_depth.get_or_insert(depth);
                     *d = (*d).min(depth);

@@ -1,18 +1,13 @@
-//! A simulated thread's steering (`control`): its think time policy, depth search and flow
-//! turned into when the thread may issue. A thread that must drain (to think, after its depth
-//! stepped down, before its final window, or to sleep off being ahead of its flow) holds:
-//! the queue slots it frees wait (`parked`) until its last request completes, then all go
-//! again, after the pause. A slot the depth cap or the flow does not let go waits the same
-//! way, until the cap rises or the flow moves on.
+//! A thread's steering (`control`), for both engines: its think time policy, depth search
+//! and flow turned into when the thread may issue. A thread that must drain (to think, after
+//! its depth stepped down, before its final window, or to sleep off being ahead of its flow)
+//! holds: the queue slots it frees wait until its last request completes, then all go again,
+//! after the pause. A slot the depth cap or the flow does not let go waits the same way,
+//! until the cap rises or the flow moves on. The simulator keeps its waiting slots as
+//! events to replay; the emulator's thread simply stops issuing until the gate opens.
 
-use nvarray_report::StreamStats;
 
-use nvarray_workload::SteadyState;
-
-use crate::control::{
-    DepthSearch, DepthStep, FlowGroups, FlowMember, SteadyCounts, SteadyWatch,
-    TargetMissedAtDepthOne, ThreadControl, Thinker,
-};
+use super::{DepthSearch, DepthStep, FlowMember, TargetMissedAtDepthOne, ThreadControl, Thinker};
 
 /// Why a thread drains: what it does once its last request has completed.
 #[derive(Clone, Copy, Default)]
@@ -41,13 +36,12 @@ pub(crate) enum Gate {
     Hold,
 }
 
-/// What a resumed thread does: issue its parked slots at `resume_ns` (its CPU busy
-/// `spin_ns` from the drain), having forgotten what it measured if `reset`.
+/// What a resumed thread does: issue again at `resume_ns` (its CPU busy `spin_ns` from the
+/// drain), having forgotten what it measured if `reset`.
 pub(crate) struct Resume {
     pub(crate) resume_ns: u64,
     pub(crate) spin_ns: u64,
     pub(crate) reset: bool,
-    pub(crate) slots: u32,
 }
 
 /// One simulated thread's steering state.
@@ -57,51 +51,38 @@ pub(crate) struct Steering {
     flow: Option<FlowMember>,
     flow_sleep_ns: u64,
     hold: Hold,
-    /// Queue slots waiting to issue.
-    parked: u32,
     issued: u64,
     completed: u64,
-    /// A latency target's thread counts its own figures (its final window forgets the
-    /// search's); merged into its stream at the phase's end.
-    pub(crate) own: Option<StreamStats>,
 }
 
 impl Steering {
-    /// The steering of a thread planned with `control`, starting at `start_ns`, in the
-    /// phase's `flows`; `None` when nothing steers it.
-    pub(crate) fn of(
-        mut control: ThreadControl,
-        start_ns: u64,
-        flows: &mut FlowGroups,
-        stream_name: &str,
-    ) -> Option<Box<Steering>> {
+    /// The steering of a thread planned with `control` (its flow joined), starting at
+    /// `start_ns`; `None` when nothing steers it.
+    pub(crate) fn of(control: ThreadControl, start_ns: u64) -> Option<Box<Steering>> {
         if !control.steers() {
             return None;
         }
-        control.start_at(start_ns);
-        let flow = control.flow.map(|(id, weight, _)| flows.join(id, weight));
-        Some(Box::new(Steering {
-            own: control.depth.is_some().then(|| StreamStats::new(stream_name)),
+        let flow = control.flow_member;
+        let mut steering = Box::new(Steering {
             think: control.think,
             depth: control.depth,
             flow,
             flow_sleep_ns: control.flow.map_or(0, |(_, _, sleep)| sleep),
             hold: Hold::default(),
-            parked: 0,
             issued: 0,
             completed: 0,
-        }))
+        });
+        steering.start_at(start_ns);
+        Some(steering)
     }
 
     /// Before a slot issues, with `in_flight` of the thread's requests in flight.
     pub(crate) fn gate(&mut self, in_flight: u32) -> Gate {
         if self.hold.any() || self.depth.as_ref().is_some_and(|d| in_flight >= d.depth) {
-            self.parked += 1;
             return Gate::Park;
         }
         if let Some(flow) = &mut self.flow {
             if !flow.may_issue() {
-                self.parked += 1;
                 if self.flow_sleep_ns > 0 {
                     self.hold.flow_sleep = true;
                     return Gate::Hold;
@@ -128,7 +109,6 @@ impl Steering {
         measured: bool,
     ) -> Result<bool, TargetMissedAtDepthOne> {
         self.completed += 1;
-        self.parked += 1;
         let mut done = false;
         if let Some(depth) = &mut self.depth {
             if depth.completed(latency_ns)? == DepthStep::Drain {
@@ -160,15 +140,6 @@ impl Steering {
         self.hold.any()
     }
 
-    /// The slots to issue again at `t` when the thread is not draining (its depth may have
-    /// risen, or its flow moved on): they go through the gate again.
-    pub(crate) fn unpark(&mut self) -> u32 {
-        if self.hold.any() {
-            return 0;
-        }
-        std::mem::take(&mut self.parked)
-    }
-
     /// The thread's last request completed at `t` while it held: what it does now.
     pub(crate) fn drained(&mut self, t: u64) -> Resume {
         let hold = std::mem::take(&mut self.hold);
@@ -185,7 +156,6 @@ impl Steering {
             resume_ns: t + pause_ns,
             spin_ns: think_ns.map_or(0, |k| k.spin_ns),
             reset: hold.final_run,
-            slots: std::mem::take(&mut self.parked),
         }
     }
 
@@ -197,69 +167,18 @@ impl Steering {
         })
     }
 
+    /// The thread starts at `start_ns` (planned before the phase's start was known).
+    pub(crate) fn start_at(&mut self, start_ns: u64) {
+        if let Some(t) = &mut self.think {
+            t.start_at(start_ns);
+        }
+        if let Some(d) = &mut self.depth {
+            d.new_window(start_ns, 0);
+        }
+    }
+
     /// The depth its latency target's search is at.
     pub(crate) fn depth(&self) -> Option<u32> {
         self.depth.as_ref().map(|d| d.depth)
-    }
-}
-
-/// The steady-state watches of a phase's jobs, and each job's totals for them (empty when no
-/// job of the phase watches, so a completion costs nothing more).
-pub(crate) struct SteadyWatches {
-    watches: Vec<Option<SteadyWatch>>,
-    pub(crate) counts: Vec<SteadyCounts>,
-}
-
-/// What a steady-state sample found.
-pub(crate) enum Sampled {
-    /// The job is steady: it stops.
-    Steady,
-    /// Sample again then.
-    Next(u64),
-}
-
-impl SteadyWatches {
-    /// Watches for the jobs (streams) with a steady state, `specs[stream]`, from `start_ns`.
-    pub(crate) fn of(specs: Vec<Option<SteadyState>>, start_ns: u64) -> SteadyWatches {
-        let any = specs.iter().any(Option::is_some);
-        SteadyWatches {
-            counts: if any {
-                vec![SteadyCounts::default(); specs.len()]
-            } else {
-                Vec::new()
-            },
-            watches: specs
-                .into_iter()
-                .map(|s| s.map(|s| SteadyWatch::new(&s, start_ns)))
-                .collect(),
-        }
-    }
-
-    /// Each watched stream and its first sample's time.
-    pub(crate) fn first_samples(&self) -> Vec<(usize, u64)> {
-        self.watches
-            .iter()
-            .enumerate()
-            .filter_map(|(s, w)| w.as_ref().map(|w| (s, w.next_sample_ns())))
-            .collect()
-    }
-
-    /// Samples `stream` at `t`.
-    pub(crate) fn sample(&mut self, stream: usize, t: u64) -> Sampled {
-        let watch = self.watches[stream].as_mut().expect("sampled streams are watched");
-        if watch.sample(t, self.counts[stream]) {
-            Sampled::Steady
-        } else {
-            Sampled::Next(watch.next_sample_ns())
-        }
-    }
-
-    /// Writes each watch's findings into its stream.
-    pub(crate) fn report_into(&self, streams: &mut [StreamStats]) {
-        for (stream, watch) in self.watches.iter().enumerate() {
-            if let Some(w) = watch {
-                streams[stream].control.steadystate = Some(w.report());
-            }
-        }
     }
 }
