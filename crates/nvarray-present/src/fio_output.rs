@@ -72,7 +72,7 @@ pub fn report(workload: &Workload, r: &RunReport, percentiles: &[f64], plus: boo
                 &s.name,
                 s.group,
                 spec.map(|j| job_options(j, workload.trace.as_ref())),
-                spec.map_or(1, |j| j.iodepth),
+                control_fields(spec, s),
                 &s.totals,
                 r.elapsed_ns,
                 percentiles,
@@ -96,7 +96,7 @@ fn job(
     name: &str,
     group: usize,
     options: Option<Map<String, Value>>,
-    iodepth: u32,
+    control: Map<String, Value>,
     t: &Totals,
     elapsed_ns: u64,
     percentiles: &[f64],
@@ -125,7 +125,7 @@ fn job(
             .collect()
     };
     let d = &t.io_depths;
-    json!({
+    let mut v = json!({
         "jobname": name,
         "groupid": group,
         "error": 0,
@@ -148,11 +148,59 @@ fn job(
         "latency_ns": buckets(&EDGES, 1, 0),
         "latency_us": buckets(&EDGES, 1_000, 1_000),
         "latency_ms": buckets(&EDGES_MS, 1_000_000, 1_000_000),
-        "latency_depth": iodepth,
-        "latency_target": 0,
-        "latency_percentile": 100.0,
-        "latency_window": 0,
-    })
+    });
+    if let Value::Object(m) = &mut v {
+        m.extend(control);
+    }
+    v
+}
+
+/// fio's latency target fields (every job has them: a job without a target shows its
+/// `iodepth`, target 0), and its `steadystate` block when the job watched for one
+/// (stat.c:1817-1822, 1867-1914).
+fn control_fields(spec: Option<&JobSpec>, s: &StreamReport) -> Map<String, Value> {
+    let (depth, target_ns, window_us, percentile) = latency_fields(spec, s);
+    let mut m = Map::new();
+    m.insert("latency_depth".into(), json!(depth));
+    m.insert("latency_target".into(), json!(target_ns));
+    m.insert("latency_percentile".into(), json!(percentile));
+    m.insert("latency_window".into(), json!(window_us));
+    if let Some(ss) = &s.control.steadystate {
+        m.insert(
+            "steadystate".into(),
+            json!({
+                "ss": ss.ss,
+                "duration": ss.duration,
+                "attained": u8::from(ss.attained),
+                "criterion": ss.criterion,
+                "max_deviation": ss.max_deviation,
+                "slope": ss.slope,
+                "data": {
+                    "bw_mean": ss.bw_mean,
+                    "iops_mean": ss.iops_mean,
+                    "iops": ss.iops,
+                    "bw": ss.bw,
+                },
+            }),
+        );
+    }
+    m
+}
+
+/// A job's latency target as fio reports it: the depth its search ended at (its `iodepth`
+/// without one), the target in ns, the window in µs, the percentile.
+fn latency_fields(spec: Option<&JobSpec>, s: &StreamReport) -> (u32, u64, u64, f64) {
+    let target = spec.map(|j| j.latency_target.clone()).unwrap_or_default();
+    let depth = s
+        .control
+        .latency_depth
+        .unwrap_or_else(|| spec.map_or(1, |j| j.iodepth));
+    (
+        depth,
+        target.target_ns,
+        target.window_ns / 1_000,
+        target.percentile,
+    )
 }
 
 /// fio's latency edges: the ns and µs series (≤ 2, 4, ... 1000 of the unit) and the ms one.
@@ -363,15 +411,7 @@ pub fn normal(
         .unwrap_or_default();
     for st in &r.streams {
         let spec = workload.jobs.iter().find(|j| j.name == st.name);
-        let numjobs = spec.map_or(1, |j| j.numjobs);
-        write_job(
-            &mut s,
-            st,
-            numjobs,
-            now.as_secs(),
-            r.elapsed_ns,
-            percentiles,
-        );
+        write_job(&mut s, st, spec, now.as_secs(), r.elapsed_ns, percentiles);
     }
     write_run_status(&mut s, r);
     s
@@ -415,7 +455,7 @@ fn write_banner(s: &mut String, workload: &Workload, r: &RunReport, device_line:
 fn write_job(
     s: &mut String,
     st: &StreamReport,
-    numjobs: u32,
+    spec: Option<&JobSpec>,
     now_secs: u64,
     elapsed_ns: u64,
     percentiles: &[f64],
@@ -426,7 +466,7 @@ fn write_job(
         "{}: (groupid={}, jobs={}): err= 0: pid={}: {}",
         st.name,
         st.group,
-        numjobs,
+        spec.map_or(1, |j| j.numjobs),
         std::process::id(),
         ctime(now_secs)
     );
@@ -438,6 +478,48 @@ fn write_job(
         write_direction(s, name, d, runtime_ms, percentiles);
     }
     write_io_depths(s, t);
+    let (depth, target_ns, window_us, percentile) = latency_fields(spec, st);
+    let _ = writeln!(
+        s,
+        "     latency   : target={target_ns}, window={window_us}, percentile={percentile:.2}%, depth={depth}"
+    );
+    if let Some(ss) = &st.control.steadystate {
+        let (metric, judged) = match ss.ss.split_once(':') {
+            Some((name, _)) => (
+                if name.starts_with("bw") {
+                    "bw"
+                } else if name.starts_with("lat") {
+                    "lat"
+                } else {
+                    "iops"
+                },
+                if name.ends_with("_slope") {
+                    " slope"
+                } else {
+                    " mean dev"
+                },
+            ),
+            None => ("iops", " mean dev"),
+        };
+        let _ = writeln!(
+            s,
+            "  steadystate  : attained={}, bw={} ({}), iops={}, {metric}{judged}={}",
+            if ss.attained { "yes" } else { "no" },
+            binary_rate(ss.bw_mean),
+            decimal_rate(ss.bw_mean),
+            si(ss.iops_mean),
+            ss.criterion
+                .trim_end_matches('%')
+                .parse::<f64>()
+                .map_or(ss.criterion.clone(), |c| {
+                    format!(
+                        "{c:.3}{}",
+                        if ss.criterion.ends_with('%') { "%" } else { "" }
+                    )
+                }),
+        );
+    }
+    s.push('\n');
 }
 
 /// A job's block for one direction: the IOPS and bandwidth line, the `clat` and `lat`
@@ -527,7 +609,7 @@ fn write_io_depths(s: &mut String, t: &Totals) {
     );
     let _ = writeln!(
         s,
-        "     issued rwts: total={},{},0,0 short=0,0,0,0 dropped=0,0,0,0\n",
+        "     issued rwts: total={},{},0,0 short=0,0,0,0 dropped=0,0,0,0",
         t.read.requests, t.write.requests
     );
 }

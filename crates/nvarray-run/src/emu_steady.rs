@@ -30,8 +30,7 @@ impl JobSteady {
         self.ios.fetch_add(1, Ordering::Relaxed);
         self.bytes
             .fetch_add(u64::from(len_bytes), Ordering::Relaxed);
-        self.latency_sum_ns
-            .fetch_add(latency_ns, Ordering::Relaxed);
+        self.latency_sum_ns.fetch_add(latency_ns, Ordering::Relaxed);
     }
 
     /// Whether the job is steady: its threads stop issuing.

@@ -551,8 +551,7 @@ impl<'d> HostThread<'d> {
         self.in_flight -= 1;
         let collected = collected.unwrap_or_else(|| self.device.now_ns());
         self.latest_ns = self.latest_ns.max(collected);
-        self.slots
-            .push_back(command.frees(collected, device_ns));
+        self.slots.push_back(command.frees(collected, device_ns));
     }
 
     /// A steered thread holding (to think, or after its depth changed) whose requests have

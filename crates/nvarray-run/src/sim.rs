@@ -20,9 +20,9 @@ use nvarray_model::{Command, Completion, Component, DeviceConfig, DeviceModel, O
 use nvarray_workload::trace::{Geometry, TraceReport};
 use nvarray_workload::{Direction, PlacementPicker, Request, Workload};
 
+use crate::control::{join_flows, Gate, Steering};
 use crate::error::SimError;
 use crate::plan::{job_streams, Next, Plan, Requests};
-use crate::control::{join_flows, Gate, Steering};
 use crate::sim_steady::{Sampled, SteadyWatches};
 use crate::sim_zones::SimZones;
 use nvarray_report::{cpu_seconds_per_gb, thread_cpu_seconds, IoDepths, RunReport, StreamStats};
@@ -131,7 +131,11 @@ impl Host {
                     issued_late: 0,
                     remaining: t.ios,
                     bytes_left: t.io_bytes,
-                    own: t.control.depth.is_some().then(|| StreamStats::new("thread")),
+                    own: t
+                        .control
+                        .depth
+                        .is_some()
+                        .then(|| StreamStats::new("thread")),
                     steer: Steering::of(t.control, start_ns),
                     parked: 0,
                     end_ns: t
@@ -586,9 +590,10 @@ fn run_phase(
                         }
                     }
                     Sampled::Next(next) => {
-                        let live = host.threads.iter().any(|th| {
-                            th.stream == stream && (th.in_flight > 0 || th.has_work(t))
-                        });
+                        let live = host
+                            .threads
+                            .iter()
+                            .any(|th| th.stream == stream && (th.in_flight > 0 || th.has_work(t)));
                         if live {
                             host.push(next, HostEvent::Sample, x);
                         }

@@ -49,7 +49,9 @@ impl SteadyWatches {
 
     /// Samples `stream` at `t`.
     pub(crate) fn sample(&mut self, stream: usize, t: u64) -> Sampled {
-        let watch = self.watches[stream].as_mut().expect("sampled streams are watched");
+        let watch = self.watches[stream]
+            .as_mut()
+            .expect("sampled streams are watched");
         if watch.sample(t, self.counts[stream]) {
             Sampled::Steady
         } else {

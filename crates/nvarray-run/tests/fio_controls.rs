@@ -158,7 +158,13 @@ fn a_latency_target_missed_at_depth_one_is_fios_error() {
     let e = latency_target("2", "100").unwrap_err();
     let text = e.to_string();
     assert!(
-        matches!(e, SimError::LatencyTargetMissed { target_ns: 2000, .. }),
+        matches!(
+            e,
+            SimError::LatencyTargetMissed {
+                target_ns: 2000,
+                ..
+            }
+        ),
         "{text}"
     );
     assert!(text.contains("queue depth 1"), "{text}");
@@ -183,17 +189,12 @@ fn flows_keep_their_jobs_request_counts_in_the_weights_ratio() {
             r.streams[0].totals.requests as f64,
             r.streams[1].totals.requests as f64,
         );
-        assert!(
-            (fast / slow - 8.0).abs() < 0.1,
-            "{extra}: {fast} / {slow}"
-        );
+        assert!((fast / slow - 8.0).abs() < 0.1, "{extra}: {fast} / {slow}");
         assert!(slow > 100.0, "{extra}: {slow}");
     }
     // Without flows the deeper job does several times the other's requests, not 8 x.
-    let free = parse_job_file(
-        "[global]\nrw=randread\nruntime=10ms\n[slow]\n[fast]\niodepth=4\n",
-    )
-    .unwrap();
+    let free =
+        parse_job_file("[global]\nrw=randread\nruntime=10ms\n[slow]\n[fast]\niodepth=4\n").unwrap();
     let r = sim::run(&optane(), &free).unwrap();
     let ratio = r.streams[1].totals.requests as f64 / r.streams[0].totals.requests as f64;
     assert!((ratio - 8.0).abs() > 1.0, "{ratio}");
@@ -208,7 +209,11 @@ fn a_flow_whose_other_job_ends_goes_on_alone() {
     .unwrap();
     let r = sim::run(&optane(), &w).unwrap();
     assert_eq!(r.streams[0].totals.requests, 100);
-    assert!(r.streams[1].totals.requests > 2000, "{}", r.streams[1].totals.requests);
+    assert!(
+        r.streams[1].totals.requests > 2000,
+        "{}",
+        r.streams[1].totals.requests
+    );
 }
 
 fn steady(ss: &str) -> RunReport {
@@ -236,7 +241,10 @@ fn a_steady_job_ends_once_its_window_is_steady() {
         r.elapsed_ns
     );
     let mean = ss.iops.iter().sum::<u64>() as f64 / 5.0;
-    assert!((mean / r.streams[0].totals.iops - 1.0).abs() < 0.01, "{mean}");
+    assert!(
+        (mean / r.streams[0].totals.iops - 1.0).abs() < 0.01,
+        "{mean}"
+    );
     for (iops, bw) in ss.iops.iter().zip(&ss.bw) {
         assert_eq!(iops * 4096, *bw);
     }

@@ -72,10 +72,10 @@ pub use jobfile::{
     JOBS_MAX, JOB_FILE_BYTES_MAX,
 };
 pub use spec::{
-    ignored_reason, BlockSize, DataPlacement, Direction, Distribution, Flow, JobSpec, LatencyTarget,
-    PlacementPicker, SteadyMetric, SteadyState, ThinkPolicy, FLOW_WEIGHT_MAX,
-    PlacementSelect, RateProcess, Request, RwMode, RwSequencer, StridedZones, Verify, ZoneMode,
-    ZoneSplit, BSSPLIT_ENTRIES_MAX, BS_BYTES_MAX, IGNORED_KEYS, IODEPTH_MAX, NAME_BYTES_MAX,
+    ignored_reason, BlockSize, DataPlacement, Direction, Distribution, Flow, JobSpec,
+    LatencyTarget, PlacementPicker, PlacementSelect, RateProcess, Request, RwMode, RwSequencer,
+    SteadyMetric, SteadyState, StridedZones, ThinkPolicy, Verify, ZoneMode, ZoneSplit,
+    BSSPLIT_ENTRIES_MAX, BS_BYTES_MAX, FLOW_WEIGHT_MAX, IGNORED_KEYS, IODEPTH_MAX, NAME_BYTES_MAX,
     NUMBER_IOS_MAX, NUMJOBS_MAX, PLACEMENT_IDS_MAX, RANDSEED_DEFAULT, RUNTIME_NS_MAX, SEQUENCE_MAX,
     SUPPORTED_KEYS, THINKTIME_NS_MAX, ZIPF_THETA_MAX, ZONES_MAX,
 };

@@ -160,6 +160,19 @@ fn job(r: &serde_json::Value) -> &serde_json::Value {
     &r["streams"][0]
 }
 
+/// The first job's requests over the second's.
+fn flow_ratio(r: &serde_json::Value) -> f64 {
+    let n = |i: usize| r["streams"][i]["requests"].as_f64().unwrap();
+    n(0) / n(1).max(1.0)
+}
+
+/// A steady-state job: 100 ms at most, judged over 5 samples of 1 ms.
+const STEADY: &str = "runtime=100ms\nss=iops:50%\nss_dur=5ms\nss_interval=1ms";
+
+fn steady(r: &serde_json::Value) -> &serde_json::Value {
+    &job(r)["steadystate"]
+}
+
 fn mean_len(r: &serde_json::Value) -> f64 {
     let bytes = r["read_bytes"].as_f64().unwrap() + r["write_bytes"].as_f64().unwrap();
     bytes / r["requests"].as_f64().unwrap().max(1.0)
@@ -396,6 +409,129 @@ fn every_supported_key_works_in_a_job_file() {
             value: "100",
             with: "",
             check: |r| r["requests"].as_u64() < Some(25),
+        },
+        // The steering keys (fio semantics checked in nvarray-run's fio_controls.rs).
+        KeyCase {
+            key: "thinktime_spin",
+            value: "50",
+            with: "thinktime=100",
+            check: |r| r["requests"].as_u64() < Some(25),
+        },
+        // A think every 10 completions instead of every one.
+        KeyCase {
+            key: "thinktime_blocks",
+            value: "10",
+            with: "thinktime=100",
+            check: |r| (100..400).contains(&r["requests"].as_u64().unwrap()),
+        },
+        // Bursts of 4 issued, then a think; counting completions, one request a think after
+        // the first burst.
+        KeyCase {
+            key: "thinktime_blocks_type",
+            value: "issue",
+            with: "thinktime=100\nthinktime_blocks=4\niodepth=4",
+            check: |r| (60..100).contains(&r["requests"].as_u64().unwrap()),
+        },
+        // 1 ms of I/O, then a think, instead of a think after every request.
+        KeyCase {
+            key: "thinktime_iotime",
+            value: "1ms",
+            with: "thinktime=500",
+            check: |r| r["requests"].as_u64() > Some(100),
+        },
+        KeyCase {
+            key: "latency_target",
+            value: "1000",
+            with: "iodepth=8\nlatency_window=100us",
+            check: |r| job(r)["latency_depth"] == 8 && r["elapsed_ns"].as_u64() < Some(2_000_000),
+        },
+        KeyCase {
+            key: "latency_window",
+            value: "100us",
+            with: "iodepth=8\nlatency_target=1000",
+            check: |r| job(r)["latency_depth"] == 8 && r["elapsed_ns"].as_u64() < Some(2_000_000),
+        },
+        KeyCase {
+            key: "latency_percentile",
+            value: "50",
+            with: "iodepth=8\nlatency_target=1000\nlatency_window=100us",
+            check: |r| job(r)["latency_depth"] == 8,
+        },
+        // The search never settles, so the job runs its 2 ms.
+        KeyCase {
+            key: "latency_run",
+            value: "1",
+            with: "iodepth=8\nlatency_target=1000\nlatency_window=100us",
+            check: |r| job(r)["latency_depth"] == 8 && r["elapsed_ns"].as_u64() >= Some(2_000_000),
+        },
+        // Two jobs at depth 1 on one device do about as many requests each; in one flow,
+        // weights 8 and 1, eight times as many.
+        KeyCase {
+            key: "flow_id",
+            value: "5",
+            with: "flow_id=5\nflow=8\n[k]\nflow=1",
+            check: |r| flow_ratio(r) > 7.5 && flow_ratio(r) < 8.5,
+        },
+        KeyCase {
+            key: "flow",
+            value: "1",
+            with: "flow=8\n[k]",
+            check: |r| flow_ratio(r) > 7.5 && flow_ratio(r) < 8.5,
+        },
+        KeyCase {
+            key: "flow_sleep",
+            value: "100",
+            with: "flow=8\n[k]\nflow=1",
+            check: |r| flow_ratio(r) > 7.5 && flow_ratio(r) < 8.5,
+        },
+        KeyCase {
+            key: "steadystate",
+            value: "iops:50%",
+            with: STEADY,
+            check: |r| steady(r)["attained"] == true && steady(r)["ss"] == "iops:50.000000%",
+        },
+        KeyCase {
+            key: "ss",
+            value: "bw_slope:50%",
+            with: STEADY,
+            check: |r| steady(r)["attained"] == true && steady(r)["ss"] == "bw_slope:50.000000%",
+        },
+        KeyCase {
+            key: "steadystate_duration",
+            value: "4ms",
+            with: "runtime=100ms\nss=iops:50%\nss_interval=1ms",
+            check: |r| steady(r)["duration"] == 4 && r["elapsed_ns"].as_u64() < Some(5_000_000),
+        },
+        KeyCase {
+            key: "ss_dur",
+            value: "6ms",
+            with: "runtime=100ms\nss=iops:50%\nss_interval=1ms",
+            check: |r| steady(r)["duration"] == 6 && r["elapsed_ns"].as_u64() < Some(7_000_000),
+        },
+        // Samples start one interval after the ramp.
+        KeyCase {
+            key: "steadystate_ramp_time",
+            value: "10ms",
+            with: STEADY,
+            check: |r| steady(r)["attained"] == true && r["elapsed_ns"].as_u64() > Some(14_000_000),
+        },
+        KeyCase {
+            key: "ss_ramp",
+            value: "20ms",
+            with: STEADY,
+            check: |r| steady(r)["attained"] == true && r["elapsed_ns"].as_u64() > Some(24_000_000),
+        },
+        KeyCase {
+            key: "steadystate_check_interval",
+            value: "2ms",
+            with: "runtime=100ms\nss=iops:50%\nss_dur=10ms",
+            check: |r| steady(r)["duration"] == 5,
+        },
+        KeyCase {
+            key: "ss_interval",
+            value: "5ms",
+            with: "runtime=100ms\nss=iops:50%\nss_dur=10ms",
+            check: |r| steady(r)["duration"] == 2,
         },
         KeyCase {
             key: "rate",

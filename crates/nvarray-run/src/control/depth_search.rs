@@ -69,7 +69,10 @@ impl DepthSearch {
     }
 
     /// A request completed with `latency_ns` (fio's check at each completion).
-    pub(crate) fn completed(&mut self, latency_ns: u64) -> Result<DepthStep, TargetMissedAtDepthOne> {
+    pub(crate) fn completed(
+        &mut self,
+        latency_ns: u64,
+    ) -> Result<DepthStep, TargetMissedAtDepthOne> {
         if latency_ns <= self.target_ns {
             return Ok(DepthStep::Go);
         }
@@ -194,7 +197,11 @@ mod tests {
         // 12 meets it: bisect toward 16.
         assert_eq!(s.check(6 * W, 600), DepthStep::Go);
         assert_eq!(s.depth, 14);
-        assert_eq!(s.completed(100_000), Ok(DepthStep::Go), "at the target is within it");
+        assert_eq!(
+            s.completed(100_000),
+            Ok(DepthStep::Go),
+            "at the target is within it"
+        );
     }
 
     #[test]

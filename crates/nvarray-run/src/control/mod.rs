@@ -53,7 +53,11 @@ impl ThreadControl {
         ThreadControl {
             think: Thinker::of(job, 0),
             depth: DepthSearch::of(job, 0),
-            flow: (job.flow.weight > 0).then_some((job.flow.id, job.flow.weight, job.flow.sleep_ns)),
+            flow: (job.flow.weight > 0).then_some((
+                job.flow.id,
+                job.flow.weight,
+                job.flow.sleep_ns,
+            )),
             flow_member: None,
             steady: job.steadystate.is_set().then(|| job.steadystate.clone()),
         }

@@ -105,7 +105,11 @@ impl SteadyWatch {
         let deviation = values.iter().map(|v| (v - mean).abs()).fold(0.0, f64::max);
         let (sx, sy) = ((n - 1.0) * n / 2.0, values.iter().sum::<f64>());
         let sxx = (0..values.len()).map(|i| (i * i) as f64).sum::<f64>();
-        let sxy = values.iter().enumerate().map(|(i, v)| i as f64 * v).sum::<f64>();
+        let sxy = values
+            .iter()
+            .enumerate()
+            .map(|(i, v)| i as f64 * v)
+            .sum::<f64>();
         let slope = (sxy - sx * sy / n) / (sxx - sx * sx / n);
         let raw = if self.spec.slope { slope } else { deviation };
         let criterion = if self.spec.percent {
@@ -142,10 +146,7 @@ impl SteadyWatch {
             ss: self.spec.criterion_name(),
             duration: self.spec.samples(),
             attained: self.attained,
-            criterion: format!(
-                "{criterion:.6}{}",
-                if self.spec.percent { "%" } else { "" }
-            ),
+            criterion: format!("{criterion:.6}{}", if self.spec.percent { "%" } else { "" }),
             max_deviation,
             slope,
             iops_mean: mean(&iops),
@@ -203,7 +204,11 @@ mod tests {
         assert_eq!(r.bw, [1000 * 4096, 1040 * 4096, 1000 * 4096]);
         assert_eq!(r.lat_ns, [10_000; 3]);
         assert_eq!(r.ss, "iops:10.000000%");
-        assert!((r.max_deviation - 26.666_666).abs() < 1e-3, "{}", r.max_deviation);
+        assert!(
+            (r.max_deviation - 26.666_666).abs() < 1e-3,
+            "{}",
+            r.max_deviation
+        );
     }
 
     #[test]
@@ -212,7 +217,11 @@ mod tests {
         let mut w = SteadyWatch::new(&spec("iops_slope:1%", "2", "2"), 0);
         assert_eq!(feed(&mut w, &[5000, 5000, 5000, 5000]), Some(4));
         let mut w = SteadyWatch::new(&spec("iops_slope:1%", "3", "0"), 0);
-        assert_eq!(feed(&mut w, &[100, 110, 120, 130, 140]), None, "10% a sample");
+        assert_eq!(
+            feed(&mut w, &[100, 110, 120, 130, 140]),
+            None,
+            "10% a sample"
+        );
         assert!(!w.report().attained);
         assert!((w.report().slope - 10.0).abs() < 1e-9);
     }

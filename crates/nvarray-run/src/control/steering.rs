@@ -6,8 +6,7 @@
 //! until the cap rises or the flow moves on. The simulator keeps its waiting slots as
 //! events to replay; the emulator's thread simply stops issuing until the gate opens.
 
-
-use super::{DepthSearch, DepthStep, FlowMember, TargetMissedAtDepthOne, ThreadControl, Thinker};
+use super::{DepthSearch, DepthStep, FlowMember, TargetMissedAtDepthOne, Thinker, ThreadControl};
 
 /// Why a thread drains: what it does once its last request has completed.
 #[derive(Clone, Copy, Default)]
@@ -149,9 +148,11 @@ impl Steering {
             }
         }
         let think_ns = self.think.as_ref().filter(|_| hold.think);
-        let pause_ns = think_ns
-            .map_or(0, |k| k.think_ns)
-            .max(if hold.flow_sleep { self.flow_sleep_ns } else { 0 });
+        let pause_ns = think_ns.map_or(0, |k| k.think_ns).max(if hold.flow_sleep {
+            self.flow_sleep_ns
+        } else {
+            0
+        });
         Resume {
             resume_ns: t + pause_ns,
             spin_ns: think_ns.map_or(0, |k| k.spin_ns),

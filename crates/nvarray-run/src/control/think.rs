@@ -99,7 +99,10 @@ mod tests {
 
     #[test]
     fn issue_type_counts_issued_requests() {
-        let mut t = thinker(&[("thinktime_blocks", "2"), ("thinktime_blocks_type", "issue")]);
+        let mut t = thinker(&[
+            ("thinktime_blocks", "2"),
+            ("thinktime_blocks_type", "issue"),
+        ]);
         assert!(!t.stall_due(0, 1, 0));
         assert!(t.stall_due(0, 2, 0));
     }

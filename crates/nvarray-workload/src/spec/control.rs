@@ -15,6 +15,7 @@ use super::keys::{parse_duration_limited, parse_u32_in};
 use super::JobSpec;
 use crate::error::{value_error, WorkloadError};
 use crate::units::{NS_PER_S, NS_PER_US};
+use nvarray_units::format_duration_ns;
 
 /// The longest of these options' times: an hour.
 const CONTROL_TIME_NS_MAX: u64 = 3_600 * NS_PER_S;
@@ -167,6 +168,24 @@ impl SteadyState {
         format!("{metric}{slope}:{:.6}{pct}", self.limit)
     }
 
+    /// The criterion as `steadystate=` takes it back, exactly: `iops_slope:0.01%`,
+    /// `bw:1048576` (bytes/s), `lat:20000ns`.
+    fn criterion_value(&self) -> String {
+        let metric = match self.metric {
+            SteadyMetric::Iops => "iops",
+            SteadyMetric::Bw => "bw",
+            SteadyMetric::Lat => "lat",
+        };
+        let slope = if self.slope { "_slope" } else { "" };
+        let limit = match (self.percent, self.metric) {
+            (true, _) => format!("{}%", self.limit),
+            (false, SteadyMetric::Iops) => self.limit.to_string(),
+            (false, SteadyMetric::Bw) => format!("{}", self.limit as u64),
+            (false, SteadyMetric::Lat) => format!("{}ns", self.limit as u64),
+        };
+        format!("{metric}{slope}:{limit}")
+    }
+
     /// Parses `METRIC[_slope]:LIMIT[%]` (fio's `str_steadystate_cb`, options.c:1235-1310):
     /// `bw` limits without `%` take size units (bytes/s), `lat` ones time units (µs without).
     fn set_criterion(&mut self, key: &str, value: &str) -> Result<(), WorkloadError> {
@@ -251,6 +270,64 @@ impl JobSpec {
         Ok(true)
     }
 
+    /// This file's keys for `fio_options`: those that differ from the defaults.
+    pub(super) fn control_options(&self, put: &mut impl FnMut(&'static str, String)) {
+        let d = JobSpec::default();
+        let time = format_duration_ns;
+        let t = &self.think;
+        if t.spin_ns != 0 {
+            put("thinktime_spin", time(t.spin_ns));
+        }
+        if let Some(blocks) = t.blocks {
+            put("thinktime_blocks", blocks.to_string());
+        }
+        if t.count_issued {
+            put("thinktime_blocks_type", "issue".into());
+        }
+        if t.iotime_ns != 0 {
+            put("thinktime_iotime", time(t.iotime_ns));
+        }
+        let l = &self.latency_target;
+        if l.target_ns != 0 {
+            put("latency_target", time(l.target_ns));
+        }
+        if l.window_ns != 0 {
+            put("latency_window", time(l.window_ns));
+        }
+        if l.percentile != d.latency_target.percentile {
+            put("latency_percentile", l.percentile.to_string());
+        }
+        if l.keep_searching {
+            put("latency_run", "1".into());
+        }
+        let f = &self.flow;
+        if f.id != 0 {
+            put("flow_id", f.id.to_string());
+        }
+        if f.weight != 0 {
+            put("flow", f.weight.to_string());
+        }
+        if f.sleep_ns != 0 {
+            put("flow_sleep", time(f.sleep_ns));
+        }
+        let ss = &self.steadystate;
+        let ds = &d.steadystate;
+        if (ss.metric, ss.slope, ss.percent, ss.limit)
+            != (ds.metric, ds.slope, ds.percent, ds.limit)
+        {
+            put("steadystate", ss.criterion_value());
+        }
+        if ss.duration_ns != 0 {
+            put("steadystate_duration", time(ss.duration_ns));
+        }
+        if ss.ramp_ns != 0 {
+            put("steadystate_ramp_time", time(ss.ramp_ns));
+        }
+        if ss.interval_ns != ds.interval_ns {
+            put("steadystate_check_interval", time(ss.interval_ns));
+        }
+    }
+
     /// fio caps `thinktime_spin` at `thinktime` (init.c:728-732).
     pub fn think_spin_ns(&self) -> u64 {
         self.think.spin_ns.min(self.thinktime_ns)
@@ -314,7 +391,13 @@ mod tests {
             ("iops_slope:0.1%", SteadyMetric::Iops, true, true, 0.1),
             ("iops:2", SteadyMetric::Iops, false, false, 2.0),
             ("bw_slope:1%", SteadyMetric::Bw, true, true, 1.0),
-            ("bw:10m", SteadyMetric::Bw, false, false, 10.0 * 1024.0 * 1024.0),
+            (
+                "bw:10m",
+                SteadyMetric::Bw,
+                false,
+                false,
+                10.0 * 1024.0 * 1024.0,
+            ),
             ("lat:5%", SteadyMetric::Lat, false, true, 5.0),
             ("lat_slope:20", SteadyMetric::Lat, true, false, 20_000.0),
         ] {
@@ -327,7 +410,10 @@ mod tests {
             );
         }
         assert_eq!(
-            set(&[("ss", "iops:10%")]).unwrap().steadystate.criterion_name(),
+            set(&[("ss", "iops:10%")])
+                .unwrap()
+                .steadystate
+                .criterion_name(),
             "iops:10.000000%"
         );
         for bad in ["iops", "speed:1%", "iops:x", "iops:-1"] {

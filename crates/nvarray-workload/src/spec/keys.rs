@@ -340,7 +340,12 @@ fn size_value_error(key: &str, value: &str, error: &SizeError) -> WorkloadError 
     value_error(key, value, error.reason())
 }
 
-pub(super) fn parse_u32_in(key: &str, value: &str, min: u32, max: u32) -> Result<u32, WorkloadError> {
+pub(super) fn parse_u32_in(
+    key: &str,
+    value: &str,
+    min: u32,
+    max: u32,
+) -> Result<u32, WorkloadError> {
     value
         .parse::<u32>()
         .ok()

@@ -27,9 +27,7 @@ mod placement;
 mod validate;
 mod vocabulary;
 
-pub use control::{
-    Flow, LatencyTarget, SteadyMetric, SteadyState, ThinkPolicy, FLOW_WEIGHT_MAX,
-};
+pub use control::{Flow, LatencyTarget, SteadyMetric, SteadyState, ThinkPolicy, FLOW_WEIGHT_MAX};
 pub use distribution::{Distribution, ZoneSplit, SEQUENCE_MAX, ZONES_MAX};
 pub(crate) use key_names::closest_key;
 pub use key_names::{ignored_reason, IGNORED_KEYS, SUPPORTED_KEYS};

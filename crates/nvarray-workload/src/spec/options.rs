@@ -107,6 +107,7 @@ impl JobSpec {
         if self.thinktime_ns != 0 {
             put("thinktime", format_duration_ns(self.thinktime_ns));
         }
+        self.control_options(&mut put);
         if let Some(bytes_per_s) = self.rate_bytes_per_s {
             put("rate", size(bytes_per_s));
         }
