@@ -19,7 +19,7 @@ pub struct StreamReport {
     pub totals: Totals,
     /// What its latency target and steady-state watch found.
     #[serde(flatten)]
-    pub control: crate::StreamControl,
+    pub control: crate::control::StreamControl,
 }
 
 /// One reporting group: its jobs' requests together, rates over the longest of their times

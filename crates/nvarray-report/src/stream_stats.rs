@@ -106,7 +106,7 @@ pub struct StreamStats {
     pub(crate) phase: usize,
     pub(crate) group: usize,
     /// What the job's latency target and steady-state watch found.
-    pub control: crate::StreamControl,
+    pub control: crate::control::StreamControl,
 }
 
 impl StreamStats {
@@ -119,7 +119,7 @@ impl StreamStats {
             active_ns: None,
             phase: 0,
             group: 0,
-            control: crate::StreamControl::default(),
+            control: crate::control::StreamControl::default(),
         }
     }
 

@@ -254,7 +254,7 @@ fn run_phase(
         at_ramp_end: ramp.is_zero().then(|| at_start.clone()),
     };
     let mut plan = plan;
-    crate::control::join_flows(&mut plan.threads);
+    plan.join_flows();
     let steady = EmuSteady::of(&plan.threads, streams.len());
     let gate = StartGate::new(plan.threads.len());
     // Until every thread is set up the phase has not started; the progress bar counts from

@@ -326,6 +326,16 @@ impl Plan {
         Ok(())
     }
 
+    /// The threads of the plan (one phase's, which run side by side) join their flows.
+    pub(crate) fn join_flows(&mut self) {
+        let mut flows = crate::control::FlowGroups::default();
+        for t in &mut self.threads {
+            if let Some((id, weight, _)) = t.control.flow {
+                t.control.flow_member = Some(flows.join(id, weight));
+            }
+        }
+    }
+
     /// The plan's phases, in order: the threads of each, which run side by side once the
     /// phase before has finished.
     pub fn into_phases(self) -> Vec<Plan> {

@@ -20,7 +20,8 @@ use nvarray_model::{Command, Completion, Component, DeviceConfig, DeviceModel, O
 use nvarray_workload::trace::{Geometry, TraceReport};
 use nvarray_workload::{Direction, PlacementPicker, Request, Workload};
 
-use crate::control::{join_flows, Gate, Steering};
+use crate::control::SteadyCounts;
+use crate::control::{Gate, Steering};
 use crate::error::SimError;
 use crate::plan::{job_streams, Next, Plan, Requests};
 use crate::sim_steady::{Sampled, SteadyWatches};
@@ -117,7 +118,7 @@ impl Host {
         let outstanding_total = plan.outstanding();
         let mut first_issues = Vec::with_capacity(plan.threads.len());
         let mut plan = plan;
-        join_flows(&mut plan.threads);
+        plan.join_flows();
         let threads: Vec<Thread> = plan
             .threads
             .into_iter()
@@ -229,6 +230,140 @@ impl Host {
         }
     }
 
+    /// Request `x`'s completion reached its thread at `t`: counted (after the ramp) into
+    /// its thread's figures, its slot issued again (or held by the thread's steering).
+    /// The stream it belongs to.
+    #[inline(always)]
+    fn complete(
+        &mut self,
+        model: &mut DeviceModel,
+        zones: &mut Option<SimZones>,
+        streams: &mut [StreamStats],
+        steady_counts: &mut [SteadyCounts],
+        x: u32,
+        t: u64,
+    ) -> Result<usize, SimError> {
+        let p = self.pending[x as usize];
+        let c = p.completion.expect("completion recorded before its event");
+        let th = &mut self.threads[p.thread as usize];
+        th.in_flight -= 1;
+        let latency = c.visible_ns - p.issue_ns;
+        let measured = t >= th.measure_from_ns;
+        if measured {
+            // The simulated host takes each completion alone.
+            th.io_depths.record_collected(1);
+            let mut breakdown = c.breakdown;
+            breakdown.set(Component::Host, p.submit_ns - p.issue_ns);
+            debug_assert_eq!(breakdown.total_ns(), latency);
+            let stats = match th.own.as_mut() {
+                Some(own) => own,
+                None => &mut streams[th.stream],
+            };
+            stats.record(c.op == Op::Read, c.len_bytes, latency, &breakdown);
+        }
+        if let Some(counts) = steady_counts.get_mut(th.stream) {
+            counts.ios += 1;
+            counts.bytes += u64::from(c.len_bytes);
+            counts.latency_sum_ns += latency;
+        }
+        let stream = th.stream;
+        self.free_ids.push(x);
+        if self.threads[p.thread as usize].steer.is_none() {
+            // Device events due at `t` have all run (the device goes first on ties), so
+            // issuing now is the same as queueing an Issue event for `t`.
+            self.issue(model, zones, p.thread, t)?;
+        } else {
+            let job = &streams[stream].name;
+            self.complete_steered(p.thread, t, latency, measured, job)?;
+        }
+        Ok(stream)
+    }
+
+    /// A steered thread's completion at `t`: its steering sees it, and its slot waits
+    /// with the others until the steering lets them go.
+    #[inline(never)]
+    fn complete_steered(
+        &mut self,
+        x: u32,
+        t: u64,
+        latency: u64,
+        measured: bool,
+        job: &str,
+    ) -> Result<(), SimError> {
+        let th = &mut self.threads[x as usize];
+        let steer = th.steer.as_deref_mut().expect("a steered thread");
+        let done = steer.completed(t, latency, measured).map_err(|miss| {
+            SimError::LatencyTargetMissed {
+                job: job.to_string(),
+                latency_ns: miss.latency_ns,
+                target_ns: miss.target_ns,
+            }
+        })?;
+        if done {
+            th.remaining = 0;
+        }
+        th.parked += 1;
+        if !steer.holding() {
+            self.unpark(x, t);
+        } else if th.in_flight == 0 {
+            self.resume(x, t);
+        }
+        Ok(())
+    }
+
+    /// Job `stream`'s steady state is sampled at `t`: a steady job's threads stop; another
+    /// is sampled again while it runs.
+    #[inline(never)]
+    fn sample(&mut self, steady: &mut SteadyWatches, stream: usize, t: u64) {
+        match steady.sample(stream, t) {
+            Sampled::Steady => {
+                for th in self.threads.iter_mut().filter(|th| th.stream == stream) {
+                    th.end_ns = th.end_ns.min(t);
+                }
+            }
+            Sampled::Next(next) => {
+                let live = self
+                    .threads
+                    .iter()
+                    .any(|th| th.stream == stream && (th.in_flight > 0 || th.has_work(t)));
+                if live {
+                    self.push(next, HostEvent::Sample, stream as u32);
+                }
+            }
+        }
+    }
+
+    /// Whether thread `x` may issue at `t` (it has work, and its steering lets it); a
+    /// thread out of work leaves its flow.
+    #[inline(always)]
+    fn may_issue(&mut self, x: u32, t: u64) -> bool {
+        let th = &mut self.threads[x as usize];
+        if !th.has_work(t) {
+            if let Some(flow) = th.steer.as_mut().and_then(|s| s.finish()) {
+                self.wake_flow(flow, t);
+            }
+            return false;
+        }
+        let Some(steer) = th.steer.as_deref_mut() else {
+            return true;
+        };
+        match steer.gate(th.in_flight) {
+            Gate::Go => return true,
+            Gate::Park => th.parked += 1,
+            Gate::ParkForFlow(flow) => {
+                th.parked += 1;
+                self.flow_waiters.entry(flow).or_default().push(x);
+            }
+            Gate::Hold => {
+                th.parked += 1;
+                if th.in_flight == 0 {
+                    self.resume(x, t);
+                }
+            }
+        }
+        false
+    }
+
     /// Thread `x` issues its next request at `t` from a free queue slot, if it still has
     /// work. A timestamped trace's request due later is scheduled for its time instead (the
     /// slot waits for it); one due earlier found no free slot then, and its latency counts
@@ -240,34 +375,10 @@ impl Host {
         x: u32,
         t: u64,
     ) -> Result<(), SimError> {
-        let th = &mut self.threads[x as usize];
-        if !th.has_work(t) {
-            if let Some(flow) = th.steer.as_mut().and_then(|s| s.finish()) {
-                self.wake_flow(flow, t);
-            }
+        if !self.may_issue(x, t) {
             return Ok(());
         }
-        if let Some(steer) = th.steer.as_deref_mut() {
-            match steer.gate(th.in_flight) {
-                Gate::Go => {}
-                Gate::Park => {
-                    th.parked += 1;
-                    return Ok(());
-                }
-                Gate::ParkForFlow(flow) => {
-                    th.parked += 1;
-                    self.flow_waiters.entry(flow).or_default().push(x);
-                    return Ok(());
-                }
-                Gate::Hold => {
-                    th.parked += 1;
-                    if th.in_flight == 0 {
-                        self.resume(x, t);
-                    }
-                    return Ok(());
-                }
-            }
-        }
+        let th = &mut self.threads[x as usize];
         let (r, issue_ns) = match th.scheduled.front() {
             Some(&(r, due)) if due <= t => {
                 th.scheduled.pop_front();
@@ -528,78 +639,11 @@ fn run_phase(
                 .submit(host.pending[x as usize].cmd, t)
                 .map_err(SimError::Command)?,
             HostEvent::Complete => {
-                let p = host.pending[x as usize];
-                let c = p.completion.expect("completion recorded before its event");
-                let th = &mut host.threads[p.thread as usize];
-                th.in_flight -= 1;
-                let latency = c.visible_ns - p.issue_ns;
-                let measured = t >= th.measure_from_ns;
-                if measured {
-                    // The simulated host takes each completion alone.
-                    th.io_depths.record_collected(1);
-                    let mut breakdown = c.breakdown;
-                    breakdown.set(Component::Host, p.submit_ns - p.issue_ns);
-                    debug_assert_eq!(breakdown.total_ns(), latency);
-                    let stats = match th.own.as_mut() {
-                        Some(own) => own,
-                        None => &mut streams[th.stream],
-                    };
-                    stats.record(c.op == Op::Read, c.len_bytes, latency, &breakdown);
-                }
-                if let Some(watch) = steady.counts.get_mut(th.stream) {
-                    watch.ios += 1;
-                    watch.bytes += u64::from(c.len_bytes);
-                    watch.latency_sum_ns += latency;
-                }
-                stream_last_ns[th.stream] = t;
+                let stream = host.complete(model, zones, streams, &mut steady.counts, x, t)?;
+                stream_last_ns[stream] = t;
                 last_completion_ns = t;
-                host.free_ids.push(x);
-                match th.steer.as_deref_mut() {
-                    None => {
-                        // Device events due at `t` have all run (the device goes first on
-                        // ties), so issuing now is the same as queueing an Issue event for `t`.
-                        host.issue(model, zones, p.thread, t)?;
-                    }
-                    Some(steer) => {
-                        let done = steer.completed(t, latency, measured).map_err(|miss| {
-                            SimError::LatencyTargetMissed {
-                                job: streams[th.stream].name.clone(),
-                                latency_ns: miss.latency_ns,
-                                target_ns: miss.target_ns,
-                            }
-                        })?;
-                        if done {
-                            th.remaining = 0;
-                        }
-                        // The completed request's slot waits with the others.
-                        th.parked += 1;
-                        if !steer.holding() {
-                            host.unpark(p.thread, t);
-                        } else if th.in_flight == 0 {
-                            host.resume(p.thread, t);
-                        }
-                    }
-                }
             }
-            HostEvent::Sample => {
-                let stream = x as usize;
-                match steady.sample(stream, t) {
-                    Sampled::Steady => {
-                        for th in host.threads.iter_mut().filter(|th| th.stream == stream) {
-                            th.end_ns = th.end_ns.min(t);
-                        }
-                    }
-                    Sampled::Next(next) => {
-                        let live = host
-                            .threads
-                            .iter()
-                            .any(|th| th.stream == stream && (th.in_flight > 0 || th.has_work(t)));
-                        if live {
-                            host.push(next, HostEvent::Sample, x);
-                        }
-                    }
-                }
-            }
+            HostEvent::Sample => host.sample(&mut steady, x as usize, t),
         }
     }
     steady.report_into(streams);

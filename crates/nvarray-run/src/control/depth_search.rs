@@ -51,7 +51,7 @@ impl DepthSearch {
     /// The search of a thread of `job` starting at `start_ns`; `None` without a target.
     pub(crate) fn of(job: &JobSpec, start_ns: u64) -> Option<DepthSearch> {
         let t = &job.latency_target;
-        t.is_set().then(|| DepthSearch {
+        t.is_set().then_some(DepthSearch {
             target_ns: t.target_ns,
             window_ns: t.window_ns,
             percentile: t.percentile,

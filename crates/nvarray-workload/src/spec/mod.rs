@@ -9,7 +9,7 @@
 //! - `keys.rs`: [`JobSpec::set`], the one place a fio `key=value` is parsed;
 //!   `key_names.rs`: the lists of supported and ignored keys, and the closest to a typo.
 //! - `control.rs`: the options that steer a running job by what it measures (think time
-//!   policy, latency target, flows, steady state).
+//!   policy, latency target, flows, steady state); `control_keys.rs`: their keys.
 //! - `limits.rs`: the largest value of each field.
 //! - `placement.rs`: fio's data placement options (`fdp`, `fdp_pli`, `fdp_pli_select`) and
 //!   the handle each write carries.
@@ -18,6 +18,7 @@
 use serde::Serialize;
 
 mod control;
+mod control_keys;
 mod distribution;
 mod key_names;
 mod keys;

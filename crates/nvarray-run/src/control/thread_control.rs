@@ -1,0 +1,43 @@
+//! What steers one thread of a job, as planned (`ThreadControl`), before its phase starts.
+
+use nvarray_workload::{JobSpec, SteadyState};
+
+use super::depth_search::DepthSearch;
+use super::flow::FlowMember;
+use super::think::Thinker;
+
+/// What steers one thread of a job, as planned: its think time policy, depth search and
+/// flow (joined per phase: `Plan::join_flows`), and its job's steady state (watched per job).
+#[derive(Default)]
+pub struct ThreadControl {
+    pub(crate) think: Option<Thinker>,
+    pub(crate) depth: Option<DepthSearch>,
+    /// `(flow_id, weight, flow_sleep)`, for a job in a flow.
+    pub(crate) flow: Option<(u32, u32, u64)>,
+    /// Its place in its flow, once its phase's threads have joined (`Plan::join_flows`).
+    pub(crate) flow_member: Option<FlowMember>,
+    pub(crate) steady: Option<SteadyState>,
+}
+
+impl ThreadControl {
+    /// A thread of `job`'s.
+    pub(crate) fn of(job: &JobSpec) -> ThreadControl {
+        ThreadControl {
+            think: Thinker::of(job, 0),
+            depth: DepthSearch::of(job, 0),
+            flow: (job.flow.weight > 0).then_some((
+                job.flow.id,
+                job.flow.weight,
+                job.flow.sleep_ns,
+            )),
+            flow_member: None,
+            steady: job.steadystate.is_set().then(|| job.steadystate.clone()),
+        }
+    }
+
+    /// Whether the thread changes its depth, pauses or stops by what it sees: the engines
+    /// then take its slower path.
+    pub(crate) fn steers(&self) -> bool {
+        self.think.is_some() || self.depth.is_some() || self.flow.is_some()
+    }
+}
