@@ -24,7 +24,6 @@ use crate::error::EmuRunError;
 use crate::host_thread::{run_thread, Progress, ThreadResult};
 use crate::pacing::DeviceClock;
 use crate::plan::{job_streams, Plan, ThreadPlan};
-use crate::verify;
 
 /// Runs `workload` on an emulated `device`. `progress` is called now and then with the
 /// fraction done (0.0 to 1.0).
@@ -71,17 +70,20 @@ pub fn run_on(
     let mut plan = Plan::new(workload, geometry)?;
     plan.place_writes(workload, device.config())?;
     let block = device.block_bytes() as usize;
-    let header = plan
-        .threads
-        .iter()
-        .filter_map(|t| t.verify.as_ref().map(verify::Verifier::header_bytes))
-        .max()
-        .unwrap_or(0);
-    if block < header {
-        return Err(EmuRunError::Workload(format!(
-            "verify needs blocks of at least {header} bytes for its header; this device's are \
-             {block}"
-        )));
+    for v in plan.threads.iter().filter_map(|t| t.verify.as_ref()) {
+        let (header, interval) = (v.header_bytes(), v.interval_bytes(block));
+        if interval < header {
+            return Err(EmuRunError::Workload(format!(
+                "verify needs {header} bytes for its header in each verify_interval; this one \
+                 is {interval} (a device block of this device, if verify_interval is not set)"
+            )));
+        }
+        if !block.is_multiple_of(interval) {
+            return Err(EmuRunError::Workload(format!(
+                "verify_interval={interval} must divide the device's block of {block} bytes \
+                 (every request is whole blocks)"
+            )));
+        }
     }
     let threads = plan.threads.len();
     if threads > HOST_THREADS_MAX {

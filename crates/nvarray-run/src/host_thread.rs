@@ -172,7 +172,8 @@ struct HostThread<'d> {
     issued_counted: u64,
     issued_bytes: u64,
     in_flight: usize,
-    verified_blocks: u64,
+    /// Bytes read back that held data this run wrote and passed verification.
+    verified_bytes: u64,
     error: Option<EmuRunError>,
     /// A request taken but not yet issued (a timestamped trace's before its time, or one that
     /// found no tag), and its time (`None`: whenever it goes).
@@ -231,7 +232,7 @@ impl<'d> HostThread<'d> {
             issued_counted: 0,
             issued_bytes: 0,
             in_flight: 0,
-            verified_blocks: 0,
+            verified_bytes: 0,
             error: None,
             pending: None,
             trace_ended: false,
@@ -384,12 +385,8 @@ impl<'d> HostThread<'d> {
             Direction::Write => {
                 if let Some(v) = &self.plan.verify {
                     let stamp = (self.plan.index << 40) | self.issued;
-                    v.fill(
-                        &mut self.write_data[..len],
-                        r.offset_bytes,
-                        self.block,
-                        stamp,
-                    );
+                    let interval = v.interval_bytes(self.block);
+                    v.fill(&mut self.write_data[..len], r.offset_bytes, interval, stamp);
                 }
                 (Opcode::Write, Some(&self.write_data[..len]))
             }
@@ -534,10 +531,17 @@ impl<'d> HostThread<'d> {
                         }
                     }
                 }
-                if let Some(v) = self.plan.verify.as_ref().filter(|_| is_read) {
+                if let Some(v) = self
+                    .plan
+                    .verify
+                    .as_ref()
+                    .filter(|v| is_read && v.checks_reads())
+                {
                     collected = None;
-                    match v.check(&self.scratch[..len as usize], offset, self.block) {
-                        Ok(n) => self.verified_blocks += n,
+                    let interval = v.interval_bytes(self.block);
+                    match v.check(&self.scratch[..len as usize], offset, interval) {
+                        // Counted in bytes, reported in device blocks.
+                        Ok(n) => self.verified_bytes += n * interval as u64,
                         Err(e) => {
                             self.error.get_or_insert(EmuRunError::Verify(e));
                         }
@@ -612,7 +616,7 @@ impl<'d> HostThread<'d> {
             Some(e) => Err(e),
             None => Ok(ThreadResult {
                 stats: self.stats,
-                verified_blocks: self.verified_blocks,
+                verified_blocks: self.verified_bytes / self.block as u64,
                 trace,
                 paced_issued_late,
                 ended,

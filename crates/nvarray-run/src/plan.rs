@@ -287,7 +287,7 @@ impl Plan {
                     runtime_ns,
                     thinktime_ns: job.thinktime_ns,
                     control: crate::control::ThreadControl::of(job),
-                    verify: crate::verify::Verifier::new(job.verify, job.verify_pattern.as_deref()),
+                    verify: crate::verify::Verifier::of_job(job),
                     placement: None,
                 });
             }

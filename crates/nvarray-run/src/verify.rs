@@ -106,6 +106,10 @@ fn splitmix64(state: &mut u64) -> u64 {
 pub struct Verifier {
     kind: Verify,
     pattern: Option<Box<[u8]>>,
+    /// Bytes each header covers (`verify_interval`; `None`: one device block).
+    interval: Option<usize>,
+    /// Whether reads are checked (`do_verify`).
+    checks_reads: bool,
 }
 
 impl Verifier {
@@ -114,7 +118,29 @@ impl Verifier {
         (kind != Verify::None).then(|| Verifier {
             kind,
             pattern: pattern.map(Box::from),
+            interval: None,
+            checks_reads: true,
         })
+    }
+
+    /// The verifier of `job`'s `verify`, `verify_pattern`, `verify_interval` and `do_verify`.
+    pub fn of_job(job: &nvarray_workload::JobSpec) -> Option<Verifier> {
+        let mut v = Verifier::new(job.verify, job.verify_pattern.as_deref())?;
+        v.interval = job
+            .verify_interval_bytes
+            .map(|b| usize::try_from(b).unwrap_or(usize::MAX));
+        v.checks_reads = job.do_verify;
+        Some(v)
+    }
+
+    /// Bytes each header covers on a device of `block_bytes` blocks.
+    pub fn interval_bytes(&self, block_bytes: usize) -> usize {
+        self.interval.unwrap_or(block_bytes)
+    }
+
+    /// Whether the job's reads are checked (`do_verify`, on by default).
+    pub fn checks_reads(&self) -> bool {
+        self.checks_reads
     }
 
     /// Bytes of each block's header (0 for `pattern`): a block must hold at least this.

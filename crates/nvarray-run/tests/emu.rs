@@ -1,5 +1,6 @@
 //! The bench runner's workload options that change what happens on the wire: `verify` checks
-//! every block read, `thinktime` spaces a thread's requests.
+//! every block read (`verify_interval`: a header every so many bytes; `do_verify=0`: reads
+//! unchecked), `thinktime` spaces a thread's requests.
 
 use std::time::Instant;
 
@@ -232,4 +233,69 @@ fn a_counted_run_ends_when_its_last_request_does() {
         report.totals.requests,
         report.elapsed_ns
     );
+}
+
+/// `verify_interval` puts a header every so many bytes inside a device block, and
+/// `do_verify=0` writes checkable data without checking reads (fio's surface-scan: a write
+/// phase, then a read phase that checks): the read phase checks every block the write phase
+/// wrote, a read job with `do_verify=0` none, and a corrupted interval inside a block fails.
+#[test]
+fn verify_interval_and_do_verify_split_writing_from_checking() {
+    let cfg = preset("dram")
+        .unwrap()
+        .load(&[
+            ("memory.capacity_bytes".into(), "1m".into()),
+            ("controller.block_bytes".into(), "4096".into()),
+        ])
+        .unwrap();
+    let device = Device::open(&cfg, &Options::default()).unwrap();
+    let job = |rw: &str, do_verify: &str| {
+        nvarray_workload::parse_job_file(&format!(
+            "[j]\nrw={rw}\nbs=64k\nverify=meta\nverify_pattern=0xaa555aa5\nverify_interval=512\n\
+             fill_device=1\nsize=64k\ndo_verify={do_verify}\n"
+        ))
+        .unwrap()
+    };
+    let wrote = emu::run_on(&device, &job("write", "0"), &mut |_| {}).unwrap();
+    assert_eq!(
+        wrote.totals.write_bytes,
+        1 << 20,
+        "fill_device: the whole device"
+    );
+    let unchecked = emu::run_on(&device, &job("read", "0"), &mut |_| {}).unwrap();
+    assert_eq!(unchecked.emulator.unwrap().verified_blocks, 0);
+    let checked = emu::run_on(&device, &job("read", "1"), &mut |_| {}).unwrap();
+    assert_eq!(
+        checked.emulator.unwrap().verified_blocks,
+        256,
+        "1 MiB of 4 KiB blocks"
+    );
+    // A block overwritten with plain data fails the check, named by its offset.
+    let plain = workload(&[
+        ("rw", "write"),
+        ("bs", "4k"),
+        ("size", "4k"),
+        ("offset", "8k"),
+    ]);
+    emu::run_on(&device, &plain, &mut |_| {}).unwrap();
+    match emu::run_on(&device, &job("read", "1"), &mut |_| {}) {
+        Err(EmuRunError::Verify(reason)) => assert!(reason.contains("8192"), "{reason}"),
+        other => panic!("expected a verification error, got {other:?}"),
+    }
+}
+
+/// A verify_interval the device's blocks do not split into is refused, naming both.
+#[test]
+fn a_verify_interval_that_does_not_divide_a_block_is_refused() {
+    let device = Device::open(&config(), &Options::default()).unwrap();
+    let w = workload(&[
+        ("rw", "write"),
+        ("verify", "crc32c"),
+        ("verify_interval", "768"),
+        ("number_ios", "1"),
+    ]);
+    let Err(EmuRunError::Workload(message)) = emu::run_on(&device, &w, &mut |_| {}) else {
+        panic!("verify_interval=768 was not refused");
+    };
+    assert!(message.contains("verify_interval=768"), "{message}");
 }

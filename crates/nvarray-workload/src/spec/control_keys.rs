@@ -6,7 +6,7 @@
 use nvarray_units::format_duration_ns;
 
 use super::control::FLOW_WEIGHT_MAX;
-use super::keys::{parse_duration_limited, parse_u32_in};
+use super::keys::{parse_duration_limited, parse_flag, parse_u32_in};
 use super::JobSpec;
 use crate::error::{value_error, WorkloadError};
 use crate::units::{NS_PER_S, NS_PER_US};
@@ -41,7 +41,7 @@ impl JobSpec {
                     .filter(|p| (0.0..=100.0).contains(p))
                     .ok_or_else(|| value_error(key, value, "must be a percentage, 0 to 100"))?;
             }
-            "latency_run" => self.latency_target.keep_searching = parse_bool(key, value)?,
+            "latency_run" => self.latency_target.keep_searching = parse_flag(key, value)?,
             "flow_id" => self.flow.id = parse_u32_in(key, value, 0, u32::MAX)?,
             "flow" => self.flow.weight = parse_u32_in(key, value, 0, FLOW_WEIGHT_MAX)?,
             "flow_sleep" => self.flow.sleep_ns = us(value)?,
@@ -121,15 +121,6 @@ impl JobSpec {
     /// fio caps `thinktime_spin` at `thinktime` (init.c:728-732).
     pub fn think_spin_ns(&self) -> u64 {
         self.think.spin_ns.min(self.thinktime_ns)
-    }
-}
-
-/// fio's bool: 0 or 1 (or bare).
-fn parse_bool(key: &str, value: &str) -> Result<bool, WorkloadError> {
-    match value {
-        "1" => Ok(true),
-        "0" => Ok(false),
-        _ => Err(value_error(key, value, "must be 0 or 1")),
     }
 }
 

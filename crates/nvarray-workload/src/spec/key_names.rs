@@ -12,6 +12,9 @@ pub const SUPPORTED_KEYS: &[&str] = &[
     "readwrite",
     "rw_sequencer",
     "verify_pattern",
+    "verify_interval",
+    "do_verify",
+    "fill_device",
     "bs",
     "blocksize",
     "bssplit",
@@ -127,6 +130,8 @@ const IGNORED: &[(&str, &str)] = &[
     ("per_job_logs", "per-interval logs are not written"),
     ("log_offset", "per-interval logs are not written"),
     ("flow_watermark", "deprecated in fio, where it changes nothing either (parse.c:984-986)"),
+    ("verify_dump", "a failed check stops the run with the block's offset and what is wrong in the error; no dump files are written"),
+    ("create_serialize", "the device is chosen by --preset/--device: no file is created"),
     (
         "io_submit_mode",
         "each thread issues its own requests, paced ones at their times (what offload is for in fio)",
@@ -167,6 +172,8 @@ pub const IGNORED_KEYS: &[&str] = &[
     "per_job_logs",
     "log_offset",
     "flow_watermark",
+    "verify_dump",
+    "create_serialize",
     "io_submit_mode",
 ];
 

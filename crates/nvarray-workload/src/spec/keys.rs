@@ -188,6 +188,23 @@ impl JobSpec {
                     self.verify = super::Verify::Meta;
                 }
             }
+            "verify_interval" => {
+                let bytes = nvarray_units::parse_size(value)
+                    .map_err(|e| size_value_error(key, value, &e))?;
+                if bytes == 0 {
+                    return Err(value_error(key, value, "must be at least 1 byte"));
+                }
+                self.verify_interval_bytes = Some(bytes);
+            }
+            "do_verify" => self.do_verify = parse_flag(key, value)?,
+            "fill_device" => {
+                self.fill_device = parse_flag(key, value)?;
+                if self.fill_device {
+                    // To the end of the device, once (`size` is ignored while it is on).
+                    self.size_bytes = None;
+                    self.ends_by_size = true;
+                }
+            }
             _ => return Ok(false),
         }
         Ok(true)
@@ -296,7 +313,9 @@ impl JobSpec {
                         "must be > 0 (leave it out to use the whole device after offset)",
                     ));
                 }
-                self.size_bytes = Some(size_bytes);
+                if !self.fill_device {
+                    self.size_bytes = Some(size_bytes);
+                }
             }
             "thinktime" => {
                 self.thinktime_ns =
@@ -338,6 +357,15 @@ fn rekey(error: WorkloadError, key: &str) -> WorkloadError {
 /// Turns a size error into a `Value` error for `key`, keeping its reason.
 fn size_value_error(key: &str, value: &str, error: &SizeError) -> WorkloadError {
     value_error(key, value, error.reason())
+}
+
+/// fio's bool: 1 or 0.
+pub(super) fn parse_flag(key: &str, value: &str) -> Result<bool, WorkloadError> {
+    match value {
+        "1" => Ok(true),
+        "0" => Ok(false),
+        _ => Err(value_error(key, value, "must be 0 or 1")),
+    }
 }
 
 pub(super) fn parse_u32_in(

@@ -109,6 +109,15 @@ pub struct JobSpec {
     /// and expects.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub verify_pattern: Option<Vec<u8>>,
+    /// fio's `verify_interval`: bytes each header covers (`None`: one device block).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub verify_interval_bytes: Option<u64>,
+    /// fio's `do_verify`: whether the job's reads are checked (default on); `do_verify=0`
+    /// writes self-checking data for a later job to check.
+    pub do_verify: bool,
+    /// fio's `fill_device`: the job's region runs to the end of the device, whatever `size`
+    /// says, and the job ends when it has moved it (fio writes until the device is full).
+    pub fill_device: bool,
     /// Requests per second each thread issues at most (fio's `rate_iops`); `None`: no cap.
     pub rate_iops: Option<u64>,
     /// Bytes per second each thread moves at most (fio's `rate`); `None`: no cap.
@@ -194,6 +203,9 @@ impl Default for JobSpec {
             steadystate: SteadyState::default(),
             verify: Verify::None,
             verify_pattern: None,
+            verify_interval_bytes: None,
+            do_verify: true,
+            fill_device: false,
             rate_iops: None,
             rate_bytes_per_s: None,
             rate_process: RateProcess::Linear,

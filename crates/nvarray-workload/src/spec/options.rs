@@ -18,6 +18,12 @@ impl JobSpec {
         if self.verify != Verify::None || self.verify_pattern.is_some() {
             put("verify", self.verify.to_string());
         }
+        if let Some(bytes) = self.verify_interval_bytes {
+            put("verify_interval", format_size(bytes));
+        }
+        if !self.do_verify {
+            put("do_verify", "0".into());
+        }
     }
 
     /// The strided-zone keys of `fio_options`.
@@ -95,7 +101,9 @@ impl JobSpec {
         if self.offset_increment_bytes != 0 {
             put("offset_increment", size(self.offset_increment_bytes));
         }
-        if let Some(bytes) = self.size_bytes {
+        if self.fill_device {
+            put("fill_device", "1".into());
+        } else if let Some(bytes) = self.size_bytes {
             put("size", size(bytes));
         }
         if self.loops != d.loops {
