@@ -557,6 +557,26 @@ fn every_supported_key_works_in_a_job_file() {
             with: "",
             check: |r| r["requests"].as_u64() > Some(10),
         },
+        // The emulator checks these (nvarray-run tests/emu.rs); the simulator moves no data.
+        KeyCase {
+            key: "verify_interval",
+            value: "512",
+            with: "rw=write\nverify=crc32c",
+            check: |r| r["requests"].as_u64() > Some(10),
+        },
+        KeyCase {
+            key: "do_verify",
+            value: "0",
+            with: "verify=crc32c",
+            check: |r| r["requests"].as_u64() > Some(10),
+        },
+        // The whole device (the dram preset's 16 GiB), whatever `size` says.
+        KeyCase {
+            key: "fill_device",
+            value: "1",
+            with: "rw=write\nbs=1m\nsize=64k\nruntime=0",
+            check: |r| r["write_bytes"] == 16u64 << 30,
+        },
         KeyCase {
             key: "ramp_time",
             value: "1ms",

@@ -200,9 +200,8 @@ impl JobSpec {
             "fill_device" => {
                 self.fill_device = parse_flag(key, value)?;
                 if self.fill_device {
-                    // To the end of the device, once (`size` is ignored while it is on).
+                    // To the end of the device (`size` is ignored while it is on).
                     self.size_bytes = None;
-                    self.ends_by_size = true;
                 }
             }
             _ => return Ok(false),

@@ -116,7 +116,8 @@ pub struct JobSpec {
     /// writes self-checking data for a later job to check.
     pub do_verify: bool,
     /// fio's `fill_device`: the job's region runs to the end of the device, whatever `size`
-    /// says, and the job ends when it has moved it (fio writes until the device is full).
+    /// says (fio writes until the device is full; a job that ends by size, as every one
+    /// under `nvarray fio` without `time_based`, ends when it has moved it).
     pub fill_device: bool,
     /// Requests per second each thread issues at most (fio's `rate_iops`); `None`: no cap.
     pub rate_iops: Option<u64>,
