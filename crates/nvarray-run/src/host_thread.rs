@@ -432,7 +432,7 @@ impl<'d> HostThread<'d> {
                 self.issued_bytes += u64::from(r.len_bytes);
                 self.in_flight += 1;
                 if let Some(steer) = self.steer.as_deref_mut() {
-                    steer.issued(self.latest_ns);
+                    steer.issued(self.latest_ns, op == Opcode::Write);
                 }
                 true
             }

@@ -8,6 +8,8 @@ use std::fs::File;
 use std::io::BufReader;
 
 use nvarray_model::DeviceConfig;
+
+use crate::control::ThreadControl;
 use nvarray_report::StreamStats;
 use nvarray_workload::trace::{
     refused_job_key, trace_span, AddressMode, Geometry, Loops, Reopen, ReplayMode, TimedRequest,
@@ -275,6 +277,14 @@ impl Plan {
                     }
                     _ => u64::MAX,
                 };
+                // fio gives a writing job that reads back as it goes (`verify_backlog`)
+                // room for the reads: its size once more (backend.c's `total_bytes`).
+                let control = ThreadControl::of(job);
+                let io_bytes = if control.backlog.is_some() && job.read_fraction() < 1.0 {
+                    io_bytes.saturating_mul(2)
+                } else {
+                    io_bytes
+                };
                 threads.push(ThreadPlan {
                     index: threads.len() as u64,
                     stream,
@@ -286,7 +296,7 @@ impl Plan {
                     io_bytes,
                     runtime_ns,
                     thinktime_ns: job.thinktime_ns,
-                    control: crate::control::ThreadControl::of(job),
+                    control,
                     verify: crate::verify::Verifier::of_job(job),
                     placement: None,
                 });

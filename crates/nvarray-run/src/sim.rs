@@ -415,7 +415,8 @@ impl Host {
         let start = t.max(th.cpu_free_ns);
         let submit = start + self.software_ns;
         th.cpu_free_ns = submit;
-        if let Some(flow) = th.steer.as_mut().and_then(|s| s.issued(t)) {
+        let is_write = r.op == Direction::Write;
+        if let Some(flow) = th.steer.as_mut().and_then(|s| s.issued(t, is_write)) {
             self.wake_flow(flow, t);
         }
         let th = &mut self.threads[x as usize];

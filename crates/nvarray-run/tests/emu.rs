@@ -299,3 +299,25 @@ fn a_verify_interval_that_does_not_divide_a_block_is_refused() {
     };
     assert!(message.contains("verify_interval=768"), "{message}");
 }
+
+/// `verify_backlog=N`: after every N writes the thread drains and reads them back, and the
+/// emulator checks each; fio's byte budget doubles for the reads, so the job writes its size
+/// and reads all of it back.
+#[test]
+fn verify_backlog_reads_back_every_write_as_it_goes() {
+    let device = Device::open(&config(), &Options::default()).unwrap();
+    let w = workload(&[
+        ("rw", "randwrite"),
+        ("iodepth", "4"),
+        ("verify", "crc32c"),
+        ("verify_backlog", "8"),
+        ("size", "256k"),
+        ("io_size", "256k"),
+        ("runtime", "0"),
+    ]);
+    let r = emu::run_on(&device, &w, &mut |_| {}).unwrap();
+    assert_eq!(r.totals.write_bytes, 256 << 10);
+    assert_eq!(r.totals.read_bytes, 256 << 10, "every write read back");
+    let blocks = (256u64 << 10) / u64::from(device.block_bytes());
+    assert_eq!(r.emulator.unwrap().verified_blocks, blocks);
+}

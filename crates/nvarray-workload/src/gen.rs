@@ -9,6 +9,7 @@
 use rand::rngs::SmallRng;
 use rand::{RngCore, SeedableRng};
 
+use crate::backlog::VerifyBacklog;
 use crate::error::{value_error, WorkloadError};
 use crate::fio_rand;
 use crate::random_map::{RandomMap, Shuffle, RANDOM_MAP_POSITIONS_MAX};
@@ -98,6 +99,8 @@ pub struct RequestGen {
     /// Start and end (region-relative) of each direction's previous request, for runs.
     last_start_bytes: [u64; 2],
     last_end_bytes: [u64; 2],
+    /// `verify_backlog`: writes to read back (`backlog.rs`).
+    backlog: Option<Box<VerifyBacklog>>,
 }
 
 #[derive(Clone, Debug)]
@@ -435,6 +438,10 @@ impl RequestGen {
             identical: job.rw_sequencer == RwSequencer::Identical,
             last_start_bytes: [0; 2],
             last_end_bytes: [0; 2],
+            backlog: job
+                .verify_backlog
+                .filter(|_| job.verify != crate::spec::Verify::None)
+                .map(|n| Box::new(VerifyBacklog::new(n))),
         })
     }
 
@@ -449,9 +456,31 @@ impl RequestGen {
         self.region_len_bytes
     }
 
-    /// The next request of this thread. Never allocates; never fails.
+    /// The next request of this thread. Never allocates (but for a `verify_backlog`'s
+    /// reads); never fails.
     #[inline]
     pub fn next_request(&mut self) -> Request {
+        if self.backlog.is_none() {
+            return self.generate();
+        }
+        self.next_with_backlog()
+    }
+
+    /// `next_request` with a `verify_backlog`: its reads first, when due.
+    #[inline(never)]
+    fn next_with_backlog(&mut self) -> Request {
+        let backlog = self.backlog.as_mut().expect("checked");
+        if let Some(read) = backlog.next_read() {
+            return read;
+        }
+        let r = self.generate();
+        self.backlog.as_mut().expect("checked").generated(r);
+        r
+    }
+
+    /// A request of the job's pattern.
+    #[inline(always)]
+    fn generate(&mut self) -> Request {
         // One 64-bit draw feeds both per-request choices: the high half decides read or
         // write, the low half the length. Modes that need neither skip the draw.
         let bits = if self.mixed | self.split {

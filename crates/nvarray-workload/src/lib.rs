@@ -54,6 +54,7 @@
 #![warn(missing_docs)]
 
 mod arith;
+mod backlog;
 mod error;
 mod fio_rand;
 mod gen;

@@ -66,6 +66,7 @@ const SETTINGS: &[(&str, &[&str])] = &[
     ("thinktime_spin", &["5", "1ms"]),
     ("verify_interval", &["512", "4k"]),
     ("do_verify", &["0", "1"]),
+    ("verify_backlog", &["0", "1", "1024"]),
     ("fill_device", &["0", "1"]),
     ("thinktime_blocks", &["1", "16"]),
     ("thinktime_blocks_type", &["complete", "issue"]),

@@ -570,6 +570,13 @@ fn every_supported_key_works_in_a_job_file() {
             with: "verify=crc32c",
             check: |r| r["requests"].as_u64() > Some(10),
         },
+        // Every write read back: 64 KiB written, 64 KiB read.
+        KeyCase {
+            key: "verify_backlog",
+            value: "4",
+            with: "rw=write\nverify=crc32c\nio_size=64k\nruntime=0",
+            check: |r| r["write_bytes"] == 65536 && r["read_bytes"] == 65536,
+        },
         // The whole device (the dram preset's 16 GiB), whatever `size` says.
         KeyCase {
             key: "fill_device",

@@ -15,11 +15,13 @@ struct Hold {
     new_window: bool,
     final_run: bool,
     flow_sleep: bool,
+    /// Before a `verify_backlog`'s reads: drain, nothing more.
+    backlog: bool,
 }
 
 impl Hold {
     fn any(self) -> bool {
-        self.think || self.new_window || self.final_run || self.flow_sleep
+        self.think || self.new_window || self.final_run || self.flow_sleep || self.backlog
     }
 }
 
@@ -50,6 +52,9 @@ pub(crate) struct Steering {
     flow: Option<FlowMember>,
     flow_sleep_ns: u64,
     hold: Hold,
+    /// `verify_backlog`: writes between read-backs, and the writes issued.
+    backlog_every: u64,
+    writes: u64,
     issued: u64,
     completed: u64,
 }
@@ -68,6 +73,8 @@ impl Steering {
             flow,
             flow_sleep_ns: control.flow.map_or(0, |(_, _, sleep)| sleep),
             hold: Hold::default(),
+            backlog_every: control.backlog.unwrap_or(0),
+            writes: 0,
             issued: 0,
             completed: 0,
         });
@@ -92,9 +99,14 @@ impl Steering {
         Gate::Go
     }
 
-    /// A request was issued at `t`; the flow it advanced, if any.
-    pub(crate) fn issued(&mut self, t: u64) -> Option<u32> {
+    /// A request (a write if `is_write`) was issued at `t`; the flow it advanced, if any.
+    pub(crate) fn issued(&mut self, t: u64, is_write: bool) -> Option<u32> {
         self.issued += 1;
+        if is_write && self.backlog_every > 0 {
+            self.writes += 1;
+            // The generator reads these writes back next: they must have completed.
+            self.hold.backlog |= self.writes.is_multiple_of(self.backlog_every);
+        }
         self.check_think(t);
         self.flow.as_ref().map(|f| f.id)
     }

@@ -17,6 +17,9 @@ pub struct ThreadControl {
     /// Its place in its flow, once its phase's threads have joined (`Plan::join_flows`).
     pub(crate) flow_member: Option<FlowMember>,
     pub(crate) steady: Option<SteadyState>,
+    /// `verify_backlog`: the thread drains after every this many writes, before reading
+    /// them back.
+    pub(crate) backlog: Option<u64>,
 }
 
 impl ThreadControl {
@@ -32,12 +35,18 @@ impl ThreadControl {
             )),
             flow_member: None,
             steady: job.steadystate.is_set().then(|| job.steadystate.clone()),
+            backlog: job
+                .verify_backlog
+                .filter(|_| job.verify != nvarray_workload::Verify::None),
         }
     }
 
     /// Whether the thread changes its depth, pauses or stops by what it sees: the engines
     /// then take its slower path.
     pub(crate) fn steers(&self) -> bool {
-        self.think.is_some() || self.depth.is_some() || self.flow.is_some()
+        self.think.is_some()
+            || self.depth.is_some()
+            || self.flow.is_some()
+            || self.backlog.is_some()
     }
 }

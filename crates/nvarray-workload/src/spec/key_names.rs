@@ -14,6 +14,7 @@ pub const SUPPORTED_KEYS: &[&str] = &[
     "verify_pattern",
     "verify_interval",
     "do_verify",
+    "verify_backlog",
     "fill_device",
     "bs",
     "blocksize",

@@ -197,6 +197,11 @@ impl JobSpec {
                 self.verify_interval_bytes = Some(bytes);
             }
             "do_verify" => self.do_verify = parse_flag(key, value)?,
+            "verify_backlog" => {
+                let n = nvarray_units::parse_size(value)
+                    .map_err(|e| size_value_error(key, value, &e))?;
+                self.verify_backlog = (n > 0).then_some(n);
+            }
             "fill_device" => {
                 self.fill_device = parse_flag(key, value)?;
                 if self.fill_device {

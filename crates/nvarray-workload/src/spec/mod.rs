@@ -112,6 +112,10 @@ pub struct JobSpec {
     /// fio's `verify_interval`: bytes each header covers (`None`: one device block).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub verify_interval_bytes: Option<u64>,
+    /// fio's `verify_backlog`: a writing job with `verify` reads back every this many
+    /// writes as it goes (`backlog.rs`).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub verify_backlog: Option<u64>,
     /// fio's `do_verify`: whether the job's reads are checked (default on); `do_verify=0`
     /// writes self-checking data for a later job to check.
     pub do_verify: bool,
@@ -205,6 +209,7 @@ impl Default for JobSpec {
             verify: Verify::None,
             verify_pattern: None,
             verify_interval_bytes: None,
+            verify_backlog: None,
             do_verify: true,
             fill_device: false,
             rate_iops: None,

@@ -21,6 +21,9 @@ impl JobSpec {
         if let Some(bytes) = self.verify_interval_bytes {
             put("verify_interval", format_size(bytes));
         }
+        if let Some(n) = self.verify_backlog {
+            put("verify_backlog", n.to_string());
+        }
         if !self.do_verify {
             put("do_verify", "0".into());
         }
