@@ -52,8 +52,10 @@ impl Workload {
     }
 
     /// The end of the furthest job region on the device, in bytes: each job's `offset` plus
-    /// its last thread's `offset_increment` steps plus its `size`. `None` when no job gives a
-    /// size (every region then runs to the device's end, whatever its size).
+    /// its last thread's `offset_increment` steps plus its `size` (or, without one, its
+    /// `io_size`: a region of the bytes it moves, as examples/cross-stripe-verify.fio's
+    /// stripes). `None` when no job gives either (every region then runs to the device's
+    /// end, whatever its size).
     pub fn span_bytes(&self) -> Option<u64> {
         self.jobs
             .iter()
@@ -62,6 +64,7 @@ impl Workload {
                     .offset_increment_bytes
                     .saturating_mul(u64::from(job.numjobs.saturating_sub(1)));
                 job.size_bytes
+                    .or(job.io_size_bytes)
                     .map(|size| job.offset_bytes.saturating_add(steps).saturating_add(size))
             })
             .max()
@@ -436,6 +439,15 @@ mod tests {
         .unwrap();
         assert_eq!(w.span_bytes(), Some((3 << 30) + (64 << 20)));
         assert_eq!(parse_job_file("[c]\n").unwrap().span_bytes(), None);
+        // Without a size, the bytes a thread moves: examples/cross-stripe-verify.fio's 30
+        // stripes of 124 GiB, each moving 120 GiB from 120 KiB into its stripe.
+        let stripes =
+            parse_job_file("[s]\noffset=120k\noffset_increment=124g\nio_size=120g\nnumjobs=30\n")
+                .unwrap();
+        assert_eq!(
+            stripes.span_bytes(),
+            Some((120 << 10) + 29 * (124 << 30) + (120 << 30))
+        );
     }
 
     #[test]

@@ -133,6 +133,7 @@ const IGNORED: &[(&str, &str)] = &[
     ("flow_watermark", "deprecated in fio, where it changes nothing either (parse.c:984-986)"),
     ("verify_dump", "a failed check stops the run with the block's offset and what is wrong in the error; no dump files are written"),
     ("create_serialize", "the device is chosen by --preset/--device: no file is created"),
+    ("verify_write_sequence", "nvarray's verify checks each block's own header, not the order of writes"),
     (
         "io_submit_mode",
         "each thread issues its own requests, paced ones at their times (what offload is for in fio)",
@@ -175,6 +176,7 @@ pub const IGNORED_KEYS: &[&str] = &[
     "flow_watermark",
     "verify_dump",
     "create_serialize",
+    "verify_write_sequence",
     "io_submit_mode",
 ];
 
