@@ -169,8 +169,10 @@ pub struct FioArgs {
     /// sector-aligned random I/O) [default: the smallest request size, as in fio].
     #[arg(long, visible_alias = "ba")]
     pub blockalign: Option<String>,
-    /// Host time between a completion and the thread's next request (microseconds by
-    /// default, as in fio; 10us, 1ms also accepted) [default: 0].
+    /// fio's think time: after each completed request the thread waits for all of its
+    /// requests, then pauses this long before issuing again (microseconds by default, as in
+    /// fio; 10us, 1ms also accepted; a job file's thinktime_blocks thinks every N) [default:
+    /// 0].
     #[arg(long)]
     pub thinktime: Option<String>,
     /// Data verification: crc32c (every block written carries its offset and a CRC-32C that
