@@ -19,6 +19,7 @@ use nvarray_workload::trace::Geometry;
 use nvarray_workload::Workload;
 
 use crate::device_report::{device_report_over, DeviceReading};
+use crate::emu_exit::PhaseExit;
 use crate::emu_steady::{EmuSteady, JobSteady};
 use crate::error::EmuRunError;
 use crate::host_thread::{run_thread, Progress, ThreadResult};
@@ -114,6 +115,10 @@ pub fn run_on(
             if let Some(late) = result.paced_issued_late {
                 *paced_issued_late.get_or_insert(0) += late;
             }
+        }
+        if ran.ends_the_run {
+            // fio's `exit_what=all`: the later phases' jobs never start.
+            break;
         }
     }
     progress(1.0);
@@ -235,6 +240,8 @@ struct PhaseRun {
     measured_ns: u64,
     /// What the device did during the ramp, to leave out of its figures.
     ramp: DeviceReading,
+    /// A thread with `exitall` and `exit_what=all` ended: no later phase runs.
+    ends_the_run: bool,
 }
 
 /// Runs one phase's threads side by side until each has finished.
@@ -258,6 +265,13 @@ fn run_phase(
     let mut plan = plan;
     plan.join_flows();
     let steady = EmuSteady::of(&plan.threads, streams.len());
+    let groups = plan
+        .threads
+        .iter()
+        .filter_map(|t| t.control.exit)
+        .map(|(_, g)| g + 1)
+        .max();
+    let exit = PhaseExit::new(groups.unwrap_or(0));
     let gate = StartGate::new(plan.threads.len());
     // Until every thread is set up the phase has not started; the progress bar counts from
     // here meanwhile.
@@ -272,7 +286,13 @@ fn run_phase(
             .map(|plan| {
                 let finished = FinishedSignal(finished_tx.clone());
                 let job = steady.job(plan.stream);
-                spawn_thread(s, device, shared, plan, (&done, &gate, finished, job))
+                spawn_thread(
+                    s,
+                    device,
+                    shared,
+                    plan,
+                    (&done, &gate, finished, (job, &exit)),
+                )
             })
             .collect::<Result<Vec<_>, _>>();
         let handles = match handles {
@@ -319,6 +339,7 @@ fn run_phase(
             .saturating_sub(ramp)
             .as_nanos() as u64,
         ramp: at_ramp_end.since(&at_start),
+        ends_the_run: exit.ends_the_run(),
     })
 }
 
@@ -333,11 +354,11 @@ fn spawn_thread<'s, 'e: 's>(
     device: &'e Device,
     shared: &'e LadderShared,
     plan: ThreadPlan,
-    (done, gate, finished, steady): (
+    (done, gate, finished, (steady, exit)): (
         &'e Progress,
         &'e StartGate,
         FinishedSignal,
-        Option<&'e JobSteady>,
+        (Option<&'e JobSteady>, &'e PhaseExit),
     ),
 ) -> std::io::Result<ThreadHandle<'s>> {
     std::thread::Builder::new()
@@ -355,8 +376,14 @@ fn spawn_thread<'s, 'e: 's>(
                     source,
                 })?;
             }
-            run_thread(device, shared, plan, || arrival.start(), (done, steady))
-                .map(|st| (stream, st))
+            run_thread(
+                device,
+                shared,
+                plan,
+                || arrival.start(),
+                (done, steady, exit),
+            )
+            .map(|st| (stream, st))
         })
 }
 

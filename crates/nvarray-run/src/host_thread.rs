@@ -11,13 +11,17 @@ use nvarray_host::ladder::{Issuer, LadderShared};
 use nvarray_host::{pauses, Device, Done, HostError, Opcode};
 use nvarray_report::{IssueDelays, StreamStats, ISSUED_LATE_NS};
 use nvarray_workload::trace::TraceReport;
-use nvarray_workload::{Direction, Request};
+use nvarray_workload::{Direction, ExitWhat, Request};
 
 use crate::control::{Gate, Steering};
+use crate::emu_exit::PhaseExit;
 use crate::emu_steady::JobSteady;
 use crate::error::EmuRunError;
 use crate::pacing::{DeviceClock, Pacer};
 use crate::plan::{Next, Requests, ThreadPlan};
+
+/// How often a thread that may be stopped from outside looks while it waits for a time.
+const LOOK_EVERY_NS: u64 = 10_000_000;
 
 /// What a phase's threads have done so far, for the progress bar.
 #[derive(Default)]
@@ -123,11 +127,11 @@ pub(crate) fn run_thread(
     shared: &LadderShared,
     plan: ThreadPlan,
     arrive: impl FnOnce() -> Instant,
-    (progress, steady): (&Progress, Option<&JobSteady>),
+    (progress, steady, exit): (&Progress, Option<&JobSteady>, &PhaseExit),
 ) -> Result<ThreadResult, EmuRunError> {
     let began = Instant::now();
     let clock = DeviceClock::new(device);
-    let mut thread = HostThread::new(device, shared, plan, steady);
+    let mut thread = HostThread::new(device, shared, plan, (steady, exit));
     // Set up (everything above allocates: the histograms alone take about 0.3 ms to fault
     // in): the phase starts when every thread of it is (`StartGate`).
     thread.start(clock.ns_of(arrive()));
@@ -147,6 +151,9 @@ pub(crate) fn run_thread(
         }
         thread.collect(progress);
         thread.resume_if_drained();
+    }
+    if let Some((what, group)) = thread.exit {
+        exit.ended(what, group);
     }
     thread.finish(began, &clock)
 }
@@ -205,6 +212,10 @@ struct HostThread<'d> {
     steer_done: bool,
     /// Its job's steady-state watch, which it counts into and which may stop it.
     steady: Option<&'d JobSteady>,
+    /// With fio's `exitall`: what ends when it ends and its group, and the phase's flags,
+    /// which may stop it.
+    exit: Option<(ExitWhat, usize)>,
+    phase_exit: &'d PhaseExit,
 }
 
 impl<'d> HostThread<'d> {
@@ -213,8 +224,9 @@ impl<'d> HostThread<'d> {
         device: &'d Device,
         shared: &LadderShared,
         mut plan: ThreadPlan,
-        steady: Option<&'d JobSteady>,
+        (steady, phase_exit): (Option<&'d JobSteady>, &'d PhaseExit),
     ) -> Self {
+        let exit = plan.control.exit;
         let steer = Steering::of(std::mem::take(&mut plan.control), 0);
         let completion = device.completion();
         let command_bytes_max = device.command_bytes_max() as usize;
@@ -250,6 +262,8 @@ impl<'d> HostThread<'d> {
             steer,
             steer_done: false,
             steady,
+            exit,
+            phase_exit,
         }
     }
 
@@ -295,6 +309,9 @@ impl<'d> HostThread<'d> {
             && !self.trace_ended
             && !self.steer_done
             && !self.steady.is_some_and(JobSteady::stopped)
+            && !self
+                .exit
+                .is_some_and(|(_, group)| self.phase_exit.stops(group))
     }
 
     /// With nothing in flight, nothing to wait for but the think time, or the next request's
@@ -306,7 +323,20 @@ impl<'d> HostThread<'d> {
                 .and_then(|(_, due)| due)
                 .map_or(slot.ready_ns, |due| due.max(slot.ready_ns));
             let device = self.device;
-            self.pacer.wait_until(until, || device.now_ns());
+            if self.exit.is_none() && self.steady.is_none() {
+                self.pacer.wait_until(until, || device.now_ns());
+                return;
+            }
+            // A job that may be stopped from outside (`exitall`, a steady state) looks now
+            // and then while it waits (a paced request's time may be seconds away).
+            loop {
+                let now = device.now_ns();
+                if now >= until || !self.has_more() {
+                    break;
+                }
+                self.pacer
+                    .wait_until(until.min(now + LOOK_EVERY_NS), || device.now_ns());
+            }
         }
     }
 

@@ -19,6 +19,7 @@
 pub mod control;
 pub mod device_report;
 pub mod emu;
+mod emu_exit;
 mod emu_steady;
 pub mod error;
 mod host_thread;

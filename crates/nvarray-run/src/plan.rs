@@ -212,7 +212,7 @@ impl Plan {
         }
         let (size_bytes, block_bytes) = (geometry.capacity_bytes, geometry.block_bytes);
         let mut threads = Vec::new();
-        let phases = workload.phases();
+        let (phases, groups, exits) = (workload.phases(), workload.groups(), workload.exits());
         for (stream, job) in workload.jobs.iter().enumerate() {
             // A trace ends on its own; a job that ends by size needs no time limit.
             let bounded = job.number_ios.is_some()
@@ -279,7 +279,8 @@ impl Plan {
                 };
                 // fio gives a writing job that reads back as it goes (`verify_backlog`)
                 // room for the reads: its size once more (backend.c's `total_bytes`).
-                let control = ThreadControl::of(job);
+                let mut control = ThreadControl::of(job);
+                control.exit = exits.then_some((job.exit_what, groups[stream]));
                 let io_bytes = if control.backlog.is_some() && job.read_fraction() < 1.0 {
                     io_bytes.saturating_mul(2)
                 } else {

@@ -18,7 +18,7 @@ use std::collections::{HashMap, VecDeque};
 use nvarray_model::min_queue::MinQueue;
 use nvarray_model::{Command, Completion, Component, DeviceConfig, DeviceModel, Op, ResourceBusy};
 use nvarray_workload::trace::{Geometry, TraceReport};
-use nvarray_workload::{Direction, PlacementPicker, Request, Workload};
+use nvarray_workload::{Direction, ExitWhat, PlacementPicker, Request, Workload};
 
 use crate::control::SteadyCounts;
 use crate::control::{Gate, Steering};
@@ -62,6 +62,9 @@ struct Thread {
     /// queue slots its steering holds back (`parked`) go again when it lets them.
     steer: Option<Box<Steering>>,
     parked: u32,
+    /// With `exitall`: what ends when it ends, and its group; whether it has ended.
+    exit: Option<(ExitWhat, usize)>,
+    exited: bool,
     /// A latency target's thread counts its own figures (its final window forgets the
     /// search's); merged into its stream at the phase's end.
     own: Option<StreamStats>,
@@ -109,6 +112,8 @@ struct Host {
     origin_ns: u64,
     /// Per flow: the threads with a slot waiting for another of the flow's to issue.
     flow_waiters: HashMap<u32, Vec<u32>>,
+    /// A thread with `exit_what=all` ended: the later phases do not run.
+    exit_all: bool,
 }
 
 impl Host {
@@ -137,6 +142,8 @@ impl Host {
                         .depth
                         .is_some()
                         .then(|| StreamStats::new("thread")),
+                    exit: t.control.exit,
+                    exited: false,
                     steer: Steering::of(t.control, start_ns),
                     parked: 0,
                     end_ns: t
@@ -159,6 +166,7 @@ impl Host {
             software_ns: device.host.software_ns,
             origin_ns: start_ns,
             flow_waiters: HashMap::new(),
+            exit_all: false,
         };
         for (thread, iodepth) in first_issues {
             for _ in 0..iodepth {
@@ -200,6 +208,19 @@ impl Host {
                 self.unpark(x, t);
             }
         }
+    }
+
+    /// A thread of group `group` ended at `t` under fio's `exitall`: the threads `what`
+    /// names stop issuing (its group's, or the phase's; with `all` the later phases do not
+    /// run either).
+    #[inline(never)]
+    fn exit(&mut self, (what, group): (ExitWhat, usize), t: u64) {
+        for th in &mut self.threads {
+            if what != ExitWhat::Group || th.exit.is_some_and(|(_, g)| g == group) {
+                th.end_ns = th.end_ns.min(t);
+            }
+        }
+        self.exit_all |= what == ExitWhat::All;
     }
 
     /// Thread `x`'s parked slots try again at `t`, unless it is draining.
@@ -339,8 +360,13 @@ impl Host {
     fn may_issue(&mut self, x: u32, t: u64) -> bool {
         let th = &mut self.threads[x as usize];
         if !th.has_work(t) {
-            if let Some(flow) = th.steer.as_mut().and_then(|s| s.finish()) {
+            let flow = th.steer.as_mut().and_then(|s| s.finish());
+            let exit = th.exit.filter(|_| !std::mem::replace(&mut th.exited, true));
+            if let Some(flow) = flow {
                 self.wake_flow(flow, t);
+            }
+            if let Some(exit) = exit {
+                self.exit(exit, t);
             }
             return false;
         }
@@ -532,6 +558,10 @@ pub fn run_with_progress(
         if let Some(late) = ran.paced_issued_late {
             *paced_issued_late.get_or_insert(0) += late;
         }
+        if ran.exit_all {
+            // fio's `exit_what=all`: the later phases' jobs never start.
+            break;
+        }
         if index < last {
             // The next phase starts once the device has finished this one's requests.
             start_ns = ran.end_ns;
@@ -565,6 +595,8 @@ struct PhaseRun {
     trace: Option<TraceReport>,
     /// Paced requests issued late (`None`: no thread was paced).
     paced_issued_late: Option<u64>,
+    /// A thread with `exitall` and `exit_what=all` ended: no later phase runs.
+    exit_all: bool,
 }
 
 /// Runs one phase's threads on `model` from `start_ns`, recording into `streams`.
@@ -743,6 +775,7 @@ impl PhaseEnd {
             busy,
             trace,
             paced_issued_late,
+            exit_all: host.exit_all,
         })
     }
 }

@@ -117,3 +117,18 @@ fn a_steady_job_stops_and_reports_its_window() {
     // Steady from the first full window (any deviation is within 1000 %): about 100 ms.
     assert!(ms < 5_000.0, "{ms} ms");
 }
+
+#[test]
+fn exitall_stops_a_paced_thread_waiting_for_its_time() {
+    // `slow` thinks 1 ms after each of 50 requests (about 50 ms); `paced` issues one request
+    // a second and would run 10 s, but ends with `slow` (exit_what=stonewall), even while it
+    // waits for its next request's time.
+    let w = parse_job_file(
+        "[global]\nrw=randread\nexitall\nexit_what=stonewall\n[slow]\nnumber_ios=50\nthinktime=1ms\n\
+         [paced]\nrate_iops=1\nruntime=10s\n",
+    )
+    .unwrap();
+    let (r, ms) = run(&w).unwrap();
+    assert_eq!(r.streams[0].totals.requests, 50);
+    assert!(ms < 3_000.0, "{ms} ms");
+}

@@ -265,3 +265,39 @@ fn a_job_never_steady_runs_its_time_and_says_so() {
     assert!(ss.attained);
     assert!(ss.lat_ns.iter().all(|l| *l > 4_000), "{:?}", ss.lat_ns);
 }
+
+/// fio's `exitall`: when a job ends, `exit_what` says which others end with it (any job's
+/// `exitall` holds for all, as in fio).
+fn exits(what: &str) -> RunReport {
+    let w = parse_job_file(&format!(
+        "[global]\nrw=randread\nexit_what={what}\n[short]\nnumber_ios=1000\nexitall\n\
+         [long]\nnew_group\nruntime=1s\n[later]\nstonewall\nruntime=1s\n"
+    ))
+    .unwrap();
+    sim::run(&optane(), &w).unwrap()
+}
+
+#[test]
+fn exitall_ends_the_jobs_exit_what_names() {
+    let short_ns = |r: &RunReport| {
+        (r.streams[0].totals.requests as f64 / r.streams[0].totals.iops * 1e9) as u64
+    };
+    // group: only `short`'s group; `long` (a group of its own) runs its second.
+    let r = exits("group");
+    let long_s = r.streams[1].totals.requests as f64 / r.streams[1].totals.iops;
+    assert!((long_s - 1.0).abs() < 1e-6, "{long_s} s");
+    assert!(r.streams[2].totals.requests > 0);
+    // stonewall: every running job ends with `short`; the next phase still runs.
+    let r = exits("stonewall");
+    let long_s = r.streams[1].totals.requests as f64 / r.streams[1].totals.iops;
+    assert!(
+        (long_s * 1e9 - short_ns(&r) as f64).abs() < 1e5,
+        "long ran {long_s} s, short {} ns",
+        short_ns(&r)
+    );
+    assert!(r.streams[2].totals.requests > 0, "the later phase ran");
+    // all: the later phase never starts.
+    let r = exits("all");
+    assert_eq!(r.streams[2].totals.requests, 0);
+    assert!(r.elapsed_ns < 10_000_000, "{} ns", r.elapsed_ns);
+}

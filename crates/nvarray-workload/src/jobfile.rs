@@ -32,6 +32,12 @@ impl Workload {
         self.numbered(JobSpec::waits)
     }
 
+    /// Whether a job ending ends others (fio's `exitall`, given in any job: fio holds it for
+    /// every job of the file).
+    pub fn exits(&self) -> bool {
+        self.jobs.iter().any(|j| j.exitall)
+    }
+
     /// Each job's reporting group (fio's `groupid`): a new group at each new phase and at
     /// each `new_group`.
     pub fn groups(&self) -> Vec<usize> {

@@ -73,7 +73,7 @@ pub use jobfile::{
     JOBS_MAX, JOB_FILE_BYTES_MAX,
 };
 pub use spec::{
-    ignored_reason, BlockSize, DataPlacement, Direction, Distribution, Flow, JobSpec,
+    ignored_reason, BlockSize, DataPlacement, Direction, Distribution, ExitWhat, Flow, JobSpec,
     LatencyTarget, PlacementPicker, PlacementSelect, RateProcess, Request, RwMode, RwSequencer,
     SteadyMetric, SteadyState, StridedZones, ThinkPolicy, Verify, ZoneMode, ZoneSplit,
     BSSPLIT_ENTRIES_MAX, BS_BYTES_MAX, FLOW_WEIGHT_MAX, IGNORED_KEYS, IODEPTH_MAX, NAME_BYTES_MAX,

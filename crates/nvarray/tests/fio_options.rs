@@ -570,6 +570,27 @@ fn every_supported_key_works_in_a_job_file() {
             with: "verify=crc32c",
             check: |r| r["requests"].as_u64() > Some(10),
         },
+        // One file's size: the job's region when `size` is not given.
+        KeyCase {
+            key: "filesize",
+            value: "64k",
+            with: "rw=write\nruntime=0",
+            check: |r| r["write_bytes"] == 65536,
+        },
+        // `j` ends after 10 requests and ends `k` (a job of its own group) with it.
+        KeyCase {
+            key: "exitall",
+            value: "",
+            with: "number_ios=10\nexit_what=stonewall\n[k]\nnew_group",
+            check: |r| r["elapsed_ns"].as_u64() < Some(100_000),
+        },
+        // `j2` ends after 10 requests and, with `stonewall`, every running job with it.
+        KeyCase {
+            key: "exit_what",
+            value: "stonewall",
+            with: "exitall\n[j2]\nnew_group\nnumber_ios=10",
+            check: |r| r["elapsed_ns"].as_u64() < Some(100_000),
+        },
         // Every write read back: 64 KiB written, 64 KiB read.
         KeyCase {
             key: "verify_backlog",
@@ -723,7 +744,10 @@ fn every_ignored_key_is_noted_and_every_refused_form_named() {
         );
     }
     for (text, expected) in [
-        ("[j]\nexitall\n", "line 2: unknown key 'exitall'"),
+        (
+            "[j]\nexitall_on_error\n",
+            "line 2: unknown key 'exitall_on_error'",
+        ),
         ("[j]\nramp_tim=1\n", "did you mean 'ramp_time'?"),
         ("[j]\nbsrange=4k\n", "bsrange: must look like 4k-64k"),
         ("[j]\nbsrange=4k-6k\n", "MAX must be a multiple of MIN"),

@@ -1,6 +1,6 @@
 //! What steers one thread of a job, as planned (`ThreadControl`), before its phase starts.
 
-use nvarray_workload::{JobSpec, SteadyState};
+use nvarray_workload::{ExitWhat, JobSpec, SteadyState};
 
 use super::depth_search::DepthSearch;
 use super::flow::FlowMember;
@@ -20,6 +20,9 @@ pub struct ThreadControl {
     /// `verify_backlog`: the thread drains after every this many writes, before reading
     /// them back.
     pub(crate) backlog: Option<u64>,
+    /// With fio's `exitall`: what ends when this thread ends (`exit_what`), and its job's
+    /// reporting group.
+    pub(crate) exit: Option<(ExitWhat, usize)>,
 }
 
 impl ThreadControl {
@@ -38,6 +41,7 @@ impl ThreadControl {
             backlog: job
                 .verify_backlog
                 .filter(|_| job.verify != nvarray_workload::Verify::None),
+            exit: None,
         }
     }
 

@@ -88,6 +88,42 @@ pub struct Flow {
     pub sleep_ns: u64,
 }
 
+/// fio's `exit_what`: which jobs end when one ends, with `exitall` (libfio.c:241-278).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum ExitWhat {
+    /// `group` (default): the jobs of its reporting group.
+    #[default]
+    Group,
+    /// `stonewall`: every job running (its phase's); the next phase still runs.
+    Stonewall,
+    /// `all`: every job, the later phases' too.
+    All,
+}
+
+impl std::fmt::Display for ExitWhat {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(match self {
+            ExitWhat::Group => "group",
+            ExitWhat::Stonewall => "stonewall",
+            ExitWhat::All => "all",
+        })
+    }
+}
+
+impl std::str::FromStr for ExitWhat {
+    type Err = String;
+
+    fn from_str(s: &str) -> Result<Self, String> {
+        match s {
+            "group" => Ok(ExitWhat::Group),
+            "stonewall" => Ok(ExitWhat::Stonewall),
+            "all" => Ok(ExitWhat::All),
+            _ => Err("must be group, stonewall or all".to_string()),
+        }
+    }
+}
+
 /// What a steady state is judged on (`steadystate=METRIC[_slope]:LIMIT[%]`).
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize)]
 #[serde(rename_all = "lowercase")]

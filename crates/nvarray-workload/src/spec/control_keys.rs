@@ -45,6 +45,11 @@ impl JobSpec {
             "flow_id" => self.flow.id = parse_u32_in(key, value, 0, u32::MAX)?,
             "flow" => self.flow.weight = parse_u32_in(key, value, 0, FLOW_WEIGHT_MAX)?,
             "flow_sleep" => self.flow.sleep_ns = us(value)?,
+            "exit_what" => {
+                self.exit_what = value
+                    .parse()
+                    .map_err(|reason: String| value_error(key, value, &reason))?;
+            }
             "steadystate" | "ss" => self.steadystate.set_criterion(key, value)?,
             "steadystate_duration" | "ss_dur" => self.steadystate.duration_ns = s(value)?,
             "steadystate_ramp_time" | "ss_ramp" => self.steadystate.ramp_ns = s(value)?,
@@ -99,6 +104,12 @@ impl JobSpec {
         }
         if f.sleep_ns != 0 {
             put("flow_sleep", time(f.sleep_ns));
+        }
+        if self.exitall {
+            put("exitall", "1".into());
+        }
+        if self.exit_what != d.exit_what {
+            put("exit_what", self.exit_what.to_string());
         }
         let ss = &self.steadystate;
         let ds = &d.steadystate;

@@ -16,6 +16,9 @@ pub const SUPPORTED_KEYS: &[&str] = &[
     "do_verify",
     "verify_backlog",
     "fill_device",
+    "filesize",
+    "exitall",
+    "exit_what",
     "bs",
     "blocksize",
     "bssplit",
@@ -90,6 +93,7 @@ pub(super) const SWITCH_KEYS: &[&str] = &[
     "random_sequence_stride",
     "time_based",
     "fdp",
+    "exitall",
 ];
 
 /// fio keys that are accepted (with or without a value) and ignored, each with why: they do

@@ -101,6 +101,7 @@ impl JobSpec {
             "random_sequence_stride" => self.random_sequence_stride = on,
             "time_based" => self.time_based = on,
             "fdp" => self.data_placement.enabled = on,
+            "exitall" => self.exitall = on,
             _ => self.stonewall = on,
         }
         Ok(())
@@ -321,6 +322,25 @@ impl JobSpec {
                     self.size_bytes = Some(size_bytes);
                 }
             }
+            "filesize" => {
+                if value.contains(['-', ':', ',']) {
+                    return Err(value_error(
+                        key,
+                        value,
+                        "one size (a range picks each file's size at random; nvarray's job has one region)",
+                    ));
+                }
+                let bytes = nvarray_units::parse_size(value)
+                    .map_err(|e| size_value_error(key, value, &e))?;
+                if bytes == 0 {
+                    return Err(value_error(key, value, "must be > 0"));
+                }
+                // fio: the file's size, and the job's size when `size` is not given; nvarray's
+                // one region takes `size` when both are.
+                if self.size_bytes.is_none() && !self.fill_device {
+                    self.size_bytes = Some(bytes);
+                }
+            }
             "thinktime" => {
                 self.thinktime_ns =
                     parse_duration_limited(key, value, NS_PER_US, THINKTIME_NS_MAX)?;
@@ -332,17 +352,24 @@ impl JobSpec {
 }
 
 /// A rate (`rate`, `rate_iops`): one value with fio's size suffixes, 0 for no cap. fio's
-/// `READ,WRITE` pairs are refused: one cap for both directions.
+/// `READ,WRITE[,TRIM]` form is taken when every value is the same (`rate=300,300,300`);
+/// different ones are refused: one cap for both directions.
 fn parse_rate(key: &str, value: &str, what: &str) -> Result<Option<u64>, WorkloadError> {
-    if value.contains(',') {
-        return Err(value_error(
-            key,
-            value,
-            "one value for reads and writes alike (separate read,write caps are not modelled)",
-        ));
+    let parse = |v: &str| {
+        nvarray_units::parse_size(v.trim())
+            .map_err(|_| value_error(key, value, &format!("must be {what} (0: no cap)")))
+    };
+    let mut values = value.split(',').map(parse);
+    let rate = values.next().expect("split gives one at least")?;
+    for other in values {
+        if other? != rate {
+            return Err(value_error(
+                key,
+                value,
+                "one value for reads and writes alike (separate read,write caps are not modelled)",
+            ));
+        }
     }
-    let rate = nvarray_units::parse_size(value)
-        .map_err(|_| value_error(key, value, &format!("must be {what} (0: no cap)")))?;
     Ok((rate > 0).then_some(rate))
 }
 

@@ -28,7 +28,9 @@ mod placement;
 mod validate;
 mod vocabulary;
 
-pub use control::{Flow, LatencyTarget, SteadyMetric, SteadyState, ThinkPolicy, FLOW_WEIGHT_MAX};
+pub use control::{
+    ExitWhat, Flow, LatencyTarget, SteadyMetric, SteadyState, ThinkPolicy, FLOW_WEIGHT_MAX,
+};
 pub use distribution::{Distribution, ZoneSplit, SEQUENCE_MAX, ZONES_MAX};
 pub(crate) use key_names::closest_key;
 pub use key_names::{ignored_reason, IGNORED_KEYS, SUPPORTED_KEYS};
@@ -103,6 +105,12 @@ pub struct JobSpec {
     pub flow: Flow,
     /// fio's `steadystate`, `ss_dur`, `ss_ramp` and `ss_interval` (`control.rs`).
     pub steadystate: SteadyState,
+    /// fio's `exitall`: when one job ends, others end too (`exit_what` says which). In fio
+    /// one job's `exitall` holds for every job of the file; so in nvarray
+    /// (`Workload::exits`).
+    pub exitall: bool,
+    /// fio's `exit_what`.
+    pub exit_what: ExitWhat,
     /// Whether writes carry self-checking data that every read verifies; default off.
     pub verify: Verify,
     /// fio's `verify_pattern`: the bytes `verify=pattern` (and `meta` with a pattern) writes
@@ -206,6 +214,8 @@ impl Default for JobSpec {
             latency_target: LatencyTarget::default(),
             flow: Flow::default(),
             steadystate: SteadyState::default(),
+            exitall: false,
+            exit_what: ExitWhat::Group,
             verify: Verify::None,
             verify_pattern: None,
             verify_interval_bytes: None,
