@@ -71,21 +71,7 @@ pub fn run_on(
     let mut plan = Plan::new(workload, geometry)?;
     plan.place_writes(workload, device.config())?;
     let block = device.block_bytes() as usize;
-    for v in plan.threads.iter().filter_map(|t| t.verify.as_ref()) {
-        let (header, interval) = (v.header_bytes(), v.interval_bytes(block));
-        if interval < header {
-            return Err(EmuRunError::Workload(format!(
-                "verify needs {header} bytes for its header in each verify_interval; this one \
-                 is {interval} (a device block of this device, if verify_interval is not set)"
-            )));
-        }
-        if !block.is_multiple_of(interval) {
-            return Err(EmuRunError::Workload(format!(
-                "verify_interval={interval} must divide the device's block of {block} bytes \
-                 (every request is whole blocks)"
-            )));
-        }
-    }
+    check_verify_fits(&plan, block)?;
     let threads = plan.threads.len();
     if threads > HOST_THREADS_MAX {
         return Err(EmuRunError::Workload(format!(
@@ -161,6 +147,27 @@ pub fn run_on(
     }
     report.require_enough_requests();
     Ok(report)
+}
+
+/// Every verifying thread's header fits in its `verify_interval`, which splits the device's
+/// blocks of `block` bytes.
+fn check_verify_fits(plan: &Plan, block: usize) -> Result<(), EmuRunError> {
+    for v in plan.threads.iter().filter_map(|t| t.verify.as_ref()) {
+        let (header, interval) = (v.header_bytes(), v.interval_bytes(block));
+        if interval < header {
+            return Err(EmuRunError::Workload(format!(
+                "verify needs {header} bytes for its header in each verify_interval; this one \
+                 is {interval} (a device block of this device, if verify_interval is not set)"
+            )));
+        }
+        if !block.is_multiple_of(interval) {
+            return Err(EmuRunError::Workload(format!(
+                "verify_interval={interval} must divide the device's block of {block} bytes \
+                 (every request is whole blocks)"
+            )));
+        }
+    }
+    Ok(())
 }
 
 /// A phase's start: when every thread of it has set itself up (attached its queue pair,

@@ -269,23 +269,9 @@ impl Plan {
                         Pacer::new(job, t),
                     ),
                 };
-                let io_bytes = match (&requests, job.io_size_bytes) {
-                    (_, Some(bytes)) => bytes.saturating_mul(loops),
-                    // fio's job without a time limit moves its region once per loop.
-                    (Requests::Generated(gen, _), None) if job.ends_by_size => {
-                        gen.region_len_bytes().saturating_mul(loops)
-                    }
-                    _ => u64::MAX,
-                };
-                // fio gives a writing job that reads back as it goes (`verify_backlog`)
-                // room for the reads: its size once more (backend.c's `total_bytes`).
                 let mut control = ThreadControl::of(job);
                 control.exit = exits.then_some((job.exit_what, groups[stream]));
-                let io_bytes = if control.backlog.is_some() && job.read_fraction() < 1.0 {
-                    io_bytes.saturating_mul(2)
-                } else {
-                    io_bytes
-                };
+                let io_bytes = io_bytes_of(job, &requests, &control, loops);
                 threads.push(ThreadPlan {
                     index: threads.len() as u64,
                     stream,
@@ -389,6 +375,26 @@ impl Plan {
             .iter()
             .map(|t| t.ios)
             .fold(0, u64::saturating_add)
+    }
+}
+
+/// The bytes a thread of `job` moves at most: its `io_size`, or for a job that ends by
+/// size its region, once per loop (`u64::MAX`: no limit). fio gives a writing job that reads
+/// back as it goes (`verify_backlog`) room for the reads: its size once more (backend.c's
+/// `total_bytes`).
+fn io_bytes_of(job: &JobSpec, requests: &Requests, control: &ThreadControl, loops: u64) -> u64 {
+    let io_bytes = match (requests, job.io_size_bytes) {
+        (_, Some(bytes)) => bytes.saturating_mul(loops),
+        // fio's job without a time limit moves its region once per loop.
+        (Requests::Generated(gen, _), None) if job.ends_by_size => {
+            gen.region_len_bytes().saturating_mul(loops)
+        }
+        _ => u64::MAX,
+    };
+    if control.backlog.is_some() && job.read_fraction() < 1.0 {
+        io_bytes.saturating_mul(2)
+    } else {
+        io_bytes
     }
 }
 

@@ -73,6 +73,7 @@ impl JobSpec {
             });
         }
         if self.set_request_shape(key, value)?
+            || self.set_verify(key, value)?
             || self.set_extent_or_pace(key, value)?
             || self.set_zones(key, value)?
             || self.set_control(key, value)?
@@ -175,6 +176,22 @@ impl JobSpec {
                     .parse()
                     .map_err(|reason: String| value_error(key, value, &reason))?;
             }
+            "fill_device" => {
+                self.fill_device = parse_flag(key, value)?;
+                if self.fill_device {
+                    // To the end of the device (`size` is ignored while it is on).
+                    self.size_bytes = None;
+                }
+            }
+            _ => return Ok(false),
+        }
+        Ok(true)
+    }
+
+    /// The verification keys (`verify`, `verify_pattern`, `verify_interval`, `do_verify`,
+    /// `verify_backlog`); `false` for any other key.
+    fn set_verify(&mut self, key: &str, value: &str) -> Result<bool, WorkloadError> {
+        match key {
             "verify" => {
                 self.verify = value
                     .parse()
@@ -202,13 +219,6 @@ impl JobSpec {
                 let n = nvarray_units::parse_size(value)
                     .map_err(|e| size_value_error(key, value, &e))?;
                 self.verify_backlog = (n > 0).then_some(n);
-            }
-            "fill_device" => {
-                self.fill_device = parse_flag(key, value)?;
-                if self.fill_device {
-                    // To the end of the device (`size` is ignored while it is on).
-                    self.size_bytes = None;
-                }
             }
             _ => return Ok(false),
         }
