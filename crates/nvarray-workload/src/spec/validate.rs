@@ -157,6 +157,34 @@ impl JobSpec {
                 ),
             );
         }
+        self.check_controls()
+    }
+
+    /// The steering options' ranges (`control.rs`).
+    fn check_controls(&self) -> Result<(), WorkloadError> {
+        let invalid = |key, reason: String| Err(WorkloadError::Invalid { key, reason });
+        let ss = &self.steadystate;
+        if ss.is_set() && ss.duration_ns < ss.interval_ns {
+            return invalid(
+                "steadystate_duration",
+                format!(
+                    "must hold at least one sample, one steadystate_check_interval ({} ns), got {} ns",
+                    ss.interval_ns, ss.duration_ns
+                ),
+            );
+        }
+        if self.flow.weight > super::FLOW_WEIGHT_MAX {
+            return invalid(
+                "flow",
+                format!("must be at most {}, got {}", super::FLOW_WEIGHT_MAX, self.flow.weight),
+            );
+        }
+        if !(0.0..=100.0).contains(&self.latency_target.percentile) {
+            return invalid(
+                "latency_percentile",
+                format!("must be 0 to 100, got {}", self.latency_target.percentile),
+            );
+        }
         Ok(())
     }
 
