@@ -587,9 +587,11 @@ mod tests {
             "[a]\nname=b\n[b]\n",
             Err("line 3: workload: job name 'b' is used twice; give each job section its own name"),
         );
-        let unknown = parse_job_file("[a]\n\nexitall\n").unwrap_err().to_string();
+        let unknown = parse_job_file("[a]\n\nnrfiles=2\n")
+            .unwrap_err()
+            .to_string();
         assert!(
-            unknown.starts_with("line 3: unknown key 'exitall'; supported keys: name, rw,"),
+            unknown.starts_with("line 3: unknown key 'nrfiles'; supported keys: name, rw,"),
             "{unknown}"
         );
         let too_many: String = (0..=JOBS_MAX).map(|i| format!("[j{i}]\n")).collect();

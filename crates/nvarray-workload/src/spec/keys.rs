@@ -1397,10 +1397,10 @@ mod tests {
             .contains("accepted and ignored: ioengine, filename, allow_file_create, direct, "));
         check("iodpeth", "4", Err(&unknown));
         check(
-            "exitall",
+            "exitall_on_error",
             "",
             Err(&WorkloadError::UnknownKey {
-                key: "exitall".into(),
+                key: "exitall_on_error".into(),
             }
             .to_string()),
         );
@@ -1452,9 +1452,20 @@ mod tests {
             job.set("verify_pattern", text).unwrap();
             assert_eq!(job.verify_pattern.as_deref(), Some(bytes), "{text}");
         }
-        for bad in ["%o", "'file'", "0x", "\"open", "xyz"] {
+        for bad in ["%o", "'/no/such/pattern'", "'open", "0x", "\"open", "xyz"] {
             assert!(job.set("verify_pattern", bad).is_err(), "{bad}");
         }
+        // A 'file' gives its bytes, its first 512 (fio's most).
+        let dir = std::env::temp_dir().join(format!("nvarray-pattern-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let file = dir.join("p.bin");
+        std::fs::write(&file, (0..600u32).map(|i| i as u8).collect::<Vec<u8>>()).unwrap();
+        job.set("verify_pattern", &format!("0xff '{}'", file.display()))
+            .unwrap();
+        let pattern = job.verify_pattern.clone().unwrap();
+        assert_eq!(pattern.len(), 513);
+        assert_eq!((pattern[0], pattern[1], pattern[512]), (0xff, 0, 255));
+        std::fs::remove_dir_all(&dir).unwrap();
         // verify=pattern without one is refused when the job is checked.
         let mut lone = d();
         lone.set("verify", "pattern").unwrap();

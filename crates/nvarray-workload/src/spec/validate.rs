@@ -176,7 +176,11 @@ impl JobSpec {
         if self.flow.weight > super::FLOW_WEIGHT_MAX {
             return invalid(
                 "flow",
-                format!("must be at most {}, got {}", super::FLOW_WEIGHT_MAX, self.flow.weight),
+                format!(
+                    "must be at most {}, got {}",
+                    super::FLOW_WEIGHT_MAX,
+                    self.flow.weight
+                ),
             );
         }
         if !(0.0..=100.0).contains(&self.latency_target.percentile) {

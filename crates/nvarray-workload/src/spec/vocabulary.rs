@@ -347,9 +347,13 @@ impl fmt::Display for Verify {
     }
 }
 
+/// The most bytes a `'file'` pattern takes, as fio's `MAX_PATTERN_SIZE`.
+const PATTERN_FILE_BYTES_MAX: usize = 512;
+
 /// fio's `verify_pattern`: `0x` and hex digits (bytes in written order), a decimal number (its
-/// bytes, least significant first, as few as it needs), or a `"quoted"` string; several
-/// concatenated. fio's `%o` (the block's offset) and `'file'` are not taken.
+/// bytes, least significant first, as few as it needs), a `"quoted"` string, or a `'file'`
+/// (its first 512 bytes); several concatenated. fio's `%o` (each request's offset) is not
+/// taken.
 pub fn parse_verify_pattern(text: &str) -> Result<Vec<u8>, String> {
     let mut out = Vec::new();
     let mut rest = text.trim();
@@ -388,8 +392,27 @@ pub fn parse_verify_pattern(text: &str) -> Result<Vec<u8>, String> {
             let used = (8 - n.leading_zeros() as usize / 8).max(1);
             out.extend_from_slice(&bytes[..used]);
             rest = rest[end..].trim_start();
-        } else if rest.starts_with("%o") || rest.starts_with('\'') {
-            return Err("fio's %o (the block's offset) and 'file' patterns are not taken".into());
+        } else if let Some(quoted) = rest.strip_prefix('\'') {
+            // fio's 'file': the pattern's bytes read from a file, at most fio's 512
+            // (`MAX_PATTERN_SIZE`; lib/pattern.c reads no more).
+            let end = quoted
+                .find('\'')
+                .ok_or("a \"'\" without its closing quote")?;
+            let path = &quoted[..end];
+            let mut bytes =
+                std::fs::read(path).map_err(|e| format!("cannot read pattern file {path}: {e}"))?;
+            if bytes.is_empty() {
+                return Err(format!("pattern file {path} is empty"));
+            }
+            bytes.truncate(PATTERN_FILE_BYTES_MAX);
+            out.extend_from_slice(&bytes);
+            rest = quoted[end + 1..].trim_start();
+        } else if rest.starts_with("%o") {
+            return Err(
+                "fio's %o (each request's offset in the pattern) is not taken: nvarray checks \
+                 each block by itself, without the request that wrote it"
+                    .into(),
+            );
         } else {
             return Err(format!(
                 "unexpected {rest:?}: give 0xHEX, a number or \"text\""
