@@ -67,7 +67,7 @@ struct Thread {
     exited: bool,
     /// A latency target's thread counts its own figures (its final window forgets the
     /// search's); merged into its stream at the phase's end.
-    own: Option<StreamStats>,
+    own: Option<Box<StreamStats>>,
     /// The thread stops issuing at this time (`u64::MAX` when bounded by count).
     end_ns: u64,
     /// The thread's CPU is busy with software work until then.
@@ -141,7 +141,7 @@ impl Host {
                         .control
                         .depth
                         .is_some()
-                        .then(|| StreamStats::new("thread")),
+                        .then(|| Box::new(StreamStats::new("thread"))),
                     exit: t.control.exit,
                     exited: false,
                     steer: Steering::of(t.control, start_ns),
@@ -241,7 +241,7 @@ impl Host {
         let steer = th.steer.as_mut().expect("only a steered thread holds");
         let resume = steer.drained(t);
         if resume.reset {
-            th.own = Some(StreamStats::new("thread"));
+            th.own = Some(Box::new(StreamStats::new("thread")));
             th.io_depths = IoDepths::default();
             th.measure_from_ns = th.measure_from_ns.max(t);
         }
@@ -354,25 +354,52 @@ impl Host {
         }
     }
 
-    /// Whether thread `x` may issue at `t` (it has work, and its steering lets it); a
-    /// thread out of work leaves its flow.
+    /// Whether thread `x` may issue at `t` (it has work, and its steering lets it).
     #[inline(always)]
     fn may_issue(&mut self, x: u32, t: u64) -> bool {
-        let th = &mut self.threads[x as usize];
+        let th = &self.threads[x as usize];
         if !th.has_work(t) {
-            let flow = th.steer.as_mut().and_then(|s| s.finish());
-            let exit = th.exit.filter(|_| !std::mem::replace(&mut th.exited, true));
-            if let Some(flow) = flow {
-                self.wake_flow(flow, t);
-            }
-            if let Some(exit) = exit {
-                self.exit(exit, t);
-            }
+            self.out_of_work(x, t);
             return false;
         }
-        let Some(steer) = th.steer.as_deref_mut() else {
+        if th.steer.is_none() {
             return true;
-        };
+        }
+        self.steered_gate(x, t)
+    }
+
+    /// Thread `x` has no more work at `t`: it leaves its flow, and under `exitall` ends
+    /// what its `exit_what` names (once).
+    #[cold]
+    #[inline(never)]
+    fn out_of_work(&mut self, x: u32, t: u64) {
+        let th = &mut self.threads[x as usize];
+        let flow = th.steer.as_mut().and_then(|s| s.finish());
+        let exit = th.exit.filter(|_| !std::mem::replace(&mut th.exited, true));
+        if let Some(flow) = flow {
+            self.wake_flow(flow, t);
+        }
+        if let Some(exit) = exit {
+            self.exit(exit, t);
+        }
+    }
+
+    /// A steered thread `x` issued at `t` (a write if `is_write`): its steering counts it, and
+    /// the flow it advanced lets waiting slots try again.
+    #[inline(never)]
+    fn steered_issued(&mut self, x: u32, t: u64, is_write: bool) {
+        let steer = self.threads[x as usize].steer.as_mut();
+        if let Some(flow) = steer.and_then(|s| s.issued(t, is_write)) {
+            self.wake_flow(flow, t);
+        }
+    }
+
+    /// A steered thread `x`'s gate at `t`: whether its slot may issue; if not, the slot
+    /// waits (parked) for what the gate names.
+    #[inline(never)]
+    fn steered_gate(&mut self, x: u32, t: u64) -> bool {
+        let th = &mut self.threads[x as usize];
+        let steer = th.steer.as_deref_mut().expect("a steered thread");
         match steer.gate(th.in_flight) {
             Gate::Go => return true,
             Gate::Park => th.parked += 1,
@@ -441,9 +468,8 @@ impl Host {
         let start = t.max(th.cpu_free_ns);
         let submit = start + self.software_ns;
         th.cpu_free_ns = submit;
-        let is_write = r.op == Direction::Write;
-        if let Some(flow) = th.steer.as_mut().and_then(|s| s.issued(t, is_write)) {
-            self.wake_flow(flow, t);
+        if th.steer.is_some() {
+            self.steered_issued(x, t, r.op == Direction::Write);
         }
         let th = &mut self.threads[x as usize];
         let (op, placement) = match r.op {
