@@ -252,7 +252,7 @@ fn verify_interval_and_do_verify_split_writing_from_checking() {
     let job = |rw: &str, do_verify: &str| {
         nvarray_workload::parse_job_file(&format!(
             "[j]\nrw={rw}\nbs=64k\nverify=meta\nverify_pattern=0xaa555aa5\nverify_interval=512\n\
-             fill_device=1\nsize=64k\ndo_verify={do_verify}\n"
+             fill_device=1\nsize=64k\nruntime=0\ndo_verify={do_verify}\n"
         ))
         .unwrap()
     };
