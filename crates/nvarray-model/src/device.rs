@@ -507,6 +507,7 @@ impl ArrayModel {
     /// Always inlined into its few callers (the simulator's event loop, the emulator's visit
     /// to the model, `model_cost`): left to the inliner, it was taken or not as the caller's
     /// function changed shape, 50 instructions per simulated request either way (issue 39).
+    #[inline(always)]
     pub fn advance(&mut self, now_ns: u64, mut on_complete: impl FnMut(Completion)) {
         while let Some(event) = self.events.pop_due(now_ns) {
             let (t, kind, tag) = (event.time(), event.kind(), event.tag());

@@ -176,6 +176,32 @@ impl Host {
         host
     }
 
+    /// The host of a phase (`for_phase`) and its jobs' steady-state watches, each with its
+    /// first sample scheduled. Kept out of the event loop's function, as `PhaseEnd::close`
+    /// is, so the loop's inlining (the model's `advance` in it) is decided on the loop alone.
+    #[inline(never)]
+    fn with_watches(
+        plan: Plan,
+        device: &DeviceConfig,
+        start_ns: u64,
+        streams: usize,
+    ) -> (Host, SteadyWatches) {
+        let steady = SteadyWatches::of(
+            (0..streams)
+                .map(|s| {
+                    let mut own = plan.threads.iter().filter(|t| t.stream == s);
+                    own.next().and_then(|t| t.control.steady.clone())
+                })
+                .collect(),
+            start_ns,
+        );
+        let mut host = Host::for_phase(plan, device, start_ns);
+        for (stream, at) in steady.first_samples() {
+            host.push(at, HostEvent::Sample, stream as u32);
+        }
+        (host, steady)
+    }
+
     /// How far the phase is, `elapsed_ns` into it: the furthest of its time bound
     /// (`bound_ns`), its request count, its byte limit and its traces.
     fn fraction_done(&self, elapsed_ns: u64, bound_ns: u64, ios: u64, bytes: u64) -> f64 {
@@ -641,19 +667,7 @@ fn run_phase(
     let stop_ns = plan
         .longest_runtime_ns
         .map_or(u64::MAX, |r| start_ns.saturating_add(r));
-    let mut steady = SteadyWatches::of(
-        (0..streams.len())
-            .map(|s| {
-                let mut own = plan.threads.iter().filter(|t| t.stream == s);
-                own.next().and_then(|t| t.control.steady.clone())
-            })
-            .collect(),
-        start_ns,
-    );
-    let mut host = Host::for_phase(plan, device, start_ns);
-    for (stream, at) in steady.first_samples() {
-        host.push(at, HostEvent::Sample, stream as u32);
-    }
+    let (mut host, mut steady) = Host::with_watches(plan, device, start_ns, streams.len());
     let mut last_completion_ns = start_ns;
     // Per stream: its last completion.
     let mut stream_last_ns = vec![start_ns; streams.len()];
