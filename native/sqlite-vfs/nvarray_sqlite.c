@@ -37,9 +37,12 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <pthread.h>
+#include <stdarg.h>
 #include <stdint.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <sqlite3.h>
@@ -110,6 +113,34 @@ static uint64_t file_bytes(struct vfs_file *f)
 	return __atomic_load_n(&header_of(f)->file_bytes, __ATOMIC_ACQUIRE);
 }
 
+/* Says why the VFS refused or failed where the user sees it: SQLite itself reports only "unable
+ * to open database file" or "disk I/O error". The reason goes to SQLite's error log
+ * (sqlite3_log, for programs that install one with SQLITE_CONFIG_LOG) and to stderr, once per
+ * distinct message, so a retrying program does not flood it; NVARRAY_SQLITE_QUIET=1 keeps
+ * stderr out of it. Returns rc. */
+static int report(int rc, const char *fmt, ...)
+{
+	static pthread_mutex_t last_lock = PTHREAD_MUTEX_INITIALIZER;
+	static char last[1024];
+	char msg[1024];
+	const char *quiet = getenv("NVARRAY_SQLITE_QUIET");
+	va_list ap;
+
+	va_start(ap, fmt);
+	vsnprintf(msg, sizeof msg, fmt, ap);
+	va_end(ap);
+	sqlite3_log(rc, "nvarray: %s", msg);
+	if (quiet && !strcmp(quiet, "1"))
+		return rc;
+	pthread_mutex_lock(&last_lock);
+	if (strcmp(last, msg)) {
+		snprintf(last, sizeof last, "%s", msg);
+		fprintf(stderr, "nvarray: %s\n", msg);
+	}
+	pthread_mutex_unlock(&last_lock);
+	return rc;
+}
+
 static int begin(struct vfs_file *f)
 {
 	if (f->tid)
@@ -118,9 +149,34 @@ static int begin(struct vfs_file *f)
 	f->tid = nv_txbegin();
 	if (f->tid <= 0) {
 		f->tid = 0;
-		return SQLITE_IOERR_WRITE;
+		return report(SQLITE_IOERR_WRITE, "%s: no transaction: %s", f->pool->path,
+			      nv_last_error());
 	}
 	return SQLITE_OK;
+}
+
+static void rollback(struct vfs_file *f)
+{
+	if (f->tid)
+		nv_abort(f->tid);
+	f->tid = 0;
+}
+
+/* A failed nv_write, nv_commit or size check: the whole transaction is dropped at once, so
+ * nothing of it can be committed later (SQLite's pager stops the transaction at the error;
+ * with journal_mode=OFF it has no journal to undo the pages it already wrote, and this is
+ * what keeps them out). A transaction the library cannot hold is SQLITE_FULL, like a pool
+ * that is full; anything else an I/O error. Returns the SQLite code. */
+static int fail(struct vfs_file *f, int nv_rc, int io_rc)
+{
+	rollback(f);
+	if (nv_rc == NV_EFULL)
+		return report(SQLITE_FULL, "%s: transaction refused whole, nothing of it kept: %s; "
+			      "a larger NVARRAY_PM_LOG_SIZE (and NVARRAY_PM_CACHE_SIZE) lets one "
+			      "transaction hold more (docs/sqlite.md, \"Limits\")",
+			      f->pool->path, nv_last_error());
+	return report(io_rc, "%s: transaction dropped whole, nothing of it kept: %s",
+		      f->pool->path, nv_last_error());
 }
 
 /* Commits the open transaction, with the header if the size changed. */
@@ -131,31 +187,138 @@ static int commit(struct vfs_file *f)
 
 	if (!f->tid)
 		return SQLITE_OK;
-	if (f->file_bytes != __atomic_load_n(&h->file_bytes, __ATOMIC_ACQUIRE) &&
-	    nv_write(f->tid, &h->file_bytes, &f->file_bytes, sizeof f->file_bytes) != NV_OK) {
-		nv_abort(f->tid);
-		f->tid = 0;
-		return SQLITE_IOERR_FSYNC;
+	if (f->file_bytes != __atomic_load_n(&h->file_bytes, __ATOMIC_ACQUIRE)) {
+		rc = nv_write(f->tid, &h->file_bytes, &f->file_bytes, sizeof f->file_bytes);
+		if (rc != NV_OK)
+			return fail(f, rc, SQLITE_IOERR_FSYNC);
 	}
 	rc = nv_commit(f->tid);
+	/* The id is gone either way: committed, or aborted by the failed commit. */
 	f->tid = 0;
-	return rc == NV_OK ? SQLITE_OK : SQLITE_IOERR_FSYNC;
-}
-
-static void rollback(struct vfs_file *f)
-{
-	if (f->tid)
-		nv_abort(f->tid);
-	f->tid = 0;
+	if (rc != NV_OK)
+		return fail(f, rc, SQLITE_IOERR_FSYNC);
+	return SQLITE_OK;
 }
 
 /* ---- pools ---------------------------------------------------------------------------- */
 
-static struct pool *pool_open(const char *path, uint64_t bytes, int create)
+/* What is at a path before the VFS touches it. */
+enum found {
+	FOUND_NONE,	/* nothing: a new database */
+	FOUND_EMPTY,	/* an empty regular file: made a pool, as SQLite makes it a database */
+	FOUND_POOL,	/* a pool of this VFS (its header's magic) */
+	FOUND_OTHER,	/* anything else: never written */
+};
+
+/* Looks at path with reads only: a file that is not a pool of this VFS (a SQLite database
+ * made without it, an image of zeros, another program's data, a FIFO) is left exactly as it
+ * was, not even given the library's extended attribute. */
+static enum found look(const char *path, char *why, size_t why_len)
+{
+	char magic[sizeof MAGIC];
+	struct stat st;
+	ssize_t n;
+	int fd = open(path, O_RDONLY | O_CLOEXEC | O_NONBLOCK);
+
+	if (fd < 0) {
+		if (errno == ENOENT)
+			return FOUND_NONE;
+		snprintf(why, why_len, "cannot open it: %s", strerror(errno));
+		return FOUND_OTHER;
+	}
+	if (fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
+		close(fd);
+		snprintf(why, why_len, "not a regular file");
+		return FOUND_OTHER;
+	}
+	if (st.st_size == 0) {
+		close(fd);
+		return FOUND_EMPTY;
+	}
+	n = pread(fd, magic, sizeof magic, 0);
+	close(fd);
+	if (n == (ssize_t) sizeof magic && !memcmp(magic, MAGIC, sizeof MAGIC))
+		return FOUND_POOL;
+	snprintf(why, why_len,
+		 "its %lld bytes do not begin with this VFS's header (NVSQLDB1), so it is not a "
+		 "database kept by it; it was left unchanged. A database made without the VFS is "
+		 "opened without it (or copied in with .backup / VACUUM INTO); a file of zeros or "
+		 "other data is not made a pool: remove it, or open another path",
+		 (long long) st.st_size);
+	return FOUND_OTHER;
+}
+
+/* Writes the header of a pool whose bytes are all zeros, in one transaction. */
+static int write_header(char *map)
+{
+	struct header fresh = { .file_bytes = 0 };
+	nv_tid_t t;
+
+	memcpy(fresh.magic, MAGIC, sizeof MAGIC);
+	t = nv_txbegin();
+	if (t <= 0)
+		return -1;
+	if (nv_write(t, map, &fresh, sizeof fresh) != NV_OK || nv_commit(t) != NV_OK) {
+		nv_abort(t);
+		return -1;
+	}
+	return 0;
+}
+
+/* Makes a new pool at path, whole or not at all: the pool is made and given its header under
+ * a temporary name beside it, then linked to path. A process killed meanwhile leaves no file
+ * at path that looks like a pool without being one (only the temporary, named after it), and
+ * of two processes making the same database at once the first link wins; the other opens
+ * that one. Returns 0, or -1 with the reason reported. */
+static int make_pool(const char *path, uint64_t bytes)
+{
+	static unsigned counter;
+	size_t len = strlen(path) + 64;
+	char *tmp = malloc(len);
+	char *map;
+	int rc = -1;
+
+	if (!tmp)
+		return -1;
+	snprintf(tmp, len, "%s.nvarray-new-%ld-%u", path, (long) getpid(),
+		 __atomic_fetch_add(&counter, 1, __ATOMIC_RELAXED));
+	map = nv_allocate(tmp, bytes, NV_CREATE);
+	if (!map) {
+		report(SQLITE_CANTOPEN, "%s: cannot make a pool of %llu bytes: %s", path,
+		       (unsigned long long) bytes, nv_last_error());
+		unlink(tmp);
+		free(tmp);
+		return -1;
+	}
+	if (write_header(map) != 0) {
+		report(SQLITE_CANTOPEN, "%s: cannot write the new pool's header: %s", path,
+		       nv_last_error());
+		nv_free(map);
+		unlink(tmp);
+		free(tmp);
+		return -1;
+	}
+	if (nv_free(map) != NV_OK) {
+		report(SQLITE_CANTOPEN, "%s: cannot close the new pool: %s", path, nv_last_error());
+	} else if (link(tmp, path) == 0 || errno == EEXIST) {
+		rc = 0;	/* ours, or another process's made first: open whichever is there */
+	} else {
+		report(SQLITE_CANTOPEN, "%s: cannot link the new pool into place: %s", path,
+		       strerror(errno));
+	}
+	unlink(tmp);
+	free(tmp);
+	return rc;
+}
+
+/* Opens (and with create, makes) the pool at path. A new pool is bytes bytes. NULL when
+ * refused, with the reason reported. */
+static struct pool *pool_open(const char *path, uint64_t bytes, int create, int readonly)
 {
 	struct pool *p;
 	struct header *h;
-	int fresh;
+	enum found found;
+	char why[512] = "";
 
 	pthread_mutex_lock(&pools_lock);
 	for (p = pools; p; p = p->next) {
@@ -165,51 +328,54 @@ static struct pool *pool_open(const char *path, uint64_t bytes, int create)
 			return p;
 		}
 	}
-	fresh = access(path, F_OK) != 0;
-	if (fresh && !create) {
-		pthread_mutex_unlock(&pools_lock);
-		return NULL;
+	found = look(path, why, sizeof why);
+	if (found == FOUND_NONE && create && !readonly) {
+		if (make_pool(path, bytes) != 0)
+			goto refused;
+		found = look(path, why, sizeof why);
+	}
+	switch (found) {
+	case FOUND_NONE:
+		report(SQLITE_CANTOPEN, "%s: no such database", path);
+		goto refused;
+	case FOUND_EMPTY:
+		if (readonly) {
+			report(SQLITE_CANTOPEN, "%s: an empty file opened read-only: it is not a pool "
+			       "yet, and a read-only open never writes; open it read-write once to "
+			       "make it one", path);
+			goto refused;
+		}
+		break;
+	case FOUND_POOL:
+		bytes = 0;	/* an existing pool keeps its size */
+		break;
+	case FOUND_OTHER:
+		report(SQLITE_CANTOPEN, "%s: refused: %s", path, why);
+		goto refused;
 	}
 	p = calloc(1, sizeof(*p));
 	if (!p || !(p->path = strdup(path))) {
 		free(p);
-		pthread_mutex_unlock(&pools_lock);
-		return NULL;
+		goto refused;
 	}
-	p->map = nv_allocate(path, fresh ? bytes : 0, create ? NV_CREATE : 0);
+	p->map = nv_allocate(path, bytes, 0);
 	if (!p->map) {
-		free(p->path);
-		free(p);
-		pthread_mutex_unlock(&pools_lock);
-		return NULL;
+		report(SQLITE_CANTOPEN, "%s: %s", path, nv_last_error());
+		goto refused_pool;
 	}
 	h = (struct header *) p->map;
+	if (found == FOUND_EMPTY && write_header(p->map) != 0) {
+		report(SQLITE_CANTOPEN, "%s: cannot write the new pool's header: %s", path,
+		       nv_last_error());
+		nv_free(p->map);
+		goto refused_pool;
+	}
 	if (memcmp(h->magic, MAGIC, sizeof MAGIC)) {
-		/* A new pool (all zeros): write its header. Anything else is not ours. */
-		static const char zeros[sizeof MAGIC];
-		struct header fresh_header = { .file_bytes = 0 };
-		nv_tid_t t;
-
-		if (memcmp(h->magic, zeros, sizeof zeros) || h->file_bytes) {
-			nv_free(p->map);
-			free(p->path);
-			free(p);
-			pthread_mutex_unlock(&pools_lock);
-			errno = EINVAL;
-			return NULL;
-		}
-		memcpy(fresh_header.magic, MAGIC, sizeof MAGIC);
-		t = nv_txbegin();
-		if (t <= 0 || nv_write(t, h, &fresh_header, sizeof fresh_header) != NV_OK ||
-		    nv_commit(t) != NV_OK) {
-			if (t > 0)
-				nv_abort(t);
-			nv_free(p->map);
-			free(p->path);
-			free(p);
-			pthread_mutex_unlock(&pools_lock);
-			return NULL;
-		}
+		/* Replaced between the look and the open. */
+		report(SQLITE_CANTOPEN, "%s: refused: the file changed while it was being opened "
+		       "and is no longer a pool of this VFS", path);
+		nv_free(p->map);
+		goto refused_pool;
 	}
 	/* The pool's size: the file's. */
 	{
@@ -225,6 +391,13 @@ static struct pool *pool_open(const char *path, uint64_t bytes, int create)
 	pools = p;
 	pthread_mutex_unlock(&pools_lock);
 	return p;
+
+refused_pool:
+	free(p->path);
+	free(p);
+refused:
+	pthread_mutex_unlock(&pools_lock);
+	return NULL;
 }
 
 static void pool_close(struct pool *p)
@@ -304,10 +477,14 @@ static int vfs_unlock(sqlite3_file *file, int level)
 
 	if (f->level <= level)
 		return SQLITE_OK;
-	/* Giving up the write lock ends SQLite's write transaction: what it wrote is committed
-	 * now (it syncs first unless synchronous=OFF). */
+	/* Giving up the write lock ends SQLite's write transaction. A commit reached one of the
+	 * commit points first (xSync, SQLITE_FCNTL_SYNC, which SQLite sends even with
+	 * synchronous=OFF, or SQLITE_FCNTL_COMMIT_PHASETWO); writes still open here belong to a
+	 * transaction SQLite rolled back or gave up on after an error (with journal_mode=OFF or
+	 * MEMORY, pages it spilled before a ROLLBACK, or before a full pool), so they are
+	 * dropped, never committed. */
 	if (f->level >= SQLITE_LOCK_RESERVED && !f->in_batch)
-		rc = commit(f);
+		rollback(f);
 	if (level == SQLITE_LOCK_SHARED) {
 		if (f->level == SQLITE_LOCK_EXCLUSIVE &&
 		    ofd_lock(f, F_RDLCK, SHARED_FIRST, SHARED_SIZE) != SQLITE_OK)
@@ -387,13 +564,19 @@ static int vfs_write_file(sqlite3_file *file, const void *buf, int amount, sqlit
 	if (offset < 0 || amount < 0)
 		return SQLITE_IOERR_WRITE;
 	end = (uint64_t) offset + (uint64_t) amount;
-	if (end > capacity_of(f))
-		return SQLITE_FULL;
+	if (end > capacity_of(f)) {
+		rollback(f);
+		return report(SQLITE_FULL, "%s: the pool is full (%llu bytes for the database; it "
+			      "would need %llu): the transaction was refused whole. A pool keeps "
+			      "the size it was made with (pool_size)", f->pool->path,
+			      (unsigned long long) capacity_of(f), (unsigned long long) end);
+	}
 	rc = begin(f);
 	if (rc)
 		return rc;
-	if (nv_write(f->tid, data_of(f) + offset, buf, (size_t) amount) != NV_OK)
-		return SQLITE_IOERR_WRITE;
+	rc = nv_write(f->tid, data_of(f) + offset, buf, (size_t) amount);
+	if (rc != NV_OK)
+		return fail(f, rc, SQLITE_IOERR_WRITE);
 	if (end > f->file_bytes)
 		f->file_bytes = end;
 	return SQLITE_OK;
@@ -451,6 +634,15 @@ static int vfs_file_control(sqlite3_file *file, int op, void *arg)
 		f->in_batch = 0;
 		rollback(f);
 		return SQLITE_OK;
+	case SQLITE_FCNTL_SYNC:
+	case SQLITE_FCNTL_COMMIT_PHASETWO:
+		/* SQLite's commit points besides xSync: SYNC comes before the database is synced
+		 * (and in its place with synchronous=OFF), COMMIT_PHASETWO once the transaction
+		 * is committed, before the unlock (and with locking_mode=EXCLUSIVE, which never
+		 * unlocks). */
+		if (f->in_batch)
+			return SQLITE_OK;
+		return commit(f);
 	case SQLITE_FCNTL_VFSNAME:
 		*(char **) arg = sqlite3_mprintf("%s", VFS_NAME);
 		return SQLITE_OK;
@@ -507,12 +699,17 @@ static int vfs_open(sqlite3_vfs *vfs, const char *name, sqlite3_file *file, int 
 	bytes = env && *env ? strtoll(env, NULL, 10) : (sqlite3_int64) POOL_BYTES_DEFAULT;
 	bytes = sqlite3_uri_int64(name, "pool_size", bytes);
 	if (bytes < 2 * PAGE_BYTES)
-		return SQLITE_CANTOPEN;
-	f->pool = pool_open(name, (uint64_t) bytes, (flags & SQLITE_OPEN_CREATE) != 0);
+		return report(SQLITE_CANTOPEN, "%s: pool_size %lld (or NVARRAY_SQLITE_POOL_SIZE) is "
+			      "too small: a pool holds a %d-byte header and then the database, so it "
+			      "needs at least %d bytes", name, (long long) bytes, PAGE_BYTES,
+			      2 * PAGE_BYTES);
+	f->pool = pool_open(name, (uint64_t) bytes, (flags & SQLITE_OPEN_CREATE) != 0,
+			    (flags & SQLITE_OPEN_READONLY) != 0);
 	if (!f->pool)
 		return SQLITE_CANTOPEN;
-	f->lock_fd = open(name, O_RDWR | O_CLOEXEC);
+	f->lock_fd = open(name, ((flags & SQLITE_OPEN_READONLY) ? O_RDONLY : O_RDWR) | O_CLOEXEC);
 	if (f->lock_fd < 0) {
+		report(SQLITE_CANTOPEN, "%s: %s", name, strerror(errno));
 		pool_close(f->pool);
 		return SQLITE_CANTOPEN;
 	}

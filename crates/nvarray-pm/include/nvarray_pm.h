@@ -49,6 +49,10 @@ typedef int64_t nv_tid_t;
  * committed and the id is gone. */
 #define NV_ECONFLICT (-2)
 #define NV_EBADTID (-3)   /* unknown, committed or aborted transaction id */
+/* From nv_write: the transaction would grow larger than one transaction may be (a quarter of
+ * the NVM log, NVARRAY_PM_LOG_SIZE, or half the write cache, NVARRAY_PM_CACHE_SIZE); the write
+ * was not added. Abort the transaction; it cannot commit as one. */
+#define NV_EFULL (-4)
 
 /* Opens the pool over the file at path (size bytes; 0 = the existing file's size) and
  * returns its mapping, or NULL (see nv_last_error()). mode is 0 or NV_CREATE; other bits are

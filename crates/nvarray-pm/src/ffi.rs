@@ -45,6 +45,10 @@ pub const NV_ERROR: c_int = -1;
 pub const NV_ECONFLICT: c_int = -2;
 /// No such transaction id (never begun, or already committed or aborted).
 pub const NV_EBADTID: c_int = -3;
+/// The write would make the transaction larger than one transaction may be (`PmError::TooLarge`:
+/// a quarter of the NVM log, or half the write cache): it was not added; abort the
+/// transaction (a larger `NVARRAY_PM_LOG_SIZE` / `NVARRAY_PM_CACHE_SIZE` raises the limit).
+pub const NV_EFULL: c_int = -4;
 
 /// Every `mode` bit `nv_allocate` knows; any other is refused.
 const NV_MODE_KNOWN: c_int = NV_CREATE;
@@ -140,6 +144,7 @@ fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
 fn code(e: &PmError) -> c_int {
     match e {
         PmError::Conflict { .. } | PmError::Fenced { .. } => NV_ECONFLICT,
+        PmError::TooLarge { .. } => NV_EFULL,
         _ => NV_ERROR,
     }
 }
