@@ -349,9 +349,13 @@ static struct pool *pool_open(const char *path, uint64_t bytes, int create, int 
 	case FOUND_POOL:
 		bytes = 0;	/* an existing pool keeps its size */
 		break;
-	case FOUND_OTHER:
-		report(SQLITE_CANTOPEN, "%s: refused: %s", path, why);
+	case FOUND_OTHER: {
+		const char *holder = nv_file_holder(path);
+
+		report(SQLITE_CANTOPEN, "%s: refused: %s%s%s", path, why,
+		       holder && *holder ? "; besides, " : "", holder ? holder : "");
 		goto refused;
+	}
 	}
 	p = calloc(1, sizeof(*p));
 	if (!p || !(p->path = strdup(path))) {

@@ -31,6 +31,7 @@ fn child_writer() {
     let kind = BackingKind::File {
         path: PathBuf::from(path),
         durable: false,
+        read_only: false,
     };
     let b = Backing::open(&kind, SIZE_BYTES).expect("open");
     for n in 0..RECORDS_MAX {
@@ -43,7 +44,7 @@ fn child_writer() {
 
 #[test]
 fn acknowledged_writes_survive_kill_9() {
-    let _alone = crate::backing_lock::SPAWN_OR_RELOCK
+    let _alone = crate::backing::SPAWN_OR_RELOCK
         .lock()
         .unwrap_or_else(|e| e.into_inner());
     for (trial, kill_after) in [1u64, 17, 300, 1500].into_iter().enumerate() {
@@ -82,6 +83,7 @@ fn acknowledged_writes_survive_kill_9() {
             &BackingKind::File {
                 path: path.clone(),
                 durable: false,
+                read_only: false,
             },
             SIZE_BYTES,
         )
@@ -103,7 +105,7 @@ fn acknowledged_writes_survive_kill_9() {
 /// message; after `kill -9` of the child (which never closed anything) the file opens.
 #[test]
 fn the_backing_lock_names_its_holder_and_dies_with_it() {
-    let _alone = crate::backing_lock::SPAWN_OR_RELOCK
+    let _alone = crate::backing::SPAWN_OR_RELOCK
         .lock()
         .unwrap_or_else(|e| e.into_inner());
     let path = std::env::temp_dir().join(format!("nvarray-kill-lock-{}", std::process::id()));
@@ -130,6 +132,7 @@ fn the_backing_lock_names_its_holder_and_dies_with_it() {
     let kind = BackingKind::File {
         path: path.clone(),
         durable: false,
+        read_only: false,
     };
     let refused = Backing::open(&kind, SIZE_BYTES);
     // SAFETY: kill(2) on our own child's pid; no memory is involved.

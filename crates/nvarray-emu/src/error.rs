@@ -36,11 +36,19 @@ pub enum EmuError {
         source: std::io::Error,
     },
     #[error(
-        "{path} is in use: {holder} holds it locked, as every device holds its backing file. Two \
-         devices on one file overwrite each other's data: stop that one first, or give another \
-         file"
+        "{path} is in use: {holder}. A device never shares its backing file (two owners would \
+         overwrite each other's data): stop that process first, or give another file"
     )]
     BackingInUse { path: PathBuf, holder: String },
+    #[error("{path} cannot back a device: {mark}")]
+    BackingMarked { path: PathBuf, mark: String },
+    #[error(
+        "{path} is a {kind}: a device's backing must be a regular file (an image made with \
+         truncate or fallocate, or a new path, which nvarray makes at the device's size)"
+    )]
+    NotRegularFile { path: PathBuf, kind: &'static str },
+    #[error("{path} is open read-only: the device refuses writes")]
+    ReadOnlyBacking { path: PathBuf },
     #[error("{path}: cannot lock the backing file (so that no second device opens it): {error}")]
     Lock {
         path: PathBuf,
@@ -86,6 +94,8 @@ impl EmuError {
             EmuError::BackingSize { .. }
                 | EmuError::FileSize { .. }
                 | EmuError::BackingInUse { .. }
+                | EmuError::BackingMarked { .. }
+                | EmuError::NotRegularFile { .. }
                 | EmuError::File { .. }
                 | EmuError::Allocate { .. }
                 | EmuError::Arena { .. }

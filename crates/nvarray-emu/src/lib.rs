@@ -21,7 +21,6 @@ pub mod mailbox;
 // The device itself: crate-private. The driver sees it only through the items below.
 mod arena;
 mod backing;
-mod backing_lock;
 mod clock;
 mod device_core;
 mod dma_memory;

@@ -376,6 +376,7 @@ fn no_host_sees_a_read_faster_than_the_idle_model() {
             backing: nvarray_host::BackingKind::File {
                 path: dir.path().join("image"),
                 durable: true,
+                read_only: false,
             },
             buffer_bytes: Some(64 << 10),
             ..Options::default()

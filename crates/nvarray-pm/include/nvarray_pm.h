@@ -88,6 +88,12 @@ int nv_free(void *ptr);
  * to keep it; never free it. */
 const char *nv_last_error(void);
 
+/* Who holds a lock on the file at path, in words ("process PID (COMMAND) holds it as the
+ * backing of a device", ...), or "" if nobody does: for a program that refuses a file for its
+ * own reasons and wants to name who else has it. Reads only. The library owns the string: it
+ * stays valid on this thread until the thread's next nv_file_holder call. */
+const char *nv_file_holder(const char *path);
+
 /* ---- Power cuts, for crash tests (src/ffi_sim.rs) ----------------------------------------
  * Between nv_sim_start and nv_sim_stop, nv_allocate opens a simulated pool kept in this
  * process's memory, one per path (a sparse file of the pool's size is still made at the path,

@@ -16,8 +16,9 @@ use std::time::{Duration, Instant};
 use crate::error::{PmError, Result};
 use crate::layout::PROCS;
 
-/// Byte offset of process slot 0's liveness lock in the NVM file.
-const LIVENESS_BASE: i64 = 1 << 40;
+/// Byte offset of process slot 0's liveness lock in the NVM file (`nvarray-owner` reads it
+/// to name a state's holder).
+const LIVENESS_BASE: i64 = nvarray_owner::STATE_LIVENESS_BASE;
 
 /// Who is alive, seen from one attached process.
 pub(crate) struct Liveness {

@@ -63,6 +63,26 @@ pub enum PmError {
         backing: PathBuf,
         pids: String,
     },
+    /// The state found for a backing file is this file's but superseded (a newer state of
+    /// the file was made since, through another NVM directory), and processes still use it.
+    #[error(
+        "{state} is the pool state of generation {state_generation} of {backing}, but the file \
+         has since been written through a state of generation {file_generation} (opened with \
+         another NVM directory), and process {pids} still use the old one: two states of one \
+         file would each overwrite the other's commits. Stop those processes, then open again \
+         (the old state is then discarded: the file has moved on from it)"
+    )]
+    Superseded {
+        state: PathBuf,
+        backing: PathBuf,
+        state_generation: u64,
+        file_generation: u64,
+        pids: String,
+    },
+    /// The file is held by another part of nvarray, or is marked as one's (`nvarray-owner`):
+    /// a device's backing, or a pool's NVM-tier state.
+    #[error("{path} cannot be opened as a pool: {why}; nothing was written to it")]
+    Owned { path: PathBuf, why: String },
     /// `remove_state_file` refused: the state may be needed (`StateStatus::removable`).
     #[error("{path}: kept, {why}")]
     StateKept { path: PathBuf, why: String },

@@ -487,3 +487,34 @@ pub unsafe extern "C" fn nv_free(ptr: *mut c_void) -> c_int {
 pub extern "C" fn nv_last_error() -> *const c_char {
     LAST_ERROR.with(|e| e.borrow().as_ptr())
 }
+
+thread_local! {
+    static HOLDER: RefCell<CString> = RefCell::new(CString::default());
+}
+
+/// Who holds a lock on the file at `path` ("" if nobody does, or it cannot be opened): "process
+/// PID (COMMAND) holds it as the backing of a device", and the like (`nvarray-owner`). For a
+/// program that refuses a file for its own reasons and wants to say who else has it (the
+/// SQLite VFS does). Reads only. The string belongs to the library and stays valid on this
+/// thread until its next call here.
+///
+/// # Safety
+/// `path` must be NULL or a NUL-terminated string.
+#[no_mangle]
+pub unsafe extern "C" fn nv_file_holder(path: *const c_char) -> *const c_char {
+    guarded(std::ptr::null(), || {
+        let words = if path.is_null() {
+            String::new()
+        } else {
+            // SAFETY: the caller passes a NUL-terminated string.
+            let path = unsafe { CStr::from_ptr(path) };
+            let path = PathBuf::from(String::from_utf8_lossy(path.to_bytes()).into_owned());
+            nvarray_owner::holder_at(&path).map_or_else(String::new, |h| h.to_string())
+        };
+        let text = CString::new(words.replace('\0', " ")).unwrap_or_default();
+        HOLDER.with(|h| {
+            *h.borrow_mut() = text;
+            h.borrow().as_ptr()
+        })
+    })
+}

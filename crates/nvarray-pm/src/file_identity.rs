@@ -40,8 +40,16 @@ use std::path::Path;
 use crate::error::{io_err, PmError, Result};
 use crate::identity::Identity;
 
-/// The extended attribute that carries a backing file's pool id.
-const XATTR: &CStr = c"user.nvarray-pm.pool-id";
+/// The extended attribute that carries a backing file's pool id (by which a device also
+/// recognises a pool's file: `nvarray-owner`).
+const XATTR: &CStr = nvarray_owner::POOL_ID_XATTR;
+
+/// The extended attribute that carries a backing file's state generation: how many NVM-tier
+/// states have been made for it. Each new state takes the next number and records it in its
+/// header (`layout::H_GENERATION`); a state whose number is below the file's was superseded:
+/// the file has been written through a newer state since, so its commits are older than the
+/// file's bytes and are never replayed (`pool.rs`, `examine`).
+const GENERATION_XATTR: &CStr = c"user.nvarray-pm.generation";
 
 /// The identity `file` has now. Reads only: a file that turns out not to be the pool is left
 /// exactly as it was.
@@ -209,4 +217,93 @@ pub(crate) fn is_at(file: &File, path: &Path) -> Result<bool> {
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(false),
         Err(e) => Err(io_err(path)(e)),
     }
+}
+
+/// The state generation `file` carries (`GENERATION_XATTR`): 0 when it has none yet or its
+/// file system has no user extended attributes.
+pub(crate) fn generation(file: &File, path: &Path) -> Result<u64> {
+    let mut bytes = [0u8; 8];
+    // SAFETY: valid fd, NUL-terminated name, `bytes` is 8 writable bytes.
+    let n = unsafe {
+        libc::fgetxattr(
+            file.as_raw_fd(),
+            GENERATION_XATTR.as_ptr(),
+            bytes.as_mut_ptr().cast(),
+            bytes.len(),
+        )
+    };
+    if n == bytes.len() as isize {
+        return Ok(u64::from_le_bytes(bytes));
+    }
+    if n >= 0 {
+        return Err(PmError::Mismatch {
+            path: path.to_path_buf(),
+            what: format!(
+                "its extended attribute {GENERATION_XATTR:?} holds {n} bytes, not an 8-byte \
+                 generation; something other than nvarray-pm wrote it"
+            ),
+        });
+    }
+    let e = std::io::Error::last_os_error();
+    match e.raw_os_error() {
+        Some(libc::ENODATA) => Ok(0),
+        _ if unsupported(&e) => Ok(0),
+        _ => Err(attr_error(path, "read", e)),
+    }
+}
+
+/// Gives `file` the next state generation and returns it (durable before it returns: a state
+/// is made with it only afterwards). 0 where the file system has no user extended
+/// attributes: its states then carry no generation and are never judged superseded.
+pub(crate) fn next_generation(file: &File, path: &Path) -> Result<u64> {
+    let next = generation(file, path)?.wrapping_add(1).max(1);
+    let bytes = next.to_le_bytes();
+    // SAFETY: valid fd, NUL-terminated name, `bytes` is 8 readable bytes.
+    let rc = unsafe {
+        libc::fsetxattr(
+            file.as_raw_fd(),
+            GENERATION_XATTR.as_ptr(),
+            bytes.as_ptr().cast(),
+            bytes.len(),
+            0,
+        )
+    };
+    if rc != 0 {
+        let e = std::io::Error::last_os_error();
+        if unsupported(&e) {
+            return Ok(0);
+        }
+        return Err(attr_error(path, "set", e));
+    }
+    file.sync_all().map_err(io_err(path))?;
+    Ok(next)
+}
+
+/// Whether an identity says enough to find its file among others: a pool id, or a birth time
+/// beside the inode number (an inode number alone is reused by the next file made).
+pub(crate) fn is_distinctive(identity: &Identity) -> bool {
+    identity.pool_id != 0 || identity.birth_ns != 0
+}
+
+/// The file in `dir` (not looking into subdirectories) whose identity is `wanted`: where a
+/// pool's file went when it was renamed within its directory. Reads only.
+pub(crate) fn find_in_directory(dir: &Path, wanted: &Identity) -> Option<std::path::PathBuf> {
+    use std::os::unix::fs::{DirEntryExt as _, OpenOptionsExt as _};
+    if !is_distinctive(wanted) {
+        return None;
+    }
+    let entries = std::fs::read_dir(dir).ok()?;
+    entries.flatten().find_map(|entry| {
+        // The inode number is in the directory entry: only a match is opened.
+        if entry.ino() != wanted.inode || !entry.file_type().is_ok_and(|t| t.is_file()) {
+            return None;
+        }
+        let path = entry.path();
+        let file = std::fs::OpenOptions::new()
+            .read(true)
+            .custom_flags(libc::O_NONBLOCK)
+            .open(&path)
+            .ok()?;
+        (observe(&file, &path).ok()? == *wanted).then_some(path)
+    })
 }

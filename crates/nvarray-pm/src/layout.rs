@@ -25,13 +25,16 @@ use crate::media::Media;
 pub const PAGE: usize = 4096;
 /// Bytes of one write-cache directory entry: state word, line mask word.
 pub const DIR_BYTES: usize = 16;
-pub const MAGIC: &[u8; 8] = b"NVPMPOOL";
+/// `NVPMPOOL`: also how a device recognises a state and refuses to overwrite it
+/// (`nvarray-owner`).
+pub const MAGIC: &[u8; 8] = nvarray_owner::STATE_MAGIC;
 /// 2: the write cache holds lines, not whole pages (a line mask per directory entry).
 /// 3: the header records the backing file's identity (`H_IDENTITY`).
 pub const VERSION: u32 = 3;
 
-/// Process slots per pool (processes attached at once).
-pub const PROCS: usize = 64;
+/// Process slots per pool (processes attached at once): as many as `nvarray-owner` knows
+/// liveness bytes of, so it can name a state's holder.
+pub const PROCS: usize = nvarray_owner::STATE_LIVENESS_SLOTS as usize;
 /// Transaction slots per pool (transactions open at once, over all processes).
 pub const TX_SLOTS: usize = 256;
 /// Page-lock words. Pages hash onto them; a collision only serialises more than needed.
@@ -50,6 +53,11 @@ pub const H_FIXED_END: usize = 56;
 pub const H_LOG_HEAD: usize = 64;
 /// 1 after a clean close (everything written back), 0 while in use or after a crash.
 pub const H_CLEAN: usize = 128;
+/// The backing file's state generation this state was made with (`file_identity.rs`,
+/// `next_generation`; 0: made before generations, or on a file system without extended
+/// attributes). Written once, when the state is made; outside the checksum, so the states
+/// of earlier versions of this layout stay readable.
+pub const H_GENERATION: usize = 136;
 /// The backing file's identity (`identity::Identity`): pool id (16 bytes), inode, birth time.
 /// Written once, when the state is made; covered by the header checksum.
 pub const H_IDENTITY: usize = 160;
@@ -103,8 +111,8 @@ const _: () = assert!(
     "the log head and clean flag are apart"
 );
 const _: () = assert!(
-    H_CLEAN + 8 <= H_IDENTITY,
-    "the clean flag is not checksummed"
+    H_CLEAN + 8 <= H_GENERATION && H_GENERATION + 8 <= H_IDENTITY,
+    "the clean flag and the generation are not checksummed"
 );
 const _: () = assert!(
     H_IDENTITY_END <= H_PATH_LEN,
@@ -231,13 +239,15 @@ impl Layout {
     }
 
     /// Writes a fresh header for this layout (persistent) and an empty log and cache, for the
-    /// backing file at `backing`, whose key is `key` (`state_key.rs`) and identity `identity`.
+    /// backing file at `backing`, whose key is `key` (`state_key.rs`) and identity `identity`,
+    /// as its state of `generation` (`H_GENERATION`).
     pub fn format(
         &self,
         nvm: &Media,
         backing: &Path,
         key: &str,
         identity: &Identity,
+        generation: u64,
     ) -> Result<()> {
         let path = backing.as_os_str().as_encoded_bytes();
         if path.len() > MAX_PATH {
@@ -253,6 +263,7 @@ impl Layout {
         put(H_LOG_SIZE, self.log_size_bytes);
         put(H_CACHE_PAGES, self.cache_pages);
         put(H_BACKING_ID, backing_id(key));
+        put(H_GENERATION, generation);
         put(H_IDENTITY + 16, identity.inode);
         put(H_IDENTITY + 24, identity.birth_ns);
         put(H_PATH_LEN, path.len() as u64);

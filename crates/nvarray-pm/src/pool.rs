@@ -117,8 +117,14 @@ enum Verdict {
     /// It is this file's: attach to it (its mapping and layout).
     Use(Media, Layout),
     /// It holds nothing its file lacks (closed cleanly, or empty) and is not in use, but it
-    /// is not this file's, or not of this version: remove it and make a new one.
+    /// is not this file's, or not of this version; or it is this file's but superseded (its
+    /// generation is below the file's: the file was written through a newer state since, so
+    /// its commits must never be replayed). Remove it and make a new one.
     Replace,
+    /// It is another file's, a crashed pool's that needs recovering, and that file is now at
+    /// this path (renamed within its directory): move the state to that file's name, as an
+    /// open of it would, so this path can have a state of its own.
+    Relocate(PathBuf),
 }
 
 /// Process ids of the processes attached to the state in `file` (alive by their locks).
@@ -134,17 +140,20 @@ pub(crate) fn attached_pids(file: &File, nvm: Option<&Media>) -> Vec<u64> {
         .collect()
 }
 
+/// The backing file an open is for: its canonical path, key
+/// (`state_key.rs`), identity (`identity.rs`) and state generation (`file_identity.rs`).
+struct Backing<'a> {
+    canonical: &'a Path,
+    key: &'a str,
+    identity: Identity,
+    generation: u64,
+}
+
 /// Decides what to do with the state in `file` (locked, and still at `nvm_path`) for the
-/// backing file at `canonical`, whose identity is `found` and whose pool is `size_bytes`.
-/// The rules and why are in `file_identity.rs`.
-fn examine(
-    file: &File,
-    nvm_path: &Path,
-    canonical: &Path,
-    key: &str,
-    found: &Identity,
-    size_bytes: u64,
-) -> Result<Verdict> {
+/// backing file `b`, whose pool is `size_bytes`. The rules and why are in
+/// `file_identity.rs`; a state is the file's by its identity, whatever path or key it was
+/// made under (a renamed pool's state follows it: `attach_state`).
+fn examine(file: &File, nvm_path: &Path, b: &Backing, size_bytes: u64) -> Result<Verdict> {
     let len = file.metadata().map_err(io_err(nvm_path))?.len();
     if len == 0 {
         // Made and never formatted by an older version that was killed in between.
@@ -169,38 +178,61 @@ fn examine(
         }
         Err(e) => return Err(e),
     };
-    // Made for a file of another key whose name hashes alike (the recorded path is the one its
-    // maker used, which another mount namespace may not share).
-    if nvm.load_word(layout::H_BACKING_ID) != layout::backing_id(key) {
-        let recorded_path = layout::backing_path(&nvm);
-        return Err(PmError::Mismatch {
-            path: nvm_path.to_path_buf(),
-            what: format!(
-                "belongs to backing file {recorded_path}, not {}",
-                canonical.display()
-            ),
-        });
-    }
     let recorded = layout::identity(&nvm);
-    if recorded != *found {
+    if recorded != b.identity {
         let pids = attached_pids(file, Some(&nvm));
         if !pids.is_empty() {
             let pids: Vec<String> = pids.iter().map(u64::to_string).collect();
             return Err(PmError::InUseForAnotherFile {
                 state: nvm_path.to_path_buf(),
-                backing: canonical.to_path_buf(),
+                backing: b.canonical.to_path_buf(),
                 pids: pids.join(", "),
             });
         }
         if clean() {
             return Ok(Verdict::Replace);
         }
+        let recorded_path = PathBuf::from(layout::backing_path(&nvm));
+        if let Some(moved) = recorded_path
+            .parent()
+            .and_then(|dir| file_identity::find_in_directory(dir, &recorded))
+        {
+            return Ok(Verdict::Relocate(moved));
+        }
+        // Made for a file of another key whose name hashes alike (the recorded path is the
+        // one its maker used, which another mount namespace may not share).
+        if nvm.load_word(layout::H_BACKING_ID) != layout::backing_id(b.key) {
+            return Err(PmError::Mismatch {
+                path: nvm_path.to_path_buf(),
+                what: format!(
+                    "belongs to backing file {}, not {}, and holds commits never written \
+                     back",
+                    recorded_path.display(),
+                    b.canonical.display()
+                ),
+            });
+        }
         return Err(PmError::NotThisPool {
             state: nvm_path.to_path_buf(),
-            backing: canonical.to_path_buf(),
+            backing: b.canonical.to_path_buf(),
             recorded,
-            found: *found,
+            found: b.identity,
         });
+    }
+    let made_at = nvm.load_word(layout::H_GENERATION);
+    if made_at != 0 && made_at < b.generation {
+        let pids = attached_pids(file, Some(&nvm));
+        if !pids.is_empty() {
+            let pids: Vec<String> = pids.iter().map(u64::to_string).collect();
+            return Err(PmError::Superseded {
+                state: nvm_path.to_path_buf(),
+                backing: b.canonical.to_path_buf(),
+                state_generation: made_at,
+                file_generation: b.generation,
+                pids: pids.join(", "),
+            });
+        }
+        return Ok(Verdict::Replace);
     }
     if l.pool_size_bytes != size_bytes {
         return Err(PmError::Mismatch {
@@ -208,11 +240,67 @@ fn examine(
             what: format!(
                 "records a pool of {} bytes but {} is {size_bytes} bytes",
                 l.pool_size_bytes,
-                canonical.display()
+                b.canonical.display()
             ),
         });
     }
     Ok(Verdict::Use(nvm, l))
+}
+
+/// Renames the state `from` (whose open lock the caller holds, and which is still there) to
+/// `to`, unless something is at `to` already. Atomic: a crash leaves it under one name or the
+/// other. Its header keeps the path it was made for; it is found by its identity.
+fn rename_state(from: &Path, to: &Path) -> Result<()> {
+    let c = |p: &Path| {
+        std::ffi::CString::new(p.as_os_str().as_encoded_bytes())
+            .map_err(|_| PmError::BadOption(format!("{}: NUL in path", p.display())))
+    };
+    let (from_c, to_c) = (c(from)?, c(to)?);
+    // SAFETY: NUL-terminated paths; renameat2 reads them only.
+    let rc = unsafe {
+        libc::renameat2(
+            libc::AT_FDCWD,
+            from_c.as_ptr(),
+            libc::AT_FDCWD,
+            to_c.as_ptr(),
+            libc::RENAME_NOREPLACE,
+        )
+    };
+    if rc != 0 {
+        let e = std::io::Error::last_os_error();
+        // Another state took that name meanwhile; the caller looks again.
+        if e.kind() != std::io::ErrorKind::AlreadyExists {
+            return Err(io_err(from)(e));
+        }
+    }
+    Ok(())
+}
+
+/// Where a state found by its file's identity under another name goes (`attach_state`).
+enum Adopted {
+    /// Renamed to this file's state name (it was not in use): look there again.
+    Renamed,
+    /// In use by processes that opened the file under its earlier name: attach to it there.
+    InUse(PathBuf),
+}
+
+/// Takes over the state at `other`, made for this file under another path (the file was
+/// renamed, or is reached through another hard link), for the state name `to`.
+fn adopt(other: &Path, to: &Path) -> Result<Adopted> {
+    let file = match OpenOptions::new().read(true).write(true).open(other) {
+        Ok(f) => f,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(Adopted::Renamed),
+        Err(e) => return Err(io_err(other)(e)),
+    };
+    let _lock = OpenLock::take(&file).map_err(io_err(other))?;
+    if !file_identity::is_at(&file, other)? {
+        return Ok(Adopted::Renamed); // removed or moved meanwhile: look again
+    }
+    if !attached_pids(&file, None).is_empty() {
+        return Ok(Adopted::InUse(other.to_path_buf()));
+    }
+    rename_state(other, to)?;
+    Ok(Adopted::Renamed)
 }
 
 /// Makes the state of a new pool at `nvm_path`, whole or not at all: it is formatted in an
@@ -225,6 +313,7 @@ fn create_state(
     (canonical, key): (&Path, &str),
     layout: &Layout,
     identity: &Identity,
+    generation: u64,
 ) -> Result<()> {
     use std::os::unix::fs::OpenOptionsExt as _;
     let file = OpenOptions::new()
@@ -242,7 +331,7 @@ fn create_state(
         })?;
     space::allocate(&file, layout.file_len as u64, nvm_dir, NVM_WHAT, NVM_HINT)?;
     let nvm = Media::nvm(&file, nvm_path)?;
-    layout.format(&nvm, canonical, key, identity)?;
+    layout.format(&nvm, canonical, key, identity, generation)?;
     nvm.store_word(layout::H_CLEAN, 1);
     nvm.persist(layout::H_CLEAN, 8);
     drop(nvm);
@@ -292,8 +381,10 @@ pub(crate) fn remove_state(file: &File, nvm_path: &Path) -> Result<()> {
 type AttachedState = (PathBuf, File, OpenLock, Media, Layout);
 
 /// Finds, or makes, the NVM-tier state of the backing file `backing` (at `path`, canonically
-/// `canonical`) and locks it for attaching. A state made for another file is never used
-/// (`examine`).
+/// `canonical`) and locks it for attaching. A state made for another file is never used, nor
+/// one superseded by a newer state of this file (`examine`); one made for this file under
+/// another path (renamed, or reached through another hard link) is found by the file's
+/// identity and used (`adopt`), so a renamed pool recovers the commits of its last crash.
 fn attach_state(
     backing: &File,
     path: &Path,
@@ -301,14 +392,30 @@ fn attach_state(
     size_bytes: u64,
     options: &PoolOptions,
 ) -> Result<AttachedState> {
-    let (nvm_path, key) = state_location(&options.nvm_dir, canonical);
+    let (mut nvm_path, key) = state_location(&options.nvm_dir, canonical);
     for _ in 0..STATE_ATTEMPTS_MAX {
         let file = match OpenOptions::new().read(true).write(true).open(&nvm_path) {
             Ok(f) => f,
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
+                let found = file_identity::observe(backing, path)?;
+                let known = crate::state_files::state_of(&options.nvm_dir, &found, &nvm_path);
+                if let Some(other) = known {
+                    if let Adopted::InUse(there) = adopt(&other, &nvm_path)? {
+                        nvm_path = there;
+                    }
+                    continue;
+                }
                 let id = file_identity::establish(backing, path)?;
+                let generation = file_identity::next_generation(backing, path)?;
                 let fresh = options.layout_for(size_bytes);
-                create_state(&options.nvm_dir, &nvm_path, (canonical, &key), &fresh, &id)?;
+                create_state(
+                    &options.nvm_dir,
+                    &nvm_path,
+                    (canonical, &key),
+                    &fresh,
+                    &id,
+                    generation,
+                )?;
                 continue;
             }
             Err(e) => return Err(io_err(&nvm_path)(e)),
@@ -319,11 +426,33 @@ fn attach_state(
         }
         // Looked at only now: a state names a pool id only after the file was given it, so
         // a file that another opener gave its id meanwhile is seen with it.
-        let found = file_identity::observe(backing, path)?;
-        match examine(&file, &nvm_path, canonical, &key, &found, size_bytes)? {
+        let b = Backing {
+            canonical,
+            key: &key,
+            identity: file_identity::observe(backing, path)?,
+            generation: file_identity::generation(backing, path)?,
+        };
+        match examine(&file, &nvm_path, &b, size_bytes)? {
             Verdict::Use(nvm, layout) => return Ok((nvm_path, file, lock, nvm, layout)),
             Verdict::Replace => remove_state(&file, &nvm_path)?,
+            Verdict::Relocate(moved) => {
+                let moved_key = state_key::of(&moved.canonicalize().map_err(io_err(&moved))?);
+                let to = nvm_file_path(&options.nvm_dir, &moved_key);
+                if to.exists() {
+                    // That file has a state already; this one cannot go there. Refuse, as
+                    // for any crashed pool's state that is not this file's.
+                    return Err(PmError::NotThisPool {
+                        state: nvm_path.clone(),
+                        backing: canonical.to_path_buf(),
+                        recorded: layout::identity(&Media::nvm(&file, &nvm_path)?),
+                        found: b.identity,
+                    });
+                }
+                rename_state(&nvm_path, &to)?;
+            }
         }
+        // The state at this file's own name was dealt with: look there again.
+        (nvm_path, _) = state_location(&options.nvm_dir, canonical);
     }
     Err(PmError::Corrupt {
         path: nvm_path,
@@ -365,6 +494,15 @@ impl Pool {
         size_bytes: u64,
         options: &PoolOptions,
     ) -> Result<Pool> {
+        // Before anything reads or sizes the file: a device on it would overwrite the pool and
+        // the pool the device (`nvarray-owner`); the pool's own processes share it. The lock
+        // lasts as long as `backing`, which the storage mapping keeps.
+        nvarray_owner::claim(&backing, nvarray_owner::Role::Pool).map_err(|refused| {
+            PmError::Owned {
+                path: path.to_path_buf(),
+                why: refused.to_string(),
+            }
+        })?;
         let len = backing.metadata().map_err(io_err(path))?.len();
         let size_bytes = match (len, size_bytes) {
             (0, 0) => {
@@ -461,7 +599,7 @@ impl Pool {
         let layout = if nvm.load_word(0) == 0 {
             let l = options.layout_for(size_bytes);
             let storage = "<simulated storage>";
-            l.format(&nvm, Path::new(storage), storage, &Identity::default())?;
+            l.format(&nvm, Path::new(storage), storage, &Identity::default(), 0)?;
             nvm.store_word(layout::H_CLEAN, 1);
             nvm.persist(layout::H_CLEAN, 8);
             l

@@ -39,6 +39,13 @@ pub enum StateStatus {
     /// Its pool's last process died; its pool's file is there, and the next open of the pool
     /// recovers it. Never removed here.
     NeedsRecovery,
+    /// Its pool's file was renamed within its directory and is now at `to`; the next open of
+    /// it there uses this state (recovering it if `unapplied`). Removed here only if clean.
+    Moved { to: PathBuf, unapplied: bool },
+    /// Its pool's file has been written through a newer state since (opened with another NVM
+    /// directory): what this one holds is older than the file and is never replayed; the
+    /// next open of the file discards it.
+    Superseded { why: String },
     /// Closed cleanly (or empty) and not in use: it holds nothing its pool's file lacks. Left
     /// by an older version, or by a process killed while closing.
     Clean,
@@ -57,7 +64,8 @@ impl StateStatus {
     pub fn removable(&self, discard_commits: bool) -> bool {
         match self {
             StateStatus::InUse(_) | StateStatus::NeedsRecovery => false,
-            StateStatus::Clean => true,
+            StateStatus::Moved { unapplied, .. } => !unapplied,
+            StateStatus::Clean | StateStatus::Superseded { .. } => true,
             StateStatus::Orphan { unapplied, .. } => !unapplied || discard_commits,
             StateStatus::Unreadable(_) => discard_commits,
         }
@@ -74,6 +82,19 @@ impl std::fmt::Display for StateStatus {
             StateStatus::NeedsRecovery => write!(
                 f,
                 "its pool's last process died; the next open of the pool recovers it"
+            ),
+            StateStatus::Moved { to, unapplied } => {
+                write!(f, "its pool's file was renamed to {}", to.display())?;
+                if *unapplied {
+                    write!(f, "; the next open of it there recovers this state")
+                } else {
+                    write!(f, "; closed cleanly, not needed")
+                }
+            }
+            StateStatus::Superseded { why } => write!(
+                f,
+                "superseded: {why}; what it holds is older than the file and is never \
+                 replayed (the next open of the file discards it)"
             ),
             StateStatus::Clean => write!(f, "closed cleanly, not needed"),
             StateStatus::Orphan { why, unapplied } => {
@@ -204,38 +225,127 @@ fn describe(file: &File, path: &Path) -> Result<StateFile> {
             let backing = PathBuf::from(layout::backing_path(&nvm));
             state.pool_size_bytes = Some(l.pool_size_bytes);
             state.backing = Some(backing.clone());
-            pool_file_status(&backing, &layout::identity(&nvm), clean)
+            let generation = nvm.load_word(layout::H_GENERATION);
+            pool_file_status(&backing, &layout::identity(&nvm), generation, clean)
         }
     };
     Ok(state)
 }
 
-/// The status of a readable state not in use, from its pool's file.
-fn pool_file_status(backing: &Path, recorded: &Identity, clean: bool) -> StateStatus {
+/// The status of a readable state not in use, from its pool's file: at the path it was made
+/// for, or renamed within that directory (found by its identity).
+fn pool_file_status(
+    backing: &Path,
+    recorded: &Identity,
+    generation: u64,
+    clean: bool,
+) -> StateStatus {
     use std::os::unix::fs::OpenOptionsExt as _;
-    // Without waiting: something other than a regular file (a FIFO) may have its path now.
-    let found = OpenOptions::new()
-        .read(true)
-        .custom_flags(libc::O_NONBLOCK)
-        .open(backing)
-        .map_err(io_err(backing))
-        .and_then(|f| file_identity::observe(&f, backing));
-    match found {
+    let open = |path: &Path| {
+        // Without waiting: something other than a regular file (a FIFO) may have its path.
+        OpenOptions::new()
+            .read(true)
+            .custom_flags(libc::O_NONBLOCK)
+            .open(path)
+            .map_err(io_err(path))
+    };
+    let found = open(backing).and_then(|f| file_identity::observe(&f, backing));
+    let gone = match found {
         Err(PmError::Io { source, .. }) if source.kind() == std::io::ErrorKind::NotFound => {
-            StateStatus::Orphan {
-                why: format!("its pool's file {} no longer exists", backing.display()),
-                unapplied: !clean,
-            }
+            format!("its pool's file {} no longer exists", backing.display())
         }
-        Err(e) => StateStatus::Unreadable(format!("cannot check its pool's file: {e}")),
-        Ok(found) if found != *recorded => StateStatus::Orphan {
-            why: format!(
-                "the file at {} is not its pool any more (removed, replaced or copied)",
-                backing.display()
-            ),
+        Err(e) => return StateStatus::Unreadable(format!("cannot check its pool's file: {e}")),
+        Ok(found) if found != *recorded => format!(
+            "the file at {} is not its pool any more (removed, replaced or copied)",
+            backing.display()
+        ),
+        Ok(_) => return judged(backing, backing, generation, clean, false),
+    };
+    match backing
+        .parent()
+        .and_then(|dir| file_identity::find_in_directory(dir, recorded))
+    {
+        Some(moved) => judged(backing, &moved, generation, clean, true),
+        None => StateStatus::Orphan {
+            why: format!("{gone}, nor is it elsewhere in that directory"),
             unapplied: !clean,
         },
-        Ok(_) if clean => StateStatus::Clean,
-        Ok(_) => StateStatus::NeedsRecovery,
     }
+}
+
+/// The status of a state whose pool's file (made at `made_for`) is at `now`.
+fn judged(made_for: &Path, now: &Path, generation: u64, clean: bool, moved: bool) -> StateStatus {
+    let file_generation = File::open(now)
+        .ok()
+        .and_then(|f| file_identity::generation(&f, now).ok())
+        .unwrap_or(0);
+    if generation != 0 && generation < file_generation {
+        return StateStatus::Superseded {
+            why: format!(
+                "its pool's file {} has been written through a newer state since (this one \
+                 is generation {generation}, the file is at {file_generation})",
+                now.display()
+            ),
+        };
+    }
+    match (moved, clean) {
+        (true, _) => StateStatus::Moved {
+            to: now.to_path_buf(),
+            unapplied: !clean,
+        },
+        (false, true) => StateStatus::Clean,
+        (false, false) => {
+            debug_assert_eq!(made_for, now);
+            StateStatus::NeedsRecovery
+        }
+    }
+}
+
+/// The state in `nvm_dir` (other than `except`) made for the file whose identity is `wanted`,
+/// under whatever path: the file was renamed, or is reached through another hard link, since.
+/// Of several (superseded ones left behind), the newest generation. Reads headers only; a
+/// state that cannot be read is skipped (the caller makes a new one, and `pm list` names it).
+pub(crate) fn state_of(nvm_dir: &Path, wanted: &Identity, except: &Path) -> Option<PathBuf> {
+    if !file_identity::is_distinctive(wanted) {
+        return None;
+    }
+    let entries = std::fs::read_dir(nvm_dir).ok()?;
+    entries
+        .flatten()
+        .filter(|e| e.file_name().to_str().is_some_and(is_state_name))
+        .map(|e| e.path())
+        .filter(|p| p != except)
+        .filter_map(|p| {
+            let (identity, generation) = header_identity(&p)?;
+            (identity == *wanted).then_some((generation, p))
+        })
+        .max()
+        .map(|(_, p)| p)
+}
+
+/// The identity and generation a state's header records, read with one `pread` (no mapping,
+/// no lock: both are written before the state gets its name and never change). None for
+/// anything that is not a readable state of this version.
+fn header_identity(path: &Path) -> Option<(Identity, u64)> {
+    use std::os::unix::fs::FileExt as _;
+    let file = File::open(path).ok()?;
+    let mut head = [0u8; layout::H_IDENTITY_END];
+    file.read_exact_at(&mut head, 0).ok()?;
+    let word = |off: usize| u64::from_le_bytes(head[off..off + 8].try_into().expect("8 bytes"));
+    if &head[layout::H_MAGIC..layout::H_MAGIC + 8] != layout::MAGIC
+        || word(layout::H_VERSION) != layout::VERSION as u64
+    {
+        return None;
+    }
+    let pool_id = u128::from_le_bytes(
+        head[layout::H_IDENTITY..layout::H_IDENTITY + 16]
+            .try_into()
+            .expect("16 bytes"),
+    );
+    let identity = Identity {
+        pool_id,
+        inode: word(layout::H_IDENTITY + 16),
+        birth_ns: word(layout::H_IDENTITY + 24),
+    };
+    Some((identity, word(layout::H_GENERATION)))
 }

@@ -94,8 +94,18 @@ fn options_for(
         DeviceThreads::Auto if one_in_flight_spun_for => 0,
         _ => threads.resolve(host_threads),
     };
+    // A workload that only reads never needs its image writable: one on a read-only file
+    // system, or one this user may only read, is served too.
+    let only_reads =
+        workload.trace.is_none() && workload.jobs.iter().all(|job| job.read_fraction() == 1.0);
+    let backing = if only_reads {
+        options.backing.clone().read_only()
+    } else {
+        options.backing.clone()
+    };
     Options {
         device_threads,
+        backing,
         ..options.clone()
     }
 }

@@ -57,7 +57,11 @@ struct Fronts {
 pub fn run(args: ServeArgs) -> Result<()> {
     // The server's threads and one client's share the machine: `auto` gives the device a
     // thread of its own only if a core is left after those two.
-    let (mut config, options) = args.device.load(2)?;
+    let (mut config, mut options) = args.device.load(2)?;
+    if args.read_only {
+        // Nothing writes to a read-only export: its image may be on a read-only file system.
+        options.backing = options.backing.read_only();
+    }
     let channel_socket = args.channels.socket()?;
     let given = |key: &str| args.device.device.set.iter().any(|s| s.starts_with(key));
     if channel_socket.is_some() && !given("controller.permission_check_ns") {
@@ -212,7 +216,7 @@ fn print_how_to_connect(
 ) -> Result<()> {
     let backing = match backing {
         BackingKind::Ram => "RAM (lost at exit)".to_string(),
-        BackingKind::File { path, durable } => format!(
+        BackingKind::File { path, durable, .. } => format!(
             "file {}{}",
             path.display(),
             if *durable { ", durable flushes" } else { "" }

@@ -52,6 +52,7 @@ pub fn backing_kind(backing: &Backing, durable: bool) -> Result<BackingKind> {
             Ok(BackingKind::File {
                 path: path.clone(),
                 durable,
+                read_only: false,
             })
         }
     }
