@@ -42,6 +42,11 @@ use std::os::unix::fs::MetadataExt;
 /// file.
 pub const POOL_BYTE: i64 = 1 << 62;
 
+/// The byte a pool's opener locks (write, waiting) in its file while it makes the file's
+/// NVM-tier state, so two openers of one file never make two states (nvarray-pm's
+/// `pool.rs`). Held briefly; a holder found on it is named as a pool.
+pub const POOL_MAKING_BYTE: i64 = POOL_BYTE + 1;
+
 /// The first of the bytes whose write locks say which processes are attached to a pool's
 /// NVM-tier state, one per process slot (nvarray-pm's `coord.rs`).
 pub const STATE_LIVENESS_BASE: i64 = 1 << 40;
@@ -88,7 +93,7 @@ impl HeldAs {
     fn of_range(start: i64) -> HeldAs {
         match start {
             0 => HeldAs::Device,
-            POOL_BYTE => HeldAs::Pool,
+            POOL_BYTE | POOL_MAKING_BYTE => HeldAs::Pool,
             s if (STATE_LIVENESS_BASE..STATE_LIVENESS_BASE + STATE_LIVENESS_SLOTS).contains(&s) => {
                 HeldAs::PoolState
             }

@@ -78,13 +78,7 @@ impl Liveness {
 }
 
 fn flock(kind: i16, slot: usize) -> libc::flock {
-    // SAFETY: flock is plain old data; zero is a valid value for every field.
-    let mut fl: libc::flock = unsafe { std::mem::zeroed() };
-    fl.l_type = kind;
-    fl.l_whence = libc::SEEK_SET as i16;
-    fl.l_start = LIVENESS_BASE + slot as i64;
-    fl.l_len = 1;
-    fl
+    byte_lock(kind, LIVENESS_BASE + slot as i64)
 }
 
 /// Takes the liveness lock of `slot` without waiting; false if another process holds it.
@@ -126,6 +120,46 @@ impl Drop for OpenLock {
         // SAFETY: valid fd.
         unsafe { libc::flock(self.0.as_raw_fd(), libc::LOCK_UN) };
     }
+}
+
+/// A write lock on one byte of a pool's file (`nvarray_owner::POOL_MAKING_BYTE`), held while
+/// its opener makes the file's state: openers of one file through any of its names take turns
+/// there, so only one makes a state and takes a generation for it (`pool.rs`). Waits for the
+/// lock; released when dropped.
+pub(crate) struct MakingLock<'a>(&'a File);
+
+impl<'a> MakingLock<'a> {
+    pub fn take(file: &'a File) -> std::io::Result<MakingLock<'a>> {
+        let fl = byte_lock(libc::F_WRLCK as i16, nvarray_owner::POOL_MAKING_BYTE);
+        loop {
+            // SAFETY: valid fd and flock; F_OFD_SETLKW waits for the lock.
+            if unsafe { libc::fcntl(file.as_raw_fd(), libc::F_OFD_SETLKW, &fl) } == 0 {
+                return Ok(MakingLock(file));
+            }
+            let e = std::io::Error::last_os_error();
+            if e.kind() != std::io::ErrorKind::Interrupted {
+                return Err(e);
+            }
+        }
+    }
+}
+
+impl Drop for MakingLock<'_> {
+    fn drop(&mut self) {
+        let fl = byte_lock(libc::F_UNLCK as i16, nvarray_owner::POOL_MAKING_BYTE);
+        // SAFETY: valid fd and flock. Failure leaves the lock to be dropped at close.
+        unsafe { libc::fcntl(self.0.as_raw_fd(), libc::F_OFD_SETLK, &fl) };
+    }
+}
+
+fn byte_lock(kind: i16, byte: i64) -> libc::flock {
+    // SAFETY: flock is plain old data; zero is a valid value for every field.
+    let mut fl: libc::flock = unsafe { std::mem::zeroed() };
+    fl.l_type = kind;
+    fl.l_whence = libc::SEEK_SET as i16;
+    fl.l_start = byte;
+    fl.l_len = 1;
+    fl
 }
 
 /// Backs off while waiting: spins first (hand-offs between cores take ~0.1 µs), then yields.

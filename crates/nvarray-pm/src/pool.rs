@@ -397,6 +397,12 @@ fn attach_state(
         let file = match OpenOptions::new().read(true).write(true).open(&nvm_path) {
             Ok(f) => f,
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
+                // One opener of this file at a time from here (through whichever name): the
+                // others then find its state, by name or by identity.
+                let _making = coord::MakingLock::take(backing).map_err(io_err(path))?;
+                if nvm_path.exists() {
+                    continue;
+                }
                 let found = file_identity::observe(backing, path)?;
                 let known = crate::state_files::state_of(&options.nvm_dir, &found, &nvm_path);
                 if let Some(other) = known {
