@@ -208,6 +208,7 @@ enum found {
 	FOUND_EMPTY,	/* an empty regular file: made a pool, as SQLite makes it a database */
 	FOUND_POOL,	/* a pool of this VFS (its header's magic) */
 	FOUND_OTHER,	/* anything else: never written */
+	FOUND_SIMULATED,	/* a power-cut test's simulated pool: looked at through its mapping */
 };
 
 /* Looks at path with reads only: a file that is not a pool of this VFS (a SQLite database
@@ -328,7 +329,10 @@ static struct pool *pool_open(const char *path, uint64_t bytes, int create, int 
 			return p;
 		}
 	}
-	found = look(path, why, sizeof why);
+	/* A simulated pool's file (power-cut tests, nv_sim_start) is a placeholder that holds
+	 * none of its bytes: it is looked at through the mapping (below) instead, made in
+	 * place. */
+	found = nv_sim_active() ? FOUND_SIMULATED : look(path, why, sizeof why);
 	if (found == FOUND_NONE && create && !readonly) {
 		if (make_pool(path, bytes) != 0)
 			goto refused;
@@ -349,6 +353,12 @@ static struct pool *pool_open(const char *path, uint64_t bytes, int create, int 
 	case FOUND_POOL:
 		bytes = 0;	/* an existing pool keeps its size */
 		break;
+	case FOUND_SIMULATED:
+		if (access(path, F_OK) == 0)
+			bytes = 0;
+		else if (!create || readonly)
+			goto refused;
+		break;
 	case FOUND_OTHER: {
 		const char *holder = nv_file_holder(path);
 
@@ -362,12 +372,14 @@ static struct pool *pool_open(const char *path, uint64_t bytes, int create, int 
 		free(p);
 		goto refused;
 	}
-	p->map = nv_allocate(path, bytes, 0);
+	p->map = nv_allocate(path, bytes, found == FOUND_SIMULATED ? NV_CREATE : 0);
 	if (!p->map) {
 		report(SQLITE_CANTOPEN, "%s: %s", path, nv_last_error());
 		goto refused_pool;
 	}
 	h = (struct header *) p->map;
+	if (found == FOUND_SIMULATED && !memcmp(h, &(struct header){ 0 }, sizeof *h))
+		found = FOUND_EMPTY;	/* a new simulated pool: all zeros */
 	if (found == FOUND_EMPTY && write_header(p->map) != 0) {
 		report(SQLITE_CANTOPEN, "%s: cannot write the new pool's header: %s", path,
 		       nv_last_error());

@@ -107,6 +107,9 @@ const char *nv_file_holder(const char *path);
 
 /* Starts a session (forgetting an earlier one's pools). NV_ERROR while pools are open. */
 int nv_sim_start(uint64_t seed, uint64_t crash_at, int tear_lines);
+/* 1 while a session runs, else 0: a simulated pool's file holds none of its bytes, so a
+ * program that reads a pool's file itself must look through the mapping instead. */
+int nv_sim_active(void);
 /* Operations the session's pools have performed (a dry run's count bounds crash_at). */
 uint64_t nv_sim_ops(void);
 /* 1 once a pool of the session has lost power, else 0. */

@@ -52,6 +52,15 @@ pub extern "C" fn nv_sim_start(seed: u64, crash_at: u64, tear_lines: c_int) -> c
     })
 }
 
+/// 1 while a session runs (`nv_allocate` opens simulated pools), else 0. A program that
+/// reads a pool's file itself (the SQLite VFS looks at a file's header before it opens it)
+/// must look through the mapping instead then: a simulated pool's file holds none of its
+/// bytes.
+#[no_mangle]
+pub extern "C" fn nv_sim_active() -> c_int {
+    guarded(0, || c_int::from(sim_session::active()))
+}
+
 /// Operations (writes, flushes, fences, syncs) the session's simulated pools have performed.
 #[no_mangle]
 pub extern "C" fn nv_sim_ops() -> u64 {

@@ -49,6 +49,11 @@ pub(crate) fn stop() {
     *session() = None;
 }
 
+/// Whether a session is running.
+pub(crate) fn active() -> bool {
+    session().is_some()
+}
+
 /// Operations the session's pools have performed (0 outside a session).
 pub(crate) fn ops() -> u64 {
     session()
