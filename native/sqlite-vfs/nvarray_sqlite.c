@@ -587,6 +587,12 @@ static int vfs_write_file(sqlite3_file *file, const void *buf, int amount, sqlit
 			      "the size it was made with (pool_size)", f->pool->path,
 			      (unsigned long long) capacity_of(f), (unsigned long long) end);
 	}
+	/* Outside a transaction, bytes the file already holds are not written again: SQLite
+	 * rolling back a refused transaction from its journal writes back exactly what the last
+	 * commit left (the refusal dropped the rest), and logging that would be refused again,
+	 * for the same size, leaving a hot journal nobody could roll back. */
+	if (!f->tid && end <= file_bytes(f) && !memcmp(data_of(f) + offset, buf, (size_t) amount))
+		return SQLITE_OK;
 	rc = begin(f);
 	if (rc)
 		return rc;
@@ -605,6 +611,8 @@ static int vfs_truncate(sqlite3_file *file, sqlite3_int64 size)
 
 	if (size < 0)
 		return SQLITE_IOERR_TRUNCATE;
+	if (!f->tid && (uint64_t) size == file_bytes(f))
+		return SQLITE_OK;
 	rc = begin(f);
 	if (rc)
 		return rc;

@@ -12,6 +12,7 @@
 //! 5. mark the record visible (the applier may now take it) and release the page locks.
 
 use std::cell::Cell;
+use std::collections::HashMap;
 use std::sync::atomic::{AtomicUsize, Ordering};
 
 use crate::coord::{page_lock_index, Waiter};
@@ -29,6 +30,7 @@ struct Buffers {
     data: Vec<u8>,
     locks: Vec<u32>,
     record: Vec<u8>,
+    rewrites: HashMap<(u64, usize), usize>,
 }
 
 thread_local! {
@@ -56,6 +58,11 @@ pub(crate) struct TxCore {
     /// Set when a write failed with a conflict: the transaction can only abort.
     doomed: Option<u64>,
     record: Vec<u8>,
+    /// Each (offset, length) written, to its entry in `writes`: writing the same range again
+    /// replaces the bytes in place rather than logging them twice. (SQLite with a small page
+    /// cache spills one page many times in a transaction; appended, each spill counted
+    /// against the record's limit, and a transaction of a few dozen pages was refused.)
+    rewrites: HashMap<(u64, usize), usize>,
 }
 
 impl TxCore {
@@ -99,6 +106,7 @@ impl TxCore {
             pages: 0,
             doomed: None,
             record: b.record,
+            rewrites: b.rewrites,
         })
     }
 
@@ -117,6 +125,22 @@ impl TxCore {
             .checked_add(len)
             .filter(|&e| e <= size)
             .ok_or(PmError::OutOfRange { offset, len, size })?;
+        if let Some(page) = self.doomed {
+            return Err(PmError::Conflict { page });
+        }
+        // The same range again: its pages are locked already, and its bytes are replaced
+        // where they are, unless a later write overlaps it (the record applies writes in
+        // order, so this one must then come after that one: it is appended).
+        if let Some(&i) = self.rewrites.get(&(offset, bytes.len())) {
+            let overlapped = self.writes[i + 1..]
+                .iter()
+                .any(|&(o, _, l)| o < end && offset < o + l as u64);
+            if !overlapped {
+                let (_, at, _) = self.writes[i];
+                self.data[at..at + bytes.len()].copy_from_slice(bytes);
+                return Ok(());
+            }
+        }
         let pages = end.div_ceil(PAGE as u64) - offset / PAGE as u64;
         let logged = log::record_len(self.writes.len() + 1, self.data.len() + bytes.len()) as u64;
         let limit = Self::limit(inner);
@@ -125,9 +149,6 @@ impl TxCore {
                 bytes: logged.max(len),
                 limit: limit.min(inner.layout.cache_pages / 2 * PAGE as u64),
             });
-        }
-        if let Some(page) = self.doomed {
-            return Err(PmError::Conflict { page });
         }
         for page in offset / PAGE as u64..end.div_ceil(PAGE as u64) {
             if let Err(e) = self.lock_page(inner, page) {
@@ -139,6 +160,8 @@ impl TxCore {
             }
         }
         self.pages += pages;
+        self.rewrites
+            .insert((offset, bytes.len()), self.writes.len());
         self.writes.push((offset, self.data.len(), bytes.len()));
         self.data.extend_from_slice(bytes);
         Ok(())
@@ -351,6 +374,7 @@ impl TxCore {
         }
         self.locks.clear();
         self.writes.clear();
+        self.rewrites.clear();
         self.data.clear();
         self.pages = 0;
         self.doomed = None;
@@ -367,6 +391,7 @@ impl TxCore {
             data: self.data,
             locks: self.locks,
             record: self.record,
+            rewrites: self.rewrites,
         };
         if spare.data.capacity() <= KEEP_BUFFER && spare.record.capacity() <= KEEP_BUFFER {
             SPARE.set(Some(spare));

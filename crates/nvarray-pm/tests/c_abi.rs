@@ -235,6 +235,9 @@ fn the_c_abi_refuses_cleanly_at_its_edges() {
         "read: write=0 read=0 seen=1234 pointer=0 bad_tid=-3 null=-1 outside=-1 commit=0 \
          after=1234"
     );
+    // NV_EFULL -4 at the write that passes a quarter of the 1 MiB log (256 KiB: 63 pages
+    // and the record's header); the aborted writes left nothing.
+    assert_eq!(line("too-large:"), "too-large: rc=-4 after=63 untouched=1");
     let bound = line("open-bound:");
     assert!(
         bound.starts_with(&format!(

@@ -356,6 +356,354 @@ fn power_cuts_under_sqlite_lose_no_commit_and_tear_nothing() {
     );
 }
 
+/// Runs `tests/sqlite_pools.py` with `args` in `dir` and returns its JSON line (a failure's
+/// line fails the test with the seed that replays it).
+fn pools_script(dir: &Path, args: &[String]) -> serde_json::Value {
+    let here = Path::new(env!("CARGO_MANIFEST_DIR"));
+    let out = Command::new("python3")
+        .arg(here.join("tests/sqlite_pools.py"))
+        .arg(vfs_library())
+        .arg(here.join("../../target/release/libnvarray_pm.so"))
+        .arg(dir)
+        .args(args)
+        .output()
+        .expect("python3 runs");
+    let report = ok(&out);
+    serde_json::from_str(report.lines().last().unwrap_or_default())
+        .unwrap_or_else(|e| panic!("{e}: {report}"))
+}
+
+/// Every SQLite write path (300 rows inserted at once, every row updated, VACUUM, an index
+/// built, a 100 MiB blob), in every journal mode, against a pool one page too small for it
+/// and against a log a quarter of which is too small for it: each refused transaction is
+/// refused whole with SQLITE_FULL, and the database, in this process and reopened in another,
+/// holds exactly the transactions committed before it (`tests/sqlite_pools.py`,
+/// `write-paths`). Before issue 55 the VFS committed what a refused transaction had written
+/// when SQLite gave up its lock: with journal off the database read "malformed".
+#[test]
+fn every_write_path_is_refused_whole_by_a_pool_or_a_log_too_small() {
+    let dir = scratch();
+    let counts = pools_script(dir.path(), &["write-paths".to_string()]);
+    // 5 modes x 5 paths, each on a pool one page short and on a small log, and the sizes
+    // learnt on large pools (the blob's once).
+    assert_eq!(counts["cases"], 71, "{counts}");
+    assert!(counts["refused"].as_u64().unwrap() >= 50, "{counts}");
+}
+
+/// Pools of random sizes filled by random SQLite workloads in every journal mode, writers
+/// killed with SIGKILL at random, power cut at random operations (the library's simulated
+/// pools), pool files renamed and hard-linked after a kill and copied after a clean close:
+/// every acknowledged transaction is there, nothing refused or rolled back is, and every
+/// `integrity_check` passes (`tests/sqlite_pools.py`, `campaign`).
+///
+/// The test command runs 150 steps; `scripts/campaign.sh pm-sqlite-pools` runs 10,000
+/// (`NVARRAY_SQLITE_POOLS_STEPS`, `NVARRAY_SQLITE_POOLS_FIRST_SEED`).
+#[test]
+fn pools_campaign_fills_kills_cuts_renames_and_copies_losing_nothing() {
+    let steps = common::campaign_env("NVARRAY_SQLITE_POOLS_STEPS", 150);
+    let first = common::campaign_env("NVARRAY_SQLITE_POOLS_FIRST_SEED", 1);
+    let started = std::time::Instant::now();
+    let dir = scratch();
+    let counts = pools_script(
+        dir.path(),
+        &["campaign".to_string(), first.to_string(), steps.to_string()],
+    );
+    assert_eq!(counts["steps"], steps, "{counts}");
+    if steps >= 150 {
+        for key in ["refused_full", "kills", "power_cuts", "renames", "copies"] {
+            assert!(counts[key].as_u64().unwrap() > 0, "no {key}: {counts}");
+        }
+    }
+    println!(
+        "sqlite pools campaign: seeds from {first}, {steps} steps over {} databases: {} \
+         transactions ({} refused whole as full, {} rolled back), {} kills, {} power cuts, {} \
+         renames and {} hard links after a kill, {} copies; 0 committed transactions lost, 0 \
+         integrity failures, {} s",
+        counts["lives"],
+        counts["transactions"],
+        counts["refused_full"],
+        counts["rolled_back"],
+        counts["kills"],
+        counts["power_cuts"],
+        counts["renames"],
+        counts["hard_links"],
+        counts["copies"],
+        started.elapsed().as_secs()
+    );
+}
+
+/// Issue 55's case: a process inserts `(1, 'old')` and is killed; the file is renamed; the
+/// renamed pool is opened, the row updated to `'new'` and `(2, 'added')` inserted, and closed;
+/// the file is renamed back. Both later commits are there: the dead process's state followed
+/// the file (found by its identity, not its path) and was recovered at the first open, and
+/// was never replayed again. Before, the state stayed filed under the old path, the renamed
+/// pool opened without it, and renaming back replayed `'old'` over both commits. In between,
+/// `pm list` (`list_state_files`) finds the renamed pool.
+#[test]
+fn a_pool_renamed_after_a_crash_keeps_every_commit() {
+    let dir = scratch();
+    let (first, second) = (dir.path().join("s.db"), dir.path().join("s2.db"));
+    let killed = python(
+        dir.path(),
+        &format!(
+            "import os\n\
+             c = sqlite3.connect('file:{}?vfs=nvarray&pool_size=1048576', uri=True,\n\
+             \x20                   isolation_level=None)\n\
+             c.execute('pragma journal_mode=off')\n\
+             c.execute('create table t(k integer primary key, v text)')\n\
+             c.execute(\"insert into t values (1, 'old')\")\n\
+             os.kill(os.getpid(), 9)\n",
+            first.display()
+        ),
+    );
+    assert!(!killed.status.success(), "the writer was meant to die");
+    std::fs::rename(&first, &second).unwrap();
+    let states = nvarray_pm::list_state_files(dir.path()).unwrap();
+    assert_eq!(states.len(), 1, "{states:?}");
+    assert_eq!(
+        states[0].status,
+        nvarray_pm::StateStatus::Moved {
+            to: second.clone(),
+            unapplied: true
+        },
+        "{}",
+        states[0].status
+    );
+    let reopened = |path: &Path, script: &str| {
+        ok(&python(
+            dir.path(),
+            &format!(
+                "c = sqlite3.connect('file:{}?vfs=nvarray', uri=True, isolation_level=None)\n\
+                 {script}\n\
+                 print(c.execute('select * from t order by k').fetchall(),\n\
+                 \x20     c.execute('pragma integrity_check').fetchone()[0])\n\
+                 c.close()\n",
+                path.display()
+            ),
+        ))
+    };
+    assert_eq!(reopened(&second, ""), "[(1, 'old')] ok");
+    assert_eq!(
+        reopened(
+            &second,
+            "c.execute(\"update t set v = 'new' where k = 1\")\n\
+             c.execute(\"insert into t values (2, 'added')\")"
+        ),
+        "[(1, 'new'), (2, 'added')] ok"
+    );
+    std::fs::rename(&second, &first).unwrap();
+    assert_eq!(reopened(&first, ""), "[(1, 'new'), (2, 'added')] ok");
+    assert!(common::state_files(dir.path()).is_empty());
+}
+
+/// A state left by a crash with one NVM directory, after the pool was opened, changed and
+/// closed through another: the file carries a newer generation than the state, which is
+/// superseded (`pm list` says so) and discarded at the next open with the first directory,
+/// never replayed over the newer commit.
+#[test]
+fn a_state_superseded_through_another_nvm_directory_is_never_replayed() {
+    let dir = scratch();
+    let other_nvm = dir.path().join("other-nvm");
+    std::fs::create_dir(&other_nvm).unwrap();
+    let db = dir.path().join("g.db");
+    let killed = python(
+        dir.path(),
+        &format!(
+            "import os\n\
+             c = sqlite3.connect('file:{}?vfs=nvarray&pool_size=1048576', uri=True,\n\
+             \x20                   isolation_level=None)\n\
+             c.execute('pragma journal_mode=off')\n\
+             c.execute('create table t(k integer primary key, v text)')\n\
+             c.execute(\"insert into t values (1, 'old')\")\n\
+             os.kill(os.getpid(), 9)\n",
+            db.display()
+        ),
+    );
+    assert!(!killed.status.success());
+    let script = |extra: &str| {
+        format!(
+            "c = sqlite3.connect('file:{}?vfs=nvarray', uri=True, isolation_level=None)\n\
+             {extra}\n\
+             print(c.execute('select * from t order by k').fetchall() if c.execute(\n\
+             \x20   \"select count(*) from sqlite_master where name = 't'\").fetchone()[0] else [],\n\
+             \x20   c.execute('pragma integrity_check').fetchone()[0])\n\
+             c.close()\n",
+            db.display()
+        )
+    };
+    // Through the other directory: the dead state is not there, so the pool opens at what
+    // its file held when the writer died, and takes a commit of its own.
+    let out = python_command(
+        dir.path(),
+        &script(
+            "c.execute('create table if not exists t(k integer primary key, v text)')\n\
+             c.execute(\"insert or replace into t values (1, 'newer')\")",
+        ),
+    )
+    .env("NVARRAY_PM_NVM_DIR", &other_nvm)
+    .output()
+    .unwrap();
+    assert_eq!(ok(&out), "[(1, 'newer')] ok");
+    let states = nvarray_pm::list_state_files(dir.path()).unwrap();
+    assert_eq!(states.len(), 1, "{states:?}");
+    assert!(
+        matches!(states[0].status, nvarray_pm::StateStatus::Superseded { .. }),
+        "{}",
+        states[0].status
+    );
+    assert!(states[0].status.removable(false));
+    // Back with the first directory: the superseded state is dropped, not replayed.
+    assert_eq!(ok(&python(dir.path(), &script(""))), "[(1, 'newer')] ok");
+    assert!(common::state_files(dir.path()).is_empty());
+}
+
+/// Whether `path` carries the library's pool id attribute.
+fn has_pool_id(path: &Path) -> bool {
+    let c = std::ffi::CString::new(path.as_os_str().as_encoded_bytes()).unwrap();
+    // SAFETY: NUL-terminated path and name; a NULL buffer of size 0 asks for the size only.
+    let n = unsafe {
+        libc::getxattr(
+            c.as_ptr(),
+            c"user.nvarray-pm.pool-id".as_ptr(),
+            std::ptr::null_mut(),
+            0,
+        )
+    };
+    n >= 0
+}
+
+/// Files that are not pools of the VFS are refused and left exactly as they were, not even
+/// given the library's attribute: a 1 MiB file of zeros (before issue 55 a single `select`
+/// wrote the VFS's header into it), a database SQLite made without the VFS, and an empty
+/// file opened read-only. Each refusal, and a pool_size too small to hold anything, says why
+/// on stderr, where SQLite itself says only "unable to open database file".
+#[test]
+fn files_that_are_not_pools_are_refused_unchanged_and_say_why() {
+    let dir = scratch();
+    let zeros = dir.path().join("zeros.img");
+    std::fs::write(&zeros, vec![0u8; 1 << 20]).unwrap();
+    let plain = dir.path().join("plain.db");
+    ok(&python(
+        dir.path(),
+        &format!(
+            "p = sqlite3.connect({:?})\n\
+             p.execute('create table t(v)'); p.execute('insert into t values (1)'); p.commit()\n",
+            plain.display().to_string()
+        ),
+    ));
+    let empty = dir.path().join("empty.db");
+    std::fs::write(&empty, b"").unwrap();
+    let before: Vec<Vec<u8>> = [&zeros, &plain, &empty]
+        .iter()
+        .map(|p| std::fs::read(p).unwrap())
+        .collect();
+    let attempt = |uri: String| {
+        let out = python(
+            dir.path(),
+            &format!(
+                "try:\n\
+                 \x20   c = sqlite3.connect({uri:?}, uri=True)\n\
+                 \x20   c.execute('select count(*) from sqlite_master').fetchone()\n\
+                 \x20   print('opened')\n\
+                 except sqlite3.Error as e:\n\
+                 \x20   print('refused:', e)\n"
+            ),
+        );
+        (ok(&out), String::from_utf8_lossy(&out.stderr).into_owned())
+    };
+    let (out, err) = attempt(format!("file:{}?vfs=nvarray", zeros.display()));
+    assert_eq!(out, "refused: unable to open database file");
+    assert!(err.contains("do not begin with this VFS's header"), "{err}");
+    let (out, err) = attempt(format!("file:{}?vfs=nvarray", plain.display()));
+    assert_eq!(out, "refused: unable to open database file");
+    assert!(err.contains("opened without it"), "{err}");
+    let (out, err) = attempt(format!("file:{}?vfs=nvarray&mode=ro", empty.display()));
+    assert_eq!(out, "refused: unable to open database file");
+    assert!(err.contains("read-only open never writes"), "{err}");
+    for (path, bytes) in [&zeros, &plain, &empty].iter().zip(&before) {
+        assert_eq!(&std::fs::read(path).unwrap(), bytes, "{}", path.display());
+        assert!(!has_pool_id(path), "{} was given a pool id", path.display());
+    }
+    for size in ["0", "1000", "4096"] {
+        let (out, err) = attempt(format!(
+            "file:{}?vfs=nvarray&pool_size={size}",
+            dir.path().join(format!("small-{size}.db")).display()
+        ));
+        assert_eq!(out, "refused: unable to open database file", "{size}");
+        assert!(err.contains(&format!("pool_size {size}")), "{err}");
+        assert!(err.contains("at least 8192 bytes"), "{err}");
+    }
+    // An empty file opened to write becomes a pool, as SQLite makes it a database.
+    let (out, _) = attempt(format!(
+        "file:{}?vfs=nvarray&pool_size=65536",
+        empty.display()
+    ));
+    assert_eq!(out, "opened");
+    assert_eq!(&std::fs::read(&empty).unwrap()[..8], b"NVSQLDB1");
+}
+
+/// The library's own refusals reach the user: a pool on a full file system, and a new file at
+/// the path of a crashed pool (whose state holds commits for the old file), whose message
+/// names the command that discards them.
+#[test]
+fn the_librarys_refusals_reach_the_user() {
+    // SAFETY: geteuid has no preconditions and cannot fail.
+    assert_eq!(unsafe { libc::geteuid() }, 0, "mounting a tmpfs needs root");
+    let dir = scratch();
+    let small = dir.path().join("small-fs");
+    std::fs::create_dir(&small).unwrap();
+    let mounted = Command::new("mount")
+        .args(["-t", "tmpfs", "-o", "size=1m", "tmpfs"])
+        .arg(&small)
+        .status()
+        .unwrap();
+    assert!(mounted.success());
+    let out = python(
+        dir.path(),
+        &format!(
+            "try:\n\
+             \x20   c = sqlite3.connect('file:{}/big.db?vfs=nvarray&pool_size=8388608', uri=True)\n\
+             \x20   c.execute('create table t(v)')\n\
+             except sqlite3.Error as e:\n\
+             \x20   print('refused:', e)\n",
+            small.display()
+        ),
+    );
+    let umounted = Command::new("umount").arg(&small).status().unwrap();
+    assert!(umounted.success());
+    assert_eq!(ok(&out), "refused: unable to open database file");
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains("file system has"), "{err}");
+
+    let db = dir.path().join("crashed.db");
+    let killed = python(
+        dir.path(),
+        &format!(
+            "import os\n\
+             c = sqlite3.connect('file:{}?vfs=nvarray&pool_size=1048576', uri=True,\n\
+             \x20                   isolation_level=None)\n\
+             c.execute('pragma journal_mode=off'); c.execute('create table t(v)')\n\
+             os.kill(os.getpid(), 9)\n",
+            db.display()
+        ),
+    );
+    assert!(!killed.status.success());
+    std::fs::remove_file(&db).unwrap();
+    let out = python(
+        dir.path(),
+        &format!(
+            "try:\n\
+             \x20   sqlite3.connect('file:{}?vfs=nvarray', uri=True).execute('select 1')\n\
+             except sqlite3.Error as e:\n\
+             \x20   print('refused:', e)\n",
+            db.display()
+        ),
+    );
+    assert_eq!(ok(&out), "refused: unable to open database file");
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains("nvarray pm clean --discard-commits"), "{err}");
+}
+
 /// The study's script (`scripts/sqlite_ycsb.py`) runs, briefly: one mix, both engines, and a
 /// JSON result whose figures are positive (a smoke run; nothing about speed is asserted).
 #[test]

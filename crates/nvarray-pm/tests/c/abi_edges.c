@@ -93,6 +93,25 @@ int main(int argc, char **argv)
            "commit=%d after=%lld\n", wr, rd, (long long)seen, (long long)through_pointer, bad,
            null_dst, outside, crc, (long long)p[2]);
 
+    /* 5b. A transaction larger than a quarter of the log (1 MiB here) is refused with
+     * NV_EFULL at the write that would pass it; aborted, it leaves nothing. */
+    {
+        static char page[4096];
+        nv_tid_t big = nv_txbegin();
+        int wrc = NV_OK;
+        long pages = 0;
+        memset(page, 0x5a, sizeof page);
+        while (wrc == NV_OK && pages < 128) {
+            wrc = nv_write(big, (char *)p + 65536 + pages * 4096, page, sizeof page);
+            pages += wrc == NV_OK;
+        }
+        nv_abort(big);
+        int untouched = 1;
+        for (long i = 0; i < 128 * 4096; i++)
+            untouched &= ((char *)p)[65536 + i] == 0;
+        printf("too-large: rc=%d after=%ld untouched=%d\n", wrc, pages, untouched);
+    }
+
     /* 6. Open transactions are bounded; finishing one makes room again. */
     long opened = 0;
     nv_tid_t first = 0, last = 0;
