@@ -10,6 +10,9 @@
 #   scripts/campaign.sh pm-power  [FIRST]  10,000 simulated power cuts (1,250 workloads x 8)
 #   scripts/campaign.sh pm-sqlite-kill [SEED] 1,000 kill -9 trials of a SQLite writer on the VFS
 #   scripts/campaign.sh pm-sqlite-power [FIRST] 10,000 simulated power cuts under SQLite (1,250 x 8)
+#   scripts/campaign.sh pm-sqlite-pools [SEED] 10,000 steps of SQLite on pools of random sizes:
+#                                          fills in every journal mode, kill -9, power cuts,
+#                                          renames, hard links and copies of the pool files
 #   scripts/campaign.sh fuse-kill [SEED]   300 kill -9 trials of mount under XFS + SQLite
 #   scripts/campaign.sh fuzz               every cargo fuzz target in fuzz/, 300 s each
 #   scripts/campaign.sh soak               30 min of verified fio through NBD and FUSE at once,
@@ -82,6 +85,12 @@ pm_sqlite_power() {
         NVARRAY_SQLITE_POWER_SEEDS="$(( ${TRIALS:-10000} / 8 ))" \
         NVARRAY_SQLITE_POWER_FIRST_SEED="${seed:-1000}" -- -p nvarray-pm --test sqlite_vfs \
         power_cuts_under_sqlite
+}
+
+pm_sqlite_pools() {
+    run pm-sqlite-pools "sqlite pools campaign" NVARRAY_SQLITE_POOLS_STEPS="${TRIALS:-10000}" \
+        NVARRAY_SQLITE_POOLS_FIRST_SEED="${seed:-5501}" -- -p nvarray-pm --test sqlite_vfs \
+        pools_campaign
 }
 
 fuse_kill() {
@@ -187,12 +196,13 @@ case "$part" in
     pm-power) pm_power ;;
     pm-sqlite-kill) pm_sqlite_kill ;;
     pm-sqlite-power) pm_sqlite_power ;;
+    pm-sqlite-pools) pm_sqlite_pools ;;
     fuse-kill) fuse_kill ;;
     fuzz) fuzz ;;
     soak) soak ;;
-    all) nbd_kill; pm_kill; pm_power; pm_sqlite_kill; pm_sqlite_power; nbd_fuzz; fuse_kill; fuzz; soak ;;
+    all) nbd_kill; pm_kill; pm_power; pm_sqlite_kill; pm_sqlite_power; pm_sqlite_pools; nbd_fuzz; fuse_kill; fuzz; soak ;;
     *)
-        sed -n '2,20p' "$0" | sed 's/^# \{0,1\}//' >&2
+        sed -n '2,23p' "$0" | sed 's/^# \{0,1\}//' >&2
         exit 2
         ;;
 esac
