@@ -552,6 +552,16 @@ static int vfs_read(sqlite3_file *file, void *buf, int amount, sqlite3_int64 off
 
 	if (offset < 0 || amount < 0)
 		return SQLITE_IOERR_READ;
+	/* SQLite reads the 16 bytes at 24 (the change counter, to see whether its cache is stale)
+	 * only when its pager starts afresh, outside any transaction of its own (pager.c,
+	 * sqlite3PagerSharedLock). Writes still open then belong to a transaction it gave up
+	 * without unlocking: with locking_mode=EXCLUSIVE it never unlocks, and a ROLLBACK with
+	 * journal_mode=OFF, after it spilled pages here, only resets its cache. They are dropped,
+	 * as an unlock drops them, so the next commit cannot carry them. */
+	if (f->tid && !f->in_batch && offset == 24 && amount == 16) {
+		rollback(f);
+		size = file_bytes(f);
+	}
 	have = (uint64_t) offset >= size ? 0 : size - (uint64_t) offset;
 	if (have > (uint64_t) amount)
 		have = (uint64_t) amount;

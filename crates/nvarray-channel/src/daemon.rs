@@ -28,7 +28,8 @@ use nvarray_run::served::ServedStats;
 use crate::counts::Counts;
 use crate::device_side::DeviceSide;
 use crate::grants::{Grant, GrantTable};
-use crate::hello::{Hello, Reply, HELLO_BYTES};
+use crate::greeting::{CloseLog, Closed, Greeted, Greeter};
+use crate::hello::{Hello, Reply};
 use crate::layout::{Geometry, Region, BUFFER_BYTES_MAX, QUEUE_DEPTH_DEFAULT, QUEUE_DEPTH_MAX};
 use crate::layout::{SLEEPING, VERSION};
 use crate::sys;
@@ -39,8 +40,6 @@ use crate::ChannelError;
 pub const SPIN_BEFORE_SLEEP: Duration = Duration::from_millis(1);
 /// Most channels open at once, by default.
 pub const CHANNELS_DEFAULT: usize = 64;
-/// How long a connecting client has to send its hello.
-const HELLO_WAIT: Duration = Duration::from_secs(2);
 /// The largest default DMA region (a client may ask for more, up to `BUFFER_BYTES_MAX`).
 const BUFFER_BYTES_DEFAULT_MAX: u64 = 64 << 20;
 
@@ -214,34 +213,72 @@ impl Daemon {
         qp.flush(&self.device).map_err(ChannelError::Flush)
     }
 
+    /// Accepts connections and reads their hellos, all at once (`greeting.rs`): a
+    /// connection that stays silent, or trickles, holds up nobody else.
     fn accept_until_shutdown(&self) -> Result<(), ChannelError> {
-        let fds = [self.listener.as_raw_fd(), self.shared.wake.as_raw_fd()];
+        let mut greeter = Greeter::default();
+        let mut log = CloseLog::default();
+        let mut note = |who: &sys::Credentials, why: &Closed, now: Instant| {
+            Counts::add(&self.shared.counts.refused);
+            if let Some(line) = log.line(who, why, now) {
+                eprintln!("nvarray channels: {line}");
+            }
+        };
         while !self.shared.shutdown.load(Ordering::SeqCst) {
-            match self.listener.accept() {
-                Ok((stream, _)) => {
-                    if let Err(e) = self.admit(stream) {
-                        Counts::add(&self.shared.counts.refused);
-                        if !matches!(e.kind(), io::ErrorKind::UnexpectedEof) {
-                            eprintln!("nvarray channels: connection refused: {e}");
+            let mut fds = vec![self.listener.as_raw_fd(), self.shared.wake.as_raw_fd()];
+            fds.extend(greeter.fds());
+            let wait_ms = greeter.next_deadline().map_or(1000, |d| {
+                let left = d.saturating_duration_since(Instant::now());
+                (left.as_millis() as i32 + 1).min(1000)
+            });
+            let ready = sys::poll_readable(&fds, wait_ms)?;
+            let now = Instant::now();
+            if ready.first() == Some(&0) {
+                loop {
+                    match self.listener.accept() {
+                        Ok((stream, _)) => {
+                            for (who, why) in greeter.add(stream, now) {
+                                note(&who, &why, now);
+                            }
                         }
+                        Err(e) if e.kind() == io::ErrorKind::WouldBlock => break,
+                        Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+                        Err(e) => return Err(e.into()),
                     }
                 }
-                Err(e) if e.kind() == io::ErrorKind::WouldBlock => sys::wait_any(&fds, 1000),
-                Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
-                Err(e) => return Err(e.into()),
+            }
+            // Waiting connections are at 2.. in `fds`; the ones added just now come after
+            // those polled, and are read next round.
+            let waiting: Vec<usize> = ready.iter().filter(|&&i| i >= 2).map(|&i| i - 2).collect();
+            let round = greeter.round(&waiting, now);
+            for (who, why) in round.closed {
+                note(&who, &why, now);
+            }
+            for greeted in round.greeted {
+                let who = greeted.who;
+                if let Err(e) = self.admit(greeted) {
+                    Counts::add(&self.shared.counts.refused);
+                    eprintln!(
+                        "nvarray channels: refused a channel to pid {} (uid {}): {e}",
+                        who.pid, who.uid
+                    );
+                }
             }
         }
         Ok(())
     }
 
-    /// One client's hello, checked; its channel made and handed to the serving thread, or a
-    /// reply saying why not.
-    fn admit(&self, stream: UnixStream) -> io::Result<()> {
-        stream.set_nonblocking(false)?;
-        stream.set_read_timeout(Some(HELLO_WAIT))?;
-        let who = sys::peer_credentials(&stream)?;
-        let mut b = [0u8; HELLO_BYTES];
-        (&stream).read_exact(&mut b)?;
+    /// One client's whole hello, checked; its channel made and handed to the serving thread,
+    /// or a reply saying why not.
+    fn admit(&self, greeted: Greeted) -> io::Result<()> {
+        let Greeted {
+            stream,
+            who,
+            hello: b,
+        } = greeted;
+        // The reply and the channel's descriptor go out with the socket blocking; a peer that
+        // never reads cannot stall the loop on so little, and this bounds it anyway.
+        stream.set_write_timeout(Some(Duration::from_millis(100)))?;
         let refuse = |errno: i32, message: String| -> io::Result<()> {
             use std::io::Write;
             (&stream).write_all(
@@ -284,7 +321,7 @@ impl Daemon {
             message: format!("channel for pid {}", who.pid),
         };
         sys::send_with_fd(&stream, &reply.encode(), &file)?;
-        stream.set_read_timeout(None)?;
+        stream.set_write_timeout(None)?;
         stream.set_nonblocking(true)?;
         let session =
             self.shared

@@ -33,6 +33,7 @@ pub mod daemon;
 mod device_side;
 mod error;
 pub mod grants;
+mod greeting;
 pub mod hello;
 pub mod layout;
 pub mod status;

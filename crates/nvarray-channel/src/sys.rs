@@ -164,6 +164,34 @@ pub fn poll_peer(fd: &impl AsRawFd) -> (bool, bool) {
 }
 
 /// Waits until one of `fds` is readable or hung up, or `timeout_ms` passes.
+/// Waits up to `timeout_ms` for any of `fds` to be readable (or hung up); returns the indices
+/// of those that are, in order (none on a timeout or an interrupted wait).
+pub fn poll_readable(fds: &[std::os::fd::RawFd], timeout_ms: i32) -> io::Result<Vec<usize>> {
+    let mut polls: Vec<libc::pollfd> = fds
+        .iter()
+        .map(|&fd| libc::pollfd {
+            fd,
+            events: libc::POLLIN | libc::POLLRDHUP,
+            revents: 0,
+        })
+        .collect();
+    // SAFETY: `polls` is a live array of that many pollfds.
+    let rc = unsafe { libc::poll(polls.as_mut_ptr(), polls.len() as libc::nfds_t, timeout_ms) };
+    if rc < 0 {
+        let e = io::Error::last_os_error();
+        return match e.kind() {
+            io::ErrorKind::Interrupted => Ok(Vec::new()),
+            _ => Err(e),
+        };
+    }
+    Ok(polls
+        .iter()
+        .enumerate()
+        .filter(|(_, p)| p.revents != 0)
+        .map(|(i, _)| i)
+        .collect())
+}
+
 pub fn wait_any(fds: &[std::os::fd::RawFd], timeout_ms: i32) {
     let mut polls: Vec<libc::pollfd> = fds
         .iter()
