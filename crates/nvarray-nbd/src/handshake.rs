@@ -254,8 +254,14 @@ fn answer_export_name(
     admit: &mut dyn FnMut() -> Result<(), String>,
     log: &mut dyn FnMut(&str),
 ) -> io::Result<bool> {
-    let name = String::from_utf8_lossy(data);
-    if !export.matches(&name) {
+    let name = match parse_string(data, "export name") {
+        Ok(name) => name,
+        Err(why) => {
+            log(&format!("{why}; closing (EXPORT_NAME has no error reply)"));
+            return Ok(false);
+        }
+    };
+    if !export.matches(name) {
         // This option has no error reply: the spec's answer is to hang up.
         log(&format!(
             "client asked for unknown export {name:?}; closing"

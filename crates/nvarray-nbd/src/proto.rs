@@ -444,6 +444,22 @@ impl OptionHeader {
     }
 }
 
+/// A string as the protocol allows it (proto.md, "Conventions"): UTF-8, no NUL, at most
+/// `STRING_BYTES_MAX` bytes. `Err` says which rule `what` broke.
+pub fn parse_string<'a>(bytes: &'a [u8], what: &str) -> Result<&'a str, String> {
+    if bytes.len() > STRING_BYTES_MAX {
+        return Err(format!(
+            "{what} of {} bytes is longer than the protocol's {STRING_BYTES_MAX}",
+            bytes.len()
+        ));
+    }
+    let text = std::str::from_utf8(bytes).map_err(|_| format!("{what} is not UTF-8"))?;
+    if text.contains('\0') {
+        return Err(format!("{what} contains a NUL character"));
+    }
+    Ok(text)
+}
+
 /// The data of `NBD_OPT_INFO` / `NBD_OPT_GO`: an export name and the information the client
 /// asks for.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -461,15 +477,13 @@ pub fn parse_info_request(data: &[u8]) -> Result<InfoRequest, String> {
         .ok_or("option data too short for the export name length")?;
     if name_len > STRING_BYTES_MAX {
         return Err(format!(
-            "export name of {name_len} bytes is longer than {STRING_BYTES_MAX}"
+            "export name of {name_len} bytes is longer than the protocol's {STRING_BYTES_MAX}"
         ));
     }
     let name = data
         .get(4..4 + name_len)
         .ok_or("option data too short for the export name")?;
-    let name = std::str::from_utf8(name)
-        .map_err(|_| "export name is not UTF-8".to_string())?
-        .to_string();
+    let name = parse_string(name, "export name")?.to_string();
     let rest = &data[4 + name_len..];
     let count = rest
         .get(0..2)

@@ -183,6 +183,9 @@ struct Shared {
     served: ServedStats,
     /// Each serving connection's fair share of the device's tags.
     tags: TagShare,
+    /// Connection threads that panicked (a bug): each closed its socket and was logged, and
+    /// the server went on serving the others.
+    panicked: AtomicUsize,
 }
 
 /// Stops a running server from another thread (a signal handler thread, a test).
@@ -288,6 +291,7 @@ impl Server {
                 queue_pairs: Mutex::new(Vec::new()),
                 served: ServedStats::new(),
                 tags,
+                panicked: AtomicUsize::new(0),
             }),
             log,
         })
@@ -309,6 +313,11 @@ impl Server {
                 Err(_) => "nbd://?".into(),
             },
         }
+    }
+
+    /// Connection threads that panicked so far (each closed its socket and was logged).
+    pub fn connection_panics(&self) -> usize {
+        self.shared.panicked.load(Ordering::SeqCst)
     }
 
     /// Connections whose thread still runs (handshaking, serving, or finishing the commands
@@ -397,9 +406,22 @@ impl Server {
                 let waits = admission == Admission::Wait;
                 *self.shared.threads.lock().expect("threads lock poisoned") += 1;
                 scope.spawn(move || {
-                    self.connection(id, stream, peer, waits);
-                    *self.shared.threads.lock().expect("threads lock poisoned") -= 1;
-                    self.shared.thread_ended.notify_all();
+                    // However the thread ends: its socket closed, its count given back.
+                    let _ended = ThreadEnded {
+                        shared: &self.shared,
+                        id,
+                    };
+                    let served = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+                        self.connection(id, stream, peer, waits)
+                    }));
+                    if let Err(panic) = served {
+                        self.shared.panicked.fetch_add(1, Ordering::SeqCst);
+                        (self.log)(&format!(
+                            "connection {id}: internal error (a panic: {}); its socket is \
+                             closed, the other connections are served on",
+                            panic_message(&panic)
+                        ));
+                    }
                 });
             }
             self.close_stalled_after_grace();
@@ -483,6 +505,10 @@ impl Server {
     /// One connection, from handshake to close. `waits`: its peer was over its handshake
     /// budget when it arrived, so it waits for a slot first.
     fn connection(&self, id: u64, mut stream: Stream, peer: Peer, waits: bool) {
+        #[cfg(test)]
+        if tests::PANIC_IN_CONNECTION.load(Ordering::SeqCst) == id + 1 {
+            panic!("connection {id}: the test's injected panic");
+        }
         let address = stream.peer();
         let log = |m: &str| (self.log)(&format!("connection {id} ({address}): {m}"));
         if waits {
@@ -610,6 +636,35 @@ impl Server {
     }
 }
 
+/// A connection thread's end, whether it returned or panicked: a socket still registered
+/// (a panic skipped its close) is shut down, so the client sees the connection end instead of
+/// waiting for ever, and the thread count a shutdown waits on goes down.
+struct ThreadEnded<'a> {
+    shared: &'a Shared,
+    id: u64,
+}
+
+impl Drop for ThreadEnded<'_> {
+    fn drop(&mut self) {
+        let mut live = self.shared.live.lock().unwrap_or_else(|e| e.into_inner());
+        if let Some(i) = live.iter().position(|l| l.id == self.id) {
+            live.swap_remove(i).stream.shutdown_both();
+        }
+        drop(live);
+        *self.shared.threads.lock().unwrap_or_else(|e| e.into_inner()) -= 1;
+        self.shared.thread_ended.notify_all();
+    }
+}
+
+/// A panic's message, for the log.
+fn panic_message(panic: &(dyn std::any::Any + Send)) -> String {
+    panic
+        .downcast_ref::<&str>()
+        .map(|s| s.to_string())
+        .or_else(|| panic.downcast_ref::<String>().cloned())
+        .unwrap_or_else(|| "no message".into())
+}
+
 /// A handshake slot of the gate, given back when dropped.
 struct HandshakeSlot<'a> {
     gate: &'a Gate,
@@ -643,6 +698,8 @@ pub fn check_options(options: &ServerOptions) -> Result<(), NbdError> {
             options.connections_max
         )));
     }
+    crate::proto::parse_string(options.export_name.as_bytes(), "the export name")
+        .map_err(|why| NbdError::Config(format!("--export-name: {why}")))?;
     Ok(())
 }
 
@@ -706,6 +763,78 @@ fn bind_unix(path: &Path) -> Result<UnixListener, NbdError> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// A connection id + 1 whose thread panics at its start (0: none), for the test below.
+    pub(super) static PANIC_IN_CONNECTION: std::sync::atomic::AtomicU64 =
+        std::sync::atomic::AtomicU64::new(0);
+
+    /// A connection thread that panics closes its socket (the client reads the end instead of
+    /// waiting for ever; issue 39 saw the protocol tests hang), is counted and logged, and
+    /// the server serves the next connection and shuts down cleanly.
+    #[test]
+    fn a_connection_that_panics_is_closed_counted_and_the_server_serves_on() {
+        use std::io::Read;
+        let dir = tempfile::tempdir().unwrap();
+        let socket = dir.path().join("nbd.sock");
+        let mut config = nvarray_model::presets::preset("dram")
+            .unwrap()
+            .load(&[])
+            .unwrap();
+        config.memory.capacity_bytes = 1 << 20;
+        let options = nvarray_host::Options {
+            device_threads: 0,
+            ..Default::default()
+        };
+        let device = Arc::new(Device::open(&config, &options).unwrap());
+        let logged = Arc::new(Mutex::new(Vec::<String>::new()));
+        let sink = Arc::clone(&logged);
+        let server = Arc::new(
+            Server::bind(
+                device,
+                ServerOptions {
+                    listen: Listen::Unix(socket.clone()),
+                    export_name: "x".into(),
+                    read_only: false,
+                    connections_max: 4,
+                },
+                Arc::new(move |m: &str| sink.lock().unwrap().push(m.to_string())),
+            )
+            .unwrap(),
+        );
+        let running = {
+            let server = Arc::clone(&server);
+            std::thread::spawn(move || server.run())
+        };
+        PANIC_IN_CONNECTION.store(1, Ordering::SeqCst);
+        let read_all = |mut s: std::os::unix::net::UnixStream| {
+            s.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
+            let mut got = Vec::new();
+            let mut buf = [0u8; 256];
+            loop {
+                match s.read(&mut buf) {
+                    Ok(0) => return Ok(got),
+                    Ok(n) if got.len() < 8 => got.extend_from_slice(&buf[..n]),
+                    Ok(_) => return Ok(got), // the greeting: enough
+                    Err(e) => return Err(e),
+                }
+            }
+        };
+        let first = std::os::unix::net::UnixStream::connect(&socket).unwrap();
+        let got = read_all(first).expect("the panicking connection's socket was closed");
+        assert!(got.is_empty(), "{got:?}");
+        let second = std::os::unix::net::UnixStream::connect(&socket).unwrap();
+        let greeting = read_all(second).unwrap();
+        assert_eq!(&greeting[..8], b"NBDMAGIC");
+        assert_eq!(server.connection_panics(), 1);
+        server.shutdown_handle().shutdown();
+        running.join().unwrap().unwrap();
+        PANIC_IN_CONNECTION.store(0, Ordering::SeqCst);
+        let logged = logged.lock().unwrap();
+        assert!(
+            logged.iter().any(|l| l.contains("connection 0: internal error")),
+            "{logged:?}"
+        );
+    }
 
     fn check(input: &str, expected: Result<Listen, ()>) {
         assert_eq!(

@@ -281,6 +281,63 @@ fn malformed_handshakes_are_closed_without_harm() {
     server.stop();
 }
 
+/// Strings past the protocol's rules (proto.md: UTF-8, no NUL, at most 4,096 bytes) are
+/// refused wherever the handshake takes one: an `EXPORT_NAME` of 5,000 bytes is closed (it
+/// has no error reply; before issue 55 it was taken, and matched a 5,000-byte
+/// `--export-name`), a `GO` naming 5,000 bytes or a name with a NUL gets
+/// `NBD_REP_ERR_INVALID` saying which rule, and a server is not even configured with such a
+/// name.
+#[test]
+fn strings_past_the_protocols_limits_are_refused() {
+    use std::io::{Read, Write};
+    let server = Running::start(false);
+    let long = vec![b'a'; 5000];
+    let mut s = UnixStream::connect(&server.socket).unwrap();
+    let mut greeting = [0u8; 18];
+    s.read_exact(&mut greeting).unwrap();
+    let mut export_name = vec![0, 0, 0, 1];
+    export_name.extend_from_slice(&IHAVEOPT.to_be_bytes());
+    export_name.extend_from_slice(&OPT_EXPORT_NAME.to_be_bytes());
+    export_name.extend_from_slice(&(long.len() as u32).to_be_bytes());
+    export_name.extend_from_slice(&long);
+    s.write_all(&export_name).unwrap();
+    let mut rest = Vec::new();
+    s.read_to_end(&mut rest).unwrap();
+    assert!(rest.is_empty(), "an over-long EXPORT_NAME got {} bytes", rest.len());
+    for (name, rule) in [(&long[..], "longer than the protocol's 4096"), (b"a\0b", "NUL")] {
+        let mut s = UnixStream::connect(&server.socket).unwrap();
+        s.read_exact(&mut greeting).unwrap();
+        let mut go = vec![0, 0, 0, 1];
+        go.extend_from_slice(&IHAVEOPT.to_be_bytes());
+        go.extend_from_slice(&OPT_GO.to_be_bytes());
+        go.extend_from_slice(&(4 + name.len() as u32 + 2).to_be_bytes());
+        go.extend_from_slice(&(name.len() as u32).to_be_bytes());
+        go.extend_from_slice(name);
+        go.extend_from_slice(&0u16.to_be_bytes());
+        s.write_all(&go).unwrap();
+        let mut header = [0u8; 20];
+        s.read_exact(&mut header).unwrap();
+        assert_eq!(
+            u32::from_be_bytes(header[12..16].try_into().unwrap()),
+            REP_ERR_INVALID
+        );
+        let len = u32::from_be_bytes(header[16..20].try_into().unwrap()) as usize;
+        let mut message = vec![0u8; len];
+        s.read_exact(&mut message).unwrap();
+        let message = String::from_utf8_lossy(&message);
+        assert!(message.contains(rule), "{message}");
+    }
+    server.stop();
+    let options = nvarray_nbd::ServerOptions {
+        listen: nvarray_nbd::Listen::Unix("/nonexistent/x.sock".into()),
+        export_name: "a".repeat(5000),
+        read_only: false,
+        connections_max: 4,
+    };
+    let refused = nvarray_nbd::server::check_options(&options).unwrap_err().to_string();
+    assert!(refused.contains("--export-name"), "{refused}");
+}
+
 /// The most memory this process has held so far, in bytes.
 fn peak_rss_bytes() -> u64 {
     // SAFETY: getrusage only writes the struct it is given.
