@@ -66,6 +66,17 @@ struct header {
 #define SHARED_FIRST (PENDING_BYTE + 2)
 #define SHARED_SIZE 510
 
+/* The 512-byte blocks (SQLite's smallest page) an open transaction has written: one bit per
+ * block of the pool, and the words holding set bits, so that ending a transaction clears
+ * only those. Lets a write of bytes the pool already holds, to blocks the transaction never
+ * wrote, be skipped (vfs_write_file). */
+#define BLOCK_BYTES 512
+struct written {
+	uint64_t *bits;		/* one bit per block, or NULL before the first write */
+	uint64_t *words;	/* indices of words with set bits */
+	size_t words_len, words_cap;
+};
+
 /* A pool open in this process, shared by every connection to it. */
 struct pool {
 	struct pool *next;
@@ -86,6 +97,7 @@ struct vfs_file {
 	nv_tid_t tid;		/* the open transaction, 0 if none */
 	uint64_t file_bytes;	/* the file's size inside tid (valid while tid != 0) */
 	int in_batch;		/* between BEGIN_ATOMIC_WRITE and COMMIT/ROLLBACK */
+	struct written written;	/* the blocks tid has written */
 };
 
 static sqlite3_vfs *base_vfs;	/* the default VFS, for everything but main databases */
@@ -155,11 +167,69 @@ static int begin(struct vfs_file *f)
 	return SQLITE_OK;
 }
 
+/* Forgets every block written (the transaction ended). */
+static void written_clear(struct written *w)
+{
+	for (size_t i = 0; i < w->words_len; i++)
+		w->bits[w->words[i]] = 0;
+	w->words_len = 0;
+}
+
+static void written_free(struct written *w)
+{
+	free(w->bits);
+	free(w->words);
+	memset(w, 0, sizeof *w);
+}
+
+/* Whether any block of [offset, end) was written. */
+static int written_any(const struct written *w, uint64_t offset, uint64_t end)
+{
+	if (!w->bits)
+		return 0;
+	for (uint64_t b = offset / BLOCK_BYTES; b < (end + BLOCK_BYTES - 1) / BLOCK_BYTES; b++)
+		if (w->bits[b / 64] & (1ULL << (b % 64)))
+			return 1;
+	return 0;
+}
+
+/* Marks the blocks of [offset, end) written, for a pool of capacity bytes; -1 without
+ * memory (the caller then never skips a write). */
+static int written_mark(struct written *w, uint64_t capacity, uint64_t offset, uint64_t end)
+{
+	if (!w->bits) {
+		size_t words = (capacity / BLOCK_BYTES + 63) / 64 + 1;
+
+		w->bits = calloc(words, sizeof *w->bits);
+		if (!w->bits)
+			return -1;
+	}
+	for (uint64_t b = offset / BLOCK_BYTES; b < (end + BLOCK_BYTES - 1) / BLOCK_BYTES; b++) {
+		uint64_t *word = &w->bits[b / 64];
+
+		if (!*word) {
+			if (w->words_len == w->words_cap) {
+				size_t cap = w->words_cap ? 2 * w->words_cap : 64;
+				uint64_t *grown = realloc(w->words, cap * sizeof *grown);
+
+				if (!grown)
+					return -1;
+				w->words = grown;
+				w->words_cap = cap;
+			}
+			w->words[w->words_len++] = b / 64;
+		}
+		*word |= 1ULL << (b % 64);
+	}
+	return 0;
+}
+
 static void rollback(struct vfs_file *f)
 {
 	if (f->tid)
 		nv_abort(f->tid);
 	f->tid = 0;
+	written_clear(&f->written);
 }
 
 /* A failed nv_write, nv_commit or size check: the whole transaction is dropped at once, so
@@ -195,6 +265,7 @@ static int commit(struct vfs_file *f)
 	rc = nv_commit(f->tid);
 	/* The id is gone either way: committed, or aborted by the failed commit. */
 	f->tid = 0;
+	written_clear(&f->written);
 	if (rc != NV_OK)
 		return fail(f, rc, SQLITE_IOERR_FSYNC);
 	return SQLITE_OK;
@@ -539,6 +610,7 @@ static int vfs_close(sqlite3_file *file)
 	/* SQLite commits (and unlocks) before it closes: anything still open was never meant
 	 * to be kept. */
 	rollback(f);
+	written_free(&f->written);
 	if (f->lock_fd >= 0)
 		close(f->lock_fd);
 	pool_close(f->pool);
@@ -597,11 +669,13 @@ static int vfs_write_file(sqlite3_file *file, const void *buf, int amount, sqlit
 			      "the size it was made with (pool_size)", f->pool->path,
 			      (unsigned long long) capacity_of(f), (unsigned long long) end);
 	}
-	/* Outside a transaction, bytes the file already holds are not written again: SQLite
-	 * rolling back a refused transaction from its journal writes back exactly what the last
-	 * commit left (the refusal dropped the rest), and logging that would be refused again,
-	 * for the same size, leaving a hot journal nobody could roll back. */
-	if (!f->tid && end <= file_bytes(f) && !memcmp(data_of(f) + offset, buf, (size_t) amount))
+	/* Bytes the pool already holds, to blocks this transaction has not written, are not
+	 * written again: SQLite rolling a transaction back from its journal writes back every
+	 * page it journaled, most of them (all, after a refusal, which dropped the rest) the
+	 * same as the last commit left them, and logging those too could make the rollback
+	 * larger than the library takes, a hot journal nobody could roll back. */
+	if (end <= file_bytes(f) && !written_any(&f->written, (uint64_t) offset, end) &&
+	    !memcmp(data_of(f) + offset, buf, (size_t) amount))
 		return SQLITE_OK;
 	rc = begin(f);
 	if (rc)
@@ -609,6 +683,8 @@ static int vfs_write_file(sqlite3_file *file, const void *buf, int amount, sqlit
 	rc = nv_write(f->tid, data_of(f) + offset, buf, (size_t) amount);
 	if (rc != NV_OK)
 		return fail(f, rc, SQLITE_IOERR_WRITE);
+	if (written_mark(&f->written, capacity_of(f), (uint64_t) offset, end) != 0)
+		return fail(f, NV_ERROR, SQLITE_IOERR_NOMEM);
 	if (end > f->file_bytes)
 		f->file_bytes = end;
 	return SQLITE_OK;
