@@ -651,7 +651,11 @@ impl Drop for ThreadEnded<'_> {
             live.swap_remove(i).stream.shutdown_both();
         }
         drop(live);
-        *self.shared.threads.lock().unwrap_or_else(|e| e.into_inner()) -= 1;
+        *self
+            .shared
+            .threads
+            .lock()
+            .unwrap_or_else(|e| e.into_inner()) -= 1;
         self.shared.thread_ended.notify_all();
     }
 }
@@ -831,7 +835,9 @@ mod tests {
         PANIC_IN_CONNECTION.store(0, Ordering::SeqCst);
         let logged = logged.lock().unwrap();
         assert!(
-            logged.iter().any(|l| l.contains("connection 0: internal error")),
+            logged
+                .iter()
+                .any(|l| l.contains("connection 0: internal error")),
             "{logged:?}"
         );
     }

@@ -303,8 +303,15 @@ fn strings_past_the_protocols_limits_are_refused() {
     s.write_all(&export_name).unwrap();
     let mut rest = Vec::new();
     s.read_to_end(&mut rest).unwrap();
-    assert!(rest.is_empty(), "an over-long EXPORT_NAME got {} bytes", rest.len());
-    for (name, rule) in [(&long[..], "longer than the protocol's 4096"), (b"a\0b", "NUL")] {
+    assert!(
+        rest.is_empty(),
+        "an over-long EXPORT_NAME got {} bytes",
+        rest.len()
+    );
+    for (name, rule) in [
+        (&long[..], "longer than the protocol's 4096"),
+        (b"a\0b", "NUL"),
+    ] {
         let mut s = UnixStream::connect(&server.socket).unwrap();
         s.read_exact(&mut greeting).unwrap();
         let mut go = vec![0, 0, 0, 1];
@@ -334,7 +341,9 @@ fn strings_past_the_protocols_limits_are_refused() {
         read_only: false,
         connections_max: 4,
     };
-    let refused = nvarray_nbd::server::check_options(&options).unwrap_err().to_string();
+    let refused = nvarray_nbd::server::check_options(&options)
+        .unwrap_err()
+        .to_string();
     assert!(refused.contains("--export-name"), "{refused}");
 }
 

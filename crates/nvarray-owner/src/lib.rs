@@ -51,8 +51,9 @@ pub const POOL_MAKING_BYTE: i64 = POOL_BYTE + 1;
 /// NVM-tier state, one per process slot (nvarray-pm's `coord.rs`).
 pub const STATE_LIVENESS_BASE: i64 = 1 << 40;
 
-/// Process slots of a pool's state: `STATE_LIVENESS_BASE` and the bytes after it.
-pub const STATE_LIVENESS_SLOTS: i64 = 64;
+/// Liveness bytes of a pool's state, from `STATE_LIVENESS_BASE`: one per process slot (64)
+/// and one for the process attaching (nvarray-pm's `pool.rs`, `ATTACHER`).
+pub const STATE_LIVENESS_SLOTS: i64 = 65;
 
 /// The magic at the start of a pool's NVM-tier state (nvarray-pm's `layout.rs`).
 pub const STATE_MAGIC: &[u8; 8] = b"NVPMPOOL";

@@ -458,7 +458,7 @@ impl PoolState {
 
     /// After taking the log lock from dead process `p`: reservations it recorded but never
     /// made (the tail did not move past them) are forgotten.
-    fn forget_unmade_reservations(&self, p: usize, tail: u64) {
+    pub(crate) fn forget_unmade_reservations(&self, p: usize, tail: u64) {
         for s in 0..TX_SLOTS {
             if self.tx_word(s, TX_OWNER).load(Ordering::Acquire) == p as u64 + 1
                 && self.tx_word(s, TX_RES_END).load(Ordering::Acquire) != 0
@@ -515,7 +515,7 @@ impl Drop for LogGuard<'_> {
             self.1,
             self.0.load(Ordering::Relaxed)
         );
-        coord::unlock_robust(self.0);
+        coord::unlock_robust(self.0, self.1);
     }
 }
 

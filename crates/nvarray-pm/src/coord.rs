@@ -14,7 +14,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
 use crate::error::{PmError, Result};
-use crate::layout::PROCS;
+use crate::layout::ATTACHER;
 
 /// Byte offset of process slot 0's liveness lock in the NVM file (`nvarray-owner` reads it
 /// to name a state's holder).
@@ -24,9 +24,8 @@ const LIVENESS_BASE: i64 = nvarray_owner::STATE_LIVENESS_BASE;
 pub(crate) struct Liveness {
     fd: Option<i32>,
     me: usize,
-    /// Whether this process holds slot `me`'s lock yet. Before it does, it can act under the
-    /// slot's number as an outsider: the slot's previous holder then counts as dead (which it
-    /// is), so its locks and log reservations can be taken over and repaired.
+    /// Whether this process holds slot `me`'s lock yet (a process attaching holds none until
+    /// it takes the attacher's or a slot's).
     holds: bool,
 }
 
@@ -40,10 +39,13 @@ impl Liveness {
         }
     }
 
-    /// Acts under slot `me`'s number without holding it (see `holds`).
-    pub fn act_as_outsider(&mut self, me: usize) {
-        self.me = me;
-        self.holds = false;
+    /// A process not attached yet: it acts under no number any lock word holds.
+    pub fn attaching(file: &File) -> Liveness {
+        Liveness {
+            fd: Some(file.as_raw_fd()),
+            me: usize::MAX,
+            holds: false,
+        }
     }
 
     /// This process now holds slot `me`'s lock (taken with `claim_liveness`).
@@ -62,8 +64,9 @@ impl Liveness {
         // Slots come from lock and owner words (holder + 1); one out of range means a
         // damaged shared word, whose liveness byte nobody ever locks.
         debug_assert!(
-            slot < PROCS,
-            "process slot out of range: expected < {PROCS}, found {slot}"
+            slot <= ATTACHER,
+            "process slot out of range: expected at most {ATTACHER} (the attacher's), found \
+             {slot}"
         );
         let Some(fd) = self.fd else { return true };
         if slot == self.me && self.holds {
@@ -255,11 +258,91 @@ pub(crate) fn try_lock_robust(word: &AtomicU64, live: &Liveness) -> Option<Acqui
     }
 }
 
-pub(crate) fn unlock_robust(word: &AtomicU64) {
-    word.store(0, Ordering::Release);
+/// Releases a robust lock held as `me` (holder + 1). Only if it is still `me`'s: a lock taken
+/// from a holder thought dead belongs to its taker now, and must not be freed under it.
+pub(crate) fn unlock_robust(word: &AtomicU64, me: u64) {
+    let _ = word.compare_exchange(me, 0, Ordering::Release, Ordering::Relaxed);
 }
 
 /// The lock word a page hashes to.
 pub(crate) fn page_lock_index(page: u64) -> usize {
     (page.wrapping_mul(0x9e37_79b9_7f4a_7c15) >> (64 - 16)) as usize
+}
+
+#[cfg(test)]
+mod tests {
+    //! The slot protocol's interleavings, step by step. Two opens of one file are two open
+    //! file descriptions, whose OFD locks exclude each other as two processes' do, so one
+    //! test process plays every process.
+
+    use super::*;
+
+    fn opened(path: &std::path::Path) -> File {
+        std::fs::OpenOptions::new()
+            .read(true)
+            .write(true)
+            .open(path)
+            .unwrap()
+    }
+
+    const TIMEOUT: Duration = Duration::from_secs(5);
+
+    /// Issue 55's suspicion, shown: a process that acts under a dead slot's number without
+    /// holding that slot's liveness lock (as `claim_process_slot` reaped, before the fix)
+    /// holds a robust lock that any other process may take "from the dead" at once, so two
+    /// processes hold it; and its release then frees the other's.
+    #[test]
+    fn a_lock_held_under_a_number_nobody_holds_is_taken_at_once() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("state");
+        std::fs::write(&path, b"").unwrap();
+        let (reaper_file, other_file) = (opened(&path), opened(&path));
+        let word = AtomicU64::new(0);
+        // The reaper acts as dead slot 3 without its liveness lock.
+        let mut reaper = Liveness::attaching(&reaper_file);
+        reaper.me = 3;
+        assert_eq!(
+            lock_robust(&word, &reaper, TIMEOUT, "test").unwrap(),
+            Acquired::Free
+        );
+        // Another attached process, slot 5.
+        assert!(claim_liveness(&other_file, 5));
+        let mut other = Liveness::new(Some(&other_file), 5);
+        other.hold(5);
+        assert_eq!(try_lock_robust(&word, &other), Some(Acquired::FromDead(3)));
+        assert_eq!(word.load(Ordering::SeqCst), 6, "the other holds it too now");
+        // (A release stores 0 only over its own number, so the reaper's leaves the other's.)
+        unlock_robust(&word, 4);
+        assert_eq!(word.load(Ordering::SeqCst), 6);
+    }
+
+    /// The fix: the process attaching reaps under the attacher's number, whose liveness lock
+    /// it holds; no other process takes a lock it holds, and once it is gone (its lock
+    /// dropped, as the kernel drops a dead process's) one does, from the dead.
+    #[test]
+    fn a_lock_held_by_the_attacher_is_not_taken_from_it() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("state");
+        std::fs::write(&path, b"").unwrap();
+        let (attacher_file, other_file) = (opened(&path), opened(&path));
+        let word = AtomicU64::new(0);
+        assert!(claim_liveness(&attacher_file, ATTACHER));
+        let mut attacher = Liveness::attaching(&attacher_file);
+        attacher.hold(ATTACHER);
+        assert_eq!(
+            lock_robust(&word, &attacher, TIMEOUT, "test").unwrap(),
+            Acquired::Free
+        );
+        assert!(claim_liveness(&other_file, 5));
+        let mut other = Liveness::new(Some(&other_file), 5);
+        other.hold(5);
+        assert_eq!(try_lock_robust(&word, &other), None);
+        assert_eq!(word.load(Ordering::SeqCst), ATTACHER as u64 + 1);
+        // The attacher dies holding it.
+        drop(attacher_file);
+        assert_eq!(
+            try_lock_robust(&word, &other),
+            Some(Acquired::FromDead(ATTACHER))
+        );
+    }
 }

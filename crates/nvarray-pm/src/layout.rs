@@ -32,9 +32,15 @@ pub const MAGIC: &[u8; 8] = nvarray_owner::STATE_MAGIC;
 /// 3: the header records the backing file's identity (`H_IDENTITY`).
 pub const VERSION: u32 = 3;
 
-/// Process slots per pool (processes attached at once): as many as `nvarray-owner` knows
-/// liveness bytes of, so it can name a state's holder.
-pub const PROCS: usize = nvarray_owner::STATE_LIVENESS_SLOTS as usize;
+/// Process slots per pool (processes attached at once).
+pub const PROCS: usize = 64;
+/// The number the process attaching acts under while it reaps a dead process's slot to take
+/// it (`pool.rs`, `claim_process_slot`): a liveness byte of its own after the slots', so
+/// that while it holds locks every other process sees their holder alive. Only one process
+/// attaches at a time (the open lock).
+pub const ATTACHER: usize = PROCS;
+// `nvarray-owner` names a state's holder by these bytes: it must know every one.
+const _: () = assert!(ATTACHER + 1 == nvarray_owner::STATE_LIVENESS_SLOTS as usize);
 /// Transaction slots per pool (transactions open at once, over all processes).
 pub const TX_SLOTS: usize = 256;
 /// Page-lock words. Pages hash onto them; a collision only serialises more than needed.

@@ -15,7 +15,7 @@ use crate::coord::{self, Liveness, OpenLock};
 use crate::error::{io_err, PmError, Result};
 use crate::file_identity;
 use crate::identity::Identity;
-use crate::layout::{self, Layout, PROCS};
+use crate::layout::{self, Layout, ATTACHER, PROCS};
 use crate::media::Media;
 use crate::options::PoolOptions;
 use crate::pool_state::PoolState;
@@ -544,8 +544,7 @@ impl Pool {
         }
         let storage = Media::storage(backing, path)?;
         let first = !(0..PROCS).any(|p| Liveness::new(Some(&nvm_file), usize::MAX).alive(p));
-        let mut live = Liveness::new(Some(&nvm_file), 0);
-        live.act_as_outsider(0);
+        let live = Liveness::attaching(&nvm_file);
         let mut inner = PoolState {
             live,
             nvm,
@@ -565,30 +564,61 @@ impl Pool {
     }
 
     /// Takes a process slot: one no process left state in if there is one (the usual case),
-    /// else the slot of a dead process not yet reaped, reaped first as an outsider so its
-    /// transactions, log reservations and locks are cleaned up before this process takes its
-    /// number. Called under the open lock, so no other process attaches meanwhile.
+    /// else the slot of a dead process, reaped first. Called under the open lock, so no other
+    /// process attaches meanwhile.
+    ///
+    /// The reaping is done under the attacher's own number (`layout::ATTACHER`, whose
+    /// liveness byte this process holds meanwhile), never under the dead slot's: a reaper
+    /// acting as the dead process holds the maintenance lock as the dead process, every other
+    /// process sees that holder dead and takes the lock from it, and two processes change the
+    /// cache at once (issue 55; `coord.rs`, the test
+    /// `a_lock_held_by_the_attacher_is_not_taken_from_it`).
     fn claim_process_slot(inner: &mut PoolState, first: bool) -> Result<usize> {
-        let file = inner.nvm_file.as_ref().expect("a pool over files");
+        let file = inner
+            .nvm_file
+            .as_ref()
+            .expect("a pool over files")
+            .try_clone()
+            .map_err(io_err(&inner.nvm_path))?;
         for p in 0..PROCS {
             let clean = first || inner.proc_state(p).load(Ordering::Acquire) == 0;
-            if clean && coord::claim_liveness(file, p) {
+            if clean && coord::claim_liveness(&file, p) {
                 inner.live.hold(p);
+                inner.take_over_locks_of_dead(p);
                 return Ok(p);
             }
         }
-        for p in 0..PROCS {
-            inner.live.act_as_outsider(p);
-            if inner.live.alive(p) {
-                continue;
-            }
-            inner.reap(p)?;
-            if coord::claim_liveness(inner.nvm_file.as_ref().expect("file"), p) {
-                inner.live.hold(p);
-                return Ok(p);
-            }
+        if !coord::claim_liveness(&file, ATTACHER) {
+            return Err(PmError::Corrupt {
+                path: inner.nvm_path.clone(),
+                what: "another process holds the attacher's liveness lock, though this one \
+                       holds the open lock"
+                    .into(),
+            });
         }
-        Err(PmError::NoProcessSlot(PROCS))
+        inner.live.hold(ATTACHER);
+        inner.take_over_locks_of_dead(ATTACHER);
+        let taken = (|| {
+            for p in 0..PROCS {
+                if inner.live.alive(p) {
+                    continue;
+                }
+                inner.reap(p)?;
+                if coord::claim_liveness(&file, p) {
+                    return Ok(Some(p));
+                }
+            }
+            Ok(None)
+        })();
+        coord::release_liveness(&file, ATTACHER);
+        match taken? {
+            Some(p) => {
+                inner.live.hold(p);
+                inner.take_over_locks_of_dead(p);
+                Ok(p)
+            }
+            None => Err(PmError::NoProcessSlot(PROCS)),
+        }
     }
 
     /// A pool over simulated tiers (crash tests). `world` holds both tiers' bytes; a fresh
@@ -829,6 +859,61 @@ impl Drop for Pool {
                 "nvarray-pm: closing {}: {e}",
                 self.inner.backing_path.display()
             );
+        }
+    }
+}
+
+#[cfg(test)]
+mod slot_tests {
+    use super::*;
+    use std::time::Duration;
+
+    /// A process that died holding the log lock leaves the lock word with its slot's number
+    /// (+1), and reaping its slot frees the slot but not that word. The next process to
+    /// take the slot holds its liveness lock, so before issue 55 that word read as its own,
+    /// held by a live process: its first commit waited on itself until the timeout. Now a
+    /// slot's taker takes over what its dead predecessor held (`take_over_locks_of_dead`).
+    #[test]
+    fn a_slot_whose_dead_holder_kept_the_log_lock_is_taken_over_and_commits() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("pool");
+        let options = PoolOptions {
+            nvm_dir: dir.path().to_path_buf(),
+            log_size_bytes: 64 << 10,
+            cache_size_bytes: 64 << 10,
+            persist_ns: Some(0),
+            timeout: Duration::from_secs(2),
+            ..Default::default()
+        };
+        let a = Pool::open(
+            &path,
+            1 << 20,
+            &PoolOptions {
+                create: true,
+                ..options.clone()
+            },
+        )
+        .unwrap();
+        // A process in slot 1 died holding the log lock: its marks, without its liveness lock.
+        a.inner().proc_state(1).store(1, Ordering::Release);
+        a.inner()
+            .nvm
+            .word(layout::V_LOG_LOCK)
+            .store(2, Ordering::Release);
+        // The next process takes slot 2 and reaps slot 1; the one after takes slot 1.
+        let b = Pool::open(&path, 0, &options).unwrap();
+        assert_eq!(b.inner().live.me(), 2);
+        assert_eq!(a.inner().proc_state(1).load(Ordering::Acquire), 0);
+        let c = Pool::open(&path, 0, &options).unwrap();
+        assert_eq!(c.inner().live.me(), 1);
+        let mut tx = c.begin().unwrap();
+        tx.write(0, b"taken over").unwrap();
+        tx.commit().expect("a commit in the taken-over slot");
+        let mut buf = [0u8; 10];
+        a.read(0, &mut buf).unwrap();
+        assert_eq!(&buf, b"taken over");
+        for p in [c, b, a] {
+            p.close().unwrap();
         }
     }
 }

@@ -231,6 +231,24 @@ impl PoolState {
         }
     }
 
+    /// Lock words a process that held slot `slot` before this one left holding the slot's
+    /// number (it died holding them, and no one took them since): this process now holds the
+    /// slot's liveness lock, so they would read as its own and never be freed. Each is
+    /// repaired as a lock taken from the dead, then released.
+    pub(crate) fn take_over_locks_of_dead(&self, slot: usize) {
+        let me = slot as u64 + 1;
+        let maintenance = self.nvm.word(layout::V_MAINT_LOCK);
+        if maintenance.load(Ordering::Acquire) == me {
+            self.repair_after_dead_holder();
+            let _ = maintenance.compare_exchange(me, 0, Ordering::Release, Ordering::Relaxed);
+        }
+        let log = self.nvm.word(layout::V_LOG_LOCK);
+        if log.load(Ordering::Acquire) == me {
+            self.forget_unmade_reservations(slot, self.tail().load(Ordering::Acquire));
+            let _ = log.compare_exchange(me, 0, Ordering::Release, Ordering::Relaxed);
+        }
+    }
+
     /// Cleans up after a dead process: waits for the durable prefix to pass its unpublished
     /// log reservations (`append.rs`), finishes making its committed transactions visible,
     /// releases its page locks and frees its slots.
@@ -346,6 +364,6 @@ impl Drop for MaintenanceGuard<'_> {
             self.1,
             word.load(Ordering::Relaxed)
         );
-        coord::unlock_robust(word);
+        coord::unlock_robust(word, self.1);
     }
 }
