@@ -174,19 +174,40 @@ fn us(ns: f64) -> String {
     format!("{:.2}", ns / 1000.0)
 }
 
+/// A rate for the table: `unbounded` when the run measured no time (a device that completes
+/// requests in none, `--preset null`: a count over 0 s; the JSON has `null`).
+fn rate(v: f64, decimals: usize) -> String {
+    if v.is_infinite() {
+        "unbounded".to_string()
+    } else {
+        format!("{v:.decimals$}")
+    }
+}
+
+/// The stream table's first column: wide enough for its longest name (a served stream is
+/// `pid N (command)`), at least as wide as it always was.
+fn name_width(names: &[&str]) -> usize {
+    names
+        .iter()
+        .map(|n| n.chars().count())
+        .max()
+        .unwrap_or(0)
+        .max(12)
+}
+
 /// One row of the stream table: rates, then latency (µs).
 fn row(
-    name: &str,
+    (name, width): (&str, usize),
     iops: f64,
     read_mb: Option<f64>,
     write_mb: Option<f64>,
     l: &LatencySummary,
 ) -> String {
-    let mb = |v: Option<f64>| v.map_or(String::new(), |v| format!("{v:.1}"));
+    let mb = |v: Option<f64>| v.map_or(String::new(), |v| rate(v, 1));
     format!(
-        "{:<12} {:>11.0} {:>10} {:>10} {:>9} {:>9} {:>9} {:>9} {:>9} {:>9} {:>9} {:>9} {:>9}\n",
+        "{:<width$} {:>11} {:>10} {:>10} {:>9} {:>9} {:>9} {:>9} {:>9} {:>9} {:>9} {:>9} {:>9}\n",
         name,
-        iops,
+        rate(iops, 0),
         mb(read_mb),
         mb(write_mb),
         us(l.min as f64),
@@ -203,9 +224,9 @@ fn row(
 
 /// A stream's row, and when it both read and wrote, a row for each direction under it: a
 /// mixed job's reads and writes seldom share a latency.
-fn totals_rows(name: &str, t: &Totals) -> String {
+fn totals_rows(name: &str, width: usize, t: &Totals) -> String {
     let mut s = row(
-        name,
+        (name, width),
         t.iops,
         Some(t.read_bandwidth_bytes_per_s / 1e6),
         Some(t.write_bandwidth_bytes_per_s / 1e6),
@@ -214,14 +235,14 @@ fn totals_rows(name: &str, t: &Totals) -> String {
     if t.read.requests > 0 && t.write.requests > 0 {
         let (r, w) = (&t.read, &t.write);
         s += &row(
-            "  read",
+            ("  read", width),
             r.iops,
             Some(r.bandwidth_bytes_per_s / 1e6),
             None,
             &r.latency_ns,
         );
         s += &row(
-            "  write",
+            ("  write", width),
             w.iops,
             None,
             Some(w.bandwidth_bytes_per_s / 1e6),
@@ -534,20 +555,11 @@ fn report_body(r: &RunReport, active: &str) -> String {
             c.opened, c.live, c.refused, c.permission_denied, c.malformed, c.ring_faults
         );
     }
-    let _ = writeln!(
-        s,
-        "cpu: {:.3} s per GB moved (user + system, {})",
-        r.cpu_seconds_per_gb,
-        if r.engine == "sim" {
-            "the simulating thread"
-        } else {
-            "whole process"
-        }
-    );
+    let _ = writeln!(s, "{}", cpu_line(r));
     s += &lateness_lines(r);
     if let Some(e) = &r.emulator {
         let _ = writeln!(s, "{}", jitter_line(r.machine_jitter_ns.as_ref()));
-        if let Some(line) = serial_line(e) {
+        if let Some(line) = serial_line(e, r.totals.requests) {
             let _ = writeln!(s, "{line}");
         }
     }
@@ -588,9 +600,24 @@ fn engine_line(r: &RunReport, active: &str) -> String {
 /// each reporting group, then which jobs each group holds.
 fn stream_table(r: &RunReport) -> String {
     let mut s = String::new();
+    let groups: Vec<String> = r
+        .groups
+        .iter()
+        .map(|g| format!("group {}", g.group))
+        .collect();
+    let streams = if r.streams.len() > 1 {
+        &r.streams[..]
+    } else {
+        &[]
+    };
+    let names: Vec<&str> = std::iter::once("all")
+        .chain(streams.iter().map(|st| st.name.as_str()))
+        .chain(groups.iter().map(String::as_str))
+        .collect();
+    let width = name_width(&names);
     let _ = writeln!(
         s,
-        "{:<12} {:>11} {:>10} {:>10} {:>9} {:>9} {:>9} {:>9} {:>9} {:>9} {:>9} {:>9} {:>9}",
+        "{:<width$} {:>11} {:>10} {:>10} {:>9} {:>9} {:>9} {:>9} {:>9} {:>9} {:>9} {:>9} {:>9}",
         "stream",
         "IOPS",
         "read MB/s",
@@ -605,14 +632,12 @@ fn stream_table(r: &RunReport) -> String {
         "p99.999",
         "max"
     );
-    s.push_str(&totals_rows("all", &r.totals));
-    if r.streams.len() > 1 {
-        for st in &r.streams {
-            s.push_str(&totals_rows(&st.name, &st.totals));
-        }
+    s.push_str(&totals_rows("all", width, &r.totals));
+    for st in streams {
+        s.push_str(&totals_rows(&st.name, width, &st.totals));
     }
-    for g in &r.groups {
-        s.push_str(&totals_rows(&format!("group {}", g.group), &g.totals));
+    for (g, name) in r.groups.iter().zip(&groups) {
+        s.push_str(&totals_rows(name, width, &g.totals));
     }
     if !r.groups.is_empty() {
         let members: Vec<String> = r
@@ -714,11 +739,55 @@ fn lateness_lines(r: &RunReport) -> String {
     s
 }
 
+/// CPU time per GB moved, or, when too little moved for that figure to mean anything, the
+/// time itself and why there is no rate.
+fn cpu_line(r: &RunReport) -> String {
+    let whose = if r.engine == "sim" {
+        "the simulating thread"
+    } else {
+        "whole process"
+    };
+    match r.cpu_seconds_per_gb {
+        Some(per_gb) => format!("cpu: {per_gb:.3} s per GB moved (user + system, {whose})"),
+        None => format!(
+            "cpu: {:.3} s (user + system, {whose}) over {} in {} requests: too little moved for \
+             a figure per GB (it needs {} in {} requests)",
+            r.cpu_seconds,
+            bytes_words(r.totals.read_bytes + r.totals.write_bytes),
+            r.totals.requests,
+            bytes_words(nvarray_report::BYTES_FEW),
+            nvarray_report::REQUESTS_FEW
+        ),
+    }
+}
+
+/// A byte count as a person reads it: 12 KiB, 1 MiB, 3.4 GiB.
+fn bytes_words(bytes: u64) -> String {
+    const UNITS: [&str; 5] = ["B", "KiB", "MiB", "GiB", "TiB"];
+    let mut value = bytes as f64;
+    let mut unit = 0;
+    while value >= 1024.0 && unit + 1 < UNITS.len() {
+        value /= 1024.0;
+        unit += 1;
+    }
+    if unit == 0 || value.fract() == 0.0 {
+        format!("{value:.0} {}", UNITS[unit])
+    } else {
+        format!("{value:.1} {}", UNITS[unit])
+    }
+}
+
 /// The device's serial part at this run's load and the ceiling it sets, whatever the threads.
 /// Per command it falls as queues deepen (a visit to the model carries a batch), so the
-/// ceiling is this load's.
-fn serial_line(e: &EmulatorSetup) -> Option<String> {
+/// ceiling is this load's. Over fewer than `REQUESTS_FEW` requests it says that instead.
+fn serial_line(e: &EmulatorSetup, requests: u64) -> Option<String> {
     let ns = e.serial_ns_per_command.filter(|ns| *ns > 0.0)?;
+    if requests < nvarray_report::REQUESTS_FEW {
+        return Some(format!(
+            "serial part: not measured over {requests} requests (it needs {})",
+            nvarray_report::REQUESTS_FEW
+        ));
+    }
     Some(format!(
         "serial part: {ns:.0} ns per command in the timing model's lock (the model and the hand-off), so at most {:.1} M commands/s with this workload at any number of threads (less per command at deeper queues, where visits carry batches)",
         1e3 / ns
@@ -761,7 +830,10 @@ pub fn verdict_line(r: &RunReport) -> Option<String> {
                 l.machine_late_percent
             ))
         }
-        Verdict::Faithful => None,
+        Verdict::Faithful => r
+            .too_few_requests
+            .as_ref()
+            .map(|why| format!("too few requests to measure: {why}")),
     }
 }
 

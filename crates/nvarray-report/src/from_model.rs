@@ -110,7 +110,6 @@ fn whole_ns(streams: &[StreamStats], elapsed_ns: u64) -> u64 {
                 .unwrap_or(0)
         })
         .sum::<u64>()
-        .max(1)
 }
 
 /// Each reporting group's totals, when there is more than one group: its streams together,

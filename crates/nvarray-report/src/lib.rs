@@ -23,7 +23,7 @@ mod totals;
 
 pub use busy_clock::{BusyClock, ACTIVE_GAP_MAX};
 pub use control::{SteadyReport, StreamControl};
-pub use cpu_time::{cpu_seconds_per_gb, process_cpu_seconds, thread_cpu_seconds};
+pub use cpu_time::{cpu_seconds_per_gb, process_cpu_seconds, thread_cpu_seconds, BYTES_FEW};
 pub use io_depths::IoDepths;
 pub use issue_delays::{IssueDelays, ISSUED_LATE_NS};
 pub use nvarray_model::Verdict;

@@ -92,7 +92,12 @@ pub struct RunReport {
     /// CPU time (user + system) per GB (1e9 bytes) read or written: what the host software,
     /// and for the emulator the device threads too, cost per byte moved. The emulator and the
     /// servers count the whole process; the simulator counts the thread that simulated.
-    pub cpu_seconds_per_gb: f64,
+    /// `null` when too little moved for the figure to mean anything (`cpu_time::BYTES_FEW`,
+    /// `REQUESTS_FEW`); `cpu_seconds` is there either way.
+    pub cpu_seconds_per_gb: Option<f64>,
+    /// The CPU time itself, over the same span.
+    #[serde(default)]
+    pub cpu_seconds: f64,
     /// How late completions were posted against their modelled time (0 for the simulator,
     /// whose virtual clock is exact).
     pub lateness_ns: LatenessNs,
@@ -104,6 +109,11 @@ pub struct RunReport {
     /// `verdict` is `faithful` (kept for scripts that read only this).
     pub faithful: bool,
     pub unfaithful_reason: Option<String>,
+    /// Set when the run completed fewer than `REQUESTS_FEW` requests: why its latencies and
+    /// rates are not worth reading. The emulator's verdict is then `not-faithful`; the
+    /// simulator's stays `faithful` (its clock is exact whatever it measured).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub too_few_requests: Option<String>,
     /// The machine's own jitter, measured in the same run by the emulator's spinning threads
     /// (`MachineJitterNs`); absent for the simulator, and when no thread ever spun idle.
     #[serde(skip_serializing_if = "Option::is_none")]
@@ -243,6 +253,15 @@ pub struct IssueLatenessNs {
 pub const REQUESTS_FEW: u64 = 10;
 
 impl RunReport {
+    /// Records the CPU time the run took, and per GB moved when enough moved
+    /// (`cpu_seconds_per_gb`). Call once the totals are final.
+    pub fn set_cpu_seconds(&mut self, cpu_seconds: f64) {
+        let bytes = self.totals.read_bytes + self.totals.write_bytes;
+        self.cpu_seconds = cpu_seconds;
+        self.cpu_seconds_per_gb =
+            crate::cpu_time::cpu_seconds_per_gb(cpu_seconds, bytes, self.totals.requests);
+    }
+
     /// Refuses to call a run faithful when it completed fewer than `REQUESTS_FEW` requests
     /// (`--runtime 1ns`; a sweep point at a very high memory latency), saying so: its
     /// latencies would print as 0.00 us and its rates as measured. Engines call this last, on
@@ -268,10 +287,13 @@ impl RunReport {
         if done >= REQUESTS_FEW {
             return;
         }
-        let why = format!(
-            "too few requests: {done} completed; fewer than {REQUESTS_FEW} give no latency or rate worth reading ({advice})"
-        );
-        self.mark_unfaithful(why);
+        self.too_few_requests = Some(format!(
+            "{done} completed; fewer than {REQUESTS_FEW} give no latency or rate worth reading ({advice})"
+        ));
+        // The simulator is exact by construction: the verdict words are the emulator's.
+        if self.engine != "sim" {
+            self.mark_unfaithful(format!("too few requests: {done} completed; fewer than {REQUESTS_FEW} give no latency or rate worth reading ({advice})"));
+        }
     }
 
     /// Calls the run not faithful for `why`, ahead of any reason already given.
@@ -335,6 +357,27 @@ mod tests {
             why.starts_with("too few requests: 0 completed") && why.ends_with("lateness"),
             "{why}"
         );
+    }
+
+    /// A simulation of too few requests keeps its verdict (its clock is exact) and says why
+    /// its figures are not worth reading; an emulation of as few is not faithful.
+    #[test]
+    fn a_simulation_of_too_few_requests_says_so_without_a_verdict() {
+        for (engine, verdict) in [("sim", Verdict::Faithful), ("emu", Verdict::NotFaithful)] {
+            let mut r = RunReport {
+                engine,
+                faithful: true,
+                ..RunReport::default()
+            };
+            r.totals.requests = 3;
+            r.require_enough_requests();
+            assert_eq!(r.verdict, verdict, "{engine}");
+            assert!(r
+                .too_few_requests
+                .as_deref()
+                .unwrap()
+                .starts_with("3 completed"));
+        }
     }
 
     /// A front end's session of a few requests says so, with the clients' advice, and is

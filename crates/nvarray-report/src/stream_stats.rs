@@ -76,16 +76,27 @@ impl DirectionStats {
         }
     }
 
-    fn totals(&self, seconds: f64) -> DirectionTotals {
+    fn totals(&self, elapsed_ns: u64) -> DirectionTotals {
         let histogram = self.histogram.to_histogram();
         DirectionTotals {
             requests: self.requests,
             bytes: self.bytes,
-            iops: self.requests as f64 / seconds,
-            bandwidth_bytes_per_s: self.bytes as f64 / seconds,
+            iops: per_second(self.requests, elapsed_ns),
+            bandwidth_bytes_per_s: per_second(self.bytes, elapsed_ns),
             latency_ns: self.latency(&histogram),
             histogram: (self.requests > 0).then(|| std::sync::Arc::new(histogram)),
         }
+    }
+}
+
+/// `count` per second over `elapsed_ns`: 0 for nothing, and infinite (`unbounded` in the
+/// table, `null` in the JSON) for something in no time at all (a device that completes
+/// requests in none). Before, a floor of 1 ns printed 10^14 IOPS for `--preset null`.
+pub fn per_second(count: u64, elapsed_ns: u64) -> f64 {
+    match (count, elapsed_ns) {
+        (0, _) => 0.0,
+        (_, 0) => f64::INFINITY,
+        (c, ns) => c as f64 / (ns as f64 / 1e9),
     }
 }
 
@@ -190,7 +201,6 @@ impl StreamStats {
     }
 
     pub fn totals(&self, elapsed_ns: u64) -> Totals {
-        let seconds = (elapsed_ns.max(1)) as f64 / 1e9;
         let [read, write] = &self.directions;
         let mut both = read.clone();
         both.merge(write);
@@ -202,9 +212,9 @@ impl StreamStats {
             write_requests: write.requests,
             read_bytes: read.bytes,
             write_bytes: write.bytes,
-            iops: requests as f64 / seconds,
-            read_bandwidth_bytes_per_s: read.bytes as f64 / seconds,
-            write_bandwidth_bytes_per_s: write.bytes as f64 / seconds,
+            iops: per_second(requests, elapsed_ns),
+            read_bandwidth_bytes_per_s: per_second(read.bytes, elapsed_ns),
+            write_bandwidth_bytes_per_s: per_second(write.bytes, elapsed_ns),
             latency_ns: LatencySummary {
                 // Exact, not the histogram's bucketed mean, so the breakdown adds up to it.
                 mean: if requests == 0 {
@@ -214,8 +224,8 @@ impl StreamStats {
                 },
                 ..both.latency(&both.histogram.to_histogram())
             },
-            read: read.totals(seconds),
-            write: write.totals(seconds),
+            read: read.totals(elapsed_ns),
+            write: write.totals(elapsed_ns),
             io_depths: self.io_depths,
             breakdown_ns: BreakdownNs(
                 Component::ALL

@@ -3,9 +3,7 @@
 
 use nvarray_host::Device;
 use nvarray_model::{Breakdown, Component, ResourceBusy};
-use nvarray_report::{
-    cpu_seconds_per_gb, EmulatorSetup, LatenessNs, MachineJitterNs, RunReport, StreamStats,
-};
+use nvarray_report::{EmulatorSetup, LatenessNs, MachineJitterNs, RunReport, StreamStats};
 
 /// The report of a run on an opened `device`: totals from `streams` (what the host side
 /// measured, each latency recorded as `host` time), the model's utilisation and wear, the
@@ -50,8 +48,7 @@ pub fn device_report_over(
         attribute_device_time(&mut report, &window.sum, window.commands);
         report
     });
-    let bytes = report.totals.read_bytes + report.totals.write_bytes;
-    report.cpu_seconds_per_gb = cpu_seconds_per_gb(cpu_seconds, bytes);
+    report.set_cpu_seconds(cpu_seconds);
     let lateness = device.lateness();
     report.lateness_ns = LatenessNs {
         mean: lateness.mean_ns,

@@ -32,6 +32,15 @@ pub enum SimError {
     },
     #[error("zns: {0}")]
     Zoned(String),
+    /// A job only time ends, on a device that completes requests in no time: the virtual
+    /// clock would never move, and the run never end.
+    #[error(
+        "job {job}: the device completes every request in no time (the null device with \
+         model.null_latency_ns = 0), so a simulation bounded only by time would never end: \
+         bound it by count (--number_ios, --io_size), or give the device a latency (--set \
+         model.null_latency_ns=1us) or the host one (--set host.software_ns=...)"
+    )]
+    TimeStandsStill { job: String },
     /// fio's fatal latency error: a request over `latency_target` at depth 1 (with
     /// `latency_percentile=100`).
     #[error("job {job}: a request took {latency_ns} ns at queue depth 1, over its latency_target of {target_ns} ns (fio ends such a job with an error; a latency_percentile below 100 lets some requests miss)")]

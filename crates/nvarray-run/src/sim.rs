@@ -26,7 +26,7 @@ use crate::error::SimError;
 use crate::plan::{job_streams, Next, Plan, Requests};
 use crate::sim_steady::{Sampled, SteadyWatches};
 use crate::sim_zones::SimZones;
-use nvarray_report::{cpu_seconds_per_gb, thread_cpu_seconds, IoDepths, RunReport, StreamStats};
+use nvarray_report::{thread_cpu_seconds, IoDepths, RunReport, StreamStats};
 
 /// Outstanding requests across all threads; bounds the host-side bookkeeping.
 pub const OUTSTANDING_MAX: u64 = 1 << 20;
@@ -544,6 +544,34 @@ impl Host {
 /// Phases (`stonewall`, `wait_for`) run one after another on the one model: a phase starts
 /// once the one before has stopped and the device has finished its requests. Each job's
 /// `ramp_time` is left out of its figures, and the longest of a phase's out of the device's.
+/// Refuses a run the virtual clock could not end: a thread bounded only by time (no request
+/// or byte limit, no think time, no rate) on a device that completes requests in no time.
+/// Before, `nvarray sim --preset null` ran for ever.
+fn refuse_standing_time(
+    device: &DeviceConfig,
+    workload: &Workload,
+    plan: &Plan,
+) -> Result<(), SimError> {
+    let instant = device.model.kind == nvarray_model::ModelKind::Null
+        && device.model.null_latency_ns == 0
+        && device.host.software_ns == 0;
+    if !instant {
+        return Ok(());
+    }
+    let endless = plan.threads.iter().find(|t| {
+        t.ios == u64::MAX
+            && t.io_bytes == u64::MAX
+            && t.thinktime_ns == 0
+            && matches!(t.requests, crate::plan::Requests::Generated(_, None))
+    });
+    match endless {
+        Some(t) => Err(SimError::TimeStandsStill {
+            job: workload.jobs[t.stream].name.clone(),
+        }),
+        None => Ok(()),
+    }
+}
+
 pub fn run(device: &DeviceConfig, workload: &Workload) -> Result<RunReport, SimError> {
     run_with_progress(device, workload, &mut |_| ())
 }
@@ -585,6 +613,7 @@ pub fn run_with_progress(
             max: OUTSTANDING_MAX,
         });
     }
+    refuse_standing_time(device, workload, &plan)?;
     let mut streams = job_streams(workload);
     let phase_plans = plan.into_phases();
     let last = phase_plans.len() - 1;
@@ -625,9 +654,8 @@ pub fn run_with_progress(
     }
     progress(1.0);
     let cpu_s = thread_cpu_seconds() - cpu_start_s;
-    let mut report = RunReport::from_model_over("sim", &model, busy, &streams, measured_ns.max(1));
-    let bytes = report.totals.read_bytes + report.totals.write_bytes;
-    report.cpu_seconds_per_gb = cpu_seconds_per_gb(cpu_s, bytes);
+    let mut report = RunReport::from_model_over("sim", &model, busy, &streams, measured_ns);
+    report.set_cpu_seconds(cpu_s);
     report.trace = trace;
     report.paced_issued_late = paced_issued_late;
     // Completions were posted exactly at their modelled time on the virtual clock, so
@@ -782,7 +810,7 @@ impl PhaseEnd {
             // From the earliest of its threads' measuring starts (a latency target's final
             // window starts its thread's anew).
             let measured_from = own().map(|t| t.measure_from_ns).min().unwrap_or(0);
-            stats.set_active_ns(stopped.saturating_sub(measured_from).max(1));
+            stats.set_active_ns(stopped.saturating_sub(measured_from));
         }
         let mut trace = None;
         let mut paced_issued_late = None;
