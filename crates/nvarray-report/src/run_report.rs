@@ -180,6 +180,10 @@ pub struct EmulatorSetup {
     pub completion: &'static str,
     /// Blocks read back that held data this run wrote and passed `verify` (0 without verify).
     pub verified_blocks: u64,
+    /// Every block read back and checked by `verify`: the verified ones, and those that read
+    /// as zeroes, as a block never written must on a device that starts zeroed (a block
+    /// that is neither fails the run).
+    pub checked_blocks: u64,
     /// The CPUs `--cpus` pinned the device threads and the host threads to, one per thread
     /// in order (empty: not pinned).
     #[serde(skip_serializing_if = "Vec::is_empty")]

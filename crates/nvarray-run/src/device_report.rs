@@ -87,6 +87,7 @@ pub fn device_report_over(
         stack: options.stack.name(),
         completion: device.completion().name(),
         verified_blocks: 0,
+        checked_blocks: 0,
         device_cpus: (0..options.device_threads)
             .filter_map(|i| options.cpus.nth(i))
             .collect(),

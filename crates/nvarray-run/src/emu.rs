@@ -83,7 +83,7 @@ pub fn run_on(
     let phase_plans = plan.into_phases();
     let phase_count = phase_plans.len() as f64;
     let cpu_start = process_cpu_seconds();
-    let (mut measured_ns, mut verified_blocks) = (0u64, 0u64);
+    let (mut measured_ns, mut verified_blocks, mut checked_blocks) = (0u64, 0u64, 0u64);
     let mut ramps = DeviceReading::default();
     let mut trace = None;
     let mut paced_issued_late = None;
@@ -96,6 +96,7 @@ pub fn run_on(
         for (stream, result) in ran.results {
             streams[stream].merge(&result.stats);
             verified_blocks += result.verified_blocks;
+            checked_blocks += result.checked_blocks;
             issue_delays.merge(&result.issue_delays);
             trace = trace.or(result.trace);
             if let Some(late) = result.paced_issued_late {
@@ -112,6 +113,7 @@ pub fn run_on(
     let mut report = device_report_over(device, &streams, measured_ns.max(1), cpu_seconds, &ramps);
     if let Some(setup) = report.emulator.as_mut() {
         setup.verified_blocks = verified_blocks;
+        setup.checked_blocks = checked_blocks;
         setup.host_cpus = (0..threads).filter_map(|i| device.host_cpu(i)).collect();
         setup.host_threads = threads;
     }

@@ -37,6 +37,8 @@ pub(crate) struct ThreadResult {
     pub(crate) stats: StreamStats,
     /// Blocks read back that held data this run wrote and passed verification.
     pub(crate) verified_blocks: u64,
+    /// Blocks read back and checked: those, and those that read as zeroes (never written).
+    pub(crate) checked_blocks: u64,
     /// The summary of the trace the thread replayed.
     pub(crate) trace: Option<TraceReport>,
     /// A paced thread's requests issued late (`None`: not paced).
@@ -181,6 +183,8 @@ struct HostThread<'d> {
     in_flight: usize,
     /// Bytes read back that held data this run wrote and passed verification.
     verified_bytes: u64,
+    /// Bytes read back and checked (verified, or zeroes: never written).
+    checked_bytes: u64,
     error: Option<EmuRunError>,
     /// A request taken but not yet issued (a timestamped trace's before its time, or one that
     /// found no tag), and its time (`None`: whenever it goes).
@@ -245,6 +249,7 @@ impl<'d> HostThread<'d> {
             issued_bytes: 0,
             in_flight: 0,
             verified_bytes: 0,
+            checked_bytes: 0,
             error: None,
             pending: None,
             trace_ended: false,
@@ -571,7 +576,10 @@ impl<'d> HostThread<'d> {
                     let interval = v.interval_bytes(self.block);
                     match v.check(&self.scratch[..len as usize], offset, interval) {
                         // Counted in bytes, reported in device blocks.
-                        Ok(n) => self.verified_bytes += n * interval as u64,
+                        Ok(n) => {
+                            self.verified_bytes += n * interval as u64;
+                            self.checked_bytes += len as u64 / interval as u64 * interval as u64;
+                        }
                         Err(e) => {
                             self.error.get_or_insert(EmuRunError::Verify(e));
                         }
@@ -647,6 +655,7 @@ impl<'d> HostThread<'d> {
             None => Ok(ThreadResult {
                 stats: self.stats,
                 verified_blocks: self.verified_bytes / self.block as u64,
+                checked_blocks: self.checked_bytes / self.block as u64,
                 trace,
                 paced_issued_late,
                 ended,
