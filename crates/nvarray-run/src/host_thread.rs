@@ -300,12 +300,19 @@ impl<'d> HostThread<'d> {
     /// its counts, its bytes nor its trace ran out.
     #[inline(always)]
     fn has_more(&self) -> bool {
+        // A request goes at the later of its due time and now: none goes once either is at
+        // the end (`plan::issues_before_end`).
         let time_up = match self.deadline {
             None => false,
-            Some(d) if self.timed => self
-                .pending
-                .is_some_and(|(_, due)| due.is_some_and(|due| due >= d)),
-            Some(d) => self.now_ns() >= d,
+            Some(d) => {
+                let pending_due = self.pending.and_then(|(_, due)| due).unwrap_or(0);
+                let goes = if self.timed {
+                    pending_due.max(self.now_ns())
+                } else {
+                    self.now_ns()
+                };
+                !crate::plan::issues_before_end(goes, Some(d))
+            }
         };
         !time_up
             && self.error.is_none()
@@ -377,10 +384,10 @@ impl<'d> HostThread<'d> {
                 break;
             };
             let due = due_at.unwrap_or(now);
-            if self.deadline.is_some_and(|d| due >= d) || due > now {
-                // Due when the run ends (a paced or timestamped request): not issued, as in
-                // the simulator. Or not yet due: finish what is in flight meanwhile, or wait
-                // for it.
+            // It goes at the later of its due time and its slot's: only before the end
+            // (`plan::issues_before_end`, as the simulator and fio). Not yet due: finish what
+            // is in flight meanwhile, or wait for it.
+            if !crate::plan::issues_before_end(due.max(now), self.deadline) || due > now {
                 self.pending = Some((r, due_at));
                 break;
             }

@@ -58,6 +58,18 @@ pub struct ThreadPlan {
     pub placement: Option<PlacementPicker>,
 }
 
+/// Whether a thread whose time ends at `end_ns` issues a request that can go at `goes_ns`:
+/// the later of its due time (a paced or timestamped one's) and the moment a queue slot freed
+/// for it. Only before the end, as in fio 3.33, which checks the runtime at the top of each
+/// round of `do_io` (backend.c), before it takes the next request: one that waited for a
+/// slot past the end is never issued, even if it was due before. Both engines ask this (the
+/// emulator used to issue such a request, the simulator did not: issue 55); it moves the
+/// request count and rates by at most a queue's depth at the end of a timed run, and the
+/// paced-lateness counts and the tail latencies by those requests' waits.
+pub fn issues_before_end(goes_ns: u64, end_ns: Option<u64>) -> bool {
+    end_ns.is_none_or(|end| goes_ns < end)
+}
+
 /// Where a thread's requests come from.
 // The generator stays inline: the simulator draws from it millions of times per second, and a
 // box would add a pointer chase to each.

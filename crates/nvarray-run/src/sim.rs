@@ -82,9 +82,11 @@ struct Thread {
 }
 
 impl Thread {
-    /// Whether it may still issue at `t`.
+    /// Whether it may still issue at `t` (`plan::issues_before_end`).
     fn has_work(&self, t: u64) -> bool {
-        self.remaining > 0 && self.bytes_left > 0 && t < self.end_ns
+        self.remaining > 0
+            && self.bytes_left > 0
+            && crate::plan::issues_before_end(t, Some(self.end_ns))
     }
 }
 

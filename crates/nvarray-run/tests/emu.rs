@@ -322,3 +322,32 @@ fn verify_backlog_reads_back_every_write_as_it_goes() {
     let blocks = (256u64 << 10) / u64::from(device.block_bytes());
     assert_eq!(r.emulator.unwrap().verified_blocks, blocks);
 }
+
+/// A paced request due before the run's end that finds its only slot taken until after the
+/// end is issued by neither engine, as fio 3.33 (`plan::issues_before_end`; issue 55: the
+/// emulator issued it, the simulator did not). A device that takes exactly 1 ms a command,
+/// one slot, requests due every 0.5 ms, a 10 ms run: ten go, at 0, 1, ..., 9 ms; the
+/// eleventh, due at 5 ms, finds the slot at 10 ms, the end.
+#[test]
+fn a_paced_request_that_waits_past_the_end_is_issued_by_neither_engine() {
+    let mut config = common::device_of("null", &SIZE.to_string());
+    config.model.null_latency_ns = 1_000_000;
+    let w = workload(&[
+        ("rw", "randread"),
+        ("iodepth", "1"),
+        ("rate_iops", "2000"),
+        ("runtime", "10ms"),
+    ]);
+    let simulated = nvarray_run::sim::run(&config, &w).unwrap();
+    assert_eq!(simulated.totals.requests, 10);
+    let device = Device::open(
+        &config,
+        &Options {
+            device_threads: 0,
+            ..Options::default()
+        },
+    )
+    .unwrap();
+    let emulated = emu::run_on(&device, &w, &mut |_| {}).unwrap();
+    assert_eq!(emulated.totals.requests, 10);
+}

@@ -741,7 +741,11 @@ fn bench_emu_reports_its_setup_and_what_verify_checked() {
     let checked = setup["checked_blocks"].as_u64().unwrap();
     let read_bytes = r["read_bytes"].as_u64().unwrap();
     assert!(checked >= verified && checked > 0, "{setup}");
-    assert_eq!(read_bytes % checked, 0, "{checked} blocks of {read_bytes} bytes read");
+    assert_eq!(
+        read_bytes % checked,
+        0,
+        "{checked} blocks of {read_bytes} bytes read"
+    );
     let r = run(&["--device-threads", "0", "--size", "16m"]);
     assert_eq!(r["emulator"]["device_threads"], 0);
     assert_eq!(
