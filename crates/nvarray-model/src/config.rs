@@ -907,6 +907,16 @@ impl DeviceConfig {
         if !self.ftl.enabled {
             return Ok(());
         }
+        // Before the FTL's own checks: their complaints (over-provisioning, spare lines)
+        // would send the user after the wrong setting.
+        check(
+            !self.zns.enabled,
+            "ftl.enabled",
+            "false on a zoned namespace (zns.enabled): it has no FTL to map, collect or \
+             precondition, since the host writes each zone at its write pointer; drop \
+             --precondition and the ftl.* settings, or zns.enabled",
+            self.ftl.enabled,
+        )?;
         let m = &self.memory;
         let page = u64::from(self.ftl.page_bytes);
         let flash = m.erase_block_bytes > 0 && m.disk.is_none() && !self.wear.enabled;

@@ -41,10 +41,15 @@ pub fn run(
             opened.block_bytes(),
             opened.command_bytes_max(),
         )
-        .map_err(|e| {
-            EmuRunError::Workload(format!(
-                "{e} (the emulator's largest command is the tag buffer size, --buffer-size)"
-            ))
+        .map_err(|e| match e {
+            // The emulator's largest command is its tag buffer: that, and only that, is what
+            // --buffer-size changes.
+            e @ nvarray_workload::WorkloadError::TransferTooLarge { .. } => {
+                EmuRunError::Workload(format!(
+                    "{e} (the emulator's largest command is the tag buffer size, --buffer-size)"
+                ))
+            }
+            e => EmuRunError::Workload(e.to_string()),
         })?;
     run_on(&opened, workload, progress)
 }

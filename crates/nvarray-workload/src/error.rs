@@ -118,6 +118,20 @@ pub enum WorkloadError {
         reason: String,
     },
 
+    /// A request longer than the device's largest command.
+    #[error(
+        "{key}: request length {len_bytes} exceeds the device's maximum transfer of {max_bytes} \
+         bytes"
+    )]
+    TransferTooLarge {
+        /// The job key that sets the length (`bs`, `bsrange`, `bssplit`).
+        key: &'static str,
+        /// The request's length.
+        len_bytes: u32,
+        /// The device's largest command.
+        max_bytes: u32,
+    },
+
     /// A job that does not fit the device it is meant to run on.
     #[error("{key}: {reason}")]
     Invalid {

@@ -27,12 +27,10 @@ impl JobSpec {
         let key = self.bs.key();
         for len_bytes in self.bs.lens_bytes() {
             if len_bytes > max_transfer_bytes {
-                return Err(WorkloadError::Invalid {
+                return Err(WorkloadError::TransferTooLarge {
                     key,
-                    reason: format!(
-                        "request length {len_bytes} exceeds the device's maximum transfer of \
-                         {max_transfer_bytes} bytes"
-                    ),
+                    len_bytes,
+                    max_bytes: max_transfer_bytes,
                 });
             }
         }
