@@ -1,13 +1,15 @@
 //! Output files named on the command line (`sweep --out`, `pm-bench ycsb --plot`), checked
-//! before a long run starts, so a mistyped directory fails at once with exit 2 instead of
-//! after every point has run and its results are lost.
+//! before a long run starts (their directory made if missing), so an output that cannot be
+//! written fails at once with exit 2 instead of after every point has run and its results
+//! are lost.
 
 use std::path::Path;
 
 use crate::input::input_error;
 
-/// Refuses `path` as an output file unless it can be opened for writing there (its
-/// directory exists and takes new files) and is not a directory. Leaves no file behind.
+/// Refuses `path` as an output file unless it can be opened for writing there and is not a
+/// directory. Makes its directory, and the ones above, if they do not exist (`--out
+/// runs/v1.1` with no `runs/` yet), as `mkdir -p` would. Leaves no file behind.
 pub fn check_writable(path: &Path) -> anyhow::Result<()> {
     let parent = match path.parent() {
         Some(p) if !p.as_os_str().is_empty() => p,
@@ -19,9 +21,18 @@ pub fn check_writable(path: &Path) -> anyhow::Result<()> {
             path.display()
         )));
     }
+    if !parent.exists() {
+        std::fs::create_dir_all(parent).map_err(|e| {
+            input_error(format!(
+                "cannot write {}: cannot make its directory {}: {e}",
+                path.display(),
+                parent.display()
+            ))
+        })?;
+    }
     if !parent.is_dir() {
         return Err(input_error(format!(
-            "cannot write {}: directory {} does not exist",
+            "cannot write {}: {} is not a directory",
             path.display(),
             parent.display()
         )));
@@ -88,13 +99,22 @@ mod tests {
     }
 
     #[test]
-    fn missing_directory_and_directories_are_refused() {
+    fn missing_directories_are_made_and_directories_refused() {
         let dir = std::env::temp_dir();
         assert!(check_writable(&dir.join("nvarray-output-test.json")).is_ok());
         assert!(check_writable(Path::new("relative-file.json")).is_ok());
-        let e = check_writable(&dir.join("no-such-dir-nvarray/x.json")).unwrap_err();
-        assert!(e.to_string().contains("does not exist"), "{e}");
-        assert!(e.downcast_ref::<crate::input::InputError>().is_some());
+        let made = dir.join(format!("nvarray-output-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&made);
+        check_writable(&made.join("runs/v1.1.jsonl")).unwrap();
+        assert!(made.join("runs").is_dir());
+        assert!(!made.join("runs/v1.1.jsonl").exists(), "no file left behind");
+        std::fs::remove_dir_all(&made).unwrap();
+        // A file where a directory is needed cannot be made one.
+        let file = dir.join(format!("nvarray-output-file-{}", std::process::id()));
+        std::fs::write(&file, b"").unwrap();
+        let e = check_writable(&file.join("x.json")).unwrap_err();
+        assert!(e.downcast_ref::<crate::input::InputError>().is_some(), "{e}");
+        std::fs::remove_file(&file).unwrap();
         let e = check_writable(&dir).unwrap_err();
         assert!(e.to_string().contains("is a directory"), "{e}");
         // A directory that exists but takes no new files (root may write to /proc itself,

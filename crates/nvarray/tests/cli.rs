@@ -360,9 +360,9 @@ fn bad_input_exits_2_with_one_line_naming_the_field() {
                 "--values",
                 "4k",
                 "--out",
-                "/nonexistent/x",
+                "/proc/nvarray-sweep/x",
             ],
-            "/nonexistent does not exist",
+            "cannot make its directory /proc/nvarray-sweep",
         ),
         (
             vec!["repro", "--out", "/proc/x", "moneta"],
@@ -1190,5 +1190,32 @@ fn a_killed_pm_bench_leaves_no_files() {
     for dir in [&nvm, &data] {
         let left: Vec<_> = std::fs::read_dir(dir).unwrap().flatten().collect();
         assert!(left.is_empty(), "{}: {left:?}", dir.display());
+    }
+}
+
+/// The README's `--out runs/v1.1` with no `runs/` yet: the directory is made, as users expect
+/// of an output path (issue 55: it failed, "directory runs does not exist").
+#[test]
+fn a_sweeps_output_directory_is_made() {
+    let dir = scratch("out-dir");
+    let out = dir.join("runs/v1.1");
+    let o = nvarray(&[
+        "sim",
+        "sweep",
+        "--param",
+        "bs",
+        "--values",
+        "4k,8k",
+        "--rw",
+        "randread",
+        "--runtime",
+        "1ms",
+        "--out",
+        out.to_str().unwrap(),
+    ]);
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    for ext in ["jsonl", "json", "svg"] {
+        let file = dir.join(format!("runs/v1.1.{ext}"));
+        assert!(file.exists(), "{} missing", file.display());
     }
 }
