@@ -26,10 +26,12 @@ use crate::progress::Progress;
 #[derive(Args, Debug)]
 pub struct ReproArgs {
     /// Which seeds to reproduce: moneta, openexpress, dc-express, vnvml, storage-future, or
-    /// all. Several may be given. `apps` (not part of `all`) runs Moneta's application study
-    /// instead: real programs (fio over NBD and XFS, Berkeley DB, SQLite, PostgreSQL, paging)
-    /// on five emulated technologies, as root, about 10 minutes (scripts/apps.py, written to
-    /// DIR and run with python3); it writes DIR/apps.md, apps.json and apps.svg.
+    /// all (about two minutes). Several may be given. The long studies run only when named, not
+    /// by `all`: `vnvml-sqlite` is vNVML's database study on SQLite (several minutes); `apps`
+    /// (on its own) runs Moneta's application study instead: real programs (fio over NBD and
+    /// XFS, Berkeley DB, SQLite, PostgreSQL, paging) on five emulated technologies, as root,
+    /// about 10 minutes (scripts/apps.py, written to DIR and run with python3); it writes
+    /// DIR/apps.md, apps.json and apps.svg.
     #[arg(value_name = "SEED", default_value = "all")]
     seeds: Vec<String>,
     /// With `apps`: a smoke run of about a minute (two devices, 1 s measurements, small
@@ -121,24 +123,42 @@ fn run_apps(args: &ReproArgs) -> anyhow::Result<()> {
     Ok(())
 }
 
-fn parse_seeds(names: &[String]) -> anyhow::Result<Vec<Seed>> {
-    let mut seeds = Vec::new();
+/// The figures the names choose: seeds (`all` for every seed), and the long studies
+/// (`seeds::STUDIES`), which only their own name runs.
+fn parse_seeds(names: &[String]) -> anyhow::Result<Vec<nvarray_repro::Figure>> {
+    let mut chosen: Vec<Seed> = Vec::new();
+    let mut studies = Vec::new();
     for name in names {
         if name == "all" {
-            return Ok(Seed::ALL.to_vec());
+            chosen = Seed::ALL.to_vec();
+            continue;
+        }
+        if let Some(figures) = seeds::study(name) {
+            if !studies.iter().any(|(n, _)| n == name) {
+                studies.push((name.clone(), figures));
+            }
+            continue;
         }
         let seed = Seed::from_name(name).ok_or_else(|| {
-            let choices: Vec<&str> = Seed::ALL.iter().map(|s| s.name()).collect();
+            let choices: Vec<&str> = Seed::ALL
+                .iter()
+                .map(|s| s.name())
+                .chain(seeds::STUDIES.iter().map(|(n, _)| *n))
+                .collect();
             input_error(format!(
                 "unknown seed {name:?}: choose from {}, or all",
                 choices.join(", ")
             ))
         })?;
-        if !seeds.contains(&seed) {
-            seeds.push(seed);
+        if !chosen.contains(&seed) {
+            chosen.push(seed);
         }
     }
-    Ok(seeds)
+    Ok(chosen
+        .into_iter()
+        .flat_map(seeds::figures)
+        .chain(studies.into_iter().flat_map(|(_, f)| f))
+        .collect())
 }
 
 pub fn run(args: ReproArgs) -> anyhow::Result<()> {
@@ -153,8 +173,7 @@ pub fn run(args: ReproArgs) -> anyhow::Result<()> {
     if args.quick {
         return Err(input_error("--quick is for `nvarray repro apps`"));
     }
-    let chosen = parse_seeds(&args.seeds)?;
-    let figures: Vec<_> = chosen.iter().flat_map(|&s| seeds::figures(s)).collect();
+    let figures = parse_seeds(&args.seeds)?;
     // The directory is the user's choice: one that cannot be made is their mistake (exit 2),
     // found before any figure runs.
     std::fs::create_dir_all(args.out.join("jobs"))
@@ -181,7 +200,14 @@ pub fn run(args: ReproArgs) -> anyhow::Result<()> {
         version: env!("CARGO_PKG_VERSION").to_string(),
         commit: commit(),
         date: today(),
-        seeds: chosen,
+        seeds: figures
+            .iter()
+            .fold(Vec::new(), |mut seeds, f| {
+                if !seeds.contains(&f.seed) {
+                    seeds.push(f.seed);
+                }
+                seeds
+            }),
         machine: machine(),
     };
     std::fs::write(
@@ -750,7 +776,24 @@ mod tests {
 
     #[test]
     fn seeds_parse_and_errors_list_the_choices() {
-        assert_eq!(parse_seeds(&["all".into()]).unwrap(), Seed::ALL.to_vec());
+        let ids = |names: &[&str]| -> Vec<String> {
+            let names: Vec<String> = names.iter().map(|s| s.to_string()).collect();
+            parse_seeds(&names)
+                .unwrap()
+                .into_iter()
+                .map(|f| f.id.to_string())
+                .collect()
+        };
+        let every_seed: Vec<String> = Seed::ALL
+            .into_iter()
+            .flat_map(seeds::figures)
+            .map(|f| f.id.to_string())
+            .collect();
+        assert_eq!(ids(&["all"]), every_seed);
+        // The long study is in neither `all` nor its seed's name: only its own.
+        assert!(!ids(&["all"]).iter().any(|id| id == "vnvml-sqlite"));
+        assert!(!ids(&["vnvml"]).iter().any(|id| id == "vnvml-sqlite"));
+        assert_eq!(ids(&["vnvml-sqlite"]), ["vnvml-sqlite"]);
         assert_eq!(
             parse_seeds(&["moneta".into(), "dc-express".into(), "moneta".into()]).unwrap(),
             vec![Seed::Moneta, Seed::DcExpress]

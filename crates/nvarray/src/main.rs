@@ -102,7 +102,8 @@ enum Command {
     /// loop device as root, pm-bench, PMDK when installed). Writes DIR/report.md (every row:
     /// the published value and where it is quoted from, nvarray's value, the ratio, the
     /// verdict and the exact command), DIR/results.json, one SVG and one PNG per figure and
-    /// the job files it used; prints one line per figure. `all` takes a few minutes.
+    /// the job files it used; prints one line per figure, and a progress bar. `all` takes about two
+    /// minutes; the long studies (`vnvml-sqlite`, `apps`) run only when named.
     Repro(cmd_repro::ReproArgs),
     /// Benchmark the transactional NVM library (`nvarray-pm`): transactions per second,
     /// vNVML's page-write microbenchmark, and a YCSB-style key-value workload normalised to

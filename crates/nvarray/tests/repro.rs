@@ -193,7 +193,8 @@ fn the_sqlite_studys_commands_give_each_row_its_number() {
         vfs.display()
     );
     let dir = scratch("sqlite");
-    let figure = seeds::figures(Seed::Vnvml)
+    let figure = seeds::study("vnvml-sqlite")
+        .expect("the study vnvml-sqlite")
         .into_iter()
         .find(|f| f.id == "vnvml-sqlite")
         .expect("the figure vnvml-sqlite");

@@ -107,7 +107,7 @@ fn absorbed() -> Experiment {
 
 /// The seed's study redone with a database (issue 42): SQLite through the VFS `nvarray`
 /// against SQLite with its journal and syncs off on /dev/shm.
-fn sqlite_figure() -> Figure {
+pub(crate) fn sqlite_figure() -> Figure {
     let absorbed_row = |i: usize, dist: &str| {
         Row {
         id: format!("vnvml-sqlite.absorbed-{dist}"),
@@ -256,6 +256,7 @@ pub fn figures() -> Vec<Figure> {
             rows: vec![time_ratio("64"), time_ratio("4096")],
             plot: Some(Plot::RowBars { y_label: "time ratio", log_y: false }),
         },
-        sqlite_figure(),
+        // The database study (`sqlite_figure`) runs for minutes: only when named
+        // (`seeds::STUDIES`).
     ]
 }
