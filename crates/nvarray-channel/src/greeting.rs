@@ -218,7 +218,7 @@ impl Greeter {
             }
         }
         // Highest index first, so `swap_remove` moves only entries already looked at.
-        done.sort_by(|a, b| b.0.cmp(&a.0));
+        done.sort_by_key(|d| std::cmp::Reverse(d.0));
         for (i, outcome) in done {
             let w = self.waiting.swap_remove(i);
             match outcome {

@@ -794,12 +794,17 @@ mod tests {
         assert!(!ids(&["all"]).iter().any(|id| id == "vnvml-sqlite"));
         assert!(!ids(&["vnvml"]).iter().any(|id| id == "vnvml-sqlite"));
         assert_eq!(ids(&["vnvml-sqlite"]), ["vnvml-sqlite"]);
-        assert_eq!(
-            parse_seeds(&["moneta".into(), "dc-express".into(), "moneta".into()]).unwrap(),
-            vec![Seed::Moneta, Seed::DcExpress]
-        );
-        let e = parse_seeds(&["nope".into()]).unwrap_err().to_string();
-        assert!(e.contains("storage-future"), "{e}");
+        let named: Vec<String> = [Seed::Moneta, Seed::DcExpress]
+            .into_iter()
+            .flat_map(seeds::figures)
+            .map(|f| f.id.to_string())
+            .collect();
+        assert_eq!(ids(&["moneta", "dc-express", "moneta"]), named);
+        let Err(e) = parse_seeds(&["nope".into()]) else {
+            panic!("an unknown seed was taken");
+        };
+        let e = e.to_string();
+        assert!(e.contains("storage-future") && e.contains("vnvml-sqlite"), "{e}");
     }
 
     #[test]
