@@ -44,6 +44,10 @@ static THREADS: AtomicUsize = AtomicUsize::new(0);
 /// Largest buffer kept for reuse.
 const KEEP_BUFFER: usize = 1 << 20;
 
+/// Writes of one transaction looked through one by one for a rewrite of the same range; past
+/// this many, a hash map finds it.
+const REWRITE_SCAN_MAX: usize = 8;
+
 /// A transaction's state, independent of how the pool is held (Rust borrow or C handle).
 pub(crate) struct TxCore {
     slot: usize,
@@ -131,7 +135,7 @@ impl TxCore {
         // The same range again: its pages are locked already, and its bytes are replaced
         // where they are, unless a later write overlaps it (the record applies writes in
         // order, so this one must then come after that one: it is appended).
-        if let Some(&i) = self.rewrites.get(&(offset, bytes.len())) {
+        if let Some(i) = self.written_before(offset, bytes.len()) {
             let overlapped = self.writes[i + 1..]
                 .iter()
                 .any(|&(o, _, l)| o < end && offset < o + l as u64);
@@ -160,11 +164,36 @@ impl TxCore {
             }
         }
         self.pages += pages;
-        self.rewrites
-            .insert((offset, bytes.len()), self.writes.len());
         self.writes.push((offset, self.data.len(), bytes.len()));
+        self.index_last_write();
         self.data.extend_from_slice(bytes);
         Ok(())
+    }
+
+    /// The last write of exactly `[offset, offset + len)` in this transaction, if any. A few
+    /// writes are scanned (no hashing on a small transaction's path); from
+    /// `REWRITE_SCAN_MAX` on, `rewrites` indexes them.
+    fn written_before(&mut self, offset: u64, len: usize) -> Option<usize> {
+        if self.writes.len() <= REWRITE_SCAN_MAX {
+            return self
+                .writes
+                .iter()
+                .rposition(|&(o, _, l)| o == offset && l == len);
+        }
+        self.rewrites.get(&(offset, len)).copied()
+    }
+
+    /// Indexes the write just pushed (`written_before`): every write once the transaction
+    /// outgrows the scan, each new one after that.
+    fn index_last_write(&mut self) {
+        let n = self.writes.len();
+        if n <= REWRITE_SCAN_MAX {
+            return;
+        }
+        let first = if n == REWRITE_SCAN_MAX + 1 { 0 } else { n - 1 };
+        for (i, &(o, _, l)) in self.writes.iter().enumerate().skip(first) {
+            self.rewrites.insert((o, l), i);
+        }
     }
 
     /// Takes the lock of `page` for this transaction (wait-die against older holders).

@@ -617,8 +617,54 @@ fn op() -> impl Strategy<Value = Op> {
     ]
 }
 
+/// Writes drawn from a few ranges, so one transaction often writes a range again (replaced
+/// in place) or a range overlapping an earlier one (appended after it), across the number of
+/// writes past which the transaction indexes them (`tx.rs`, `REWRITE_SCAN_MAX`).
+fn rewrites() -> impl Strategy<Value = Vec<(u64, Vec<u8>)>> {
+    let ranges = [
+        (0u64, 4096usize),
+        (4096, 4096),
+        (2048, 4096),
+        (100, 10),
+        (4100, 8),
+    ];
+    proptest::collection::vec(
+        (0..ranges.len(), any::<u64>()).prop_map(move |(r, seed)| {
+            let (off, len) = ranges[r];
+            (off, pattern(seed, len))
+        }),
+        1..24,
+    )
+}
+
 proptest! {
     #![proptest_config(ProptestConfig { cases: 48, ..ProptestConfig::default() })]
+
+    /// A transaction that writes ranges again, and ranges overlapping them, reads its own
+    /// writes as a byte array applying them in order would hold, and commits exactly that.
+    #[test]
+    fn rewritten_ranges_read_and_commit_in_write_order(writes in rewrites()) {
+        let s = Scratch::new();
+        let room = PoolOptions {
+            log_size_bytes: 1 << 20,
+            cache_size_bytes: 1 << 20,
+            ..s.small()
+        };
+        let pool = Pool::open(s.backing(), SIZE, &room).unwrap();
+        let mut model = vec![0u8; 3 * 4096];
+        let mut tx = pool.begin().unwrap();
+        for (off, data) in &writes {
+            tx.write(*off, data).unwrap();
+            model[*off as usize..*off as usize + data.len()].copy_from_slice(data);
+            let mut seen = vec![0u8; model.len()];
+            tx.read(0, &mut seen).unwrap();
+            prop_assert!(seen == model, "the transaction's view differs");
+        }
+        tx.commit().unwrap();
+        let mut after = vec![0u8; model.len()];
+        pool.read(0, &mut after).unwrap();
+        prop_assert!(after == model, "the commit differs");
+    }
 
     /// Any sequence of transactions, aborts, maintenance and reopenings leaves the pool equal
     /// to a byte array that applied exactly the committed transactions in order.

@@ -200,14 +200,12 @@ pub fn run(args: ReproArgs) -> anyhow::Result<()> {
         version: env!("CARGO_PKG_VERSION").to_string(),
         commit: commit(),
         date: today(),
-        seeds: figures
-            .iter()
-            .fold(Vec::new(), |mut seeds, f| {
-                if !seeds.contains(&f.seed) {
-                    seeds.push(f.seed);
-                }
-                seeds
-            }),
+        seeds: figures.iter().fold(Vec::new(), |mut seeds, f| {
+            if !seeds.contains(&f.seed) {
+                seeds.push(f.seed);
+            }
+            seeds
+        }),
         machine: machine(),
     };
     std::fs::write(
@@ -804,7 +802,10 @@ mod tests {
             panic!("an unknown seed was taken");
         };
         let e = e.to_string();
-        assert!(e.contains("storage-future") && e.contains("vnvml-sqlite"), "{e}");
+        assert!(
+            e.contains("storage-future") && e.contains("vnvml-sqlite"),
+            "{e}"
+        );
     }
 
     #[test]

@@ -107,13 +107,19 @@ mod tests {
         let _ = std::fs::remove_dir_all(&made);
         check_writable(&made.join("runs/v1.1.jsonl")).unwrap();
         assert!(made.join("runs").is_dir());
-        assert!(!made.join("runs/v1.1.jsonl").exists(), "no file left behind");
+        assert!(
+            !made.join("runs/v1.1.jsonl").exists(),
+            "no file left behind"
+        );
         std::fs::remove_dir_all(&made).unwrap();
         // A file where a directory is needed cannot be made one.
         let file = dir.join(format!("nvarray-output-file-{}", std::process::id()));
         std::fs::write(&file, b"").unwrap();
         let e = check_writable(&file.join("x.json")).unwrap_err();
-        assert!(e.downcast_ref::<crate::input::InputError>().is_some(), "{e}");
+        assert!(
+            e.downcast_ref::<crate::input::InputError>().is_some(),
+            "{e}"
+        );
         std::fs::remove_file(&file).unwrap();
         let e = check_writable(&dir).unwrap_err();
         assert!(e.to_string().contains("is a directory"), "{e}");

@@ -40,6 +40,10 @@ pub fn all() -> Vec<Figure> {
     Seed::ALL
         .into_iter()
         .flat_map(figures)
-        .chain(STUDIES.iter().flat_map(|(name, _)| study(name).unwrap_or_default()))
+        .chain(
+            STUDIES
+                .iter()
+                .flat_map(|(name, _)| study(name).unwrap_or_default()),
+        )
         .collect()
 }
