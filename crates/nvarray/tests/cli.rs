@@ -393,13 +393,14 @@ fn bad_input_exits_2_with_one_line_naming_the_field() {
 
 #[test]
 fn bench_sim_reports_like_sim_plus_cost_and_faithfulness() {
+    // Long enough to move the megabyte a figure per GB needs (`BYTES_FEW`).
     let args = [
         "--rw",
         "randrw",
         "--numjobs",
         "2",
         "--runtime",
-        "1ms",
+        "10ms",
         "--json",
     ];
     let mut bench_args = vec!["bench", "--engine", "sim"];
@@ -430,12 +431,24 @@ fn bench_sim_reports_like_sim_plus_cost_and_faithfulness() {
     );
 
     let table =
-        String::from_utf8(nvarray(&["bench", "--engine", "sim", "--runtime", "1ms"]).stdout)
+        String::from_utf8(nvarray(&["bench", "--engine", "sim", "--runtime", "10ms"]).stdout)
             .unwrap();
     for needle in ["engine   sim", "s per GB moved", "lateness", "p99.999"] {
         assert!(table.contains(needle), "`{needle}` not in:\n{table}");
     }
     assert!(!table.contains("NOT FAITHFUL"), "{table}");
+    // Too little moved for a figure per GB: no figure, the time, and why (issue 55: a channel
+    // daemon printed 89,241 s per GB after 12 KB).
+    let few = json(&["sim", "--number_ios", "3", "--json"]);
+    assert!(few["cpu_seconds_per_gb"].is_null(), "{few}");
+    assert!(few["cpu_seconds"].as_f64().unwrap() >= 0.0);
+    let table = String::from_utf8(nvarray(&["sim", "--number_ios", "3"]).stdout).unwrap();
+    assert!(
+        table.contains("too little moved for a figure per GB")
+            && table.contains("too few requests to measure: 3 completed")
+            && !table.contains("NOT FAITHFUL"),
+        "{table}"
+    );
 }
 
 #[test]
