@@ -174,51 +174,7 @@ impl Backing {
             path: path.to_path_buf(),
             source,
         };
-        // Mapping anything but a regular file fails with a bare "Invalid argument" (a FIFO,
-        // /dev/null) or maps what is not an image (/dev/zero): say so first. (Without waiting:
-        // opening a FIFO to read blocks until a writer comes.)
-        if let Ok(meta) = std::fs::metadata(path) {
-            if !meta.is_file() {
-                return Err(EmuError::NotRegularFile {
-                    path: path.to_path_buf(),
-                    kind: file_kind(&meta.file_type()),
-                });
-            }
-        }
-        let file = if read_only {
-            OpenOptions::new().read(true).open(path)
-        } else {
-            OpenOptions::new()
-                .read(true)
-                .write(true)
-                .create(true)
-                .truncate(false)
-                .open(path)
-        }
-        .map_err(io)?;
-        // Before anything reads or sizes the file: another device on it, or a pool, would
-        // overwrite this one's data and this one theirs (`nvarray-owner`). The lock lives as
-        // long as `file`.
-        nvarray_owner::claim(
-            &file,
-            nvarray_owner::Role::Device {
-                writable: !read_only,
-            },
-        )
-        .map_err(|refused| match refused {
-            nvarray_owner::Refused::Held(holder) => EmuError::BackingInUse {
-                path: path.to_path_buf(),
-                holder: holder.to_string(),
-            },
-            nvarray_owner::Refused::Marked(mark) => EmuError::BackingMarked {
-                path: path.to_path_buf(),
-                mark: mark.to_string(),
-            },
-            nvarray_owner::Refused::Io(error) => EmuError::Lock {
-                path: path.to_path_buf(),
-                error,
-            },
-        })?;
+        let file = open_claimed(path, read_only)?;
         let len = file.metadata().map_err(io)?.len();
         if len == 0 && !read_only {
             file.set_len(size_bytes).map_err(io)?;
@@ -402,6 +358,60 @@ fn file_kind(t: &std::fs::FileType) -> &'static str {
 /// until its exec closes them (CI once saw a reopen after a drop refused for that reason).
 #[cfg(test)]
 pub(crate) static SPAWN_OR_RELOCK: std::sync::Mutex<()> = std::sync::Mutex::new(());
+
+/// Opens the image at `path` (made if missing, unless `read_only`) and claims it as a device's
+/// backing (`nvarray-owner`), before anything reads or sizes it: another device on it, or a
+/// pool, would overwrite this one's data and this one theirs. The claim lives as long as the
+/// file. Anything but a regular file is refused first.
+fn open_claimed(path: &Path, read_only: bool) -> Result<File, EmuError> {
+    let io = |source| EmuError::File {
+        path: path.to_path_buf(),
+        source,
+    };
+    // Mapping anything but a regular file fails with a bare "Invalid argument" (a FIFO,
+    // /dev/null) or maps what is not an image (/dev/zero): say so first. (Without waiting:
+    // opening a FIFO to read blocks until a writer comes.)
+    if let Ok(meta) = std::fs::metadata(path) {
+        if !meta.is_file() {
+            return Err(EmuError::NotRegularFile {
+                path: path.to_path_buf(),
+                kind: file_kind(&meta.file_type()),
+            });
+        }
+    }
+    let file = if read_only {
+        OpenOptions::new().read(true).open(path)
+    } else {
+        OpenOptions::new()
+            .read(true)
+            .write(true)
+            .create(true)
+            .truncate(false)
+            .open(path)
+    }
+    .map_err(io)?;
+    nvarray_owner::claim(
+        &file,
+        nvarray_owner::Role::Device {
+            writable: !read_only,
+        },
+    )
+    .map_err(|refused| match refused {
+        nvarray_owner::Refused::Held(holder) => EmuError::BackingInUse {
+            path: path.to_path_buf(),
+            holder: holder.to_string(),
+        },
+        nvarray_owner::Refused::Marked(mark) => EmuError::BackingMarked {
+            path: path.to_path_buf(),
+            mark: mark.to_string(),
+        },
+        nvarray_owner::Refused::Io(error) => EmuError::Lock {
+            path: path.to_path_buf(),
+            error,
+        },
+    })?;
+    Ok(file)
+}
 
 /// Runs an operation until it first fails; from then on refuses, naming that first error.
 #[derive(Debug, Default)]

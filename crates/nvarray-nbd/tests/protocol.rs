@@ -720,3 +720,45 @@ fn a_paced_client_reports_the_rate_it_ran_at() {
     );
     server.stop();
 }
+
+/// A connection thread that panics closes its socket (the client reads the end instead of
+/// waiting for ever; issue 39 saw the protocol tests hang), is counted and logged, and the
+/// server serves the next connection and shuts down cleanly (issue 55).
+#[test]
+fn a_connection_that_panics_is_closed_counted_and_the_server_serves_on() {
+    use std::io::Read;
+    let (log, logger) = collected_log();
+    let server = Running::start_logging(false, &[], logger);
+    server.server.inject_panic_in_connection(0);
+    let read_all = |mut s: UnixStream| {
+        s.set_read_timeout(Some(std::time::Duration::from_secs(10)))
+            .unwrap();
+        let mut got = Vec::new();
+        let mut buf = [0u8; 256];
+        loop {
+            match s.read(&mut buf) {
+                Ok(0) => return Ok(got),
+                Ok(n) if got.len() < 8 => got.extend_from_slice(&buf[..n]),
+                Ok(_) => return Ok(got), // the greeting: enough
+                Err(e) => return Err(e),
+            }
+        }
+    };
+    let first = UnixStream::connect(&server.socket).unwrap();
+    let got = read_all(first).expect("the panicking connection's socket was closed");
+    assert!(got.is_empty(), "{got:?}");
+    let greeting = read_all(UnixStream::connect(&server.socket).unwrap()).unwrap();
+    assert_eq!(&greeting[..8], b"NBDMAGIC");
+    assert_eq!(server.server.connection_panics(), 1);
+    let mut c = server.client(true);
+    assert_eq!(c.read(0, 512).unwrap(), Reply::Ok(vec![0; 512]));
+    drop(c);
+    server.stop();
+    let logged = log.lock().unwrap();
+    assert!(
+        logged
+            .iter()
+            .any(|l| l.contains("connection 0: internal error")),
+        "{logged:?}"
+    );
+}

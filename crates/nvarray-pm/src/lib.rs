@@ -56,6 +56,7 @@ mod sim_session;
 mod space;
 mod state_files;
 mod state_key;
+mod state_names;
 mod tx;
 
 pub use error::{PmError, Result};

@@ -404,7 +404,7 @@ fn attach_state(
                     continue;
                 }
                 let found = file_identity::observe(backing, path)?;
-                let known = crate::state_files::state_of(&options.nvm_dir, &found, &nvm_path);
+                let known = crate::state_names::state_of(&options.nvm_dir, &found, &nvm_path);
                 if let Some(other) = known {
                     if let Adopted::InUse(there) = adopt(&other, &nvm_path)? {
                         nvm_path = there;

@@ -18,6 +18,7 @@ use crate::identity::Identity;
 use crate::layout::{self, Layout};
 use crate::media::Media;
 use crate::pool::{attached_pids, remove_state};
+use crate::state_names::is_state_name;
 
 /// A state file and what it is for.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -107,13 +108,6 @@ impl std::fmt::Display for StateStatus {
             StateStatus::Unreadable(why) => write!(f, "unreadable: {why}"),
         }
     }
-}
-
-/// Whether `name` is the name of a state file (`pool::nvm_file_path`).
-fn is_state_name(name: &str) -> bool {
-    name.strip_prefix("nvarray-pm-")
-        .and_then(|r| r.strip_suffix(".nvm"))
-        .is_some_and(|hex| hex.len() == 16 && hex.bytes().all(|b| b.is_ascii_hexdigit()))
 }
 
 /// Every state file in `nvm_dir`, in name order.
@@ -299,53 +293,4 @@ fn judged(made_for: &Path, now: &Path, generation: u64, clean: bool, moved: bool
             StateStatus::NeedsRecovery
         }
     }
-}
-
-/// The state in `nvm_dir` (other than `except`) made for the file whose identity is `wanted`,
-/// under whatever path: the file was renamed, or is reached through another hard link, since.
-/// Of several (superseded ones left behind), the newest generation. Reads headers only; a
-/// state that cannot be read is skipped (the caller makes a new one, and `pm list` names it).
-pub(crate) fn state_of(nvm_dir: &Path, wanted: &Identity, except: &Path) -> Option<PathBuf> {
-    if !file_identity::is_distinctive(wanted) {
-        return None;
-    }
-    let entries = std::fs::read_dir(nvm_dir).ok()?;
-    entries
-        .flatten()
-        .filter(|e| e.file_name().to_str().is_some_and(is_state_name))
-        .map(|e| e.path())
-        .filter(|p| p != except)
-        .filter_map(|p| {
-            let (identity, generation) = header_identity(&p)?;
-            (identity == *wanted).then_some((generation, p))
-        })
-        .max()
-        .map(|(_, p)| p)
-}
-
-/// The identity and generation a state's header records, read with one `pread` (no mapping,
-/// no lock: both are written before the state gets its name and never change). None for
-/// anything that is not a readable state of this version.
-fn header_identity(path: &Path) -> Option<(Identity, u64)> {
-    use std::os::unix::fs::FileExt as _;
-    let file = File::open(path).ok()?;
-    let mut head = [0u8; layout::H_IDENTITY_END];
-    file.read_exact_at(&mut head, 0).ok()?;
-    let word = |off: usize| u64::from_le_bytes(head[off..off + 8].try_into().expect("8 bytes"));
-    if &head[layout::H_MAGIC..layout::H_MAGIC + 8] != layout::MAGIC
-        || word(layout::H_VERSION) != layout::VERSION as u64
-    {
-        return None;
-    }
-    let pool_id = u128::from_le_bytes(
-        head[layout::H_IDENTITY..layout::H_IDENTITY + 16]
-            .try_into()
-            .expect("16 bytes"),
-    );
-    let identity = Identity {
-        pool_id,
-        inode: word(layout::H_IDENTITY + 16),
-        birth_ns: word(layout::H_IDENTITY + 24),
-    };
-    Some((identity, word(layout::H_GENERATION)))
 }

@@ -14,6 +14,7 @@
 mod busy_clock;
 mod control;
 mod cpu_time;
+mod enough;
 mod from_model;
 mod io_depths;
 mod issue_delays;
@@ -23,7 +24,8 @@ mod totals;
 
 pub use busy_clock::{BusyClock, ACTIVE_GAP_MAX};
 pub use control::{SteadyReport, StreamControl};
-pub use cpu_time::{cpu_seconds_per_gb, process_cpu_seconds, thread_cpu_seconds, BYTES_FEW};
+pub use cpu_time::{process_cpu_seconds, thread_cpu_seconds};
+pub use enough::{cpu_seconds_per_gb, BYTES_FEW};
 pub use io_depths::IoDepths;
 pub use issue_delays::{IssueDelays, ISSUED_LATE_NS};
 pub use nvarray_model::Verdict;

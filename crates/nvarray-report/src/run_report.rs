@@ -252,9 +252,7 @@ pub struct IssueLatenessNs {
     pub own_p99: u64,
 }
 
-/// A run that completed fewer requests than this measured nothing worth a percentile or a
-/// rate: it is reported, but not called faithful.
-pub const REQUESTS_FEW: u64 = 10;
+pub use crate::enough::REQUESTS_FEW;
 
 impl RunReport {
     /// Records the CPU time the run took, and per GB moved when enough moved
@@ -263,7 +261,7 @@ impl RunReport {
         let bytes = self.totals.read_bytes + self.totals.write_bytes;
         self.cpu_seconds = cpu_seconds;
         self.cpu_seconds_per_gb =
-            crate::cpu_time::cpu_seconds_per_gb(cpu_seconds, bytes, self.totals.requests);
+            crate::enough::cpu_seconds_per_gb(cpu_seconds, bytes, self.totals.requests);
     }
 
     /// Refuses to call a run faithful when it completed fewer than `REQUESTS_FEW` requests
