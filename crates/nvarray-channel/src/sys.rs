@@ -163,7 +163,6 @@ pub fn poll_peer(fd: &impl AsRawFd) -> (bool, bool) {
     (p.revents & libc::POLLIN != 0, hung)
 }
 
-/// Waits until one of `fds` is readable or hung up, or `timeout_ms` passes.
 /// Waits up to `timeout_ms` for any of `fds` to be readable (or hung up); returns the indices
 /// of those that are, in order (none on a timeout or an interrupted wait).
 pub fn poll_readable(fds: &[std::os::fd::RawFd], timeout_ms: i32) -> io::Result<Vec<usize>> {
@@ -192,15 +191,8 @@ pub fn poll_readable(fds: &[std::os::fd::RawFd], timeout_ms: i32) -> io::Result<
         .collect())
 }
 
+/// Waits until one of `fds` is readable or hung up, or `timeout_ms` passes (a failed wait
+/// returns at once: the caller looks again).
 pub fn wait_any(fds: &[std::os::fd::RawFd], timeout_ms: i32) {
-    let mut polls: Vec<libc::pollfd> = fds
-        .iter()
-        .map(|&fd| libc::pollfd {
-            fd,
-            events: libc::POLLIN | libc::POLLRDHUP,
-            revents: 0,
-        })
-        .collect();
-    // SAFETY: `polls` is a live array of that many pollfds.
-    unsafe { libc::poll(polls.as_mut_ptr(), polls.len() as libc::nfds_t, timeout_ms) };
+    let _ = poll_readable(fds, timeout_ms);
 }

@@ -222,6 +222,18 @@ fn a_read_only_export_refuses_every_write() {
     server.stop();
 }
 
+/// The client flags, then `NBD_OPT_GO` naming `name` with no information requests.
+fn go_option(name: &[u8]) -> Vec<u8> {
+    let mut go = vec![0, 0, 0, 1];
+    go.extend_from_slice(&IHAVEOPT.to_be_bytes());
+    go.extend_from_slice(&OPT_GO.to_be_bytes());
+    go.extend_from_slice(&(4 + name.len() as u32 + 2).to_be_bytes());
+    go.extend_from_slice(&(name.len() as u32).to_be_bytes());
+    go.extend_from_slice(name);
+    go.extend_from_slice(&0u16.to_be_bytes());
+    go
+}
+
 #[test]
 fn malformed_handshakes_are_closed_without_harm() {
     use std::io::{Read, Write};
@@ -256,14 +268,7 @@ fn malformed_handshakes_are_closed_without_harm() {
     let mut s = UnixStream::connect(&server.socket).unwrap();
     let mut greeting = [0u8; 18];
     s.read_exact(&mut greeting).unwrap();
-    let mut go = vec![0, 0, 0, 1];
-    go.extend_from_slice(&IHAVEOPT.to_be_bytes());
-    go.extend_from_slice(&OPT_GO.to_be_bytes());
-    go.extend_from_slice(&9u32.to_be_bytes());
-    go.extend_from_slice(&3u32.to_be_bytes());
-    go.extend_from_slice(b"abc");
-    go.extend_from_slice(&0u16.to_be_bytes());
-    s.write_all(&go).unwrap();
+    s.write_all(&go_option(b"abc")).unwrap();
     let mut header = [0u8; 20];
     s.read_exact(&mut header).unwrap();
     assert_eq!(
@@ -314,14 +319,7 @@ fn strings_past_the_protocols_limits_are_refused() {
     ] {
         let mut s = UnixStream::connect(&server.socket).unwrap();
         s.read_exact(&mut greeting).unwrap();
-        let mut go = vec![0, 0, 0, 1];
-        go.extend_from_slice(&IHAVEOPT.to_be_bytes());
-        go.extend_from_slice(&OPT_GO.to_be_bytes());
-        go.extend_from_slice(&(4 + name.len() as u32 + 2).to_be_bytes());
-        go.extend_from_slice(&(name.len() as u32).to_be_bytes());
-        go.extend_from_slice(name);
-        go.extend_from_slice(&0u16.to_be_bytes());
-        s.write_all(&go).unwrap();
+        s.write_all(&go_option(name)).unwrap();
         let mut header = [0u8; 20];
         s.read_exact(&mut header).unwrap();
         assert_eq!(

@@ -124,39 +124,53 @@ fn attr_error(path: &Path, what: &str, e: std::io::Error) -> PmError {
 }
 
 fn read_pool_id(file: &File, path: &Path) -> Result<Attr> {
-    let mut bytes = [0u8; 16];
-    // SAFETY: valid fd, NUL-terminated name, `bytes` is 16 writable bytes.
+    Ok(
+        match read_attr::<16>(file, path, XATTR, "a 16-byte pool id")? {
+            Some(Some(bytes)) => Attr::Present(u128::from_le_bytes(bytes)),
+            Some(None) => Attr::Absent,
+            None => Attr::Unsupported,
+        },
+    )
+}
+
+/// The `N`-byte value of `file`'s extended attribute `name`: `Some(Some(bytes))`, or
+/// `Some(None)` when it has none, or `None` when its file system has no user attributes. A
+/// value of another length is an error saying something else wrote it (`what`: what it
+/// should hold).
+fn read_attr<const N: usize>(
+    file: &File,
+    path: &Path,
+    name: &CStr,
+    what: &str,
+) -> Result<Option<Option<[u8; N]>>> {
+    let mut bytes = [0u8; N];
+    // SAFETY: valid fd, NUL-terminated name, `bytes` is N writable bytes.
     let n = unsafe {
         libc::fgetxattr(
             file.as_raw_fd(),
-            XATTR.as_ptr(),
+            name.as_ptr(),
             bytes.as_mut_ptr().cast(),
             bytes.len(),
         )
     };
-    if n == bytes.len() as isize {
-        return Ok(Attr::Present(u128::from_le_bytes(bytes)));
+    let foreign = |held: String| PmError::Mismatch {
+        path: path.to_path_buf(),
+        what: format!(
+            "its extended attribute {name:?} holds {held}, not {what}; something other than \
+             nvarray-pm wrote it"
+        ),
+    };
+    if n == N as isize {
+        return Ok(Some(Some(bytes)));
     }
     if n >= 0 {
-        return Err(PmError::Mismatch {
-            path: path.to_path_buf(),
-            what: format!(
-                "its extended attribute {XATTR:?} holds {n} bytes, not a 16-byte pool id; \
-                 something other than nvarray-pm wrote it"
-            ),
-        });
+        return Err(foreign(format!("{n} bytes")));
     }
     let e = std::io::Error::last_os_error();
     match e.raw_os_error() {
-        Some(libc::ENODATA) => Ok(Attr::Absent),
-        Some(libc::ERANGE) => Err(PmError::Mismatch {
-            path: path.to_path_buf(),
-            what: format!(
-                "its extended attribute {XATTR:?} is longer than a 16-byte pool id; something \
-                 other than nvarray-pm wrote it"
-            ),
-        }),
-        _ if unsupported(&e) => Ok(Attr::Unsupported),
+        Some(libc::ENODATA) => Ok(Some(None)),
+        Some(libc::ERANGE) => Err(foreign(format!("more than {N} bytes"))),
+        _ if unsupported(&e) => Ok(None),
         _ => Err(attr_error(path, "read", e)),
     }
 }
@@ -222,34 +236,8 @@ pub(crate) fn is_at(file: &File, path: &Path) -> Result<bool> {
 /// The state generation `file` carries (`GENERATION_XATTR`): 0 when it has none yet or its
 /// file system has no user extended attributes.
 pub(crate) fn generation(file: &File, path: &Path) -> Result<u64> {
-    let mut bytes = [0u8; 8];
-    // SAFETY: valid fd, NUL-terminated name, `bytes` is 8 writable bytes.
-    let n = unsafe {
-        libc::fgetxattr(
-            file.as_raw_fd(),
-            GENERATION_XATTR.as_ptr(),
-            bytes.as_mut_ptr().cast(),
-            bytes.len(),
-        )
-    };
-    if n == bytes.len() as isize {
-        return Ok(u64::from_le_bytes(bytes));
-    }
-    if n >= 0 {
-        return Err(PmError::Mismatch {
-            path: path.to_path_buf(),
-            what: format!(
-                "its extended attribute {GENERATION_XATTR:?} holds {n} bytes, not an 8-byte \
-                 generation; something other than nvarray-pm wrote it"
-            ),
-        });
-    }
-    let e = std::io::Error::last_os_error();
-    match e.raw_os_error() {
-        Some(libc::ENODATA) => Ok(0),
-        _ if unsupported(&e) => Ok(0),
-        _ => Err(attr_error(path, "read", e)),
-    }
+    let value = read_attr::<8>(file, path, GENERATION_XATTR, "an 8-byte generation")?;
+    Ok(value.flatten().map_or(0, u64::from_le_bytes))
 }
 
 /// Gives `file` the next state generation and returns it (durable before it returns: a state

@@ -342,13 +342,19 @@ def tx_args(s):
     return (KINDS, s["blob"], s["row_max"])
 
 
-def file_life(seed, steps, counts, replay):
+def new_life(seed, kind, power):
+    """A life's random settings and its own directory (pool files and NVM tier), empty."""
     r = random.Random(seed)
-    s = settings(r, power=False)
-    life = os.path.join(scratch, f"life-{seed}")
+    s = settings(r, power)
+    life = os.path.join(scratch, f"{kind}-{seed}")
     shutil.rmtree(life, ignore_errors=True)
     os.makedirs(life)
     library_env(s, life)
+    return r, s, life
+
+
+def file_life(seed, steps, counts, replay):
+    r, s, life = new_life(seed, "life", power=False)
     db = os.path.join(life, "a.db")
     ref = Reference(seed, *tx_args(s))
     c = connect(db, s)
@@ -502,12 +508,7 @@ def power_life(seed, steps, counts, replay):
     """Power cuts at seeded operations of a workload on a simulated pool (nv_sim_*): after
     each, the reopened database holds the acknowledged transactions, or those and the one in
     flight."""
-    r = random.Random(seed)
-    s = settings(r, power=True)
-    life = os.path.join(scratch, f"power-{seed}")
-    shutil.rmtree(life, ignore_errors=True)
-    os.makedirs(life)
-    library_env(s, life)
+    r, s, life = new_life(seed, "power", power=True)
     db = os.path.join(life, "p.db")
     tx_count = r.randrange(4, 16)
 

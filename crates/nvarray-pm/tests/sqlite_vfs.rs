@@ -432,6 +432,25 @@ fn pools_campaign_fills_kills_cuts_renames_and_copies_losing_nothing() {
     );
 }
 
+/// A writer that makes `db` (a 1 MiB pool, journal off), commits `(1, 'old')` into a table
+/// `t(k, v)` and dies with SIGKILL, leaving the pool's state needing recovery.
+fn die_after_a_commit(dir: &Path, db: &Path) {
+    let killed = python(
+        dir,
+        &format!(
+            "import os\n\
+             c = sqlite3.connect('file:{}?vfs=nvarray&pool_size=1048576', uri=True,\n\
+             \x20                   isolation_level=None)\n\
+             c.execute('pragma journal_mode=off')\n\
+             c.execute('create table t(k integer primary key, v text)')\n\
+             c.execute(\"insert into t values (1, 'old')\")\n\
+             os.kill(os.getpid(), 9)\n",
+            db.display()
+        ),
+    );
+    assert!(!killed.status.success(), "the writer was meant to die");
+}
+
 /// Issue 55's case: a process inserts `(1, 'old')` and is killed; the file is renamed; the
 /// renamed pool is opened, the row updated to `'new'` and `(2, 'added')` inserted, and closed;
 /// the file is renamed back. Both later commits are there: the dead process's state followed
@@ -443,20 +462,7 @@ fn pools_campaign_fills_kills_cuts_renames_and_copies_losing_nothing() {
 fn a_pool_renamed_after_a_crash_keeps_every_commit() {
     let dir = scratch();
     let (first, second) = (dir.path().join("s.db"), dir.path().join("s2.db"));
-    let killed = python(
-        dir.path(),
-        &format!(
-            "import os\n\
-             c = sqlite3.connect('file:{}?vfs=nvarray&pool_size=1048576', uri=True,\n\
-             \x20                   isolation_level=None)\n\
-             c.execute('pragma journal_mode=off')\n\
-             c.execute('create table t(k integer primary key, v text)')\n\
-             c.execute(\"insert into t values (1, 'old')\")\n\
-             os.kill(os.getpid(), 9)\n",
-            first.display()
-        ),
-    );
-    assert!(!killed.status.success(), "the writer was meant to die");
+    die_after_a_commit(dir.path(), &first);
     std::fs::rename(&first, &second).unwrap();
     let states = nvarray_pm::list_state_files(dir.path()).unwrap();
     assert_eq!(states.len(), 1, "{states:?}");
@@ -506,20 +512,7 @@ fn a_state_superseded_through_another_nvm_directory_is_never_replayed() {
     let other_nvm = dir.path().join("other-nvm");
     std::fs::create_dir(&other_nvm).unwrap();
     let db = dir.path().join("g.db");
-    let killed = python(
-        dir.path(),
-        &format!(
-            "import os\n\
-             c = sqlite3.connect('file:{}?vfs=nvarray&pool_size=1048576', uri=True,\n\
-             \x20                   isolation_level=None)\n\
-             c.execute('pragma journal_mode=off')\n\
-             c.execute('create table t(k integer primary key, v text)')\n\
-             c.execute(\"insert into t values (1, 'old')\")\n\
-             os.kill(os.getpid(), 9)\n",
-            db.display()
-        ),
-    );
-    assert!(!killed.status.success());
+    die_after_a_commit(dir.path(), &db);
     let script = |extra: &str| {
         format!(
             "c = sqlite3.connect('file:{}?vfs=nvarray', uri=True, isolation_level=None)\n\
@@ -676,18 +669,7 @@ fn the_librarys_refusals_reach_the_user() {
     assert!(err.contains("file system has"), "{err}");
 
     let db = dir.path().join("crashed.db");
-    let killed = python(
-        dir.path(),
-        &format!(
-            "import os\n\
-             c = sqlite3.connect('file:{}?vfs=nvarray&pool_size=1048576', uri=True,\n\
-             \x20                   isolation_level=None)\n\
-             c.execute('pragma journal_mode=off'); c.execute('create table t(v)')\n\
-             os.kill(os.getpid(), 9)\n",
-            db.display()
-        ),
-    );
-    assert!(!killed.status.success());
+    die_after_a_commit(dir.path(), &db);
     std::fs::remove_file(&db).unwrap();
     let out = python(
         dir.path(),

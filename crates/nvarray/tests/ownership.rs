@@ -260,32 +260,11 @@ fn an_image_on_a_read_only_file_system_serves_readers() {
     mount(&["--bind", &rw_s, &ro_s]);
     mount(&["-o", "remount,bind,ro", &ro_s]);
     let image = format!("file:{}/img", ro_s);
-    let read = nvarray(&[
-        "bench",
-        "--preset",
-        "dram",
-        "--size",
-        "1m",
-        "--backing",
-        &image,
-        "--rw",
-        "randread",
-        "--runtime",
-        "100ms",
-    ]);
-    let write = nvarray(&[
-        "bench",
-        "--preset",
-        "dram",
-        "--size",
-        "1m",
-        "--backing",
-        &image,
-        "--rw",
-        "randwrite",
-        "--runtime",
-        "100ms",
-    ]);
+    let bench = |rw: &str| {
+        let args = ["bench", "--preset", "dram", "--size", "1m", "--backing"];
+        nvarray(&[&args[..], &[&image, "--rw", rw, "--runtime", "100ms"]].concat())
+    };
+    let (read, write) = (bench("randread"), bench("randwrite"));
     let socket = dir.path().join("nbd.sock");
     let args: Vec<String> = [
         "serve",
