@@ -337,6 +337,17 @@ class Counts:
         self.steps = self.transactions = self.refused = self.rolled_back = 0
         self.kills = self.cuts = self.renames = self.links = self.copies = 0
 
+    def record(self, result, n, ref):
+        """Transaction n ended with `result` ("ok", "full", or a rollback): counted, and
+        applied to the reference when it committed."""
+        self.transactions += 1
+        if result == "ok":
+            ref.apply(n)
+        elif result == "full":
+            self.refused += 1
+        else:
+            self.rolled_back += 1
+
 
 def tx_args(s):
     return (KINDS, s["blob"], s["row_max"])
@@ -367,13 +378,7 @@ def file_life(seed, steps, counts, replay):
             # Transactions in this process.
             for _ in range(r.randrange(1, 6)):
                 result = run(c, seed, n, *tx_args(s))
-                counts.transactions += 1
-                if result == "ok":
-                    ref.apply(n)
-                elif result == "full":
-                    counts.refused += 1
-                else:
-                    counts.rolled_back += 1
+                counts.record(result, n, ref)
                 check(c, ref, f"{what}, transaction {n} ({result})")
                 n += 1
         elif roll < 0.85:
@@ -422,13 +427,7 @@ def kill_step(seed, s, db, n, ref, r, counts, what):
         number = int(number)
         if number != n:
             raise Failure(f"{what}: the writer reported transaction {number}, expected {n}")
-        counts.transactions += 1
-        if word == "ok":
-            ref.apply(n)
-        elif word == "full":
-            counts.refused += 1
-        else:
-            counts.rolled_back += 1
+        counts.record(word, n, ref)
         n += 1
         seen += 1
         if seen >= wanted:
@@ -440,11 +439,7 @@ def kill_step(seed, s, db, n, ref, r, counts, what):
         if not line.endswith("\n"):
             raise Failure(f"{what}: the writer's last line is cut: {line!r}")
         word, number = line.split()
-        counts.transactions += 1
-        if word == "ok":
-            ref.apply(int(number))
-        elif word == "full":
-            counts.refused += 1
+        counts.record(word, int(number), ref)
         n = int(number) + 1
     errors = child.stderr.read()
     if "Failure" in errors or "Traceback" in errors:

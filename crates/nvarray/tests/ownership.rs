@@ -55,6 +55,28 @@ fn python(dir: &Path, script: &str) -> Command {
     command
 }
 
+/// `nvarray serve` of the `dram` preset over `image` on a Unix socket in `dir`, with `extra`
+/// flags; ready once it listens.
+fn serve(dir: &Path, size: &str, image: &str, extra: &[&str]) -> Serve {
+    let socket = dir.join("nbd.sock");
+    let listen = format!("unix:{}", socket.display());
+    let base = [
+        "serve",
+        "--preset",
+        "dram",
+        "--size",
+        size,
+        "--backing",
+        image,
+    ];
+    let args: Vec<String> = [&base[..], extra, &["--listen", &listen]]
+        .concat()
+        .iter()
+        .map(|s| s.to_string())
+        .collect();
+    Serve::start_with(&args, socket)
+}
+
 /// A Python process that opens `db` through the VFS, says `ready` and holds it open until its
 /// stdin closes.
 fn holder(dir: &Path, db: &Path) -> (Child, u32) {
@@ -134,22 +156,7 @@ fn a_device_never_opens_a_pool_and_says_who_holds_it() {
 fn a_pool_never_opens_a_devices_backing_and_says_who_holds_it() {
     let dir = tempfile::tempdir().unwrap();
     let image = dir.path().join("img");
-    let socket = dir.path().join("nbd.sock");
-    let args: Vec<String> = [
-        "serve",
-        "--preset",
-        "dram",
-        "--size",
-        "16m",
-        "--backing",
-        &format!("file:{}", image.display()),
-        "--listen",
-        &format!("unix:{}", socket.display()),
-    ]
-    .iter()
-    .map(|s| s.to_string())
-    .collect();
-    let serve = Serve::start_with(&args, socket);
+    let serve = serve(dir.path(), "16m", &format!("file:{}", image.display()), &[]);
     let server = serve.child.id();
     let out = python(
         dir.path(),
@@ -265,23 +272,7 @@ fn an_image_on_a_read_only_file_system_serves_readers() {
         nvarray(&[&args[..], &[&image, "--rw", rw, "--runtime", "100ms"]].concat())
     };
     let (read, write) = (bench("randread"), bench("randwrite"));
-    let socket = dir.path().join("nbd.sock");
-    let args: Vec<String> = [
-        "serve",
-        "--preset",
-        "dram",
-        "--size",
-        "1m",
-        "--read-only",
-        "--backing",
-        &image,
-        "--listen",
-        &format!("unix:{}", socket.display()),
-    ]
-    .iter()
-    .map(|s| s.to_string())
-    .collect();
-    let serve = Serve::start_with(&args, socket);
+    let serve = serve(dir.path(), "1m", &image, &["--read-only"]);
     let served = serve.output();
     serve.stop("-INT");
     let unmounted = Command::new("umount").arg(&ro).status().unwrap();
