@@ -67,13 +67,17 @@ struct header {
 #define SHARED_SIZE 510
 
 /* The 512-byte blocks (SQLite's smallest page) an open transaction has written: one bit per
- * block of the pool, and the words holding set bits, so that ending a transaction clears
- * only those. Lets a write of bytes the pool already holds, to blocks the transaction never
- * wrote, be skipped (vfs_write_file). */
+ * block, in chunks of CHUNK_BLOCKS blocks made when first written to (so a connection to a
+ * large pool holds bits only for the part it writes), and the words holding set bits, so that
+ * ending a transaction clears only those. Lets a write of bytes the pool already holds, to
+ * blocks the transaction never wrote, be skipped (vfs_write_file). */
 #define BLOCK_BYTES 512
+#define CHUNK_BLOCKS 65536	/* 32 MiB of pool, 8 KiB of bits */
+#define CHUNK_WORDS (CHUNK_BLOCKS / 64)
 struct written {
-	uint64_t *bits;		/* one bit per block, or NULL before the first write */
-	uint64_t *words;	/* indices of words with set bits */
+	uint64_t **chunks;	/* one per CHUNK_BLOCKS blocks of the pool, NULL until written */
+	size_t chunks_len;
+	uint64_t *words;	/* global indices of words with set bits */
 	size_t words_len, words_cap;
 };
 
@@ -171,13 +175,15 @@ static int begin(struct vfs_file *f)
 static void written_clear(struct written *w)
 {
 	for (size_t i = 0; i < w->words_len; i++)
-		w->bits[w->words[i]] = 0;
+		w->chunks[w->words[i] / CHUNK_WORDS][w->words[i] % CHUNK_WORDS] = 0;
 	w->words_len = 0;
 }
 
 static void written_free(struct written *w)
 {
-	free(w->bits);
+	for (size_t i = 0; i < w->chunks_len; i++)
+		free(w->chunks[i]);
+	free(w->chunks);
 	free(w->words);
 	memset(w, 0, sizeof *w);
 }
@@ -185,28 +191,38 @@ static void written_free(struct written *w)
 /* Whether any block of [offset, end) was written. */
 static int written_any(const struct written *w, uint64_t offset, uint64_t end)
 {
-	if (!w->bits)
-		return 0;
-	for (uint64_t b = offset / BLOCK_BYTES; b < (end + BLOCK_BYTES - 1) / BLOCK_BYTES; b++)
-		if (w->bits[b / 64] & (1ULL << (b % 64)))
+	for (uint64_t b = offset / BLOCK_BYTES; b < (end + BLOCK_BYTES - 1) / BLOCK_BYTES; b++) {
+		uint64_t chunk = b / CHUNK_BLOCKS;
+		uint64_t word = (b % CHUNK_BLOCKS) / 64;
+
+		if (chunk < w->chunks_len && w->chunks[chunk] &&
+		    (w->chunks[chunk][word] & (1ULL << (b % 64))))
 			return 1;
+	}
 	return 0;
 }
 
 /* Marks the blocks of [offset, end) written, for a pool of capacity bytes; -1 without
- * memory (the caller then never skips a write). */
+ * memory (the caller then drops the transaction). */
 static int written_mark(struct written *w, uint64_t capacity, uint64_t offset, uint64_t end)
 {
-	if (!w->bits) {
-		size_t words = (capacity / BLOCK_BYTES + 63) / 64 + 1;
+	if (!w->chunks) {
+		size_t chunks = (size_t) (capacity / BLOCK_BYTES / CHUNK_BLOCKS) + 1;
 
-		w->bits = calloc(words, sizeof *w->bits);
-		if (!w->bits)
+		w->chunks = calloc(chunks, sizeof *w->chunks);
+		if (!w->chunks)
 			return -1;
+		w->chunks_len = chunks;
 	}
 	for (uint64_t b = offset / BLOCK_BYTES; b < (end + BLOCK_BYTES - 1) / BLOCK_BYTES; b++) {
-		uint64_t *word = &w->bits[b / 64];
+		uint64_t chunk = b / CHUNK_BLOCKS;
+		uint64_t *word;
 
+		if (chunk >= w->chunks_len)
+			return -1;
+		if (!w->chunks[chunk] && !(w->chunks[chunk] = calloc(CHUNK_WORDS, sizeof(uint64_t))))
+			return -1;
+		word = &w->chunks[chunk][(b % CHUNK_BLOCKS) / 64];
 		if (!*word) {
 			if (w->words_len == w->words_cap) {
 				size_t cap = w->words_cap ? 2 * w->words_cap : 64;
