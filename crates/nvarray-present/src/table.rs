@@ -1083,6 +1083,32 @@ mod tests {
         }
     }
 
+    /// A stream whose name is longer than the first column (a served client's `pid N
+    /// (command)`) widens the column for every row, so each figure stays under its header
+    /// (issue 55: the row's figures were pushed out of line); a rate over no time reads
+    /// `unbounded`.
+    #[test]
+    fn long_stream_names_keep_every_column_in_line() {
+        let stream = |name: &str| StreamReport {
+            name: name.to_string(),
+            ..StreamReport::default()
+        };
+        let mut r = RunReport::default();
+        r.streams = vec![stream("job0"), stream("pid 123456 (nvarray-example)")];
+        r.totals.iops = f64::INFINITY;
+        let table = stream_table(&r);
+        let lines: Vec<&str> = table.lines().take(4).collect();
+        // The name column is as wide as the longest name, then the 11-wide IOPS column: on
+        // the header and on every row, the IOPS figure ends at the same byte.
+        let end = "pid 123456 (nvarray-example)".len() + 1 + 11;
+        for line in &lines {
+            let b = line.as_bytes();
+            assert!(b[end - 1] != b' ' && b[end] == b' ', "{table}");
+        }
+        assert_eq!(&lines[0][end - 4..end], "IOPS");
+        assert_eq!(lines[1].split_whitespace().nth(1), Some("unbounded"), "{table}");
+    }
+
     /// The engine line warns when more threads spin than there are cores (unpinned), counting
     /// host threads only when they wait by spinning.
     #[test]

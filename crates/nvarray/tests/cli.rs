@@ -335,6 +335,27 @@ fn bad_input_exits_2_with_one_line_naming_the_field() {
             "--backing file:",
         ),
         (vec!["presets", "show", "nosuch"], "nosuch"),
+        // Issue 55: the region is the cause, not the tag buffers; a zoned namespace has no FTL
+        // to precondition; a simulation the clock could not end is refused, not run for ever.
+        (
+            vec!["bench", "--size", "16k", "--bs", "64k"],
+            "larger than the job's region of 16384 bytes",
+        ),
+        (
+            vec![
+                "sim",
+                "--preset",
+                "tlc",
+                "--set",
+                "zns.enabled=true",
+                "--set",
+                "zns.zone_bytes=16m",
+                "--precondition",
+                "fill",
+            ],
+            "no FTL to map, collect or precondition",
+        ),
+        (vec!["sim", "--preset", "null"], "would never end"),
         // Each blames what the user typed (issue 15): the size, not the buffers; a fraction,
         // not a limit; the real key name.
         (
@@ -1204,6 +1225,33 @@ fn a_killed_pm_bench_leaves_no_files() {
         let left: Vec<_> = std::fs::read_dir(dir).unwrap().flatten().collect();
         assert!(left.is_empty(), "{}: {left:?}", dir.display());
     }
+}
+
+/// A device that completes requests in no time has no rate to show: `unbounded` in the
+/// table, `null` in the JSON (issue 55: a 1 ns floor printed 10^12 IOPS and more), never a
+/// number.
+#[test]
+fn rates_over_no_time_are_unbounded() {
+    let r = json(&["sim", "--preset", "null", "--number_ios", "1000", "--json"]);
+    assert_eq!(r["requests"], 1000);
+    assert!(r["iops"].is_null() && r["read_bandwidth_bytes_per_s"].is_null(), "{r}");
+    let out = nvarray(&["sim", "--preset", "null", "--number_ios", "1000"]);
+    let table = String::from_utf8_lossy(&out.stdout);
+    let all = table.lines().find(|l| l.starts_with("all")).unwrap();
+    assert_eq!(all.split_whitespace().nth(1), Some("unbounded"), "{table}");
+}
+
+/// A request larger than its region blames the region, not `--buffer-size`, which changes
+/// nothing there (issue 55).
+#[test]
+fn a_request_larger_than_its_region_blames_the_region() {
+    let out = nvarray(&["bench", "--size", "16k", "--bs", "64k"]);
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "{err}");
+    assert!(
+        err.contains("region of 16384 bytes") && !err.contains("--buffer-size"),
+        "{err}"
+    );
 }
 
 /// The README's `--out runs/v1.1` with no `runs/` yet: the directory is made, as users expect
