@@ -1089,12 +1089,14 @@ mod tests {
     /// `unbounded`.
     #[test]
     fn long_stream_names_keep_every_column_in_line() {
-        let stream = |name: &str| StreamReport {
+        let stream = |name: &str| nvarray_report::StreamReport {
             name: name.to_string(),
-            ..StreamReport::default()
+            ..Default::default()
         };
-        let mut r = RunReport::default();
-        r.streams = vec![stream("job0"), stream("pid 123456 (nvarray-example)")];
+        let mut r = RunReport {
+            streams: vec![stream("job0"), stream("pid 123456 (nvarray-example)")],
+            ..RunReport::default()
+        };
         r.totals.iops = f64::INFINITY;
         let table = stream_table(&r);
         let lines: Vec<&str> = table.lines().take(4).collect();
@@ -1106,7 +1108,11 @@ mod tests {
             assert!(b[end - 1] != b' ' && b[end] == b' ', "{table}");
         }
         assert_eq!(&lines[0][end - 4..end], "IOPS");
-        assert_eq!(lines[1].split_whitespace().nth(1), Some("unbounded"), "{table}");
+        assert_eq!(
+            lines[1].split_whitespace().nth(1),
+            Some("unbounded"),
+            "{table}"
+        );
     }
 
     /// The engine line warns when more threads spin than there are cores (unpinned), counting

@@ -1234,7 +1234,10 @@ fn a_killed_pm_bench_leaves_no_files() {
 fn rates_over_no_time_are_unbounded() {
     let r = json(&["sim", "--preset", "null", "--number_ios", "1000", "--json"]);
     assert_eq!(r["requests"], 1000);
-    assert!(r["iops"].is_null() && r["read_bandwidth_bytes_per_s"].is_null(), "{r}");
+    assert!(
+        r["iops"].is_null() && r["read_bandwidth_bytes_per_s"].is_null(),
+        "{r}"
+    );
     let out = nvarray(&["sim", "--preset", "null", "--number_ios", "1000"]);
     let table = String::from_utf8_lossy(&out.stdout);
     let all = table.lines().find(|l| l.starts_with("all")).unwrap();
