@@ -327,7 +327,8 @@ fn verify_backlog_reads_back_every_write_as_it_goes() {
 /// end is issued by neither engine, as fio 3.33 (`plan::issues_before_end`; issue 55: the
 /// emulator issued it, the simulator did not). A device that takes exactly 1 ms a command,
 /// one slot, requests due every 0.5 ms, a 10 ms run: ten go, at 0, 1, ..., 9 ms; the
-/// eleventh, due at 5 ms, finds the slot at 10 ms, the end.
+/// eleventh, due at 5 ms, finds the slot at 10 ms, the end. The emulator, on wall time, may
+/// issue fewer on a busy machine, never the eleventh.
 #[test]
 fn a_paced_request_that_waits_past_the_end_is_issued_by_neither_engine() {
     let mut config = common::device_of("null", &SIZE.to_string());
@@ -349,5 +350,11 @@ fn a_paced_request_that_waits_past_the_end_is_issued_by_neither_engine() {
     )
     .unwrap();
     let emulated = emu::run_on(&device, &w, &mut |_| {}).unwrap();
-    assert_eq!(emulated.totals.requests, 10);
+    // The emulator keeps wall time: a busy machine may delay its thread so that fewer than ten
+    // go before the end, never more (before the fix it issued the eleventh).
+    assert!(
+        (1..=10).contains(&emulated.totals.requests),
+        "{} requests emulated, the simulator's ten at most",
+        emulated.totals.requests
+    );
 }
