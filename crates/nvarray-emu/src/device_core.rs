@@ -24,6 +24,9 @@ pub struct Submission {
     /// A write's placement handle (NVMe FDP's DSPEC with DTYPE 2h; 0 without one), checked
     /// against `ftl.placement_handles` when decoded.
     pub placement: u16,
+    /// Its doorbell (`DmaMemory::doorbell_ns`), 0 when the host did not stamp it: the model
+    /// takes it at this time, or at its visit's clock reading without one.
+    pub doorbell_ns: u64,
 }
 
 /// A completion ready to post.
@@ -216,6 +219,7 @@ mod tests {
             offset_bytes,
             len_bytes,
             placement: 0,
+            doorbell_ns: 0,
         }
     }
 

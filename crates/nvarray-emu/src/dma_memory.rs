@@ -23,6 +23,13 @@ pub struct DmaMemory {
     /// the emulator keeps its exact status there, and the command word has no room). 0 for
     /// every other command.
     pub results: Box<[AtomicU64]>,
+    /// Per tag: when the host made the command on it visible to the device, its doorbell
+    /// (the emulator's clock, ns; 0: not stamped). Stored by the host before the submission's
+    /// Release and taken (swapped to 0) by the device when it claims the tag, so the model
+    /// dates the command by its doorbell, not by when a device thread got round to it: a real
+    /// device's clock does not stop while it waits for a CPU (issue 56). A command without a
+    /// stamp is dated when it reaches the model, as before.
+    pub doorbell_ns: Box<[AtomicU64]>,
     pub page_bytes: usize,
 }
 
@@ -30,6 +37,21 @@ pub struct DmaMemory {
 pub const IN_DATA_DONE: u64 = 1 << 63;
 
 impl DmaMemory {
+    /// The memory for `tags` tags of `data` buffers and their `lists` (NVMe), every word 0.
+    pub fn new(data: Arena, lists: Option<Arena>, page_bytes: usize) -> Self {
+        let tags = data.buffers();
+        let words = || (0..tags).map(|_| AtomicU64::new(0)).collect();
+        DmaMemory {
+            data,
+            lists,
+            in_data: words(),
+            deadlines_ns: words(),
+            results: words(),
+            doorbell_ns: words(),
+            page_bytes,
+        }
+    }
+
     pub fn tags(&self) -> usize {
         self.data.buffers()
     }

@@ -29,7 +29,8 @@ use crate::arena::Arena;
 use crate::backing::{Backing, BackingKind, BackingPages};
 use crate::clock::{ticks, Clock};
 use crate::cpus::{pin_this_thread, CpuList};
-use crate::device_core::{DeviceCore, Finished};
+use crate::device_core::{DeviceCore, Finished, Submission};
+use crate::device_sleep::{rest, Rest, WakeMargin};
 use crate::dma_memory::DmaMemory;
 use crate::error::EmuError;
 use crate::irq::Irq;
@@ -38,10 +39,6 @@ use crate::lateness::{Lateness, LatenessReport};
 use crate::mailbox::Mailbox;
 use crate::pauses;
 use crate::queue_work::{DataPath, DeviceQueue, QueueWork, TagStates};
-
-/// A device thread whose queue pairs have had nothing in flight for this long yields the CPU
-/// between passes.
-const IDLE_YIELD_NS: u64 = 200_000;
 
 /// With one command in flight, a pass that ends this close to the device's next deadline
 /// waits for it on the clock alone (27 ns a reading here) instead of running whole passes
@@ -144,6 +141,9 @@ struct Shared {
     backing_pages: BackingPages,
     stop: AtomicBool,
     retired: Mutex<Retired>,
+    /// The device threads' doorbell: armed by one that sleeps (`device_sleep`), raised by the
+    /// host after each submission, by `attach`/`detach` and by the stop.
+    doorbell: CachePadded<Irq>,
 }
 
 /// A running emulated device.
@@ -186,14 +186,7 @@ impl Emulator {
                 })?)
             }
         };
-        let dma = Arc::new(DmaMemory {
-            data,
-            lists,
-            in_data: (0..options.tags).map(|_| AtomicU64::new(0)).collect(),
-            deadlines_ns: (0..options.tags).map(|_| AtomicU64::new(0)).collect(),
-            results: (0..options.tags).map(|_| AtomicU64::new(0)).collect(),
-            page_bytes,
-        });
+        let dma = Arc::new(DmaMemory::new(data, lists, page_bytes));
         let zones = config
             .zone_layout()?
             .map(|layout| Zones::new(layout).map(parking_lot::Mutex::new))
@@ -227,6 +220,7 @@ impl Emulator {
             backing_pages,
             stop: AtomicBool::new(false),
             retired: Mutex::new(Retired::default()),
+            doorbell: CachePadded::new(Irq::new()),
         });
         let mut emulator = Emulator {
             shared,
@@ -325,6 +319,7 @@ impl Emulator {
         }
         drop(state);
         self.shared.generation.fetch_add(1, Ordering::Release);
+        self.shared.doorbell.raise();
         QueueHandle(cell)
     }
 
@@ -347,6 +342,7 @@ impl Emulator {
             }
         }
         self.shared.generation.fetch_add(1, Ordering::Release);
+        self.shared.doorbell.raise();
         // The model's lock is not held here: a pass holds its pair's lock while it visits the
         // model, so taking them the other way round could wait forever.
         let (lateness, jitter, commands) = {
@@ -405,6 +401,28 @@ impl Emulator {
 
     pub fn now_ns(&self) -> u64 {
         self.shared.path.clock.now_ns()
+    }
+
+    /// Host: a command was just put in a submission queue (stamped `DmaMemory::doorbell_ns`):
+    /// wakes the device threads if one sleeps. While they are awake it costs a fence and a
+    /// load, as an MMIO doorbell write costs the host on real hardware.
+    /// `now_ns`: the command's stamp, the time of the ring.
+    #[inline]
+    pub fn doorbell(&self, now_ns: u64) {
+        if !self.threads.is_empty() {
+            self.shared.doorbell.raise_at(now_ns);
+        }
+    }
+
+    /// Wake-ups of sleeping device threads by the doorbell so far.
+    pub fn doorbell_wakeups(&self) -> u64 {
+        self.shared.doorbell.raised()
+    }
+
+    /// CPU time the device threads have used so far, in ns (0 inline: the host threads run the
+    /// device then, and their time is the host's).
+    pub fn device_cpu_ns(&self) -> u64 {
+        self.threads.iter().map(thread_cpu_ns).sum()
     }
 
     /// Lateness percentiles and the faithfulness verdict so far, over every queue pair.
@@ -496,6 +514,7 @@ impl Emulator {
 impl Drop for Emulator {
     fn drop(&mut self) {
         self.shared.stop.store(true, Ordering::Relaxed);
+        self.shared.doorbell.raise();
         for t in self.threads.drain(..) {
             // A device thread that panicked already reported it; nothing more to do here.
             let _ = t.join();
@@ -528,6 +547,27 @@ impl Drop for AbortOnPanic {
     }
 }
 
+/// CPU time a device thread has used so far, in ns (0 if the kernel cannot tell).
+fn thread_cpu_ns(thread: &JoinHandle<()>) -> u64 {
+    use std::os::unix::thread::JoinHandleExt;
+    let mut clock: libc::clockid_t = 0;
+    let mut ts = libc::timespec {
+        tv_sec: 0,
+        tv_nsec: 0,
+    };
+    // SAFETY: the handle's thread has not been joined (the handle is borrowed), so its pthread
+    // id is valid; both calls only write the locals they are given.
+    let ok = unsafe {
+        libc::pthread_getcpuclockid(thread.as_pthread_t(), &mut clock) == 0
+            && libc::clock_gettime(clock, &mut ts) == 0
+    };
+    if ok {
+        ts.tv_sec as u64 * 1_000_000_000 + ts.tv_nsec as u64
+    } else {
+        0
+    }
+}
+
 /// Serves device thread `index` of `count`: its share of the queue pairs (every `count`-th
 /// in attachment order, from `index`), one pass each in turn, and every `STEAL_EVERY`-th round
 /// the others' too, where their thread is not serving them. A pair's lock is held for one pass
@@ -535,13 +575,26 @@ impl Drop for AbortOnPanic {
 /// pair: another device thread serves it meanwhile. Before, each thread held its pairs for
 /// bursts of 256 passes, and a preempted one stalled them for a time slice: 2 host threads and
 /// 2 device threads on 2 cores fell from 2.2 M IOPS to 0.05 M (docs/perf.md, issue 22).
+///
+/// A round that finds no work ends in a rest (`device_sleep::rest`): the thread sleeps on the
+/// doorbell until its next action minus its wake margin, or parks with nothing in flight, so
+/// an idle or lightly loaded device holds no core (issue 56).
 fn device_thread(shared: &Shared, index: usize, count: usize) {
+    // Timer slack (50 µs by default) would be added to every timed sleep: the margin is
+    // measured, the slack need not be. Failing to set it only makes the margin larger.
+    // SAFETY: PR_SET_TIMERSLACK takes an integer and changes only this thread's slack.
+    unsafe {
+        libc::prctl(libc::PR_SET_TIMERSLACK, 1 as libc::c_ulong, 0, 0, 0);
+    }
+    let clock = &shared.path.clock;
     let mut cells: Vec<Arc<CachePadded<QueueCell>>> = Vec::new();
     let mut seen = u64::MAX;
     let mut round: u32 = 0;
     // The first pass after a yield or a re-share: the time since the previous one is not a
     // spin loop's (for the jitter probe).
     let mut spinning = false;
+    let mut margin = WakeMargin::new();
+    let mut last_work_ns = clock.now_ns();
     while !shared.stop.load(Ordering::Relaxed) {
         let generation = shared.generation.load(Ordering::Acquire);
         if generation != seen {
@@ -556,31 +609,137 @@ fn device_thread(shared: &Shared, index: usize, count: usize) {
         }
         let steal = count > 1 && round.is_multiple_of(STEAL_EVERY);
         round = round.wrapping_add(1);
-        let mut idle = true;
+        let mut worked = false;
+        let mut least_modelled_ns = u64::MAX;
         for (k, cell) in cells.iter().enumerate() {
             if k % count != index && !steal {
                 continue;
             }
             let mut work = match cell.work.try_lock() {
                 Ok(work) => work,
-                Err(TryLockError::WouldBlock) => continue,
+                Err(TryLockError::WouldBlock) => {
+                    worked = true; // another thread serves it: not idle
+                    continue;
+                }
                 Err(TryLockError::Poisoned(e)) => e.into_inner(),
             };
-            idle &= serve(shared, cell, &mut work, spinning);
+            worked |= serve(shared, cell, &mut work, spinning);
+            least_modelled_ns = least_modelled_ns.min(work.least_modelled_ns);
         }
-        if idle {
-            std::thread::yield_now();
-            spinning = false;
-        } else {
+        if worked {
+            last_work_ns = clock.now_ns();
             std::hint::spin_loop();
             spinning = true;
+            continue;
+        }
+        let now = clock.now_ns();
+        let next = next_action_ns(shared, &cells, index, count);
+        let least = (least_modelled_ns != u64::MAX).then_some(least_modelled_ns);
+        match rest(now, next, now.saturating_sub(last_work_ns), least, &margin) {
+            Rest::Spin => {
+                std::hint::spin_loop();
+                spinning = true;
+            }
+            Rest::Yield => {
+                std::thread::yield_now();
+                spinning = false;
+            }
+            Rest::Until(wake_ns) => {
+                sleep_on_doorbell(shared, &cells, index, count, Some(wake_ns), &mut margin);
+                spinning = false;
+            }
+            Rest::Park => {
+                sleep_on_doorbell(shared, &cells, index, count, None, &mut margin);
+                spinning = false;
+            }
         }
     }
 }
 
+/// The next time device thread `index` of `count` must act: the model's next event or the
+/// earliest completion waiting on one of its pairs (`None`: nothing in flight at all).
+fn next_action_ns(
+    shared: &Shared,
+    cells: &[Arc<CachePadded<QueueCell>>],
+    index: usize,
+    count: usize,
+) -> Option<u64> {
+    let published = &shared.published;
+    let next = cells
+        .iter()
+        .enumerate()
+        .filter(|(k, _)| k % count == index)
+        .map(|(_, c)| c.due_next_ns.load(Ordering::Acquire))
+        .fold(published.next_ns.load(Ordering::Acquire), u64::min);
+    if next != NEVER {
+        Some(next)
+    } else if published.in_flight.load(Ordering::Relaxed) > 0 {
+        // In the model with no event yet (cannot happen today; waking soon is safe).
+        Some(shared.path.clock.now_ns())
+    } else {
+        None
+    }
+}
+
+/// Sleeps on the doorbell until `wake_ns` (`None`: until rung), unless, once armed, one of the
+/// thread's pairs has commands, the pairs changed or the emulator stops. Measures the wake-up
+/// against the time asked for (the timeout's end, or the earliest doorbell of what woke it)
+/// into `margin`, and marks what fell due after the thread had to be back as wake-late
+/// (`pauses::PauseWatch::woke`).
+fn sleep_on_doorbell(
+    shared: &Shared,
+    cells: &[Arc<CachePadded<QueueCell>>],
+    index: usize,
+    count: usize,
+    wake_ns: Option<u64>,
+    margin: &mut WakeMargin,
+) {
+    let clock = &shared.path.clock;
+    let doorbell = &shared.doorbell;
+    let seen = shared.generation.load(Ordering::Acquire);
+    doorbell.arm();
+    let commands_waiting = cells.iter().enumerate().any(|(k, c)| {
+        k % count == index
+            && match c.work.try_lock() {
+                Ok(work) => work.has_commands(),
+                Err(_) => true,
+            }
+    });
+    if commands_waiting
+        || shared.stop.load(Ordering::Relaxed)
+        || shared.generation.load(Ordering::Acquire) != seen
+    {
+        doorbell.disarm();
+        return;
+    }
+    let margin_ns = margin.margin_ns();
+    let asleep_ns = clock.now_ns();
+    match wake_ns {
+        Some(wake) => {
+            doorbell.wait_for(std::time::Duration::from_nanos(wake.saturating_sub(asleep_ns)))
+        }
+        None => doorbell.wait(),
+    }
+    // Another sleeper may still be armed: raise for it only if it is (`raise` checks).
+    let woke = clock.now_ns();
+    let rung = doorbell.raised_at_ns();
+    let asked = match wake_ns {
+        _ if rung >= asleep_ns && wake_ns.is_none_or(|w| rung < w) => rung,
+        Some(wake) if woke >= wake => wake,
+        // Woken early, not by a command of its own (another thread's, the pairs changed,
+        // the stop): nothing to measure.
+        _ => {
+            pauses::this_thread(|w| w.restart(woke));
+            return;
+        }
+    };
+    margin.record(woke - asked.min(woke));
+    pauses::this_thread(|w| w.woke(asked + margin_ns, woke));
+}
+
 /// One pass over one queue pair: take its commands, hand them to the model, post its due
-/// completions. Returns whether the pair has been idle for `IDLE_YIELD_NS` (nothing in flight,
-/// nothing new). `spinning`: the calling thread did nothing but spin since its previous pass
+/// completions. Returns whether it did any of these (or has commands the model's lock kept it
+/// from handing over, so it must come back at once). `spinning`: the calling thread did nothing but spin since its previous pass
 /// over this pair (for the jitter probe).
 fn serve(shared: &Shared, cell: &QueueCell, work: &mut QueueWork, spinning: bool) -> bool {
     let path = &shared.path;
@@ -650,12 +809,7 @@ fn serve(shared: &Shared, cell: &QueueCell, work: &mut QueueWork, spinning: bool
     if taken > 0 || posted || visited {
         work.jitter.worked();
     }
-    if taken > 0 || work.busy() {
-        work.last_busy_ns = now;
-        false
-    } else {
-        now.saturating_sub(work.last_busy_ns) > IDLE_YIELD_NS
-    }
+    taken > 0 || posted || visited || !work.to_model.is_empty()
 }
 
 /// The pass's visit to the model: with commands to hand over, one that waits for the lock
@@ -725,6 +879,20 @@ fn model_behind(shared: &Shared, work: &QueueWork, now: u64) -> bool {
             .is_some_and(|due| due <= now && published.settled_ns.load(Ordering::Acquire) < due)
 }
 
+/// When the model takes a command: at its doorbell, but no earlier than the time the model
+/// was last advanced to (`floor`: its time never goes back; a command that reached its queue
+/// after that, stamped before, was held up between its stamp and its doorbell) and no later
+/// than the visit's reading `now` (a stamp from the future is not the host's clock's). A
+/// command without a stamp arrives at `now`, as it did before stamps.
+#[inline]
+fn arrival(s: &Submission, floor: u64, now: u64) -> u64 {
+    if s.doorbell_ns == 0 {
+        now
+    } else {
+        s.doorbell_ns.clamp(floor.min(now), now)
+    }
+}
+
 #[derive(Clone, Copy, PartialEq, Eq)]
 enum Visit {
     /// The pass has commands to hand over: it waits for the lock (one visit at most).
@@ -777,18 +945,26 @@ fn visit(shared: &Shared, work: &mut QueueWork, how: Visit) -> bool {
             path.tags.release(f.tag.index());
         }
     };
-    core.advance(now, &mut deliver);
     let mut refused = Vec::new();
     let handed_now = to_model.len() as u64;
     *handed += handed_now;
+    // Each command goes to the model at its doorbell (`arrival`), in doorbell order, the model
+    // advanced to each in turn: taken late by a thread that was not running, it is still the
+    // command the device saw then (issue 56). Usually in order already.
+    let floor = shared.published.advanced_ns.load(Ordering::Relaxed);
+    if to_model.len() > 1 {
+        to_model.sort_by_key(|s| arrival(s, floor, now));
+    }
     for s in to_model.drain(..) {
-        if let Err(status) = core.submit(s, now) {
+        let at = arrival(&s, floor, now);
+        core.advance(at, &mut deliver);
+        if let Err(status) = core.submit(s, at) {
             refused.push((s, status));
         }
     }
-    // Again, for what the new commands finished at once (a `null` device's with no latency):
-    // their completions go out in this pass rather than wait for the next visit. A compare
-    // when nothing is due.
+    // To the clock: for what fell due since, and what the new commands finished at once (a
+    // `null` device's with no latency), whose completions go out in this pass rather than wait
+    // for the next visit. A compare when nothing is due.
     core.advance(now, &mut deliver);
     for (cell, out) in cells.iter().zip(outgoing.iter_mut()) {
         if let Some(cell) = cell {

@@ -1,4 +1,6 @@
-//! The interrupt of one queue pair: how a sleeping host thread is woken by a completion.
+//! The interrupt of one queue pair: how a sleeping host thread is woken by a completion. The
+//! same in the other direction is the device's doorbell (`Emulator::doorbell`): a device thread
+//! with nothing to do until a time arms it and sleeps, and the host's submission raises it.
 //!
 //! A futex word with two states. The host arms it, re-checks its completion queue, and sleeps
 //! on the word while it stays armed; the device, after posting a completion, disarms it and
@@ -17,6 +19,8 @@ const ARMED: u32 = 1;
 pub struct Irq {
     word: AtomicU32,
     raised: AtomicU64,
+    /// The time given to the last `raise_at` that woke someone.
+    raised_at_ns: AtomicU64,
 }
 
 impl Irq {
@@ -43,16 +47,50 @@ impl Irq {
         atomic_wait::wait(&self.word, ARMED);
     }
 
+    /// Sleep while armed, for at most `timeout`. Returns after a `raise`, the timeout, or
+    /// spuriously; callers re-check.
+    pub fn wait_for(&self, timeout: std::time::Duration) {
+        let ts = libc::timespec {
+            tv_sec: timeout.as_secs().min(i64::MAX as u64) as libc::time_t,
+            tv_nsec: libc::c_long::from(timeout.subsec_nanos() as i32),
+        };
+        // SAFETY: FUTEX_WAIT on a live, aligned 32-bit atomic of this process (private, as
+        // `atomic_wait` uses for `wake_all`): the kernel compares it with ARMED and sleeps
+        // until woken or `ts` (relative) passes; it reads `ts` and writes nothing.
+        unsafe {
+            libc::syscall(
+                libc::SYS_futex,
+                self.word.as_ptr(),
+                libc::FUTEX_WAIT | libc::FUTEX_PRIVATE_FLAG,
+                ARMED,
+                &ts as *const libc::timespec,
+            );
+        }
+    }
+
     /// Device (or a host thread that drained another thread's completion): wake the sleepers
     /// if any armed the interrupt. Call after the completion is visible.
     pub fn raise(&self) {
+        self.raise_at(0);
+    }
+
+    /// `raise`, noting `now_ns` as the time of the raise if it wakes someone
+    /// (`raised_at_ns`).
+    #[inline]
+    pub fn raise_at(&self, now_ns: u64) {
         fence(Ordering::SeqCst);
         if self.word.load(Ordering::Relaxed) == ARMED
             && self.word.swap(IDLE, Ordering::SeqCst) == ARMED
         {
+            self.raised_at_ns.store(now_ns, Ordering::Release);
             self.raised.fetch_add(1, Ordering::Relaxed);
             atomic_wait::wake_all(&self.word);
         }
+    }
+
+    /// The time the last raise that woke someone gave (`raise_at`; 0 before any).
+    pub fn raised_at_ns(&self) -> u64 {
+        self.raised_at_ns.load(Ordering::Acquire)
     }
 
     /// Interrupts that woke someone (for statistics).

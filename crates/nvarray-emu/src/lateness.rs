@@ -12,6 +12,8 @@
 use nvarray_histogram::NsHistogram;
 use nvarray_model::Verdict;
 
+use crate::pauses::Held;
+
 /// The absolute part of the faithfulness bound.
 pub const LATENESS_NS_TOLERATED: u64 = 1_000;
 /// The relative part, in percent of the mean modelled latency.
@@ -27,9 +29,12 @@ pub struct LatenessReport {
     /// The p99 lateness a faithful run stays within (`Lateness::bound`): anything else the
     /// emulator's timing depends on (a timed request's issue) is held to the same bound.
     pub bound_ns: u64,
-    /// Completions recorded, and those whose deadline fell inside a pause of the machine.
+    /// Completions recorded, those whose deadline fell inside a pause of the machine, and
+    /// those whose deadline fell after a device thread should have woken and before the
+    /// kernel woke it (`device_sleep`: wake-late).
     pub completions: u64,
     pub machine_late: u64,
+    pub wake_late: u64,
     /// The emulator's own lateness: the mean and percentiles over the completions not
     /// machine-late.
     pub own_mean_ns: f64,
@@ -49,10 +54,12 @@ impl LatenessReport {
 
 #[derive(Clone, Debug)]
 pub struct Lateness {
-    /// The emulator's own completions (not machine-late) and the machine-late ones, apart: one
-    /// record per completion on the hot path, the whole run's figures joined when read.
+    /// The emulator's own completions (not machine-late), the machine-late ones and the
+    /// wake-late ones, apart: one record per completion on the hot path, the whole run's
+    /// figures joined when read.
     own: Part,
     machine: Part,
+    wake: Part,
     modelled_ns_sum: u128,
     early: u64,
 }
@@ -119,6 +126,7 @@ impl Lateness {
         Lateness {
             own: Part::new(),
             machine: Part::new(),
+            wake: Part::new(),
             modelled_ns_sum: 0,
             early: 0,
         }
@@ -126,15 +134,9 @@ impl Lateness {
 
     /// Records one completion: the model's deadline, when it was posted, the modelled
     /// latency of the command (deadline minus submission), and whether its deadline fell
-    /// inside a pause of the machine (`pauses::PauseWatch::paused_at`).
+    /// inside a pause of the machine or a late wake-up (`pauses::PauseWatch::held_at`).
     #[inline]
-    pub fn record(
-        &mut self,
-        deadline_ns: u64,
-        posted_ns: u64,
-        modelled_ns: u64,
-        machine_late: bool,
-    ) {
+    pub fn record(&mut self, deadline_ns: u64, posted_ns: u64, modelled_ns: u64, held: Option<Held>) {
         debug_assert!(
             posted_ns >= deadline_ns,
             "completion posted {} ns early",
@@ -144,16 +146,16 @@ impl Lateness {
             self.early += 1;
         }
         let late_ns = posted_ns.saturating_sub(deadline_ns);
-        if machine_late {
-            self.machine.record(late_ns);
-        } else {
-            self.own.record(late_ns);
+        match held {
+            None => self.own.record(late_ns),
+            Some(Held::Paused) => self.machine.record(late_ns),
+            Some(Held::WokeLate) => self.wake.record(late_ns),
         }
         self.modelled_ns_sum += u128::from(modelled_ns);
     }
 
     pub fn count(&self) -> u64 {
-        self.own.count() + self.machine.count()
+        self.own.count() + self.machine.count() + self.wake.count()
     }
 
     /// Adds `other`'s completions to these (each queue pair records its own; a report joins
@@ -161,6 +163,7 @@ impl Lateness {
     pub fn merge(&mut self, other: &Lateness) {
         self.own.merge(&other.own);
         self.machine.merge(&other.machine);
+        self.wake.merge(&other.wake);
         self.modelled_ns_sum += other.modelled_ns_sum;
         self.early += other.early;
     }
@@ -192,6 +195,7 @@ impl Lateness {
     pub fn report(&self, hint: Option<&str>) -> LatenessReport {
         let completions = self.count();
         let machine_late = self.machine.count();
+        let wake_late = self.wake.count();
         if completions == 0 {
             return LatenessReport {
                 mean_ns: 0.0,
@@ -201,6 +205,7 @@ impl Lateness {
                 bound_ns: LATENESS_NS_TOLERATED,
                 completions: 0,
                 machine_late: 0,
+                wake_late: 0,
                 own_mean_ns: 0.0,
                 own_p50_ns: 0,
                 own_p99_ns: 0,
@@ -211,6 +216,7 @@ impl Lateness {
         }
         let mut all = self.own.clone();
         all.merge(&self.machine);
+        all.merge(&self.wake);
         let [p50, p99] = all.at([0.50, 0.99]);
         let [own_p50, own_p99] = self.own.at([0.50, 0.99]);
         let (modelled_mean, bound) = self.bound();
@@ -227,14 +233,21 @@ impl Lateness {
             let late = format!(
                 "p99 lateness {p99} ns exceeds max({LATENESS_NS_TOLERATED} ns, {LATENESS_PERCENT_TOLERATED} % of the mean modelled latency {modelled_mean} ns) = {bound} ns"
             );
-            let paused = format!(
+            let percent = |n: u64| n as f64 * 100.0 / completions as f64;
+            let mut paused = format!(
                 "{machine_late} of {completions} completions ({:.2} %) fell due while the machine paused the thread serving them",
-                machine_late as f64 * 100.0 / completions as f64
+                percent(machine_late)
             );
+            if wake_late > 0 {
+                paused.push_str(&format!(
+                    " and {wake_late} ({:.2} %) after a device thread should have woken and before the kernel woke it (wake-late)",
+                    percent(wake_late)
+                ));
+            }
             if own_p99 <= bound {
                 verdict = verdict.worst(Verdict::MachineLimited);
                 reasons.push(format!(
-                    "{late} only by the machine's pauses: {paused}, and without them the emulator's own p99 is {own_p99} ns; the figures hold those pauses (for the model's own timing, run on CPUs set aside: --cpus, and the README's section on tail latency)"
+                    "{late} only by the machine: {paused}, and without them the emulator's own p99 is {own_p99} ns; the figures hold those pauses (for the model's own timing, run on CPUs set aside: --cpus, and the README's section on tail latency)"
                 ));
             } else {
                 verdict = Verdict::NotFaithful;
@@ -256,6 +269,7 @@ impl Lateness {
             bound_ns: bound,
             completions,
             machine_late,
+            wake_late,
             own_mean_ns: self.own.mean_ns(),
             own_p50_ns: own_p50,
             own_p99_ns: own_p99,
@@ -273,7 +287,7 @@ mod tests {
     fn check(samples: &[(u64, u64)], modelled_ns: u64, faithful: bool) {
         let mut l = Lateness::new();
         for &(deadline, posted) in samples {
-            l.record(deadline, posted, modelled_ns, false);
+            l.record(deadline, posted, modelled_ns, None);
         }
         let r = l.report(Some("host memcpy too slow"));
         assert_eq!(
@@ -309,7 +323,7 @@ mod tests {
     fn the_machines_jitter_is_named_only_when_it_exceeds_the_bound_too() {
         let mut l = Lateness::new();
         for i in 0..1000u64 {
-            l.record(i * 10, i * 10 + 3_000, 8_000, false);
+            l.record(i * 10, i * 10 + 3_000, 8_000, None);
         }
         // The bound is max(1 µs, 5 % of 8 µs) = 1 µs.
         assert_eq!(
@@ -337,7 +351,7 @@ mod tests {
     fn percentiles_are_reported() {
         let mut l = Lateness::new();
         for i in 0..100u64 {
-            l.record(1_000, 1_000 + i * 10, 5_000, false);
+            l.record(1_000, 1_000 + i * 10, 5_000, None);
         }
         let r = l.report(None);
         assert!((490..=510).contains(&r.p50_ns), "{r:?}");
@@ -346,7 +360,7 @@ mod tests {
         // On time is 0 late, not the histogram's least value of 1.
         let mut on_time = Lateness::new();
         for i in 0..100u64 {
-            on_time.record(i, i, 5_000, false);
+            on_time.record(i, i, 5_000, None);
         }
         let r = on_time.report(None);
         assert_eq!((r.p50_ns, r.p99_ns, r.max_ns), (0, 0, 0), "{r:?}");
@@ -362,7 +376,7 @@ mod tests {
             for i in 0..1000u64 {
                 let late = i % 33 == 0;
                 let posted = i * 10_000 + if late { 40_000 } else { 100 };
-                l.record(i * 10_000, posted, 8_000, late && paused);
+                l.record(i * 10_000, posted, 8_000, (late && paused).then_some(Held::Paused));
             }
             l.report(Some("the host's hint"))
         };
@@ -387,7 +401,7 @@ mod tests {
         // A few machine-late completions under the bound change nothing.
         let mut l = Lateness::new();
         for i in 0..1000u64 {
-            l.record(i, i + 100, 8_000, i < 5);
+            l.record(i, i + 100, 8_000, (i < 5).then_some(Held::Paused));
         }
         let r = l.report(None);
         assert_eq!((r.verdict, r.machine_late), (Verdict::Faithful, 5));

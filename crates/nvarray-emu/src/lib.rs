@@ -23,6 +23,7 @@ mod arena;
 mod backing;
 mod clock;
 mod device_core;
+mod device_sleep;
 mod dma_memory;
 mod engine;
 mod error;

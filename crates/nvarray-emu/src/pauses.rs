@@ -38,6 +38,16 @@ pub const ALLOW_NS_PER_COMMAND: u64 = 1_000;
 /// memcpy bandwidth measured on the project's VMs.
 pub const ALLOW_NS_PER_KIB: u64 = 250;
 
+/// Why a thread was not running when a deadline fell.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Held {
+    /// The machine paused it between two readings of its loop.
+    Paused,
+    /// It slept and the kernel woke it later than the margin it had chosen
+    /// (`device_sleep`): wake-late.
+    WokeLate,
+}
+
 /// Pauses remembered: a completion's deadline is looked up among the latest few, since the
 /// thread posts it at the first reading after the pause that held it.
 const RECENT: usize = 4;
@@ -49,9 +59,9 @@ pub struct PauseWatch {
     last_ns: Option<u64>,
     /// Work declared since the last reading.
     allowed_ns: u64,
-    /// The latest pauses as (last reading before, first reading after), newest at
+    /// The latest pauses as (last reading before, first reading after, why), newest at
     /// `next - 1` (a ring).
-    recent: [(u64, u64); RECENT],
+    recent: [(u64, u64, Held); RECENT],
     next: usize,
     /// The latest end of a remembered pause: a deadline at or after it fell in none (the
     /// common case, and one comparison instead of a look through `recent`).
@@ -69,7 +79,7 @@ impl PauseWatch {
         PauseWatch {
             last_ns: None,
             allowed_ns: 0,
-            recent: [(0, 0); RECENT],
+            recent: [(0, 0, Held::Paused); RECENT],
             next: 0,
             latest_end_ns: 0,
         }
@@ -81,7 +91,7 @@ impl PauseWatch {
     pub fn reading(&mut self, now_ns: u64) {
         if let Some(last) = self.last_ns {
             if now_ns > last && now_ns - last > PAUSE_NS + self.allowed_ns {
-                self.remember(last, now_ns);
+                self.remember(last, now_ns, Held::Paused);
             }
         }
         self.last_ns = Some(now_ns);
@@ -106,13 +116,23 @@ impl PauseWatch {
     /// `to_ns`. Starts a new chain at `to_ns`.
     pub fn overslept(&mut self, from_ns: u64, to_ns: u64) {
         if to_ns > from_ns + PAUSE_NS {
-            self.remember(from_ns, to_ns);
+            self.remember(from_ns, to_ns, Held::Paused);
         }
         self.restart(to_ns);
     }
 
-    fn remember(&mut self, from_ns: u64, to_ns: u64) {
-        self.recent[self.next % RECENT] = (from_ns, to_ns);
+    /// A device thread's sleep that should have ended by `expected_ns` (the time it must act,
+    /// or the doorbell's ring plus its wake margin) and ended at `woke_ns`: what fell due in
+    /// between is wake-late. Starts a new chain at `woke_ns`.
+    pub fn woke(&mut self, expected_ns: u64, woke_ns: u64) {
+        if woke_ns > expected_ns {
+            self.remember(expected_ns, woke_ns, Held::WokeLate);
+        }
+        self.restart(woke_ns);
+    }
+
+    fn remember(&mut self, from_ns: u64, to_ns: u64, held: Held) {
+        self.recent[self.next % RECENT] = (from_ns, to_ns, held);
         self.next = self.next.wrapping_add(1);
         self.latest_end_ns = self.latest_end_ns.max(to_ns);
     }
@@ -123,16 +143,25 @@ impl PauseWatch {
         self.allowed_ns += commands * ALLOW_NS_PER_COMMAND + bytes * ALLOW_NS_PER_KIB / 1024;
     }
 
-    /// Whether `deadline_ns` fell inside a remembered pause: after the last reading before it
-    /// (so the thread had not yet seen it due) and before the first one after.
+    /// Whether `deadline_ns` fell inside a remembered pause or late wake-up, and which: after
+    /// the last reading before it (so the thread had not yet seen it due) and before the
+    /// first one after.
+    #[inline]
+    pub fn held_at(&self, deadline_ns: u64) -> Option<Held> {
+        if deadline_ns >= self.latest_end_ns {
+            return None;
+        }
+        self.recent
+            .iter()
+            .take(self.next.min(RECENT))
+            .find(|&&(from, to, _)| from < deadline_ns && deadline_ns < to)
+            .map(|&(_, _, held)| held)
+    }
+
+    /// Whether `deadline_ns` fell inside a remembered pause or late wake-up (`held_at`).
     #[inline]
     pub fn paused_at(&self, deadline_ns: u64) -> bool {
-        deadline_ns < self.latest_end_ns
-            && self
-                .recent
-                .iter()
-                .take(self.next.min(RECENT))
-                .any(|&(from, to)| from < deadline_ns && deadline_ns < to)
+        self.held_at(deadline_ns).is_some()
     }
 }
 
@@ -186,6 +215,28 @@ mod tests {
         w.break_chain();
         w.reading(20_000_000);
         assert!(!w.paused_at(15_000_000));
+    }
+
+    /// A sleep that ends past the time the thread had to be back marks the deadlines in
+    /// between wake-late, apart from pauses; one that ends in time marks nothing.
+    #[test]
+    fn a_late_wake_up_holds_the_deadlines_after_the_time_it_was_due() {
+        let mut w = PauseWatch::new();
+        w.reading(1_000);
+        w.woke(100_000, 100_500);
+        assert!(w.held_at(100_200) == Some(Held::WokeLate));
+        assert_eq!(w.held_at(99_000), None, "before the time it was due: on it");
+        assert_eq!(w.held_at(100_500), None);
+        w.woke(200_000, 150_000);
+        assert_eq!(w.held_at(175_000), None, "woke in time");
+        w.reading(151_000);
+        assert_eq!(
+            w.held_at(149_000),
+            None,
+            "the sleep is not a pause: the chain restarted at the wake-up"
+        );
+        w.reading(170_000);
+        assert_eq!(w.held_at(165_000), Some(Held::Paused));
     }
 
     #[test]

@@ -177,9 +177,12 @@ pub struct QueueWork {
     pub(crate) jitter: JitterProbe,
     /// Commands taken from the submission queue.
     pub(crate) commands: u64,
-    pub(crate) last_busy_ns: u64,
     /// Passes in a row that found the model's lock taken with commands to hand over.
     pub(crate) visit_misses: u32,
+    /// The shortest modelled latency of a command posted on this pair (`u64::MAX`: none
+    /// yet), for whether its device thread may sleep while nothing is in flight
+    /// (`device_sleep::rest`).
+    pub(crate) least_modelled_ns: u64,
 }
 
 impl QueueWork {
@@ -198,8 +201,8 @@ impl QueueWork {
             lateness: Lateness::new(),
             jitter: JitterProbe::new(),
             commands: 0,
-            last_busy_ns: 0,
             visit_misses: 0,
+            least_modelled_ns: u64::MAX,
         }
     }
 
@@ -354,16 +357,13 @@ impl QueueWork {
             now >= d.deadline_ns,
             "completion posted before its deadline"
         );
-        let machine_late = pauses::this_thread(|w| {
+        let held = pauses::this_thread(|w| {
             w.reading(now);
-            w.paused_at(d.deadline_ns)
+            w.held_at(d.deadline_ns)
         });
-        self.lateness.record(
-            d.deadline_ns,
-            now,
-            d.deadline_ns - d.submit_ns,
-            machine_late,
-        );
+        let modelled_ns = d.deadline_ns - d.submit_ns;
+        self.least_modelled_ns = self.least_modelled_ns.min(modelled_ns);
+        self.lateness.record(d.deadline_ns, now, modelled_ns, held);
         let tag = Tag::new(d.tag);
         let in_data = path.tags.release(tag.index());
         let p = Posted {
@@ -383,9 +383,13 @@ impl QueueWork {
         self.post(path, immediate(s.queue, s.tag, status), in_data);
     }
 
-    /// Whether this pair has commands anywhere between its submission queue and its posting.
-    pub fn busy(&self) -> bool {
-        !self.to_model.is_empty() || !self.due.is_empty()
+    /// Whether the host has put commands in the submission queue that no pass has taken yet
+    /// (a device thread's check before it sleeps, after arming the doorbell).
+    pub fn has_commands(&self) -> bool {
+        match &self.queue {
+            DeviceQueue::Word { sq, .. } => sq.has_next(),
+            DeviceQueue::Nvme { sq, .. } => !sq.is_empty(),
+        }
     }
 
     /// Delivers a completion: into the data for an in-data read, else as a completion queue
@@ -443,7 +447,7 @@ enum Accepted {
 
 /// Claims the command's tag, checks it against the device and moves its data. A refusal
 /// (returned as the completion to post) changes nothing and leaves the tag as it was.
-fn accept(path: &DataPath, s: Submission, in_data: bool) -> Result<Accepted, Posted> {
+fn accept(path: &DataPath, mut s: Submission, in_data: bool) -> Result<Accepted, Posted> {
     let refuse = |status| Err(immediate(s.queue, s.tag, status));
     if s.op == Opcode::Flush && path.backing.flush().is_err() {
         return refuse(Status::IoError);
@@ -463,6 +467,9 @@ fn accept(path: &DataPath, s: Submission, in_data: bool) -> Result<Accepted, Pos
         // command in flight.
         return refuse(Status::TagConflict);
     }
+    // The tag is this command's now: so is the stamp the host left with it (taken, so a
+    // later command the host does not stamp is not dated by this one's).
+    s.doorbell_ns = path.dma.doorbell_ns[tag].swap(0, Ordering::Relaxed);
     if s.op == Opcode::Flush {
         return Ok(Accepted::ToModel(s));
     }
@@ -617,6 +624,7 @@ fn decode_word(word: u64, queue: u16, path: &DataPath) -> Decoded {
             len_bytes: u32::try_from(len_blocks * block_bytes).unwrap_or(u32::MAX),
             // The command word has no room for one.
             placement: 0,
+            doorbell_ns: 0,
         },
         op == Opcode::Read && path.protocol == Protocol::DcExpress,
     ))
@@ -665,6 +673,7 @@ fn decode_nvme(sqe: &nvme::Sqe, queue: u16, path: &DataPath) -> Decoded {
         offset_bytes: 0,
         len_bytes: 0,
         placement: 0,
+        doorbell_ns: 0,
     };
     if op == Opcode::Flush {
         return Ok((s, false));
@@ -779,7 +788,6 @@ fn prps_cover_tag_buffer(sqe: &nvme::Sqe, len: usize, dma: &DmaMemory) -> bool {
 mod tests {
     use super::*;
     use crate::arena::Arena;
-    use std::sync::atomic::AtomicU64;
 
     /// 64-byte pages make a PRP list chain with few bytes: 7 entries and a chain pointer per
     /// list page.
@@ -789,14 +797,11 @@ mod tests {
     fn dma() -> DmaMemory {
         let buffer_bytes = PAGE * PAGES;
         let list_bytes = DmaMemory::list_bytes_for(buffer_bytes, PAGE);
-        DmaMemory {
-            data: Arena::new(2, buffer_bytes).expect("arena"),
-            lists: Some(Arena::new(2, list_bytes).expect("lists")),
-            in_data: (0..2).map(|_| AtomicU64::new(0)).collect(),
-            deadlines_ns: (0..2).map(|_| AtomicU64::new(0)).collect(),
-            results: (0..2).map(|_| AtomicU64::new(0)).collect(),
-            page_bytes: PAGE,
-        }
+        DmaMemory::new(
+            Arena::new(2, buffer_bytes).expect("arena"),
+            Some(Arena::new(2, list_bytes).expect("lists")),
+            PAGE,
+        )
     }
 
     /// The tag-1 command over all its pages, with its PRP list written as a driver would:

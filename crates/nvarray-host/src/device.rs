@@ -151,6 +151,16 @@ impl Device {
         self.emu.serial_ns_per_command()
     }
 
+    /// CPU time the device threads have used so far, in ns (`Emulator::device_cpu_ns`).
+    pub fn device_cpu_ns(&self) -> u64 {
+        self.emu.device_cpu_ns()
+    }
+
+    /// Sleeping device threads the host's doorbell woke so far.
+    pub fn doorbell_wakeups(&self) -> u64 {
+        self.emu.doorbell_wakeups()
+    }
+
     /// How the device's work is split among threads (`Emulator::work_split`).
     pub fn work_split(&self) -> String {
         self.emu.work_split()

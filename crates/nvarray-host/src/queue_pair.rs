@@ -130,20 +130,25 @@ impl QueuePair {
     }
 
     /// Issues a prepared command: one atomic store of the command word (Moneta), or the SQE
-    /// and the SQ tail doorbell (NVMe).
+    /// and the SQ tail doorbell (NVMe), stamped with the clock just before
+    /// (`DmaMemory::doorbell_ns`), then wakes the device if it sleeps (`Emulator::doorbell`).
     pub fn issue(&mut self, p: Prepared) {
         let tag = p.tag.index();
         assert!(self.pending[tag].is_none(), "tag {tag} issued twice");
+        let rung_ns = self.emu.now_ns();
         match &mut self.ends {
             HostEnds::Word { sq, .. } => {
                 let word = encode::command_word(&p, self.block_bytes);
+                self.dma.doorbell_ns[tag].store(rung_ns, Ordering::Relaxed);
                 sq.push(word).expect("rings hold every tag");
             }
             HostEnds::Nvme { sq, .. } => {
                 let sqe = encode::nvme_sqe(&self.dma, self.block_bytes, &p);
+                self.dma.doorbell_ns[tag].store(rung_ns, Ordering::Relaxed);
                 sq.push(sqe).expect("rings hold every tag");
             }
         }
+        self.emu.doorbell(rung_ns);
         if p.in_data {
             self.in_data.push(p.tag);
         }

@@ -90,6 +90,13 @@ fn setup_line(e: &EmulatorSetup) -> String {
             e.cores
         );
     }
+    if let Some(cpu) = e.device_cpu_per_second {
+        s += &format!(
+            ", device threads used {:.1} % of a core ({} doorbell wake-ups)",
+            cpu * 100.0,
+            e.doorbell_wakeups
+        );
+    }
     if e.checked_blocks > 0 {
         s += &format!(
             ", {} blocks read back and checked ({} held this run's writes and passed; the other \
@@ -717,9 +724,17 @@ fn lateness_lines(r: &RunReport) -> String {
         us(l.max)
     );
     if r.emulator.is_some() {
+        let woke = if l.wake_late > 0 {
+            format!(
+                " and the {} ({:.2} %) due after a device thread should have woken and before the kernel woke it",
+                l.wake_late, l.wake_late_percent
+            )
+        } else {
+            String::new()
+        };
         let _ = writeln!(
             s,
-            "  the emulator's own, without the {} of {} completions ({:.2} %) due in a pause of the machine: p50 {:.3} | p99 {:.3} | max {:.3}",
+            "  the emulator's own, without the {} of {} completions ({:.2} %) due in a pause of the machine{woke}: p50 {:.3} | p99 {:.3} | max {:.3}",
             l.machine_late,
             l.completions,
             l.machine_late_percent,
@@ -828,8 +843,13 @@ pub fn verdict_line(r: &RunReport) -> Option<String> {
         Verdict::MachineLimited => Some(format!("machine-limited: {}", why())),
         Verdict::Faithful if r.emulator.is_some() => {
             let l = &r.lateness_ns;
+            let woke = if l.wake_late > 0 {
+                format!(", {} ({:.2} %) wake-late", l.wake_late, l.wake_late_percent)
+            } else {
+                String::new()
+            };
             Some(format!(
-                "faithful: lateness p99 {:.3} µs, within the bound ({} of {} completions, {:.2} %, fell due in a pause of the machine)",
+                "faithful: lateness p99 {:.3} µs, within the bound ({} of {} completions, {:.2} %, fell due in a pause of the machine{woke})",
                 l.p99 as f64 / 1e3,
                 l.machine_late,
                 l.completions,
@@ -933,8 +953,8 @@ pub struct Difference {
     /// lateness inside it and the host time the simulator charges too (`host.software_ns`).
     pub host_software: f64,
     /// The emulator posting completions after the model's time (mean lateness), and the part
-    /// of it that completions due in a pause of the machine make (the rest is the
-    /// emulator's own).
+    /// of it that completions due in a pause of the machine or after a late wake-up make (the
+    /// rest is the emulator's own).
     pub lateness: f64,
     pub machine_lateness: f64,
     /// The modelled device itself: its share of the emulated run against the simulator's
@@ -965,7 +985,7 @@ pub fn difference(sim: &RunReport, emu: &RunReport) -> Option<Difference> {
     let own = if l.completions == 0 {
         0.0
     } else {
-        l.own_mean * (l.completions - l.machine_late) as f64 / l.completions as f64
+        l.own_mean * (l.completions - l.machine_late - l.wake_late) as f64 / l.completions as f64
     };
     Some(Difference {
         total: emu_t.latency_ns.mean - sim_t.latency_ns.mean,
@@ -999,10 +1019,10 @@ pub fn difference_in_words(sim: &RunReport, emu: &RunReport) -> String {
     let l = &emu.lateness_ns;
     let _ = writeln!(
         s,
-        "  {:+.2} µs lateness (completions posted after the model's time): {:+.2} µs the machine's pauses ({} completions fell due in one), {:+.2} µs the emulator's own (its p99 {:.2} µs)",
+        "  {:+.2} µs lateness (completions posted after the model's time): {:+.2} µs the machine's pauses and late wake-ups ({} completions fell due in one), {:+.2} µs the emulator's own (its p99 {:.2} µs)",
         us(d.lateness),
         us(d.machine_lateness),
-        l.machine_late,
+        l.machine_late + l.wake_late,
         us(d.lateness - d.machine_lateness),
         us(l.own_p99 as f64)
     );

@@ -194,12 +194,20 @@ pub struct EmulatorSetup {
     /// cores the process could run on: more spinning threads than cores take turns.
     pub host_threads: usize,
     pub cores: usize,
+    /// The device threads' CPU time per second of the measured window (1.0: a whole core
+    /// busy); absent inline, where the host threads run the device. Near 0 for an idle
+    /// device: its threads sleep on the doorbell (issue 56).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub device_cpu_per_second: Option<f64>,
+    /// Times the host's doorbell woke a sleeping device thread.
+    pub doorbell_wakeups: u64,
 }
 
 /// Completion posting time minus its modelled deadline, in nanoseconds: of every completion,
 /// then whose it was. A completion is machine-late when its deadline fell while the machine
-/// paused the thread serving it (`nvarray_emu::pauses`); the others' lateness is the
-/// emulator's own (`own_*`).
+/// paused the thread serving it (`nvarray_emu::pauses`), wake-late when it fell after a
+/// sleeping device thread should have been back and before the kernel woke it; the others'
+/// lateness is the emulator's own (`own_*`).
 #[derive(Clone, Copy, Debug, Default, PartialEq, Serialize)]
 pub struct LatenessNs {
     pub mean: f64,
@@ -210,6 +218,8 @@ pub struct LatenessNs {
     pub machine_late: u64,
     /// `machine_late` in percent of `completions` (0 without completions).
     pub machine_late_percent: f64,
+    pub wake_late: u64,
+    pub wake_late_percent: f64,
     pub own_mean: f64,
     pub own_p50: u64,
     pub own_p99: u64,

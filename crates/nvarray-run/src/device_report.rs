@@ -37,13 +37,17 @@ pub fn device_report_over(
     cpu_seconds: f64,
     excluded: &DeviceReading,
 ) -> RunReport {
+    let device_cpu_ns = device.device_cpu_ns();
+    let mut window_cpu_ns = 0;
     let mut report = device.with_model(|model, sum, count| {
         let now = DeviceReading {
             busy: model.resource_busy(),
             sum: *sum,
             commands: count,
+            device_cpu_ns,
         };
         let window = now.since(excluded);
+        window_cpu_ns = window.device_cpu_ns;
         let mut report = RunReport::from_model_over("emu", model, window.busy, streams, elapsed_ns);
         attribute_device_time(&mut report, &window.sum, window.commands);
         report
@@ -57,11 +61,9 @@ pub fn device_report_over(
         max: lateness.max_ns,
         completions: lateness.completions,
         machine_late: lateness.machine_late,
-        machine_late_percent: if lateness.completions == 0 {
-            0.0
-        } else {
-            lateness.machine_late as f64 * 100.0 / lateness.completions as f64
-        },
+        machine_late_percent: percent_of(lateness.machine_late, lateness.completions),
+        wake_late: lateness.wake_late,
+        wake_late_percent: percent_of(lateness.wake_late, lateness.completions),
         own_mean: lateness.own_mean_ns,
         own_p50: lateness.own_p50_ns,
         own_p99: lateness.own_p99_ns,
@@ -94,8 +96,22 @@ pub fn device_report_over(
         host_cpus: Vec::new(),
         host_threads: 0,
         cores: std::thread::available_parallelism().map_or(1, |n| n.get()),
+        // Per second of the measured window; inline the host threads run the device, and
+        // their time is the process's.
+        device_cpu_per_second: (options.device_threads > 0 && elapsed_ns > 0)
+            .then(|| window_cpu_ns as f64 / elapsed_ns as f64),
+        doorbell_wakeups: device.doorbell_wakeups(),
     });
     report
+}
+
+/// `part` in percent of `whole` (0 of nothing).
+fn percent_of(part: u64, whole: u64) -> f64 {
+    if whole == 0 {
+        0.0
+    } else {
+        part as f64 * 100.0 / whole as f64
+    }
 }
 
 /// What a device had done up to one instant (or in a window: the difference of two): its
@@ -105,15 +121,19 @@ pub struct DeviceReading {
     busy: ResourceBusy,
     sum: Breakdown,
     commands: u64,
+    /// The device threads' CPU time (`Device::device_cpu_ns`).
+    device_cpu_ns: u64,
 }
 
 impl DeviceReading {
     /// The device's figures now.
     pub fn take(device: &Device) -> DeviceReading {
+        let device_cpu_ns = device.device_cpu_ns();
         device.with_model(|model, sum, commands| DeviceReading {
             busy: model.resource_busy(),
             sum: *sum,
             commands,
+            device_cpu_ns,
         })
     }
 
@@ -123,6 +143,7 @@ impl DeviceReading {
             busy: self.busy.since(&earlier.busy),
             sum: breakdown_zip(&self.sum, &earlier.sum, u64::saturating_sub),
             commands: self.commands.saturating_sub(earlier.commands),
+            device_cpu_ns: self.device_cpu_ns.saturating_sub(earlier.device_cpu_ns),
         }
     }
 
@@ -132,6 +153,7 @@ impl DeviceReading {
             busy: self.busy.plus(&other.busy),
             sum: breakdown_zip(&self.sum, &other.sum, u64::saturating_add),
             commands: self.commands + other.commands,
+            device_cpu_ns: self.device_cpu_ns + other.device_cpu_ns,
         }
     }
 }
