@@ -30,7 +30,7 @@ use crate::backing::{Backing, BackingKind, BackingPages};
 use crate::clock::{ticks, Clock};
 use crate::cpus::{pin_this_thread, CpuList};
 use crate::device_core::{DeviceCore, Finished, Submission};
-use crate::device_sleep::{rest, Rest, WakeMargin};
+use crate::device_sleep::{fine_timer_slack, rest, Rest, WakeMargin};
 use crate::dma_memory::DmaMemory;
 use crate::error::EmuError;
 use crate::irq::Irq;
@@ -144,6 +144,8 @@ struct Shared {
     /// The device threads' doorbell: armed by one that sleeps (`device_sleep`), raised by the
     /// host after each submission, by `attach`/`detach` and by the stop.
     doorbell: CachePadded<Irq>,
+    /// Tests only (`slow_wakeups_by`): spun after each wake-up, as a kernel slow to wake.
+    wake_delay_ns: AtomicU64,
 }
 
 /// A running emulated device.
@@ -221,6 +223,7 @@ impl Emulator {
             stop: AtomicBool::new(false),
             retired: Mutex::new(Retired::default()),
             doorbell: CachePadded::new(Irq::new()),
+            wake_delay_ns: AtomicU64::new(0),
         });
         let mut emulator = Emulator {
             shared,
@@ -377,7 +380,8 @@ impl Emulator {
         let cell = &queue.0;
         match cell.work.try_lock() {
             Ok(mut work) => {
-                serve(&self.shared, cell, &mut work, spinning);
+                let since = if spinning { Since::Spun } else { Since::Other };
+                serve(&self.shared, cell, &mut work, since);
                 true
             }
             Err(TryLockError::WouldBlock) => false,
@@ -412,6 +416,18 @@ impl Emulator {
         if !self.threads.is_empty() {
             self.shared.doorbell.raise_at(now_ns);
         }
+    }
+
+    /// Tests only: every wake-up of a device thread from now on comes `ns` later, as on a
+    /// machine whose kernel is slow to run it, so its accounting can be shown.
+    #[doc(hidden)]
+    pub fn slow_wakeups_by(&self, ns: u64) {
+        self.shared.wake_delay_ns.store(ns, Ordering::Relaxed);
+    }
+
+    /// Whether a device thread is asleep on the doorbell (or about to be).
+    pub fn device_asleep(&self) -> bool {
+        self.shared.doorbell.armed()
     }
 
     /// Wake-ups of sleeping device threads by the doorbell so far.
@@ -580,19 +596,12 @@ fn thread_cpu_ns(thread: &JoinHandle<()>) -> u64 {
 /// doorbell until its next action minus its wake margin, or parks with nothing in flight, so
 /// an idle or lightly loaded device holds no core (issue 56).
 fn device_thread(shared: &Shared, index: usize, count: usize) {
-    // Timer slack (50 µs by default) would be added to every timed sleep: the margin is
-    // measured, the slack need not be. Failing to set it only makes the margin larger.
-    // SAFETY: PR_SET_TIMERSLACK takes an integer and changes only this thread's slack.
-    unsafe {
-        libc::prctl(libc::PR_SET_TIMERSLACK, 1 as libc::c_ulong, 0, 0, 0);
-    }
+    fine_timer_slack();
     let clock = &shared.path.clock;
     let mut cells: Vec<Arc<CachePadded<QueueCell>>> = Vec::new();
     let mut seen = u64::MAX;
     let mut round: u32 = 0;
-    // The first pass after a yield or a re-share: the time since the previous one is not a
-    // spin loop's (for the jitter probe).
-    let mut spinning = false;
+    let mut since = Since::Other;
     let mut margin = WakeMargin::new();
     let mut last_work_ns = clock.now_ns();
     while !shared.stop.load(Ordering::Relaxed) {
@@ -605,7 +614,7 @@ fn device_thread(shared: &Shared, index: usize, count: usize) {
                 .flatten()
                 .cloned()
                 .collect();
-            spinning = false;
+            since = Since::Other;
         }
         let steal = count > 1 && round.is_multiple_of(STEAL_EVERY);
         round = round.wrapping_add(1);
@@ -623,13 +632,13 @@ fn device_thread(shared: &Shared, index: usize, count: usize) {
                 }
                 Err(TryLockError::Poisoned(e)) => e.into_inner(),
             };
-            worked |= serve(shared, cell, &mut work, spinning);
+            worked |= serve(shared, cell, &mut work, since);
             least_modelled_ns = least_modelled_ns.min(work.least_modelled_ns);
         }
         if worked {
             last_work_ns = clock.now_ns();
             std::hint::spin_loop();
-            spinning = true;
+            since = Since::Spun;
             continue;
         }
         let now = clock.now_ns();
@@ -638,19 +647,19 @@ fn device_thread(shared: &Shared, index: usize, count: usize) {
         match rest(now, next, now.saturating_sub(last_work_ns), least, &margin) {
             Rest::Spin => {
                 std::hint::spin_loop();
-                spinning = true;
+                since = Since::Spun;
             }
             Rest::Yield => {
                 std::thread::yield_now();
-                spinning = false;
+                since = Since::Other;
             }
             Rest::Until(wake_ns) => {
                 sleep_on_doorbell(shared, &cells, index, count, Some(wake_ns), &mut margin);
-                spinning = false;
+                since = Since::Woke;
             }
             Rest::Park => {
                 sleep_on_doorbell(shared, &cells, index, count, None, &mut margin);
-                spinning = false;
+                since = Since::Woke;
             }
         }
     }
@@ -683,8 +692,8 @@ fn next_action_ns(
 
 /// Sleeps on the doorbell until `wake_ns` (`None`: until rung), unless, once armed, one of the
 /// thread's pairs has commands, the pairs changed or the emulator stops. Measures the wake-up
-/// against the time asked for (the timeout's end, or the earliest doorbell of what woke it)
-/// into `margin`, and marks what fell due after the thread had to be back as wake-late
+/// against the time asked for (the timeout's end, or the ring that woke it) into `margin`,
+/// and marks what fell due after the thread had to be back as wake-late
 /// (`pauses::PauseWatch::woke`).
 fn sleep_on_doorbell(
     shared: &Shared,
@@ -715,39 +724,62 @@ fn sleep_on_doorbell(
     let margin_ns = margin.margin_ns();
     let asleep_ns = clock.now_ns();
     match wake_ns {
-        Some(wake) => {
-            doorbell.wait_for(std::time::Duration::from_nanos(wake.saturating_sub(asleep_ns)))
-        }
+        Some(wake) => doorbell.wait_for(std::time::Duration::from_nanos(
+            wake.saturating_sub(asleep_ns),
+        )),
         None => doorbell.wait(),
     }
-    // Another sleeper may still be armed: raise for it only if it is (`raise` checks).
+    let delay = shared.wake_delay_ns.load(Ordering::Relaxed);
+    if delay > 0 {
+        clock.spin_until(clock.now_ns() + delay);
+    }
     let woke = clock.now_ns();
+    // The wake-up's own lateness, for the margin: after a ring (the host noted its time when
+    // it woke the thread), or after the timeout's end. Woken early otherwise (another
+    // thread's command, the pairs changed, the stop): nothing to measure.
     let rung = doorbell.raised_at_ns();
-    let asked = match wake_ns {
-        _ if rung >= asleep_ns && wake_ns.is_none_or(|w| rung < w) => rung,
-        Some(wake) if woke >= wake => wake,
-        // Woken early, not by a command of its own (another thread's, the pairs changed,
-        // the stop): nothing to measure.
-        _ => {
-            pauses::this_thread(|w| w.restart(woke));
-            return;
-        }
+    let asked = if rung >= asleep_ns && wake_ns.is_none_or(|w| rung < w) {
+        Some(rung)
+    } else {
+        wake_ns.filter(|&w| woke >= w)
     };
-    margin.record(woke - asked.min(woke));
-    pauses::this_thread(|w| w.woke(asked + margin_ns, woke));
+    if let Some(asked) = asked {
+        margin.record(woke - asked.min(woke));
+    }
+    // The timeout's end plus the margin is when the thread had to act; a command rung
+    // meanwhile is held to its ring plus the margin when taken (`PauseWatch::taken`).
+    let expected = wake_ns.map(|w| w + margin_ns);
+    pauses::this_thread(|w| w.woke(asleep_ns, expected, woke, margin_ns));
+}
+
+/// What the thread serving a pair did since its previous pass over it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Since {
+    /// Only spun: the pass continues the chain of clock readings (`pauses`) and may sample the
+    /// machine's jitter.
+    Spun,
+    /// Slept on the doorbell, which restarted the chain at the wake-up
+    /// (`pauses::PauseWatch::woke`): the pass continues it, but the time since is no spin
+    /// loop's.
+    Woke,
+    /// Something unbounded (a yield, a re-share, the host's own code): a new chain.
+    Other,
 }
 
 /// One pass over one queue pair: take its commands, hand them to the model, post its due
 /// completions. Returns whether it did any of these (or has commands the model's lock kept it
-/// from handing over, so it must come back at once). `spinning`: the calling thread did nothing but spin since its previous pass
-/// over this pair (for the jitter probe).
-fn serve(shared: &Shared, cell: &QueueCell, work: &mut QueueWork, spinning: bool) -> bool {
+/// from handing over, so it must come back at once). `since`: what the calling thread did
+/// since its previous pass.
+fn serve(shared: &Shared, cell: &QueueCell, work: &mut QueueWork, since: Since) -> bool {
     let path = &shared.path;
+    let spinning = since == Since::Spun;
     // The pass's first clock reading starts or continues the thread's chain of readings
-    // (`pauses`): continued only when the thread did nothing else since its previous pass.
+    // (`pauses`): continued unless the thread did something unbounded since its previous
+    // pass. After a sleep the chain was restarted at the wake-up, so a pause between the
+    // wake-up and this pass is still the machine's (issue 56).
     let chain = |now: u64, first: bool| {
         pauses::this_thread(|w| {
-            if spinning || !first {
+            if since != Since::Other || !first {
                 w.reading(now);
             } else {
                 w.restart(now);

@@ -88,6 +88,11 @@ impl Irq {
         }
     }
 
+    /// Whether someone has armed it and not been raised since (a sleeper, or one about to).
+    pub fn armed(&self) -> bool {
+        self.word.load(Ordering::Relaxed) == ARMED
+    }
+
     /// The time the last raise that woke someone gave (`raise_at`; 0 before any).
     pub fn raised_at_ns(&self) -> u64 {
         self.raised_at_ns.load(Ordering::Acquire)

@@ -136,7 +136,13 @@ impl Lateness {
     /// latency of the command (deadline minus submission), and whether its deadline fell
     /// inside a pause of the machine or a late wake-up (`pauses::PauseWatch::held_at`).
     #[inline]
-    pub fn record(&mut self, deadline_ns: u64, posted_ns: u64, modelled_ns: u64, held: Option<Held>) {
+    pub fn record(
+        &mut self,
+        deadline_ns: u64,
+        posted_ns: u64,
+        modelled_ns: u64,
+        held: Option<Held>,
+    ) {
         debug_assert!(
             posted_ns >= deadline_ns,
             "completion posted {} ns early",
@@ -376,7 +382,12 @@ mod tests {
             for i in 0..1000u64 {
                 let late = i % 33 == 0;
                 let posted = i * 10_000 + if late { 40_000 } else { 100 };
-                l.record(i * 10_000, posted, 8_000, (late && paused).then_some(Held::Paused));
+                l.record(
+                    i * 10_000,
+                    posted,
+                    8_000,
+                    (late && paused).then_some(Held::Paused),
+                );
             }
             l.report(Some("the host's hint"))
         };
@@ -405,5 +416,37 @@ mod tests {
         }
         let r = l.report(None);
         assert_eq!((r.verdict, r.machine_late), (Verdict::Faithful, 5));
+    }
+
+    /// Completions due after a device thread should have woken and before the kernel woke it
+    /// are counted apart (wake-late) and, like pauses, leave the emulator's own p99 alone.
+    #[test]
+    fn a_tail_of_late_wake_ups_is_counted_apart_and_is_the_machines() {
+        let mut l = Lateness::new();
+        for i in 0..1000u64 {
+            let held = match i % 50 {
+                0 => Some(Held::WokeLate),
+                1 => Some(Held::Paused),
+                _ => None,
+            };
+            let late = if held.is_some() { 300_000 } else { 100 };
+            l.record(i * 100_000, i * 100_000 + late, 50_000, held);
+        }
+        let r = l.report(None);
+        assert_eq!((r.completions, r.machine_late, r.wake_late), (1000, 20, 20));
+        assert_eq!(r.verdict, Verdict::MachineLimited, "{r:?}");
+        assert_eq!(r.own_p99_ns, 100);
+        let why = r.unfaithful_reason.unwrap();
+        assert!(
+            why.contains("20 (2.00 %) after a device thread should have woken"),
+            "{why}"
+        );
+        let mut merged = Lateness::new();
+        merged.merge(&l);
+        assert_eq!(
+            merged.report(None).wake_late,
+            20,
+            "kept when pairs are joined"
+        );
     }
 }

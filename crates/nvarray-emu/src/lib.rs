@@ -47,6 +47,7 @@ pub mod pauses;
 mod backing_kill_tests;
 
 pub use backing::{BackingKind, BackingPages};
+pub use device_sleep::fine_timer_slack;
 pub use dma_memory::{DmaMemory, IN_DATA_DONE};
 pub use engine::{Emulator, EmulatorOptions, QueueHandle};
 pub use error::EmuError;

@@ -66,6 +66,17 @@ pub struct PauseWatch {
     /// The latest end of a remembered pause: a deadline at or after it fell in none (the
     /// common case, and one comparison instead of a look through `recent`).
     latest_end_ns: u64,
+    /// The thread's last sleep (`woke`), for the commands rung during it (`taken`).
+    slept: Slept,
+}
+
+/// A sleep, and from when a late wake-up from it is already marked (`u64::MAX`: not yet).
+#[derive(Clone, Copy, Debug)]
+struct Slept {
+    asleep_ns: u64,
+    woke_ns: u64,
+    margin_ns: u64,
+    marked_from_ns: u64,
 }
 
 impl Default for PauseWatch {
@@ -82,6 +93,12 @@ impl PauseWatch {
             recent: [(0, 0, Held::Paused); RECENT],
             next: 0,
             latest_end_ns: 0,
+            slept: Slept {
+                asleep_ns: 0,
+                woke_ns: 0,
+                margin_ns: 0,
+                marked_from_ns: u64::MAX,
+            },
         }
     }
 
@@ -121,14 +138,46 @@ impl PauseWatch {
         self.restart(to_ns);
     }
 
-    /// A device thread's sleep that should have ended by `expected_ns` (the time it must act,
-    /// or the doorbell's ring plus its wake margin) and ended at `woke_ns`: what fell due in
-    /// between is wake-late. Starts a new chain at `woke_ns`.
-    pub fn woke(&mut self, expected_ns: u64, woke_ns: u64) {
-        if woke_ns > expected_ns {
-            self.remember(expected_ns, woke_ns, Held::WokeLate);
+    /// A sleep from `asleep_ns` to `woke_ns` that should have ended by `expected_ns` (the
+    /// time the thread had to act; `None`: only a doorbell could end it): what fell due after
+    /// that is wake-late. A command rung while it slept is looked at when taken
+    /// (`taken`), against `margin_ns`, the wake-up the thread allowed for. Starts a new
+    /// chain at `woke_ns`.
+    pub fn woke(&mut self, asleep_ns: u64, expected_ns: Option<u64>, woke_ns: u64, margin_ns: u64) {
+        if let Some(expected) = expected_ns {
+            self.woke_late_after(expected, woke_ns);
         }
+        self.slept = Slept {
+            asleep_ns,
+            woke_ns,
+            margin_ns,
+            marked_from_ns: expected_ns.unwrap_or(u64::MAX),
+        };
         self.restart(woke_ns);
+    }
+
+    /// A command rung at `doorbell_ns` is being taken: if the thread was asleep then and woke
+    /// more than its margin after the ring, what fell due from the ring plus the margin to
+    /// the wake-up is wake-late (the doorbell woke it; the kernel ran it late).
+    #[inline]
+    pub fn taken(&mut self, doorbell_ns: u64) {
+        let s = self.slept;
+        if doorbell_ns >= s.asleep_ns && doorbell_ns < s.woke_ns {
+            let expected = doorbell_ns + s.margin_ns;
+            // The earliest ring of a sleep marks the widest window: later ones add nothing.
+            if expected < s.woke_ns && expected < s.marked_from_ns {
+                self.woke_late_after(expected, s.woke_ns);
+                self.slept.marked_from_ns = expected;
+            }
+        }
+    }
+
+    fn woke_late_after(&mut self, expected_ns: u64, woke_ns: u64) {
+        if woke_ns > expected_ns {
+            // A deadline at the expected time itself is held too: the thread had to be back
+            // by then, and was not (`held_at` holds those strictly after the window's start).
+            self.remember(expected_ns.saturating_sub(1), woke_ns, Held::WokeLate);
+        }
     }
 
     fn remember(&mut self, from_ns: u64, to_ns: u64, held: Held) {
@@ -223,11 +272,15 @@ mod tests {
     fn a_late_wake_up_holds_the_deadlines_after_the_time_it_was_due() {
         let mut w = PauseWatch::new();
         w.reading(1_000);
-        w.woke(100_000, 100_500);
+        w.woke(2_000, Some(100_000), 100_500, 5_000);
         assert!(w.held_at(100_200) == Some(Held::WokeLate));
-        assert_eq!(w.held_at(99_000), None, "before the time it was due: on it");
+        assert!(
+            w.held_at(100_000) == Some(Held::WokeLate),
+            "due when the thread had to be back"
+        );
+        assert_eq!(w.held_at(99_999), None, "before the time it was due: on it");
         assert_eq!(w.held_at(100_500), None);
-        w.woke(200_000, 150_000);
+        w.woke(100_600, Some(200_000), 150_000, 5_000);
         assert_eq!(w.held_at(175_000), None, "woke in time");
         w.reading(151_000);
         assert_eq!(
@@ -237,6 +290,33 @@ mod tests {
         );
         w.reading(170_000);
         assert_eq!(w.held_at(165_000), Some(Held::Paused));
+    }
+
+    /// A thread parked on the doorbell that the kernel runs long after a ring: what fell due
+    /// from the ring plus the thread's margin to its wake-up is wake-late, once, from the
+    /// earliest ring; a ring before the sleep or within the margin marks nothing.
+    #[test]
+    fn a_ring_answered_later_than_the_margin_holds_what_fell_due_after_it() {
+        let mut w = PauseWatch::new();
+        w.woke(10_000, None, 500_000, 20_000);
+        w.taken(5_000); // rung before it slept: taken on a pass, not a wake-up
+        assert_eq!(w.held_at(300_000), None);
+        w.taken(490_000); // within the margin
+        assert_eq!(w.held_at(495_000), None);
+        w.taken(100_000);
+        assert_eq!(w.held_at(119_999), None, "within the margin of the ring");
+        assert_eq!(w.held_at(120_000), Some(Held::WokeLate));
+        assert_eq!(w.held_at(499_999), Some(Held::WokeLate));
+        let next = w.next;
+        w.taken(200_000);
+        w.taken(100_000);
+        assert_eq!(w.next, next, "marked once");
+        w.taken(50_000);
+        assert_eq!(
+            w.held_at(70_000),
+            Some(Held::WokeLate),
+            "an earlier ring widens it"
+        );
     }
 
     #[test]

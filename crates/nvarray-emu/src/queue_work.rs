@@ -243,7 +243,12 @@ impl QueueWork {
                 Ok(Accepted::ToModel(s)) => {
                     // Declared before any clock reading that follows (`pauses`): moving the
                     // data is work.
-                    pauses::this_thread(|w| w.allow(1, u64::from(s.len_bytes)));
+                    pauses::this_thread(|w| {
+                        w.allow(1, u64::from(s.len_bytes));
+                        if s.doorbell_ns != 0 {
+                            w.taken(s.doorbell_ns);
+                        }
+                    });
                     self.to_model.push(s);
                     // A completion that fell due while this command's data moved goes now,
                     // not after the whole batch's.

@@ -156,6 +156,17 @@ impl Device {
         self.emu.device_cpu_ns()
     }
 
+    /// Tests only: `Emulator::slow_wakeups_by`.
+    #[doc(hidden)]
+    pub fn slow_wakeups_by(&self, ns: u64) {
+        self.emu.slow_wakeups_by(ns);
+    }
+
+    /// Whether a device thread sleeps on the doorbell now (`Emulator::device_asleep`).
+    pub fn device_asleep(&self) -> bool {
+        self.emu.device_asleep()
+    }
+
     /// Sleeping device threads the host's doorbell woke so far.
     pub fn doorbell_wakeups(&self) -> u64 {
         self.emu.doorbell_wakeups()

@@ -5,7 +5,8 @@
 use std::collections::HashMap;
 use std::time::Duration;
 
-use nvarray_emu::{Emulator, Opcode};
+pub use nvarray_emu::fine_timer_slack;
+use nvarray_emu::{pauses, Emulator, Opcode};
 use nvarray_model::{Command, DeviceConfig, DeviceModel, Op};
 
 /// How long before the model's next deadline an inline nap ends. A nap is a real kernel sleep
@@ -34,32 +35,20 @@ pub(crate) fn inline_nap_time(emu: &Emulator) -> Option<Duration> {
 
 /// Inline mode's sleep (`inline_nap_time`); with no deadline at all (nothing in the model),
 /// it yields the CPU once.
+/// A nap that ends after the deadline it was for marks what fell due meanwhile wake-late
+/// (`pauses::PauseWatch::woke`): the kernel woke the thread later than the margin allowed.
 pub(crate) fn inline_nap(emu: &Emulator) {
-    if emu.next_deadline_ns().is_none() {
+    let Some(deadline) = emu.next_deadline_ns() else {
         std::thread::yield_now();
-    } else if let Some(nap) = inline_nap_time(emu) {
+        return;
+    };
+    if let Some(nap) = inline_nap_time(emu) {
         fine_timer_slack();
+        let asleep = emu.now_ns();
         std::thread::sleep(nap);
+        let woke = emu.now_ns();
+        pauses::this_thread(|w| w.woke(asleep, Some(deadline), woke, NAP_WAKE_MARGIN_NS));
     }
-}
-
-/// Sets this thread's timer slack to 1 µs (once per thread): Linux lets a normal thread's
-/// sleeps overshoot by 50 µs by default, which would swamp the margin above. Public for
-/// runners that sleep precisely for other reasons (think time).
-pub fn fine_timer_slack() {
-    thread_local! {
-        static DONE: std::cell::Cell<bool> = const { std::cell::Cell::new(false) };
-    }
-    DONE.with(|done| {
-        if !done.replace(true) {
-            #[cfg(not(miri))] // a hint miri cannot run
-            // SAFETY: PR_SET_TIMERSLACK takes an integer and affects only the calling thread;
-            // failure leaves the default slack, which is only slower.
-            unsafe {
-                libc::prctl(libc::PR_SET_TIMERSLACK, 1_000 as libc::c_ulong)
-            };
-        }
-    });
 }
 
 /// `CompletionMode::Adaptive`'s rule: a thread spins for a command whose modelled latency on

@@ -1,0 +1,153 @@
+//! The emulated device keeps time like hardware (issue 56): a command is dated by its
+//! doorbell, not by when a thread got round to it, and a device thread with nothing to do
+//! gives its core back and wakes on the doorbell.
+
+use std::time::{Duration, Instant};
+
+use nvarray_host::{Device, Opcode, Options};
+use nvarray_model::presets::preset;
+use nvarray_model::Verdict;
+
+/// The null device: every command completes `latency_ns` after it reaches the device.
+fn null_device(latency_ns: u64, device_threads: usize) -> Device {
+    let config = preset("null")
+        .unwrap()
+        .load(&[
+            ("memory.capacity_bytes".into(), (1u64 << 20).to_string()),
+            ("model.null_latency_ns".into(), latency_ns.to_string()),
+        ])
+        .unwrap();
+    let options = Options {
+        device_threads,
+        buffer_bytes: Some(16 * 1024),
+        ..Options::default()
+    };
+    Device::open(&config, &options).unwrap()
+}
+
+/// Issues one 4 KiB read, holds the device off for `hold_ns` (inline, nothing serves the
+/// queue until the host polls), then waits for it. Returns the clock just before and just
+/// after the issue (its doorbell is between) and the completion's modelled time.
+fn read_held(device: &Device, hold_ns: u64) -> (u64, u64, u64) {
+    let mut qp = device.queue_pair(device.completion());
+    let p = device.prepare(Opcode::Read, 0, 4096, None).unwrap();
+    let before = device.now_ns();
+    qp.issue(p);
+    let after = device.now_ns();
+    while device.now_ns() < after + hold_ns {
+        std::hint::spin_loop();
+    }
+    let mut deadline = None;
+    while deadline.is_none() {
+        qp.wait(|done| {
+            deadline = Some(done.deadline_ns);
+            device.finish(done, None).unwrap();
+        });
+    }
+    (before, after, deadline.unwrap())
+}
+
+/// A command the device takes 300 µs after its doorbell still completes its modelled 1 ms
+/// after the doorbell, on time. Before, it was dated when taken: 1.3 ms after the doorbell.
+#[test]
+fn a_command_taken_late_completes_at_its_doorbell_plus_its_latency() {
+    const LATENCY: u64 = 1_000_000;
+    let device = null_device(LATENCY, 0);
+    for _ in 0..5 {
+        let (before, after, deadline) = read_held(&device, 300_000);
+        assert!(
+            (before + LATENCY..=after + LATENCY).contains(&deadline),
+            "due {} ns after the issue began, {} ns after it ended: the doorbell plus {LATENCY}",
+            deadline - before,
+            deadline.saturating_sub(after)
+        );
+    }
+    let l = device.lateness();
+    assert_eq!(l.completions, 5);
+    assert_ne!(l.verdict, Verdict::NotFaithful, "{l:?}");
+}
+
+/// Waits (bounded) until `cond` holds, checking it each millisecond.
+fn eventually(what: &str, cond: impl Fn() -> bool) {
+    let start = Instant::now();
+    while !cond() {
+        assert!(start.elapsed() < Duration::from_secs(10), "never: {what}");
+        std::thread::sleep(Duration::from_millis(1));
+    }
+}
+
+/// With nothing in flight the device thread sleeps on the doorbell, using next to no CPU, and
+/// a command wakes it: its completion comes at its doorbell plus its latency.
+#[test]
+fn an_idle_device_thread_sleeps_and_the_doorbell_wakes_it() {
+    const LATENCY: u64 = 500_000;
+    let device = null_device(LATENCY, 1);
+    // One command first: the device then knows its commands outlast a wake-up, and parks at
+    // once when idle.
+    read_held(&device, 0);
+    eventually("the device thread parks", || device.device_asleep());
+    let cpu_before = device.device_cpu_ns();
+    let idle = Instant::now();
+    std::thread::sleep(Duration::from_millis(100));
+    let idle_ns = idle.elapsed().as_nanos() as u64;
+    let cpu_idle = device.device_cpu_ns() - cpu_before;
+    assert!(
+        cpu_idle * 10 < idle_ns,
+        "an idle device thread used {cpu_idle} ns of CPU in {idle_ns} ns"
+    );
+    let woken = device.doorbell_wakeups();
+    let (before, after, deadline) = read_held(&device, 0);
+    assert!(device.doorbell_wakeups() > woken, "the doorbell woke it");
+    assert!(
+        (before + LATENCY..=after + LATENCY).contains(&deadline),
+        "due {} ns after the issue began",
+        deadline - before
+    );
+}
+
+/// With one command in flight and its deadline far off, the device thread sleeps until
+/// shortly before it (its wake margin) instead of spinning: it uses a fraction of the
+/// command's time in CPU, and the completion is still on time.
+#[test]
+fn a_device_thread_sleeps_until_near_the_next_deadline() {
+    const LATENCY: u64 = 20_000_000;
+    let device = null_device(LATENCY, 1);
+    read_held(&device, 0);
+    let cpu_before = device.device_cpu_ns();
+    let (before, after, deadline) = read_held(&device, 0);
+    let cpu = device.device_cpu_ns() - cpu_before;
+    assert!(
+        (before + LATENCY..=after + LATENCY).contains(&deadline),
+        "due {} ns after the issue began",
+        deadline - before
+    );
+    assert!(
+        cpu < LATENCY / 4,
+        "the device thread used {cpu} ns of CPU over a {LATENCY} ns command"
+    );
+    let l = device.lateness();
+    assert_eq!(l.completions, 2);
+    assert_ne!(l.verdict, Verdict::NotFaithful, "{l:?}");
+}
+
+/// A device thread the kernel wakes 3 ms after it asked posts its completion late, and that
+/// lateness is counted wake-late, the machine's, not the emulator's own; one that wakes in
+/// time is not.
+#[test]
+fn a_wake_up_later_than_the_margin_is_counted_wake_late() {
+    const LATENCY: u64 = 10_000_000;
+    let device = null_device(LATENCY, 1);
+    read_held(&device, 0);
+    device.slow_wakeups_by(3_000_000);
+    let (before, _, deadline) = read_held(&device, 0);
+    assert!(deadline >= before + LATENCY);
+    let l = device.lateness();
+    assert_eq!(l.completions, 2);
+    assert!(l.max_ns >= 2_000_000, "posted late: {l:?}");
+    // The first command's wake-up may be late too on a busy machine; the slowed one is.
+    assert!(l.wake_late >= 1, "{l:?}");
+    assert!(
+        l.own_max_ns < 2_000_000,
+        "the late wake-up is not the emulator's own: {l:?}"
+    );
+}
