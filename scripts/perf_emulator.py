@@ -9,6 +9,7 @@ Needs root for the kernel comparison (loop device over a file in /dev/shm) and f
     NVARRAY_BIN=/tmp/nvarray-old ./scripts/perf_emulator.py --only overhead,throughput
     NVARRAY_BASELINE=/tmp/nvarray-old ./scripts/perf_emulator.py --only scaling   # before/after
     ./scripts/perf_emulator.py --only first-run,probe     # what a new user meets (issue 37), no root
+    NVARRAY_BASELINE=/tmp/nvarray-old ./scripts/perf_emulator.py --only device-time   # issue 56
 
 Run `--only first-run` before and after every change to the emulator, the driver or the model.
 """
@@ -28,7 +29,7 @@ NVARRAY = os.environ.get(
 # every point, so the before/after ratio is measured under the same machine conditions.
 BASELINE = os.environ.get("NVARRAY_BASELINE")
 SECTIONS = ["overhead", "throughput", "kernel", "threshold", "fidelity", "ladder", "scaling",
-            "first-run", "probe"]
+            "first-run", "probe", "device-time"]
 
 
 def system_busy_seconds():
@@ -376,6 +377,57 @@ def probe(out, secs, pairs=5):
         print(f"| {i + 1} | {us(s['p99'])} | {us(s['p9999'])} | {us(j.get('p99', float('nan')))} "
               f"| {us(j.get('p9999', float('nan')))} | {ratio:.2f} | {'yes' if ok else 'no'} |")
     print(f"\nwithin 2x in {within} of {pairs} pairs")
+
+
+# Issue 56's cases: flash with and without its FTL's preconditioning, paced and unpaced, QD 1
+# and 32, reads, writes and 70/30; the README's main job; Moneta's 512 B rate. 256 MiB each
+# (DEVICE_TIME_SIZE=8g for the large device).
+DEVICE_TIME_SIZE = os.environ.get("DEVICE_TIME_SIZE", "256m")
+TLC = ["--preset", "tlc", "--size", DEVICE_TIME_SIZE]
+DEVICE_TIME = [
+    ("tlc randread 4k QD 1 at 1,000 IOPS", TLC + ["--rw", "randread", "--rate_iops", "1000"]),
+    ("tlc randread 4k QD 1", TLC + ["--rw", "randread"]),
+    ("tlc randread 4k QD 16", TLC + ["--rw", "randread", "--iodepth", "16"]),
+    ("tlc randread 4k QD 32", TLC + ["--rw", "randread", "--iodepth", "32"]),
+    ("tlc randwrite 4k QD 1", TLC + ["--rw", "randwrite"]),
+    ("tlc randwrite 4k QD 32", TLC + ["--rw", "randwrite", "--iodepth", "32"]),
+    ("tlc randrw 70/30 4k QD 32", TLC + ["--rw", "randrw", "--rwmixread", "70", "--iodepth", "32"]),
+    ("tlc randwrite 4k QD 32, preconditioned, 16 KiB erase blocks",
+     TLC + ["--set", "memory.erase_block_bytes=16k", "--precondition", "random:1",
+            "--rw", "randwrite", "--iodepth", "32"]),
+    ("README main job: moneta read 4k QD 1", []),
+    ("moneta randread 512 QD 16", ["--rw", "randread", "--bs", "512", "--iodepth", "16"]),
+]
+
+
+def device_time(out, secs, runs=3):
+    """Issue 56: each case `runs` times with the build before (NVARRAY_BASELINE) and this one,
+    alternating, and once on the simulator: verdicts, the emulator's own p99 lateness, the
+    completions due in a machine pause and after a late wake-up, the device threads' CPU and
+    the IOPS against the simulator's."""
+    builds = [("before", BASELINE), ("after", NVARRAY)] if BASELINE else [("this build", NVARRAY)]
+    print(f"\n### Device time (issue 56): {runs} runs of {secs} per build, alternating\n")
+    print("| case | build | faithful / machine-limited / NOT | own p99 µs (median, max) | machine-late % | wake-late % | device CPU % of a core | IOPS (median) | IOPS / sim |")
+    print("|---|---|---|---|---|---|---|---|---|")
+    for name, args in DEVICE_TIME:
+        args = args + ["--runtime", secs]
+        tag = name.replace(" ", "_").replace("/", "-").replace(",", "")
+        sim = nvarray(args + ["--engine", "sim"], out, f"device-time-{tag}-sim")
+        rows = {label: [] for label, _ in builds}
+        for i in range(runs):
+            for label, binary in builds:
+                rows[label].append(nvarray(args, out, f"device-time-{tag}-{label.replace(' ', '_')}-{i}", binary))
+        for label, _ in builds:
+            rs = rows[label]
+            counts = [sum(verdict_of(r) == v for r in rs) for v in ["faithful", "machine-limited", "not-faithful"]]
+            own = [r["lateness_ns"]["own_p99"] for r in rs]
+            machine = median([r["lateness_ns"]["machine_late_percent"] for r in rs])
+            wake = median([r["lateness_ns"].get("wake_late_percent", 0.0) for r in rs])
+            cpu = [(r.get("emulator") or {}).get("device_cpu_per_second") for r in rs]
+            cpu = "-" if None in cpu else f"{median(cpu) * 100:.1f}"
+            iops = median([r["iops"] for r in rs])
+            print(f"| {name} | {label} | {' / '.join(map(str, counts))} | {us(median(own))} ({us(max(own))}) "
+                  f"| {machine:.2f} | {wake:.2f} | {cpu} | {iops:.0f} | {iops / max(sim['iops'], 1e-9):.3f} |")
 
 
 def main():

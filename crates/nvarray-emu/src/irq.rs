@@ -141,4 +141,35 @@ mod tests {
             }
         });
     }
+
+    /// The device's side: a timed sleep is ended by a raise long before its timeout, and the
+    /// raise notes its time only when it woke a sleeper.
+    #[test]
+    fn a_timed_sleep_is_ended_by_a_raise_which_notes_its_time() {
+        let irq = Irq::new();
+        irq.raise_at(7);
+        assert_eq!(irq.raised_at_ns(), 0, "nobody armed: nothing noted");
+        let start = std::time::Instant::now();
+        thread::scope(|s| {
+            irq.arm();
+            s.spawn(|| {
+                while !irq.armed() {
+                    std::hint::spin_loop();
+                }
+                irq.raise_at(42);
+            });
+            while irq.armed() {
+                irq.wait_for(std::time::Duration::from_secs(30));
+            }
+        });
+        assert!(start.elapsed() < std::time::Duration::from_secs(20));
+        assert_eq!(irq.raised_at_ns(), 42);
+        assert!(!irq.armed());
+        // A timeout alone ends it too.
+        irq.arm();
+        let start = std::time::Instant::now();
+        irq.wait_for(std::time::Duration::from_millis(5));
+        assert!(start.elapsed() >= std::time::Duration::from_millis(5));
+        assert!(irq.armed(), "a timeout is not a raise");
+    }
 }
