@@ -146,6 +146,9 @@ struct Shared {
     doorbell: CachePadded<Irq>,
     /// Tests only (`slow_wakeups_by`): spun after each wake-up, as a kernel slow to wake.
     wake_delay_ns: AtomicU64,
+    /// Wall time the device threads spent in rounds that found work, in ns (summed over the
+    /// threads; added at each rest): how near the device threads are to their limit.
+    busy_ns: AtomicU64,
 }
 
 /// A running emulated device.
@@ -224,6 +227,7 @@ impl Emulator {
             retired: Mutex::new(Retired::default()),
             doorbell: CachePadded::new(Irq::new()),
             wake_delay_ns: AtomicU64::new(0),
+            busy_ns: AtomicU64::new(0),
         });
         let mut emulator = Emulator {
             shared,
@@ -425,6 +429,12 @@ impl Emulator {
         self.shared.wake_delay_ns.store(ns, Ordering::Relaxed);
     }
 
+    /// Wall time the device threads have spent in rounds that found work so far, in ns,
+    /// summed over them (up to their last rest).
+    pub fn device_busy_ns(&self) -> u64 {
+        self.shared.busy_ns.load(Ordering::Relaxed)
+    }
+
     /// Whether a device thread is asleep on the doorbell (or about to be).
     pub fn device_asleep(&self) -> bool {
         self.shared.doorbell.armed()
@@ -604,6 +614,9 @@ fn device_thread(shared: &Shared, index: usize, count: usize) {
     let mut since = Since::Other;
     let mut margin = WakeMargin::new();
     let mut last_work_ns = clock.now_ns();
+    // Rounds with work since the last rest, from the end of the round before the first.
+    let mut busy_since: Option<u64> = None;
+    let mut round_end_ns = last_work_ns;
     while !shared.stop.load(Ordering::Relaxed) {
         let generation = shared.generation.load(Ordering::Acquire);
         if generation != seen {
@@ -636,12 +649,27 @@ fn device_thread(shared: &Shared, index: usize, count: usize) {
             least_modelled_ns = least_modelled_ns.min(work.least_modelled_ns);
         }
         if worked {
+            let from = *busy_since.get_or_insert(round_end_ns);
             last_work_ns = clock.now_ns();
+            round_end_ns = last_work_ns;
+            if round.is_multiple_of(4096) {
+                // A thread that never rests still tells how busy it is.
+                shared
+                    .busy_ns
+                    .fetch_add(last_work_ns - from, Ordering::Relaxed);
+                busy_since = Some(last_work_ns);
+            }
             std::hint::spin_loop();
             since = Since::Spun;
             continue;
         }
         let now = clock.now_ns();
+        if let Some(from) = busy_since.take() {
+            shared
+                .busy_ns
+                .fetch_add(last_work_ns - from, Ordering::Relaxed);
+        }
+        round_end_ns = now;
         let next = next_action_ns(shared, &cells, index, count);
         let least = (least_modelled_ns != u64::MAX).then_some(least_modelled_ns);
         match rest(now, next, now.saturating_sub(last_work_ns), least, &margin) {
@@ -650,8 +678,12 @@ fn device_thread(shared: &Shared, index: usize, count: usize) {
                 since = Since::Spun;
             }
             Rest::Yield => {
+                // A command rung while another thread had the CPU is held to its ring plus
+                // the margin, as after a sleep (`PauseWatch::taken`).
                 std::thread::yield_now();
-                since = Since::Other;
+                let back = clock.now_ns();
+                pauses::this_thread(|w| w.woke(now, None, back, margin.margin_ns()));
+                since = Since::Woke;
             }
             Rest::Until(wake_ns) => {
                 sleep_on_doorbell(shared, &cells, index, count, Some(wake_ns), &mut margin);

@@ -167,6 +167,11 @@ impl Device {
         self.emu.device_asleep()
     }
 
+    /// Wall time the device threads spent in rounds that found work (`Emulator::device_busy_ns`).
+    pub fn device_busy_ns(&self) -> u64 {
+        self.emu.device_busy_ns()
+    }
+
     /// Sleeping device threads the host's doorbell woke so far.
     pub fn doorbell_wakeups(&self) -> u64 {
         self.emu.doorbell_wakeups()

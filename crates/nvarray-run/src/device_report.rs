@@ -37,17 +37,17 @@ pub fn device_report_over(
     cpu_seconds: f64,
     excluded: &DeviceReading,
 ) -> RunReport {
-    let device_cpu_ns = device.device_cpu_ns();
-    let mut window_cpu_ns = 0;
+    let (device_cpu_ns, device_busy_ns) = (device.device_cpu_ns(), device.device_busy_ns());
+    let mut window = DeviceReading::default();
     let mut report = device.with_model(|model, sum, count| {
         let now = DeviceReading {
             busy: model.resource_busy(),
             sum: *sum,
             commands: count,
             device_cpu_ns,
+            device_busy_ns,
         };
-        let window = now.since(excluded);
-        window_cpu_ns = window.device_cpu_ns;
+        window = now.since(excluded);
         let mut report = RunReport::from_model_over("emu", model, window.busy, streams, elapsed_ns);
         attribute_device_time(&mut report, &window.sum, window.commands);
         report
@@ -72,6 +72,17 @@ pub fn device_report_over(
     report.verdict = lateness.verdict;
     report.faithful = lateness.faithful();
     report.unfaithful_reason = lateness.unfaithful_reason;
+    let threads = device.options().device_threads;
+    if let (Some(why), true) = (
+        &mut report.unfaithful_reason,
+        lateness.own_p99_ns > lateness.bound_ns,
+    ) {
+        if let Some(note) = saturation(threads, window.device_busy_ns, window.commands, elapsed_ns)
+        {
+            why.push_str("; ");
+            why.push_str(&note);
+        }
+    }
     report.machine_jitter_ns = device.jitter().map(|j| MachineJitterNs {
         p50: j.p50_ns,
         p99: j.p99_ns,
@@ -99,10 +110,29 @@ pub fn device_report_over(
         // Per second of the measured window; inline the host threads run the device, and
         // their time is the process's.
         device_cpu_per_second: (options.device_threads > 0 && elapsed_ns > 0)
-            .then(|| window_cpu_ns as f64 / elapsed_ns as f64),
+            .then(|| window.device_cpu_ns as f64 / elapsed_ns as f64),
         doorbell_wakeups: device.doorbell_wakeups(),
     });
     report
+}
+
+/// The device threads at their limit: busy (in rounds that found work) 95 % of the window or
+/// more, so the emulator's own lateness is its rate, not a stall. Says so with the rate it
+/// kept (`commands` in `elapsed_ns`); `None` otherwise, or inline (the host threads run the
+/// device, and their time is the host's too).
+fn saturation(threads: usize, busy_ns: u64, commands: u64, elapsed_ns: u64) -> Option<String> {
+    if threads == 0 || elapsed_ns == 0 {
+        return None;
+    }
+    let share = busy_ns as f64 / (elapsed_ns as f64 * threads as f64);
+    (share >= 0.95).then(|| {
+        format!(
+            "the device threads were busy {:.0} % of the run: the emulator cannot keep up with the model's rate here, and kept {:.0} commands a second ({} device threads; `--compare-sim` gives the model's own rate)",
+            share * 100.0,
+            commands as f64 * 1e9 / elapsed_ns as f64,
+            threads
+        )
+    })
 }
 
 /// `part` in percent of `whole` (0 of nothing).
@@ -121,19 +151,22 @@ pub struct DeviceReading {
     busy: ResourceBusy,
     sum: Breakdown,
     commands: u64,
-    /// The device threads' CPU time (`Device::device_cpu_ns`).
+    /// The device threads' CPU time (`Device::device_cpu_ns`) and the wall time they spent
+    /// in rounds with work (`Device::device_busy_ns`).
     device_cpu_ns: u64,
+    device_busy_ns: u64,
 }
 
 impl DeviceReading {
     /// The device's figures now.
     pub fn take(device: &Device) -> DeviceReading {
-        let device_cpu_ns = device.device_cpu_ns();
+        let (device_cpu_ns, device_busy_ns) = (device.device_cpu_ns(), device.device_busy_ns());
         device.with_model(|model, sum, commands| DeviceReading {
             busy: model.resource_busy(),
             sum: *sum,
             commands,
             device_cpu_ns,
+            device_busy_ns,
         })
     }
 
@@ -144,6 +177,7 @@ impl DeviceReading {
             sum: breakdown_zip(&self.sum, &earlier.sum, u64::saturating_sub),
             commands: self.commands.saturating_sub(earlier.commands),
             device_cpu_ns: self.device_cpu_ns.saturating_sub(earlier.device_cpu_ns),
+            device_busy_ns: self.device_busy_ns.saturating_sub(earlier.device_busy_ns),
         }
     }
 
@@ -154,6 +188,7 @@ impl DeviceReading {
             sum: breakdown_zip(&self.sum, &other.sum, u64::saturating_add),
             commands: self.commands + other.commands,
             device_cpu_ns: self.device_cpu_ns + other.device_cpu_ns,
+            device_busy_ns: self.device_busy_ns + other.device_busy_ns,
         }
     }
 }
@@ -275,5 +310,19 @@ mod tests {
         assert_eq!(get(&r, "host"), 0.0);
         assert!((parts(&r) - 15_000.0).abs() < 1e-6, "{}", parts(&r));
         assert!((get(&r, "media") / get(&r, "link") - 4.0).abs() < 1e-9);
+    }
+
+    /// Only device threads busy nearly all the run are said to be at their limit, with the
+    /// rate they kept; never inline, never over no time.
+    #[test]
+    fn device_threads_at_their_limit_are_named_with_the_rate_they_kept() {
+        let second = 1_000_000_000;
+        assert_eq!(saturation(0, second, 1000, second), None, "inline");
+        assert_eq!(saturation(1, second, 1000, 0), None, "no time");
+        assert_eq!(saturation(2, second, 1000, second), None, "half of two threads");
+        assert_eq!(saturation(1, 940_000_000, 1000, second), None);
+        let note = saturation(1, 960_000_000, 2_500_000, second).expect("at its limit");
+        assert!(note.contains("busy 96 %"), "{note}");
+        assert!(note.contains("kept 2500000 commands a second"), "{note}");
     }
 }
