@@ -414,11 +414,10 @@ impl Emulator {
     /// Host: a command was just put in a submission queue (stamped `DmaMemory::doorbell_ns`):
     /// wakes the device threads if one sleeps. While they are awake it costs a fence and a
     /// load, as an MMIO doorbell write costs the host on real hardware.
-    /// `now_ns`: the command's stamp, the time of the ring.
     #[inline]
-    pub fn doorbell(&self, now_ns: u64) {
+    pub fn doorbell(&self) {
         if !self.threads.is_empty() {
-            self.shared.doorbell.raise_at(now_ns);
+            self.shared.doorbell.raise();
         }
     }
 
@@ -672,7 +671,9 @@ fn device_thread(shared: &Shared, index: usize, count: usize) {
         round_end_ns = now;
         let next = next_action_ns(shared, &cells, index, count);
         let least = (least_modelled_ns != u64::MAX).then_some(least_modelled_ns);
-        match rest(now, next, now.saturating_sub(last_work_ns), least, &margin) {
+        margin.forget_if_stale(now);
+        let decided = rest(now, next, now.saturating_sub(last_work_ns), least, &margin);
+        match decided {
             Rest::Spin => {
                 std::hint::spin_loop();
                 since = Since::Spun;
@@ -723,9 +724,8 @@ fn next_action_ns(
 }
 
 /// Sleeps on the doorbell until `wake_ns` (`None`: until rung), unless, once armed, one of the
-/// thread's pairs has commands, the pairs changed or the emulator stops. Measures the wake-up
-/// against the time asked for (the timeout's end, or the ring that woke it) into `margin`,
-/// and marks what fell due after the thread had to be back as wake-late
+/// thread's pairs has commands, the pairs changed or the emulator stops. Measures a timed
+/// wake-up against the timeout's end into `margin`, and marks what fell due after the thread had to be back as wake-late
 /// (`pauses::PauseWatch::woke`).
 fn sleep_on_doorbell(
     shared: &Shared,
@@ -766,17 +766,10 @@ fn sleep_on_doorbell(
         clock.spin_until(clock.now_ns() + delay);
     }
     let woke = clock.now_ns();
-    // The wake-up's own lateness, for the margin: after a ring (the host noted its time when
-    // it woke the thread), or after the timeout's end. Woken early otherwise (another
-    // thread's command, the pairs changed, the stop): nothing to measure.
-    let rung = doorbell.raised_at_ns();
-    let asked = if rung >= asleep_ns && wake_ns.is_none_or(|w| rung < w) {
-        Some(rung)
-    } else {
-        wake_ns.filter(|&w| woke >= w)
-    };
-    if let Some(asked) = asked {
-        margin.record(woke - asked.min(woke));
+    // The margin is for timed sleeps: their overshoot is the wake-up's own lateness. A
+    // sleep ended early (a ring, the pairs changed, the stop) measures nothing.
+    if let Some(wake) = wake_ns.filter(|&w| woke >= w) {
+        margin.record(woke - wake, woke);
     }
     // The timeout's end plus the margin is when the thread had to act; a command rung
     // meanwhile is held to its ring plus the margin when taken (`PauseWatch::taken`).

@@ -19,8 +19,6 @@ const ARMED: u32 = 1;
 pub struct Irq {
     word: AtomicU32,
     raised: AtomicU64,
-    /// The time given to the last `raise_at` that woke someone.
-    raised_at_ns: AtomicU64,
 }
 
 impl Irq {
@@ -70,19 +68,12 @@ impl Irq {
 
     /// Device (or a host thread that drained another thread's completion): wake the sleepers
     /// if any armed the interrupt. Call after the completion is visible.
-    pub fn raise(&self) {
-        self.raise_at(0);
-    }
-
-    /// `raise`, noting `now_ns` as the time of the raise if it wakes someone
-    /// (`raised_at_ns`).
     #[inline]
-    pub fn raise_at(&self, now_ns: u64) {
+    pub fn raise(&self) {
         fence(Ordering::SeqCst);
         if self.word.load(Ordering::Relaxed) == ARMED
             && self.word.swap(IDLE, Ordering::SeqCst) == ARMED
         {
-            self.raised_at_ns.store(now_ns, Ordering::Release);
             self.raised.fetch_add(1, Ordering::Relaxed);
             atomic_wait::wake_all(&self.word);
         }
@@ -91,11 +82,6 @@ impl Irq {
     /// Whether someone has armed it and not been raised since (a sleeper, or one about to).
     pub fn armed(&self) -> bool {
         self.word.load(Ordering::Relaxed) == ARMED
-    }
-
-    /// The time the last raise that woke someone gave (`raise_at`; 0 before any).
-    pub fn raised_at_ns(&self) -> u64 {
-        self.raised_at_ns.load(Ordering::Acquire)
     }
 
     /// Interrupts that woke someone (for statistics).
@@ -142,13 +128,11 @@ mod tests {
         });
     }
 
-    /// The device's side: a timed sleep is ended by a raise long before its timeout, and the
-    /// raise notes its time only when it woke a sleeper.
+    /// The device's side: a timed sleep is ended by a raise long before its timeout, or by
+    /// the timeout alone.
     #[test]
-    fn a_timed_sleep_is_ended_by_a_raise_which_notes_its_time() {
+    fn a_timed_sleep_is_ended_by_a_raise_or_its_timeout() {
         let irq = Irq::new();
-        irq.raise_at(7);
-        assert_eq!(irq.raised_at_ns(), 0, "nobody armed: nothing noted");
         let start = std::time::Instant::now();
         thread::scope(|s| {
             irq.arm();
@@ -156,16 +140,14 @@ mod tests {
                 while !irq.armed() {
                     std::hint::spin_loop();
                 }
-                irq.raise_at(42);
+                irq.raise();
             });
             while irq.armed() {
                 irq.wait_for(std::time::Duration::from_secs(30));
             }
         });
         assert!(start.elapsed() < std::time::Duration::from_secs(20));
-        assert_eq!(irq.raised_at_ns(), 42);
-        assert!(!irq.armed());
-        // A timeout alone ends it too.
+        assert_eq!(irq.raised(), 1);
         irq.arm();
         let start = std::time::Instant::now();
         irq.wait_for(std::time::Duration::from_millis(5));

@@ -148,7 +148,7 @@ impl QueuePair {
                 sq.push(sqe).expect("rings hold every tag");
             }
         }
-        self.emu.doorbell(rung_ns);
+        self.emu.doorbell();
         if p.in_data {
             self.in_data.push(p.tag);
         }

@@ -319,7 +319,11 @@ mod tests {
         let second = 1_000_000_000;
         assert_eq!(saturation(0, second, 1000, second), None, "inline");
         assert_eq!(saturation(1, second, 1000, 0), None, "no time");
-        assert_eq!(saturation(2, second, 1000, second), None, "half of two threads");
+        assert_eq!(
+            saturation(2, second, 1000, second),
+            None,
+            "half of two threads"
+        );
         assert_eq!(saturation(1, 940_000_000, 1000, second), None);
         let note = saturation(1, 960_000_000, 2_500_000, second).expect("at its limit");
         assert!(note.contains("busy 96 %"), "{note}");
