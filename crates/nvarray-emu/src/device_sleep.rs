@@ -67,8 +67,9 @@ const RECOMPUTE_EVERY: usize = 32;
 /// A margin not confirmed by a wake-up for this long is forgotten: a margin made large by a
 /// burst of slow wake-ups would otherwise stop the thread from sleeping at all, and so from
 /// ever measuring a faster one (seen here: 486 µs after two outliers, with 459 µs reads, kept
-/// the device thread spinning at 68 % of a core for the rest of the run).
-pub const MARGIN_FORGET_NS: u64 = 1_000_000_000;
+/// the device thread spinning at 68 % of a core for the rest of the run; forgotten after 1 s,
+/// half of each 2 s run was still spent so).
+pub const MARGIN_FORGET_NS: u64 = 100_000_000;
 
 /// A device thread's wake margin: the p99 of how late its last `SAMPLES` wake-ups came after
 /// the time it asked for (`MARGIN_START_NS` until that many are known).
@@ -155,17 +156,22 @@ pub fn rest(
     margin: &WakeMargin,
 ) -> Rest {
     let margin_ns = margin.margin_ns();
+    // A command rung while the thread sleeps is taken a wake-up later: only a device whose
+    // every command outlasts one may sleep while the host may submit.
+    let slow_device = least_latency_ns.is_some_and(|l| l > margin_ns + SLEEP_MIN_NS);
     match next_ns {
         Some(next) => {
             let wake = next.saturating_sub(margin_ns);
-            if wake > now_ns && wake - now_ns >= SLEEP_MIN_NS {
+            // Without a slow device, only after a long while without work: the commands in
+            // flight are long ones, and the host is not submitting.
+            let may_sleep = slow_device || quiet_ns >= IDLE_PARK_NS;
+            if may_sleep && wake > now_ns && wake - now_ns >= SLEEP_MIN_NS {
                 Rest::Until(wake)
             } else {
                 Rest::Spin
             }
         }
         None => {
-            let slow_device = least_latency_ns.is_some_and(|l| l > margin_ns + SLEEP_MIN_NS);
             if slow_device || quiet_ns >= IDLE_PARK_NS {
                 Rest::Park
             } else if quiet_ns >= IDLE_YIELD_NS {
@@ -235,18 +241,26 @@ mod tests {
     #[test]
     fn a_thread_sleeps_only_when_it_can_wake_in_time() {
         let m = WakeMargin::new(); // MARGIN_START_NS
+        let slow = Some(MARGIN_START_NS + SLEEP_MIN_NS + 1);
         let near = 1_000 + MARGIN_START_NS + SLEEP_MIN_NS - 1;
-        assert_eq!(rest(1_000, Some(near), 0, None, &m), Rest::Spin);
+        assert_eq!(rest(1_000, Some(near), 0, slow, &m), Rest::Spin);
         let far = 1_000 + MARGIN_START_NS + SLEEP_MIN_NS;
         assert_eq!(
-            rest(1_000, Some(far), 0, None, &m),
+            rest(1_000, Some(far), 0, slow, &m),
+            Rest::Until(far - MARGIN_START_NS)
+        );
+        // A device with a command faster than a wake-up: a command rung meanwhile would be
+        // late, so it spins, unless nothing new came for `IDLE_PARK_NS`.
+        let fast = Some(1_000);
+        assert_eq!(rest(1_000, Some(far), 0, fast, &m), Rest::Spin);
+        assert_eq!(rest(1_000, Some(far), 0, None, &m), Rest::Spin);
+        assert_eq!(
+            rest(1_000, Some(far), IDLE_PARK_NS, fast, &m),
             Rest::Until(far - MARGIN_START_NS)
         );
         // Nothing in flight: a device slower than a wake-up parks at once; a faster one
         // spins, then yields, then parks.
-        let slow = Some(MARGIN_START_NS + SLEEP_MIN_NS + 1);
         assert_eq!(rest(0, None, 0, slow, &m), Rest::Park);
-        let fast = Some(1_000);
         assert_eq!(rest(0, None, 0, fast, &m), Rest::Spin);
         assert_eq!(rest(0, None, IDLE_YIELD_NS, fast, &m), Rest::Yield);
         assert_eq!(rest(0, None, IDLE_PARK_NS, fast, &m), Rest::Park);

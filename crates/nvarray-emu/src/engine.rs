@@ -725,8 +725,8 @@ fn next_action_ns(
 
 /// Sleeps on the doorbell until `wake_ns` (`None`: until rung), unless, once armed, one of the
 /// thread's pairs has commands, the pairs changed or the emulator stops. Measures a timed
-/// wake-up against the timeout's end into `margin`, and marks what fell due after the thread had to be back as wake-late
-/// (`pauses::PauseWatch::woke`).
+/// wake-up against the timeout's end into `margin`, and marks what fell due after the thread
+/// had to be back as wake-late (`pauses::PauseWatch::woke`).
 fn sleep_on_doorbell(
     shared: &Shared,
     cells: &[Arc<CachePadded<QueueCell>>],
@@ -783,11 +783,11 @@ enum Since {
     /// Only spun: the pass continues the chain of clock readings (`pauses`) and may sample the
     /// machine's jitter.
     Spun,
-    /// Slept on the doorbell, which restarted the chain at the wake-up
+    /// Slept on the doorbell or yielded, which restarted the chain at the return
     /// (`pauses::PauseWatch::woke`): the pass continues it, but the time since is no spin
     /// loop's.
     Woke,
-    /// Something unbounded (a yield, a re-share, the host's own code): a new chain.
+    /// Something unbounded (a re-share of the pairs, the host's own code): a new chain.
     Other,
 }
 

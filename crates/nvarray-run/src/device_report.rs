@@ -127,10 +127,10 @@ fn saturation(threads: usize, busy_ns: u64, commands: u64, elapsed_ns: u64) -> O
     let share = busy_ns as f64 / (elapsed_ns as f64 * threads as f64);
     (share >= 0.95).then(|| {
         format!(
-            "the device threads were busy {:.0} % of the run: the emulator cannot keep up with the model's rate here, and kept {:.0} commands a second ({} device threads; `--compare-sim` gives the model's own rate)",
+            "the device {} busy {:.0} % of the run: the emulator cannot keep up with the model's rate here, and kept {:.0} commands a second (`--compare-sim` gives the model's own rate)",
+            if threads == 1 { "thread was" } else { "threads were" },
             share * 100.0,
             commands as f64 * 1e9 / elapsed_ns as f64,
-            threads
         )
     })
 }
@@ -326,7 +326,7 @@ mod tests {
         );
         assert_eq!(saturation(1, 940_000_000, 1000, second), None);
         let note = saturation(1, 960_000_000, 2_500_000, second).expect("at its limit");
-        assert!(note.contains("busy 96 %"), "{note}");
+        assert!(note.contains("thread was busy 96 %"), "{note}");
         assert!(note.contains("kept 2500000 commands a second"), "{note}");
     }
 }
