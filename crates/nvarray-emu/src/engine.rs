@@ -102,6 +102,9 @@ struct ModelState {
     /// they handed the model.
     held_ticks: u64,
     handed: u64,
+    /// `clock::ticks` per ns (`Clock::ticks_per_ns`), measured once the clock is a second old
+    /// (0 before): converts a visit's length for the pause watch.
+    ticks_per_ns: f64,
 }
 
 /// What the model's last visitor left for the passes that do not take the lock: written only
@@ -209,6 +212,7 @@ impl Emulator {
                 outgoing: Vec::new(),
                 held_ticks: 0,
                 handed: 0,
+                ticks_per_ns: 0.0,
             })),
             published: CachePadded::new(published),
             generation: CachePadded::new(AtomicU64::new(0)),
@@ -988,6 +992,7 @@ fn visit(shared: &Shared, work: &mut QueueWork, how: Visit) -> bool {
         outgoing,
         held_ticks,
         handed,
+        ticks_per_ns,
     } = &mut *state;
     let own = work.id();
     let (arrived, to_model) = (&mut work.arrived, &mut work.to_model);
@@ -1042,15 +1047,22 @@ fn visit(shared: &Shared, work: &mut QueueWork, how: Visit) -> bool {
     published.settled_ns.store(next.max(now), Ordering::Release);
     let held = ticks().wrapping_sub(entered);
     *held_ticks += held;
-    drop(state);
+    if *ticks_per_ns == 0.0 && now >= 1_000_000_000 {
+        *ticks_per_ns = path.clock.ticks_per_ns().unwrap_or(0.0);
+    }
     // The model's work is the emulator's: the visit's whole time is declared, so a long one (a
-    // flash model's collection) is never taken for a pause of the machine. Ticks run at 1 GHz
-    // or faster wherever they are the TSC (`clock::ticks`), so they over-declare, which only
-    // counts more lateness as the emulator's own (issue 56: 10-130 µs visits of the FTL at QD
-    // 32 were machine-late).
+    // flash model's collection) is never taken for a pause of the machine. Before the rate is
+    // known, ticks themselves (1 GHz or faster where they are the TSC) over-declare, which
+    // only counts more lateness as the emulator's own.
+    let held_ns = if *ticks_per_ns > 0.0 {
+        (held as f64 / *ticks_per_ns) as u64
+    } else {
+        held
+    };
+    drop(state);
     pauses::this_thread(|w| {
         w.allow(finished + handed_now, 0);
-        w.allow_ns(held);
+        w.allow_ns(held_ns);
     });
     for (s, status) in refused {
         work.refuse(path, s, status);
