@@ -102,9 +102,6 @@ struct ModelState {
     /// they handed the model.
     held_ticks: u64,
     handed: u64,
-    /// `clock::ticks` per ns (`Clock::ticks_per_ns`), measured once the clock is a second old
-    /// (0 before): converts a visit's length for the pause watch.
-    ticks_per_ns: f64,
 }
 
 /// What the model's last visitor left for the passes that do not take the lock: written only
@@ -212,7 +209,6 @@ impl Emulator {
                 outgoing: Vec::new(),
                 held_ticks: 0,
                 handed: 0,
-                ticks_per_ns: 0.0,
             })),
             published: CachePadded::new(published),
             generation: CachePadded::new(AtomicU64::new(0)),
@@ -992,7 +988,6 @@ fn visit(shared: &Shared, work: &mut QueueWork, how: Visit) -> bool {
         outgoing,
         held_ticks,
         handed,
-        ticks_per_ns,
     } = &mut *state;
     let own = work.id();
     let (arrived, to_model) = (&mut work.arrived, &mut work.to_model);
@@ -1045,25 +1040,12 @@ fn visit(shared: &Shared, work: &mut QueueWork, how: Visit) -> bool {
     // After the deliveries (see `Published::settled_ns`).
     let next = core.next_event_ns().unwrap_or(NEVER);
     published.settled_ns.store(next.max(now), Ordering::Release);
-    let held = ticks().wrapping_sub(entered);
-    *held_ticks += held;
-    if *ticks_per_ns == 0.0 && now >= 1_000_000_000 {
-        *ticks_per_ns = path.clock.ticks_per_ns().unwrap_or(0.0);
-    }
-    // The model's work is the emulator's: the visit's whole time is declared, so a long one (a
-    // flash model's collection) is never taken for a pause of the machine. Before the rate is
-    // known, ticks themselves (1 GHz or faster where they are the TSC) over-declare, which
-    // only counts more lateness as the emulator's own.
-    let held_ns = if *ticks_per_ns > 0.0 {
-        (held as f64 / *ticks_per_ns) as u64
-    } else {
-        held
-    };
+    *held_ticks += ticks().wrapping_sub(entered);
     drop(state);
-    pauses::this_thread(|w| {
-        w.allow(finished + handed_now, 0);
-        w.allow_ns(held_ns);
-    });
+    // Declared per command, not as the visit's wall time: that would declare a preemption
+    // inside the visit as work too (tried in issue 56: the application study's inline dram
+    // sessions lost their machine-late share to the emulator's own, 0.8 → 2-8 µs at p99).
+    pauses::this_thread(|w| w.allow(finished + handed_now, 0));
     for (s, status) in refused {
         work.refuse(path, s, status);
     }

@@ -195,12 +195,6 @@ impl PauseWatch {
         self.allowed_ns += commands * ALLOW_NS_PER_COMMAND + bytes * ALLOW_NS_PER_KIB / 1024;
     }
 
-    /// Declares work of a measured length before the next reading.
-    #[inline]
-    pub fn allow_ns(&mut self, ns: u64) {
-        self.allowed_ns += ns;
-    }
-
     /// Whether `deadline_ns` fell inside a remembered pause or late wake-up, and which: after
     /// the last reading before it (so the thread had not yet seen it due) and before the
     /// first one after.
