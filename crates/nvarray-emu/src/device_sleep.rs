@@ -15,7 +15,7 @@
 //! busy). The same rule decides whether it may sleep with commands in flight.
 //!
 //! A wake-up later than the margin the thread chose is the machine's (the kernel did not run
-//! it when asked): the completions due in between are *wake-late* (`pauses::WakeLate`), counted
+//! it when asked): the completions due in between are *wake-late* (`pauses::Held::WokeLate`), counted
 //! apart from the emulator's own lateness and from the machine's pauses. A margin too small is
 //! the emulator's choice, so lateness within it stays the emulator's own.
 
@@ -49,9 +49,9 @@ pub const SLEEP_MIN_NS: u64 = 20_000;
 
 /// A device thread with nothing in flight parks after this long without work even when the
 /// device is faster than a wake-up: an idle device must not hold a core. The first command
-/// after it waits for the wake-up, the emulator's own lateness (it chose to park), so it is
-/// long: at 1 ms, the application study's dram sessions (a file system's or a database's
-/// pauses between bursts) went from 3 to 14 of 14 NOT FAITHFUL (issue 56).
+/// after it waits for the wake-up, the emulator's own lateness (it chose to park), so the wait
+/// is long: an application's pauses between bursts (milliseconds) do not reach it, a server
+/// left idle does.
 pub const IDLE_PARK_NS: u64 = 100_000_000;
 
 /// The margin before any sleep has been measured: above the p99 of a timed sleep's overshoot

@@ -681,9 +681,8 @@ fn device_thread(shared: &Shared, index: usize, count: usize) {
             Rest::Yield => {
                 // The thread stays runnable: the time the kernel gives others is like a
                 // preemption of a spinning thread, a pause of the machine when long (the
-                // chain goes on across it). Restarted instead, the commands rung meanwhile,
-                // dated by their doorbell since issue 56, were the emulator's own lateness:
-                // the application study's dram sessions went from 3 to 14 of 14 NOT FAITHFUL.
+                // chain goes on across it). Restarted instead, a command rung meanwhile and
+                // dated by its doorbell would count the kernel's time as the emulator's.
                 std::thread::yield_now();
                 since = Since::Rested;
             }

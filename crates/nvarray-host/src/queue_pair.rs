@@ -134,8 +134,7 @@ impl QueuePair {
     /// before (`DmaMemory::doorbell_ns`) and the device is woken if it sleeps
     /// (`Emulator::doorbell`). Inline, the device runs only in this thread's polls, so a
     /// command is dated when a poll takes it: the host's own work between the issue and the
-    /// poll is the host's time, not the device's lateness (stamped, the application study's
-    /// inline dram sessions went from 3 to 14 of 14 NOT FAITHFUL; issue 56).
+    /// poll is the host's time, not the device's lateness (issue 56).
     pub fn issue(&mut self, p: Prepared) {
         let tag = p.tag.index();
         assert!(self.pending[tag].is_none(), "tag {tag} issued twice");
