@@ -139,16 +139,17 @@ impl QueuePair {
         let tag = p.tag.index();
         assert!(self.pending[tag].is_none(), "tag {tag} issued twice");
         let threaded = self.emu.has_device_threads();
-        let rung_ns = if threaded { self.emu.now_ns() } else { 0 };
+        if threaded {
+            // Before the push, whose Release hands it over with the command.
+            self.dma.doorbell_ns[tag].store(self.emu.now_ns(), Ordering::Relaxed);
+        }
         match &mut self.ends {
             HostEnds::Word { sq, .. } => {
                 let word = encode::command_word(&p, self.block_bytes);
-                self.dma.doorbell_ns[tag].store(rung_ns, Ordering::Relaxed);
                 sq.push(word).expect("rings hold every tag");
             }
             HostEnds::Nvme { sq, .. } => {
                 let sqe = encode::nvme_sqe(&self.dma, self.block_bytes, &p);
-                self.dma.doorbell_ns[tag].store(rung_ns, Ordering::Relaxed);
                 sq.push(sqe).expect("rings hold every tag");
             }
         }
