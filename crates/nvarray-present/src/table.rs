@@ -746,7 +746,7 @@ fn lateness_lines(r: &RunReport) -> String {
     if let Some(i) = &r.issue_lateness_ns {
         let _ = writeln!(
             s,
-            "issue lateness, µs the host thread issued a timed request after it could have gone (not in its latency): p50 {:.3} | p99 {:.3} | max {:.3} ({} of {} later than {:.0} µs; {} due in a pause of the machine, the thread's own p99 {:.3})",
+            "issue lateness, µs the host thread issued a timed request after it could have gone (not in its latency): p50 {:.3} | p99 {:.3} | max {:.3} ({} of {} later than {:.0} µs; {} due in a pause of the machine, {} held by the request before them; the thread's own p99 {:.3})",
             us(i.p50),
             us(i.p99),
             us(i.max),
@@ -754,6 +754,7 @@ fn lateness_lines(r: &RunReport) -> String {
             i.requests,
             nvarray_report::ISSUED_LATE_NS as f64 / 1e3,
             i.machine_late,
+            i.held_by_previous,
             us(i.own_p99)
         );
     }

@@ -259,6 +259,11 @@ pub struct IssueLatenessNs {
     /// Those whose time came while the machine paused the thread (a sleep the kernel ended
     /// late, a gap in its spinning), and the p99 of the others': the thread's own.
     pub machine_late: u64,
+    /// Of the others, those held more than `ISSUED_LATE_NS` by the command before them on
+    /// their queue slot: a completion that came late (the device's lateness, judged with the
+    /// completions', or the kernel's late interrupt) or that command's own late issue
+    /// (counted once, as its delay). That hold is left out of `own_p99`.
+    pub held_by_previous: u64,
     pub own_p99: u64,
 }
 

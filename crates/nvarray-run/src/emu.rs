@@ -133,8 +133,8 @@ pub fn run_on(
         let bound = device.lateness().bound_ns;
         if issue.p99 > bound {
             let late = format!(
-                "timed requests (rate, rate_iops, a trace's timestamps) issued late by the host thread: p99 {} ns after they could have gone exceeds the lateness bound {bound} ns ({} of {} later than {ISSUED_LATE_NS} ns; {} came due while the machine paused the thread: a sleep the kernel ended late, a gap in its spinning)",
-                issue.p99, issue.late, issue.requests, issue.machine_late
+                "timed requests (rate, rate_iops, a trace's timestamps) issued late by the host thread: p99 {} ns after they could have gone exceeds the lateness bound {bound} ns ({} of {} later than {ISSUED_LATE_NS} ns; {} came due while the machine paused the thread: a sleep the kernel ended late, a gap in its spinning; {} held by the request before them on their slot: a completion that came late, judged with the completions' lateness, or that request's own late issue)",
+                issue.p99, issue.late, issue.requests, issue.machine_late, issue.held_by_previous
             );
             if issue.own_p99 <= bound {
                 report.mark(

@@ -59,7 +59,16 @@ struct Slot {
     /// waits for a slot only until this, so one late issue of the thread's does not make the
     /// requests behind it look queued.
     ready_on_time_ns: u64,
+    /// When the thread began the wait for completions that collected its last command
+    /// (`NOT_WAITING`: the slot is fresh), and when it issued that command: a timed request
+    /// that came due while the thread issued it or waited for it was held by that command
+    /// (`InFlight::held_by_previous_ns`), not by the thread's other work.
+    waited_from_ns: u64,
+    previous_issued_ns: u64,
 }
+
+/// A slot whose last command was not collected in a wait for completions.
+const NOT_WAITING: u64 = u64::MAX;
 
 /// A command of this thread's in flight (device clock, ns).
 #[derive(Clone, Copy)]
@@ -87,9 +96,29 @@ impl InFlight {
         }
     }
 
-    /// How long after it could have gone the thread issued it: the thread's own delay.
+    /// How long after it could have gone the thread issued it.
     fn host_delay_ns(&self) -> u64 {
         self.issued_ns - self.could_go_ns
+    }
+
+    /// The part of its delay (`host_delay_ns`) that its `slot` held it: from when it could go
+    /// until the command before it on the slot was collected, if the thread spent that time
+    /// issuing that command and waiting for it (its wait began no later than this request's
+    /// time, or than that command's issue). Held either by a completion posted after its
+    /// deadline (the device's lateness, judged with the completions', wake-late included) or
+    /// an interrupt the kernel delivered late, or by that command's own late issue, already
+    /// counted as its delay (at QD 1, one late issue makes the requests due before it
+    /// completes late too, each a period less). Not the thread's own work either way
+    /// (issue 56: a paced QD 1 job whose device thread the kernel woke 2 ms late counted those
+    /// 2 ms, and the catch-up after them, as the host thread's own issue lateness, "busy when
+    /// they came due", and was NOT FAITHFUL).
+    fn held_by_previous_ns(&self, slot: &Slot) -> u64 {
+        if slot.waited_from_ns > self.could_go_ns.max(slot.previous_issued_ns) {
+            return 0;
+        }
+        slot.ready_ns
+            .saturating_sub(self.could_go_ns)
+            .min(self.host_delay_ns())
     }
 
     /// Its latency when collected at `collected_ns`: from its issue, plus its wait for a slot.
@@ -106,14 +135,17 @@ impl InFlight {
         self.could_go_ns + device_ns
     }
 
-    /// The slot it frees when collected at `collected_ns`, the device having taken
-    /// `device_ns`: ready again at once. Had the thread kept time, it would have been ready at
-    /// the device's completion, however late the thread collected it (a pause between the
-    /// two is the thread's, not the device's).
-    fn frees(&self, collected_ns: u64, device_ns: u64) -> Slot {
+    /// The slot it frees when collected at `collected_ns` in a wait for completions begun at
+    /// `waited_from_ns` (`NOT_WAITING`: not in one), the device having taken `device_ns`:
+    /// ready again at once. Had the thread kept time, it would have been ready at the device's
+    /// completion, however late the thread collected it (a pause between the two is the
+    /// thread's, not the device's).
+    fn frees(&self, collected_ns: u64, device_ns: u64, waited_from_ns: u64) -> Slot {
         Slot {
             ready_ns: collected_ns,
             ready_on_time_ns: self.done_on_time_ns(device_ns),
+            waited_from_ns,
+            previous_issued_ns: self.issued_ns,
         }
     }
 }
@@ -285,6 +317,8 @@ impl<'d> HostThread<'d> {
             Slot {
                 ready_ns: start,
                 ready_on_time_ns: start,
+                waited_from_ns: NOT_WAITING,
+                previous_issued_ns: start,
             },
             self.plan.iodepth as usize,
         ));
@@ -447,8 +481,11 @@ impl<'d> HostThread<'d> {
             // Issued late by the machine when its time came inside a pause of this
             // thread (a sleep the kernel ended late, a gap in its spinning or serving).
             let machine_late = pauses::this_thread(|w| w.paused_at(command.could_go_ns));
-            self.issue_delays
-                .record(command.host_delay_ns(), machine_late);
+            self.issue_delays.record(
+                command.host_delay_ns(),
+                machine_late,
+                command.held_by_previous_ns(&slot),
+            );
         }
         let device = self.device;
         let prepared = device
@@ -499,6 +536,8 @@ impl<'d> HostThread<'d> {
     /// collects them: latency, verification, the slots they free, progress.
     #[inline(always)]
     fn collect(&mut self, progress: &Progress) {
+        // The wait begins at the thread's latest clock reading (only bookkeeping since).
+        let waited_from = self.latest_ns;
         let started = &self.started;
         let mine = |tag: usize| started.get(tag).is_some_and(|s| s.is_some());
         let finished = &mut self.finished;
@@ -520,7 +559,7 @@ impl<'d> HostThread<'d> {
         let mut finished = std::mem::take(&mut self.finished);
         for done in finished.drain(..) {
             collected_bytes += u64::from(done.len_bytes);
-            self.collect_one(done);
+            self.collect_one(done, waited_from);
         }
         self.finished = finished;
         if collected_ios > 0 {
@@ -536,7 +575,7 @@ impl<'d> HostThread<'d> {
 
     /// One completion: its data out (checked with `verify`), its latency, its slot freed.
     #[inline(always)]
-    fn collect_one(&mut self, done: Done) {
+    fn collect_one(&mut self, done: Done, waited_from_ns: u64) {
         let command = self.started[done.tag.index()].take().expect("started");
         let (is_read, len, offset) = (done.op == Opcode::Read, done.len_bytes, done.offset_bytes);
         // The device's time: from the issue to the model's completion, not to this
@@ -600,7 +639,8 @@ impl<'d> HostThread<'d> {
         self.in_flight -= 1;
         let collected = collected.unwrap_or_else(|| self.device.now_ns());
         self.latest_ns = self.latest_ns.max(collected);
-        self.slots.push_back(command.frees(collected, device_ns));
+        self.slots
+            .push_back(command.frees(collected, device_ns, waited_from_ns));
     }
 
     /// A steered thread holding (to think, or after its depth changed) whose requests have
@@ -694,6 +734,8 @@ mod tests {
         let mut slot = Slot {
             ready_ns: t0,
             ready_on_time_ns: t0,
+            waited_from_ns: NOT_WAITING,
+            previous_issued_ns: t0,
         };
         for k in 0..5u64 {
             let due = t0 + us(1_000 * k);
@@ -717,7 +759,7 @@ mod tests {
                 _ => issued_at - due,
             };
             assert_eq!(c.host_delay_ns(), expected_delay, "request {k}");
-            slot = c.frees(collected, us(10));
+            slot = c.frees(collected, us(10), NOT_WAITING);
         }
     }
 
@@ -729,10 +771,12 @@ mod tests {
         let slot = Slot {
             ready_ns: t0,
             ready_on_time_ns: t0,
+            waited_from_ns: NOT_WAITING,
+            previous_issued_ns: t0,
         };
         // Both due at t0; the first takes 10 µs on the device.
         let first = InFlight::issue(t0, Some(t0), &slot);
-        let slot = first.frees(t0 + us(10), us(10));
+        let slot = first.frees(t0 + us(10), us(10), NOT_WAITING);
         let second = InFlight::issue(t0 + us(10), Some(t0), &slot);
         assert_eq!(second.slot_wait_ns, us(10));
         assert_eq!(second.host_delay_ns(), 0);
@@ -746,11 +790,13 @@ mod tests {
         let slot = Slot {
             ready_ns: t0,
             ready_on_time_ns: t0,
+            waited_from_ns: NOT_WAITING,
+            previous_issued_ns: t0,
         };
         let c = InFlight::issue(t0 + us(5), None, &slot);
         assert_eq!((c.slot_wait_ns, c.host_delay_ns()), (0, 0));
         assert_eq!(c.latency_ns(t0 + us(12)), us(7));
-        let freed = c.frees(t0 + us(12), us(7));
+        let freed = c.frees(t0 + us(12), us(7), NOT_WAITING);
         assert_eq!(freed.ready_ns, t0 + us(12));
     }
 
@@ -763,15 +809,81 @@ mod tests {
         let slot = Slot {
             ready_ns: t0,
             ready_on_time_ns: t0,
+            waited_from_ns: NOT_WAITING,
+            previous_issued_ns: t0,
         };
         let first = InFlight::issue(t0, Some(t0), &slot);
         // The device took 10 µs; the thread collected it 100 ms later.
         let collected = t0 + us(100_000);
-        let slot = first.frees(collected, us(10));
+        let slot = first.frees(collected, us(10), NOT_WAITING);
         // The next was due 1 ms after the first and goes as soon as the thread is back.
         let second = InFlight::issue(collected, Some(t0 + us(1_000)), &slot);
         assert_eq!(second.slot_wait_ns, 0);
         assert_eq!(second.host_delay_ns(), us(99_000));
         assert_eq!(second.latency_ns(collected + us(10)), us(10));
+    }
+
+    /// A paced QD 1 request due while the thread waited for the previous one's completion,
+    /// which the device posted 2 ms late (its thread woken late by the kernel): the thread
+    /// issues it 2 ms late, but that wait is the completion's lateness, not the thread's own
+    /// delay; only what the thread took after collecting is its own.
+    #[test]
+    fn a_request_held_by_a_late_completion_is_not_the_threads_own_delay() {
+        let t0 = T0;
+        let slot = Slot {
+            ready_ns: t0,
+            ready_on_time_ns: t0,
+            waited_from_ns: NOT_WAITING,
+            previous_issued_ns: t0,
+        };
+        let first = InFlight::issue(t0, Some(t0), &slot);
+        // Modelled at 450 µs, collected at 2,450 µs by a wait that began at the issue.
+        let collected = t0 + us(2_450);
+        let slot = first.frees(collected, us(450), t0);
+        let due = t0 + us(1_000);
+        let second = InFlight::issue(collected + us(3), Some(due), &slot);
+        assert_eq!(second.host_delay_ns(), us(1_453));
+        assert_eq!(second.held_by_previous_ns(&slot), us(1_450));
+        // The same completion collected by a thread that was busy elsewhere when the request
+        // came due (its wait began after): the whole delay is the thread's.
+        let busy = first.frees(collected, us(450), due + us(1));
+        let third = InFlight::issue(collected + us(3), Some(due), &busy);
+        assert_eq!(third.held_by_previous_ns(&busy), 0);
+        // Collected in time: nothing waited for.
+        let on_time = first.frees(t0 + us(450), us(450), t0);
+        let fourth = InFlight::issue(due + us(2), Some(due), &on_time);
+        assert_eq!(fourth.held_by_previous_ns(&on_time), 0);
+    }
+
+    /// One late issue at QD 1 (3 ms, a pause: counted once, as that request's delay) makes
+    /// the requests due while it is in flight go late too, each a period less: they were held
+    /// by the command before them, not by the thread's own work.
+    #[test]
+    fn the_catch_up_after_a_late_issue_is_not_counted_again() {
+        let t0 = T0;
+        let mut slot = Slot {
+            ready_ns: t0,
+            ready_on_time_ns: t0,
+            waited_from_ns: NOT_WAITING,
+            previous_issued_ns: t0,
+        };
+        let first = InFlight::issue(t0 + us(3_000), Some(t0), &slot);
+        assert_eq!(first.host_delay_ns(), us(3_000));
+        let mut previous = first;
+        for k in 1..=5u64 {
+            // Collected 450 µs after its issue by a wait that began at the issue; the next is
+            // issued 2 µs after that.
+            let collected = previous.issued_ns + us(450);
+            slot = previous.frees(collected, us(450), previous.issued_ns);
+            let due = t0 + us(1_000 * k);
+            let next = InFlight::issue(collected.max(due) + us(2), Some(due), &slot);
+            let own = next.host_delay_ns() - next.held_by_previous_ns(&slot);
+            assert_eq!(
+                own,
+                us(2),
+                "request {k}: only the 2 µs after collecting are its own"
+            );
+            previous = next;
+        }
     }
 }
