@@ -860,6 +860,24 @@ impl WearConfig {
 }
 
 impl DeviceConfig {
+    /// The same device as it leaves the factory: its FTL not preconditioned. For a question
+    /// about one command on an idle device (`nvarray_host`'s adaptive completion rule), which
+    /// builds a model of its own: building the preconditioned FTL of an 8 GiB device again
+    /// took about a second, and the run's first command waited for it (issue 56: the "early
+    /// stall" of docs/flash.md). Whether the pages a read touches would be mapped is
+    /// `preconditioned`.
+    pub fn fresh(&self) -> DeviceConfig {
+        let mut fresh = self.clone();
+        fresh.ftl.precondition = nvarray_ftl::Precondition::None;
+        fresh
+    }
+
+    /// Whether the device starts with its FTL preconditioned: every page mapped, so a read
+    /// touches flash.
+    pub fn preconditioned(&self) -> bool {
+        self.ftl.enabled && self.ftl.precondition != nvarray_ftl::Precondition::None
+    }
+
     /// Checks every field against the range the model supports, part by part (each part's
     /// `validate`, in this order: the first field out of range is the one reported).
     pub fn validate(&self) -> Result<(), ConfigError> {
