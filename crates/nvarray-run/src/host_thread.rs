@@ -723,6 +723,16 @@ mod tests {
     /// A device-clock time some way into a run.
     const T0: u64 = 5_000_000_000;
 
+    /// A slot as a thread's start leaves it, at `t0`.
+    fn fresh_slot(t0: u64) -> Slot {
+        Slot {
+            ready_ns: t0,
+            ready_on_time_ns: t0,
+            waited_from_ns: NOT_WAITING,
+            previous_issued_ns: t0,
+        }
+    }
+
     /// A paced thread (QD 1, a request due every 1,000 µs, each on the device 10 µs) that
     /// woke `late_by` late for one request: that request's latency is still the device's,
     /// the delay is the thread's own, and the requests after it neither wait for a slot nor
@@ -731,12 +741,7 @@ mod tests {
     fn a_late_wake_up_is_the_threads_delay_and_not_the_requests_latency() {
         let t0 = T0;
         let late_by = us(3_000);
-        let mut slot = Slot {
-            ready_ns: t0,
-            ready_on_time_ns: t0,
-            waited_from_ns: NOT_WAITING,
-            previous_issued_ns: t0,
-        };
+        let mut slot = fresh_slot(t0);
         for k in 0..5u64 {
             let due = t0 + us(1_000 * k);
             // Request 1 goes out 3 ms late; the others at once (request 2 is already due
@@ -768,12 +773,7 @@ mod tests {
     #[test]
     fn a_request_due_while_its_slot_is_taken_waits_for_it_in_its_latency() {
         let t0 = T0;
-        let slot = Slot {
-            ready_ns: t0,
-            ready_on_time_ns: t0,
-            waited_from_ns: NOT_WAITING,
-            previous_issued_ns: t0,
-        };
+        let slot = fresh_slot(t0);
         // Both due at t0; the first takes 10 µs on the device.
         let first = InFlight::issue(t0, Some(t0), &slot);
         let slot = first.frees(t0 + us(10), us(10), NOT_WAITING);
@@ -787,12 +787,7 @@ mod tests {
     #[test]
     fn an_untimed_request_counts_from_its_issue() {
         let t0 = T0;
-        let slot = Slot {
-            ready_ns: t0,
-            ready_on_time_ns: t0,
-            waited_from_ns: NOT_WAITING,
-            previous_issued_ns: t0,
-        };
+        let slot = fresh_slot(t0);
         let c = InFlight::issue(t0 + us(5), None, &slot);
         assert_eq!((c.slot_wait_ns, c.host_delay_ns()), (0, 0));
         assert_eq!(c.latency_ns(t0 + us(12)), us(7));
@@ -806,12 +801,7 @@ mod tests {
     #[test]
     fn a_pause_before_collecting_is_the_threads_not_a_full_slot() {
         let t0 = T0;
-        let slot = Slot {
-            ready_ns: t0,
-            ready_on_time_ns: t0,
-            waited_from_ns: NOT_WAITING,
-            previous_issued_ns: t0,
-        };
+        let slot = fresh_slot(t0);
         let first = InFlight::issue(t0, Some(t0), &slot);
         // The device took 10 µs; the thread collected it 100 ms later.
         let collected = t0 + us(100_000);
@@ -830,12 +820,7 @@ mod tests {
     #[test]
     fn a_request_held_by_a_late_completion_is_not_the_threads_own_delay() {
         let t0 = T0;
-        let slot = Slot {
-            ready_ns: t0,
-            ready_on_time_ns: t0,
-            waited_from_ns: NOT_WAITING,
-            previous_issued_ns: t0,
-        };
+        let slot = fresh_slot(t0);
         let first = InFlight::issue(t0, Some(t0), &slot);
         // Modelled at 450 µs, collected at 2,450 µs by a wait that began at the issue.
         let collected = t0 + us(2_450);
@@ -861,12 +846,7 @@ mod tests {
     #[test]
     fn the_catch_up_after_a_late_issue_is_not_counted_again() {
         let t0 = T0;
-        let mut slot = Slot {
-            ready_ns: t0,
-            ready_on_time_ns: t0,
-            waited_from_ns: NOT_WAITING,
-            previous_issued_ns: t0,
-        };
+        let mut slot = fresh_slot(t0);
         let first = InFlight::issue(t0 + us(3_000), Some(t0), &slot);
         assert_eq!(first.host_delay_ns(), us(3_000));
         let mut previous = first;
