@@ -6,7 +6,9 @@
 //! work it declared may take, `PauseWatch::allow`) mean the thread was not running in
 //! between: an interrupt, the scheduler or the hypervisor had its CPU. A completion whose
 //! deadline fell inside such a gap is *machine-late*: the thread would have posted it on time
-//! had it been running. Every other late completion is the emulator's own (`Lateness`).
+//! had it been running; so is one that fell due while the thread, back, was still posting
+//! those (`PauseWatch::catching_up`). Every other late completion is the emulator's own
+//! (`Lateness`).
 //!
 //! The test is conservative on purpose: a gap counts only past an allowance well above the
 //! loop's real work, so the emulator's own slowness is never excused as the machine's; a short
@@ -183,6 +185,25 @@ impl PauseWatch {
         }
     }
 
+    /// A completion due at `deadline_ns`, held by a remembered pause or late wake-up, was
+    /// posted at `posted_ns`: the thread is catching up on what fell due while it was not
+    /// running, so what falls due until then is held by the same pause (had the thread been
+    /// running, it would have posted those before and been free). The window is extended to
+    /// `posted_ns`; the catch-up ends at the first post that finds nothing held. Issue 56:
+    /// catch-up posts after a long pause counted as the emulator's own lateness.
+    pub fn catching_up(&mut self, deadline_ns: u64, posted_ns: u64) {
+        let kept = self.next.min(RECENT);
+        if let Some(window) = self
+            .recent
+            .iter_mut()
+            .take(kept)
+            .find(|&&mut (from, to, _)| from < deadline_ns && deadline_ns < to)
+        {
+            window.1 = window.1.max(posted_ns);
+            self.latest_end_ns = self.latest_end_ns.max(posted_ns);
+        }
+    }
+
     fn remember(&mut self, from_ns: u64, to_ns: u64, held: Held) {
         self.recent[self.next % RECENT] = (from_ns, to_ns, held);
         self.next = self.next.wrapping_add(1);
@@ -320,6 +341,35 @@ mod tests {
             Some(Held::WokeLate),
             "an earlier ring widens it"
         );
+    }
+
+    /// A pause of 100 µs held 50 completions: while the thread posts them, more fall due
+    /// after the pause's end; those are held by the same pause until a post finds nothing
+    /// held (the thread has caught up).
+    #[test]
+    fn what_falls_due_while_the_thread_catches_up_on_a_pause_is_held_by_it() {
+        let mut w = PauseWatch::new();
+        w.reading(1_000);
+        w.reading(101_000);
+        assert_eq!(w.held_at(50_000), Some(Held::Paused));
+        assert_eq!(w.held_at(101_500), None, "after the pause: not yet held");
+        // The held one is posted at 102 µs: 101.5 µs fell due during the catch-up.
+        w.catching_up(50_000, 102_000);
+        assert_eq!(w.held_at(101_500), Some(Held::Paused));
+        w.catching_up(101_500, 103_000);
+        assert_eq!(w.held_at(102_500), Some(Held::Paused));
+        assert_eq!(
+            w.held_at(103_000),
+            None,
+            "due when the thread was free again"
+        );
+        // A deadline held by nothing extends nothing.
+        w.catching_up(200_000, 300_000);
+        assert_eq!(w.held_at(250_000), None);
+        // A late wake-up's catch-up stays wake-late.
+        w.woke(300_000, Some(400_000), 500_000, 10_000);
+        w.catching_up(450_000, 510_000);
+        assert_eq!(w.held_at(505_000), Some(Held::WokeLate));
     }
 
     #[test]

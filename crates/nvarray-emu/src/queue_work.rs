@@ -364,7 +364,11 @@ impl QueueWork {
         );
         let held = pauses::this_thread(|w| {
             w.reading(now);
-            w.held_at(d.deadline_ns)
+            let held = w.held_at(d.deadline_ns);
+            if held.is_some() {
+                w.catching_up(d.deadline_ns, now);
+            }
+            held
         });
         let modelled_ns = d.deadline_ns - d.submit_ns;
         self.least_modelled_ns = self.least_modelled_ns.min(modelled_ns);
