@@ -29,7 +29,7 @@ mod zoned;
 pub use command::{Done, Prepared};
 pub use device::Device;
 pub use error::HostError;
-pub use nap::{fine_timer_slack, waits_by_spinning_alone};
+pub use nap::{fine_timer_slack, idle_latency_ns, waits_by_spinning_alone};
 pub use nvarray_emu::protocol::nvme::{read_zone_report, ZONE_REPORT_ENTRY_BYTES};
 pub use nvarray_emu::{pauses, BackingPages, LatenessReport, Opcode, Status};
 pub use nvarray_model::zones::{ZoneAction, ZoneDescriptor, ZoneLayout, ZoneState};

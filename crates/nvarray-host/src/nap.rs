@@ -155,7 +155,7 @@ pub fn waits_by_spinning_alone(
 /// fresh model (`DeviceConfig::fresh`: not preconditioned again, which took a second on 8 GiB);
 /// on a preconditioned device every page is mapped, so a read's page is written first, as
 /// preconditioning would have, and the read goes once that write is done.
-fn idle_latency_ns(config: &DeviceConfig, is_read: bool, len_bytes: u32) -> Option<u64> {
+pub fn idle_latency_ns(config: &DeviceConfig, is_read: bool, len_bytes: u32) -> Option<u64> {
     let mut model = DeviceModel::new(&config.fresh());
     // The command's visible time, and when the model is idle again (no event left).
     let run = |model: &mut DeviceModel, op: Op, at: u64| -> Option<(u64, u64)> {

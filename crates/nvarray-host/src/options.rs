@@ -162,6 +162,28 @@ impl Default for Options {
     }
 }
 
+/// A device whose 4 KiB read takes at least this long on an idle device gets a thread of its
+/// own under a front end's `--device-threads auto` even without a spare core
+/// (`device_threads_for_front_end`). Its thread waits most of each command and gives the core
+/// back when nothing is due (issue 56), while a front end's serving thread, blocked on its
+/// clients' sockets, cannot post a completion on time: inline, `nvarray serve` under fio's
+/// 4 KiB random reads on pcie-flash-2010 (55 µs a read) was NOT FAITHFUL with the emulator's
+/// own p99 at 49-58 µs; with a device thread, machine-limited at 0.9-1.2 µs (docs/perf.md).
+/// A dram device (4 µs) stays inline: its thread would spin beside the server and the client.
+pub const FRONT_END_DEVICE_THREAD_NS: u64 = 20_000;
+
+/// The device threads a front end's `--device-threads auto` picks: as `device_threads_auto`,
+/// or one for a device whose idle 4 KiB read takes `idle_read_ns` of at least
+/// `FRONT_END_DEVICE_THREAD_NS`.
+pub fn device_threads_for_front_end(
+    host_threads: usize,
+    cores: usize,
+    idle_read_ns: Option<u64>,
+) -> usize {
+    let slow = idle_read_ns.is_some_and(|ns| ns >= FRONT_END_DEVICE_THREAD_NS);
+    device_threads_auto(host_threads, cores).max(usize::from(slow))
+}
+
 /// Largest number of device threads (more only take turns at the one serial model).
 pub const DEVICE_THREADS_MAX: usize = 8;
 
@@ -184,6 +206,18 @@ mod tests {
         assert_eq!(device_threads_auto(4, 2), 0);
         assert_eq!(device_threads_auto(1, 1), 0);
         assert_eq!(device_threads_auto(7, 8), 1);
+    }
+
+    /// A front end on 2 cores runs a slow device on a thread of its own, a fast one inline.
+    #[test]
+    fn a_front_end_gives_a_slow_device_a_thread_even_without_a_spare_core() {
+        assert_eq!(device_threads_for_front_end(2, 2, Some(55_000)), 1);
+        assert_eq!(device_threads_for_front_end(2, 2, Some(4_000)), 0);
+        assert_eq!(device_threads_for_front_end(2, 2, None), 0);
+        assert_eq!(device_threads_for_front_end(2, 4, Some(4_000)), 1);
+        let least = FRONT_END_DEVICE_THREAD_NS;
+        assert_eq!(device_threads_for_front_end(2, 2, Some(least)), 1);
+        assert_eq!(device_threads_for_front_end(2, 2, Some(least - 1)), 0);
     }
 
     #[test]

@@ -53,7 +53,8 @@ pub fn run(args: MountArgs) -> Result<()> {
     // Check the directory and the machine before the device takes its memory.
     let dir = nvarray_fuse::preflight(&args.dir).map_err(fuse_error)?;
     // The serving thread and the application behind the loop device share the machine:
-    // `auto` gives the device a thread of its own only if a core is left after those two.
+    // `auto` gives the device a thread of its own if a core is left after those two, or if
+    // the device is slow enough that its thread mostly waits (`resolve_for_front_end`).
     let (config, options) = args.device.load(2)?;
     let backing = match &options.backing {
         BackingKind::Ram => "RAM (lost at exit)".to_string(),

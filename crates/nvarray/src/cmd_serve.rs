@@ -56,7 +56,8 @@ struct Fronts {
 
 pub fn run(args: ServeArgs) -> Result<()> {
     // The server's threads and one client's share the machine: `auto` gives the device a
-    // thread of its own only if a core is left after those two.
+    // thread of its own if a core is left after those two, or if the device is slow enough
+    // that its thread mostly waits (`resolve_for_front_end`).
     let (mut config, mut options) = args.device.load(2)?;
     if args.read_only {
         // Nothing writes to a read-only export: its image may be on a read-only file system.

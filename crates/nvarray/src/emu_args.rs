@@ -7,7 +7,9 @@ use std::sync::Arc;
 
 use anyhow::Result;
 use clap::Args;
-use nvarray_host::options::{device_threads_auto, BackingKind, CpuList, DEVICE_THREADS_MAX};
+use nvarray_host::options::{
+    device_threads_auto, device_threads_for_front_end, BackingKind, CpuList, DEVICE_THREADS_MAX,
+};
 use nvarray_host::{CompletionMode, Device, Options, Stack};
 use nvarray_model::DeviceConfig;
 use nvarray_workload::{parse_duration_ns, parse_size, NS_PER_US};
@@ -86,6 +88,22 @@ impl DeviceThreads {
             DeviceThreads::Auto => {
                 let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
                 device_threads_auto(host_threads, cores)
+            }
+        }
+    }
+}
+
+impl DeviceThreads {
+    /// The count for a front end whose `host_threads` serving threads wait on their clients
+    /// (`serve`, `mount`): `auto` also gives a slow `device` a thread of its own
+    /// (`device_threads_for_front_end`).
+    pub fn resolve_for_front_end(self, host_threads: usize, device: &DeviceConfig) -> usize {
+        match self {
+            DeviceThreads::Fixed(n) => n,
+            DeviceThreads::Auto => {
+                let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
+                let idle_read_ns = nvarray_host::idle_latency_ns(device, true, 4096);
+                device_threads_for_front_end(host_threads, cores, idle_read_ns)
             }
         }
     }
@@ -172,8 +190,10 @@ pub struct EmuDeviceArgs {
     #[arg(long)]
     pub durable: bool,
     /// Threads that run the emulated device; 0 runs it inline on the threads that serve
-    /// requests. `auto` gives it a thread only when the machine has a core for it besides the
-    /// serving thread and a client (so on 2 cores it runs inline).
+    /// requests. `auto` gives it a thread when the machine has a core for it besides the
+    /// serving thread and a client, or when the device is slow (a 4 KiB read idle takes 20 µs
+    /// or more: its thread waits out most of each command and sleeps when nothing is due);
+    /// so on 2 cores a flash device gets a thread and a DRAM one runs inline.
     #[arg(long, value_name = "N|auto", default_value_t = DeviceThreads::Auto,
           value_parser = parse_device_threads)]
     pub device_threads: DeviceThreads,
@@ -203,7 +223,9 @@ impl EmuDeviceArgs {
         let device = device_with_size(&self.device, self.size.as_deref())?.load()?;
         let options = Options {
             backing: backing_kind(&self.backing, self.durable)?,
-            device_threads: self.device_threads.resolve(host_threads),
+            device_threads: self
+                .device_threads
+                .resolve_for_front_end(host_threads, &device),
             stack: Stack::Spin,
             completion: self.completion,
             adaptive_threshold_ns: self.adaptive_threshold,
