@@ -143,5 +143,37 @@ fn main() {
             ns[ns.len() / 2],
             ftl.counters().write_amplification()
         );
+        largest_collection(&mut ftl, writes);
     }
+}
+
+/// The most collection one host write caused, in pages copied and in real time (issue 56:
+/// collection runs on the device thread while it serves, so a write that copies a whole line
+/// holds every queue's completions for that long). The background collector's quota copies
+/// `valid / invalid` pages of its victim per host write, so under these workloads no write
+/// should copy more than a few dozen.
+fn largest_collection(ftl: &mut Ftl, writes: u64) {
+    let mut rng = SmallRng::seed_from_u64(11);
+    let mut work = GcWork::new(ftl.dies());
+    let logical = ftl.logical_pages();
+    let (mut most, mut most_ns, mut slowest_ns) = (0u64, 0u64, 0u64);
+    for _ in 0..writes {
+        let before = ftl.counters().gc_pages_copied;
+        let started = Instant::now();
+        std::hint::black_box(ftl.write(rng.gen_range(0..logical), 0, &mut work));
+        let ns = started.elapsed().as_nanos() as u64;
+        work.clear();
+        let copied = ftl.counters().gc_pages_copied - before;
+        if copied > most {
+            (most, most_ns) = (copied, ns);
+        }
+        slowest_ns = slowest_ns.max(ns);
+    }
+    println!(
+        "{:>12}  the most one write copied: {most} pages ({:.1} µs); the slowest write {:.1} µs \
+         (a pause of the machine, if far above)",
+        "",
+        most_ns as f64 / 1e3,
+        slowest_ns as f64 / 1e3
+    );
 }
