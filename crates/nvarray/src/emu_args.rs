@@ -83,27 +83,25 @@ pub enum DeviceThreads {
 impl DeviceThreads {
     /// The count for `host_threads` threads that poll the device on this machine.
     pub fn resolve(self, host_threads: usize) -> usize {
-        match self {
-            DeviceThreads::Fixed(n) => n,
-            DeviceThreads::Auto => {
-                let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
-                device_threads_auto(host_threads, cores)
-            }
-        }
+        self.fixed_or(|cores| device_threads_auto(host_threads, cores))
     }
-}
 
-impl DeviceThreads {
     /// The count for a front end whose `host_threads` serving threads wait on their clients
     /// (`serve`, `mount`): `auto` also gives a slow `device` a thread of its own
     /// (`device_threads_for_front_end`).
     pub fn resolve_for_front_end(self, host_threads: usize, device: &DeviceConfig) -> usize {
+        self.fixed_or(|cores| {
+            let idle_read_ns = nvarray_host::idle_latency_ns(device, true, 4096);
+            device_threads_for_front_end(host_threads, cores, idle_read_ns)
+        })
+    }
+
+    /// A fixed count, or what `auto` makes of this machine's cores.
+    fn fixed_or(self, auto: impl FnOnce(usize) -> usize) -> usize {
         match self {
             DeviceThreads::Fixed(n) => n,
             DeviceThreads::Auto => {
-                let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
-                let idle_read_ns = nvarray_host::idle_latency_ns(device, true, 4096);
-                device_threads_for_front_end(host_threads, cores, idle_read_ns)
+                auto(std::thread::available_parallelism().map_or(1, |n| n.get()))
             }
         }
     }
