@@ -442,17 +442,21 @@ fn nap_time_allows_a_nap_only_when_it_cannot_make_a_completion_late() {
         // completing first fails the test.
         let mut nap = None;
         let mut completed = false;
+        // Read before the nap is asked for: a preemption between the two then lengthens the
+        // measured wait rather than shortening it (read after, a 40 µs pause of the machine
+        // there failed the test on a loaded CI run).
+        let mut asked = std::time::Instant::now();
         while nap.is_none() && !completed {
             qp.poll(|d| {
                 completed = true;
                 device.finish(d, None).unwrap();
             });
+            asked = std::time::Instant::now();
             nap = qp.nap_time();
             if device_threads > 0 {
                 break;
             }
         }
-        let asked = std::time::Instant::now();
         while qp.in_flight() > 0 {
             qp.wait(|d| device.finish(d, None).unwrap());
         }
