@@ -384,6 +384,9 @@ def probe(out, secs, pairs=5):
 # (DEVICE_TIME_SIZE=8g for the large device).
 DEVICE_TIME_SIZE = os.environ.get("DEVICE_TIME_SIZE", "256m")
 TLC = ["--preset", "tlc", "--size", DEVICE_TIME_SIZE]
+# The FTL after a drive-write of random writes; 16 KiB erase blocks (4 pages a block, 256 a
+# line) give the spare area enough lines at 256 MiB (the preset's 16 MiB blocks make 1 GiB lines).
+PRECONDITIONED = ["--set", "memory.erase_block_bytes=16k", "--precondition", "random:1"]
 DEVICE_TIME = [
     ("tlc randread 4k QD 1 at 1,000 IOPS", TLC + ["--rw", "randread", "--rate_iops", "1000"]),
     ("tlc randread 4k QD 1", TLC + ["--rw", "randread"]),
@@ -393,14 +396,22 @@ DEVICE_TIME = [
     ("tlc randwrite 4k QD 32", TLC + ["--rw", "randwrite", "--iodepth", "32"]),
     ("tlc randrw 70/30 4k QD 32", TLC + ["--rw", "randrw", "--rwmixread", "70", "--iodepth", "32"]),
     ("tlc randwrite 4k QD 32, preconditioned, 16 KiB erase blocks",
-     TLC + ["--set", "memory.erase_block_bytes=16k", "--precondition", "random:1",
-            "--rw", "randwrite", "--iodepth", "32"]),
+     TLC + PRECONDITIONED + ["--rw", "randwrite", "--iodepth", "32"]),
+    ("tlc randread 4k QD 1, preconditioned", TLC + PRECONDITIONED + ["--rw", "randread"]),
+    ("tlc randread 4k QD 32, preconditioned",
+     TLC + PRECONDITIONED + ["--rw", "randread", "--iodepth", "32"]),
+    ("tlc randwrite 4k QD 1, preconditioned", TLC + PRECONDITIONED + ["--rw", "randwrite"]),
+    ("tlc randrw 70/30 4k QD 32, preconditioned",
+     TLC + PRECONDITIONED + ["--rw", "randrw", "--rwmixread", "70", "--iodepth", "32"]),
     ("README main job: moneta read 4k QD 1", []),
     ("moneta randread 512 QD 16", ["--rw", "randread", "--bs", "512", "--iodepth", "16"]),
 ]
 
 
-def device_time(out, secs, runs=3):
+DEVICE_TIME_RUNS = int(os.environ.get("DEVICE_TIME_RUNS", "3"))
+
+
+def device_time(out, secs, runs=DEVICE_TIME_RUNS):
     """Issue 56: each case `runs` times with the build before (NVARRAY_BASELINE) and this one,
     alternating, and once on the simulator: verdicts, the emulator's own p99 lateness, the
     completions due in a machine pause and after a late wake-up, the device threads' CPU and

@@ -66,10 +66,10 @@ pub(crate) fn inline_nap(emu: &Emulator) {
 pub(crate) struct AdaptiveRule {
     threshold_ns: u64,
     config: DeviceConfig,
-    /// Per (read?, length): whether a command of that shape lets the thread sleep.
-    sleeps: HashMap<(bool, u32), bool>,
+    /// Per (read?, length): the modelled latency of a command of that shape on an idle device.
+    latencies: HashMap<(bool, u32), Option<u64>>,
     /// The last shape asked about, answered without the map (a workload of one size).
-    last: Option<((bool, u32), bool)>,
+    last: Option<((bool, u32), Option<u64>)>,
 }
 
 impl AdaptiveRule {
@@ -77,7 +77,7 @@ impl AdaptiveRule {
         AdaptiveRule {
             threshold_ns,
             config: config.clone(),
-            sleeps: HashMap::new(),
+            latencies: HashMap::new(),
             last: None,
         }
     }
@@ -85,26 +85,45 @@ impl AdaptiveRule {
     /// Whether a command lets its thread sleep (a flush, a deallocate, zone management or a
     /// zone report never does: none has a modelled latency).
     pub(crate) fn sleeps_for(&mut self, op: Opcode, len_bytes: u32) -> bool {
+        self.sleep_latency_ns(op, len_bytes).is_some()
+    }
+
+    /// A command's modelled latency on an idle device if it lets its thread sleep (it reaches
+    /// the threshold), else `None`.
+    pub(crate) fn sleep_latency_ns(&mut self, op: Opcode, len_bytes: u32) -> Option<u64> {
         let is_read = match op {
             Opcode::Read => true,
             Opcode::Write | Opcode::ZoneAppend => false,
             Opcode::Flush
             | Opcode::Deallocate
             | Opcode::ZoneManage { .. }
-            | Opcode::ZoneReport { .. } => return false,
+            | Opcode::ZoneReport { .. } => return None,
         };
         let shape = (is_read, len_bytes);
-        if let Some((last, sleeps)) = self.last {
-            if last == shape {
-                return sleeps;
+        let latency = match self.last {
+            Some((last, latency)) if last == shape => latency,
+            _ => {
+                let config = &self.config;
+                let latency = *self
+                    .latencies
+                    .entry(shape)
+                    .or_insert_with(|| idle_latency_ns(config, is_read, len_bytes));
+                self.last = Some((shape, latency));
+                latency
             }
-        }
-        let (config, threshold_ns) = (&self.config, self.threshold_ns);
-        let sleeps = *self.sleeps.entry(shape).or_insert_with(|| {
-            idle_latency_ns(config, is_read, len_bytes).is_some_and(|ns| ns >= threshold_ns)
-        });
-        self.last = Some((shape, sleeps));
-        sleeps
+        };
+        latency.filter(|&ns| ns >= self.threshold_ns)
+    }
+
+    /// Whether a thread whose commands in flight (`in_flight` of them, each letting it sleep,
+    /// the quickest taking `least_ns` on an idle device) may sleep now: only while the gap it
+    /// can expect between their completions, `least_ns / in_flight`, still reaches the
+    /// threshold. Deep queues of slow commands complete often: tlc's 450 µs reads at QD 16
+    /// one every ~30 µs, and a wake-up per completion (12-28 µs here) held every reissue back
+    /// (0.93 of the simulator's IOPS, the emulator's own p99 19 µs; spinning 0.99 and 3-5 µs;
+    /// docs/perf.md, issue 56).
+    pub(crate) fn sleep_pays(&self, least_ns: u64, in_flight: usize) -> bool {
+        least_ns / (in_flight.max(1) as u64) >= self.threshold_ns
     }
 }
 
@@ -260,6 +279,25 @@ mod tests {
         assert!(!AdaptiveRule::new(&moneta, latency + 1).sleeps_for(Opcode::Read, 4096));
         // A command the device refuses never sleeps.
         assert!(!on_hdd.sleeps_for(Opcode::Read, 3));
+    }
+
+    /// Deep queues of slow commands complete too often for a sleep each: tlc's 450 µs reads
+    /// let the thread sleep at QD 1 and 4, not at 16 (one completion every ~30 µs).
+    #[test]
+    fn adaptive_spins_when_completions_are_expected_closer_than_the_threshold() {
+        let tlc = preset("tlc").unwrap().load(&[]).unwrap();
+        let mut rule = AdaptiveRule::new(&tlc, ADAPTIVE_THRESHOLD_NS);
+        let read = rule
+            .sleep_latency_ns(Opcode::Read, 4096)
+            .expect("a flash read sleeps");
+        assert!(read > 450_000, "{read}");
+        assert!(rule.sleep_pays(read, 1) && rule.sleep_pays(read, 4));
+        assert!(!rule.sleep_pays(read, 16));
+        // The edge: as many in flight as fit the threshold into the latency.
+        let most = (read / ADAPTIVE_THRESHOLD_NS) as usize;
+        assert!(rule.sleep_pays(read, most));
+        assert!(!rule.sleep_pays(read, most + 1));
+        assert_eq!(rule.sleep_latency_ns(Opcode::Flush, 0), None);
     }
 
     const ADAPTIVE_THRESHOLD_NS: u64 = crate::options::ADAPTIVE_THRESHOLD_NS_DEFAULT;

@@ -54,7 +54,8 @@ pub enum CompletionMode {
     Sleep,
     /// Spin for commands whose modelled latency on an idle device is under the threshold
     /// (`Options::adaptive_threshold_ns`), sleep while every command in flight takes at least
-    /// that long (Moneta's rule, on time rather than size; see `nap::AdaptiveRule`).
+    /// that long (Moneta's rule, on time rather than size; see `nap::AdaptiveRule`) and they
+    /// are not so many that their completions come closer together than the threshold.
     #[default]
     Adaptive,
     /// The DC Express protocol's, and only its: reads complete in the data (the device writes

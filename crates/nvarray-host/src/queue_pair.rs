@@ -51,6 +51,9 @@ pub struct QueuePair {
     /// Commands in flight the adaptive rule spins for (kept as a count so the wait loop does
     /// not scan every tag on each spin).
     spinning_in_flight: usize,
+    /// The shortest idle-device latency among the commands issued since the queue pair was
+    /// last empty that let the thread sleep (`u64::MAX`: none), for `AdaptiveRule::sleep_pays`.
+    least_sleeping_ns: u64,
     /// Tags of in-flight reads that complete in the data.
     in_data: Vec<Tag>,
     block_bytes: u64,
@@ -111,6 +114,7 @@ impl QueuePair {
             pending: (0..tags.tags()).map(|_| None).collect(),
             pending_count: 0,
             spinning_in_flight: 0,
+            least_sleeping_ns: u64::MAX,
             in_data: Vec::with_capacity(tags.tags()),
             block_bytes,
             tag_conflicts: 0,
@@ -159,10 +163,16 @@ impl QueuePair {
         if p.in_data {
             self.in_data.push(p.tag);
         }
-        let spins = self
-            .adaptive
-            .as_mut()
-            .is_some_and(|rule| !rule.sleeps_for(p.op, p.len_bytes));
+        if self.pending_count == 0 {
+            self.least_sleeping_ns = u64::MAX;
+        }
+        let mut spins = false;
+        if let Some(rule) = self.adaptive.as_mut() {
+            match rule.sleep_latency_ns(p.op, p.len_bytes) {
+                Some(ns) => self.least_sleeping_ns = self.least_sleeping_ns.min(ns),
+                None => spins = true,
+            }
+        }
         self.spinning_in_flight += usize::from(spins);
         self.pending[tag] = Some((p, spins));
         self.pending_count += 1;
@@ -281,12 +291,19 @@ impl QueuePair {
     }
 
     /// Whether waiting now should sleep: always for `Sleep`, never for `Spin` or in-data, and
-    /// for `Adaptive` when no command in flight is one it spins for.
+    /// for `Adaptive` when no command in flight is one it spins for and their completions are
+    /// not expected so close together that a wake-up each would cost more than spinning
+    /// (`AdaptiveRule::sleep_pays`).
     fn should_sleep(&self) -> bool {
         match self.completion {
             CompletionMode::Spin | CompletionMode::InData => false,
             CompletionMode::Sleep => true,
-            CompletionMode::Adaptive => self.spinning_in_flight == 0,
+            CompletionMode::Adaptive => {
+                self.spinning_in_flight == 0
+                    && self.adaptive.as_ref().is_some_and(|rule| {
+                        rule.sleep_pays(self.least_sleeping_ns, self.pending_count)
+                    })
+            }
         }
     }
 

@@ -148,7 +148,8 @@ pub struct BenchRunArgs {
     #[arg(long, value_name = "STACK", default_value_t = Stack::Spin)]
     stack: Stack,
     /// How a thread waits for a completion with `--stack spin`: spin | sleep | adaptive (spin
-    /// unless the command takes --adaptive-threshold or longer) | in-data (the DC Express
+    /// unless the command takes --adaptive-threshold or longer, and while the commands in
+    /// flight complete on average closer together than that) | in-data (the DC Express
     /// protocol's: reads complete in their data). Default: in-data for a dc-express device, adaptive for the others.
     #[arg(long, value_name = "MODE")]
     completion: Option<CompletionMode>,

@@ -196,7 +196,8 @@ pub struct EmuDeviceArgs {
           value_parser = parse_device_threads)]
     pub device_threads: DeviceThreads,
     /// How a serving thread waits for the device: spin | sleep | adaptive (spin unless the
-    /// command takes --adaptive-threshold or longer) | in-data (the DC Express protocol's: reads complete in
+    /// command takes --adaptive-threshold or longer, and while the commands in flight complete
+    /// on average closer together than that) | in-data (the DC Express protocol's: reads complete in
     /// their data). Default: in-data for a dc-express device, adaptive for the others.
     #[arg(long, value_name = "MODE")]
     pub completion: Option<CompletionMode>,
