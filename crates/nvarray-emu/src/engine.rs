@@ -37,7 +37,7 @@ use crate::irq::Irq;
 use crate::jitter::{JitterProbe, JitterReport};
 use crate::lateness::{Lateness, LatenessReport};
 use crate::mailbox::Mailbox;
-use crate::pauses;
+use crate::pauses::{self, HolderPauses, PAUSE_NS};
 use crate::queue_work::{DataPath, DeviceQueue, QueueWork, TagStates};
 
 /// With one command in flight, a pass that ends this close to the device's next deadline
@@ -146,6 +146,11 @@ struct Shared {
     doorbell: CachePadded<Irq>,
     /// Tests only (`slow_wakeups_by`): spun after each wake-up, as a kernel slow to wake.
     wake_delay_ns: AtomicU64,
+    /// Tests only (`stall_next_visit_by`): the next visit that hands the model commands
+    /// sleeps this long holding its lock, as a thread the machine paused there.
+    visit_stall_ns: AtomicU64,
+    /// The latest pause of a thread holding the model's lock, for the others.
+    holder_pauses: HolderPauses,
     /// Wall time the device threads spent in rounds that found work, in ns (summed over the
     /// threads; added at each rest): how near the device threads are to their limit.
     busy_ns: AtomicU64,
@@ -227,6 +232,8 @@ impl Emulator {
             retired: Mutex::new(Retired::default()),
             doorbell: CachePadded::new(Irq::new()),
             wake_delay_ns: AtomicU64::new(0),
+            visit_stall_ns: AtomicU64::new(0),
+            holder_pauses: HolderPauses::default(),
             busy_ns: AtomicU64::new(0),
         });
         let mut emulator = Emulator {
@@ -377,14 +384,16 @@ impl Emulator {
 
     /// One pass of the device over `queue`, unless another thread is serving it (inline
     /// mode: the host thread that owns the pair calls this while it waits). Returns whether
-    /// this thread ran it. `spinning`: the calling thread has done nothing but spin since its
-    /// previous call (no sleep, no other work), so the time between the two passes measures
-    /// the machine's jitter when both were idle (`jitter`).
-    pub fn service(&self, queue: &QueueHandle, spinning: bool) -> bool {
+    /// this thread ran it. `since`: what the calling thread did since its previous call.
+    pub fn service(&self, queue: &QueueHandle, since: Polled) -> bool {
         let cell = &queue.0;
         match cell.work.try_lock() {
             Ok(mut work) => {
-                let since = if spinning { Since::Spun } else { Since::Other };
+                let since = match since {
+                    Polled::AfterHostCode => Since::HostCode,
+                    Polled::AfterSpin => Since::Spun,
+                    Polled::AfterWait => Since::Rested,
+                };
                 serve(&self.shared, cell, &mut work, since);
                 true
             }
@@ -424,6 +433,14 @@ impl Emulator {
     #[doc(hidden)]
     pub fn slow_wakeups_by(&self, ns: u64) {
         self.shared.wake_delay_ns.store(ns, Ordering::Relaxed);
+    }
+
+    /// Tests only: the next visit of the model that hands it commands sleeps `ns` while it
+    /// holds the model's lock, as a thread the machine paused there, so the other threads'
+    /// accounting of it can be shown.
+    #[doc(hidden)]
+    pub fn stall_next_visit_by(&self, ns: u64) {
+        self.shared.visit_stall_ns.store(ns, Ordering::Relaxed);
     }
 
     /// Wall time the device threads have spent in rounds that found work so far, in ns,
@@ -777,6 +794,20 @@ fn sleep_on_doorbell(
     pauses::this_thread(|w| w.woke(asleep_ns, expected, woke, margin_ns));
 }
 
+/// What an inline host thread did since its previous poll (`Emulator::service`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Polled {
+    /// Ran its own code: what fell due meanwhile counts as late from this poll on, the first
+    /// time the host could have seen it from any device (`pauses::PauseWatch::host_code`).
+    AfterHostCode,
+    /// Only spun waiting for a completion: the time between the two polls measures the
+    /// machine's jitter when both were idle (`jitter`).
+    AfterSpin,
+    /// Waited for a completion otherwise (a nap, which accounts for itself, or the wait loop's
+    /// own bounded code): the chain of clock readings goes on across it.
+    AfterWait,
+}
+
 /// What the thread serving a pair did since its previous pass over it.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 enum Since {
@@ -787,8 +818,11 @@ enum Since {
     /// `pauses::PauseWatch::woke`) or yielded (the chain goes on across it): the pass
     /// continues the chain, but the time since is no spin loop's.
     Rested,
-    /// Something unbounded (a re-share of the pairs, the host's own code): a new chain.
+    /// Something unbounded (a re-share of the pairs): a new chain.
     Other,
+    /// Inline: the host thread ran its own code since its previous poll. A new chain, and
+    /// what fell due meanwhile counts as late only from this pass (`PauseWatch::host_code`).
+    HostCode,
 }
 
 /// One pass over one queue pair: take its commands, hand them to the model, post its due
@@ -803,12 +837,11 @@ fn serve(shared: &Shared, cell: &QueueCell, work: &mut QueueWork, since: Since) 
     // pass. After a sleep the chain was restarted at the wake-up, so a pause between the
     // wake-up and this pass is still the machine's (issue 56).
     let chain = |now: u64, first: bool| {
-        pauses::this_thread(|w| {
-            if since != Since::Other || !first {
-                w.reading(now);
-            } else {
-                w.restart(now);
-            }
+        pauses::this_thread(|w| match since {
+            _ if !first => w.reading(now),
+            Since::Spun | Since::Rested => w.reading(now),
+            Since::Other => w.restart(now),
+            Since::HostCode => w.host_code(now),
         })
     };
     // With completions waiting, the clock is read before the new commands are taken: one
@@ -1039,6 +1072,16 @@ fn visit(shared: &Shared, work: &mut QueueWork, how: Visit) -> bool {
     // After the deliveries (see `Published::settled_ns`).
     let next = core.next_event_ns().unwrap_or(NEVER);
     published.settled_ns.store(next.max(now), Ordering::Release);
+    if handed_now > 0 && shared.visit_stall_ns.load(Ordering::Relaxed) > 0 {
+        let ns = shared.visit_stall_ns.swap(0, Ordering::Relaxed);
+        std::thread::sleep(std::time::Duration::from_nanos(ns));
+    }
+    // A visit longer than its work allows was paused: the threads waiting for the lock meanwhile
+    // take the pause in (`HolderPauses`), published before the lock is let go.
+    let left = path.clock.now_ns();
+    if left - now > PAUSE_NS + pauses::allowance_ns(finished + handed_now, 0) {
+        shared.holder_pauses.publish(now, left);
+    }
     *held_ticks += ticks().wrapping_sub(entered);
     drop(state);
     // Declared per command, not as the visit's wall time: that would declare a preemption
@@ -1060,6 +1103,8 @@ fn settle(shared: &Shared, cell: &QueueCell, work: &mut QueueWork, now: &mut u64
     // Read before the mailbox: everything of this pair due by this time is in it (Acquire).
     let settled = shared.published.settled_ns.load(Ordering::Acquire);
     let advanced = shared.published.advanced_ns.load(Ordering::Relaxed);
+    // What fell due while another thread held the model's lock paused is held by its pause.
+    pauses::this_thread(|w| shared.holder_pauses.import(w));
     cell.mailbox.take_into(&mut work.arrived);
     *now = (*now).max(advanced);
     let mut arrived = std::mem::take(&mut work.arrived);

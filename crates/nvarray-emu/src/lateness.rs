@@ -35,6 +35,10 @@ pub struct LatenessReport {
     pub completions: u64,
     pub machine_late: u64,
     pub wake_late: u64,
+    /// Completions whose deadline fell while an inline host thread ran its own code: their
+    /// lateness counts from its next poll, the first time it could have seen them from any
+    /// device (`Lateness::record`).
+    pub host_code: u64,
     /// The emulator's own lateness: the mean and percentiles over the completions not
     /// machine-late.
     pub own_mean_ns: f64,
@@ -62,6 +66,9 @@ pub struct Lateness {
     wake: Part,
     modelled_ns_sum: u128,
     early: u64,
+    /// Completions whose deadline fell while an inline host thread ran its own code, late
+    /// only from its next poll (`pauses::PauseWatch::host_code`).
+    host_code: u64,
 }
 
 /// The lateness of some of the completions.
@@ -129,16 +136,21 @@ impl Lateness {
             wake: Part::new(),
             modelled_ns_sum: 0,
             early: 0,
+            host_code: 0,
         }
     }
 
-    /// Records one completion: the model's deadline, when it was posted, the modelled
+    /// Records one completion: the model's deadline, from when the host could have seen it
+    /// (`seen_from_ns`: the deadline, or the next poll of an inline host that was running its
+    /// own code then, `pauses::PauseWatch::seen_from`), when it was posted, the modelled
     /// latency of the command (deadline minus submission), and whether its deadline fell
-    /// inside a pause of the machine or a late wake-up (`pauses::PauseWatch::held_at`).
+    /// inside a pause of the machine or a late wake-up (`pauses::PauseWatch::held_at`). Its
+    /// lateness is from `seen_from_ns` to the post.
     #[inline]
     pub fn record(
         &mut self,
         deadline_ns: u64,
+        seen_from_ns: u64,
         posted_ns: u64,
         modelled_ns: u64,
         held: Option<Held>,
@@ -148,10 +160,12 @@ impl Lateness {
             "completion posted {} ns early",
             deadline_ns - posted_ns
         );
+        debug_assert!(seen_from_ns >= deadline_ns, "seen before it was due");
         if posted_ns < deadline_ns {
             self.early += 1;
         }
-        let late_ns = posted_ns.saturating_sub(deadline_ns);
+        self.host_code += u64::from(seen_from_ns > deadline_ns);
+        let late_ns = posted_ns.saturating_sub(seen_from_ns.max(deadline_ns));
         match held {
             None => self.own.record(late_ns),
             Some(Held::Paused) => self.machine.record(late_ns),
@@ -172,6 +186,7 @@ impl Lateness {
         self.wake.merge(&other.wake);
         self.modelled_ns_sum += other.modelled_ns_sum;
         self.early += other.early;
+        self.host_code += other.host_code;
     }
 
     /// The mean modelled latency and the p99 lateness a faithful run stays within:
@@ -212,6 +227,7 @@ impl Lateness {
                 completions: 0,
                 machine_late: 0,
                 wake_late: 0,
+                host_code: 0,
                 own_mean_ns: 0.0,
                 own_p50_ns: 0,
                 own_p99_ns: 0,
@@ -276,6 +292,7 @@ impl Lateness {
             completions,
             machine_late,
             wake_late,
+            host_code: self.host_code,
             own_mean_ns: self.own.mean_ns(),
             own_p50_ns: own_p50,
             own_p99_ns: own_p99,
@@ -293,7 +310,7 @@ mod tests {
     fn check(samples: &[(u64, u64)], modelled_ns: u64, faithful: bool) {
         let mut l = Lateness::new();
         for &(deadline, posted) in samples {
-            l.record(deadline, posted, modelled_ns, None);
+            l.record(deadline, deadline, posted, modelled_ns, None);
         }
         let r = l.report(Some("host memcpy too slow"));
         assert_eq!(
@@ -329,7 +346,7 @@ mod tests {
     fn the_machines_jitter_is_named_only_when_it_exceeds_the_bound_too() {
         let mut l = Lateness::new();
         for i in 0..1000u64 {
-            l.record(i * 10, i * 10 + 3_000, 8_000, None);
+            l.record(i * 10, i * 10, i * 10 + 3_000, 8_000, None);
         }
         // The bound is max(1 µs, 5 % of 8 µs) = 1 µs.
         assert_eq!(
@@ -357,7 +374,7 @@ mod tests {
     fn percentiles_are_reported() {
         let mut l = Lateness::new();
         for i in 0..100u64 {
-            l.record(1_000, 1_000 + i * 10, 5_000, None);
+            l.record(1_000, 1_000, 1_000 + i * 10, 5_000, None);
         }
         let r = l.report(None);
         assert!((490..=510).contains(&r.p50_ns), "{r:?}");
@@ -366,10 +383,27 @@ mod tests {
         // On time is 0 late, not the histogram's least value of 1.
         let mut on_time = Lateness::new();
         for i in 0..100u64 {
-            on_time.record(i, i, 5_000, None);
+            on_time.record(i, i, i, 5_000, None);
         }
         let r = on_time.report(None);
         assert_eq!((r.p50_ns, r.p99_ns, r.max_ns), (0, 0, 0), "{r:?}");
+    }
+
+    /// A completion due while an inline host ran its own code is late only from the host's
+    /// next poll: 200 µs of the host's `send` before it are not the emulator's, the 300 ns
+    /// the poll took to post it are, and the report counts such completions.
+    #[test]
+    fn a_completion_due_in_the_hosts_own_code_is_late_from_its_next_poll() {
+        let mut l = Lateness::new();
+        for i in 0..100u64 {
+            let deadline = i * 1_000_000;
+            let seen_from = deadline + if i % 10 == 0 { 200_000 } else { 0 };
+            l.record(deadline, seen_from, seen_from + 300, 4_000, None);
+        }
+        let r = l.report(None);
+        assert_eq!((r.completions, r.host_code), (100, 10));
+        assert_eq!((r.p99_ns, r.max_ns, r.own_max_ns), (300, 300, 300), "{r:?}");
+        assert_eq!(r.verdict, Verdict::Faithful);
     }
 
     /// 3 % of completions late by 40 µs: past the 1 µs bound at p99. When their deadlines fell
@@ -383,6 +417,7 @@ mod tests {
                 let late = i % 33 == 0;
                 let posted = i * 10_000 + if late { 40_000 } else { 100 };
                 l.record(
+                    i * 10_000,
                     i * 10_000,
                     posted,
                     8_000,
@@ -412,7 +447,7 @@ mod tests {
         // A few machine-late completions under the bound change nothing.
         let mut l = Lateness::new();
         for i in 0..1000u64 {
-            l.record(i, i + 100, 8_000, (i < 5).then_some(Held::Paused));
+            l.record(i, i, i + 100, 8_000, (i < 5).then_some(Held::Paused));
         }
         let r = l.report(None);
         assert_eq!((r.verdict, r.machine_late), (Verdict::Faithful, 5));
@@ -430,7 +465,7 @@ mod tests {
                 _ => None,
             };
             let late = if held.is_some() { 300_000 } else { 100 };
-            l.record(i * 100_000, i * 100_000 + late, 50_000, held);
+            l.record(i * 100_000, i * 100_000, i * 100_000 + late, 50_000, held);
         }
         let r = l.report(None);
         assert_eq!((r.completions, r.machine_late, r.wake_late), (1000, 20, 20));

@@ -49,7 +49,7 @@ mod backing_kill_tests;
 pub use backing::{BackingKind, BackingPages};
 pub use device_sleep::fine_timer_slack;
 pub use dma_memory::{DmaMemory, IN_DATA_DONE};
-pub use engine::{Emulator, EmulatorOptions, QueueHandle};
+pub use engine::{Emulator, EmulatorOptions, Polled, QueueHandle};
 pub use error::EmuError;
 pub use jitter::{JitterReport, JITTER_SAMPLE_PERIOD_NS};
 pub use lateness::LatenessReport;

@@ -20,6 +20,8 @@
 //! watch lives in a thread-local, since a pause is a thread's, whatever queue pair it serves.
 
 use std::cell::RefCell;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Mutex;
 
 /// A gap between two consecutive readings of a serving loop longer than this, plus the work
 /// declared between them, is a pause of the machine. A pass of the loop does at most a few
@@ -73,6 +75,12 @@ pub struct PauseWatch {
     latest_end_ns: u64,
     /// The thread's last sleep (`woke`), for the commands rung during it (`taken`).
     slept: Slept,
+    /// The latest stretch of the host's own code between two inline polls (`host_code`): from
+    /// the previous pass's last reading to the next pass's first.
+    host_window: (u64, u64),
+    /// The device whose lock holders' pauses this thread took in last (its `HolderPauses`'
+    /// address) and how many of them (`HolderPauses::import`).
+    imported: (usize, u64),
 }
 
 /// A sleep, and from when a late wake-up from it is already marked (`u64::MAX`: not yet).
@@ -104,6 +112,8 @@ impl PauseWatch {
                 margin_ns: 0,
                 marked_from_ns: u64::MAX,
             },
+            host_window: (0, 0),
+            imported: (0, 0),
         }
     }
 
@@ -126,6 +136,34 @@ impl PauseWatch {
     pub fn restart(&mut self, now_ns: u64) {
         self.last_ns = Some(now_ns);
         self.allowed_ns = 0;
+    }
+
+    /// The first reading of an inline pass after the host thread ran its own code since its
+    /// previous pass: a new chain, and a deadline that fell in between (after the previous
+    /// pass's last reading) is one the host could not have seen before this pass on any
+    /// device, since it was not looking: its lateness counts from `now_ns` (`seen_from`).
+    /// The host's code, and any pause of the machine inside it, is the host's time, which its
+    /// own latencies show (issue 56: such deadlines counted as the emulator's own lateness
+    /// from the deadline, so an NBD server's `send` and `recv` made it NOT FAITHFUL).
+    #[inline]
+    pub fn host_code(&mut self, now_ns: u64) {
+        if let Some(last) = self.last_ns {
+            self.host_window = (last, now_ns);
+        }
+        self.restart(now_ns);
+    }
+
+    /// When the host could first have seen a completion due at `deadline_ns`: the end of the
+    /// latest stretch of its own code (`host_code`) if the deadline fell inside it, else the
+    /// deadline itself.
+    #[inline]
+    pub fn seen_from(&self, deadline_ns: u64) -> u64 {
+        let (from, to) = self.host_window;
+        if from < deadline_ns && deadline_ns < to {
+            to
+        } else {
+            deadline_ns
+        }
     }
 
     /// The chain is broken and the next reading starts a new one.
@@ -213,7 +251,7 @@ impl PauseWatch {
     /// Declares work before the next reading: `commands` taken or handed over, `bytes` moved.
     #[inline]
     pub fn allow(&mut self, commands: u64, bytes: u64) {
-        self.allowed_ns += commands * ALLOW_NS_PER_COMMAND + bytes * ALLOW_NS_PER_KIB / 1024;
+        self.allowed_ns += allowance_ns(commands, bytes);
     }
 
     /// Whether `deadline_ns` fell inside a remembered pause or late wake-up, and which: after
@@ -235,6 +273,62 @@ impl PauseWatch {
     #[inline]
     pub fn paused_at(&self, deadline_ns: u64) -> bool {
         self.held_at(deadline_ns).is_some()
+    }
+}
+
+/// The time work on `commands` commands moving `bytes` bytes may take (`ALLOW_NS_PER_COMMAND`,
+/// `ALLOW_NS_PER_KIB`).
+#[inline]
+pub fn allowance_ns(commands: u64, bytes: u64) -> u64 {
+    commands * ALLOW_NS_PER_COMMAND + bytes * ALLOW_NS_PER_KIB / 1024
+}
+
+/// Holders' pauses kept for the threads that have not taken them in yet: a thread serving its
+/// pairs takes them in at its next post, a few microseconds later, so more than a few in
+/// between are an edge (and those missed count as the emulator's, the conservative side).
+const HOLDER_RECENT: usize = 8;
+
+/// The latest pauses of threads while they held the model's lock, for the other threads
+/// serving the device: what fell due for their pairs meanwhile could not be settled until the
+/// holder ran again, so it is the machine's, not the emulator's (issue 56: the waiting threads
+/// restarted their chains and counted it as their own).
+#[derive(Debug, Default)]
+pub struct HolderPauses {
+    /// Pauses published so far.
+    published: AtomicU64,
+    /// The latest ones' windows (the visit each fell in, from its first reading to its last),
+    /// pause `n` at `n % HOLDER_RECENT`, and for each the process-wide number it was given.
+    windows: Mutex<[(u64, u64); HOLDER_RECENT]>,
+}
+
+impl HolderPauses {
+    /// The holder of the model's lock visited from `from_ns` to `to_ns`, longer than its work
+    /// and `PAUSE_NS` allow: it was not running for part of that.
+    pub fn publish(&self, from_ns: u64, to_ns: u64) {
+        let mut windows = self.windows.lock().unwrap_or_else(|e| e.into_inner());
+        let n = self.published.load(Ordering::Relaxed);
+        windows[n as usize % HOLDER_RECENT] = (from_ns, to_ns);
+        // Release: a thread that sees the count sees the window.
+        self.published.store(n + 1, Ordering::Release);
+    }
+
+    /// Takes the pauses published since `w` last looked into it: one load when there is none.
+    #[inline]
+    pub fn import(&self, w: &mut PauseWatch) {
+        let published = self.published.load(Ordering::Acquire);
+        let key = self as *const HolderPauses as usize;
+        if w.imported == (key, published) {
+            return;
+        }
+        // A watch last fed by another device (a thread serving two in turn) starts afresh.
+        let seen = if w.imported.0 == key { w.imported.1 } else { 0 };
+        let from = seen.max(published.saturating_sub(HOLDER_RECENT as u64));
+        let windows = *self.windows.lock().unwrap_or_else(|e| e.into_inner());
+        for n in from..published {
+            let (from_ns, to_ns) = windows[n as usize % HOLDER_RECENT];
+            w.remember(from_ns, to_ns, Held::Paused);
+        }
+        w.imported = (key, published);
     }
 }
 
@@ -288,6 +382,56 @@ mod tests {
         w.break_chain();
         w.reading(20_000_000);
         assert!(!w.paused_at(15_000_000));
+    }
+
+    /// A deadline that fell while an inline host ran its own code is seen from the host's next
+    /// pass; one before the previous pass ended, or after the new one began, from itself.
+    #[test]
+    fn a_deadline_inside_the_hosts_own_code_is_seen_from_its_next_pass() {
+        let mut w = PauseWatch::new();
+        // No chain yet: nothing is known of what the thread did before.
+        w.host_code(500);
+        assert_eq!(w.seen_from(400), 400);
+        w.reading(1_000); // the pass ends here
+        w.host_code(300_000); // 299 µs of the host's code (a send, a pause inside it)
+        assert_eq!(w.seen_from(150_000), 300_000);
+        assert_eq!(w.seen_from(1_000), 1_000, "due when the last pass looked");
+        assert_eq!(w.seen_from(900), 900);
+        assert_eq!(w.seen_from(300_500), 300_500);
+        assert!(
+            !w.paused_at(150_000),
+            "the host's time is not a pause of the machine"
+        );
+        // The chain goes on from the new pass: a pause inside it is still found.
+        w.reading(300_100);
+        w.reading(300_100 + PAUSE_NS + 10_000);
+        assert!(w.paused_at(305_000));
+        assert_eq!(w.seen_from(305_000), 305_000);
+    }
+
+    /// A pause of the model lock's holder holds the other threads' deadlines inside it, once
+    /// each; a thread that took it in does not take it again.
+    #[test]
+    fn a_holders_pause_is_taken_in_by_the_other_threads_once() {
+        let holder = HolderPauses::default();
+        let mut w = PauseWatch::new();
+        holder.import(&mut w);
+        assert!(!w.paused_at(5_000), "no pause published yet");
+        holder.publish(1_000, 9_000);
+        holder.import(&mut w);
+        assert_eq!(w.held_at(5_000), Some(Held::Paused));
+        assert!(!w.paused_at(9_500));
+        let next = w.next;
+        holder.import(&mut w);
+        assert_eq!(w.next, next, "taken in once");
+        // Two published before a thread looks: it takes in both.
+        holder.publish(20_000, 30_000);
+        holder.publish(40_000, 50_000);
+        holder.import(&mut w);
+        assert!(w.paused_at(25_000) && w.paused_at(45_000));
+        let mut other = PauseWatch::new();
+        holder.import(&mut other);
+        assert!(other.paused_at(2_000) && other.paused_at(25_000));
     }
 
     /// A sleep that ends past the time the thread had to be back marks the deadlines in

@@ -362,17 +362,18 @@ impl QueueWork {
             now >= d.deadline_ns,
             "completion posted before its deadline"
         );
-        let held = pauses::this_thread(|w| {
+        let (held, seen_from) = pauses::this_thread(|w| {
             w.reading(now);
             let held = w.held_at(d.deadline_ns);
             if held.is_some() {
                 w.catching_up(d.deadline_ns, now);
             }
-            held
+            (held, w.seen_from(d.deadline_ns))
         });
         let modelled_ns = d.deadline_ns - d.submit_ns;
         self.least_modelled_ns = self.least_modelled_ns.min(modelled_ns);
-        self.lateness.record(d.deadline_ns, now, modelled_ns, held);
+        self.lateness
+            .record(d.deadline_ns, seen_from, now, modelled_ns, held);
         let tag = Tag::new(d.tag);
         let in_data = path.tags.release(tag.index());
         let p = Posted {

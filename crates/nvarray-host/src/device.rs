@@ -162,6 +162,12 @@ impl Device {
         self.emu.slow_wakeups_by(ns);
     }
 
+    /// Tests only: `Emulator::stall_next_visit_by`.
+    #[doc(hidden)]
+    pub fn stall_next_visit_by(&self, ns: u64) {
+        self.emu.stall_next_visit_by(ns);
+    }
+
     /// Whether a device thread sleeps on the doorbell now (`Emulator::device_asleep`).
     pub fn device_asleep(&self) -> bool {
         self.emu.device_asleep()

@@ -38,10 +38,19 @@ pub(crate) fn inline_nap_time(emu: &Emulator) -> Option<Duration> {
 /// A nap that ends after the deadline it was for marks what fell due meanwhile wake-late
 /// (`pauses::PauseWatch::woke`): the kernel woke the thread later than the margin allowed.
 pub(crate) fn inline_nap(emu: &Emulator) {
-    let Some(deadline) = emu.next_deadline_ns() else {
+    // The chain is read up to here (a pause since the last pass is found), then restarted:
+    // asking for the deadline takes the model's lock, perhaps after waiting for it, a wait
+    // that is another thread's (`pauses::HolderPauses`), not this one's; a yield is unbounded.
+    let before = emu.now_ns();
+    pauses::this_thread(|w| w.reading(before));
+    let next = emu.next_deadline_ns();
+    let restart = || pauses::this_thread(|w| w.restart(emu.now_ns()));
+    let Some(deadline) = next else {
         std::thread::yield_now();
+        restart();
         return;
     };
+    restart();
     if let Some(nap) = inline_nap_time(emu) {
         fine_timer_slack();
         let asleep = emu.now_ns();

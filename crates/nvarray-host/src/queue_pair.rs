@@ -10,7 +10,7 @@ use nvarray_emu::protocol::{moneta, nvme};
 use nvarray_emu::ring::{self, Producer};
 use nvarray_emu::tag_pool::{Tag, TagPool};
 use nvarray_emu::word_ring::{self, WordConsumer, WordProducer};
-use nvarray_emu::{DeviceQueue, DmaMemory, Emulator, QueueHandle, Status, IN_DATA_DONE};
+use nvarray_emu::{DeviceQueue, DmaMemory, Emulator, Polled, QueueHandle, Status, IN_DATA_DONE};
 use nvarray_model::Protocol;
 
 use crate::command::{Done, Prepared};
@@ -181,14 +181,14 @@ impl QueuePair {
     /// Collects completions without blocking and hands each to `f`. Returns how many. In
     /// inline mode this first runs a pass of the device.
     pub fn poll(&mut self, f: impl FnMut(Done)) -> usize {
-        self.poll_after(f, false)
+        self.poll_after(f, Polled::AfterHostCode)
     }
 
-    /// `poll`; `spinning` says the thread only spun since its previous poll, so an inline
-    /// pass may sample the machine's jitter (`Emulator::service`).
-    fn poll_after(&mut self, mut f: impl FnMut(Done), spinning: bool) -> usize {
+    /// `poll`; `since` says what the thread did since its previous poll, for an inline pass's
+    /// accounting (`Emulator::service`).
+    fn poll_after(&mut self, mut f: impl FnMut(Done), since: Polled) -> usize {
         if !self.emu.has_device_threads() {
-            self.emu.service(&self.handle, spinning);
+            self.emu.service(&self.handle, since);
         }
         let mut n = 0;
         loop {
@@ -272,20 +272,21 @@ impl QueuePair {
     /// completion mode says) and hands each to `f`. Returns at once with 0 when nothing is in
     /// flight.
     pub fn wait(&mut self, mut f: impl FnMut(Done)) -> usize {
-        let mut spinning = false;
+        let mut since = Polled::AfterHostCode;
         loop {
             if self.pending_count == 0 {
                 return 0;
             }
-            let n = self.poll_after(&mut f, spinning);
+            let n = self.poll_after(&mut f, since);
             if n > 0 {
                 return n;
             }
-            spinning = !self.should_sleep();
-            if spinning {
-                std::hint::spin_loop();
-            } else {
+            if self.should_sleep() {
                 self.sleep();
+                since = Polled::AfterWait;
+            } else {
+                std::hint::spin_loop();
+                since = Polled::AfterSpin;
             }
         }
     }

@@ -151,3 +151,96 @@ fn a_wake_up_later_than_the_margin_is_counted_wake_late() {
         "the late wake-up is not the emulator's own: {l:?}"
     );
 }
+
+/// Inline (no device thread), the device runs only in the host thread's polls. Commands that
+/// fall due while the host runs its own code for 300 µs (half of it asleep, as a preempted
+/// thread would be) are late only from its next poll, the first time it could have seen them
+/// from any device: the emulator's own lateness is the poll's work, not the host's 300 µs.
+/// Before, they counted from their deadlines: own lateness ≥ 250 µs, NOT FAITHFUL.
+#[test]
+fn inline_completions_due_in_the_hosts_own_code_are_late_from_its_next_poll() {
+    const LATENCY: u64 = 20_000;
+    let device = null_device(LATENCY, 0);
+    let mut qp = device.queue_pair(device.completion());
+    let mut completed = 0;
+    for _ in 0..20 {
+        for k in 0..2 {
+            let p = device.prepare(Opcode::Read, k * 4096, 4096, None).unwrap();
+            qp.issue(p);
+        }
+        // The first poll takes (and dates) both; they fall due 20 µs later.
+        qp.poll(|done| {
+            device.finish(done, None).unwrap();
+            completed += 1;
+        });
+        let host = Instant::now();
+        while host.elapsed() < Duration::from_micros(150) {
+            std::hint::spin_loop();
+        }
+        std::thread::sleep(Duration::from_micros(150));
+        while qp.in_flight() > 0 {
+            qp.poll(|done| {
+                device.finish(done, None).unwrap();
+                completed += 1;
+            });
+        }
+    }
+    assert_eq!(completed, 40);
+    let l = device.lateness();
+    assert_eq!(l.completions, 40);
+    assert!(
+        l.host_code >= 20,
+        "the deadlines fell in the host's own code: {l:?}"
+    );
+    assert!(
+        l.own_p50_ns < 100_000,
+        "the host's 300 µs counted as the emulator's own lateness: {l:?}"
+    );
+}
+
+/// Two host threads running the device inline, a queue pair each (so each pair is served by
+/// its own thread only). While one holds the model's lock paused (planted: its visit sleeps
+/// 5 ms, as a thread the machine descheduled there), the other's completion falls due and
+/// cannot be settled until the holder runs again: it is posted milliseconds late, and that
+/// lateness is the machine's, not the emulator's own. Before, the waiting thread restarted its
+/// chain at the lock and counted it as its own.
+#[test]
+fn a_pause_of_the_model_locks_holder_is_the_machines_for_the_other_threads() {
+    const LATENCY: u64 = 2_000_000;
+    let device = null_device(LATENCY, 0);
+    let a_taken = std::sync::Barrier::new(2);
+    std::thread::scope(|s| {
+        s.spawn(|| {
+            let mut a = device.queue_pair(device.completion());
+            let p = device.prepare(Opcode::Read, 0, 4096, None).unwrap();
+            a.issue(p);
+            a.poll(|_| panic!("not due yet"));
+            a_taken.wait();
+            while a.in_flight() > 0 {
+                a.wait(|done| device.finish(done, None).unwrap());
+            }
+        });
+        s.spawn(|| {
+            let mut b = device.queue_pair(device.completion());
+            a_taken.wait();
+            // B's command is handed to the model well before A's deadline, by a visit that
+            // stalls past it.
+            device.stall_next_visit_by(5_000_000);
+            let p = device.prepare(Opcode::Read, 4096, 4096, None).unwrap();
+            b.issue(p);
+            while b.in_flight() > 0 {
+                b.wait(|done| device.finish(done, None).unwrap());
+            }
+        });
+    });
+    let l = device.lateness();
+    assert_eq!(l.completions, 2);
+    assert!(
+        l.max_ns >= 2_000_000,
+        "A's completion waited for the lock: {l:?}"
+    );
+    assert!(
+        l.own_max_ns < 1_000_000,
+        "the holder's pause counted as the emulator's own lateness: {l:?}"
+    );
+}

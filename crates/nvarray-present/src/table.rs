@@ -723,6 +723,13 @@ fn lateness_lines(r: &RunReport) -> String {
         us(l.p99),
         us(l.max)
     );
+    if l.host_code > 0 {
+        let _ = writeln!(
+            s,
+            "  {} of {} completions ({:.2} %) fell due while the host thread that runs the device inline ran its own code: late from its next poll, the first time it could have seen them from any device",
+            l.host_code, l.completions, l.host_code_percent
+        );
+    }
     if r.emulator.is_some() {
         let woke = if l.wake_late > 0 {
             format!(

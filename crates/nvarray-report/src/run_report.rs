@@ -207,7 +207,8 @@ pub struct EmulatorSetup {
 /// then whose it was. A completion is machine-late when its deadline fell while the machine
 /// paused the thread serving it (`nvarray_emu::pauses`), wake-late when it fell after a
 /// sleeping device thread should have been back and before the kernel woke it; the others'
-/// lateness is the emulator's own (`own_*`).
+/// lateness is the emulator's own (`own_*`). A completion that fell due while an inline host
+/// ran its own code is late from the host's next poll (`host_code`).
 #[derive(Clone, Copy, Debug, Default, PartialEq, Serialize)]
 pub struct LatenessNs {
     pub mean: f64,
@@ -220,6 +221,11 @@ pub struct LatenessNs {
     pub machine_late_percent: f64,
     pub wake_late: u64,
     pub wake_late_percent: f64,
+    /// Completions whose deadline fell while a host thread that runs the device inline was in
+    /// its own code: their lateness counts from its next poll, the first time it could have
+    /// seen them from any device (`nvarray_emu::pauses::PauseWatch::host_code`).
+    pub host_code: u64,
+    pub host_code_percent: f64,
     pub own_mean: f64,
     pub own_p50: u64,
     pub own_p99: u64,

@@ -64,6 +64,8 @@ pub fn device_report_over(
         machine_late_percent: percent_of(lateness.machine_late, lateness.completions),
         wake_late: lateness.wake_late,
         wake_late_percent: percent_of(lateness.wake_late, lateness.completions),
+        host_code: lateness.host_code,
+        host_code_percent: percent_of(lateness.host_code, lateness.completions),
         own_mean: lateness.own_mean_ns,
         own_p50: lateness.own_p50_ns,
         own_p99: lateness.own_p99_ns,
