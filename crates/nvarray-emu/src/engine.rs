@@ -146,8 +146,9 @@ struct Shared {
     doorbell: CachePadded<Irq>,
     /// Tests only (`slow_wakeups_by`): spun after each wake-up, as a kernel slow to wake.
     wake_delay_ns: AtomicU64,
-    /// Tests only (`stall_next_visit_by`): the next visit that hands the model commands
-    /// sleeps this long holding its lock, as a thread the machine paused there.
+    /// Tests only (`stall_next_visit_by`): the next visit that hands the model commands or
+    /// takes completions from it sleeps this long holding its lock, as a thread the machine
+    /// paused there.
     visit_stall_ns: AtomicU64,
     /// The latest pause of a thread holding the model's lock, for the others.
     holder_pauses: HolderPauses,
@@ -394,7 +395,7 @@ impl Emulator {
                     Polled::AfterSpin => Since::Spun,
                     Polled::AfterWait => Since::Rested,
                 };
-                serve(&self.shared, cell, &mut work, since);
+                serve(&self.shared, cell, &mut work, since, true);
                 true
             }
             Err(TryLockError::WouldBlock) => false,
@@ -435,9 +436,9 @@ impl Emulator {
         self.shared.wake_delay_ns.store(ns, Ordering::Relaxed);
     }
 
-    /// Tests only: the next visit of the model that hands it commands sleeps `ns` while it
-    /// holds the model's lock, as a thread the machine paused there, so the other threads'
-    /// accounting of it can be shown.
+    /// Tests only: the next visit of the model that hands it commands or takes completions
+    /// from it sleeps `ns` while it holds the model's lock (after its work), as a thread the
+    /// machine paused there, so the accounting of such a pause can be shown.
     #[doc(hidden)]
     pub fn stall_next_visit_by(&self, ns: u64) {
         self.shared.visit_stall_ns.store(ns, Ordering::Relaxed);
@@ -661,7 +662,7 @@ fn device_thread(shared: &Shared, index: usize, count: usize) {
                 }
                 Err(TryLockError::Poisoned(e)) => e.into_inner(),
             };
-            worked |= serve(shared, cell, &mut work, since);
+            worked |= serve(shared, cell, &mut work, since, false);
             least_modelled_ns = least_modelled_ns.min(work.least_modelled_ns);
         }
         if worked {
@@ -829,7 +830,13 @@ enum Since {
 /// completions. Returns whether it did any of these (or has commands the model's lock kept it
 /// from handing over, so it must come back at once). `since`: what the calling thread did
 /// since its previous pass.
-fn serve(shared: &Shared, cell: &QueueCell, work: &mut QueueWork, since: Since) -> bool {
+fn serve(
+    shared: &Shared,
+    cell: &QueueCell,
+    work: &mut QueueWork,
+    since: Since,
+    inline: bool,
+) -> bool {
     let path = &shared.path;
     let spinning = since == Since::Spun;
     // The pass's first clock reading starts or continues the thread's chain of readings
@@ -860,6 +867,12 @@ fn serve(shared: &Shared, cell: &QueueCell, work: &mut QueueWork, since: Since) 
         }
         settled = Some(shared.published.settled_ns.load(Ordering::Acquire));
         early = Some(now);
+    } else if since == Since::HostCode {
+        // Inline, this poll is the host's look (`PauseWatch::host_code`): read before the
+        // commands are taken, whose taking is the emulator's work.
+        let now = path.clock.now_ns();
+        chain(now, true);
+        early = Some(now);
     }
     let (taken, posted_taking) = work.take_commands(path, settled);
     posted |= posted_taking;
@@ -886,7 +899,22 @@ fn serve(shared: &Shared, cell: &QueueCell, work: &mut QueueWork, since: Since) 
     if taken == 0 && !posted {
         work.idle_reading(now, spinning);
     }
-    let mut visited = visit_for_pass(shared, work, now);
+    let mut visited = false;
+    if inline && taken > 0 && shared.published.next_ns.load(Ordering::Acquire) <= now {
+        // Inline, what fell due in the model goes out before the new commands are handed to it
+        // (at QD 16 over NBD, the model's work on them delayed every completion behind it by
+        // about 5 µs); the commands are dated by this reading, as taken.
+        for s in &mut work.to_model {
+            if s.doorbell_ns == 0 {
+                s.doorbell_ns = now;
+            }
+        }
+        let commands = std::mem::take(&mut work.to_model);
+        visited = visit(shared, work, Visit::IfFree, Some(now));
+        work.to_model = commands;
+        posted |= settle(shared, cell, work, &mut now) > 0;
+    }
+    visited |= visit_for_pass(shared, work, now);
     posted |= settle(shared, cell, work, &mut now) > 0;
     let (visited_waiting, posted_waiting) = wait_near_deadline(shared, cell, work, &mut now);
     visited |= visited_waiting;
@@ -913,11 +941,11 @@ fn visit_for_pass(shared: &Shared, work: &mut QueueWork, now: u64) -> bool {
         } else {
             Visit::IfFree
         };
-        let done = visit(shared, work, how);
+        let done = visit(shared, work, how, None);
         work.visit_misses = if done { 0 } else { work.visit_misses + 1 };
         done
     } else if model_behind(shared, work, now) {
-        visit(shared, work, Visit::IfFree)
+        visit(shared, work, Visit::IfFree, None)
     } else {
         false
     }
@@ -949,7 +977,7 @@ fn wait_near_deadline(
         let reading = *now;
         pauses::this_thread(|w| w.reading(reading));
         if model_behind(shared, work, *now) {
-            visited |= visit(shared, work, Visit::IfFree);
+            visited |= visit(shared, work, Visit::IfFree, None);
         }
         posted |= settle(shared, cell, work, now) > 0;
     }
@@ -994,7 +1022,7 @@ enum Visit {
 /// One visit to the serial model: advance it to the clock, hand it the pass's commands, and
 /// deliver what it finished (this pair's to `work.arrived`, others' to their mailboxes), then
 /// publish how far it got. Returns whether it visited.
-fn visit(shared: &Shared, work: &mut QueueWork, how: Visit) -> bool {
+fn visit(shared: &Shared, work: &mut QueueWork, how: Visit, until: Option<u64>) -> bool {
     let mut state = match how {
         Visit::Wait => lock(&shared.model),
         Visit::IfFree => match shared.model.try_lock() {
@@ -1052,10 +1080,12 @@ fn visit(shared: &Shared, work: &mut QueueWork, how: Visit) -> bool {
             refused.push((s, status));
         }
     }
-    // To the clock: for what fell due since, and what the new commands finished at once (a
-    // `null` device's with no latency), whose completions go out in this pass rather than wait
-    // for the next visit. A compare when nothing is due.
-    core.advance(now, &mut deliver);
+    // To the clock (or to `until`, a pass's earlier reading, so the commands it took and hands
+    // over next can still arrive then): for what fell due since, and what the new commands
+    // finished at once (a `null` device's with no latency), whose completions go out in this
+    // pass rather than wait for the next visit. A compare when nothing is due.
+    let advanced = until.map_or(now, |u| u.clamp(floor.min(now), now));
+    core.advance(advanced, &mut deliver);
     for (cell, out) in cells.iter().zip(outgoing.iter_mut()) {
         if let Some(cell) = cell {
             cell.mailbox.put_all(out);
@@ -1068,21 +1098,29 @@ fn visit(shared: &Shared, work: &mut QueueWork, how: Visit) -> bool {
     published
         .next_ns
         .store(core.next_event_ns().unwrap_or(NEVER), Ordering::Release);
-    published.advanced_ns.store(now, Ordering::Relaxed);
+    published.advanced_ns.store(advanced, Ordering::Relaxed);
     // After the deliveries (see `Published::settled_ns`).
     let next = core.next_event_ns().unwrap_or(NEVER);
-    published.settled_ns.store(next.max(now), Ordering::Release);
-    if handed_now > 0 && shared.visit_stall_ns.load(Ordering::Relaxed) > 0 {
+    published
+        .settled_ns
+        .store(next.max(advanced), Ordering::Release);
+    if finished + handed_now > 0 && shared.visit_stall_ns.load(Ordering::Relaxed) > 0 {
         let ns = shared.visit_stall_ns.swap(0, Ordering::Relaxed);
         std::thread::sleep(std::time::Duration::from_nanos(ns));
     }
+    let held = ticks().wrapping_sub(entered);
+    *held_ticks += held;
     // A visit longer than its work allows was paused: the threads waiting for the lock meanwhile
-    // take the pause in (`HolderPauses`), published before the lock is let go.
-    let left = path.clock.now_ns();
-    if left - now > PAUSE_NS + pauses::allowance_ns(finished + handed_now, 0) {
-        shared.holder_pauses.publish(now, left);
+    // take the pause in (`HolderPauses`), published before the lock is let go. The tick count
+    // sorts out the short visits without a clock reading (27 ns, inside the lock): a time-stamp
+    // counter runs at half a tick per nanosecond or faster, and `ticks` elsewhere is the clock.
+    let allowed_ns = PAUSE_NS + pauses::allowance_ns(finished + handed_now, 0);
+    if held > allowed_ns / 2 {
+        let left = path.clock.now_ns();
+        if left - now > allowed_ns {
+            shared.holder_pauses.publish(now, left);
+        }
     }
-    *held_ticks += ticks().wrapping_sub(entered);
     drop(state);
     // Declared per command, not as the visit's wall time: that would declare a preemption
     // inside the visit as work too (tried in issue 56: the application study's inline dram

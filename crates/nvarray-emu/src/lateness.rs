@@ -19,6 +19,13 @@ pub const LATENESS_NS_TOLERATED: u64 = 1_000;
 /// The relative part, in percent of the mean modelled latency.
 pub const LATENESS_PERCENT_TOLERATED: u64 = 5;
 
+/// The lateness tolerated of a completion whose modelled latency is `modelled_ns`:
+/// `max(LATENESS_NS_TOLERATED, LATENESS_PERCENT_TOLERATED % of it)`.
+#[inline]
+pub fn tolerated_ns(modelled_ns: u64) -> u64 {
+    LATENESS_NS_TOLERATED.max(modelled_ns * LATENESS_PERCENT_TOLERATED / 100)
+}
+
 /// Lateness percentiles and the verdict.
 #[derive(Clone, Debug, PartialEq)]
 pub struct LatenessReport {
@@ -190,11 +197,10 @@ impl Lateness {
     }
 
     /// The mean modelled latency and the p99 lateness a faithful run stays within:
-    /// `max(LATENESS_NS_TOLERATED, LATENESS_PERCENT_TOLERATED % of that mean)`.
+    /// `tolerated_ns` of that mean.
     fn bound(&self) -> (u64, u64) {
         let modelled_mean = (self.modelled_ns_sum / u128::from(self.count().max(1))) as u64;
-        let bound = LATENESS_NS_TOLERATED.max(modelled_mean * LATENESS_PERCENT_TOLERATED / 100);
-        (modelled_mean, bound)
+        (modelled_mean, tolerated_ns(modelled_mean))
     }
 
     /// What the machine's own jitter says of a late run: when a thread that only spins on this

@@ -69,6 +69,9 @@ pub struct PauseWatch {
     /// The latest pauses as (last reading before, first reading after, why), newest at
     /// `next - 1` (a ring).
     recent: [(u64, u64, Held); RECENT],
+    /// Per remembered window, how long the thread is known not to have run in it: a gap in the
+    /// chain less the work allowed in it, a sleep's or a holder's whole window.
+    stopped_ns: [u64; RECENT],
     next: usize,
     /// The latest end of a remembered pause: a deadline at or after it fell in none (the
     /// common case, and one comparison instead of a look through `recent`).
@@ -104,6 +107,7 @@ impl PauseWatch {
             last_ns: None,
             allowed_ns: 0,
             recent: [(0, 0, Held::Paused); RECENT],
+            stopped_ns: [0; RECENT],
             next: 0,
             latest_end_ns: 0,
             slept: Slept {
@@ -123,7 +127,8 @@ impl PauseWatch {
     pub fn reading(&mut self, now_ns: u64) {
         if let Some(last) = self.last_ns {
             if now_ns > last && now_ns - last > PAUSE_NS + self.allowed_ns {
-                self.remember(last, now_ns, Held::Paused);
+                let stopped = now_ns - last - self.allowed_ns;
+                self.remember(last, now_ns, Held::Paused, stopped);
             }
         }
         self.last_ns = Some(now_ns);
@@ -176,7 +181,7 @@ impl PauseWatch {
     /// `to_ns`. Starts a new chain at `to_ns`.
     pub fn overslept(&mut self, from_ns: u64, to_ns: u64) {
         if to_ns > from_ns + PAUSE_NS {
-            self.remember(from_ns, to_ns, Held::Paused);
+            self.remember(from_ns, to_ns, Held::Paused, to_ns - from_ns);
         }
         self.restart(to_ns);
     }
@@ -219,7 +224,8 @@ impl PauseWatch {
         if woke_ns > expected_ns {
             // A deadline at the expected time itself is held too: the thread had to be back
             // by then, and was not (`held_at` holds those strictly after the window's start).
-            self.remember(expected_ns.saturating_sub(1), woke_ns, Held::WokeLate);
+            let from = expected_ns.saturating_sub(1);
+            self.remember(from, woke_ns, Held::WokeLate, woke_ns - from);
         }
     }
 
@@ -242,8 +248,9 @@ impl PauseWatch {
         }
     }
 
-    fn remember(&mut self, from_ns: u64, to_ns: u64, held: Held) {
+    fn remember(&mut self, from_ns: u64, to_ns: u64, held: Held, stopped_ns: u64) {
         self.recent[self.next % RECENT] = (from_ns, to_ns, held);
+        self.stopped_ns[self.next % RECENT] = stopped_ns;
         self.next = self.next.wrapping_add(1);
         self.latest_end_ns = self.latest_end_ns.max(to_ns);
     }
@@ -267,6 +274,27 @@ impl PauseWatch {
             .take(self.next.min(RECENT))
             .find(|&&(from, to, _)| from < deadline_ns && deadline_ns < to)
             .map(|&(_, _, held)| held)
+    }
+
+    /// How long the remembered pauses and late wake-ups kept the thread from running between
+    /// `from_ns` and `to_ns`: each one's overlap with that span, at most the time it is known
+    /// to have stopped the thread (a gap less the work allowed in it), and at most the span.
+    /// For a completion the thread was paused after it fell due and before it posted it.
+    #[inline]
+    pub fn paused_within(&self, from_ns: u64, to_ns: u64) -> u64 {
+        if self.latest_end_ns <= from_ns || to_ns <= from_ns {
+            return 0;
+        }
+        let overlap: u64 = self
+            .recent
+            .iter()
+            .zip(&self.stopped_ns)
+            .take(self.next.min(RECENT))
+            .map(|(&(from, to, _), &stopped)| {
+                (to.min(to_ns).saturating_sub(from.max(from_ns))).min(stopped)
+            })
+            .sum();
+        overlap.min(to_ns - from_ns)
     }
 
     /// Whether `deadline_ns` fell inside a remembered pause or late wake-up (`held_at`).
@@ -326,7 +354,7 @@ impl HolderPauses {
         let windows = *self.windows.lock().unwrap_or_else(|e| e.into_inner());
         for n in from..published {
             let (from_ns, to_ns) = windows[n as usize % HOLDER_RECENT];
-            w.remember(from_ns, to_ns, Held::Paused);
+            w.remember(from_ns, to_ns, Held::Paused, to_ns - from_ns);
         }
         w.imported = (key, published);
     }
@@ -407,6 +435,27 @@ mod tests {
         w.reading(300_100 + PAUSE_NS + 10_000);
         assert!(w.paused_at(305_000));
         assert_eq!(w.seen_from(305_000), 305_000);
+    }
+
+    /// A pause after a deadline and before the post is measured by its overlap with that span.
+    #[test]
+    fn the_pauses_between_a_deadline_and_its_post_are_measured() {
+        let mut w = PauseWatch::new();
+        w.reading(1_000);
+        w.reading(1_600); // a pass sees the completion due at 1,500
+        w.reading(60_000); // and is paused before it posts it
+        assert!(!w.paused_at(1_500), "due before the pause began");
+        assert_eq!(w.paused_within(1_500, 60_100), 58_400);
+        assert_eq!(w.paused_within(60_000, 60_100), 0, "after the pause");
+        assert_eq!(w.paused_within(1_000, 1_500), 0, "before it");
+        // Work declared before a pause is not counted as the pause.
+        w.allow(10, 0);
+        w.reading(100_000);
+        assert_eq!(
+            w.paused_within(60_000, 100_000),
+            40_000 - allowance_ns(10, 0),
+            "the gap less its allowance"
+        );
     }
 
     /// A pause of the model lock's holder holds the other threads' deadlines inside it, once

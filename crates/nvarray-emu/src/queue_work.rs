@@ -24,9 +24,9 @@ use crate::device_core::{Finished, Posted, Submission};
 use crate::dma_memory::{DmaMemory, IN_DATA_DONE};
 use crate::irq::Irq;
 use crate::jitter::{this_runner, JitterProbe};
-use crate::lateness::Lateness;
+use crate::lateness::{self, Lateness};
 use crate::nvme_cq::{CqDevice, Cqe};
-use crate::pauses;
+use crate::pauses::{self, Held};
 use crate::protocol::{moneta, nvme, Opcode, Status};
 use crate::ring::Consumer;
 use crate::tag_pool::Tag;
@@ -362,15 +362,25 @@ impl QueueWork {
             now >= d.deadline_ns,
             "completion posted before its deadline"
         );
+        let modelled_ns = d.deadline_ns - d.submit_ns;
         let (held, seen_from) = pauses::this_thread(|w| {
             w.reading(now);
-            let held = w.held_at(d.deadline_ns);
+            let seen_from = w.seen_from(d.deadline_ns);
+            let held = w.held_at(d.deadline_ns).or_else(|| {
+                // Paused after it fell due (or after the host's poll saw it) and before it was
+                // posted: the machine's when, without the pauses, it would have been posted
+                // within its tolerance (issue 56: an inline pass preempted between its first
+                // reading and the post counted the preemption as the emulator's own).
+                let late = now - seen_from;
+                let paused = w.paused_within(seen_from, now);
+                (paused > 0 && late - paused <= lateness::tolerated_ns(modelled_ns))
+                    .then_some(Held::Paused)
+            });
             if held.is_some() {
                 w.catching_up(d.deadline_ns, now);
             }
-            (held, w.seen_from(d.deadline_ns))
+            (held, seen_from)
         });
-        let modelled_ns = d.deadline_ns - d.submit_ns;
         self.least_modelled_ns = self.least_modelled_ns.min(modelled_ns);
         self.lateness
             .record(d.deadline_ns, seen_from, now, modelled_ns, held);

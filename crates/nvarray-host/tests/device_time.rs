@@ -244,3 +244,37 @@ fn a_pause_of_the_model_locks_holder_is_the_machines_for_the_other_threads() {
         "the holder's pause counted as the emulator's own lateness: {l:?}"
     );
 }
+
+/// Inline, a pass that saw a completion due and was then paused before posting it (planted:
+/// the visit that takes it from the model sleeps 3 ms holding the model's lock, as a thread
+/// preempted there) posts it 3 ms late, and that lateness is the machine's: without the pause
+/// it would have been posted within its tolerance. Before, a pause after the deadline (or
+/// after the poll that saw it) counted as the emulator's own.
+#[test]
+fn inline_a_pause_between_seeing_a_completion_and_posting_it_is_the_machines() {
+    const LATENCY: u64 = 20_000;
+    let device = null_device(LATENCY, 0);
+    let mut qp = device.queue_pair(device.completion());
+    let p = device.prepare(Opcode::Read, 0, 4096, None).unwrap();
+    qp.issue(p);
+    qp.poll(|_| panic!("not due yet"));
+    std::thread::sleep(Duration::from_micros(200));
+    // The next poll sees the first command due and takes the second; its visit to the model
+    // for the first stalls before the first is posted.
+    device.stall_next_visit_by(3_000_000);
+    let p = device.prepare(Opcode::Read, 4096, 4096, None).unwrap();
+    qp.issue(p);
+    while qp.in_flight() > 0 {
+        qp.wait(|done| device.finish(done, None).unwrap());
+    }
+    let l = device.lateness();
+    assert_eq!(l.completions, 2);
+    assert!(
+        l.max_ns >= 2_000_000,
+        "the first was posted after the stall: {l:?}"
+    );
+    assert!(
+        l.own_max_ns < 1_000_000,
+        "the pause after the poll saw it counted as the emulator's own: {l:?}"
+    );
+}
