@@ -872,7 +872,21 @@ fn serve(
         // commands are taken, whose taking is the emulator's work.
         let now = path.clock.now_ns();
         chain(now, true);
+        settled = Some(shared.published.settled_ns.load(Ordering::Acquire));
         early = Some(now);
+    }
+    // Inline, what fell due in the model goes out before the host's new commands are taken and
+    // handed to it: at QD 16 over NBD, taking them and the model's work on them delayed every
+    // completion due behind them by about 5 µs. The model is advanced to the pass's first
+    // reading only, so the commands taken next still arrive after it.
+    let mut visited = false;
+    if let Some(look) = early.filter(|_| inline && work.to_model.is_empty()) {
+        if shared.published.next_ns.load(Ordering::Acquire) <= look {
+            visited = visit(shared, work, Visit::IfFree, Some(look));
+            let mut now = look;
+            posted |= settle(shared, cell, work, &mut now) > 0;
+            settled = Some(shared.published.settled_ns.load(Ordering::Acquire));
+        }
     }
     let (taken, posted_taking) = work.take_commands(path, settled);
     posted |= posted_taking;
@@ -898,21 +912,6 @@ fn serve(
     // all, the probe missed exactly the pauses that make completions late).
     if taken == 0 && !posted {
         work.idle_reading(now, spinning);
-    }
-    let mut visited = false;
-    if inline && taken > 0 && shared.published.next_ns.load(Ordering::Acquire) <= now {
-        // Inline, what fell due in the model goes out before the new commands are handed to it
-        // (at QD 16 over NBD, the model's work on them delayed every completion behind it by
-        // about 5 µs); the commands are dated by this reading, as taken.
-        for s in &mut work.to_model {
-            if s.doorbell_ns == 0 {
-                s.doorbell_ns = now;
-            }
-        }
-        let commands = std::mem::take(&mut work.to_model);
-        visited = visit(shared, work, Visit::IfFree, Some(now));
-        work.to_model = commands;
-        posted |= settle(shared, cell, work, &mut now) > 0;
     }
     visited |= visit_for_pass(shared, work, now);
     posted |= settle(shared, cell, work, &mut now) > 0;
