@@ -1103,23 +1103,7 @@ fn visit(shared: &Shared, work: &mut QueueWork, how: Visit, until: Option<u64>) 
     published
         .settled_ns
         .store(next.max(advanced), Ordering::Release);
-    if finished + handed_now > 0 && shared.visit_stall_ns.load(Ordering::Relaxed) > 0 {
-        let ns = shared.visit_stall_ns.swap(0, Ordering::Relaxed);
-        std::thread::sleep(std::time::Duration::from_nanos(ns));
-    }
-    let held = ticks().wrapping_sub(entered);
-    *held_ticks += held;
-    // A visit longer than its work allows was paused: the threads waiting for the lock meanwhile
-    // take the pause in (`HolderPauses`), published before the lock is let go. The tick count
-    // sorts out the short visits without a clock reading (27 ns, inside the lock): a time-stamp
-    // counter runs at half a tick per nanosecond or faster, and `ticks` elsewhere is the clock.
-    let allowed_ns = PAUSE_NS + pauses::allowance_ns(finished + handed_now, 0);
-    if held > allowed_ns / 2 {
-        let left = path.clock.now_ns();
-        if left - now > allowed_ns {
-            shared.holder_pauses.publish(now, left);
-        }
-    }
+    *held_ticks += hold_ends(shared, now, entered, finished + handed_now);
     drop(state);
     // Declared per command, not as the visit's wall time: that would declare a preemption
     // inside the visit as work too (tried in issue 56: the application study's inline dram
@@ -1129,6 +1113,29 @@ fn visit(shared: &Shared, work: &mut QueueWork, how: Visit, until: Option<u64>) 
         work.refuse(path, s, status);
     }
     true
+}
+
+/// The end of a visit that entered at `entered` (`clock::ticks`), read the clock at `now_ns`
+/// and did `commands` commands' work, with the model's lock still held: returns the ticks it
+/// held the lock. A visit longer than its work allows was paused: the threads waiting for the
+/// lock meanwhile take the pause in (`HolderPauses`), published before the lock is let go. The
+/// tick count sorts out the short visits without a clock reading (27 ns, inside the lock): a
+/// time-stamp counter runs at half a tick per nanosecond or faster, and `ticks` elsewhere is
+/// the clock.
+fn hold_ends(shared: &Shared, now_ns: u64, entered: u64, commands: u64) -> u64 {
+    if commands > 0 && shared.visit_stall_ns.load(Ordering::Relaxed) > 0 {
+        let ns = shared.visit_stall_ns.swap(0, Ordering::Relaxed);
+        std::thread::sleep(std::time::Duration::from_nanos(ns));
+    }
+    let held = ticks().wrapping_sub(entered);
+    let allowed_ns = PAUSE_NS + pauses::allowance_ns(commands, 0);
+    if held > allowed_ns / 2 {
+        let left = shared.path.clock.now_ns();
+        if left - now_ns > allowed_ns {
+            shared.holder_pauses.publish(now_ns, left);
+        }
+    }
+    held
 }
 
 /// Takes what the model finished for this pair (from its own visits and its mailbox), copies

@@ -4,7 +4,7 @@
 
 use std::time::{Duration, Instant};
 
-use nvarray_host::{Device, Opcode, Options};
+use nvarray_host::{Device, Opcode, Options, QueuePair};
 use nvarray_model::presets::preset;
 use nvarray_model::Verdict;
 
@@ -65,6 +65,28 @@ fn a_command_taken_late_completes_at_its_doorbell_plus_its_latency() {
     let l = device.lateness();
     assert_eq!(l.completions, 6);
     assert_ne!(l.verdict, Verdict::NotFaithful, "{l:?}");
+}
+
+/// Waits for every command `qp` has in flight and finishes them.
+fn drain(device: &Device, qp: &mut QueuePair) {
+    while qp.in_flight() > 0 {
+        qp.wait(|done| device.finish(done, None).unwrap());
+    }
+}
+
+/// A planted stall made the run's latest completion at least 2 ms late, and none of that is
+/// the emulator's own lateness.
+fn assert_late_by_the_machine_only(device: &Device, completions: u64, what: &str) {
+    let l = device.lateness();
+    assert_eq!(l.completions, completions);
+    assert!(
+        l.max_ns >= 2_000_000,
+        "{what} was posted after the stall: {l:?}"
+    );
+    assert!(
+        l.own_max_ns < 1_000_000,
+        "the stall counted as the emulator's own lateness: {l:?}"
+    );
 }
 
 /// Waits (bounded) until `cond` holds, checking it each millisecond.
@@ -216,9 +238,7 @@ fn a_pause_of_the_model_locks_holder_is_the_machines_for_the_other_threads() {
             a.issue(p);
             a.poll(|_| panic!("not due yet"));
             a_taken.wait();
-            while a.in_flight() > 0 {
-                a.wait(|done| device.finish(done, None).unwrap());
-            }
+            drain(&device, &mut a);
         });
         s.spawn(|| {
             let mut b = device.queue_pair(device.completion());
@@ -228,21 +248,10 @@ fn a_pause_of_the_model_locks_holder_is_the_machines_for_the_other_threads() {
             device.stall_next_visit_by(5_000_000);
             let p = device.prepare(Opcode::Read, 4096, 4096, None).unwrap();
             b.issue(p);
-            while b.in_flight() > 0 {
-                b.wait(|done| device.finish(done, None).unwrap());
-            }
+            drain(&device, &mut b);
         });
     });
-    let l = device.lateness();
-    assert_eq!(l.completions, 2);
-    assert!(
-        l.max_ns >= 2_000_000,
-        "A's completion waited for the lock: {l:?}"
-    );
-    assert!(
-        l.own_max_ns < 1_000_000,
-        "the holder's pause counted as the emulator's own lateness: {l:?}"
-    );
+    assert_late_by_the_machine_only(&device, 2, "A's completion, waiting for the lock,");
 }
 
 /// Inline, a pass that saw a completion due and was then paused before posting it (planted:
@@ -264,17 +273,6 @@ fn inline_a_pause_between_seeing_a_completion_and_posting_it_is_the_machines() {
     device.stall_next_visit_by(3_000_000);
     let p = device.prepare(Opcode::Read, 4096, 4096, None).unwrap();
     qp.issue(p);
-    while qp.in_flight() > 0 {
-        qp.wait(|done| device.finish(done, None).unwrap());
-    }
-    let l = device.lateness();
-    assert_eq!(l.completions, 2);
-    assert!(
-        l.max_ns >= 2_000_000,
-        "the first was posted after the stall: {l:?}"
-    );
-    assert!(
-        l.own_max_ns < 1_000_000,
-        "the pause after the poll saw it counted as the emulator's own: {l:?}"
-    );
+    drain(&device, &mut qp);
+    assert_late_by_the_machine_only(&device, 2, "the first command");
 }
