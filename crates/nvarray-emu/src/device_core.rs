@@ -86,6 +86,11 @@ impl DeviceCore {
         }
     }
 
+    /// Runs up to `pages` of the model's untimed work (`DeviceModel::run_deferred`).
+    pub fn run_deferred(&mut self, pages: u32) -> bool {
+        self.model.run_deferred(pages)
+    }
+
     /// The timing model (for its utilisation and wear figures).
     pub fn model(&self) -> &DeviceModel {
         &self.model

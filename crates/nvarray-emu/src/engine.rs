@@ -66,6 +66,14 @@ const VISIT_TRIES: u32 = 8;
 /// `Published::next_ns` when the model has no event.
 const NEVER: u64 = u64::MAX;
 
+/// Page moves of the model's untimed work one slice runs (`run_deferred_slice`): about 1 µs at
+/// 30 ns a page, the cost of a map write that misses the caches.
+const DEFERRED_SLICE_PAGES: u32 = 32;
+
+/// A slice runs only if nothing is due sooner than this: three times its cost, so it ends
+/// before the next deadline even in a debug build.
+const DEFERRED_SLICE_ROOM_NS: u64 = 3_000;
+
 /// One queue pair as the engine holds it: its work, owned by whichever thread serves it, and
 /// what the model's visitors hand it.
 struct QueueCell {
@@ -102,6 +110,12 @@ struct ModelState {
     /// they handed the model.
     held_ticks: u64,
     handed: u64,
+    /// The model's `map_moves` when last looked at: the moves since are a visit's (or a
+    /// slice's) declared work.
+    map_moves_seen: u64,
+    /// Whether the model has a flash FTL, the one part that moves map entries or defers work
+    /// (checked once: a visit to any other device skips both questions).
+    has_ftl: bool,
 }
 
 /// What the model's last visitor left for the passes that do not take the lock: written only
@@ -122,6 +136,10 @@ struct Published {
     settled_ns: AtomicU64,
     /// Commands in the model, not yet finished.
     in_flight: AtomicUsize,
+    /// The model has untimed work left over (`DeviceModel::has_deferred`: a flash
+    /// collection's map moves), for passes with nothing due to run a slice of
+    /// (`run_deferred_slice`).
+    deferred: AtomicBool,
 }
 
 /// What detached queue pairs recorded, kept for the reports.
@@ -208,13 +226,17 @@ impl Emulator {
             })?;
         let published = Published::default();
         published.next_ns.store(NEVER, Ordering::Relaxed);
+        let core = DeviceCore::new(config);
+        let has_ftl = core.model().ftl_stats().is_some();
         let shared = Arc::new(Shared {
             model: CachePadded::new(Mutex::new(ModelState {
-                core: DeviceCore::new(config),
+                core,
                 cells: Vec::new(),
                 outgoing: Vec::new(),
                 held_ticks: 0,
                 handed: 0,
+                map_moves_seen: 0,
+                has_ftl,
             })),
             published: CachePadded::new(published),
             generation: CachePadded::new(AtomicU64::new(0)),
@@ -923,10 +945,58 @@ fn serve(
     if taken > 0 {
         cell.commands.store(work.commands, Ordering::Relaxed);
     }
-    if taken > 0 || posted || visited {
+    let worked = taken > 0 || posted || visited || run_deferred_slice(shared, work, now);
+    if worked {
         work.jitter.worked();
     }
-    taken > 0 || posted || visited || !work.to_model.is_empty()
+    worked || !work.to_model.is_empty()
+}
+
+/// In a pass that did nothing else, runs a slice of the model's untimed work
+/// (`DeviceModel::run_deferred`: a flash collection's map moves, 0.3 ms for a line of 10,000
+/// pages, which a write used to do inside the model's lock while every completion due waited),
+/// if it has any, the pass has no commands waiting for the model, nothing of this pair or the
+/// model falls due within `DEFERRED_SLICE_ROOM_NS` of `now`, and no other thread holds the
+/// model. Returns whether it ran one. The slice is declared as the pages it moved
+/// (`pauses::ALLOW_NS_PER_MAP_MOVE`), so a pause of the machine in it is still found.
+fn run_deferred_slice(shared: &Shared, work: &QueueWork, now: u64) -> bool {
+    let published = &shared.published;
+    if !published.deferred.load(Ordering::Relaxed) || !work.to_model.is_empty() {
+        return false;
+    }
+    let next = published
+        .next_ns
+        .load(Ordering::Acquire)
+        .min(work.next_due_ns().unwrap_or(NEVER));
+    if next.saturating_sub(now) < DEFERRED_SLICE_ROOM_NS {
+        return false;
+    }
+    let mut state = match shared.model.try_lock() {
+        Ok(state) => state,
+        Err(TryLockError::WouldBlock) => return false,
+        Err(TryLockError::Poisoned(e)) => e.into_inner(),
+    };
+    let ModelState {
+        core,
+        map_moves_seen,
+        ..
+    } = &mut *state;
+    let left = core.run_deferred(DEFERRED_SLICE_PAGES);
+    published.deferred.store(left, Ordering::Relaxed);
+    let allowed_ns = map_moves_allowance_ns(core, map_moves_seen);
+    drop(state);
+    pauses::this_thread(|w| w.allow_ns(allowed_ns));
+    true
+}
+
+/// The time the flash collector's map moves since the last look (`seen`, moved on) may take
+/// (`pauses::ALLOW_NS_PER_MAP_MOVE`): 0 on a device without an FTL.
+#[inline]
+fn map_moves_allowance_ns(core: &DeviceCore, seen: &mut u64) -> u64 {
+    let moves = core.model().map_moves();
+    let moved = moves - *seen;
+    *seen = moves;
+    moved * pauses::ALLOW_NS_PER_MAP_MOVE
 }
 
 /// The pass's visit to the model: with commands to hand over, one that waits for the lock
@@ -1047,6 +1117,8 @@ fn visit(shared: &Shared, work: &mut QueueWork, how: Visit, until: Option<u64>) 
         outgoing,
         held_ticks,
         handed,
+        map_moves_seen,
+        has_ftl,
     } = &mut *state;
     let own = work.id();
     let (arrived, to_model) = (&mut work.arrived, &mut work.to_model);
@@ -1090,7 +1162,28 @@ fn visit(shared: &Shared, work: &mut QueueWork, how: Visit, until: Option<u64>) 
             cell.mailbox.put_all(out);
         }
     }
-    let published = &shared.published;
+    publish(&shared.published, core, advanced, *has_ftl);
+    // Declared per command and per page the flash collector moved, not as the visit's wall
+    // time: that would declare a preemption inside the visit as work too (tried in issue 56:
+    // the application study's inline dram sessions lost their machine-late share to the
+    // emulator's own, 0.8 → 2-8 µs at p99).
+    let commands = finished + handed_now;
+    let mut allowed_ns = pauses::allowance_ns(commands, 0);
+    if *has_ftl {
+        allowed_ns += map_moves_allowance_ns(core, map_moves_seen);
+    }
+    *held_ticks += hold_ends(shared, now, entered, commands, allowed_ns);
+    drop(state);
+    pauses::this_thread(|w| w.allow_ns(allowed_ns));
+    for (s, status) in refused {
+        work.refuse(path, s, status);
+    }
+    true
+}
+
+/// Publishes how far the model got (`Published`), after a visit advanced it to `advanced`
+/// and delivered what it finished, with its lock still held.
+fn publish(published: &Published, core: &DeviceCore, advanced: u64, has_ftl: bool) {
     published
         .in_flight
         .store(core.in_flight(), Ordering::Relaxed);
@@ -1098,37 +1191,32 @@ fn visit(shared: &Shared, work: &mut QueueWork, how: Visit, until: Option<u64>) 
         .next_ns
         .store(core.next_event_ns().unwrap_or(NEVER), Ordering::Release);
     published.advanced_ns.store(advanced, Ordering::Relaxed);
+    if has_ftl {
+        published
+            .deferred
+            .store(core.model().has_deferred(), Ordering::Relaxed);
+    }
     // After the deliveries (see `Published::settled_ns`).
     let next = core.next_event_ns().unwrap_or(NEVER);
     published
         .settled_ns
         .store(next.max(advanced), Ordering::Release);
-    *held_ticks += hold_ends(shared, now, entered, finished + handed_now);
-    drop(state);
-    // Declared per command, not as the visit's wall time: that would declare a preemption
-    // inside the visit as work too (tried in issue 56: the application study's inline dram
-    // sessions lost their machine-late share to the emulator's own, 0.8 → 2-8 µs at p99).
-    pauses::this_thread(|w| w.allow(finished + handed_now, 0));
-    for (s, status) in refused {
-        work.refuse(path, s, status);
-    }
-    true
 }
 
 /// The end of a visit that entered at `entered` (`clock::ticks`), read the clock at `now_ns`
-/// and did `commands` commands' work, with the model's lock still held: returns the ticks it
-/// held the lock. A visit longer than its work allows was paused: the threads waiting for the
+/// and did `commands` commands' work, allowed `work_ns` in all, with the model's lock still
+/// held: returns the ticks it held the lock. A visit longer than its work allows was paused: the threads waiting for the
 /// lock meanwhile take the pause in (`HolderPauses`), published before the lock is let go. The
 /// tick count sorts out the short visits without a clock reading (27 ns, inside the lock): a
 /// time-stamp counter runs at half a tick per nanosecond or faster, and `ticks` elsewhere is
 /// the clock.
-fn hold_ends(shared: &Shared, now_ns: u64, entered: u64, commands: u64) -> u64 {
+fn hold_ends(shared: &Shared, now_ns: u64, entered: u64, commands: u64, work_ns: u64) -> u64 {
     if commands > 0 && shared.visit_stall_ns.load(Ordering::Relaxed) > 0 {
         let ns = shared.visit_stall_ns.swap(0, Ordering::Relaxed);
         std::thread::sleep(std::time::Duration::from_nanos(ns));
     }
     let held = ticks().wrapping_sub(entered);
-    let allowed_ns = PAUSE_NS + pauses::allowance_ns(commands, 0);
+    let allowed_ns = PAUSE_NS + work_ns;
     if held > allowed_ns / 2 {
         let left = shared.path.clock.now_ns();
         if left - now_ns > allowed_ns {

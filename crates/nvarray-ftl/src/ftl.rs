@@ -15,30 +15,10 @@ use rand::SeedableRng;
 use crate::config::FtlConfig;
 use crate::counters::{EraseSpread, FtlCounters};
 use crate::error::FtlError;
+use crate::moves::{prefetch_ahead, Maps, Move, Moves, UNMAPPED};
 use crate::victims::{LineView, Victims};
 use crate::work::{DieWork, GcWork};
 
-/// Victim slots ahead of the one being copied whose map entries are prefetched (`copy_out`).
-const PREFETCH_AHEAD: u32 = 8;
-
-/// Asks the CPU to bring `at`'s cache line in: a hint, with no effect on what the program
-/// computes.
-#[inline(always)]
-fn prefetch<T>(at: &T) {
-    #[cfg(target_arch = "x86_64")]
-    // SAFETY: a prefetch reads nothing the program sees and cannot fault; `at` is a valid
-    // reference besides.
-    unsafe {
-        std::arch::x86_64::_mm_prefetch(
-            (at as *const T).cast::<i8>(),
-            std::arch::x86_64::_MM_HINT_T0,
-        );
-    }
-    #[cfg(not(target_arch = "x86_64"))]
-    let _ = at;
-}
-
-const UNMAPPED: u32 = u32::MAX;
 const NO_LINE: u32 = u32::MAX;
 /// The most map memory an FTL may take (the logical-to-physical and physical-to-logical
 /// maps, 4 bytes a page each): 4 GiB, a 2 TiB device of 4 KiB pages with its spare area.
@@ -168,6 +148,9 @@ pub struct Ftl {
     l2p: Vec<u32>,
     p2l: Vec<u32>,
     valid: Vec<u32>,
+    /// Valid pages per line and die (`line * dies + die`): a victim's reads per die without
+    /// a scan of its slots.
+    valid_on_die: Vec<u32>,
     state: Vec<LineState>,
     filled_at: Vec<u64>,
     erases: Vec<u32>,
@@ -177,6 +160,12 @@ pub struct Ftl {
     collector_open: Vec<OpenLine>,
     victims: Victims,
     collecting: Option<Collecting>,
+    /// Map moves of collections made but not yet run (`moves.rs`).
+    moves: Moves,
+    /// Whether a collection that empties its victim defers its map moves (`moves.rs`).
+    defer_moves: bool,
+    /// Pages whose map entries the collector has moved so far (`map_moves`).
+    map_moves: u64,
     rng: SmallRng,
     /// Host writes so far (cost-benefit's clock).
     clock: u64,
@@ -211,6 +200,7 @@ impl Ftl {
             l2p: vec![UNMAPPED; logical as usize],
             p2l: vec![UNMAPPED; physical as usize],
             valid: vec![0; lines as usize],
+            valid_on_die: vec![0; lines as usize * geometry.dies as usize],
             state: vec![LineState::Free; lines as usize],
             filled_at: vec![0; lines as usize],
             erases: vec![0; lines as usize],
@@ -220,6 +210,9 @@ impl Ftl {
             collector_open: vec![OpenLine::NONE; handles],
             victims: Victims::new(cfg.victim, cfg.d_choices, lines, pages_per_line),
             collecting: None,
+            moves: Moves::default(),
+            defer_moves: true,
+            map_moves: 0,
             host_pages_by_handle: vec![0; handles],
             rng: SmallRng::seed_from_u64(cfg.seed),
             clock: 0,
@@ -293,11 +286,81 @@ impl Ftl {
     }
 
     /// The die that holds logical page `lpn`, or `None` if it was never written or was
-    /// trimmed (a read of it touches no flash).
+    /// trimmed (a read of it touches no flash). A page a deferred move has yet to move is
+    /// moved first.
     #[inline]
-    pub fn read(&self, lpn: u64) -> Option<u32> {
-        let ppn = self.l2p[lpn as usize];
+    pub fn read(&mut self, lpn: u64) -> Option<u32> {
+        let ppn = self.slot_of(lpn);
         (ppn != UNMAPPED).then(|| self.die_of(ppn))
+    }
+
+    /// Whether collections have map moves still to run (`moves.rs`).
+    pub fn has_deferred(&self) -> bool {
+        !self.moves.is_empty()
+    }
+
+    /// Runs up to `pages` page moves of the collections made so far (`moves.rs`), oldest
+    /// first: what an emulator does between its passes. Returns whether any are left.
+    pub fn run_deferred(&mut self, pages: u32) -> bool {
+        let (moves, mut maps) = self.moves_and_maps();
+        let moved = moves.run(pages, &mut maps);
+        self.map_moves += u64::from(moved);
+        !self.moves.is_empty()
+    }
+
+    /// Pages whose map entries the collector has moved so far, at once or deferred: its work
+    /// in real time, about 30 ns a page, which a caller that times itself allows for.
+    pub fn map_moves(&self) -> u64 {
+        self.map_moves
+    }
+
+    /// Runs every deferred map move.
+    pub fn finish_deferred(&mut self) {
+        if !self.moves.is_empty() {
+            self.finish_moves_through(self.moves.len() - 1);
+        }
+    }
+
+    /// Whether a collection that empties its victim defers its map moves (the default; the
+    /// results are the same either way, which the tests hold it to).
+    pub fn set_deferred_moves(&mut self, defer: bool) {
+        self.defer_moves = defer;
+        if !defer {
+            self.finish_deferred();
+        }
+    }
+
+    fn moves_and_maps(&mut self) -> (&mut Moves, Maps<'_>) {
+        (
+            &mut self.moves,
+            Maps {
+                l2p: &mut self.l2p,
+                p2l: &mut self.p2l,
+                pages_per_line: self.pages_per_line,
+            },
+        )
+    }
+
+    fn finish_moves_through(&mut self, k: usize) {
+        let (moves, mut maps) = self.moves_and_maps();
+        self.map_moves += moves.finish_through(k, &mut maps);
+    }
+
+    /// The slot of logical page `lpn` (`UNMAPPED` if none), moved first if it is in the
+    /// victim of a deferred move.
+    #[inline]
+    fn slot_of(&mut self, lpn: u64) -> u32 {
+        let ppn = self.l2p[lpn as usize];
+        if ppn == UNMAPPED || self.moves.is_empty() {
+            return ppn;
+        }
+        match self.moves.of_victim(ppn / self.pages_per_line) {
+            Some(k) => {
+                self.finish_moves_through(k);
+                self.l2p[lpn as usize]
+            }
+            None => ppn,
+        }
     }
 
     /// Writes logical page `lpn` through placement handle `handle` (0 without placement) and
@@ -339,7 +402,7 @@ impl Ftl {
 
     #[inline]
     fn invalidate(&mut self, lpn: u64) {
-        let old = self.l2p[lpn as usize];
+        let old = self.slot_of(lpn);
         if old == UNMAPPED {
             return;
         }
@@ -347,6 +410,8 @@ impl Ftl {
         let line = old / self.pages_per_line;
         let was = self.valid[line as usize];
         self.valid[line as usize] = was - 1;
+        let on_die = (line * self.dies + self.die_of(old)) as usize;
+        self.valid_on_die[on_die] -= 1;
         if self.state[line as usize] == LineState::Full {
             self.victims.invalidated(line, was);
         }
@@ -356,13 +421,30 @@ impl Ftl {
     fn map(&mut self, lpn: u64, ppn: u32) {
         self.l2p[lpn as usize] = ppn;
         self.p2l[ppn as usize] = lpn as u32;
-        self.valid[(ppn / self.pages_per_line) as usize] += 1;
+        let line = ppn / self.pages_per_line;
+        self.valid[line as usize] += 1;
+        let on_die = (line * self.dies + self.die_of(ppn)) as usize;
+        self.valid_on_die[on_die] += 1;
     }
 
     /// The next slot of `stream`'s open line for `handle`, opening a line when it is full
     /// (after forced collection, for the host, if too few lines are free).
     #[inline]
     fn next_slot(&mut self, stream: Stream, handle: usize, forced: &mut DieWork) -> u32 {
+        self.next_slots(stream, handle, 1, forced).0
+    }
+
+    /// The next up to `wanted` slots of `stream`'s open line for `handle`, as `(first, n)`:
+    /// `next_slot` `n` times, the pages to be mapped into them counted valid if they fill the
+    /// line.
+    #[inline]
+    fn next_slots(
+        &mut self,
+        stream: Stream,
+        handle: usize,
+        wanted: u32,
+        forced: &mut DieWork,
+    ) -> (u32, u32) {
         let open = match stream {
             Stream::Host => self.host_open[handle],
             Stream::Collector => self.collector_open[handle],
@@ -385,6 +467,10 @@ impl Ftl {
                     self.gc_forced_free_lines
                 )
             });
+            // A line freed by a deferred move is written only once its pages are out.
+            if let Some(k) = self.moves.of_victim(line) {
+                self.finish_moves_through(k);
+            }
             self.state[line as usize] = LineState::Open;
             self.handle_of[line as usize] = handle as u16;
             self.counters.free_lines_min = self.counters.free_lines_min.min(self.free_lines());
@@ -393,22 +479,23 @@ impl Ftl {
             open
         };
         let ppn = open.line * self.pages_per_line + open.next;
+        let n = wanted.min(self.pages_per_line - open.next);
         let next = OpenLine {
             line: open.line,
-            next: open.next + 1,
+            next: open.next + n,
         };
         if next.next == self.pages_per_line {
             let line = open.line as usize;
             self.state[line] = LineState::Full;
             self.filled_at[line] = self.clock;
-            // The page about to be mapped into it counts as valid already.
-            self.victims.insert(open.line, self.valid[line] + 1);
+            // The pages about to be mapped into it count as valid already.
+            self.victims.insert(open.line, self.valid[line] + n);
         }
         match stream {
             Stream::Host => self.host_open[handle] = next,
             Stream::Collector => self.collector_open[handle] = next,
         }
-        ppn
+        (ppn, n)
     }
 
     /// Reclaims a whole victim (the one in progress, else a new one): copies its valid
@@ -442,6 +529,10 @@ impl Ftl {
         let Some(line) = self.victims.pick(&view, &mut self.rng) else {
             return false;
         };
+        // A line a deferred move still has pages to put into is scanned only once they are in.
+        if let Some(k) = self.moves.of_destination(line, self.pages_per_line) {
+            self.finish_moves_through(k);
+        }
         let valid = self.valid[line as usize];
         #[cfg(debug_assertions)]
         self.check_greedy_pick(line, valid);
@@ -480,18 +571,16 @@ impl Ftl {
         };
         let victim = c.line as usize;
         let handle = self.handle_of[victim] as usize;
+        if self.defer_moves && pages >= self.valid[victim] {
+            self.defer_rest(c, handle, work);
+            self.retire(c.line, work, forced);
+            return;
+        }
         let first = c.line * self.pages_per_line;
         let mut copied = 0;
         while copied < pages && self.valid[victim] > 0 {
             let ppn = first + c.slot;
-            // The map entry a copy stores is a random line of the map (a cache miss): ask for
-            // the one `PREFETCH_AHEAD` slots on now, so its miss overlaps these copies.
-            if c.slot + PREFETCH_AHEAD < self.pages_per_line {
-                let ahead = self.p2l[(ppn + PREFETCH_AHEAD) as usize];
-                if ahead != UNMAPPED {
-                    prefetch(&self.l2p[ahead as usize]);
-                }
-            }
+            prefetch_ahead(&self.l2p, &self.p2l, ppn, first + self.pages_per_line);
             let lpn = self.p2l[ppn as usize];
             c.slot += 1;
             if lpn == UNMAPPED {
@@ -501,20 +590,78 @@ impl Ftl {
             work.add_read(self.die_of(ppn));
             self.p2l[ppn as usize] = UNMAPPED;
             self.valid[victim] -= 1;
+            let on_die = victim * self.dies as usize + self.die_of(ppn) as usize;
+            self.valid_on_die[on_die] -= 1;
             let to = self.next_slot(Stream::Collector, handle, work);
             self.map(u64::from(lpn), to);
             work.add_program(self.die_of(to));
             self.counters.gc_pages_copied += 1;
         }
+        self.map_moves += u64::from(copied);
         if self.valid[victim] > 0 {
             self.collecting = Some(c);
             return;
         }
+        self.retire(c.line, work, forced);
+    }
+
+    /// The rest of the victim in progress (`c`) copied out as `copy_out` would, its map moves
+    /// deferred (`moves.rs`): its reads per die from the victim's valid counts, the collector's
+    /// slots taken a run at a time, and every count moved to where the pages go.
+    fn defer_rest(&mut self, c: Collecting, handle: usize, work: &mut DieWork) {
+        let pages = self.valid[c.line as usize];
+        if pages == 0 {
+            return;
+        }
+        if self.moves.len() == Moves::MAX {
+            self.finish_moves_through(0);
+        }
+        let dies = self.dies as usize;
+        let on_die = c.line as usize * dies;
+        for (die, valid) in self.valid_on_die[on_die..on_die + dies]
+            .iter_mut()
+            .enumerate()
+        {
+            work.add_reads(die as u32, *valid);
+            *valid = 0;
+        }
+        self.valid[c.line as usize] = 0;
+        let mut runs = Vec::new();
+        let mut left = pages;
+        while left > 0 {
+            let (first, n) = self.next_slots(Stream::Collector, handle, left, work);
+            let line = first / self.pages_per_line;
+            self.valid[line as usize] += n;
+            let on_die = line as usize * dies;
+            for i in 0..self.dies.min(n) {
+                // Slot `first + i` is on die `(first + i) mod dies`: each die gets every
+                // `dies`-th slot of the run.
+                let d = (self.die_of(first) + i) % self.dies;
+                let count = n / self.dies + u32::from(i < n % self.dies);
+                self.valid_on_die[on_die + d as usize] += count;
+                work.add_programs(d, count);
+            }
+            runs.push((first, n));
+            left -= n;
+        }
+        self.counters.gc_pages_copied += u64::from(pages);
+        self.moves.push(Move {
+            victim: c.line,
+            slot: c.slot,
+            left: pages,
+            runs,
+            run: 0,
+        });
+    }
+
+    /// Erases and frees the victim in progress, `line`, once it holds no valid page.
+    fn retire(&mut self, line: u32, work: &mut DieWork, forced: bool) {
+        let victim = line as usize;
         self.collecting = None;
         work.add_erase_everywhere();
         self.erases[victim] += 1;
         self.state[victim] = LineState::Free;
-        self.free.push_back(c.line);
+        self.free.push_back(line);
         self.counters.gc_victims += 1;
         self.counters.gc_victims_forced += u64::from(forced);
         self.counters.block_erases += u64::from(self.dies);
@@ -522,8 +669,11 @@ impl Ftl {
 
     /// Checks every structure against the others (tests): each mapped logical page's slot
     /// maps back to it, each line's valid count is its mapped slots, free lines hold nothing.
-    pub fn check_consistency(&self) -> Result<(), String> {
+    /// Runs the deferred map moves first.
+    pub fn check_consistency(&mut self) -> Result<(), String> {
+        self.finish_deferred();
         let mut valid = vec![0u32; self.lines as usize];
+        let mut on_die = vec![0u32; self.valid_on_die.len()];
         for (lpn, &ppn) in self.l2p.iter().enumerate() {
             if ppn == UNMAPPED {
                 continue;
@@ -534,7 +684,16 @@ impl Ftl {
                     self.p2l[ppn as usize]
                 ));
             }
-            valid[(ppn / self.pages_per_line) as usize] += 1;
+            let line = ppn / self.pages_per_line;
+            valid[line as usize] += 1;
+            on_die[(line * self.dies + self.die_of(ppn)) as usize] += 1;
+        }
+        if let Some(i) = (0..on_die.len()).find(|&i| on_die[i] != self.valid_on_die[i]) {
+            let (line, die) = (i / self.dies as usize, i % self.dies as usize);
+            return Err(format!(
+                "line {line} counts {} valid pages on die {die}, holds {}",
+                self.valid_on_die[i], on_die[i]
+            ));
         }
         let mapped_slots = self.p2l.iter().filter(|&&l| l != UNMAPPED).count();
         let mapped_pages = self.l2p.iter().filter(|&&p| p != UNMAPPED).count();

@@ -13,6 +13,7 @@ mod config;
 mod counters;
 mod error;
 mod ftl;
+mod moves;
 mod precondition;
 mod steady_state;
 mod victims;

@@ -64,6 +64,8 @@ pub fn precondition(
         },
     };
     ftl.reset_counters();
+    // Set-up time: the run starts with the map settled.
+    ftl.finish_deferred();
     progress(1.0);
     done
 }

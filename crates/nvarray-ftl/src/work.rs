@@ -48,6 +48,22 @@ impl DieWork {
         self.programs[die as usize] += 1;
     }
 
+    /// `n` reads on `die` (none if `n` is 0).
+    pub(crate) fn add_reads(&mut self, die: u32, n: u32) {
+        if n > 0 {
+            self.touch(die);
+            self.reads[die as usize] += n;
+        }
+    }
+
+    /// `n` programs on `die` (none if `n` is 0).
+    pub(crate) fn add_programs(&mut self, die: u32, n: u32) {
+        if n > 0 {
+            self.touch(die);
+            self.programs[die as usize] += n;
+        }
+    }
+
     /// One erase on every die (a line's).
     pub(crate) fn add_erase_everywhere(&mut self) {
         for die in 0..self.erases.len() as u32 {

@@ -56,6 +56,112 @@ proptest! {
     }
 }
 
+/// What a write's collection did on each die, whatever order the dies were first touched in.
+fn per_die(work: &GcWork) -> [Vec<u32>; 6] {
+    let (f, b) = (&work.forced, &work.background);
+    [
+        f.reads.clone(),
+        f.programs.clone(),
+        f.erases.clone(),
+        b.reads.clone(),
+        b.programs.clone(),
+        b.erases.clone(),
+    ]
+}
+
+proptest! {
+    /// Deferred map moves (the default) give every result an immediate copy gives, whenever
+    /// the deferred moves run: each write's die and collection work, each read's die, the
+    /// counters, and the map once every move has run.
+    #[test]
+    fn deferred_map_moves_change_no_result(
+        policy in 0usize..5,
+        handles in 1u32..3,
+        ops in proptest::collection::vec((0u64..256, 0u32..3, 0u8..8), 1..3000),
+    ) {
+        let mut deferred = small(VictimPolicy::ALL[policy], handles);
+        let mut eager = deferred.clone();
+        eager.set_deferred_moves(false);
+        let (mut dw, mut ew) = (GcWork::new(2), GcWork::new(2));
+        for (lpn, handle, kind) in ops {
+            match kind {
+                0 => {
+                    deferred.trim(lpn);
+                    eager.trim(lpn);
+                }
+                1 => prop_assert_eq!(deferred.read(lpn), eager.read(lpn), "read of {}", lpn),
+                2 => {
+                    deferred.run_deferred(handle + 1);
+                }
+                _ => {
+                    let die = deferred.write(lpn, handle, &mut dw);
+                    prop_assert_eq!(die, eager.write(lpn, handle, &mut ew), "write of {}", lpn);
+                    prop_assert_eq!(per_die(&dw), per_die(&ew), "write of {}", lpn);
+                    prop_assert_eq!(dw.forced.any, ew.forced.any);
+                    prop_assert_eq!(dw.background.any, ew.background.any);
+                    dw.clear();
+                    ew.clear();
+                }
+            }
+            prop_assert!(!eager.has_deferred());
+        }
+        prop_assert_eq!(deferred.counters(), eager.counters());
+        prop_assert_eq!(deferred.free_lines(), eager.free_lines());
+        prop_assert_eq!(deferred.erase_spread(), eager.erase_spread());
+        prop_assert_eq!(deferred.check_consistency(), Ok(()));
+        prop_assert!(!deferred.has_deferred(), "the check runs every move");
+        for lpn in 0..256 {
+            prop_assert_eq!(deferred.read(lpn), eager.read(lpn), "page {}", lpn);
+        }
+    }
+}
+
+/// A collection of a whole line with every page valid (FIFO's victim after a fill) books its flash work with the write that forced it, and leaves its map moves for later:
+/// the write's cost does not grow with the line.
+#[test]
+fn a_whole_line_collection_defers_its_moves_and_books_its_work_at_once() {
+    let cfg = FtlConfig {
+        enabled: true,
+        victim: VictimPolicy::Fifo,
+        over_provisioning: 2.0,
+        ..FtlConfig::default()
+    };
+    let geometry = Geometry {
+        dies: 4,
+        pages_per_block: 256,
+        logical_pages: 8 * 1024,
+    };
+    let mut f = Ftl::new(&cfg, geometry).unwrap();
+    precondition(&mut f, Precondition::Fill, 1, |_| {});
+    let mut work = GcWork::new(f.dies());
+    // Over the upper half only, so the oldest line (FIFO's victim) keeps every page valid.
+    let mut written = 0u64;
+    while !f.has_deferred() {
+        assert!(written < 4 * 8 * 1024, "no deferred move in 4 drive-writes");
+        work.clear();
+        f.write(4 * 1024 + written % (4 * 1024), 0, &mut work);
+        written += 1;
+    }
+    let copied = f.counters().gc_pages_copied;
+    assert!(copied >= 1024, "a whole line's valid pages: {copied}");
+    let booked = |w: &nvarray_ftl::DieWork| w.reads.iter().chain(&w.programs).sum::<u32>();
+    assert_eq!(
+        u64::from(booked(&work.forced) + booked(&work.background)),
+        2 * copied,
+        "a read and a program per page moved, booked before the moves ran"
+    );
+    // A slice at a time, as an emulator runs them between passes.
+    let mut slices = 0;
+    while f.run_deferred(64) {
+        slices += 1;
+    }
+    assert!(
+        slices >= 15,
+        "{slices} slices of 64 pages for {copied} pages"
+    );
+    f.check_consistency().unwrap();
+}
+
 #[test]
 fn collection_work_matches_the_counters() {
     let mut f = small(VictimPolicy::Greedy, 1);

@@ -917,6 +917,21 @@ impl ArrayModel {
         self.memory.deallocate(offset_bytes, u64::from(len_bytes))
     }
 
+    /// Whether the model has untimed work left over (`Memory::has_deferred`).
+    pub fn has_deferred(&self) -> bool {
+        self.memory.has_deferred()
+    }
+
+    /// Pages whose map entries the FTL has moved so far (`Memory::map_moves`).
+    pub fn map_moves(&self) -> u64 {
+        self.memory.map_moves()
+    }
+
+    /// Runs up to `pages` of that work; returns whether any is left.
+    pub fn run_deferred(&mut self, pages: u32) -> bool {
+        self.memory.run_deferred(pages)
+    }
+
     /// What the FTL did, for flash behind one (`[ftl]`).
     pub fn ftl_stats(&self) -> Option<FtlStats> {
         self.memory.ftl_stats()

@@ -902,6 +902,21 @@ impl Memory {
         self.ftl.as_deref().map_or(now_ns, |t| t.drained_ns(now_ns))
     }
 
+    /// Whether the FTL has deferred map moves left to run (`Ftl::run_deferred`).
+    pub fn has_deferred(&self) -> bool {
+        self.ftl.as_ref().is_some_and(|t| t.has_deferred())
+    }
+
+    /// Pages whose map entries the FTL has moved so far (0 without one).
+    pub fn map_moves(&self) -> u64 {
+        self.ftl.as_ref().map_or(0, |t| t.map_moves())
+    }
+
+    /// Runs up to `pages` of the FTL's deferred map moves; returns whether any are left.
+    pub fn run_deferred(&mut self, pages: u32) -> bool {
+        self.ftl.as_mut().is_some_and(|t| t.run_deferred(pages))
+    }
+
     /// What the FTL did, if the memory has one.
     pub fn ftl_stats(&self) -> Option<FtlStats> {
         self.ftl.as_ref().map(|t| t.stats())

@@ -259,6 +259,22 @@ impl FlashTranslation {
         self.ftl.counters().pages_trimmed - before
     }
 
+    /// Whether the FTL has map moves left to run (`Ftl::run_deferred`).
+    pub(crate) fn has_deferred(&self) -> bool {
+        self.ftl.has_deferred()
+    }
+
+    /// Pages whose map entries the FTL's collector has moved so far (`Ftl::map_moves`).
+    pub(crate) fn map_moves(&self) -> u64 {
+        self.ftl.map_moves()
+    }
+
+    /// Runs up to `pages` of the FTL's deferred map moves; returns whether any are left.
+    /// Untimed: the moves' flash work was booked when the collection was made.
+    pub(crate) fn run_deferred(&mut self, pages: u32) -> bool {
+        self.ftl.run_deferred(pages)
+    }
+
     /// When a flush issued at `now_ns` is done: every page in the write buffer programmed
     /// (at once without a buffer).
     pub(crate) fn drained_ns(&self, now_ns: u64) -> u64 {
@@ -269,7 +285,7 @@ impl FlashTranslation {
 
     /// The bank holding logical page `lpn`, if it is mapped.
     #[inline]
-    fn bank_of(&self, lpn: u64) -> Option<usize> {
+    fn bank_of(&mut self, lpn: u64) -> Option<usize> {
         self.ftl
             .read(lpn)
             .map(|die| self.die_bank[die as usize] as usize)
