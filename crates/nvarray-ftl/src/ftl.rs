@@ -316,8 +316,8 @@ impl Ftl {
 
     /// Runs every deferred map move.
     pub fn finish_deferred(&mut self) {
-        if !self.moves.is_empty() {
-            self.finish_moves_through(self.moves.len() - 1);
+        while !self.moves.is_empty() {
+            self.finish_move(0);
         }
     }
 
@@ -341,9 +341,9 @@ impl Ftl {
         )
     }
 
-    fn finish_moves_through(&mut self, k: usize) {
+    fn finish_move(&mut self, k: usize) {
         let (moves, mut maps) = self.moves_and_maps();
-        self.map_moves += moves.finish_through(k, &mut maps);
+        self.map_moves += u64::from(moves.finish(k, &mut maps));
     }
 
     /// The slot of logical page `lpn` (`UNMAPPED` if none), moved first if it is in the
@@ -356,7 +356,7 @@ impl Ftl {
         }
         match self.moves.of_victim(ppn / self.pages_per_line) {
             Some(k) => {
-                self.finish_moves_through(k);
+                self.finish_move(k);
                 self.l2p[lpn as usize]
             }
             None => ppn,
@@ -469,7 +469,7 @@ impl Ftl {
             });
             // A line freed by a deferred move is written only once its pages are out.
             if let Some(k) = self.moves.of_victim(line) {
-                self.finish_moves_through(k);
+                self.finish_move(k);
             }
             self.state[line as usize] = LineState::Open;
             self.handle_of[line as usize] = handle as u16;
@@ -531,7 +531,7 @@ impl Ftl {
         };
         // A line a deferred move still has pages to put into is scanned only once they are in.
         if let Some(k) = self.moves.of_destination(line, self.pages_per_line) {
-            self.finish_moves_through(k);
+            self.finish_move(k);
         }
         let valid = self.valid[line as usize];
         #[cfg(debug_assertions)]
@@ -614,7 +614,7 @@ impl Ftl {
             return;
         }
         if self.moves.len() == Moves::MAX {
-            self.finish_moves_through(0);
+            self.finish_move(0);
         }
         let dies = self.dies as usize;
         let on_die = c.line as usize * dies;

@@ -155,12 +155,13 @@ impl Moves {
             .rposition(|m| m.has_destination(line, pages_per_line))
     }
 
-    /// Runs the moves up to and including the `k`-th, oldest first; returns the pages moved.
-    pub fn finish_through(&mut self, k: usize, maps: &mut Maps) -> u64 {
+    /// Runs the `k`-th move (oldest first) to its end; returns the pages moved. The others
+    /// wait: pending moves touch none of each other's slots, since `Ftl` finishes one before
+    /// its victim is reused or one of its destination lines becomes a victim.
+    pub fn finish(&mut self, k: usize, maps: &mut Maps) -> u32 {
         self.pending
-            .drain(..=k)
-            .map(|mut m| u64::from(m.step(u32::MAX, maps)))
-            .sum()
+            .remove(k)
+            .map_or(0, |mut m| m.step(u32::MAX, maps))
     }
 
     /// Runs up to `pages` pages of the oldest moves; returns the pages moved.
@@ -170,13 +171,9 @@ impl Moves {
             let Some(m) = self.pending.front_mut() else {
                 break;
             };
-            let n = m.step(pages - moved, maps);
-            moved += n;
+            moved += m.step(pages - moved, maps);
             if m.left > 0 {
-                if n == 0 {
-                    break; // the slice's slots were all empty: the next goes on from there
-                }
-                continue;
+                break; // the slice's pages or slots are used up: the next goes on from here
             }
             self.pending.pop_front();
         }
@@ -248,30 +245,35 @@ mod tests {
     }
 
     #[test]
-    fn finishing_a_later_move_runs_the_earlier_ones_first() {
+    fn finishing_one_move_leaves_the_others_pending() {
         let (mut l2p, mut p2l, m) = one_move();
+        // A second victim, line 2 (slots 16..24), whose one page goes to line 1's slot 11.
+        l2p.resize(24, UNMAPPED);
+        p2l.resize(24, UNMAPPED);
+        (l2p[7], p2l[18]) = (18, 7);
         let mut moves = Moves::default();
         moves.push(m);
         moves.push(Move {
-            victim: 1,
+            victim: 2,
             slot: 0,
             left: 1,
-            runs: vec![(0, 1)],
+            runs: vec![(11, 1)],
             run: 0,
         });
-        assert_eq!(moves.of_victim(1), Some(1));
-        assert_eq!(moves.of_destination(1, 8), Some(0));
+        assert_eq!(moves.of_victim(2), Some(1));
+        assert_eq!(
+            moves.of_destination(1, 8),
+            Some(1),
+            "the last move into line 1"
+        );
         let mut maps = Maps {
             l2p: &mut l2p,
             p2l: &mut p2l,
             pages_per_line: 8,
         };
-        // Line 1's page at slot 8 is the first move's destination; the second moves it on.
-        assert_eq!(moves.finish_through(1, &mut maps), 4);
-        assert!(moves.is_empty());
-        assert_eq!(
-            l2p[5], 0,
-            "page 5 went to slot 8, then back to line 0's slot 0"
-        );
+        assert_eq!(moves.finish(1, &mut maps), 1);
+        assert_eq!((l2p[7], p2l[11], p2l[18]), (11, 7, UNMAPPED));
+        assert_eq!(l2p[5], 1, "the first move has not run");
+        assert_eq!((moves.len(), moves.of_victim(0)), (1, Some(0)));
     }
 }
