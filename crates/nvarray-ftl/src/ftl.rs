@@ -529,8 +529,9 @@ impl Ftl {
         let Some(line) = self.victims.pick(&view, &mut self.rng) else {
             return false;
         };
-        // A line a deferred move still has pages to put into is scanned only once they are in.
-        if let Some(k) = self.moves.of_destination(line, self.pages_per_line) {
+        // A line deferred moves still have pages to put into is scanned only once they are
+        // all in (several moves may fill one collector line).
+        while let Some(k) = self.moves.of_destination(line, self.pages_per_line) {
             self.finish_move(k);
         }
         let valid = self.valid[line as usize];

@@ -148,11 +148,11 @@ impl Moves {
         self.pending.iter().position(|m| m.victim == line)
     }
 
-    /// The last pending move with a page still to go into `line`, if any.
+    /// A pending move with a page still to go into `line`, if any (there may be several).
     pub fn of_destination(&self, line: u32, pages_per_line: u32) -> Option<usize> {
         self.pending
             .iter()
-            .rposition(|m| m.has_destination(line, pages_per_line))
+            .position(|m| m.has_destination(line, pages_per_line))
     }
 
     /// Runs the `k`-th move (oldest first) to its end; returns the pages moved. The others
@@ -261,11 +261,7 @@ mod tests {
             run: 0,
         });
         assert_eq!(moves.of_victim(2), Some(1));
-        assert_eq!(
-            moves.of_destination(1, 8),
-            Some(1),
-            "the last move into line 1"
-        );
+        assert_eq!(moves.of_destination(1, 8), Some(0), "both go into line 1");
         let mut maps = Maps {
             l2p: &mut l2p,
             p2l: &mut p2l,
@@ -275,5 +271,10 @@ mod tests {
         assert_eq!((l2p[7], p2l[11], p2l[18]), (11, 7, UNMAPPED));
         assert_eq!(l2p[5], 1, "the first move has not run");
         assert_eq!((moves.len(), moves.of_victim(0)), (1, Some(0)));
+        assert_eq!(
+            moves.of_destination(1, 8),
+            Some(0),
+            "the first still goes into line 1"
+        );
     }
 }
