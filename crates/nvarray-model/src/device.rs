@@ -816,8 +816,8 @@ impl ArrayModel {
                 // writes the CQ head doorbell (OpenExpress's step 9; drivers may batch it,
                 // this charges one per command).
                 let link = &mut self.link;
-                let (_, cqe) = link.send_transfer(to_host, protocol_bytes, now, posted, m.cqe);
-                link.send_transfer(to_host, protocol_bytes, now, posted, m.word);
+                let (cqe, _) =
+                    link.send_back_to_back(to_host, protocol_bytes, now, posted, (m.cqe, m.word));
                 link.send_transfer(to_device, protocol_bytes, now, cqe, m.word);
                 cqe
             }

@@ -292,6 +292,27 @@ impl Link {
         (start, start + transfer.ns + self.propagation_ns)
     }
 
+    /// Two messages ready at `ready_ns`, the second sent behind the first in the same
+    /// direction (`Timeline::reserve_back_to_back`): returns when each arrives.
+    #[inline]
+    pub fn send_back_to_back(
+        &mut self,
+        dir: Direction,
+        carries: Carries,
+        now_ns: u64,
+        ready_ns: u64,
+        (first, second): (Transfer, Transfer),
+    ) -> (u64, u64) {
+        let traffic = self.traffic[dir as usize].of(carries);
+        traffic.add(first.packets, first.wire_bytes);
+        traffic.add(second.packets, second.wire_bytes);
+        let (a, b) = self
+            .timeline(dir)
+            .reserve_back_to_back(now_ns, ready_ns, first.ns, second.ns);
+        let arrive = |start: u64, t: Transfer| start + t.ns + self.propagation_ns;
+        (arrive(a, first), arrive(b, second))
+    }
+
     /// The device reads `bytes` of host memory by DMA: read requests go to the host, the host
     /// memory answers, completions carry the data to the device.
     pub fn device_reads_host(

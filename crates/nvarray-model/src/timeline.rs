@@ -104,6 +104,30 @@ impl Timeline {
         start
     }
 
+    /// Two bookings ready at the same time, the second sent right behind the first (NVMe's
+    /// MSI behind its CQ entry): returns both starts, exactly as two `reserve` calls would
+    /// give them. When the timeline is free from `ready_ns` on, the pair is one booking of
+    /// both durations (issue 57's one booking per protocol phase): the first starts at
+    /// `ready_ns` and the second, queued behind it, right after. Otherwise a message of
+    /// another command could sit between them, or a gap too short for the first could hold
+    /// the second, so they are booked one by one.
+    #[inline]
+    pub fn reserve_back_to_back(
+        &mut self,
+        now_ns: u64,
+        ready_ns: u64,
+        first_ns: u64,
+        second_ns: u64,
+    ) -> (u64, u64) {
+        // A message of no time is not booked (`reserve`): it starts when it is ready.
+        if ready_ns >= self.last.1 && second_ns > 0 {
+            let start = self.reserve(now_ns, ready_ns, first_ns + second_ns);
+            return (start, start + first_ns);
+        }
+        let first = self.reserve(now_ns, ready_ns, first_ns);
+        (first, self.reserve(now_ns, ready_ns, second_ns))
+    }
+
     /// The booking itself (see `reserve`, which checks its contract in debug builds).
     ///
     /// Shaped for its cost (issue 38): the cases that touch only `last` are here, and every
@@ -542,6 +566,33 @@ mod tests {
                 let expected = reference_start(&booked, ready, dur);
                 prop_assert_eq!(t.reserve(now, ready, dur), expected);
                 booked.push((expected, expected + dur));
+            }
+        }
+
+        /// A pair booked back to back lands where two bookings one after the other would, and
+        /// leaves the same bookings behind, whether the timeline is free at their ready time
+        /// (one booking) or not (a gap before the last booking may hold the second alone).
+        #[test]
+        fn a_pair_back_to_back_books_as_two_bookings_would(
+            reqs in proptest::collection::vec((0u64..300, 0u64..200, 1u64..60, 0u64..12, 0u64..12, any::<bool>()), 1..200)
+        ) {
+            let mut pairs = Timeline::new();
+            let mut singles = Timeline::new();
+            let mut now = 0;
+            for (advance, delay, dur, first, second, pair) in reqs {
+                now += advance / 20;
+                let ready = now + delay;
+                if pair {
+                    let expected = (
+                        singles.reserve(now, ready, first),
+                        singles.reserve(now, ready, second),
+                    );
+                    prop_assert_eq!(pairs.reserve_back_to_back(now, ready, first, second), expected);
+                } else {
+                    prop_assert_eq!(pairs.reserve(now, ready, dur), singles.reserve(now, ready, dur));
+                }
+                prop_assert_eq!(pairs.intervals(), singles.intervals());
+                prop_assert_eq!(pairs.busy_ns_total(), singles.busy_ns_total());
             }
         }
 
