@@ -9,6 +9,12 @@
 #
 # BINARY is target/release/deps/model_cost-* (cargo bench -p nvarray-model --bench model_cost
 # --no-run prints it) or target/release/nvarray. Needs valgrind.
+#
+# `bench` counts carry the pause watch's work under valgrind's slowdown (about 50x: every gap
+# between two clock readings passes `pauses::PAUSE_NS`, so every reading is a pause and every
+# completion is looked up among them): about 550 instructions a request of `null` 512 B, QD 32
+# or 1 (issue 57: 3,100 -> 2,548 and 4,246 -> 3,717 with PAUSE_NS at 2 s in a build of abb253b).
+# The counts vary by about 50 from run to run for the same reason; compare builds in one sitting.
 set -euo pipefail
 kind=${1:?model or sim}; bin=${2:?binary}; shift 2
 n=100000
