@@ -303,6 +303,13 @@ impl Link {
         ready_ns: u64,
         (first, second): (Transfer, Transfer),
     ) -> (u64, u64) {
+        for t in [first, second] {
+            debug_assert_eq!(
+                t,
+                self.transfer(t.wire_bytes - t.packets * u64::from(self.overhead_bytes)),
+                "a transfer computed for another link: expected its cost on this one"
+            );
+        }
         let traffic = self.traffic[dir as usize].of(carries);
         traffic.add(first.packets, first.wire_bytes);
         traffic.add(second.packets, second.wire_bytes);
