@@ -93,10 +93,14 @@ fn a_paused_host_thread_is_issue_lateness_not_device_latency() {
     );
     let r: serde_json::Value = serde_json::from_slice(&out.stdout).expect("JSON report");
     // The null device completes at once: a request's latency is the driver's few µs. Its
-    // p99 must not hold the pause (one request may have been in flight when it came).
+    // p99 must not hold the pause (one request may have been in flight when it came). Were
+    // the pause counted, the ~100 requests due during it (10 % of the run) would take 0-100
+    // ms each and put the p99 near 90 ms; the bound sits well below that and above what a
+    // loaded machine does to a few requests (a CI run after the NBD tests' 1 GiB devices
+    // had p50 5.9 µs, p99 3.5 ms, max 8.4 ms, with this pause not in them).
     let p99_ns = r["latency_ns"]["p99"].as_u64().unwrap();
     assert!(
-        p99_ns < 1_000_000,
+        p99_ns < 20_000_000,
         "p99 latency {p99_ns} ns holds the host's pause: {r}"
     );
     // The requests due during the pause were late, by the host.
