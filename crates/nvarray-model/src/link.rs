@@ -252,6 +252,16 @@ impl Link {
         }
     }
 
+    /// Debug builds: `transfer` was computed for this link (`transfer`), not another.
+    #[inline]
+    fn debug_check(&self, transfer: Transfer) {
+        debug_assert_eq!(
+            transfer,
+            self.transfer(transfer.wire_bytes - transfer.packets * u64::from(self.overhead_bytes)),
+            "a transfer computed for another link: expected its cost on this one"
+        );
+    }
+
     /// Sends `payload_bytes` (0 for a header-only TLP) once it is ready; returns
     /// `(start, arrival)`: when the first byte left and when the last byte arrived.
     pub fn send(
@@ -276,11 +286,7 @@ impl Link {
         ready_ns: u64,
         transfer: Transfer,
     ) -> (u64, u64) {
-        debug_assert_eq!(
-            transfer,
-            self.transfer(transfer.wire_bytes - transfer.packets * u64::from(self.overhead_bytes)),
-            "a transfer computed for another link: expected its cost on this one"
-        );
+        self.debug_check(transfer);
         self.traffic[dir as usize]
             .of(carries)
             .add(transfer.packets, transfer.wire_bytes);
@@ -303,13 +309,8 @@ impl Link {
         ready_ns: u64,
         (first, second): (Transfer, Transfer),
     ) -> (u64, u64) {
-        for t in [first, second] {
-            debug_assert_eq!(
-                t,
-                self.transfer(t.wire_bytes - t.packets * u64::from(self.overhead_bytes)),
-                "a transfer computed for another link: expected its cost on this one"
-            );
-        }
+        self.debug_check(first);
+        self.debug_check(second);
         let traffic = self.traffic[dir as usize].of(carries);
         traffic.add(first.packets, first.wire_bytes);
         traffic.add(second.packets, second.wire_bytes);
