@@ -23,7 +23,7 @@ use crate::emu_exit::PhaseExit;
 use crate::emu_steady::{EmuSteady, JobSteady};
 use crate::error::EmuRunError;
 use crate::host_thread::{run_thread, Progress, ThreadResult};
-use crate::pacing::DeviceClock;
+use crate::pacing::device_ns_at;
 use crate::plan::{job_streams, Plan, ThreadPlan};
 
 /// Runs `workload` on an emulated `device`. `progress` is called now and then with the
@@ -423,7 +423,6 @@ impl PhaseWatch {
         device: &Device,
         progress: &mut dyn FnMut(f64),
     ) {
-        let clock = DeviceClock::new(device);
         while running > 0 {
             let started = gate.started();
             let start = started.unwrap_or(spawned);
@@ -444,7 +443,7 @@ impl PhaseWatch {
             );
             let mut nap = PROGRESS_EVERY;
             if let Some(started) = started {
-                if let Some(next) = steady.tick(clock.ns_of(started), device.now_ns()) {
+                if let Some(next) = steady.tick(device_ns_at(device, started), device.now_ns()) {
                     nap = nap.min(Duration::from_nanos(next));
                 }
             }

@@ -17,7 +17,7 @@ use crate::control::{Gate, Steering};
 use crate::emu_exit::PhaseExit;
 use crate::emu_steady::JobSteady;
 use crate::error::EmuRunError;
-use crate::pacing::{DeviceClock, Pacer};
+use crate::pacing::{device_ns_at, Pacer};
 use crate::plan::{Next, Requests, ThreadPlan};
 
 /// How often a thread that may be stopped from outside looks while it waits for a time.
@@ -163,12 +163,11 @@ pub(crate) fn run_thread(
     arrive: impl FnOnce() -> Instant,
     (progress, steady, exit): (&Progress, Option<&JobSteady>, &PhaseExit),
 ) -> Result<ThreadResult, EmuRunError> {
-    let began = Instant::now();
-    let clock = DeviceClock::new(device);
+    let began_ns = device.now_ns();
     let mut thread = HostThread::new(device, shared, plan, (steady, exit));
     // Set up (everything above allocates: the histograms alone take about 0.3 ms to fault
     // in): the phase starts when every thread of it is (`StartGate`).
-    thread.start(clock.ns_of(arrive()));
+    thread.start(device_ns_at(device, arrive()));
     loop {
         let more = thread.has_more();
         if more && thread.in_flight == 0 {
@@ -189,7 +188,7 @@ pub(crate) fn run_thread(
     if let Some((what, group)) = thread.exit {
         exit.ended(what, group);
     }
-    thread.finish(began, &clock)
+    thread.finish(began_ns)
 }
 
 /// A host thread's state while it runs. Every time is the device clock's nanoseconds (one
@@ -676,16 +675,17 @@ impl<'d> HostThread<'d> {
     /// a thread that stopped before the phase did (its number_ios done, or a runtime shorter
     /// than the longest job's) reports its rates over it, as fio does; and a run of several
     /// phases adds the phases' times up.
-    fn finish(mut self, began: Instant, clock: &DeviceClock) -> Result<ThreadResult, EmuRunError> {
+    fn finish(mut self, began_ns: u64) -> Result<ThreadResult, EmuRunError> {
+        // The device clock first: the thread's active time lies inside the phase's elapsed.
+        let ended_ns = self.device.now_ns();
         let ended = Instant::now();
         if let Some(steer) = self.steer.as_deref_mut() {
             steer.finish();
             self.stats.control.latency_depth = steer.depth();
         }
         self.stats.set_active_ns(
-            clock
-                .ns_of(ended)
-                .saturating_sub(self.measure_from.max(clock.ns_of(began)))
+            ended_ns
+                .saturating_sub(self.measure_from.max(began_ns))
                 .max(1),
         );
         let paced_issued_late = self.plan.requests.is_paced().then_some(self.issued_late);

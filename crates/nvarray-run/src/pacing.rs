@@ -78,31 +78,15 @@ impl Pacer {
     }
 }
 
-/// The device's clock (`Device::now_ns`, which completions' model times and a host thread's
-/// loop are on) seen as `Instant`s at a thread's edges: both are `CLOCK_MONOTONIC`, so one
-/// pair of readings relates them.
-pub(crate) struct DeviceClock {
-    instant: Instant,
-    ns: u64,
-}
-
-impl DeviceClock {
-    pub(crate) fn new(device: &Device) -> Self {
-        DeviceClock {
-            instant: Instant::now(),
-            ns: device.now_ns(),
-        }
-    }
-
-    /// The device clock's reading at `instant`.
-    pub(crate) fn ns_of(&self, instant: Instant) -> u64 {
-        match instant.checked_duration_since(self.instant) {
-            Some(after) => self.ns + after.as_nanos() as u64,
-            None => self
-                .ns
-                .saturating_sub((self.instant - instant).as_nanos() as u64),
-        }
-    }
+/// The device clock's reading (`Device::now_ns`, which completions' model times and a host
+/// thread's loop are on) at `instant`, a moment of the past: the two clocks are related now,
+/// across no more than the time since `instant`, as the device's clock counts ticks at a rate
+/// measured to a few parts per million (`nvarray_emu::Clock`). Never before `instant`: the
+/// device clock is read after the `Instant` clock, so a window opened here lies inside the
+/// `Instant`s' window (the phase's elapsed time holds its threads' active times).
+pub(crate) fn device_ns_at(device: &Device, instant: Instant) -> u64 {
+    let ago = instant.elapsed().as_nanos() as u64;
+    device.now_ns().saturating_sub(ago)
 }
 
 #[cfg(test)]
