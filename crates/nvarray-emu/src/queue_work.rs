@@ -235,11 +235,15 @@ impl QueueWork {
             self.batch.push(decoded);
         }
         let taken = self.batch.len();
+        // When the batch was taken: the date of a command the host did not stamp (inline, the
+        // host's poll takes it right after the issue), so that moving its data is the
+        // device's time, as it is for a stamped one, not the host's.
+        let taken_ns = if taken > 0 { path.clock.now_ns() } else { 0 };
         self.sq_taken += taken as u64;
         self.commands += taken as u64;
         let mut batch = std::mem::take(&mut self.batch);
         for decoded in batch.drain(..) {
-            match decoded.and_then(|(s, in_data)| accept(path, s, in_data)) {
+            match decoded.and_then(|(s, in_data)| accept(path, s, in_data, taken_ns)) {
                 Ok(Accepted::ToModel(s)) => {
                     // Declared before any clock reading that follows (`pauses`): moving the
                     // data is work.
@@ -467,7 +471,12 @@ enum Accepted {
 
 /// Claims the command's tag, checks it against the device and moves its data. A refusal
 /// (returned as the completion to post) changes nothing and leaves the tag as it was.
-fn accept(path: &DataPath, mut s: Submission, in_data: bool) -> Result<Accepted, Posted> {
+fn accept(
+    path: &DataPath,
+    mut s: Submission,
+    in_data: bool,
+    taken_ns: u64,
+) -> Result<Accepted, Posted> {
     let refuse = |status| Err(immediate(s.queue, s.tag, status));
     if s.op == Opcode::Flush && path.backing.flush().is_err() {
         return refuse(Status::IoError);
@@ -488,8 +497,10 @@ fn accept(path: &DataPath, mut s: Submission, in_data: bool) -> Result<Accepted,
         return refuse(Status::TagConflict);
     }
     // The tag is this command's now: so is the stamp the host left with it (taken, so a
-    // later command the host does not stamp is not dated by this one's).
-    s.doorbell_ns = path.dma.doorbell_ns[tag].swap(0, Ordering::Relaxed);
+    // later command the host does not stamp is not dated by this one's); without one, the
+    // command is dated when it was taken.
+    let stamp = path.dma.doorbell_ns[tag].swap(0, Ordering::Relaxed);
+    s.doorbell_ns = if stamp != 0 { stamp } else { taken_ns };
     if s.op == Opcode::Flush {
         return Ok(Accepted::ToModel(s));
     }
