@@ -41,7 +41,7 @@ use crate::pauses::{self, HolderPauses, PAUSE_NS};
 use crate::queue_work::{DataPath, DeviceQueue, QueueWork, TagStates};
 
 /// With one command in flight, a pass that ends this close to the device's next deadline
-/// waits for it on the clock alone (27 ns a reading here) instead of running whole passes
+/// waits for it on the clock alone (22-31 ns a reading here) instead of running whole passes
 /// (about 100 ns each), so the completion is posted within a clock reading of its deadline
 /// rather than within a pass: at dram's QD 1 the lateness p50 went from 86 to 66 ns
 /// (docs/perf.md, issue 17's third session). It is about two passes, so a command that
@@ -1069,8 +1069,9 @@ fn model_behind(shared: &Shared, work: &QueueWork, now: u64) -> bool {
 /// When the model takes a command: at its doorbell, but no earlier than the time the model
 /// was last advanced to (`floor`: its time never goes back; a command that reached its queue
 /// after that, stamped before, was held up between its stamp and its doorbell) and no later
-/// than the visit's reading `now` (a stamp from the future is not the host's clock's). A
-/// command without a stamp arrives at `now`, as it did before stamps.
+/// than the visit's reading `now` (a stamp from the future is not the host's clock's). The
+/// stamp is the host's, or the time the command was taken where the host gives none
+/// (`queue_work::accept`); 0 (a command taken in the clock's first nanosecond) arrives at `now`.
 #[inline]
 fn arrival(s: &Submission, floor: u64, now: u64) -> u64 {
     if s.doorbell_ns == 0 {
@@ -1207,7 +1208,7 @@ fn publish(published: &Published, core: &DeviceCore, advanced: u64, has_ftl: boo
 /// and did `commands` commands' work, allowed `work_ns` in all, with the model's lock still
 /// held: returns the ticks it held the lock. A visit longer than its work allows was paused: the threads waiting for the
 /// lock meanwhile take the pause in (`HolderPauses`), published before the lock is let go. The
-/// tick count sorts out the short visits without a clock reading (27 ns, inside the lock): a
+/// tick count sorts out the short visits without a clock reading (22-31 ns, inside the lock): a
 /// time-stamp counter runs at half a tick per nanosecond or faster, and `ticks` elsewhere is
 /// the clock.
 fn hold_ends(shared: &Shared, now_ns: u64, entered: u64, commands: u64, work_ns: u64) -> u64 {

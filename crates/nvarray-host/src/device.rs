@@ -188,7 +188,8 @@ impl Device {
         self.emu.work_split()
     }
 
-    /// The emulator's clock (`CLOCK_MONOTONIC`, ns): what `Done::deadline_ns` is on.
+    /// The emulator's clock (ns since the device started, `nvarray_emu::Clock`): what
+    /// `Done::deadline_ns` is on.
     pub fn now_ns(&self) -> u64 {
         self.emu.now_ns()
     }
