@@ -12,6 +12,7 @@ use memmap2::{MmapOptions, MmapRaw};
 
 use crate::dma_copy;
 use crate::error::EmuError;
+use crate::mapping_fault;
 use crate::range_locks::RangeLocks;
 
 /// Largest backing store accepted: 1 TiB (mapping more is possible but nothing here needs it).
@@ -95,6 +96,9 @@ pub struct Backing {
     kind: BackingKind,
     /// Remembers the first failed flush (see `flush`).
     flush_failed: FailureLatch,
+    /// The first fault of a file's mapping (`mapping_fault`): the device has failed, and
+    /// every later read, write and flush is refused naming it.
+    failed: std::sync::OnceLock<String>,
     /// Every copy into or out of the mapping holds its range's stripes: queue pairs served on
     /// different threads copy in parallel, and copies that overlap take turns.
     locks: RangeLocks,
@@ -160,6 +164,7 @@ impl Backing {
             durable: false,
             kind: BackingKind::Ram,
             flush_failed: FailureLatch::default(),
+            failed: std::sync::OnceLock::new(),
             locks: RangeLocks::default(),
         })
     }
@@ -224,6 +229,7 @@ impl Backing {
                 read_only,
             },
             flush_failed: FailureLatch::default(),
+            failed: std::sync::OnceLock::new(),
             locks: RangeLocks::default(),
         })
     }
@@ -242,19 +248,48 @@ impl Backing {
     /// Copies `buf.len()` bytes at `offset_bytes` into `buf`.
     pub fn read(&self, offset_bytes: u64, buf: &mut [u8]) -> Result<(), EmuError> {
         self.check(offset_bytes, buf.len())?;
+        self.not_failed()?;
         let _range = self.locks.lock(offset_bytes, buf.len());
+        let src = self.map.as_ptr().wrapping_add(offset_bytes as usize);
+        if self.file.is_some() {
+            // SAFETY: as below; a page the file lost faults, and the copy returns the fault.
+            let copied = unsafe { mapping_fault::copy(buf.as_mut_ptr(), src, buf.len(), false) };
+            return copied.map_err(|_| self.lost(offset_bytes, buf.len()));
+        }
         // SAFETY: the range is inside the mapping (checked above) and `buf` is a distinct,
         // exclusively borrowed allocation, so the regions do not overlap. The mapping is only
         // written through `write`, which holds the range's stripes as this read does, so no
         // write races with it.
-        unsafe {
-            dma_copy::copy_raw(
-                buf.as_mut_ptr(),
-                self.map.as_ptr().add(offset_bytes as usize),
-                buf.len(),
-            );
-        }
+        unsafe { dma_copy::copy_raw(buf.as_mut_ptr(), src, buf.len()) };
         Ok(())
+    }
+
+    /// Refuses once the device has failed.
+    fn not_failed(&self) -> Result<(), EmuError> {
+        match self.failed.get() {
+            Some(first) => Err(EmuError::DeviceFailed {
+                first: first.clone(),
+            }),
+            None => Ok(()),
+        }
+    }
+
+    /// A copy of `[offset, offset + len)` faulted: the file lost pages under the mapping. The
+    /// device has failed from now on; the error for this command.
+    fn lost(&self, offset_bytes: u64, len_bytes: usize) -> EmuError {
+        let path = match &self.kind {
+            BackingKind::File { path, .. } => path.clone(),
+            BackingKind::Ram => PathBuf::new(),
+        };
+        let error = EmuError::MappingLost {
+            path,
+            offset_bytes,
+            len_bytes: len_bytes as u64,
+        };
+        if self.failed.set(error.to_string()).is_ok() {
+            eprintln!("nvarray: {error}: the device has failed and refuses every later command");
+        }
+        error
     }
 
     /// Asks the CPU to bring the first `PREFETCH_MAX_BYTES` of `[offset, offset + len)` into
@@ -291,13 +326,20 @@ impl Backing {
         {
             return Err(EmuError::ReadOnlyBacking { path: path.clone() });
         }
+        self.not_failed()?;
         let _range = self.locks.lock(offset_bytes, data.len());
+        let dst = self.map.as_mut_ptr().wrapping_add(offset_bytes as usize);
+        let streaming = self.size_bytes >= STREAMING_WRITES_MIN_BYTES;
+        if self.file.is_some() {
+            // SAFETY: as below; a page the file lost faults, and the copy returns the fault.
+            let copied = unsafe { mapping_fault::copy(dst, data.as_ptr(), data.len(), streaming) };
+            return copied.map_err(|_| self.lost(offset_bytes, data.len()));
+        }
         // SAFETY: the range is inside the mapping (checked above); holding the range's
         // stripes excludes every other copy into or out of it; `data` cannot alias the
         // mapping's range because the mapping is never handed out as a slice.
         unsafe {
-            let dst = self.map.as_mut_ptr().add(offset_bytes as usize);
-            if self.size_bytes >= STREAMING_WRITES_MIN_BYTES {
+            if streaming {
                 dma_copy::copy_raw_streaming(dst, data.as_ptr(), data.len());
             } else {
                 dma_copy::copy_raw(dst, data.as_ptr(), data.len());
@@ -314,6 +356,7 @@ impl Backing {
     /// `fdatasync` once and then marks the pages clean, so a second `fdatasync` would succeed
     /// although the data it should cover never reached the disk.
     pub fn flush(&self) -> Result<(), EmuError> {
+        self.not_failed()?;
         self.flush_failed.run(|| self.sync())
     }
 
@@ -570,6 +613,72 @@ mod tests {
         let p = std::env::temp_dir().join(format!("nvarray-backing-{}-{name}", std::process::id()));
         let _ = std::fs::remove_file(&p);
         p
+    }
+
+    /// A file truncated under a running device (issue 58: the server died of SIGBUS): the
+    /// read and the write of the lost range fail with the fault, and from then on the device
+    /// has failed: a read of a range still there, and a flush, are refused naming it.
+    #[test]
+    fn a_file_that_loses_its_pages_fails_the_command_and_then_the_device() {
+        let path = scratch("truncated");
+        let size = 1 << 20;
+        let kind = BackingKind::File {
+            path: path.clone(),
+            durable: true,
+            read_only: false,
+        };
+        let b = Backing::open(&kind, size).unwrap();
+        b.write(0, &[5u8; 4096]).unwrap();
+        std::fs::OpenOptions::new()
+            .write(true)
+            .open(&path)
+            .unwrap()
+            .set_len(64 << 10)
+            .unwrap();
+        let mut buf = vec![0u8; 4096];
+        let e = b.read(512 << 10, &mut buf).unwrap_err();
+        assert!(
+            matches!(e, EmuError::MappingLost { offset_bytes, .. } if offset_bytes == 512 << 10),
+            "{e}"
+        );
+        assert!(e.to_string().contains("truncated"), "{e}");
+        for e in [
+            b.read(0, &mut buf).unwrap_err(),
+            b.write(768 << 10, &[1u8; 4096]).unwrap_err(),
+            b.flush().unwrap_err(),
+        ] {
+            assert!(matches!(e, EmuError::DeviceFailed { .. }), "{e}");
+            assert!(
+                e.to_string().contains("524288"),
+                "names the first fault: {e}"
+            );
+        }
+        drop(b);
+        std::fs::remove_file(&path).unwrap();
+    }
+
+    /// A write into a lost page is the fault too (streaming stores or not).
+    #[test]
+    fn a_write_into_a_page_the_file_lost_fails() {
+        for size in [1u64 << 20, STREAMING_WRITES_MIN_BYTES] {
+            let path = scratch(&format!("lost-write-{size}"));
+            let kind = BackingKind::File {
+                path: path.clone(),
+                durable: false,
+                read_only: false,
+            };
+            let b = Backing::open(&kind, size).unwrap();
+            std::fs::OpenOptions::new()
+                .write(true)
+                .open(&path)
+                .unwrap()
+                .set_len(4096)
+                .unwrap();
+            let e = b.write(size - 8192, &[3u8; 8192]).unwrap_err();
+            assert!(matches!(e, EmuError::MappingLost { .. }), "{e}");
+            drop(b);
+            std::fs::remove_file(&path).unwrap();
+        }
     }
 
     #[test]

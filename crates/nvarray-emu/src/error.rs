@@ -77,6 +77,14 @@ pub enum EmuError {
     },
     #[error("an earlier flush failed ({first}): writes since then may not be on disk, so no flush can succeed")]
     FlushFailedBefore { first: String },
+    #[error("{path}: the file lost the device's bytes at offset {offset_bytes} (length {len_bytes}) under its mapping (truncated, or its file system could not give a page)")]
+    MappingLost {
+        path: PathBuf,
+        offset_bytes: u64,
+        len_bytes: u64,
+    },
+    #[error("the device has failed ({first}) and refuses every command")]
+    DeviceFailed { first: String },
     #[error("access beyond end of backing store: offset={offset_bytes} len={len_bytes} size={size_bytes}")]
     OutOfRange {
         offset_bytes: u64,

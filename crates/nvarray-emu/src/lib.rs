@@ -29,6 +29,7 @@ mod engine;
 mod error;
 mod jitter;
 mod lateness;
+mod mapping_fault;
 mod queue_work;
 mod range_locks;
 mod sync;

@@ -344,6 +344,55 @@ fn acknowledged_writes_survive_kill_9_of_the_server() {
     assert!(status.success());
 }
 
+/// A backing file truncated under a running server (issue 58: it died of SIGBUS, every client
+/// lost its connection without a reply): the read of a lost block gets EIO, the device has
+/// failed from then on (a read of a block still there, a write and a flush get EIO too, never
+/// success), the connection stays, a new one is served, and SIGINT ends the server by its own
+/// exit, a failure since its last flush failed (not by a signal).
+#[test]
+fn a_backing_file_truncated_under_the_server_fails_commands_not_the_server() {
+    use nvarray_nbd::client::{Client, Reply};
+    use nvarray_nbd::io::Stream;
+    use std::os::unix::net::UnixStream;
+
+    let dir = scratch("truncated");
+    let disk = dir.join("disk.img");
+    let backing = format!("file:{}", disk.display());
+    let serve = Serve::start(&dir, &["--backing", &backing]);
+    let connect = || {
+        let stream = Stream::Unix(UnixStream::connect(&serve.socket).unwrap());
+        Client::connect(stream, "", true).unwrap()
+    };
+    let mut c = connect();
+    assert_eq!(c.write(0, &[9u8; 4096], false).unwrap(), Reply::Ok(vec![]));
+    std::fs::OpenOptions::new()
+        .write(true)
+        .open(&disk)
+        .unwrap()
+        .set_len(1 << 20)
+        .unwrap();
+    let eio = |r: Reply| matches!(r, Reply::Error { errno, .. } if errno == 5);
+    let lost = c.read(32 << 20, 4096).unwrap();
+    assert!(eio(lost.clone()), "the lost block's read: {lost:?}");
+    for (what, r) in [
+        ("a block still in the file", c.read(0, 4096).unwrap()),
+        ("a write", c.write(8192, &[1u8; 4096], false).unwrap()),
+        ("a flush", c.flush().unwrap()),
+        (
+            "a read on a new connection",
+            connect().read(0, 4096).unwrap(),
+        ),
+    ] {
+        assert!(eio(r.clone()), "{what} after the device failed: {r:?}");
+    }
+    drop(c);
+    let (status, _) = serve.stop("-INT");
+    assert!(
+        status.code().is_some_and(|code| code != 0),
+        "the server exits, failing: {status:?}"
+    );
+}
+
 /// Two devices on one backing file would overwrite each other's data unseen. While `serve`
 /// holds the file, a second `serve` and a `bench` on it exit 2 naming the holder's pid and
 /// command, and write nothing; once the holder dies by SIGKILL (which unlocks nothing itself)
