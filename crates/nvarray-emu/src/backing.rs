@@ -615,6 +615,12 @@ mod tests {
         p
     }
 
+    /// Truncates the file under whatever maps it (another process's `truncate`).
+    fn truncate(path: &Path, len_bytes: u64) {
+        let file = std::fs::OpenOptions::new().write(true).open(path).unwrap();
+        file.set_len(len_bytes).unwrap();
+    }
+
     /// A file truncated under a running device (issue 58: the server died of SIGBUS): the
     /// read and the write of the lost range fail with the fault, and from then on the device
     /// has failed: a read of a range still there, and a flush, are refused naming it.
@@ -629,12 +635,7 @@ mod tests {
         };
         let b = Backing::open(&kind, size).unwrap();
         b.write(0, &[5u8; 4096]).unwrap();
-        std::fs::OpenOptions::new()
-            .write(true)
-            .open(&path)
-            .unwrap()
-            .set_len(64 << 10)
-            .unwrap();
+        truncate(&path, 64 << 10);
         let mut buf = vec![0u8; 4096];
         let e = b.read(512 << 10, &mut buf).unwrap_err();
         assert!(
@@ -668,12 +669,7 @@ mod tests {
                 read_only: false,
             };
             let b = Backing::open(&kind, size).unwrap();
-            std::fs::OpenOptions::new()
-                .write(true)
-                .open(&path)
-                .unwrap()
-                .set_len(4096)
-                .unwrap();
+            truncate(&path, 4096);
             let e = b.write(size - 8192, &[3u8; 8192]).unwrap_err();
             assert!(matches!(e, EmuError::MappingLost { .. }), "{e}");
             drop(b);
