@@ -7,9 +7,11 @@
 
 use std::fs::{File, OpenOptions};
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
 
 use memmap2::{MmapOptions, MmapRaw};
 
+use crate::backing_faults::{BackingFaults, BackingOp, Fault};
 use crate::dma_copy;
 use crate::error::EmuError;
 use crate::mapping_fault;
@@ -102,6 +104,8 @@ pub struct Backing {
     /// Every copy into or out of the mapping holds its range's stripes: queue pairs served on
     /// different threads copy in parallel, and copies that overlap take turns.
     locks: RangeLocks,
+    /// Faults to inject (tests and campaigns only; `backing_faults`).
+    faults: Option<Arc<BackingFaults>>,
 }
 
 impl std::fmt::Debug for Backing {
@@ -119,21 +123,32 @@ impl Backing {
         self.pages
     }
 
+    #[cfg(test)]
     pub fn open(kind: &BackingKind, size_bytes: u64) -> Result<Self, EmuError> {
+        Self::open_with_faults(kind, size_bytes, None)
+    }
+
+    /// `open`, with `faults` injected into its operations (`backing_faults`).
+    pub fn open_with_faults(
+        kind: &BackingKind,
+        size_bytes: u64,
+        faults: Option<Arc<BackingFaults>>,
+    ) -> Result<Self, EmuError> {
         if size_bytes == 0 || size_bytes > BACKING_BYTES_MAX {
             return Err(EmuError::BackingSize {
                 size_bytes,
                 max_bytes: BACKING_BYTES_MAX,
             });
         }
-        match kind {
+        let backing = match kind {
             BackingKind::Ram => Self::ram(size_bytes),
             BackingKind::File {
                 path,
                 durable,
                 read_only,
-            } => Self::file(path, size_bytes, *durable, *read_only),
-        }
+            } => Self::file(path, size_bytes, *durable, *read_only, faults.as_deref()),
+        };
+        backing.map(|b| Backing { faults, ..b })
     }
 
     fn ram(size_bytes: u64) -> Result<Self, EmuError> {
@@ -166,6 +181,7 @@ impl Backing {
             flush_failed: FailureLatch::default(),
             failed: std::sync::OnceLock::new(),
             locks: RangeLocks::default(),
+            faults: None,
         })
     }
 
@@ -174,6 +190,7 @@ impl Backing {
         size_bytes: u64,
         durable: bool,
         read_only: bool,
+        faults: Option<&BackingFaults>,
     ) -> Result<Self, EmuError> {
         let io = |source| EmuError::File {
             path: path.to_path_buf(),
@@ -191,9 +208,11 @@ impl Backing {
                 size_bytes,
             });
         }
-        if let Err(source) = (!read_only)
-            .then(|| allocate(&file, size_bytes))
-            .transpose()
+        let allocate = |file| match faults.and_then(|f| f.next(BackingOp::Fallocate)) {
+            Some(fault) => Err(fault.error()),
+            None => allocate(file, size_bytes),
+        };
+        if let Err(source) = (!read_only).then(|| allocate(&file)).transpose()
         {
             if len == 0 {
                 // The image was made just now and holds nothing: do not leave it, or the disk
@@ -231,6 +250,7 @@ impl Backing {
             flush_failed: FailureLatch::default(),
             failed: std::sync::OnceLock::new(),
             locks: RangeLocks::default(),
+            faults: None,
         })
     }
 
@@ -249,6 +269,9 @@ impl Backing {
     pub fn read(&self, offset_bytes: u64, buf: &mut [u8]) -> Result<(), EmuError> {
         self.check(offset_bytes, buf.len())?;
         self.not_failed()?;
+        if let Some(fault) = self.fault(BackingOp::Read) {
+            return Err(self.injected(fault, BackingOp::Read, offset_bytes, buf.len()));
+        }
         let _range = self.locks.lock(offset_bytes, buf.len());
         let src = self.map.as_ptr().wrapping_add(offset_bytes as usize);
         if self.file.is_some() {
@@ -274,15 +297,47 @@ impl Backing {
         }
     }
 
+    /// The fault planned for this `op`, if any: `None` at once when nothing is injected.
+    #[inline]
+    fn fault(&self, op: BackingOp) -> Option<Fault> {
+        self.faults.as_ref()?.next(op)
+    }
+
+    /// The error of an injected `fault` in `op` of `[offset, offset + len)`: a lost mapping
+    /// fails the device as a real one does (`lost`).
+    #[cold]
+    fn injected(&self, fault: Fault, op: BackingOp, offset_bytes: u64, len_bytes: usize) -> EmuError {
+        if fault == Fault::MappingLost {
+            return self.lost(offset_bytes, len_bytes);
+        }
+        let store = match &self.kind {
+            BackingKind::File { path, .. } => path.display().to_string(),
+            BackingKind::Ram => "the device's memory".into(),
+        };
+        let what = match len_bytes {
+            0 => op.to_string(),
+            _ => format!("{op} of {len_bytes} bytes at offset {offset_bytes}"),
+        };
+        EmuError::InjectedFault {
+            store,
+            what,
+            error: fault.error(),
+        }
+    }
+
+    /// The backing file's path; empty for memory.
+    fn path(&self) -> PathBuf {
+        match &self.kind {
+            BackingKind::File { path, .. } => path.clone(),
+            BackingKind::Ram => PathBuf::new(),
+        }
+    }
+
     /// A copy of `[offset, offset + len)` faulted: the file lost pages under the mapping. The
     /// device has failed from now on; the error for this command.
     fn lost(&self, offset_bytes: u64, len_bytes: usize) -> EmuError {
-        let path = match &self.kind {
-            BackingKind::File { path, .. } => path.clone(),
-            BackingKind::Ram => PathBuf::new(),
-        };
         let error = EmuError::MappingLost {
-            path,
+            path: self.path(),
             offset_bytes,
             len_bytes: len_bytes as u64,
         };
@@ -327,6 +382,20 @@ impl Backing {
             return Err(EmuError::ReadOnlyBacking { path: path.clone() });
         }
         self.not_failed()?;
+        match self.fault(BackingOp::Write) {
+            None => self.copy_in(offset_bytes, data),
+            Some(fault) => {
+                if fault == Fault::ShortWrite {
+                    // The first half lands; the command still fails.
+                    self.copy_in(offset_bytes, &data[..data.len() / 2])?;
+                }
+                Err(self.injected(fault, BackingOp::Write, offset_bytes, data.len()))
+            }
+        }
+    }
+
+    /// Copies `data` into the mapping at `offset_bytes` (checked by the caller).
+    fn copy_in(&self, offset_bytes: u64, data: &[u8]) -> Result<(), EmuError> {
         let _range = self.locks.lock(offset_bytes, data.len());
         let dst = self.map.as_mut_ptr().wrapping_add(offset_bytes as usize);
         let streaming = self.size_bytes >= STREAMING_WRITES_MIN_BYTES;
@@ -362,16 +431,19 @@ impl Backing {
 
     fn sync(&self) -> Result<(), EmuError> {
         if let (true, Some(file)) = (self.durable, &self.file) {
-            let path = match &self.kind {
-                BackingKind::File { path, .. } => path.clone(),
-                BackingKind::Ram => PathBuf::new(),
-            };
-            self.map.flush().map_err(|source| EmuError::File {
-                path: path.clone(),
+            let failed = |op| self.fault(op).map(|f| self.injected(f, op, 0, 0));
+            let io = |source| EmuError::File {
+                path: self.path(),
                 source,
-            })?;
-            file.sync_data()
-                .map_err(|source| EmuError::File { path, source })?;
+            };
+            if let Some(e) = failed(BackingOp::Msync) {
+                return Err(e);
+            }
+            self.map.flush().map_err(io)?;
+            if let Some(e) = failed(BackingOp::Fsync) {
+                return Err(e);
+            }
+            file.sync_data().map_err(io)?;
         }
         Ok(())
     }
@@ -619,6 +691,99 @@ mod tests {
     fn truncate(path: &Path, len_bytes: u64) {
         let file = std::fs::OpenOptions::new().write(true).open(path).unwrap();
         file.set_len(len_bytes).unwrap();
+    }
+
+    fn durable_file(path: &Path) -> BackingKind {
+        BackingKind::File {
+            path: path.to_path_buf(),
+            durable: true,
+            read_only: false,
+        }
+    }
+
+    fn faulty(kind: &BackingKind, size: u64, plan: &str) -> Result<Backing, EmuError> {
+        let faults = Arc::new(BackingFaults::parse(plan).unwrap());
+        Backing::open_with_faults(kind, size, Some(faults))
+    }
+
+    fn read_back(b: &Backing, offset: u64, len: usize) -> Vec<u8> {
+        let mut buf = vec![0u8; len];
+        b.read(offset, &mut buf).unwrap();
+        buf
+    }
+
+    /// An injected ENOSPC, EDQUOT or EIO fails that write and changes nothing; the writes
+    /// around it land, and the device has not failed.
+    #[test]
+    fn an_injected_write_error_fails_that_write_only_and_changes_nothing() {
+        for fault in ["enospc", "edquot", "eio"] {
+            let b = faulty(&BackingKind::Ram, 1 << 16, &format!("write#2={fault}")).unwrap();
+            b.write(0, &[1; 4096]).unwrap();
+            let e = b.write(4096, &[2; 4096]).unwrap_err();
+            assert!(matches!(e, EmuError::InjectedFault { .. }), "{e}");
+            assert!(e.to_string().contains("write of 4096 bytes at offset 4096"), "{e}");
+            assert_eq!(read_back(&b, 4096, 4096), vec![0; 4096], "{fault}: nothing landed");
+            b.write(8192, &[3; 4096]).unwrap();
+            assert_eq!(read_back(&b, 0, 4096), vec![1; 4096]);
+            assert_eq!(read_back(&b, 8192, 4096), vec![3; 4096]);
+        }
+    }
+
+    /// A short write lands its first half and still fails.
+    #[test]
+    fn a_short_write_lands_its_first_half_and_fails() {
+        let b = faulty(&BackingKind::Ram, 1 << 16, "write#1=short").unwrap();
+        assert!(b.write(0, &[7; 4096]).is_err());
+        let back = read_back(&b, 0, 4096);
+        assert_eq!(back[..2048], [7; 2048]);
+        assert_eq!(back[2048..], [0; 2048]);
+    }
+
+    /// The "fsyncgate" case: an fsync (or msync) that fails once succeeds when called again,
+    /// but the data it should have covered may be gone: every later flush must fail.
+    #[test]
+    fn an_fsync_that_fails_once_fails_every_later_flush() {
+        for op in ["fsync", "msync"] {
+            let path = scratch(&format!("fsyncgate-{op}"));
+            let b = faulty(&durable_file(&path), 1 << 16, &format!("{op}#2=eio")).unwrap();
+            b.write(0, &[1; 512]).unwrap();
+            b.flush().unwrap();
+            b.write(0, &[2; 512]).unwrap();
+            let first = b.flush().unwrap_err();
+            assert!(first.to_string().contains(op), "{first}");
+            for _ in 0..3 {
+                let later = b.flush().unwrap_err();
+                assert!(matches!(later, EmuError::FlushFailedBefore { .. }), "{later}");
+            }
+            drop(b);
+            let _ = std::fs::remove_file(&path);
+        }
+    }
+
+    /// A fallocate that fails (a full file system) refuses the device before anything is
+    /// mapped, and a new image is not left behind.
+    #[test]
+    fn a_failed_fallocate_refuses_the_device_and_leaves_no_image() {
+        let path = scratch("fallocate");
+        let e = faulty(&durable_file(&path), 1 << 16, "fallocate#1=enospc").unwrap_err();
+        assert!(matches!(e, EmuError::Allocate { .. }), "{e}");
+        assert!(e.to_string().contains("No space left"), "{e}");
+        assert!(!path.exists());
+    }
+
+    /// An injected lost mapping fails the device, as a real one (below) does.
+    #[test]
+    fn an_injected_lost_mapping_fails_the_device() {
+        let b = faulty(&BackingKind::Ram, 1 << 16, "read#2=lost").unwrap();
+        read_back(&b, 0, 512);
+        assert!(matches!(
+            b.read(0, &mut [0; 512]).unwrap_err(),
+            EmuError::MappingLost { .. }
+        ));
+        assert!(matches!(
+            b.write(0, &[1; 512]).unwrap_err(),
+            EmuError::DeviceFailed { .. }
+        ));
     }
 
     /// A file truncated under a running device (issue 58: the server died of SIGBUS): the

@@ -27,6 +27,7 @@ use nvarray_model::{Breakdown, DeviceConfig, Protocol};
 
 use crate::arena::Arena;
 use crate::backing::{Backing, BackingKind, BackingPages};
+use crate::backing_faults::BackingFaults;
 use crate::clock::{ticks, Clock};
 use crate::cpus::{pin_this_thread, CpuList};
 use crate::device_core::{DeviceCore, Finished, Submission};
@@ -193,12 +194,18 @@ pub struct EmulatorOptions {
     /// CPUs to pin threads to: device thread `i` runs on `cpus.nth(i)`; the host threads take
     /// the ones after (`CpuList`). Empty: nothing is pinned.
     pub cpus: CpuList,
+    /// Faults to inject into the backing (tests and campaigns; `BackingFaults`).
+    pub backing_faults: Option<Arc<BackingFaults>>,
 }
 
 impl Emulator {
     pub fn start(config: &DeviceConfig, options: &EmulatorOptions) -> Result<Self, EmuError> {
         options.cpus.check_allowed().map_err(EmuError::Cpus)?;
-        let backing = Backing::open(&options.backing, config.memory.capacity_bytes)?;
+        let backing = Backing::open_with_faults(
+            &options.backing,
+            config.memory.capacity_bytes,
+            options.backing_faults.clone(),
+        )?;
         let backing_pages = backing.pages();
         let page_bytes = config.interface.page_bytes as usize;
         let data = Arena::new(options.tags, options.buffer_bytes).ok_or(EmuError::Arena {

@@ -83,6 +83,12 @@ pub enum EmuError {
         offset_bytes: u64,
         len_bytes: u64,
     },
+    #[error("{store}: {what} failed: {error} (an injected fault)")]
+    InjectedFault {
+        store: String,
+        what: String,
+        error: std::io::Error,
+    },
     #[error("the device has failed ({first}) and refuses every command")]
     DeviceFailed { first: String },
     #[error("access beyond end of backing store: offset={offset_bytes} len={len_bytes} size={size_bytes}")]

@@ -102,6 +102,7 @@ impl Device {
                 tags,
                 buffer_bytes: buffer_bytes as usize,
                 cpus: options.cpus.clone(),
+                backing_faults: options.backing_faults.clone(),
             },
         )?;
         Ok(Device {

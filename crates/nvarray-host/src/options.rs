@@ -9,7 +9,7 @@ use std::str::FromStr;
 pub const BUFFER_BYTES_DEFAULT: u32 = 256 * 1024;
 
 pub use nvarray_emu::cpus::{allowed_cpus, pin_this_thread, CpuList};
-pub use nvarray_emu::BackingKind;
+pub use nvarray_emu::{BackingFaults, BackingKind};
 
 /// The Moneta software-stack ladder (Moneta slides, "Software optimizations": baseline, then
 /// remove the I/O scheduler (−10 % software latency), then issue with one atomic 64-bit write
@@ -147,6 +147,8 @@ pub struct Options {
     /// CPUs to pin the device threads (first) and the host threads (after them) to; empty
     /// pins nothing. See `CpuList`.
     pub cpus: CpuList,
+    /// Faults to inject into the backing store: tests and campaigns only (`BackingFaults`).
+    pub backing_faults: Option<std::sync::Arc<BackingFaults>>,
 }
 
 impl Default for Options {
@@ -159,6 +161,7 @@ impl Default for Options {
             adaptive_threshold_ns: ADAPTIVE_THRESHOLD_NS_DEFAULT,
             buffer_bytes: None,
             cpus: CpuList::default(),
+            backing_faults: None,
         }
     }
 }

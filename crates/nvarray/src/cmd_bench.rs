@@ -16,6 +16,7 @@ use serde::Serialize;
 
 use crate::cmd_sim::simulate;
 use crate::emu_args::{
+    injected_backing_faults,
     backing_kind, capacity_set, device_with_size, parse_backing, parse_cpus, parse_device_threads,
     parse_size_u32, parse_time_ns, Backing, DeviceThreads, CAPACITY_KEY, CPUS_HELP, SIZE_DEFAULT,
 };
@@ -191,6 +192,7 @@ impl BenchRunArgs {
             adaptive_threshold_ns: self.adaptive_threshold,
             buffer_bytes: self.buffer_size,
             cpus: self.cpus.clone().unwrap_or_default(),
+            backing_faults: injected_backing_faults()?,
         })
     }
 }

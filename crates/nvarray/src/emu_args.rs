@@ -8,7 +8,8 @@ use std::sync::Arc;
 use anyhow::Result;
 use clap::Args;
 use nvarray_host::options::{
-    device_threads_auto, device_threads_for_front_end, BackingKind, CpuList, DEVICE_THREADS_MAX,
+    device_threads_auto, device_threads_for_front_end, BackingFaults, BackingKind, CpuList,
+    DEVICE_THREADS_MAX,
 };
 use nvarray_host::{CompletionMode, Device, Options, Stack};
 use nvarray_model::DeviceConfig;
@@ -71,6 +72,23 @@ pub fn refuse_dead_mount(path: &std::path::Path, flag: &str) -> Result<()> {
         },
         Ok(_) => Ok(()),
     }
+}
+
+/// The environment variable that injects faults into the backing store, for tests and
+/// campaigns (`nvarray_host::options::BackingFaults` says what it takes).
+pub const INJECT_FAULTS_VAR: &str = "NVARRAY_INJECT_FAULTS";
+
+/// The faults `NVARRAY_INJECT_FAULTS` asks for, if it is set: said on stderr, so a run with
+/// faults never passes for a clean one; a plan that cannot be read is an input error.
+pub fn injected_backing_faults() -> Result<Option<Arc<BackingFaults>>> {
+    let Some(spec) = std::env::var_os(INJECT_FAULTS_VAR) else {
+        return Ok(None);
+    };
+    let spec = spec.to_string_lossy();
+    let faults = BackingFaults::parse(&spec)
+        .map_err(|e| input_error(format!("{INJECT_FAULTS_VAR}: {e}")))?;
+    eprintln!("nvarray: {INJECT_FAULTS_VAR}={spec}: injecting faults into the backing store");
+    Ok(Some(Arc::new(faults)))
 }
 
 /// `--device-threads`: a count, or `auto` (decided by who else needs the cores).
@@ -230,6 +248,7 @@ impl EmuDeviceArgs {
             adaptive_threshold_ns: self.adaptive_threshold,
             buffer_bytes: self.buffer_size,
             cpus: self.cpus.clone().unwrap_or_default(),
+            backing_faults: injected_backing_faults()?,
         };
         Ok((device, options))
     }
