@@ -6,6 +6,8 @@
 #
 #   scripts/campaign.sh nbd-kill  [SEED]   1,000 kill -9 trials of a file-backed serve, 3 writers
 #   scripts/campaign.sh nbd-fuzz  [SEED]   10,000,000 requests of the stateful NBD fuzzer
+#   scripts/campaign.sh nbd-faults [SEED]  1,000,000 requests of that fuzzer on a file backing
+#                                          whose reads, writes, msyncs and fsyncs fail 1 in 20
 #   scripts/campaign.sh pm-kill   [SEED]   1,000 kill -9 trials of 4 processes sharing a pool (C ABI)
 #   scripts/campaign.sh pm-power  [FIRST]  10,000 simulated power cuts (1,250 workloads x 8)
 #   scripts/campaign.sh pm-sqlite-kill [SEED] 1,000 kill -9 trials of a SQLite writer on the VFS
@@ -19,7 +21,7 @@
 #                                          memory and descriptors sampled every minute (docs/soak.md)
 #   scripts/campaign.sh all
 #
-# Counts can be changed with TRIALS=N (REQUESTS=N for nbd-fuzz, SECONDS_PER_TARGET=N for fuzz,
+# Counts can be changed with TRIALS=N (REQUESTS=N for nbd-fuzz and nbd-faults, SECONDS_PER_TARGET=N for fuzz,
 # MINUTES=N for soak).
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -61,7 +63,12 @@ nbd_kill() {
 }
 nbd_fuzz() {
     run nbd-fuzz "stateful fuzz" NVARRAY_FUZZ_REQUESTS="${REQUESTS:-10000000}" \
-        NVARRAY_FUZZ_SEED="${seed:-1851941990}" -- -p nvarray-nbd --test stateful_fuzz
+        NVARRAY_FUZZ_SEED="${seed:-1851941990}" -- -p nvarray-nbd --test stateful_fuzz \
+        the_server_survives
+}
+nbd_faults() {
+    run nbd-faults "nbd backing faults" NVARRAY_FAULTS_REQUESTS="${REQUESTS:-1000000}" \
+        NVARRAY_FAULTS_SEED="${seed:-2712}" -- -p nvarray-nbd --test stateful_fuzz backing_faults
 }
 pm_kill() {
     run pm-kill "pm kill -9 campaign" NVARRAY_PM_KILL_TRIALS="${TRIALS:-1000}" \
@@ -192,6 +199,7 @@ fuzz() {
 case "$part" in
     nbd-kill) nbd_kill ;;
     nbd-fuzz) nbd_fuzz ;;
+    nbd-faults) nbd_faults ;;
     pm-kill) pm_kill ;;
     pm-power) pm_power ;;
     pm-sqlite-kill) pm_sqlite_kill ;;
@@ -200,9 +208,9 @@ case "$part" in
     fuse-kill) fuse_kill ;;
     fuzz) fuzz ;;
     soak) soak ;;
-    all) nbd_kill; pm_kill; pm_power; pm_sqlite_kill; pm_sqlite_power; pm_sqlite_pools; nbd_fuzz; fuse_kill; fuzz; soak ;;
+    all) nbd_kill; pm_kill; pm_power; pm_sqlite_kill; pm_sqlite_power; pm_sqlite_pools; nbd_fuzz; nbd_faults; fuse_kill; fuzz; soak ;;
     *)
-        sed -n '2,23p' "$0" | sed 's/^# \{0,1\}//' >&2
+        sed -n '2,25p' "$0" | sed 's/^# \{0,1\}//' >&2
         exit 2
         ;;
 esac

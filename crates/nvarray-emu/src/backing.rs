@@ -212,8 +212,7 @@ impl Backing {
             Some(fault) => Err(fault.error()),
             None => allocate(file, size_bytes),
         };
-        if let Err(source) = (!read_only).then(|| allocate(&file)).transpose()
-        {
+        if let Err(source) = (!read_only).then(|| allocate(&file)).transpose() {
             if len == 0 {
                 // The image was made just now and holds nothing: do not leave it, or the disk
                 // space it took, behind.
@@ -306,7 +305,13 @@ impl Backing {
     /// The error of an injected `fault` in `op` of `[offset, offset + len)`: a lost mapping
     /// fails the device as a real one does (`lost`).
     #[cold]
-    fn injected(&self, fault: Fault, op: BackingOp, offset_bytes: u64, len_bytes: usize) -> EmuError {
+    fn injected(
+        &self,
+        fault: Fault,
+        op: BackingOp,
+        offset_bytes: u64,
+        len_bytes: usize,
+    ) -> EmuError {
         if fault == Fault::MappingLost {
             return self.lost(offset_bytes, len_bytes);
         }
@@ -386,8 +391,8 @@ impl Backing {
             None => self.copy_in(offset_bytes, data),
             Some(fault) => {
                 if fault == Fault::ShortWrite {
-                    // The first half lands; the command still fails.
-                    self.copy_in(offset_bytes, &data[..data.len() / 2])?;
+                    // The first half of its sectors lands; the command still fails.
+                    self.copy_in(offset_bytes, &data[..short_write_bytes(data.len())])?;
                 }
                 Err(self.injected(fault, BackingOp::Write, offset_bytes, data.len()))
             }
@@ -447,6 +452,15 @@ impl Backing {
         }
         Ok(())
     }
+}
+
+/// A sector: the unit a short write lands whole (`Fault::ShortWrite`), as a disk's writes tear
+/// at sector boundaries.
+const SECTOR_BYTES: usize = 512;
+
+/// What a write of `len_bytes` cut short lands: the first half of its whole sectors.
+fn short_write_bytes(len_bytes: usize) -> usize {
+    len_bytes / SECTOR_BYTES / 2 * SECTOR_BYTES
 }
 
 /// What a file that is not a regular file is, for a message.
@@ -721,22 +735,34 @@ mod tests {
             b.write(0, &[1; 4096]).unwrap();
             let e = b.write(4096, &[2; 4096]).unwrap_err();
             assert!(matches!(e, EmuError::InjectedFault { .. }), "{e}");
-            assert!(e.to_string().contains("write of 4096 bytes at offset 4096"), "{e}");
-            assert_eq!(read_back(&b, 4096, 4096), vec![0; 4096], "{fault}: nothing landed");
+            assert!(
+                e.to_string().contains("write of 4096 bytes at offset 4096"),
+                "{e}"
+            );
+            assert_eq!(
+                read_back(&b, 4096, 4096),
+                vec![0; 4096],
+                "{fault}: nothing landed"
+            );
             b.write(8192, &[3; 4096]).unwrap();
             assert_eq!(read_back(&b, 0, 4096), vec![1; 4096]);
             assert_eq!(read_back(&b, 8192, 4096), vec![3; 4096]);
         }
     }
 
-    /// A short write lands its first half and still fails.
+    /// A short write lands the first half of its sectors and still fails.
     #[test]
     fn a_short_write_lands_its_first_half_and_fails() {
-        let b = faulty(&BackingKind::Ram, 1 << 16, "write#1=short").unwrap();
+        let b = faulty(&BackingKind::Ram, 1 << 16, "write#1=short,write#2=short").unwrap();
         assert!(b.write(0, &[7; 4096]).is_err());
         let back = read_back(&b, 0, 4096);
         assert_eq!(back[..2048], [7; 2048]);
         assert_eq!(back[2048..], [0; 2048]);
+        // Three sectors: one lands, whole.
+        assert!(b.write(8192, &[8; 1536]).is_err());
+        let back = read_back(&b, 8192, 1536);
+        assert_eq!(back[..512], [8; 512]);
+        assert_eq!(back[512..], [0; 1024]);
     }
 
     /// The "fsyncgate" case: an fsync (or msync) that fails once succeeds when called again,
@@ -753,7 +779,10 @@ mod tests {
             assert!(first.to_string().contains(op), "{first}");
             for _ in 0..3 {
                 let later = b.flush().unwrap_err();
-                assert!(matches!(later, EmuError::FlushFailedBefore { .. }), "{later}");
+                assert!(
+                    matches!(later, EmuError::FlushFailedBefore { .. }),
+                    "{later}"
+                );
             }
             drop(b);
             let _ = std::fs::remove_file(&path);

@@ -15,7 +15,7 @@
 //!
 //! `OP` is `read`, `write`, `msync`, `fsync` or `fallocate`; `FAULT` is `eio`, `enospc`,
 //! `edquot` (the operation fails and changes nothing), `short` (a write copies the first half
-//! of its bytes, then fails with EIO; on any other operation it is `eio`) or `lost` (the
+//! of its whole 512-byte sectors, then fails with EIO; on any other operation it is `eio`) or `lost` (the
 //! mapping lost the range: the command fails and the device with it, as a SIGBUS on a file
 //! truncated under the mapping does).
 
@@ -60,9 +60,9 @@ impl BackingOp {
     }
 
     fn parse(text: &str) -> Result<Self, String> {
-        OPS.into_iter()
-            .find(|op| op.name() == text)
-            .ok_or_else(|| format!("unknown operation {text:?}: expected read, write, msync, fsync or fallocate"))
+        OPS.into_iter().find(|op| op.name() == text).ok_or_else(|| {
+            format!("unknown operation {text:?}: expected read, write, msync, fsync or fallocate")
+        })
     }
 }
 
@@ -77,7 +77,7 @@ impl std::fmt::Display for BackingOp {
 pub enum Fault {
     /// The operation fails with this `errno` (EIO, ENOSPC or EDQUOT) and changes nothing.
     Errno(i32),
-    /// A write copies the first half of its bytes, then fails with EIO.
+    /// A write copies the first half of its whole 512-byte sectors, then fails with EIO.
     ShortWrite,
     /// The mapping lost the range: the command fails and the device has failed.
     MappingLost,
@@ -114,9 +114,7 @@ impl Fault {
     pub fn error(self) -> std::io::Error {
         match self {
             Fault::Errno(errno) => std::io::Error::from_raw_os_error(errno),
-            Fault::ShortWrite | Fault::MappingLost => {
-                std::io::Error::from_raw_os_error(libc::EIO)
-            }
+            Fault::ShortWrite | Fault::MappingLost => std::io::Error::from_raw_os_error(libc::EIO),
         }
     }
 }
@@ -178,10 +176,16 @@ impl BackingFaults {
                     one_in = Some(k);
                 }
                 "ops" => {
-                    ops = value.split('+').map(BackingOp::parse).collect::<Result<_, _>>()?;
+                    ops = value
+                        .split('+')
+                        .map(BackingOp::parse)
+                        .collect::<Result<_, _>>()?;
                 }
                 "faults" => {
-                    faults = value.split('+').map(Fault::parse).collect::<Result<_, _>>()?;
+                    faults = value
+                        .split('+')
+                        .map(Fault::parse)
+                        .collect::<Result<_, _>>()?;
                 }
                 _ => {
                     let (op, nth) = key.split_once('#').ok_or_else(|| {
@@ -301,14 +305,20 @@ mod tests {
         let draw = |f: &BackingFaults| -> Vec<Option<Fault>> {
             (0..20_000).map(|_| f.next(BackingOp::Write)).collect()
         };
-        let (a, b) = (BackingFaults::parse(plan).unwrap(), BackingFaults::parse(plan).unwrap());
+        let (a, b) = (
+            BackingFaults::parse(plan).unwrap(),
+            BackingFaults::parse(plan).unwrap(),
+        );
         let first = draw(&a);
         assert_eq!(first, draw(&b), "the same seed gives the same faults");
         let n = a.injected(BackingOp::Write);
         assert!((300..500).contains(&n), "{n} faults in 20,000 at 1 in 50");
         assert!(first.contains(&Some(Fault::Errno(libc::ENOSPC))));
         assert!(first.contains(&Some(Fault::Errno(libc::EIO))));
-        assert!((0..1000).all(|_| a.next(BackingOp::Read).is_none()), "reads not chosen");
+        assert!(
+            (0..1000).all(|_| a.next(BackingOp::Read).is_none()),
+            "reads not chosen"
+        );
         let other = BackingFaults::parse("one-in=50,seed=10,ops=write").unwrap();
         assert_ne!(first, draw(&other), "another seed, other faults");
     }
@@ -327,6 +337,9 @@ mod tests {
             let e = BackingFaults::parse(spec).unwrap_err();
             assert!(e.contains(part), "{spec}: {e}");
         }
-        assert_eq!(BackingFaults::parse("").unwrap().next(BackingOp::Write), None);
+        assert_eq!(
+            BackingFaults::parse("").unwrap().next(BackingOp::Write),
+            None
+        );
     }
 }

@@ -13,6 +13,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
+use nvarray_host::options::{BackingFaults, BackingOp};
 use nvarray_nbd::client::{Client, Reply};
 use nvarray_nbd::io::Stream;
 use nvarray_nbd::proto::*;
@@ -22,6 +23,7 @@ use rand::{Rng, RngCore, SeedableRng};
 mod common;
 use common::{campaign_env, Running, SIZE_BYTES};
 
+const EIO: u32 = 5;
 const EINVAL: u32 = 22;
 const EOVERFLOW: u32 = 75;
 const ENOSPC: u32 = 28;
@@ -92,20 +94,42 @@ impl Model {
 }
 
 struct Fuzzer {
-    running: Running,
+    /// The server (None only while it restarts).
+    running: Option<Running>,
     rng: SmallRng,
     seed: u64,
     step: u64,
     clients: Vec<Client>,
     model: Model,
     counts: HashMap<&'static str, u64>,
+    /// Faults injected into the server's backing, and the image they are injected into (the
+    /// server restarts on it after a flush failed).
+    faults: Option<(Arc<BackingFaults>, std::path::PathBuf)>,
+    /// A flush has failed since the server started: no later flush may succeed.
+    flush_failed: bool,
+    /// msync and fsync faults injected so far, as last seen.
+    sync_faults_seen: u64,
+    /// Where the servers' messages go.
+    log: Arc<dyn Fn(&str) + Send + Sync>,
+}
+
+/// What a request that reaches the backing came to.
+enum Outcome {
+    /// Succeeded, with no fault injected while it ran: its data (a read's).
+    Done(Vec<u8>),
+    /// Failed with EIO where a fault explains it.
+    Failed,
 }
 
 impl Fuzzer {
     fn fail(&self, what: String) -> ! {
+        let (prefix, test) = match self.faults {
+            Some(_) => ("NVARRAY_FAULTS", "backing_faults"),
+            None => ("NVARRAY_FUZZ", "stateful_fuzz"),
+        };
         panic!(
-            "seed {}, request {}: {what}\nreplay: NVARRAY_FUZZ_SEED={} NVARRAY_FUZZ_REQUESTS={} \
-             cargo test --release -p nvarray-nbd --test stateful_fuzz",
+            "seed {}, request {}: {what}\nreplay: {prefix}_SEED={} {prefix}_REQUESTS={} \
+             cargo test --release -p nvarray-nbd --test stateful_fuzz {test}",
             self.seed,
             self.step,
             self.seed,
@@ -113,11 +137,93 @@ impl Fuzzer {
         )
     }
 
+    /// Stops the server: its final flush may fail only where a flush failed before or a
+    /// fault hits it.
+    fn stop_server(&mut self) {
+        let ended = self.running.take().expect("a server").stop_returning();
+        self.note_sync_faults();
+        if let Err(e) = ended {
+            if !self.flush_failed {
+                self.fail(format!(
+                    "the server's run ended in {e} with no flush failed"
+                ));
+            }
+        }
+    }
+
+    fn server(&self) -> &Running {
+        self.running.as_ref().expect("a server")
+    }
+
+    /// Faults injected into the backing so far.
+    fn injected(&self) -> u64 {
+        self.faults.as_ref().map_or(0, |(f, _)| f.injected_total())
+    }
+
+    /// Judges the reply `r` to a request that reaches the backing, sent when `before` faults
+    /// had been injected. The promise (docs/reliability.md): a request during which a fault
+    /// was injected fails with EIO, never succeeds; one without fails only where a flush
+    /// failed before it (`latched`: a flush, or a FUA request's flush).
+    fn judge(
+        &mut self,
+        what: &str,
+        r: std::io::Result<Reply>,
+        before: u64,
+        latched: bool,
+    ) -> Outcome {
+        let injected = self.injected() - before;
+        self.note_sync_faults();
+        match r {
+            Ok(Reply::Ok(data)) if injected == 0 => Outcome::Done(data),
+            Ok(Reply::Ok(_)) => {
+                self.fail(format!("{what} succeeded although {injected} faults hit the backing under it"))
+            }
+            Ok(Reply::Error { errno: EIO, .. }) if injected > 0 => {
+                self.count("faulted: EIO, a fault hit it");
+                Outcome::Failed
+            }
+            Ok(Reply::Error { errno: EIO, .. }) if latched => {
+                self.count("faulted: EIO, a flush failed before");
+                Outcome::Failed
+            }
+            other => self.fail(format!(
+                "{what}: expected success (no fault injected; flush failed before: {latched}), got {other:?}"
+            )),
+        }
+    }
+
+    /// A fault injected into an msync or fsync (a flush's, or a FUA request's) failed that
+    /// flush: from now on no flush may succeed.
+    fn note_sync_faults(&mut self) {
+        let Some((faults, _)) = &self.faults else {
+            return;
+        };
+        let n = faults.injected(BackingOp::Msync) + faults.injected(BackingOp::Fsync);
+        if n > self.sync_faults_seen {
+            self.sync_faults_seen = n;
+            self.flush_failed = true;
+        }
+    }
+
+    /// Starts a new server on the same image after a flush failed (an operator's restart):
+    /// the data stays, and the new device's flushes may succeed again.
+    fn restart(&mut self) {
+        let (faults, image) = self.faults.clone().expect("restarts only with faults");
+        self.clients.clear();
+        self.settle();
+        // The old device holds the image until it is gone (a device never shares its file).
+        self.stop_server();
+        let log = Arc::clone(&self.log);
+        self.running = Some(Running::start_faulty(&image, faults, log));
+        self.flush_failed = false;
+        self.count("server restarted after a failed flush");
+    }
+
     fn connect(&mut self) {
         let structured = self.rng.gen_bool(0.5);
         let deadline = Instant::now() + Duration::from_secs(20);
         loop {
-            let s = UnixStream::connect(&self.running.socket).unwrap();
+            let s = UnixStream::connect(&self.server().socket).unwrap();
             match Client::connect(Stream::Unix(s), "", structured) {
                 Ok(c) => {
                     self.clients.push(c);
@@ -137,11 +243,11 @@ impl Fuzzer {
     /// command of theirs can land after a later request.
     fn settle(&self) {
         let deadline = Instant::now() + Duration::from_secs(20);
-        while self.running.server.connections() > self.clients.len() {
+        while self.server().server.connections() > self.clients.len() {
             if Instant::now() > deadline {
                 self.fail(format!(
                     "{} connection threads still run for {} clients",
-                    self.running.server.connections(),
+                    self.server().server.connections(),
                     self.clients.len()
                 ));
             }
@@ -162,13 +268,6 @@ impl Fuzzer {
         (start * bb, n * bb)
     }
 
-    fn expect_ok(&self, what: &str, r: std::io::Result<Reply>) -> Vec<u8> {
-        match r {
-            Ok(Reply::Ok(data)) => data,
-            other => self.fail(format!("{what}: expected success, got {other:?}")),
-        }
-    }
-
     fn expect_errno(&self, what: &str, r: std::io::Result<Reply>, errno: u32) {
         match r {
             Ok(Reply::Error { errno: e, .. }) if e == errno => {}
@@ -180,6 +279,7 @@ impl Fuzzer {
         if self.clients.is_empty() {
             self.connect();
         }
+        self.note_sync_faults();
         let c = self.rng.gen_range(0..self.clients.len());
         let bb = self.model.block_bytes;
         let fua = if self.rng.gen_bool(0.3) {
@@ -192,8 +292,11 @@ impl Fuzzer {
             0..=299 => {
                 self.count("read");
                 let (off, len) = self.extent(160);
+                let before = self.injected();
                 let r = self.clients[c].request(CMD_READ, fua, off as u64, len as u32, &[]);
-                let data = self.expect_ok("read", r);
+                let Outcome::Done(data) = self.judge("read", r, before, false) else {
+                    return self.step += 1;
+                };
                 if data.len() != len {
                     self.fail(format!("read of {len} bytes returned {}", data.len()));
                 }
@@ -206,9 +309,13 @@ impl Fuzzer {
                 let (off, len) = self.extent(160);
                 let mut data = vec![0u8; len];
                 self.rng.fill_bytes(&mut data);
+                let before = self.injected();
                 let r = self.clients[c].request(CMD_WRITE, fua, off as u64, len as u32, &data);
-                self.expect_ok("write", r);
-                self.model.write(off, &data);
+                let latched = fua != 0 && self.flush_failed;
+                match self.judge("write", r, before, latched) {
+                    Outcome::Done(_) => self.model.write(off, &data),
+                    Outcome::Failed => self.model.maybe_write(off, &data),
+                }
             }
             600..=649 => {
                 self.count("write zeroes");
@@ -219,22 +326,39 @@ impl Fuzzer {
                     } else {
                         0
                     };
+                let before = self.injected();
                 let r =
                     self.clients[c].request(CMD_WRITE_ZEROES, flags, off as u64, len as u32, &[]);
-                self.expect_ok("write zeroes", r);
-                self.model.write(off, &vec![0u8; len]);
+                let latched = fua != 0 && self.flush_failed;
+                match self.judge("write zeroes", r, before, latched) {
+                    Outcome::Done(_) => self.model.write(off, &vec![0u8; len]),
+                    Outcome::Failed => self.model.maybe_write(off, &vec![0u8; len]),
+                }
             }
             650..=679 => {
                 self.count("trim");
                 let (off, len) = self.extent(64);
+                let before = self.injected();
                 let r = self.clients[c].request(CMD_TRIM, fua, off as u64, len as u32, &[]);
-                self.expect_ok("trim", r);
+                let latched = fua != 0 && self.flush_failed;
+                let _ = self.judge("trim", r, before, latched);
                 self.model.trim(off, len);
             }
             680..=729 => {
                 self.count("flush");
+                let before = self.injected();
                 let r = self.clients[c].request(CMD_FLUSH, fua, 0, 0, &[]);
-                self.expect_ok("flush", r);
+                let latched = self.flush_failed;
+                match self.judge("flush", r, before, latched) {
+                    Outcome::Done(_) if latched => self.fail(
+                        "a flush succeeded after an earlier flush failed (its data may be lost)"
+                            .into(),
+                    ),
+                    Outcome::Done(_) => {}
+                    // The promise held twice (this flush failed after an earlier one): restart.
+                    Outcome::Failed if latched => self.restart(),
+                    Outcome::Failed => self.flush_failed = true,
+                }
             }
             730..=769 => {
                 self.count("refused: unaligned");
@@ -353,7 +477,7 @@ impl Fuzzer {
             }
             _ => {
                 self.count("handshake: garbage");
-                let mut s = UnixStream::connect(&self.running.socket).unwrap();
+                let mut s = UnixStream::connect(&self.server().socket).unwrap();
                 let mut greeting = [0u8; 18];
                 let _ = s.read_exact(&mut greeting);
                 let mut junk = vec![0u8; self.rng.gen_range(0..64)];
@@ -375,19 +499,65 @@ impl Fuzzer {
 fn the_server_survives_a_seeded_stream_of_valid_and_malformed_requests() {
     let seed = campaign_env("NVARRAY_FUZZ_SEED", 0x6e62_6466);
     let requests = campaign_env("NVARRAY_FUZZ_REQUESTS", 20_000);
+    let f = fuzz(seed, requests, None);
+    println!("stateful fuzz: {}", f.summary);
+}
+
+/// The same stream with faults injected into the server's backing file (issue 58): one in
+/// `NVARRAY_FAULTS_ONE_IN` reads, writes, msyncs and fsyncs fails with EIO, ENOSPC or EDQUOT,
+/// or (a write) lands its first half and fails. Every request a fault hit must fail with EIO,
+/// no other may fail, no flush may succeed after one failed (the server then restarts on the
+/// same file), and every acknowledged write reads back. `scripts/campaign.sh nbd-faults` runs
+/// a million requests.
+#[test]
+fn backing_faults_reach_clients_as_errors_and_lose_no_acknowledged_write() {
+    let seed = campaign_env("NVARRAY_FAULTS_SEED", 0x6661_756c);
+    let requests = campaign_env("NVARRAY_FAULTS_REQUESTS", 20_000);
+    let one_in = campaign_env("NVARRAY_FAULTS_ONE_IN", 20);
+    let plan = format!("one-in={one_in},seed={seed},ops=read+write+msync+fsync");
+    let faults = Arc::new(BackingFaults::parse(&plan).unwrap());
+    let f = fuzz(seed, requests, Some(Arc::clone(&faults)));
+    let injected = faults.injected_total();
+    println!("nbd backing faults: {injected} faults injected, 0 wrong replies, 0 acknowledged writes lost; {}", f.summary);
+    let each: Vec<String> = [
+        BackingOp::Read,
+        BackingOp::Write,
+        BackingOp::Msync,
+        BackingOp::Fsync,
+    ]
+    .iter()
+    .map(|&op| format!("{op} {}", faults.injected(op)))
+    .collect();
+    println!("  faults: {}", each.join(", "));
+    assert!(
+        injected >= requests / one_in / 4,
+        "only {injected} faults in {requests} requests at one in {one_in}"
+    );
+}
+
+/// What a fuzzing run did, for its summary line.
+struct Fuzzed {
+    summary: String,
+}
+
+/// `requests` requests of the stateful fuzzer from `seed`, with `faults` injected into a
+/// durable file backing (a RAM backing without), then every byte read back and checked.
+fn fuzz(seed: u64, requests: u64, faults: Option<Arc<BackingFaults>>) -> Fuzzed {
     // The server's messages (one per refused handshake or dropped connection) are counted,
     // not printed: ten million requests make a million of them.
     let messages = Arc::new(AtomicU64::new(0));
     let counter = Arc::clone(&messages);
-    let running = Running::start_logging(
-        false,
-        &[],
-        Arc::new(move |_: &str| {
-            counter.fetch_add(1, Ordering::Relaxed);
-        }),
-    );
+    let log: Arc<dyn Fn(&str) + Send + Sync> = Arc::new(move |_: &str| {
+        counter.fetch_add(1, Ordering::Relaxed);
+    });
+    let image_dir = tempfile::tempdir().unwrap();
+    let image = image_dir.path().join("image");
+    let running = match &faults {
+        Some(f) => Running::start_faulty(&image, Arc::clone(f), Arc::clone(&log)),
+        None => Running::start_logging(false, &[], Arc::clone(&log)),
+    };
     let mut f = Fuzzer {
-        running,
+        running: Some(running),
         rng: SmallRng::seed_from_u64(seed),
         seed,
         step: 0,
@@ -398,6 +568,10 @@ fn the_server_survives_a_seeded_stream_of_valid_and_malformed_requests() {
             loose: HashMap::new(),
         },
         counts: HashMap::new(),
+        faults: faults.map(|f| (f, image)),
+        flush_failed: false,
+        sync_faults_seen: 0,
+        log,
     };
     f.connect();
     f.model.block_bytes = f.clients[0].info.block_bytes_min as usize;
@@ -410,28 +584,35 @@ fn the_server_survives_a_seeded_stream_of_valid_and_malformed_requests() {
             last_report = Instant::now();
         }
     }
-    // Everything the model knows exactly reads back, over a fresh connection.
+    // Everything the model knows exactly reads back, over a fresh connection (a read a fault
+    // hit, which changes nothing, is asked again).
     f.clients.clear();
     f.settle();
     f.connect();
     let chunk = 1 << 20;
     for off in (0..SIZE_BYTES as usize).step_by(chunk) {
-        let r = f.clients[0].read(off as u64, chunk as u32);
-        let data = f.expect_ok("final read", r);
+        let data = loop {
+            let before = f.injected();
+            let r = f.clients[0].read(off as u64, chunk as u32);
+            if let Outcome::Done(data) = f.judge("final read", r, before, false) {
+                break data;
+            }
+        };
         if let Some(b) = f.model.mismatch(off, &data) {
             f.fail(format!("final read: block {b} differs"));
         }
     }
     let mut counts: Vec<_> = f.counts.iter().collect();
     counts.sort();
-    println!(
-        "stateful fuzz: seed {seed:#x}, {requests} requests in {:.1} s, 0 failures",
+    let mut summary = format!(
+        "seed {seed:#x}, {requests} requests in {:.1} s, 0 failures",
         started.elapsed().as_secs_f64()
     );
     for (what, n) in counts {
-        println!("  {what}: {n}");
+        summary += &format!("\n  {what}: {n}");
     }
-    println!("  server messages: {}", messages.load(Ordering::Relaxed));
+    summary += &format!("\n  server messages: {}", messages.load(Ordering::Relaxed));
     f.clients.clear();
-    f.running.stop();
+    f.stop_server();
+    Fuzzed { summary }
 }

@@ -16,9 +16,9 @@ use serde::Serialize;
 
 use crate::cmd_sim::simulate;
 use crate::emu_args::{
-    injected_backing_faults,
-    backing_kind, capacity_set, device_with_size, parse_backing, parse_cpus, parse_device_threads,
-    parse_size_u32, parse_time_ns, Backing, DeviceThreads, CAPACITY_KEY, CPUS_HELP, SIZE_DEFAULT,
+    backing_kind, capacity_set, device_with_size, injected_backing_faults, parse_backing,
+    parse_cpus, parse_device_threads, parse_size_u32, parse_time_ns, Backing, DeviceThreads,
+    CAPACITY_KEY, CPUS_HELP, SIZE_DEFAULT,
 };
 use crate::input::input_error;
 use crate::progress::Progress;

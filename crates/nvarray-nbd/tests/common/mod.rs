@@ -5,6 +5,7 @@ use std::os::unix::net::UnixStream;
 use std::path::PathBuf;
 use std::sync::Arc;
 
+use nvarray_host::options::{BackingFaults, BackingKind};
 use nvarray_host::{Device, Options};
 use nvarray_model::presets;
 use nvarray_nbd::client::Client;
@@ -49,13 +50,33 @@ impl Running {
     ) -> Running {
         let dir = tempfile::tempdir().unwrap();
         let socket = dir.path().join("s.sock");
-        Running::start_on(read_only, overrides, Listen::Unix(socket), dir, log)
+        Running::start_on(read_only, overrides, Listen::Unix(socket), dir, log, None)
+    }
+
+    /// The server over the `dram` preset on a durable file backing at `image` (made if
+    /// missing, kept across servers), with `faults` injected into it; its messages go to `log`.
+    pub fn start_faulty(
+        image: &std::path::Path,
+        faults: Arc<BackingFaults>,
+        log: Arc<dyn Fn(&str) + Send + Sync>,
+    ) -> Running {
+        let dir = tempfile::tempdir().unwrap();
+        let socket = dir.path().join("s.sock");
+        let backing = Some((image.to_path_buf(), faults));
+        Running::start_on(false, &[], Listen::Unix(socket), dir, log, backing)
     }
 
     /// The server on TCP loopback (an ephemeral port), its messages going to `log`.
     pub fn start_tcp(log: Arc<dyn Fn(&str) + Send + Sync>) -> Running {
         let dir = tempfile::tempdir().unwrap();
-        Running::start_on(false, &[], Listen::Tcp("127.0.0.1:0".into()), dir, log)
+        Running::start_on(
+            false,
+            &[],
+            Listen::Tcp("127.0.0.1:0".into()),
+            dir,
+            log,
+            None,
+        )
     }
 
     fn start_on(
@@ -64,6 +85,7 @@ impl Running {
         listen: Listen,
         dir: tempfile::TempDir,
         log: Arc<dyn Fn(&str) + Send + Sync>,
+        faulty_file: Option<(PathBuf, Arc<BackingFaults>)>,
     ) -> Running {
         let overrides: Vec<(String, String)> = overrides
             .iter()
@@ -72,9 +94,22 @@ impl Running {
         let mut config = presets::preset("dram").unwrap().load(&overrides).unwrap();
         config.memory.capacity_bytes = SIZE_BYTES;
         // Small tags so large requests become several commands.
+        let (backing, backing_faults) = match faulty_file {
+            Some((path, faults)) => (
+                BackingKind::File {
+                    path,
+                    durable: true,
+                    read_only: false,
+                },
+                Some(faults),
+            ),
+            None => (BackingKind::Ram, None),
+        };
         let options = Options {
             device_threads: 0,
             buffer_bytes: Some(64 * 1024),
+            backing,
+            backing_faults,
             ..Options::default()
         };
         let device = Arc::new(Device::open(&config, &options).unwrap());
@@ -126,9 +161,14 @@ impl Running {
         Client::connect(Stream::Unix(s), "", structured).unwrap()
     }
 
-    pub fn stop(mut self) {
+    pub fn stop(self) {
+        self.stop_returning().unwrap();
+    }
+
+    /// Stops the server and returns how its run ended (its last flush may fail).
+    pub fn stop_returning(mut self) -> Result<(), nvarray_nbd::NbdError> {
         self.shutdown.shutdown();
-        self.thread.take().unwrap().join().unwrap().unwrap();
+        self.thread.take().unwrap().join().unwrap()
     }
 }
 
