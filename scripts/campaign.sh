@@ -8,6 +8,8 @@
 #   scripts/campaign.sh nbd-fuzz  [SEED]   10,000,000 requests of the stateful NBD fuzzer
 #   scripts/campaign.sh nbd-faults [SEED]  1,000,000 requests of that fuzzer on a file backing
 #                                          whose reads, writes, msyncs and fsyncs fail 1 in 20
+#   scripts/campaign.sh faults    [SEED]   the same faults under channels and the FUSE mount
+#                                          (150,000 requests each) and 12,000 bench --verify runs
 #   scripts/campaign.sh pm-kill   [SEED]   1,000 kill -9 trials of 4 processes sharing a pool (C ABI)
 #   scripts/campaign.sh pm-power  [FIRST]  10,000 simulated power cuts (1,250 workloads x 8)
 #   scripts/campaign.sh pm-sqlite-kill [SEED] 1,000 kill -9 trials of a SQLite writer on the VFS
@@ -21,7 +23,7 @@
 #                                          memory and descriptors sampled every minute (docs/soak.md)
 #   scripts/campaign.sh all
 #
-# Counts can be changed with TRIALS=N (REQUESTS=N for nbd-fuzz and nbd-faults, SECONDS_PER_TARGET=N for fuzz,
+# Counts can be changed with TRIALS=N (REQUESTS=N for nbd-fuzz, nbd-faults and faults, SECONDS_PER_TARGET=N for fuzz,
 # MINUTES=N for soak).
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -69,6 +71,14 @@ nbd_fuzz() {
 nbd_faults() {
     run nbd-faults "nbd backing faults" NVARRAY_FAULTS_REQUESTS="${REQUESTS:-1000000}" \
         NVARRAY_FAULTS_SEED="${seed:-2712}" -- -p nvarray-nbd --test stateful_fuzz backing_faults
+}
+faults() {
+    run faults-channels "channels backing faults" NVARRAY_FAULTS_STEPS="${REQUESTS:-150000}" \
+        NVARRAY_FAULTS_SEED="${seed:-3141}" -- -p nvarray --test backing_faults channels
+    run faults-fuse "fuse_mount backing faults" NVARRAY_FAULTS_STEPS="${REQUESTS:-150000}" \
+        NVARRAY_FAULTS_SEED="${seed:-5926}" -- -p nvarray --test backing_faults fuse_mount
+    run faults-bench-verify "bench_verify backing faults" NVARRAY_FAULTS_RUNS="${TRIALS:-12000}" \
+        NVARRAY_FAULTS_SEED="${seed:-5358}" -- -p nvarray --test backing_faults bench_verify
 }
 pm_kill() {
     run pm-kill "pm kill -9 campaign" NVARRAY_PM_KILL_TRIALS="${TRIALS:-1000}" \
@@ -200,6 +210,7 @@ case "$part" in
     nbd-kill) nbd_kill ;;
     nbd-fuzz) nbd_fuzz ;;
     nbd-faults) nbd_faults ;;
+    faults) faults ;;
     pm-kill) pm_kill ;;
     pm-power) pm_power ;;
     pm-sqlite-kill) pm_sqlite_kill ;;
@@ -208,9 +219,9 @@ case "$part" in
     fuse-kill) fuse_kill ;;
     fuzz) fuzz ;;
     soak) soak ;;
-    all) nbd_kill; pm_kill; pm_power; pm_sqlite_kill; pm_sqlite_power; pm_sqlite_pools; nbd_fuzz; nbd_faults; fuse_kill; fuzz; soak ;;
+    all) nbd_kill; pm_kill; pm_power; pm_sqlite_kill; pm_sqlite_power; pm_sqlite_pools; nbd_fuzz; nbd_faults; faults; fuse_kill; fuzz; soak ;;
     *)
-        sed -n '2,25p' "$0" | sed 's/^# \{0,1\}//' >&2
+        sed -n '2,27p' "$0" | sed 's/^# \{0,1\}//' >&2
         exit 2
         ;;
 esac
