@@ -11,11 +11,11 @@ use std::sync::Arc;
 
 use memmap2::{MmapOptions, MmapRaw};
 
-use crate::backing_faults::{BackingFaults, BackingOp, Fault};
 use crate::dma_copy;
 use crate::error::EmuError;
 use crate::mapping_fault;
 use crate::range_locks::RangeLocks;
+use nvarray_faults::{BackingFaults, BackingOp, Fault};
 
 /// Largest backing store accepted: 1 TiB (mapping more is possible but nothing here needs it).
 pub const BACKING_BYTES_MAX: u64 = 1 << 40;
@@ -104,8 +104,10 @@ pub struct Backing {
     /// Every copy into or out of the mapping holds its range's stripes: queue pairs served on
     /// different threads copy in parallel, and copies that overlap take turns.
     locks: RangeLocks,
-    /// Faults to inject (tests and campaigns only; `backing_faults`).
+    /// Faults to inject (tests and campaigns only; `nvarray_faults`).
     faults: Option<Arc<BackingFaults>>,
+    /// Set once the store's first failure is logged (`log_first`).
+    first_logged: std::sync::OnceLock<()>,
 }
 
 impl std::fmt::Debug for Backing {
@@ -128,7 +130,7 @@ impl Backing {
         Self::open_with_faults(kind, size_bytes, None)
     }
 
-    /// `open`, with `faults` injected into its operations (`backing_faults`).
+    /// `open`, with `faults` injected into its operations (`nvarray_faults`).
     pub fn open_with_faults(
         kind: &BackingKind,
         size_bytes: u64,
@@ -182,6 +184,7 @@ impl Backing {
             failed: std::sync::OnceLock::new(),
             locks: RangeLocks::default(),
             faults: None,
+            first_logged: std::sync::OnceLock::new(),
         })
     }
 
@@ -250,6 +253,7 @@ impl Backing {
             failed: std::sync::OnceLock::new(),
             locks: RangeLocks::default(),
             faults: None,
+            first_logged: std::sync::OnceLock::new(),
         })
     }
 
@@ -323,10 +327,23 @@ impl Backing {
             0 => op.to_string(),
             _ => format!("{op} of {len_bytes} bytes at offset {offset_bytes}"),
         };
-        EmuError::InjectedFault {
+        let error = EmuError::InjectedFault {
             store,
             what,
             error: fault.error(),
+        };
+        self.log_first(&error);
+        error
+    }
+
+    /// Says the store's first failure on stderr, once per device: the status a command gets
+    /// cannot say what the file system said (ENOSPC, EIO, which flush).
+    fn log_first(&self, error: &EmuError) {
+        if self.first_logged.set(()).is_ok() {
+            eprintln!(
+                "nvarray: the backing store failed: {error} (the command gets an I/O error; \
+                 later failures are not logged)"
+            );
         }
     }
 
@@ -431,7 +448,8 @@ impl Backing {
     /// although the data it should cover never reached the disk.
     pub fn flush(&self) -> Result<(), EmuError> {
         self.not_failed()?;
-        self.flush_failed.run(|| self.sync())
+        self.flush_failed
+            .run(|| self.sync().inspect_err(|e| self.log_first(e)))
     }
 
     fn sync(&self) -> Result<(), EmuError> {

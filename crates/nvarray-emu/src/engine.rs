@@ -27,7 +27,6 @@ use nvarray_model::{Breakdown, DeviceConfig, Protocol};
 
 use crate::arena::Arena;
 use crate::backing::{Backing, BackingKind, BackingPages};
-use crate::backing_faults::BackingFaults;
 use crate::clock::{ticks, Clock};
 use crate::cpus::{pin_this_thread, CpuList};
 use crate::device_core::{DeviceCore, Finished, Submission};
@@ -40,6 +39,7 @@ use crate::lateness::{Lateness, LatenessReport};
 use crate::mailbox::Mailbox;
 use crate::pauses::{self, HolderPauses, PAUSE_NS};
 use crate::queue_work::{DataPath, DeviceQueue, QueueWork, TagStates};
+use nvarray_faults::BackingFaults;
 
 /// With one command in flight, a pass that ends this close to the device's next deadline
 /// waits for it on the clock alone (22-31 ns a reading here) instead of running whole passes

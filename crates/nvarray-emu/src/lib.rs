@@ -21,7 +21,6 @@ pub mod mailbox;
 // The device itself: crate-private. The driver sees it only through the items below.
 mod arena;
 mod backing;
-mod backing_faults;
 mod clock;
 mod device_core;
 mod device_sleep;
@@ -49,12 +48,12 @@ pub mod pauses;
 mod backing_kill_tests;
 
 pub use backing::{BackingKind, BackingPages};
-pub use backing_faults::{BackingFaults, BackingOp, Fault};
 pub use device_sleep::fine_timer_slack;
 pub use dma_memory::{DmaMemory, IN_DATA_DONE};
 pub use engine::{Emulator, EmulatorOptions, Polled, QueueHandle};
 pub use error::EmuError;
 pub use jitter::{JitterReport, JITTER_SAMPLE_PERIOD_NS};
 pub use lateness::LatenessReport;
+pub use nvarray_faults::{BackingFaults, BackingOp, Fault, INJECT_FAULTS_VAR};
 pub use protocol::{Opcode, Status};
 pub use queue_work::DeviceQueue;

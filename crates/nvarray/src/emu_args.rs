@@ -9,7 +9,7 @@ use anyhow::Result;
 use clap::Args;
 use nvarray_host::options::{
     device_threads_auto, device_threads_for_front_end, BackingFaults, BackingKind, CpuList,
-    DEVICE_THREADS_MAX,
+    DEVICE_THREADS_MAX, INJECT_FAULTS_VAR,
 };
 use nvarray_host::{CompletionMode, Device, Options, Stack};
 use nvarray_model::DeviceConfig;
@@ -73,10 +73,6 @@ pub fn refuse_dead_mount(path: &std::path::Path, flag: &str) -> Result<()> {
         Ok(_) => Ok(()),
     }
 }
-
-/// The environment variable that injects faults into the backing store, for tests and
-/// campaigns (`nvarray_host::options::BackingFaults` says what it takes).
-pub const INJECT_FAULTS_VAR: &str = "NVARRAY_INJECT_FAULTS";
 
 /// The faults `NVARRAY_INJECT_FAULTS` asks for, if it is set: said on stderr, so a run with
 /// faults never passes for a clean one; a plan that cannot be read is an input error.

@@ -1,10 +1,12 @@
-//! Faults injected into the backing store, for tests and campaigns: the storage under nvarray
-//! failing the way a real file system's does (full, an I/O error, over quota, a write cut short,
-//! a flush that fails once and succeeds after, a mapping that loses its pages).
+//! Faults injected into nvarray's own storage, for tests and campaigns: the storage under
+//! nvarray failing the way a real file system's does (full, an I/O error, over quota, a write
+//! cut short, a flush that fails once and succeeds after, a mapping that loses its pages).
+//! A device's backing (`nvarray-emu`) and a pool's files (`nvarray-pm`) both take a plan.
 //!
-//! Off unless a `BackingFaults` is handed to the device (`EmulatorOptions::backing_faults`; the
-//! CLI reads `NVARRAY_INJECT_FAULTS`): a backing without one pays one untaken branch per
-//! operation. Every injected fault is counted, so a campaign can say how many it made.
+//! Off unless a `BackingFaults` is handed over (the driver's `Options::backing_faults`, the
+//! pool's `PoolOptions::faults`; the CLI and the pool's C library read `NVARRAY_INJECT_FAULTS`):
+//! storage without one pays one untaken branch per operation. Every injected fault is
+//! counted, so a campaign can say how many it made.
 //!
 //! A plan is a comma-separated list of:
 //! - `OP#N=FAULT`: the Nth `OP` (from 1) gets `FAULT`;
@@ -21,18 +23,22 @@
 
 use std::sync::atomic::{AtomicU64, Ordering};
 
-/// An operation on the backing store that can fail.
+/// The environment variable the command line and the pool's C library read a plan from.
+pub const INJECT_FAULTS_VAR: &str = "NVARRAY_INJECT_FAULTS";
+
+/// An operation on nvarray's storage that can fail.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum BackingOp {
     /// A copy out of the store (a read command).
     Read,
     /// A copy into the store (a write command).
     Write,
-    /// `msync` of the mapping (a durable file's flush, first half).
+    /// `msync` of the mapping (a durable device file's flush, first half).
     Msync,
-    /// `fdatasync` of the file (a durable file's flush, second half).
+    /// `fdatasync` of the file (a durable device file's flush, second half; a pool's write-back
+    /// of its cache to its backing file).
     Fsync,
-    /// `fallocate` of a new or existing image when the device opens.
+    /// `fallocate` of a device's image when it opens, or of a pool's file or state file.
     Fallocate,
 }
 
