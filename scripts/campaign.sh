@@ -10,6 +10,7 @@
 #                                          whose reads, writes, msyncs and fsyncs fail 1 in 20
 #   scripts/campaign.sh faults    [SEED]   the same faults under channels and the FUSE mount
 #                                          (150,000 requests each) and 12,000 bench --verify runs
+#                                          (or one of them: faults-channels, faults-fuse, faults-bench)
 #   scripts/campaign.sh pm-kill   [SEED]   1,000 kill -9 trials of 4 processes sharing a pool (C ABI)
 #   scripts/campaign.sh pm-power  [FIRST]  10,000 simulated power cuts (1,250 workloads x 8)
 #   scripts/campaign.sh pm-sqlite-kill [SEED] 1,000 kill -9 trials of a SQLite writer on the VFS
@@ -72,11 +73,16 @@ nbd_faults() {
     run nbd-faults "nbd backing faults" NVARRAY_FAULTS_REQUESTS="${REQUESTS:-1000000}" \
         NVARRAY_FAULTS_SEED="${seed:-2712}" -- -p nvarray-nbd --test stateful_fuzz backing_faults
 }
-faults() {
+faults() { faults_channels; faults_fuse; faults_bench; }
+faults_channels() {
     run faults-channels "channels backing faults" NVARRAY_FAULTS_STEPS="${REQUESTS:-150000}" \
         NVARRAY_FAULTS_SEED="${seed:-3141}" -- -p nvarray --test backing_faults channels
+}
+faults_fuse() {
     run faults-fuse "fuse_mount backing faults" NVARRAY_FAULTS_STEPS="${REQUESTS:-150000}" \
         NVARRAY_FAULTS_SEED="${seed:-5926}" -- -p nvarray --test backing_faults fuse_mount
+}
+faults_bench() {
     run faults-bench-verify "bench_verify backing faults" NVARRAY_FAULTS_RUNS="${TRIALS:-12000}" \
         NVARRAY_FAULTS_SEED="${seed:-5358}" -- -p nvarray --test backing_faults bench_verify
 }
@@ -211,6 +217,9 @@ case "$part" in
     nbd-fuzz) nbd_fuzz ;;
     nbd-faults) nbd_faults ;;
     faults) faults ;;
+    faults-channels) faults_channels ;;
+    faults-fuse) faults_fuse ;;
+    faults-bench) faults_bench ;;
     pm-kill) pm_kill ;;
     pm-power) pm_power ;;
     pm-sqlite-kill) pm_sqlite_kill ;;
@@ -221,7 +230,7 @@ case "$part" in
     soak) soak ;;
     all) nbd_kill; pm_kill; pm_power; pm_sqlite_kill; pm_sqlite_power; pm_sqlite_pools; nbd_fuzz; nbd_faults; faults; fuse_kill; fuzz; soak ;;
     *)
-        sed -n '2,27p' "$0" | sed 's/^# \{0,1\}//' >&2
+        sed -n '2,28p' "$0" | sed 's/^# \{0,1\}//' >&2
         exit 2
         ;;
 esac
