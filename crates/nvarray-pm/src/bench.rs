@@ -613,6 +613,7 @@ fn baseline_map(data_dir: &Path, bytes: u64) -> Result<memmap2::MmapMut, BenchEr
         &scratch.path,
         "the unlogged baseline's file",
         "free space there or choose another --data-dir",
+        None,
     )
     .map_err(BenchError::Open)?;
     // SAFETY: a file this process just created and no one else maps.

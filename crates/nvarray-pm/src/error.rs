@@ -15,6 +15,14 @@ pub enum PmError {
     },
     #[error("{path}: {what}")]
     Corrupt { path: PathBuf, what: String },
+    /// A write-back of the cache to the backing file failed before: none may succeed on this
+    /// open of the pool (see `Media::sync_all`).
+    #[error(
+        "{path}: an earlier write-back failed ({first}): the pages it should have carried may \
+         not be on disk, so no write-back can succeed until the pool is opened again (its \
+         recovery writes the cache's committed lines back)"
+    )]
+    WriteBackFailedBefore { path: PathBuf, first: String },
     #[error("{path}: pool format version {found}, this library reads version {expected}")]
     WrongVersion {
         path: PathBuf,

@@ -17,7 +17,8 @@
 //! the child's calls on its parent's pools are refused (`NV_ERROR`, "opened before fork()");
 //! the child opens the pool again. Options come from the environment:
 //! `NVARRAY_PM_NVM_DIR`, `NVARRAY_PM_TECH`, `NVARRAY_PM_LOG_SIZE`, `NVARRAY_PM_CACHE_SIZE`,
-//! `NVARRAY_PM_WRITEBACK` (fraction). Every function returns an error code instead of
+//! `NVARRAY_PM_WRITEBACK` (fraction), and for tests and campaigns `NVARRAY_INJECT_FAULTS`
+//! (faults in the pools' files, `nvarray_faults`). Every function returns an error code instead of
 //! panicking; `nv_last_error` describes the last failure on the calling thread.
 
 use std::cell::RefCell;
@@ -26,8 +27,10 @@ use std::ffi::{c_char, c_int, c_void, CStr, CString};
 use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicBool, AtomicI64, Ordering};
-use std::sync::Once;
 use std::sync::{Arc, Mutex, MutexGuard};
+use std::sync::{Once, OnceLock};
+
+use nvarray_faults::{BackingFaults, INJECT_FAULTS_VAR};
 
 use crate::error::PmError;
 use crate::options::PoolOptions;
@@ -187,7 +190,25 @@ fn options_from_env() -> Result<PoolOptions, PmError> {
             PmError::BadOption(format!("NVARRAY_PM_WRITEBACK: {v:?} is not a fraction"))
         })?;
     }
+    o.faults = injected_faults()?;
     Ok(o)
+}
+
+/// The faults `NVARRAY_INJECT_FAULTS` asks for (tests and campaigns), one plan for every
+/// pool this process opens, so its counts and `OP#N` run across them; said on stderr once.
+fn injected_faults() -> Result<Option<Arc<BackingFaults>>, PmError> {
+    static PLAN: OnceLock<Result<Option<Arc<BackingFaults>>, String>> = OnceLock::new();
+    let plan = PLAN.get_or_init(|| {
+        let Some(spec) = std::env::var_os(INJECT_FAULTS_VAR) else {
+            return Ok(None);
+        };
+        let spec = spec.to_string_lossy();
+        let faults =
+            BackingFaults::parse(&spec).map_err(|e| format!("{INJECT_FAULTS_VAR}: {e}"))?;
+        eprintln!("nvarray-pm: {INJECT_FAULTS_VAR}={spec}: injecting faults into the pools' files");
+        Ok(Some(Arc::new(faults)))
+    });
+    plan.clone().map_err(PmError::BadOption)
 }
 
 /// Opens (with `NV_CREATE`, creates) the pool over `path` of `size` bytes (0: the existing

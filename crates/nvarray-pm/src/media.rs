@@ -19,11 +19,12 @@ use std::cell::Cell;
 use std::fs::File;
 use std::path::PathBuf;
 use std::sync::atomic::AtomicU64;
-use std::sync::Arc;
+use std::sync::{Arc, OnceLock};
 
 use memmap2::MmapMut;
+use nvarray_faults::{BackingFaults, BackingOp, Fault};
 
-use crate::error::{io_err, Result};
+use crate::error::{io_err, PmError, Result};
 use crate::sim::{SimWorld, Tier};
 
 /// Cache-line size of the persistence model (the simulated world's NVM unit, `sim.rs`).
@@ -58,6 +59,9 @@ enum Kind {
         _map: MmapMut,
         file: File,
         path: PathBuf,
+        faults: Option<Arc<BackingFaults>>,
+        /// The first failed `fdatasync` (see `sync_all`).
+        sync_failed: OnceLock<String>,
     },
     Sim {
         world: Arc<SimWorld>,
@@ -118,8 +122,13 @@ impl Media {
         })
     }
 
-    /// The storage tier over a shared mapping of the backing file (already sized).
-    pub fn storage(file: File, path: &std::path::Path) -> Result<Media> {
+    /// The storage tier over a shared mapping of the backing file (already sized), with
+    /// `faults` injected into its `fdatasync`s.
+    pub fn storage(
+        file: File,
+        path: &std::path::Path,
+        faults: Option<Arc<BackingFaults>>,
+    ) -> Result<Media> {
         // SAFETY: as for `nvm`.
         let mut map = unsafe { MmapMut::map_mut(&file) }.map_err(io_err(path))?;
         Ok(Media {
@@ -129,6 +138,8 @@ impl Media {
                 _map: map,
                 file,
                 path: path.to_path_buf(),
+                faults,
+                sync_failed: OnceLock::new(),
             },
         })
     }
@@ -261,9 +272,37 @@ impl Media {
     }
 
     /// Makes every byte of the storage tier persistent (`fdatasync` of the backing file).
+    ///
+    /// Once one has failed, every later one fails too: Linux reports a write-back error to one
+    /// `fdatasync` and then marks the pages clean, so a second would succeed although the pages
+    /// it should carry never reached the disk, and the cache would then mark them clean and
+    /// reuse their slots: committed data lost (the "fsyncgate" case). The pool's next open
+    /// recovers them from the cache.
     pub fn sync_all(&self) -> Result<()> {
         match &self.kind {
-            Kind::Storage { file, path, .. } => file.sync_data().map_err(io_err(path)),
+            Kind::Storage {
+                file,
+                path,
+                faults,
+                sync_failed,
+                ..
+            } => {
+                if let Some(first) = sync_failed.get() {
+                    return Err(PmError::WriteBackFailedBefore {
+                        path: path.clone(),
+                        first: first.clone(),
+                    });
+                }
+                let injected = faults.as_ref().and_then(|f| f.next(BackingOp::Fsync));
+                let synced = match injected {
+                    Some(fault) => Err(injected_error(fault)),
+                    None => file.sync_data(),
+                };
+                synced.map_err(|e| {
+                    let _ = sync_failed.set(e.to_string());
+                    io_err(path)(e)
+                })
+            }
             Kind::Sim { world, tier } => {
                 world.before_op();
                 world.flushed(*tier, 0, self.len);
@@ -276,6 +315,12 @@ impl Media {
             }
         }
     }
+}
+
+/// The error an injected `fault` makes, saying it was injected.
+pub(crate) fn injected_error(fault: Fault) -> std::io::Error {
+    let e = fault.error();
+    std::io::Error::new(e.kind(), format!("{e} (an injected fault)"))
 }
 
 /// Faults `[base, base + len)` of a shared mapping in, writable, without changing a byte

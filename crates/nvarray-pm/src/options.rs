@@ -1,7 +1,10 @@
 //! How a pool is laid out over its tiers and how it behaves. Sizes are in bytes.
 
 use std::path::PathBuf;
+use std::sync::Arc;
 use std::time::Duration;
+
+use nvarray_faults::BackingFaults;
 
 use crate::error::{PmError, Result};
 use crate::layout::{Layout, PAGE};
@@ -36,6 +39,11 @@ pub struct PoolOptions {
     pub stall_timeout: Duration,
     /// Create the backing file if it does not exist.
     pub create: bool,
+    /// Faults to inject into the pool's files: tests and campaigns only (`nvarray_faults`;
+    /// `fsync` is the write-back's `fdatasync` of the backing file, `fallocate` the space of
+    /// the backing file and of the NVM-tier state). The C library reads
+    /// `NVARRAY_INJECT_FAULTS`.
+    pub faults: Option<Arc<BackingFaults>>,
 }
 
 impl Default for PoolOptions {
@@ -51,6 +59,7 @@ impl Default for PoolOptions {
             timeout: Duration::from_secs(10),
             stall_timeout: Duration::from_secs(1),
             create: true,
+            faults: None,
         }
     }
 }

@@ -308,7 +308,7 @@ fn adopt(other: &Path, to: &Path) -> Result<Adopted> {
 /// while making it leaves nothing, and no opener ever sees half a header. Another process
 /// that links its own first wins; this one then uses theirs.
 fn create_state(
-    nvm_dir: &Path,
+    options: &PoolOptions,
     nvm_path: &Path,
     (canonical, key): (&Path, &str),
     layout: &Layout,
@@ -316,6 +316,7 @@ fn create_state(
     generation: u64,
 ) -> Result<()> {
     use std::os::unix::fs::OpenOptionsExt as _;
+    let nvm_dir = &options.nvm_dir;
     let file = OpenOptions::new()
         .read(true)
         .write(true)
@@ -329,7 +330,14 @@ fn create_state(
             )),
             _ => io_err(nvm_dir)(e),
         })?;
-    space::allocate(&file, layout.file_len as u64, nvm_dir, NVM_WHAT, NVM_HINT)?;
+    space::allocate(
+        &file,
+        layout.file_len as u64,
+        nvm_dir,
+        NVM_WHAT,
+        NVM_HINT,
+        options.faults.as_deref(),
+    )?;
     let nvm = Media::nvm(&file, nvm_path)?;
     layout.format(&nvm, canonical, key, identity, generation)?;
     nvm.store_word(layout::H_CLEAN, 1);
@@ -415,7 +423,7 @@ fn attach_state(
                 let generation = file_identity::next_generation(backing, path)?;
                 let fresh = options.layout_for(size_bytes);
                 create_state(
-                    &options.nvm_dir,
+                    options,
                     &nvm_path,
                     (canonical, &key),
                     &fresh,
@@ -533,7 +541,15 @@ impl Pool {
             attach_state(&backing, path, &canonical, size_bytes, options)?;
         // The state is this file's: only now may the file change. Its blocks are reserved
         // (`space.rs`), so a full file system is an error here, not a SIGBUS later.
-        if let Err(e) = space::allocate(&backing, size_bytes, path, BACKING_WHAT, BACKING_HINT) {
+        let faults = options.faults.as_deref();
+        if let Err(e) = space::allocate(
+            &backing,
+            size_bytes,
+            path,
+            BACKING_WHAT,
+            BACKING_HINT,
+            faults,
+        ) {
             if len == 0 {
                 let _ = backing.set_len(0);
             }
@@ -542,7 +558,7 @@ impl Pool {
             }
             return Err(e);
         }
-        let storage = Media::storage(backing, path)?;
+        let storage = Media::storage(backing, path, options.faults.clone())?;
         let first = !(0..PROCS).any(|p| Liveness::new(Some(&nvm_file), usize::MAX).alive(p));
         let live = Liveness::attaching(&nvm_file);
         let mut inner = PoolState {

@@ -11,20 +11,25 @@ use std::fs::File;
 use std::os::fd::AsRawFd;
 use std::path::Path;
 
+use nvarray_faults::{BackingFaults, BackingOp};
+
 use crate::error::{io_err, PmError, Result};
 
 /// Makes `file` at least `len` bytes long with every block of `[0, len)` allocated; its data
-/// is unchanged. `what` and `hint` word the error when the file system has no room.
+/// is unchanged. `what` and `hint` word the error when the file system has no room. `faults`
+/// may fail the `fallocate` instead (tests and campaigns).
 pub(crate) fn allocate(
     file: &File,
     len: u64,
     path: &Path,
     what: &'static str,
     hint: &'static str,
+    faults: Option<&BackingFaults>,
 ) -> Result<()> {
     if len == 0 {
         return Ok(());
     }
+    let injected = faults.and_then(|f| f.next(BackingOp::Fallocate));
     let no_space = |path: &Path| -> Result<()> {
         Err(PmError::NoSpace {
             path: path.to_path_buf(),
@@ -46,13 +51,18 @@ pub(crate) fn allocate(
         return no_space(path);
     }
     loop {
-        // SAFETY: valid fd; mode 0 allocates blocks (and extends the file) without changing
-        // any byte of data.
-        let rc = unsafe { libc::fallocate(file.as_raw_fd(), 0, 0, len as libc::off_t) };
-        if rc == 0 {
-            return Ok(());
-        }
-        let e = std::io::Error::last_os_error();
+        let e = match injected {
+            Some(fault) => crate::media::injected_error(fault),
+            None => {
+                // SAFETY: valid fd; mode 0 allocates blocks (and extends the file) without
+                // changing any byte of data.
+                let rc = unsafe { libc::fallocate(file.as_raw_fd(), 0, 0, len as libc::off_t) };
+                if rc == 0 {
+                    return Ok(());
+                }
+                std::io::Error::last_os_error()
+            }
+        };
         match e.raw_os_error() {
             Some(libc::EINTR) => continue,
             Some(libc::ENOSPC) | Some(libc::EDQUOT) => return no_space(path),
