@@ -11,6 +11,9 @@
 #   scripts/campaign.sh faults    [SEED]   the same faults under channels and the FUSE mount
 #                                          (150,000 requests each) and 12,000 bench --verify runs
 #                                          (or one of them: faults-channels, faults-fuse, faults-bench)
+#   scripts/campaign.sh pm-faults [SEED]   the pool's fdatasyncs and fallocates failing 1 in 4 (Rust
+#                                          API, 80,000 steps) and 1 in 3 (C ABI 60,000 steps,
+#                                          SQLite VFS 80,000 steps): >= 10,000 faults each
 #   scripts/campaign.sh pm-kill   [SEED]   1,000 kill -9 trials of 4 processes sharing a pool (C ABI)
 #   scripts/campaign.sh pm-power  [FIRST]  10,000 simulated power cuts (1,250 workloads x 8)
 #   scripts/campaign.sh pm-sqlite-kill [SEED] 1,000 kill -9 trials of a SQLite writer on the VFS
@@ -85,6 +88,14 @@ faults_fuse() {
 faults_bench() {
     run faults-bench-verify "bench_verify backing faults" NVARRAY_FAULTS_RUNS="${TRIALS:-12000}" \
         NVARRAY_FAULTS_SEED="${seed:-5358}" -- -p nvarray --test backing_faults bench_verify
+}
+pm_faults() {
+    run pm-faults-rust "pm faults" NVARRAY_PM_FAULTS_STEPS="${TRIALS:-80000}" \
+        NVARRAY_PM_FAULTS_SEED="${seed:-8161}" -- -p nvarray-pm --test faults random
+    run pm-faults-c-abi "c abi faults" NVARRAY_PM_C_FAULTS_STEPS="${TRIALS:-60000}" \
+        NVARRAY_PM_C_FAULTS_SEED="${seed:-8162}" -- -p nvarray-pm --test c_abi faults
+    run pm-faults-sqlite "sqlite faults" NVARRAY_SQLITE_FAULTS_STEPS="${TRIALS:-80000}" \
+        NVARRAY_SQLITE_FAULTS_SEED="${seed:-8163}" -- -p nvarray-pm --test sqlite_vfs faults
 }
 pm_kill() {
     run pm-kill "pm kill -9 campaign" NVARRAY_PM_KILL_TRIALS="${TRIALS:-1000}" \
@@ -217,6 +228,7 @@ case "$part" in
     nbd-fuzz) nbd_fuzz ;;
     nbd-faults) nbd_faults ;;
     faults) faults ;;
+    pm-faults) pm_faults ;;
     faults-channels) faults_channels ;;
     faults-fuse) faults_fuse ;;
     faults-bench) faults_bench ;;
@@ -228,9 +240,9 @@ case "$part" in
     fuse-kill) fuse_kill ;;
     fuzz) fuzz ;;
     soak) soak ;;
-    all) nbd_kill; pm_kill; pm_power; pm_sqlite_kill; pm_sqlite_power; pm_sqlite_pools; nbd_fuzz; nbd_faults; faults; fuse_kill; fuzz; soak ;;
+    all) nbd_kill; pm_kill; pm_power; pm_sqlite_kill; pm_sqlite_power; pm_sqlite_pools; nbd_fuzz; nbd_faults; faults; pm_faults; fuse_kill; fuzz; soak ;;
     *)
-        sed -n '2,28p' "$0" | sed 's/^# \{0,1\}//' >&2
+        sed -n '2,31p' "$0" | sed 's/^# \{0,1\}//' >&2
         exit 2
         ;;
 esac

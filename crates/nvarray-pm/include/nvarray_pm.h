@@ -94,6 +94,11 @@ const char *nv_last_error(void);
  * stays valid on this thread until the thread's next nv_file_holder call. */
 const char *nv_file_holder(const char *path);
 
+/* Faults NVARRAY_INJECT_FAULTS has injected into this process's pools so far (0 without it).
+ * For tests and campaigns: the variable fails the pools' fdatasyncs and fallocates on a plan
+ * (e.g. "one-in=3,seed=7,ops=fsync+fallocate"; see crate nvarray-faults). */
+uint64_t nv_injected_faults(void);
+
 /* ---- Power cuts, for crash tests (src/ffi_sim.rs) ----------------------------------------
  * Between nv_sim_start and nv_sim_stop, nv_allocate opens a simulated pool kept in this
  * process's memory, one per path (a sparse file of the pool's size is still made at the path,

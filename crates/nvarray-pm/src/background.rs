@@ -62,10 +62,7 @@ fn apply_once(inner: &PoolState) -> bool {
     match inner.try_digest() {
         Ok(n) => n > 0,
         Err(e) => {
-            eprintln!(
-                "nvarray-pm: applying the log of {}: {e}",
-                inner.nvm_path.display()
-            );
+            log_once(&e, "applying the log of", &inner.nvm_path);
             false
         }
     }
@@ -85,11 +82,16 @@ fn write_back_once(inner: &PoolState) -> bool {
     match inner.write_back() {
         Ok(_) => true,
         Err(e) => {
-            eprintln!(
-                "nvarray-pm: writing back {}: {e}",
-                inner.backing_path.display()
-            );
+            log_once(&e, "writing back", &inner.backing_path);
             false
         }
+    }
+}
+
+/// Logs a background step's error, unless it only repeats that a write-back failed (said
+/// when it did): the step is retried every few milliseconds.
+fn log_once(e: &crate::error::PmError, doing: &str, path: &std::path::Path) {
+    if !matches!(e, crate::error::PmError::WriteBackFailedBefore { .. }) {
+        eprintln!("nvarray-pm: {doing} {}: {e}", path.display());
     }
 }

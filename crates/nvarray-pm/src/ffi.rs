@@ -194,11 +194,13 @@ fn options_from_env() -> Result<PoolOptions, PmError> {
     Ok(o)
 }
 
+/// The plan `NVARRAY_INJECT_FAULTS` gave this process (read at its first `nv_allocate`).
+static INJECTED: OnceLock<Result<Option<Arc<BackingFaults>>, String>> = OnceLock::new();
+
 /// The faults `NVARRAY_INJECT_FAULTS` asks for (tests and campaigns), one plan for every
 /// pool this process opens, so its counts and `OP#N` run across them; said on stderr once.
 fn injected_faults() -> Result<Option<Arc<BackingFaults>>, PmError> {
-    static PLAN: OnceLock<Result<Option<Arc<BackingFaults>>, String>> = OnceLock::new();
-    let plan = PLAN.get_or_init(|| {
+    let plan = INJECTED.get_or_init(|| {
         let Some(spec) = std::env::var_os(INJECT_FAULTS_VAR) else {
             return Ok(None);
         };
@@ -209,6 +211,16 @@ fn injected_faults() -> Result<Option<Arc<BackingFaults>>, PmError> {
         Ok(Some(Arc::new(faults)))
     });
     plan.clone().map_err(PmError::BadOption)
+}
+
+/// Faults `NVARRAY_INJECT_FAULTS` has injected into this process's pools so far (0 without
+/// it): for tests and campaigns, which count them.
+#[no_mangle]
+pub extern "C" fn nv_injected_faults() -> u64 {
+    match INJECTED.get() {
+        Some(Ok(Some(f))) => f.injected_total(),
+        _ => 0,
+    }
 }
 
 /// Opens (with `NV_CREATE`, creates) the pool over `path` of `size` bytes (0: the existing

@@ -257,3 +257,46 @@ fn the_c_abi_refuses_cleanly_at_its_edges() {
          crashed=1 stop_open=-1 lost_refused=1 replaced=1 recoveries=1 recovered=0"
     );
 }
+
+/// The C ABI while `NVARRAY_INJECT_FAULTS` fails one in 3 of the pool's `fdatasync`s and
+/// `fallocate`s (issue 58): a seeded stream of opens, transactions and closes
+/// (`tests/c/faults.c`) checks after every open that every commit that returned `NV_OK` is
+/// there. `scripts/campaign.sh pm-faults` runs ≥ 10,000 faults.
+#[test]
+fn the_c_abi_loses_no_commit_under_faults_in_the_pools_files() {
+    let steps = common::campaign_env("NVARRAY_PM_C_FAULTS_STEPS", 3000);
+    let seed = common::campaign_env("NVARRAY_PM_C_FAULTS_SEED", 0x6361_6269);
+    let s = common::Scratch::new();
+    let exe = s.dir.path().join("faults");
+    compile("tests/c/faults.c", &exe);
+    let plan = format!("one-in=3,seed={seed},ops=fsync+fallocate,faults=eio+enospc+edquot");
+    let out = Command::new(&exe)
+        .arg(s.backing())
+        .arg(steps.to_string())
+        .arg(seed.to_string())
+        .env("NVARRAY_PM_NVM_DIR", s.dir.path())
+        .env("NVARRAY_PM_LOG_SIZE", "64k")
+        .env("NVARRAY_PM_CACHE_SIZE", "64k")
+        .env("NVARRAY_INJECT_FAULTS", &plan)
+        .output()
+        .unwrap();
+    let (stdout, stderr) = (
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr),
+    );
+    assert!(
+        out.status.success(),
+        "seed {seed}: {stdout}{stderr}\nreplay: NVARRAY_PM_C_FAULTS_SEED={seed} \
+         NVARRAY_PM_C_FAULTS_STEPS={steps} cargo test --release -p nvarray-pm --test c_abi \
+         faults"
+    );
+    // The program asks the library how many faults it injected (`nv_injected_faults`).
+    let injected: u64 = stdout
+        .trim()
+        .strip_prefix("c abi faults: ")
+        .and_then(|rest| rest.split(' ').next())
+        .and_then(|n| n.parse().ok())
+        .unwrap_or_else(|| panic!("no count of injected faults in: {stdout}"));
+    assert!(injected > 0, "{stdout}");
+    println!("{} (seed {seed}, {steps} steps)", stdout.trim());
+}

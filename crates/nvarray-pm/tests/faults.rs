@@ -34,7 +34,9 @@ fn content(id: u32, line: u64) -> Vec<u8> {
     if id == 0 {
         return vec![0; LINE as usize];
     }
-    (u64::from(id) << 32 | line).to_le_bytes().repeat((LINE / 8) as usize)
+    (u64::from(id) << 32 | line)
+        .to_le_bytes()
+        .repeat((LINE / 8) as usize)
 }
 
 fn commit_lines(pool: &Pool, first: u64, n: u64, id: u32) -> Result<u64, PmError> {
@@ -72,12 +74,22 @@ fn a_failed_write_back_fails_every_later_one_and_the_next_open_keeps_every_commi
             "{later}"
         );
     }
-    assert_eq!(faults.injected(BackingOp::Fsync), 1, "only the first was injected");
+    assert_eq!(
+        faults.injected(BackingOp::Fsync),
+        1,
+        "only the first was injected"
+    );
     commit_lines(&pool, 500, 4, 11).unwrap();
-    assert!(pool.close().is_err(), "the last write-back, at close, fails too");
+    assert!(
+        pool.close().is_err(),
+        "the last write-back, at close, fails too"
+    );
 
     let pool = Pool::open(s.backing(), SIZE, &s.small()).unwrap();
-    assert!(pool.recovery().is_some(), "the failed close left the pool to recover");
+    assert!(
+        pool.recovery().is_some(),
+        "the failed close left the pool to recover"
+    );
     for id in 1..=11u32 {
         let first = if id == 11 { 500 } else { u64::from(id) * 10 };
         for line in first..first + 4 {
@@ -123,7 +135,11 @@ fn a_full_file_system_or_a_failed_recovery_refuses_the_open_and_keeps_the_commit
     let (options, faults) = faulty(&s, "fsync#1=enospc");
     let e = Pool::open(s.backing(), SIZE, &options).unwrap_err();
     assert!(e.to_string().contains("injected"), "{e}");
-    assert_eq!(faults.injected(BackingOp::Fsync), 1, "recovery's write-back failed");
+    assert_eq!(
+        faults.injected(BackingOp::Fsync),
+        1,
+        "recovery's write-back failed"
+    );
     let pool = Pool::open(s.backing(), SIZE, &s.small()).unwrap();
     for line in 7..10 {
         assert_eq!(read_line(&pool, line), content(1, line));
