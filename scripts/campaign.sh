@@ -14,6 +14,7 @@
 #   scripts/campaign.sh pm-faults [SEED]   the pool's fdatasyncs and fallocates failing 1 in 4 (Rust
 #                                          API, 80,000 steps) and 1 in 3 (C ABI 60,000 steps,
 #                                          SQLite VFS 80,000 steps): >= 10,000 faults each
+#                                          (or one: pm-faults-rust, pm-faults-c-abi, pm-faults-sqlite)
 #   scripts/campaign.sh pm-kill   [SEED]   1,000 kill -9 trials of 4 processes sharing a pool (C ABI)
 #   scripts/campaign.sh pm-power  [FIRST]  10,000 simulated power cuts (1,250 workloads x 8)
 #   scripts/campaign.sh pm-sqlite-kill [SEED] 1,000 kill -9 trials of a SQLite writer on the VFS
@@ -89,11 +90,16 @@ faults_bench() {
     run faults-bench-verify "bench_verify backing faults" NVARRAY_FAULTS_RUNS="${TRIALS:-12000}" \
         NVARRAY_FAULTS_SEED="${seed:-5358}" -- -p nvarray --test backing_faults bench_verify
 }
-pm_faults() {
+pm_faults() { pm_faults_rust; pm_faults_c_abi; pm_faults_sqlite; }
+pm_faults_rust() {
     run pm-faults-rust "pm faults" NVARRAY_PM_FAULTS_STEPS="${TRIALS:-80000}" \
         NVARRAY_PM_FAULTS_SEED="${seed:-8161}" -- -p nvarray-pm --test faults random
+}
+pm_faults_c_abi() {
     run pm-faults-c-abi "c abi faults" NVARRAY_PM_C_FAULTS_STEPS="${TRIALS:-60000}" \
         NVARRAY_PM_C_FAULTS_SEED="${seed:-8162}" -- -p nvarray-pm --test c_abi faults
+}
+pm_faults_sqlite() {
     run pm-faults-sqlite "sqlite faults" NVARRAY_SQLITE_FAULTS_STEPS="${TRIALS:-80000}" \
         NVARRAY_SQLITE_FAULTS_SEED="${seed:-8163}" -- -p nvarray-pm --test sqlite_vfs faults
 }
@@ -229,6 +235,9 @@ case "$part" in
     nbd-faults) nbd_faults ;;
     faults) faults ;;
     pm-faults) pm_faults ;;
+    pm-faults-rust) pm_faults_rust ;;
+    pm-faults-c-abi) pm_faults_c_abi ;;
+    pm-faults-sqlite) pm_faults_sqlite ;;
     faults-channels) faults_channels ;;
     faults-fuse) faults_fuse ;;
     faults-bench) faults_bench ;;
@@ -242,7 +251,7 @@ case "$part" in
     soak) soak ;;
     all) nbd_kill; pm_kill; pm_power; pm_sqlite_kill; pm_sqlite_power; pm_sqlite_pools; nbd_fuzz; nbd_faults; faults; pm_faults; fuse_kill; fuzz; soak ;;
     *)
-        sed -n '2,31p' "$0" | sed 's/^# \{0,1\}//' >&2
+        sed -n '2,32p' "$0" | sed 's/^# \{0,1\}//' >&2
         exit 2
         ;;
 esac
