@@ -266,8 +266,17 @@ impl Campaign<'_> {
     }
 }
 
-/// Runs `NVARRAY_FAULTS_STEPS` requests on `front` with `faults` and prints the summary.
-fn campaign(name: &'static str, front: &mut dyn FrontEnd, faults: Arc<BackingFaults>, seed: u64) {
+/// Runs `NVARRAY_FAULTS_STEPS` requests on the front end `start` makes over a backing with
+/// `random_faults` (seeded by `NVARRAY_FAULTS_SEED`, else `default_seed`) and prints the
+/// summary.
+fn campaign<F: FrontEnd>(
+    name: &'static str,
+    default_seed: u64,
+    start: fn(Arc<BackingFaults>) -> F,
+) {
+    let seed = campaign_env("NVARRAY_FAULTS_SEED", default_seed);
+    let faults = random_faults(seed);
+    let front = &mut start(Arc::clone(&faults));
     let steps = campaign_env("NVARRAY_FAULTS_STEPS", 3000);
     let started = Instant::now();
     let mut c = Campaign {
@@ -406,10 +415,7 @@ impl Drop for Channels {
 
 #[test]
 fn channels() {
-    let seed = campaign_env("NVARRAY_FAULTS_SEED", 0x6368_616e);
-    let faults = random_faults(seed);
-    let mut front = Channels::start(Arc::clone(&faults));
-    campaign("channels", &mut front, faults, seed);
+    campaign("channels", 0x6368_616e, Channels::start);
 }
 
 // ---- FUSE
@@ -501,10 +507,7 @@ impl Drop for Fuse {
 
 #[test]
 fn fuse_mount() {
-    let seed = campaign_env("NVARRAY_FAULTS_SEED", 0x6675_7365);
-    let faults = random_faults(seed);
-    let mut front = Fuse::start(Arc::clone(&faults));
-    campaign("fuse_mount", &mut front, faults, seed);
+    campaign("fuse_mount", 0x6675_7365, Fuse::start);
 }
 
 // ---- bench --verify
