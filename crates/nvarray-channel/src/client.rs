@@ -145,8 +145,14 @@ impl Channel {
             });
         }
         let file = File::from(fd.ok_or(ChannelError::Protocol)?);
-        let geometry = Region::read_geometry(&file).map_err(|_| ChannelError::Protocol)?;
-        let region = Region::map(&file, geometry)?;
+        Channel::over(stream, &file)
+    }
+
+    /// The channel whose memory is `file`, its daemon at the other end of `stream`: what a
+    /// daemon's reply hands over (`open_with`; the simulated daemon, `SimulatedDaemon`).
+    pub(crate) fn over(stream: UnixStream, file: &File) -> Result<Channel, ChannelError> {
+        let geometry = Region::read_geometry(file).map_err(|_| ChannelError::Protocol)?;
+        let region = Region::map(file, geometry)?;
         stream.set_nonblocking(true)?;
         let depth = geometry.queue_depth;
         Ok(Channel {

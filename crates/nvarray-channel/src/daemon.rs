@@ -55,11 +55,11 @@ pub struct DaemonOptions {
     pub channels_max: usize,
 }
 
-struct Shared {
+pub(crate) struct Shared {
     shutdown: AtomicBool,
     grants: GrantTable,
     served: ServedStats,
-    counts: Arc<Counts>,
+    pub(crate) counts: Arc<Counts>,
     /// The channels' fair shares of the device's tags.
     tags: Arc<TagShare>,
     incoming: Mutex<Vec<DeviceSide>>,
@@ -69,6 +69,26 @@ struct Shared {
 }
 
 impl Shared {
+    /// The state the accepting and the serving side share, for `device` under `grants`.
+    pub(crate) fn new(device: &Device, grants: &[Grant]) -> Result<Shared, ChannelError> {
+        // SAFETY: eventfd takes two integers and returns a new descriptor or -1 (checked).
+        let fd = unsafe { libc::eventfd(0, libc::EFD_CLOEXEC | libc::EFD_NONBLOCK) };
+        if fd < 0 {
+            return Err(ChannelError::Io(io::Error::last_os_error()));
+        }
+        Ok(Shared {
+            shutdown: AtomicBool::new(false),
+            grants: GrantTable::new(grants.to_vec()),
+            served: ServedStats::new(),
+            counts: Arc::new(Counts::default()),
+            tags: Arc::new(TagShare::new(device.tags())),
+            incoming: Mutex::new(Vec::new()),
+            has_incoming: AtomicBool::new(false),
+            // SAFETY: `fd` is a fresh descriptor nothing else owns.
+            wake: unsafe { OwnedFd::from_raw_fd(fd) },
+        })
+    }
+
     fn wake(&self) {
         let one: u64 = 1;
         // SAFETY: writes 8 bytes from a live u64 to our eventfd; a full counter still leaves
@@ -117,26 +137,10 @@ impl Daemon {
             return Err(ChannelError::NoChannels);
         }
         let listener = bind_socket(&options.socket)?;
-        // SAFETY: eventfd takes two integers and returns a new descriptor or -1 (checked).
-        let fd = unsafe { libc::eventfd(0, libc::EFD_CLOEXEC | libc::EFD_NONBLOCK) };
-        if fd < 0 {
-            return Err(ChannelError::Io(io::Error::last_os_error()));
-        }
-        let tags = device.tags();
         Ok(Daemon {
+            shared: Arc::new(Shared::new(&device, &options.grants)?),
             device,
             listener,
-            shared: Arc::new(Shared {
-                shutdown: AtomicBool::new(false),
-                grants: GrantTable::new(options.grants.clone()),
-                served: ServedStats::new(),
-                counts: Arc::new(Counts::default()),
-                tags: Arc::new(TagShare::new(tags)),
-                incoming: Mutex::new(Vec::new()),
-                has_incoming: AtomicBool::new(false),
-                // SAFETY: `fd` is a fresh descriptor nothing else owns.
-                wake: unsafe { OwnedFd::from_raw_fd(fd) },
-            }),
             options,
         })
     }
@@ -279,105 +283,136 @@ impl Daemon {
         // The reply and the channel's descriptor go out with the socket blocking; a peer that
         // never reads cannot stall the loop on so little, and this bounds it anyway.
         stream.set_write_timeout(Some(Duration::from_millis(100)))?;
-        let refuse = |errno: i32, message: String| -> io::Result<()> {
-            use std::io::Write;
-            (&stream).write_all(
-                &Reply {
-                    errno,
-                    message: message.clone(),
-                }
-                .encode(),
-            )?;
-            Err(io::Error::other(message))
-        };
-        let Some(hello) = Hello::decode(&b) else {
-            return refuse(libc::EPROTO, "not an nvarray channel hello".into());
-        };
-        if hello.version != VERSION {
-            return refuse(
-                libc::EPROTO,
-                format!("client speaks version {}, daemon {VERSION}", hello.version),
-            );
+        let opened = Hello::decode(&b)
+            .ok_or_else(|| (libc::EPROTO, "not an nvarray channel hello".to_string()))
+            .and_then(|hello| {
+                let limits = (&*self.shared, &*self.device, self.options.channels_max);
+                open_channel(limits, stream.try_clone().map_err(io_refusal)?, who, &hello)
+            });
+        match opened {
+            Ok((side, file, reply)) => {
+                sys::send_with_fd(&stream, &reply.encode(), &file)?;
+                // The device side's clone of the socket shares these settings.
+                stream.set_write_timeout(None)?;
+                stream.set_nonblocking(true)?;
+                hand_over(&self.shared, side);
+                Ok(())
+            }
+            Err((errno, message)) => {
+                use std::io::Write;
+                (&stream).write_all(
+                    &Reply {
+                        errno,
+                        message: message.clone(),
+                    }
+                    .encode(),
+                )?;
+                Err(io::Error::other(message))
+            }
         }
-        let live = self.shared.counts.live.load(Ordering::SeqCst);
-        if live as usize >= self.options.channels_max {
-            return refuse(
-                libc::EBUSY,
-                format!("{live} channels open, the most this daemon serves"),
-            );
-        }
-        if self.shared.grants.extents(who.uid).1.is_empty() {
-            return refuse(libc::EACCES, format!("no grant for uid {}", who.uid));
-        }
-        let geometry = self.geometry(&hello);
-        let file = sys::sealed_memfd("nvarray-channel", geometry.map_bytes)?;
-        let region = Region::map(&file, geometry)?;
-        region.write_geometry();
-        // A new channel starts asleep: its first command wakes the serving thread, which may
-        // be sleeping without it in its poll set.
-        region.word(SLEEPING).store(1, Ordering::SeqCst);
-        let reply = Reply {
-            errno: 0,
-            message: format!("channel for pid {}", who.pid),
-        };
-        sys::send_with_fd(&stream, &reply.encode(), &file)?;
-        stream.set_write_timeout(None)?;
-        stream.set_nonblocking(true)?;
-        let session =
-            self.shared
-                .served
-                .open(&format!("pid {} ({})", who.pid, sys::process_name(who.pid)));
-        let side = DeviceSide::new(
-            region,
-            stream,
-            who,
-            self.device.queue_pair(CompletionMode::Spin),
-            session,
-            Arc::clone(&self.shared.counts),
-            Seat::new(Arc::clone(&self.shared.tags)),
-        );
-        Counts::add(&self.shared.counts.opened);
-        Counts::add(&self.shared.counts.live);
-        self.shared
-            .incoming
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
-            .push(side);
-        self.shared.has_incoming.store(true, Ordering::SeqCst);
-        self.shared.wake();
-        Ok(())
     }
+}
 
-    /// The channel a hello gets: its queue depth (default 64, at most 1024) and a DMA region
-    /// for that many of the device's largest commands (at most 64 MiB unless asked).
-    fn geometry(&self, hello: &Hello) -> Geometry {
-        let d = &self.device;
-        let queue_depth = match hello.queue_depth {
-            0 => QUEUE_DEPTH_DEFAULT,
-            n => n.min(QUEUE_DEPTH_MAX),
-        };
-        let command = u64::from(d.command_bytes_max());
-        let buffer_bytes = match hello.buffer_bytes {
-            0 => (u64::from(queue_depth) * command).min(BUFFER_BYTES_DEFAULT_MAX),
-            n => n.min(BUFFER_BYTES_MAX),
-        }
-        .max(command);
-        let mut geometry = Geometry::new(
-            queue_depth,
-            buffer_bytes,
-            d.block_bytes(),
-            d.command_bytes_max(),
-            d.size_bytes(),
-        );
-        if let Some(zones) = d.zone_layout() {
-            let block = u64::from(d.block_bytes());
-            geometry.zone_bytes = zones.zone_blocks * block;
-            geometry.zone_capacity_bytes = zones.capacity_blocks * block;
-            geometry.max_open_zones = zones.max_open;
-            geometry.max_active_zones = zones.max_active;
-        }
-        geometry
+/// A refusal of a channel: the errno and message the client's reply carries.
+pub(crate) type Refusal = (i32, String);
+
+fn io_refusal(e: io::Error) -> Refusal {
+    (e.raw_os_error().unwrap_or(libc::EIO), e.to_string())
+}
+
+/// Makes the channel `hello` asks for over `stream`, for the client `who`: its device side
+/// (for the serving thread), the memory file to send the client and the reply with it; or
+/// why not. `limits` are the daemon's shared state, its device and its most channels. The
+/// caller sends the reply and makes the socket non-blocking.
+pub(crate) fn open_channel(
+    (shared, device, channels_max): (&Shared, &Device, usize),
+    stream: UnixStream,
+    who: sys::Credentials,
+    hello: &Hello,
+) -> Result<(DeviceSide, std::fs::File, Reply), Refusal> {
+    if hello.version != VERSION {
+        return Err((
+            libc::EPROTO,
+            format!("client speaks version {}, daemon {VERSION}", hello.version),
+        ));
     }
+    let live = shared.counts.live.load(Ordering::SeqCst);
+    if live as usize >= channels_max {
+        return Err((
+            libc::EBUSY,
+            format!("{live} channels open, the most this daemon serves"),
+        ));
+    }
+    if shared.grants.extents(who.uid).1.is_empty() {
+        return Err((libc::EACCES, format!("no grant for uid {}", who.uid)));
+    }
+    let geometry = geometry(device, hello);
+    let file = sys::sealed_memfd("nvarray-channel", geometry.map_bytes).map_err(io_refusal)?;
+    let region = Region::map(&file, geometry).map_err(io_refusal)?;
+    region.write_geometry();
+    // A new channel starts asleep: its first command wakes the serving thread, which may
+    // be sleeping without it in its poll set.
+    region.word(SLEEPING).store(1, Ordering::SeqCst);
+    let reply = Reply {
+        errno: 0,
+        message: format!("channel for pid {}", who.pid),
+    };
+    let session = shared
+        .served
+        .open(&format!("pid {} ({})", who.pid, sys::process_name(who.pid)));
+    let side = DeviceSide::new(
+        region,
+        stream,
+        who,
+        device.queue_pair(CompletionMode::Spin),
+        session,
+        Arc::clone(&shared.counts),
+        Seat::new(Arc::clone(&shared.tags)),
+    );
+    Counts::add(&shared.counts.opened);
+    Counts::add(&shared.counts.live);
+    Ok((side, file, reply))
+}
+
+/// Gives a new channel's device side to the serving thread.
+fn hand_over(shared: &Shared, side: DeviceSide) {
+    shared
+        .incoming
+        .lock()
+        .unwrap_or_else(|e| e.into_inner())
+        .push(side);
+    shared.has_incoming.store(true, Ordering::SeqCst);
+    shared.wake();
+}
+
+/// The channel a hello gets: its queue depth (default 64, at most 1024) and a DMA region
+/// for that many of the device's largest commands (at most 64 MiB unless asked).
+fn geometry(d: &Device, hello: &Hello) -> Geometry {
+    let queue_depth = match hello.queue_depth {
+        0 => QUEUE_DEPTH_DEFAULT,
+        n => n.min(QUEUE_DEPTH_MAX),
+    };
+    let command = u64::from(d.command_bytes_max());
+    let buffer_bytes = match hello.buffer_bytes {
+        0 => (u64::from(queue_depth) * command).min(BUFFER_BYTES_DEFAULT_MAX),
+        n => n.min(BUFFER_BYTES_MAX),
+    }
+    .max(command);
+    let mut geometry = Geometry::new(
+        queue_depth,
+        buffer_bytes,
+        d.block_bytes(),
+        d.command_bytes_max(),
+        d.size_bytes(),
+    );
+    if let Some(zones) = d.zone_layout() {
+        let block = u64::from(d.block_bytes());
+        geometry.zone_bytes = zones.zone_blocks * block;
+        geometry.zone_capacity_bytes = zones.capacity_blocks * block;
+        geometry.max_open_zones = zones.max_open;
+        geometry.max_active_zones = zones.max_active;
+    }
+    geometry
 }
 
 /// Binds `path`, replacing a socket file nobody listens on (a daemon that was killed), and
@@ -413,17 +448,7 @@ fn serve(shared: &Shared, device: &Device) {
     let mut idle_since = Instant::now();
     let mut passes: u64 = 0;
     loop {
-        if shared.has_incoming.swap(false, Ordering::SeqCst) {
-            let mut incoming = shared.incoming.lock().unwrap_or_else(|e| e.into_inner());
-            for side in incoming.drain(..) {
-                side.awake();
-                sides.push(side);
-            }
-        }
-        let mut work = 0;
-        for side in sides.iter_mut() {
-            work += side.pass(device, &shared.grants);
-        }
+        let work = pass_all(shared, device, &mut sides);
         passes += 1;
         let stopping = shared.shutdown.load(Ordering::Relaxed);
         let idle = work == 0;
@@ -449,8 +474,25 @@ fn serve(shared: &Shared, device: &Device) {
     }
 }
 
+/// One pass of the serving thread: the channels handed over since the last join, then one
+/// pass over each channel. Returns the commands and completions it handled.
+pub(crate) fn pass_all(shared: &Shared, device: &Device, sides: &mut Vec<DeviceSide>) -> u32 {
+    if shared.has_incoming.swap(false, Ordering::SeqCst) {
+        let mut incoming = shared.incoming.lock().unwrap_or_else(|e| e.into_inner());
+        for side in incoming.drain(..) {
+            side.awake();
+            sides.push(side);
+        }
+    }
+    let mut work = 0;
+    for side in sides.iter_mut() {
+        work += side.pass(device, &shared.grants);
+    }
+    work
+}
+
 /// Closes the channels whose client went away (or all, when stopping), and drains wake bytes.
-fn look_at_sockets(sides: &mut [DeviceSide], stopping: bool) {
+pub(crate) fn look_at_sockets(sides: &mut [DeviceSide], stopping: bool) {
     for side in sides.iter_mut() {
         if side.closing {
             continue;
@@ -469,7 +511,7 @@ fn look_at_sockets(sides: &mut [DeviceSide], stopping: bool) {
 }
 
 /// Ends the closed channels whose commands have all finished.
-fn retire(shared: &Shared, sides: &mut Vec<DeviceSide>) {
+pub(crate) fn retire(shared: &Shared, sides: &mut Vec<DeviceSide>) {
     let (done, open): (Vec<DeviceSide>, Vec<DeviceSide>) = std::mem::take(sides)
         .into_iter()
         .partition(|s| s.closing && s.in_flight() == 0);
@@ -479,7 +521,7 @@ fn retire(shared: &Shared, sides: &mut Vec<DeviceSide>) {
 
 /// Ends channels with nothing in flight: their statistics kept (or forgotten, for one that
 /// sent nothing) and the live count lowered.
-fn retire_all(shared: &Shared, sides: Vec<DeviceSide>) {
+pub(crate) fn retire_all(shared: &Shared, sides: Vec<DeviceSide>) {
     for side in sides {
         match side.finish() {
             (session, true) => shared.served.close(session),
