@@ -15,6 +15,8 @@
 #                                          API, 80,000 steps) and 1 in 3 (C ABI 60,000 steps,
 #                                          SQLite VFS 80,000 steps): >= 10,000 faults each
 #                                          (or one: pm-faults-rust, pm-faults-c-abi, pm-faults-sqlite)
+#   scripts/campaign.sh channel-sim [FIRST] 1,000,000 seeds of the channel daemon's deterministic
+#                                          simulation, 200 steps each (TRIALS=N seeds)
 #   scripts/campaign.sh pm-kill   [SEED]   1,000 kill -9 trials of 4 processes sharing a pool (C ABI)
 #   scripts/campaign.sh pm-power  [FIRST]  10,000 simulated power cuts (1,250 workloads x 8)
 #   scripts/campaign.sh pm-sqlite-kill [SEED] 1,000 kill -9 trials of a SQLite writer on the VFS
@@ -89,6 +91,11 @@ faults_fuse() {
 faults_bench() {
     run faults-bench-verify "bench_verify backing faults" NVARRAY_FAULTS_RUNS="${TRIALS:-12000}" \
         NVARRAY_FAULTS_SEED="${seed:-5358}" -- -p nvarray --test backing_faults bench_verify
+}
+channel_sim() {
+    run channel-sim "channel simulation" NVARRAY_SIM_SEEDS="${TRIALS:-1000000}" \
+        NVARRAY_SIM_FIRST_SEED="${seed:-1}" NVARRAY_SIM_STEPS=200 -- -p nvarray-channel \
+        --test simulation
 }
 pm_faults() { pm_faults_rust; pm_faults_c_abi; pm_faults_sqlite; }
 pm_faults_rust() {
@@ -235,6 +242,7 @@ case "$part" in
     nbd-faults) nbd_faults ;;
     faults) faults ;;
     pm-faults) pm_faults ;;
+    channel-sim) channel_sim ;;
     pm-faults-rust) pm_faults_rust ;;
     pm-faults-c-abi) pm_faults_c_abi ;;
     pm-faults-sqlite) pm_faults_sqlite ;;
@@ -249,9 +257,9 @@ case "$part" in
     fuse-kill) fuse_kill ;;
     fuzz) fuzz ;;
     soak) soak ;;
-    all) nbd_kill; pm_kill; pm_power; pm_sqlite_kill; pm_sqlite_power; pm_sqlite_pools; nbd_fuzz; nbd_faults; faults; pm_faults; fuse_kill; fuzz; soak ;;
+    all) nbd_kill; pm_kill; pm_power; pm_sqlite_kill; pm_sqlite_power; pm_sqlite_pools; nbd_fuzz; nbd_faults; faults; pm_faults; channel_sim; fuse_kill; fuzz; soak ;;
     *)
-        sed -n '2,32p' "$0" | sed 's/^# \{0,1\}//' >&2
+        sed -n '2,34p' "$0" | sed 's/^# \{0,1\}//' >&2
         exit 2
         ;;
 esac
