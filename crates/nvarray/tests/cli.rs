@@ -975,6 +975,49 @@ impl Drop for SmallTmpfs {
     }
 }
 
+/// A device's image on a file system without room for it (issue 58: the storage under nvarray
+/// fills): `bench`, `serve` and `mount` each refuse it at once with the sizes (exit 2), since
+/// the whole image is allocated when the device opens, and leave no image behind; a write
+/// through the mapping can then never meet a full disk (it would be a SIGBUS).
+#[test]
+fn a_device_image_on_a_full_file_system_is_refused_at_open_and_leaves_nothing() {
+    let small = SmallTmpfs::mount("device-room", "8m");
+    let image = small.path().join("image");
+    let backing = format!("file:{}", image.display());
+    let mnt = small.path().join("mnt");
+    std::fs::create_dir(&mnt).unwrap();
+    for args in [
+        vec![
+            "bench",
+            "--backing",
+            &backing,
+            "--size",
+            "64m",
+            "--runtime",
+            "1s",
+        ],
+        vec!["serve", "--backing", &backing, "--size", "64m"],
+        vec![
+            "mount",
+            mnt.to_str().unwrap(),
+            "--backing",
+            &backing,
+            "--size",
+            "64m",
+        ],
+    ] {
+        let out = nvarray(&args);
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(2), "{args:?}: {err}");
+        assert!(
+            err.contains("cannot allocate the 67108864-byte device image"),
+            "{args:?}: {err}"
+        );
+        assert!(err.contains("No space left on device"), "{args:?}: {err}");
+        assert!(!image.exists(), "{args:?} left its image behind");
+    }
+}
+
 /// Issue 44: `pm-bench pages --array-bytes 64m` with a 16 MiB `--data-dir` died of SIGBUS
 /// (exit 135, no message) at its first store into the sparse pool file. Each file pm-bench
 /// maps now has its blocks reserved first: a directory short of room is refused (exit 2)

@@ -112,8 +112,8 @@ int main(int argc, char **argv) {
     /* The last open checked everything; close it. */
     failed_closes += nv_free(p) != NV_OK;
     printf("c abi faults: %" PRIu64 " faults injected; %" PRIu64 " commits returned NV_OK over %"
-           PRIu64 " opens, %" PRIu64 " commits, %" PRIu64 " opens and %" PRIu64
-           " closes failed, 0 lost\n",
+           PRIu64 " opens; failed: %" PRIu64 " commits, %" PRIu64 " opens, %" PRIu64
+           " closes; 0 lost\n",
            nv_injected_faults(), commits, opens, failed_commits, failed_opens, failed_closes);
     return 0;
 }
