@@ -54,6 +54,6 @@ pub use engine::{Emulator, EmulatorOptions, Polled, QueueHandle};
 pub use error::EmuError;
 pub use jitter::{JitterReport, JITTER_SAMPLE_PERIOD_NS};
 pub use lateness::LatenessReport;
-pub use nvarray_faults::{BackingFaults, BackingOp, Fault, INJECT_FAULTS_VAR};
+pub use nvarray_faults::{BackingFaults, BackingOp, Fault};
 pub use protocol::{Opcode, Status};
 pub use queue_work::DeviceQueue;

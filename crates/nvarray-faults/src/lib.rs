@@ -225,6 +225,20 @@ impl BackingFaults {
         })
     }
 
+    /// The plan in `NVARRAY_INJECT_FAULTS`, if it is set (the error names the variable). Says
+    /// on stderr, as `who`, that faults go into `into`, so a run with faults never passes for
+    /// a clean one.
+    pub fn from_env(who: &str, into: &str) -> Result<Option<BackingFaults>, String> {
+        let Some(spec) = std::env::var_os(INJECT_FAULTS_VAR) else {
+            return Ok(None);
+        };
+        let spec = spec.to_string_lossy();
+        let faults =
+            BackingFaults::parse(&spec).map_err(|e| format!("{INJECT_FAULTS_VAR}: {e}"))?;
+        eprintln!("{who}: {INJECT_FAULTS_VAR}={spec}: injecting faults into {into}");
+        Ok(Some(faults))
+    }
+
     /// The plan as it was given.
     pub fn spec(&self) -> &str {
         &self.spec

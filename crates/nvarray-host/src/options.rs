@@ -9,7 +9,7 @@ use std::str::FromStr;
 pub const BUFFER_BYTES_DEFAULT: u32 = 256 * 1024;
 
 pub use nvarray_emu::cpus::{allowed_cpus, pin_this_thread, CpuList};
-pub use nvarray_emu::{BackingFaults, BackingKind, BackingOp, INJECT_FAULTS_VAR};
+pub use nvarray_emu::{BackingFaults, BackingKind, BackingOp};
 
 /// The Moneta software-stack ladder (Moneta slides, "Software optimizations": baseline, then
 /// remove the I/O scheduler (−10 % software latency), then issue with one atomic 64-bit write

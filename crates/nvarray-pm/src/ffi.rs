@@ -30,7 +30,7 @@ use std::sync::atomic::{AtomicBool, AtomicI64, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::sync::{Once, OnceLock};
 
-use nvarray_faults::{BackingFaults, INJECT_FAULTS_VAR};
+use nvarray_faults::BackingFaults;
 
 use crate::error::PmError;
 use crate::options::PoolOptions;
@@ -201,14 +201,8 @@ static INJECTED: OnceLock<Result<Option<Arc<BackingFaults>>, String>> = OnceLock
 /// pool this process opens, so its counts and `OP#N` run across them; said on stderr once.
 fn injected_faults() -> Result<Option<Arc<BackingFaults>>, PmError> {
     let plan = INJECTED.get_or_init(|| {
-        let Some(spec) = std::env::var_os(INJECT_FAULTS_VAR) else {
-            return Ok(None);
-        };
-        let spec = spec.to_string_lossy();
-        let faults =
-            BackingFaults::parse(&spec).map_err(|e| format!("{INJECT_FAULTS_VAR}: {e}"))?;
-        eprintln!("nvarray-pm: {INJECT_FAULTS_VAR}={spec}: injecting faults into the pools' files");
-        Ok(Some(Arc::new(faults)))
+        let faults = BackingFaults::from_env("nvarray-pm", "the pools' files")?;
+        Ok(faults.map(Arc::new))
     });
     plan.clone().map_err(PmError::BadOption)
 }

@@ -9,7 +9,7 @@ use anyhow::Result;
 use clap::Args;
 use nvarray_host::options::{
     device_threads_auto, device_threads_for_front_end, BackingFaults, BackingKind, CpuList,
-    DEVICE_THREADS_MAX, INJECT_FAULTS_VAR,
+    DEVICE_THREADS_MAX,
 };
 use nvarray_host::{CompletionMode, Device, Options, Stack};
 use nvarray_model::DeviceConfig;
@@ -77,14 +77,8 @@ pub fn refuse_dead_mount(path: &std::path::Path, flag: &str) -> Result<()> {
 /// The faults `NVARRAY_INJECT_FAULTS` asks for, if it is set: said on stderr, so a run with
 /// faults never passes for a clean one; a plan that cannot be read is an input error.
 pub fn injected_backing_faults() -> Result<Option<Arc<BackingFaults>>> {
-    let Some(spec) = std::env::var_os(INJECT_FAULTS_VAR) else {
-        return Ok(None);
-    };
-    let spec = spec.to_string_lossy();
-    let faults = BackingFaults::parse(&spec)
-        .map_err(|e| input_error(format!("{INJECT_FAULTS_VAR}: {e}")))?;
-    eprintln!("nvarray: {INJECT_FAULTS_VAR}={spec}: injecting faults into the backing store");
-    Ok(Some(Arc::new(faults)))
+    let faults = BackingFaults::from_env("nvarray", "the backing store").map_err(input_error)?;
+    Ok(faults.map(Arc::new))
 }
 
 /// `--device-threads`: a count, or `auto` (decided by who else needs the cores).
