@@ -8,6 +8,9 @@
 //! socket holds, issues it to the device, and goes back to polling the device. It waits (in
 //! `poll`, bounded by `STALL_MAX`) only for the rest of a request, or when the client is not
 //! taking replies fast enough.
+//!
+//! A stream may also be in memory (`Stream::Memory`, `pipe`): the deterministic simulation's
+//! clients. Nothing waits on one; a wait for its client ends at once, as the longest wait would.
 
 use std::io::{self, Read, Write};
 use std::net::{Shutdown, TcpStream};
@@ -15,11 +18,14 @@ use std::os::fd::{AsRawFd, RawFd};
 use std::os::unix::net::UnixStream;
 use std::time::Duration;
 
-/// A client connection, Unix or TCP.
+use crate::pipe::MemoryPipe;
+
+/// A client connection: Unix or TCP, or in memory (a simulated client).
 #[derive(Debug)]
 pub enum Stream {
     Unix(UnixStream),
     Tcp(TcpStream),
+    Memory(MemoryPipe),
 }
 
 impl Stream {
@@ -27,37 +33,47 @@ impl Stream {
         Ok(match self {
             Stream::Unix(s) => Stream::Unix(s.try_clone()?),
             Stream::Tcp(s) => Stream::Tcp(s.try_clone()?),
+            Stream::Memory(s) => Stream::Memory(s.clone_end()),
         })
     }
 
+    /// (An in-memory stream never blocks, whatever is asked.)
     pub fn set_nonblocking(&self, on: bool) -> io::Result<()> {
         match self {
             Stream::Unix(s) => s.set_nonblocking(on),
             Stream::Tcp(s) => s.set_nonblocking(on),
+            Stream::Memory(_) => Ok(()),
         }
     }
 
+    /// (An in-memory stream's reads never wait: a timeout changes nothing.)
     pub fn set_read_timeout(&self, t: Option<Duration>) -> io::Result<()> {
         match self {
             Stream::Unix(s) => s.set_read_timeout(t),
             Stream::Tcp(s) => s.set_read_timeout(t),
+            Stream::Memory(_) => Ok(()),
+        }
+    }
+
+    pub fn set_write_timeout(&self, t: Option<Duration>) -> io::Result<()> {
+        match self {
+            Stream::Unix(s) => s.set_write_timeout(t),
+            Stream::Tcp(s) => s.set_write_timeout(t),
+            Stream::Memory(_) => Ok(()),
         }
     }
 
     /// Ends the reading side: a thread blocked reading this socket (or a clone of it) sees end
     /// of file. This is how shutdown reaches connection threads.
-    pub fn set_write_timeout(&self, t: Option<Duration>) -> io::Result<()> {
-        match self {
-            Stream::Unix(s) => s.set_write_timeout(t),
-            Stream::Tcp(s) => s.set_write_timeout(t),
-        }
-    }
-
     pub fn shutdown_read(&self) {
         // Already closed by the peer is fine: the reader sees end of file either way.
         let _ = match self {
             Stream::Unix(s) => s.shutdown(Shutdown::Read),
             Stream::Tcp(s) => s.shutdown(Shutdown::Read),
+            Stream::Memory(s) => {
+                s.shutdown_read();
+                Ok(())
+            }
         };
     }
 
@@ -67,13 +83,19 @@ impl Stream {
         let _ = match self {
             Stream::Unix(s) => s.shutdown(Shutdown::Both),
             Stream::Tcp(s) => s.shutdown(Shutdown::Both),
+            Stream::Memory(s) => {
+                s.shutdown_read();
+                s.shutdown_write();
+                Ok(())
+            }
         };
     }
 
     /// Bytes this end has sent that the peer has not read yet, for a Unix socket (`SIOCOUTQ`:
     /// on `AF_UNIX` the sender is charged until the reader takes the data). `None` for TCP,
     /// where the figure counts unacknowledged bytes instead, which a loopback peer
-    /// acknowledges on arrival, not when its program reads them.
+    /// acknowledges on arrival, not when its program reads them. `None` in memory too: the
+    /// figure is for pacing a client that runs meanwhile, and a simulated one cannot.
     pub fn unread_by_peer(&self) -> Option<usize> {
         let Stream::Unix(s) = self else {
             return None;
@@ -85,24 +107,59 @@ impl Stream {
         (rc == 0).then_some(bytes.max(0) as usize)
     }
 
-    /// Who is connected, for log lines.
     /// The client's host, for the report's per-host streams: its address without the port
-    /// (`unix` for a Unix-socket client).
+    /// (`unix` for a Unix-socket client, `memory` for a simulated one).
     pub fn host(&self) -> String {
         match self {
             Stream::Unix(_) => "unix".to_string(),
+            Stream::Memory(_) => "memory".to_string(),
             Stream::Tcp(s) => s
                 .peer_addr()
                 .map_or_else(|_| "tcp".to_string(), |a| a.ip().to_string()),
         }
     }
 
+    /// Who is connected, for log lines.
     pub fn peer(&self) -> String {
         match self {
             Stream::Unix(_) => "unix client".to_string(),
+            Stream::Memory(_) => "simulated client".to_string(),
             Stream::Tcp(s) => s
                 .peer_addr()
                 .map_or_else(|_| "tcp client".to_string(), |a| a.to_string()),
+        }
+    }
+}
+
+impl Stream {
+    /// Waits until the stream has one of `events` (`POLLIN`, `POLLOUT`; or an error or
+    /// hang-up), at most `timeout` (`None`: for ever). Returns whether it is ready. In memory
+    /// it answers at once: a simulated client cannot act while the server waits, so a wait
+    /// that would need it to ends as a silent client's would.
+    pub fn wait_ready(&self, events: i16, timeout: Option<Duration>) -> io::Result<bool> {
+        match self {
+            Stream::Unix(s) => wait_fd(s.as_raw_fd(), events, timeout),
+            Stream::Tcp(s) => wait_fd(s.as_raw_fd(), events, timeout),
+            Stream::Memory(s) => Ok(events & libc::POLLOUT != 0 || s.readable()),
+        }
+    }
+
+    /// Receives into `buf`, waiting for data only when `wait` (never in memory). End of input
+    /// is `Ok(0)`.
+    fn recv(&self, buf: &mut [u8], wait: bool) -> io::Result<usize> {
+        match self {
+            Stream::Unix(s) => recv(s.as_raw_fd(), buf, wait),
+            Stream::Tcp(s) => recv(s.as_raw_fd(), buf, wait),
+            Stream::Memory(s) => s.read(buf),
+        }
+    }
+
+    /// Sends what the stream takes of `buf` now, without waiting.
+    fn send(&self, buf: &[u8]) -> io::Result<usize> {
+        match self {
+            Stream::Unix(s) => send(s.as_raw_fd(), buf),
+            Stream::Tcp(s) => send(s.as_raw_fd(), buf),
+            Stream::Memory(s) => s.write(buf),
         }
     }
 }
@@ -112,6 +169,7 @@ impl Read for Stream {
         match self {
             Stream::Unix(s) => s.read(buf),
             Stream::Tcp(s) => s.read(buf),
+            Stream::Memory(s) => s.read(buf),
         }
     }
 }
@@ -121,20 +179,12 @@ impl Write for Stream {
         match self {
             Stream::Unix(s) => s.write(buf),
             Stream::Tcp(s) => s.write(buf),
+            Stream::Memory(s) => s.write(buf),
         }
     }
 
     fn flush(&mut self) -> io::Result<()> {
         Ok(())
-    }
-}
-
-impl AsRawFd for Stream {
-    fn as_raw_fd(&self) -> RawFd {
-        match self {
-            Stream::Unix(s) => s.as_raw_fd(),
-            Stream::Tcp(s) => s.as_raw_fd(),
-        }
     }
 }
 
@@ -218,7 +268,7 @@ pub const STALL_MAX: Duration = Duration::from_secs(30);
 /// Waits until `stream` is ready for `events`; a wait longer than `STALL_MAX` is an error
 /// saying what the client was doing (`doing`).
 fn wait_for_client(stream: &Stream, events: i16, doing: &str) -> io::Result<()> {
-    if wait_fd(stream.as_raw_fd(), events, Some(STALL_MAX))? {
+    if stream.wait_ready(events, Some(STALL_MAX))? {
         return Ok(());
     }
     Err(io::Error::new(
@@ -286,7 +336,7 @@ impl Input {
             self.end -= self.start;
             self.start = 0;
         }
-        match recv(stream.as_raw_fd(), &mut self.buf[self.end..], wait) {
+        match stream.recv(&mut self.buf[self.end..], wait) {
             Ok(0) => Ok(Fill::Eof),
             Ok(n) => {
                 debug_assert!(
@@ -310,7 +360,7 @@ impl Input {
         self.consume(have);
         let mut at = have;
         while at < out.len() {
-            match recv(stream.as_raw_fd(), &mut out[at..], false) {
+            match stream.recv(&mut out[at..], false) {
                 Ok(0) => {
                     return Err(io::Error::new(
                         io::ErrorKind::UnexpectedEof,
@@ -368,7 +418,7 @@ pub fn write_some(stream: &Stream, out: &mut Vec<u8>) -> io::Result<bool> {
         if at == out.len() {
             break Ok(true);
         }
-        match send(stream.as_raw_fd(), &out[at..]) {
+        match stream.send(&out[at..]) {
             Ok(0) => {
                 break Err(io::Error::new(
                     io::ErrorKind::WriteZero,

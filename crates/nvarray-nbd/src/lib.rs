@@ -9,9 +9,13 @@
 //! - `proto`: the wire format and the checks every request passes before it touches the
 //!   device (pure; property-tested and fuzzed).
 //! - `handshake`: fixed newstyle negotiation; `gate`: who may start one (budgets per peer).
-//! - `transmission`: one connection's pipelined request loop.
+//! - `transmission`: one connection's pipelined request loop, in turns.
+//! - `serving`: what serving a connection takes, listening or not (the export, slots, queue
+//!   pairs, statistics, tag shares).
 //! - `pace`: how long a connection may wait to serve a client that is behind in one burst.
-//! - `server`: listening, the connection limit, shutdown, statistics.
+//! - `server`: listening, one thread per connection, shutdown, the report.
+//! - `simulation`: the same connections served by one thread, turn by turn, over in-memory
+//!   streams (`pipe`), for deterministic simulation.
 //! - `error`: the server's errors.
 //! - `client`: a minimal blocking client for tests that must speak the protocol exactly.
 //!
@@ -24,9 +28,13 @@ pub mod gate;
 pub mod handshake;
 pub mod io;
 pub mod pace;
+pub mod pipe;
 pub mod proto;
 pub mod server;
+pub mod serving;
+pub mod simulation;
 pub mod transmission;
 
 pub use error::NbdError;
 pub use server::{Bound, Listen, Server, ServerOptions, ShutdownHandle};
+pub use simulation::SimulatedServer;

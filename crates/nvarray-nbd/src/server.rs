@@ -20,17 +20,15 @@ use std::sync::{Arc, Condvar, Mutex};
 use std::time::{Duration, Instant};
 
 use nvarray_host::options::pin_this_thread;
-use nvarray_host::{Device, QueuePair};
+use nvarray_host::Device;
 use nvarray_report::RunReport;
-use nvarray_run::served::ServedStats;
 
 use crate::gate::{Admission, Gate, Peer, HANDSHAKE_WAIT};
-use crate::handshake::{negotiate, Export, Outcome, HANDSHAKE_IDLE};
+use crate::handshake::{Export, Outcome, HANDSHAKE_IDLE};
 use crate::io::Stream;
-use crate::proto::{ExportLimits, REP_ERR_SHUTDOWN};
-use crate::transmission::{Negotiated, ServerLinks, Transmission};
+use crate::proto::REP_ERR_SHUTDOWN;
+use crate::serving::{connection_log, Log, Serving};
 use crate::NbdError;
-use nvarray_host::tag_share::TagShare;
 
 /// Default listening address: loopback only. Any other address must be given explicitly.
 pub const LISTEN_DEFAULT: &str = "tcp:127.0.0.1:10809";
@@ -41,7 +39,7 @@ pub const CONNECTIONS_MAX: usize = 256;
 
 /// A client is dropped if its handshake takes longer than this in all (and sooner, after
 /// `HANDSHAKE_IDLE` of silence), so it cannot hold a handshake slot for ever.
-const HANDSHAKE_TIMEOUT: Duration = Duration::from_secs(10);
+pub const HANDSHAKE_TIMEOUT: Duration = Duration::from_secs(10);
 
 pub use crate::gate::HANDSHAKES_MAX;
 
@@ -173,16 +171,7 @@ struct Shared {
     thread_ended: Condvar,
     /// The handshake budgets (`gate`).
     gate: Gate,
-    serving: AtomicUsize,
     accepted: AtomicUsize,
-    /// Idle queue pairs from connections that ended, reused by the next ones (building a
-    /// pair's rings costs more than taking one from here; at most as many as were ever
-    /// serving at once).
-    queue_pairs: Mutex<Vec<QueuePair>>,
-    /// Every connection's statistics, one stream per client host (`nvarray_run::served`).
-    served: ServedStats,
-    /// Each serving connection's fair share of the device's tags.
-    tags: TagShare,
     /// Connection threads that panicked (a bug): each closed its socket and was logged, and
     /// the server went on serving the others.
     panicked: AtomicUsize,
@@ -213,21 +202,17 @@ impl ShutdownHandle {
 
 /// An NBD server over one emulated device.
 pub struct Server {
-    device: Arc<Device>,
     bound: Bound,
     options: ServerOptions,
-    export: Export,
+    /// The device, its export, and what its connections share.
+    serving: Serving,
     shared: Arc<Shared>,
-    log: Arc<dyn Fn(&str) + Send + Sync>,
+    log: Log,
 }
 
 impl Server {
     /// Binds the listening socket (`Bound::listen`) and makes the server over `device`.
-    pub fn bind(
-        device: Arc<Device>,
-        options: ServerOptions,
-        log: Arc<dyn Fn(&str) + Send + Sync>,
-    ) -> Result<Server, NbdError> {
+    pub fn bind(device: Arc<Device>, options: ServerOptions, log: Log) -> Result<Server, NbdError> {
         check_options(&options)?;
         let bound = Bound::listen(&options.listen)?;
         Server::over(device, bound, options, log)
@@ -238,7 +223,7 @@ impl Server {
         device: Arc<Device>,
         bound: Bound,
         options: ServerOptions,
-        log: Arc<dyn Fn(&str) + Send + Sync>,
+        log: Log,
     ) -> Result<Server, NbdError> {
         check_options(&options)?;
         // SAFETY: eventfd takes two integers and returns a new descriptor or -1 (checked).
@@ -248,40 +233,16 @@ impl Server {
         }
         // SAFETY: `fd` is a fresh descriptor nothing else owns.
         let wake_fd = unsafe { OwnedFd::from_raw_fd(fd) };
-        let block_bytes = device.block_bytes();
-        // What the request checks and the split into commands rely on (`DeviceConfig` and
-        // `Device::open` check both): the preferred block size advertised is a power of two,
-        // and a request cut at the largest command leaves every command whole blocks.
-        debug_assert!(
-            block_bytes.is_power_of_two(),
-            "device block size: expected a power of two, found {block_bytes}"
-        );
-        debug_assert!(
-            device.command_bytes_max().is_multiple_of(block_bytes),
-            "largest device command: expected a multiple of the {block_bytes}-byte block, found \
-             {}",
-            device.command_bytes_max()
-        );
-        let export = Export {
-            name: options.export_name.clone(),
-            description: format!(
-                "nvarray emulated {} ({} bytes)",
-                device.config().name,
-                device.size_bytes()
-            ),
-            limits: ExportLimits {
-                size_bytes: device.size_bytes(),
-                block_bytes,
-                read_only: options.read_only,
-            },
-            preferred_block_bytes: block_bytes.max(4096),
-        };
-        let tags = TagShare::new(device.tags());
-        Ok(Server {
+        let serving = Serving::new(
             device,
+            &options.export_name,
+            options.read_only,
+            options.connections_max,
+        );
+        Ok(Server {
             bound,
             options,
-            export,
+            serving,
             shared: Arc::new(Shared {
                 shutdown: AtomicBool::new(false),
                 wake_fd,
@@ -289,11 +250,7 @@ impl Server {
                 threads: Mutex::new(0),
                 thread_ended: Condvar::new(),
                 gate: Gate::default(),
-                serving: AtomicUsize::new(0),
                 accepted: AtomicUsize::new(0),
-                queue_pairs: Mutex::new(Vec::new()),
-                served: ServedStats::new(),
-                tags,
                 panicked: AtomicUsize::new(0),
                 panic_in: AtomicU64::new(0),
             }),
@@ -338,7 +295,7 @@ impl Server {
     }
 
     pub fn export(&self) -> &Export {
-        &self.export
+        &self.serving.export
     }
 
     pub fn shutdown_handle(&self) -> ShutdownHandle {
@@ -354,13 +311,14 @@ impl Server {
     /// host's over its own, so two hosts served one after the other each show their own rate,
     /// not half of it.
     pub fn report(&self) -> RunReport {
-        let mut report = self.shared.served.report(&self.device, "nbd");
+        let device = &self.serving.device;
+        let mut report = self.serving.served.report(device, "nbd");
         if let Some(setup) = report.emulator.as_mut() {
             // The CPUs of the connections so far, up to one per CPU of the list.
             let connections = self.shared.accepted.load(Ordering::Relaxed);
-            let listed = self.device.options().cpus.len();
+            let listed = device.options().cpus.len();
             setup.host_cpus = (0..connections.min(listed))
-                .filter_map(|i| self.device.host_cpu(i))
+                .filter_map(|i| device.host_cpu(i))
                 .collect();
         }
         report
@@ -439,10 +397,7 @@ impl Server {
             Ok(())
         });
         // Every connection thread has ended (the scope joined them).
-        let flush = self
-            .device
-            .queue_pair(self.device.completion())
-            .flush(&self.device);
+        let flush = self.serving.flush();
         if let Listener::Unix(_, path) = &self.bound.listener {
             let _ = std::fs::remove_file(path);
         }
@@ -499,28 +454,13 @@ impl Server {
         }
     }
 
-    /// Takes a serving slot if fewer than `connections_max` connections are serving.
-    fn take_serving_slot(&self) -> Result<ServingSlot<'_>, String> {
-        let max = self.options.connections_max;
-        self.shared
-            .serving
-            .fetch_update(Ordering::SeqCst, Ordering::SeqCst, |n| {
-                (n < max).then_some(n + 1)
-            })
-            .map(|_| ServingSlot(&self.shared.serving))
-            .map_err(|_| {
-                format!("nvarray serve: too many connections (limit {max}; see --connections)")
-            })
-    }
-
     /// One connection, from handshake to close. `waits`: its peer was over its handshake
     /// budget when it arrived, so it waits for a slot first.
     fn connection(&self, id: u64, mut stream: Stream, peer: Peer, waits: bool) {
         if self.shared.panic_in.load(Ordering::Relaxed) == id + 1 {
             panic!("connection {id}: the injected panic (Server::inject_panic_in_connection)");
         }
-        let address = stream.peer();
-        let log = |m: &str| (self.log)(&format!("connection {id} ({address}): {m}"));
+        let log = connection_log(&self.log, id, &stream);
         if waits {
             if let Err(why) = self
                 .shared
@@ -536,7 +476,7 @@ impl Server {
             gate: &self.shared.gate,
             peer: &peer,
         };
-        if let Some(cpu) = self.device.host_cpu(id as usize) {
+        if let Some(cpu) = self.serving.device.host_cpu(id as usize) {
             // The list was checked when the device opened; a failure here (the process's CPUs
             // narrowed since) leaves the thread where the scheduler puts it.
             if let Err(e) = pin_this_thread(cpu) {
@@ -563,24 +503,21 @@ impl Server {
             None
         };
         let _ = stream.set_write_timeout(Some(HANDSHAKE_IDLE));
-        let mut slot = None;
-        let outcome = negotiate(
+        let (outcome, slot) = self.serving.handshake(
             &mut stream,
-            &self.export,
             refuse.as_ref().map(|(k, m)| (*k, m.as_str())),
-            &mut || {
-                slot = Some(self.take_serving_slot()?);
-                Ok(())
-            },
             Instant::now() + HANDSHAKE_TIMEOUT,
-            &mut |m| log(m),
+            &*log,
         );
         drop(handshaking);
         match outcome {
             Ok(Outcome::Transmission { structured }) => {
                 let _ = stream.set_read_timeout(None);
                 let _ = stream.set_write_timeout(None);
-                self.transmit(stream, structured, &log);
+                let t = self
+                    .serving
+                    .transmission(stream, structured, Arc::clone(&log));
+                self.serving.transmission_ended(t.run(), &*log);
             }
             Ok(Outcome::Closed) => {}
             Err(e) if e.kind() == io::ErrorKind::UnexpectedEof => {}
@@ -592,57 +529,6 @@ impl Server {
             .lock()
             .expect("live lock poisoned")
             .retain(|l| l.id != id);
-    }
-
-    fn transmit(&self, stream: Stream, structured: bool, log: &(dyn Fn(&str) + Sync)) {
-        let host = stream.host();
-        let session = self.shared.served.open(&host);
-        let qp = self
-            .shared
-            .queue_pairs
-            .lock()
-            .expect("queue pair lock poisoned")
-            .pop()
-            .unwrap_or_else(|| self.device.queue_pair(self.device.completion()));
-        let t = Transmission::new(
-            &self.device,
-            qp,
-            stream,
-            self.export.limits,
-            Negotiated { structured },
-            ServerLinks {
-                stats: &session.stats,
-                busy: &session.busy,
-                host_busy: &session.stream_busy,
-                tags: &self.shared.tags,
-            },
-            log,
-        );
-        let (qp, result) = t.run();
-        // The next connection gets this queue pair: none of this one's commands may complete
-        // there.
-        debug_assert_eq!(
-            qp.in_flight(),
-            0,
-            "queue pair handed on: expected nothing in flight, found {} commands",
-            qp.in_flight()
-        );
-        self.shared
-            .queue_pairs
-            .lock()
-            .expect("queue pair lock poisoned")
-            .push(qp);
-        self.shared.served.close(session);
-        if let Err(e) = result {
-            if !matches!(
-                e.kind(),
-                io::ErrorKind::UnexpectedEof
-                    | io::ErrorKind::BrokenPipe
-                    | io::ErrorKind::ConnectionReset
-            ) {
-                log(&format!("closed: {e}"));
-            }
-        }
     }
 }
 
@@ -688,19 +574,6 @@ struct HandshakeSlot<'a> {
 impl Drop for HandshakeSlot<'_> {
     fn drop(&mut self) {
         self.gate.done(self.peer);
-    }
-}
-
-/// A serving slot, given back when dropped.
-struct ServingSlot<'a>(&'a AtomicUsize);
-
-impl Drop for ServingSlot<'_> {
-    fn drop(&mut self) {
-        let before = self.0.fetch_sub(1, Ordering::SeqCst);
-        debug_assert!(
-            before > 0,
-            "serving connections: expected at least this one, found {before}"
-        );
     }
 }
 

@@ -19,16 +19,22 @@
 //!
 //! Every request is checked by `proto::check_request` before anything touches the device.
 //! Write payloads are read from the socket straight into the command's DMA buffer.
+//!
+//! The loop is made of turns (`turn`): each does what can be done now and returns, and only
+//! `serve` (a connection's thread) waits between them. A request whose next command finds no
+//! free tag, with none of the connection's own commands in flight to give one back, is parked
+//! (`Parked`) and resumed by a later turn, instead of the turn waiting for other connections.
+//! So the simulation (`simulation`) runs the same connections as the server's threads, one
+//! turn at a time, on one thread.
 
 use std::io;
-use std::os::fd::AsRawFd;
-use std::sync::Mutex;
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use nvarray_host::{Device, Done, HostError, Opcode, QueuePair};
-use nvarray_report::{BusyClock, StreamStats};
+use nvarray_run::served::Session;
 
-use crate::io::{wait_fd, write_all, write_some, Fill, Input, Stream};
+use crate::io::{write_all, write_some, Fill, Input, Stream};
 use crate::pace::{Pace, QUICK_RECV_NS};
 use crate::proto::*;
 use nvarray_host::tag_share::{Seat, TagShare};
@@ -106,16 +112,35 @@ struct Request {
     payload_left: u64,
 }
 
-/// What a connection shares with the rest of its server: its own statistics (read by the
-/// report), the active time of the server and of the connection's client host (the rates of
-/// the whole and of the host's stream are over them; see `Transmission::session_begun`) and
-/// the fair shares of the device's tags.
-#[derive(Clone, Copy)]
-pub struct ServerLinks<'a> {
-    pub stats: &'a Mutex<StreamStats>,
-    pub busy: &'a BusyClock,
-    pub host_busy: &'a BusyClock,
-    pub tags: &'a TagShare,
+/// What a connection shares with the rest of its server: its session (its own statistics,
+/// read by the report, and the active time of the server and of the connection's client host,
+/// which the rates of the whole and of the host's stream are over; see
+/// `Transmission::session_begun`), the fair shares of the device's tags, and where its
+/// messages go.
+pub struct ServerLinks {
+    pub session: Session,
+    pub tags: Arc<TagShare>,
+    pub log: Arc<dyn Fn(&str) + Send + Sync>,
+}
+
+/// The rest of a request whose commands wait for a device tag (see the module's notes).
+#[derive(Clone, Copy, Debug)]
+struct Parked {
+    slot: usize,
+    work: Work,
+    /// Bytes of the request already issued.
+    at: u32,
+}
+
+/// What one turn of the loop came to.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Turn {
+    /// Requests were taken or commands completed.
+    Progressed,
+    /// Nothing could be done now: the device or the client is still to act.
+    Idle,
+    /// The client has gone (or said goodbye) and nothing is left in flight: call `finish`.
+    Closed,
 }
 
 /// What the connection learned from the client.
@@ -125,8 +150,8 @@ pub struct Negotiated {
 }
 
 /// One connection's transmission phase.
-pub struct Transmission<'a> {
-    device: &'a Device,
+pub struct Transmission {
+    device: Arc<Device>,
     qp: QueuePair,
     stream: Stream,
     input: Input,
@@ -140,50 +165,53 @@ pub struct Transmission<'a> {
     /// Requests whose data is done and whose FUA flush is still to issue.
     fua_pending: Vec<usize>,
     commands_in_flight: usize,
+    /// The request waiting for a tag, if any: no other is taken meanwhile (its write payload
+    /// is next on the socket).
+    parked: Option<Parked>,
     /// This connection's standing in the device's tag shares (`tag_share.rs`).
-    seat: Seat<&'a TagShare>,
+    seat: Seat<Arc<TagShare>>,
     /// Bytes of the read requests in flight (see `READ_BYTES_BUDGET`).
     read_bytes_live: u64,
     finished: Vec<Done>,
     zeroes: Box<[u8]>,
     closing: bool,
-    stats: &'a Mutex<StreamStats>,
-    /// Requests answered and not yet recorded in `stats`: (read, bytes, latency ns), recorded
-    /// together under one lock before their replies are sent (`record_stats`).
+    /// Requests answered and not yet recorded in the session's statistics: (read, bytes,
+    /// latency ns), recorded together under one lock before their replies are sent
+    /// (`record_stats`).
     unrecorded: Vec<(bool, u32, u64)>,
-    /// The active time of the server and of this connection's client host. A connection is
-    /// active from its first request to its close (its session): the client's own time
-    /// between its requests is part of its rate, as in the client's own measurement (fio at
-    /// `rate_iops=5` did 5 IOPS, not the 20,000 that one request's latency gives), while the
-    /// time before a client's first request and between sessions is not (the clocks bridge
-    /// only gaps under `nvarray_report::ACTIVE_GAP_MAX`).
-    busy: &'a BusyClock,
-    host_busy: &'a BusyClock,
+    /// The session's statistics and the active time of the server and of this connection's
+    /// client host. A connection is active from its first request to its close (its
+    /// session): the client's own time between its requests is part of its rate, as in the
+    /// client's own measurement (fio at `rate_iops=5` did 5 IOPS, not the 20,000 that one
+    /// request's latency gives), while the time before a client's first request and between
+    /// sessions is not (the clocks bridge only gaps under `nvarray_report::ACTIVE_GAP_MAX`).
+    session: Session,
     /// Whether the session has begun on both clocks (at the first request).
     session_begun: bool,
     /// The time of this pass of the loop, read once per pass, after a wait for a request and
     /// after each collection of completions: requests are timed from it.
     now: Instant,
+    /// When the connection last looked at its socket (see `TICK`).
+    tick_at: Instant,
     /// What the connection has answered, for pacing its reads (`pace`).
     pace: Pace,
     /// Whether the last wait for a request found one already there (see
     /// `pace::QUICK_RECV_NS`): only then is the client's backlog looked at.
     client_ahead: bool,
-    log: &'a (dyn Fn(&str) + Sync),
+    log: Arc<dyn Fn(&str) + Send + Sync>,
 }
 
-impl<'a> Transmission<'a> {
+impl Transmission {
     pub fn new(
-        device: &'a Device,
+        device: Arc<Device>,
         qp: QueuePair,
         stream: Stream,
         limits: ExportLimits,
         negotiated: Negotiated,
-        links: ServerLinks<'a>,
-        log: &'a (dyn Fn(&str) + Sync),
-    ) -> Transmission<'a> {
+        links: ServerLinks,
+    ) -> Transmission {
+        let now = Instant::now();
         Transmission {
-            device,
             qp,
             stream,
             input: Input::new(),
@@ -195,38 +223,45 @@ impl<'a> Transmission<'a> {
             tag_slot: vec![usize::MAX; device.tags()],
             fua_pending: Vec::with_capacity(REQUESTS_MAX),
             commands_in_flight: 0,
-            seat: links.tags.seat(),
+            parked: None,
+            seat: Seat::new(links.tags),
             read_bytes_live: 0,
             finished: Vec::with_capacity(device.tags()),
             zeroes: vec![0u8; device.command_bytes_max() as usize].into_boxed_slice(),
             closing: false,
-            stats: links.stats,
             unrecorded: Vec::with_capacity(REQUESTS_MAX),
-            busy: links.busy,
-            host_busy: links.host_busy,
+            session: links.session,
             session_begun: false,
-            now: Instant::now(),
+            now,
+            tick_at: now,
             pace: Pace::default(),
             client_ahead: false,
-            log,
+            log: links.log,
+            device,
         }
     }
 
     /// Serves requests until the client disconnects (or shutdown closes the socket's reading
     /// side), then finishes what is in flight and sends the last replies. Returns the queue
-    /// pair, idle, for the next connection.
-    pub fn run(mut self) -> (QueuePair, io::Result<()>) {
+    /// pair, idle, for the next connection, and the session, to be closed.
+    pub fn run(mut self) -> (QueuePair, Session, io::Result<()>) {
         let result = self.serve();
+        self.finish(result)
+    }
+
+    /// Ends the connection after `serve` or the last `turn` (which came to `result`): collects
+    /// whatever is still in flight, sends the last replies if the connection is sound, and
+    /// ends the session on the clocks. Returns the queue pair, idle, and the session.
+    pub fn finish(mut self, result: io::Result<()>) -> (QueuePair, Session, io::Result<()>) {
         // Whatever happened, nothing may stay in flight on a queue pair handed on.
         while self.commands_in_flight > 0 {
             self.reap(true);
         }
         let result = result.and_then(|()| self.send_all_replies());
         if self.session_begun {
-            self.busy.end();
-            self.host_busy.end();
+            self.session.end();
         }
-        (self.qp, result)
+        (self.qp, self.session, result)
     }
 
     fn serve(&mut self) -> io::Result<()> {
@@ -235,46 +270,70 @@ impl<'a> Transmission<'a> {
         // Naps (`wait_a_little`) and waits (`pace`) of tens of microseconds must not overshoot
         // by Linux's default 50 µs of timer slack.
         nvarray_host::fine_timer_slack();
-        let mut tick_at = Instant::now();
+        self.tick_at = Instant::now();
         loop {
-            self.issue_fua_flushes();
-            self.now = Instant::now();
-            let idle = self.commands_in_flight == 0 && self.fua_pending.is_empty();
-            if self.closing && idle {
-                return Ok(());
-            }
-            let mut progressed = false;
-            if idle || self.now.duration_since(tick_at) >= TICK {
-                if idle {
-                    // The last command is done: every reply goes out now, before any wait.
-                    // What the client has not read of the earlier ones is its backlog.
-                    let unread = if self.client_ahead {
-                        self.stream.unread_by_peer()
-                    } else {
-                        None
-                    };
-                    self.send_all_replies()?;
-                    if let Some(hold) = unread.and_then(|bytes| self.pace.hold(bytes)) {
-                        // Nothing is in flight, so no completion can be late.
-                        std::thread::sleep(hold);
-                    }
-                } else if !self.out.is_empty() {
-                    self.send_replies()?;
-                }
-                progressed = self.take_requests(idle)?;
-                // From the end of a wait for requests, if there was one.
-                tick_at = self.now;
-            }
-            if self.reap(false) > 0 {
-                progressed = true;
-            }
-            if self.out.len() >= OUTPUT_FLUSH_BYTES {
-                self.send_replies()?;
-            }
-            if !progressed {
-                self.wait_a_little();
+            match self.turn()? {
+                Turn::Closed => return Ok(()),
+                Turn::Progressed => {}
+                // Parked with nothing of its own in flight: only other connections can give
+                // a tag back.
+                Turn::Idle if self.commands_in_flight == 0 => std::thread::yield_now(),
+                Turn::Idle => self.wait_a_little(),
             }
         }
+    }
+
+    /// Nothing in flight, nothing parked, no FUA flush to issue.
+    fn idle(&self) -> bool {
+        self.commands_in_flight == 0 && self.fua_pending.is_empty() && self.parked.is_none()
+    }
+
+    /// One turn of the loop: issues what waited for a tag, sends the replies that are ready,
+    /// takes the requests the socket holds (waiting for one inside `recv` when the connection
+    /// is idle, on a socket), and collects completions. In memory no step waits.
+    pub fn turn(&mut self) -> io::Result<Turn> {
+        self.issue_fua_flushes();
+        if let Some(Parked { slot, work, at }) = self.parked.take() {
+            self.issue_commands(slot, work, at)?;
+        }
+        self.now = Instant::now();
+        let idle = self.idle();
+        if self.closing && idle {
+            return Ok(Turn::Closed);
+        }
+        let mut progressed = false;
+        if idle || self.now.duration_since(self.tick_at) >= TICK {
+            if idle {
+                // The last command is done: every reply goes out now, before any wait.
+                // What the client has not read of the earlier ones is its backlog.
+                let unread = if self.client_ahead {
+                    self.stream.unread_by_peer()
+                } else {
+                    None
+                };
+                self.send_all_replies()?;
+                if let Some(hold) = unread.and_then(|bytes| self.pace.hold(bytes)) {
+                    // Nothing is in flight, so no completion can be late.
+                    std::thread::sleep(hold);
+                }
+            } else if !self.out.is_empty() {
+                self.send_replies()?;
+            }
+            progressed = self.take_requests(idle)?;
+            // From the end of a wait for requests, if there was one.
+            self.tick_at = self.now;
+        }
+        if self.reap(false) > 0 {
+            progressed = true;
+        }
+        if self.out.len() >= OUTPUT_FLUSH_BYTES {
+            self.send_replies()?;
+        }
+        Ok(if progressed {
+            Turn::Progressed
+        } else {
+            Turn::Idle
+        })
     }
 
     /// Whether the connection may take another request (see `READ_BYTES_BUDGET`).
@@ -289,7 +348,11 @@ impl<'a> Transmission<'a> {
     fn take_requests(&mut self, idle: bool) -> io::Result<bool> {
         let mut started = false;
         let mut read = false;
-        while !self.closing && !self.free_slots.is_empty() && self.within_budget() {
+        while !self.closing
+            && self.parked.is_none()
+            && !self.free_slots.is_empty()
+            && self.within_budget()
+        {
             if self.input.buffered().len() >= REQUEST_HEADER_BYTES {
                 let bytes: [u8; REQUEST_HEADER_BYTES] = self.input.buffered()
                     [..REQUEST_HEADER_BYTES]
@@ -322,7 +385,10 @@ impl<'a> Transmission<'a> {
                 Fill::Empty => {
                     if wait {
                         // A read timeout (none is set in this phase); wait in poll instead.
-                        wait_fd(self.stream.as_raw_fd(), libc::POLLIN, None)?;
+                        // In memory nothing comes while the server waits: the turn ends.
+                        if !self.stream.wait_ready(libc::POLLIN, None)? {
+                            break;
+                        }
                         read = false;
                     }
                 }
@@ -352,7 +418,7 @@ impl<'a> Transmission<'a> {
             return Ok(());
         }
         let slot = self.open_request(header.cookie, work, commands, started);
-        self.issue_commands(slot, work, step)
+        self.issue_commands(slot, work, 0)
     }
 
     /// Begins the session on both clocks at its first request (see `busy`).
@@ -360,8 +426,7 @@ impl<'a> Transmission<'a> {
         if !self.session_begun {
             // The session's first request (see `busy`).
             self.session_begun = true;
-            self.busy.begin_at(started);
-            self.host_busy.begin_at(started);
+            self.session.begin_at(started);
         }
     }
 
@@ -484,14 +549,16 @@ impl<'a> Transmission<'a> {
         slot
     }
 
-    /// Issues the commands of request `slot`: one flush, or one command per `step` bytes of
-    /// its range.
-    fn issue_commands(&mut self, slot: usize, work: Work, step: u32) -> io::Result<()> {
+    /// Issues the commands of request `slot` from `at` bytes into its range: one flush, or one
+    /// command per largest command's bytes. A command that finds no tag parks the rest.
+    fn issue_commands(&mut self, slot: usize, work: Work, mut at: u32) -> io::Result<()> {
         if work.kind == Opcode::Flush {
-            self.issue(slot, Opcode::Flush, 0, 0, Payload::None)?;
+            if !self.issue(slot, Opcode::Flush, 0, 0, Payload::None)? {
+                self.parked = Some(Parked { slot, work, at });
+            }
             return Ok(());
         }
-        let mut at = 0u32;
+        let step = self.device.command_bytes_max();
         while at < work.len_bytes {
             let n = step.min(work.len_bytes - at);
             let offset = work.offset_bytes + u64::from(at);
@@ -506,14 +573,19 @@ impl<'a> Transmission<'a> {
                     unreachable!("NBD requests are reads, writes, flushes and trims")
                 }
             };
-            self.issue(slot, work.kind, offset, n, payload)?;
+            if !self.issue(slot, work.kind, offset, n, payload)? {
+                self.parked = Some(Parked { slot, work, at });
+                return Ok(());
+            }
             at += n;
         }
         Ok(())
     }
 
-    /// Issues one command of request `slot`, waiting for a free tag if every one is in flight
-    /// or this connection holds its share of them.
+    /// Issues one command of request `slot`, waiting for one of this connection's commands to
+    /// complete if every tag is in flight or it holds its share of them. Returns false, having
+    /// changed nothing, when no tag is free and none of its own commands is in flight (other
+    /// connections hold them all): the caller parks the command.
     fn issue(
         &mut self,
         slot: usize,
@@ -521,7 +593,7 @@ impl<'a> Transmission<'a> {
         offset_bytes: u64,
         len_bytes: u32,
         payload: Payload,
-    ) -> io::Result<()> {
+    ) -> io::Result<bool> {
         #[cfg(debug_assertions)]
         self.debug_check_command(op, offset_bytes, len_bytes);
         let mut prepared = loop {
@@ -538,11 +610,10 @@ impl<'a> Transmission<'a> {
                 Ok(p) => break p,
                 Err(HostError::NoTag { .. }) => {
                     // Other commands (ours or other connections') hold every tag.
-                    if self.commands_in_flight > 0 {
-                        self.reap(true);
-                    } else {
-                        std::thread::yield_now();
+                    if self.commands_in_flight == 0 {
+                        return Ok(false);
                     }
+                    self.reap(true);
                 }
                 Err(e) => {
                     // The request was checked against the same limits; a refusal here is a
@@ -556,7 +627,7 @@ impl<'a> Transmission<'a> {
                         self.payload_consumed(slot, len_bytes);
                     }
                     self.maybe_finish(slot);
-                    return Ok(());
+                    return Ok(true);
                 }
             }
         };
@@ -604,7 +675,7 @@ impl<'a> Transmission<'a> {
             self.commands_in_flight,
             self.qp.in_flight()
         );
-        Ok(())
+        Ok(true)
     }
 
     /// A command as `issue` may send it (debug builds): `check_request` let only ranges inside
@@ -646,9 +717,10 @@ impl<'a> Transmission<'a> {
         request.payload_left -= u64::from(len_bytes);
     }
 
-    /// FUA writes whose data is done: issue their flush.
+    /// FUA writes whose data is done: issue their flush (those that find no tag wait for the
+    /// next turn).
     fn issue_fua_flushes(&mut self) {
-        while let Some(slot) = self.fua_pending.pop() {
+        while let Some(&slot) = self.fua_pending.last() {
             let request = self.requests[slot].as_mut().expect("live request");
             // A FUA write's flush follows its data commands, once, and only if they succeeded.
             debug_assert!(
@@ -671,8 +743,16 @@ impl<'a> Transmission<'a> {
             request.fua = false;
             request.unissued = 1;
             // A flush carries no payload; it cannot fail the socket.
-            self.issue(slot, Opcode::Flush, 0, 0, Payload::None)
+            let issued = self
+                .issue(slot, Opcode::Flush, 0, 0, Payload::None)
                 .expect("a flush reads nothing from the socket");
+            if !issued {
+                let request = self.requests[slot].as_mut().expect("live request");
+                request.fua = true;
+                request.unissued = 0;
+                return;
+            }
+            self.fua_pending.pop();
         }
     }
 
@@ -893,7 +973,7 @@ impl<'a> Transmission<'a> {
         if self.unrecorded.is_empty() {
             return;
         }
-        let mut stats = self.stats.lock().expect("stats lock poisoned");
+        let mut stats = self.session.stats.lock().expect("stats lock poisoned");
         for &(is_read, len, latency_ns) in &self.unrecorded {
             stats.record_host(is_read, len, latency_ns);
         }
@@ -956,7 +1036,7 @@ impl<'a> Transmission<'a> {
                 // Replies already computed go out before the nap.
                 if self.send_replies().is_ok() && self.commands_in_flight > 0 {
                     // A wake-up by new input is fine: the loop reads it next.
-                    let _ = wait_fd(self.stream.as_raw_fd(), libc::POLLIN, Some(nap));
+                    let _ = self.stream.wait_ready(libc::POLLIN, Some(nap));
                 }
             }
             _ => std::hint::spin_loop(),
