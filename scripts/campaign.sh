@@ -17,6 +17,8 @@
 #                                          (or one: pm-faults-rust, pm-faults-c-abi, pm-faults-sqlite)
 #   scripts/campaign.sh channel-sim [FIRST] 1,000,000 seeds of the channel daemon's deterministic
 #                                          simulation, 200 steps each (TRIALS=N seeds)
+#   scripts/campaign.sh nbd-sim   [FIRST]  1,000,000 seeds of the NBD server's deterministic
+#                                          simulation, 200 steps each (TRIALS=N seeds)
 #   scripts/campaign.sh pm-kill   [SEED]   1,000 kill -9 trials of 4 processes sharing a pool (C ABI)
 #   scripts/campaign.sh pm-power  [FIRST]  10,000 simulated power cuts (1,250 workloads x 8)
 #   scripts/campaign.sh pm-sqlite-kill [SEED] 1,000 kill -9 trials of a SQLite writer on the VFS
@@ -95,6 +97,11 @@ faults_bench() {
 channel_sim() {
     run channel-sim "channel simulation" NVARRAY_SIM_SEEDS="${TRIALS:-1000000}" \
         NVARRAY_SIM_FIRST_SEED="${seed:-1}" NVARRAY_SIM_STEPS=200 -- -p nvarray-channel \
+        --test simulation
+}
+nbd_sim() {
+    run nbd-sim "nbd simulation" NVARRAY_SIM_SEEDS="${TRIALS:-1000000}" \
+        NVARRAY_SIM_FIRST_SEED="${seed:-1}" NVARRAY_SIM_STEPS=200 -- -p nvarray-nbd \
         --test simulation
 }
 pm_faults() { pm_faults_rust; pm_faults_c_abi; pm_faults_sqlite; }
@@ -243,6 +250,7 @@ case "$part" in
     faults) faults ;;
     pm-faults) pm_faults ;;
     channel-sim) channel_sim ;;
+    nbd-sim) nbd_sim ;;
     pm-faults-rust) pm_faults_rust ;;
     pm-faults-c-abi) pm_faults_c_abi ;;
     pm-faults-sqlite) pm_faults_sqlite ;;
@@ -257,7 +265,7 @@ case "$part" in
     fuse-kill) fuse_kill ;;
     fuzz) fuzz ;;
     soak) soak ;;
-    all) nbd_kill; pm_kill; pm_power; pm_sqlite_kill; pm_sqlite_power; pm_sqlite_pools; nbd_fuzz; nbd_faults; faults; pm_faults; channel_sim; fuse_kill; fuzz; soak ;;
+    all) nbd_kill; pm_kill; pm_power; pm_sqlite_kill; pm_sqlite_power; pm_sqlite_pools; nbd_fuzz; nbd_faults; faults; pm_faults; channel_sim; nbd_sim; fuse_kill; fuzz; soak ;;
     *)
         sed -n '2,34p' "$0" | sed 's/^# \{0,1\}//' >&2
         exit 2
