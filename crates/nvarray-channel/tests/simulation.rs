@@ -29,8 +29,8 @@ use std::sync::Arc;
 
 use nvarray_channel::layout::{SqEntry, SQ_HEAD, SQ_TAIL};
 use nvarray_channel::{Channel, ChannelError, ChannelStatus, Grant, Op, SimulatedDaemon};
-use nvarray_host::options::{BackingFaults, BackingKind, BackingOp};
-use nvarray_host::{Device, Options};
+use nvarray_host::options::{BackingFaults, BackingOp};
+use nvarray_host::simulation::{pattern, SimulatedDevice};
 use rand::rngs::SmallRng;
 use rand::{Rng, SeedableRng};
 
@@ -57,12 +57,7 @@ fn campaign_env(name: &str, default: u64) -> u64 {
 
 /// Sector `s` as write `id` leaves it (zeroes: never written).
 fn content(id: u32, s: u64) -> Vec<u8> {
-    if id == 0 {
-        return vec![0; SECTOR as usize];
-    }
-    (u64::from(id) << 32 | s)
-        .to_le_bytes()
-        .repeat((SECTOR / 8) as usize)
+    pattern(id, s, SECTOR)
 }
 
 /// What a command in flight was, to judge its completion.
@@ -441,23 +436,12 @@ fn simulate(seed: u64, steps: u64) -> HashMap<&'static str, u64> {
         .unwrap();
     let plan = format!("one-in=40,seed={seed},ops=read+write+msync+fsync");
     let faults = Arc::new(BackingFaults::parse(&plan).unwrap());
-    let mut config = nvarray_model::presets::preset("null")
-        .unwrap()
-        .load(&[])
-        .unwrap();
-    config.memory.capacity_bytes = SIZE_BYTES;
-    let options = Options {
-        backing: BackingKind::File {
-            path: dir.path().join("image"),
-            durable: true,
-            read_only: false,
-        },
-        backing_faults: Some(Arc::clone(&faults)),
-        device_threads: 0,
-        buffer_bytes: Some((COMMAND_SECTORS_MAX * SECTOR) as u32),
-        ..Options::default()
+    let device = SimulatedDevice {
+        size_bytes: SIZE_BYTES,
+        tags: None,
+        command_bytes: (COMMAND_SECTORS_MAX * SECTOR) as u32,
     };
-    let device = Arc::new(Device::open(&config, &options).unwrap());
+    let device = Arc::new(device.open(&dir.path().join("image"), &faults).unwrap());
     let grants: Vec<Grant> = vec![
         format!("all:0:{SIZE_BYTES}:rw:{UID_ALL}").parse().unwrap(),
         format!("half:0:{HALF}:r:{UID_HALF}").parse().unwrap(),

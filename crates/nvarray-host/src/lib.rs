@@ -12,6 +12,7 @@
 //! - `nap`: the waiting policy (`QueuePair::nap_time` asks it);
 //! - `ladder`: the Moneta software-stack ladder; `options`: how the device is driven;
 //! - `tag_share`: fair shares of the device's tags among a server's clients;
+//! - `simulation`: the device deterministic simulations of the front ends run on;
 //! - `zoned`: Zone Append, zone management and report zones (a `[zns]` device).
 
 mod command;
@@ -22,6 +23,7 @@ pub mod ladder;
 mod nap;
 pub mod options;
 mod queue_pair;
+pub mod simulation;
 mod sync_io;
 pub mod tag_share;
 mod zoned;

@@ -30,17 +30,21 @@
 
 use std::collections::{HashMap, HashSet};
 use std::io::{Read, Write};
+use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 
-use nvarray_host::options::{BackingFaults, BackingKind, BackingOp};
-use nvarray_host::{Device, Options};
+use nvarray_host::options::{BackingFaults, BackingOp};
+use nvarray_host::simulation::{pattern, SimulatedDevice};
 use nvarray_nbd::client::{handshake_request, read_handshake_replies, read_reply_part, Part};
 use nvarray_nbd::io::Stream;
 use nvarray_nbd::proto::*;
 use nvarray_nbd::SimulatedServer;
 use rand::rngs::SmallRng;
 use rand::{Rng, RngCore, SeedableRng};
+
+mod common;
+use common::campaign_env;
 
 const SIZE_BYTES: u64 = 1 << 20;
 const BLOCK: u64 = 512;
@@ -62,22 +66,9 @@ const EIO: u32 = 5;
 const EINVAL: u32 = 22;
 const ENOSPC: u32 = 28;
 
-fn campaign_env(name: &str, default: u64) -> u64 {
-    std::env::var(name).map_or(default, |v| {
-        v.replace('_', "")
-            .parse()
-            .unwrap_or_else(|_| panic!("{name}={v}: not a number"))
-    })
-}
-
 /// Block `b` as write `id` leaves it (zeroes: id 0, never written or written with zeroes).
 fn content(id: u32, b: u64) -> Vec<u8> {
-    if id == 0 {
-        return vec![0; BLOCK as usize];
-    }
-    (u64::from(id) << 32 | b)
-        .to_le_bytes()
-        .repeat((BLOCK / 8) as usize)
+    pattern(id, b, BLOCK)
 }
 
 /// A request in flight, to judge its reply.
@@ -160,8 +151,8 @@ struct Sim {
     orphans: Vec<(u64, u64)>,
     /// The servers' messages (a refused or dropped connection), counted, not printed.
     messages: Arc<AtomicU64>,
-    /// The device the servers open, on the same file each time.
-    device: (nvarray_model::DeviceConfig, Options),
+    /// The file the servers' devices open.
+    image: PathBuf,
     counts: HashMap<&'static str, u64>,
 }
 
@@ -789,7 +780,7 @@ impl Sim {
         if server.shutdown().is_ok() {
             self.fail("a server whose flush failed stopped with a successful flush".into());
         }
-        self.server = Some(start_server(&self.device.0, &self.device.1, &self.messages));
+        self.server = Some(start_server(&self.image, &self.faults, &self.messages));
         self.flush_failed = false;
         self.count("server restarted after a failed flush");
     }
@@ -923,13 +914,21 @@ impl Sim {
     }
 }
 
-/// A server over a new device of `config` and `options`, its messages counted in `messages`.
+/// The device each seed's servers open, on the same file each time.
+const DEVICE: SimulatedDevice = SimulatedDevice {
+    size_bytes: SIZE_BYTES,
+    tags: Some(TAGS),
+    command_bytes: COMMAND_BYTES as u32,
+};
+
+/// A server over the device on `image`, `faults` injected, its messages counted in
+/// `messages`.
 fn start_server(
-    config: &nvarray_model::DeviceConfig,
-    options: &Options,
+    image: &Path,
+    faults: &Arc<BackingFaults>,
     messages: &Arc<AtomicU64>,
 ) -> SimulatedServer {
-    let device = Arc::new(Device::open(config, options).unwrap());
+    let device = Arc::new(DEVICE.open(image, faults).unwrap());
     let counter = Arc::clone(messages);
     let log = Arc::new(move |_: &str| {
         counter.fetch_add(1, Ordering::Relaxed);
@@ -942,27 +941,11 @@ fn simulate(seed: u64, steps: u64) -> HashMap<&'static str, u64> {
     let dir = tempfile::tempdir_in("/dev/shm")
         .or_else(|_| tempfile::tempdir())
         .unwrap();
+    let image = dir.path().join("image");
     let plan = format!("one-in=40,seed={seed},ops=read+write+msync+fsync");
     let faults = Arc::new(BackingFaults::parse(&plan).unwrap());
-    let mut config = nvarray_model::presets::preset("null")
-        .unwrap()
-        .load(&[])
-        .unwrap();
-    config.memory.capacity_bytes = SIZE_BYTES;
-    config.controller.tags = TAGS;
-    let options = Options {
-        backing: BackingKind::File {
-            path: dir.path().join("image"),
-            durable: true,
-            read_only: false,
-        },
-        backing_faults: Some(Arc::clone(&faults)),
-        device_threads: 0,
-        buffer_bytes: Some(COMMAND_BYTES as u32),
-        ..Options::default()
-    };
     let messages = Arc::new(AtomicU64::new(0));
-    let server = start_server(&config, &options, &messages);
+    let server = start_server(&image, &faults, &messages);
     let mut sim = Sim {
         seed,
         step: 0,
@@ -979,7 +962,7 @@ fn simulate(seed: u64, steps: u64) -> HashMap<&'static str, u64> {
         fault_groups: Vec::new(),
         orphans: Vec::new(),
         messages: Arc::clone(&messages),
-        device: (config, options),
+        image,
         counts: HashMap::new(),
     };
     while sim.step < steps {
