@@ -23,14 +23,14 @@
 //! `scripts/campaign.sh channel-sim` a million), each `NVARRAY_SIM_STEPS` steps. A failure
 //! prints its seed and step and the command that replays it.
 
-use std::collections::HashMap;
+use std::collections::{BTreeMap, HashMap};
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
 
 use nvarray_channel::layout::{SqEntry, SQ_HEAD, SQ_TAIL};
 use nvarray_channel::{Channel, ChannelError, ChannelStatus, Grant, Op, SimulatedDaemon};
 use nvarray_host::options::{BackingFaults, BackingOp};
-use nvarray_host::simulation::{pattern, SimulatedDevice};
+use nvarray_host::simulation::{pattern, Seeds, SimulatedDevice};
 use rand::rngs::SmallRng;
 use rand::{Rng, SeedableRng};
 
@@ -46,14 +46,6 @@ const CLIENTS_MAX: usize = 4;
 const DEPTH: u32 = 8;
 /// Sectors in one command at most (a DMA slot of the region).
 const COMMAND_SECTORS_MAX: u64 = 16;
-
-fn campaign_env(name: &str, default: u64) -> u64 {
-    std::env::var(name).map_or(default, |v| {
-        v.replace('_', "")
-            .parse()
-            .unwrap_or_else(|_| panic!("{name}={v}: not a number"))
-    })
-}
 
 /// Sector `s` as write `id` leaves it (zeroes: never written).
 fn content(id: u32, s: u64) -> Vec<u8> {
@@ -106,7 +98,7 @@ struct Sim {
     /// nobody sees.
     unobserved: u64,
     flush_failed: bool,
-    counts: HashMap<&'static str, u64>,
+    counts: BTreeMap<&'static str, u64>,
 }
 
 impl Sim {
@@ -429,7 +421,7 @@ impl Sim {
     }
 }
 
-fn simulate(seed: u64, steps: u64) -> HashMap<&'static str, u64> {
+fn simulate(seed: u64, steps: u64) -> BTreeMap<&'static str, u64> {
     // In memory (tmpfs) where there is one: a seed's device opens in a fraction of the time.
     let dir = tempfile::tempdir_in("/dev/shm")
         .or_else(|_| tempfile::tempdir())
@@ -462,7 +454,7 @@ fn simulate(seed: u64, steps: u64) -> HashMap<&'static str, u64> {
         io_errors: 0,
         unobserved: 0,
         flush_failed: false,
-        counts: HashMap::new(),
+        counts: BTreeMap::new(),
     };
     while sim.step < steps {
         sim.run_step();
@@ -480,24 +472,5 @@ fn simulate(seed: u64, steps: u64) -> HashMap<&'static str, u64> {
 
 #[test]
 fn the_channel_daemon_keeps_its_invariants_under_a_seeded_simulation() {
-    let first = campaign_env("NVARRAY_SIM_FIRST_SEED", 1);
-    let seeds = campaign_env("NVARRAY_SIM_SEEDS", 40);
-    let steps = campaign_env("NVARRAY_SIM_STEPS", 2000);
-    let started = std::time::Instant::now();
-    let mut total: HashMap<&'static str, u64> = HashMap::new();
-    for seed in first..first + seeds {
-        for (k, v) in simulate(seed, steps) {
-            *total.entry(k).or_default() += v;
-        }
-    }
-    let mut counts: Vec<_> = total.into_iter().collect();
-    counts.sort();
-    println!(
-        "channel simulation: seeds {first}..{}, {steps} steps each, 0 invariants broken ({:.1} s)",
-        first + seeds,
-        started.elapsed().as_secs_f64()
-    );
-    for (k, v) in counts {
-        println!("  {k}: {v}");
-    }
+    Seeds::from_env(40, 2000).run("channel simulation", simulate);
 }

@@ -4,6 +4,7 @@
 //! `BackingFaults` plan draws them. The channel daemon's simulation and the NBD server's open
 //! it, and `pattern` gives their writes contents a read can be checked against.
 
+use std::collections::BTreeMap;
 use std::path::Path;
 use std::sync::Arc;
 
@@ -56,6 +57,71 @@ pub fn pattern(id: u32, unit: u64, unit_bytes: u64) -> Vec<u8> {
     (u64::from(id) << 32 | unit)
         .to_le_bytes()
         .repeat((unit_bytes / 8) as usize)
+}
+
+/// Which seeds a simulation runs, and how many steps each: `NVARRAY_SIM_FIRST_SEED` (default
+/// 1), `NVARRAY_SIM_SEEDS` and `NVARRAY_SIM_STEPS` (defaults the caller's; `_` may group
+/// digits), so a campaign runs a million seeds and a failure's replay command runs one.
+#[derive(Clone, Copy, Debug)]
+pub struct Seeds {
+    pub first: u64,
+    pub count: u64,
+    pub steps: u64,
+}
+
+impl Seeds {
+    /// From the environment, `count` seeds of `steps` steps unless it says otherwise.
+    pub fn from_env(count: u64, steps: u64) -> Seeds {
+        let var = |name: &str, default: u64| {
+            std::env::var(name).map_or(default, |v| {
+                v.replace('_', "")
+                    .parse()
+                    .unwrap_or_else(|_| panic!("{name}={v}: not a number"))
+            })
+        };
+        Seeds {
+            first: var("NVARRAY_SIM_FIRST_SEED", 1),
+            count: var("NVARRAY_SIM_SEEDS", count),
+            steps: var("NVARRAY_SIM_STEPS", steps),
+        }
+    }
+
+    /// Runs `simulate(seed, steps)` for every seed (each panics, naming its seed, where an
+    /// invariant breaks), checks that the first seed replays exactly (the same counts twice),
+    /// prints `NAME: seeds A..B, N steps each, 0 invariants broken` and the counts summed, and
+    /// returns them.
+    pub fn run(
+        &self,
+        name: &str,
+        simulate: impl Fn(u64, u64) -> BTreeMap<&'static str, u64>,
+    ) -> BTreeMap<&'static str, u64> {
+        let started = std::time::Instant::now();
+        let mut total: BTreeMap<&'static str, u64> = BTreeMap::new();
+        let end = self.first + self.count;
+        for seed in self.first..end {
+            for (k, v) in simulate(seed, self.steps) {
+                *total.entry(k).or_default() += v;
+            }
+        }
+        if self.count > 0 {
+            assert_eq!(
+                simulate(self.first, self.steps),
+                simulate(self.first, self.steps),
+                "seed {} ran differently twice: the simulation is not deterministic",
+                self.first
+            );
+        }
+        println!(
+            "{name}: seeds {}..{end}, {} steps each, 0 invariants broken ({:.1} s)",
+            self.first,
+            self.steps,
+            started.elapsed().as_secs_f64()
+        );
+        for (k, v) in &total {
+            println!("  {k}: {v}");
+        }
+        total
+    }
 }
 
 #[cfg(test)]

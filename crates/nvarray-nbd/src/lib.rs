@@ -12,6 +12,7 @@
 //! - `transmission`: one connection's pipelined request loop, in turns.
 //! - `serving`: what serving a connection takes, listening or not (the export, slots, queue
 //!   pairs, statistics, tag shares).
+//! - `clock`: the wall's time, or a simulation's.
 //! - `pace`: how long a connection may wait to serve a client that is behind in one burst.
 //! - `server`: listening, one thread per connection, shutdown, the report.
 //! - `simulation`: the same connections served by one thread, turn by turn, over in-memory
@@ -23,6 +24,7 @@
 //! write before its device command has completed.
 
 pub mod client;
+pub mod clock;
 mod error;
 pub mod gate;
 pub mod handshake;

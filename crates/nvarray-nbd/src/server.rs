@@ -23,6 +23,7 @@ use nvarray_host::options::pin_this_thread;
 use nvarray_host::Device;
 use nvarray_report::RunReport;
 
+use crate::clock::Clock;
 use crate::gate::{Admission, Gate, Peer, HANDSHAKE_WAIT};
 use crate::handshake::{Export, Outcome, HANDSHAKE_IDLE};
 use crate::io::Stream;
@@ -238,6 +239,7 @@ impl Server {
             &options.export_name,
             options.read_only,
             options.connections_max,
+            Clock::Wall,
         );
         Ok(Server {
             bound,

@@ -13,6 +13,7 @@ use nvarray_host::tag_share::TagShare;
 use nvarray_host::{Device, QueuePair};
 use nvarray_run::served::{ServedStats, Session};
 
+use crate::clock::Clock;
 use crate::handshake::{negotiate, Export, Outcome};
 use crate::io::Stream;
 use crate::proto::ExportLimits;
@@ -36,6 +37,8 @@ pub struct Serving {
     pub served: ServedStats,
     /// Each serving connection's fair share of the device's tags.
     tags: Arc<TagShare>,
+    /// The connections' clock.
+    pub clock: Clock,
 }
 
 /// A serving slot, given back when dropped.
@@ -53,12 +56,13 @@ impl Drop for ServingSlot {
 
 impl Serving {
     /// Serving `device` as the export `export_name` (read-only or not), to at most
-    /// `connections_max` connections at once.
+    /// `connections_max` connections at once, on `clock`.
     pub fn new(
         device: Arc<Device>,
         export_name: &str,
         read_only: bool,
         connections_max: usize,
+        clock: Clock,
     ) -> Serving {
         let block_bytes = device.block_bytes();
         // What the request checks and the split into commands rely on (`DeviceConfig` and
@@ -96,6 +100,7 @@ impl Serving {
             serving: Arc::new(AtomicUsize::new(0)),
             queue_pairs: Mutex::new(Vec::new()),
             served: ServedStats::new(),
+            clock,
         }
     }
 
@@ -158,6 +163,7 @@ impl Serving {
                 session,
                 tags: Arc::clone(&self.tags),
                 log,
+                clock: self.clock.clone(),
             },
         )
     }

@@ -4,19 +4,20 @@
 //! then the transmission phase's `turn`s), so a seeded test that drives clients, faults and
 //! steps replays a failure exactly (`tests/simulation.rs`).
 //!
-//! Time in the simulation is what the server makes of a client that cannot act while the
-//! server runs: a handshake runs whole at the step after `connect`, on the bytes the client
+//! The connections' clock is the simulation's (`clock::SimulatedTime`, moved on by the
+//! caller: `time().advance`), so what a turn does never depends on the wall. Waiting is what
+//! the server makes of a client that cannot act while the server runs: a handshake runs whole at the step after `connect`, on the bytes the client
 //! has sent by then (a client that has sent too few is one silent for `HANDSHAKE_IDLE`), and a
 //! request whose payload has not all been sent is a client stalled for `io::STALL_MAX`. Both
 //! close the connection, as they would after those waits.
 
 use std::io;
 use std::sync::Arc;
-use std::time::Instant;
 
 use nvarray_host::Device;
 use nvarray_report::RunReport;
 
+use crate::clock::{Clock, SimulatedTime};
 use crate::handshake::Outcome;
 use crate::io::Stream;
 use crate::pipe::MemoryPipe;
@@ -46,6 +47,7 @@ struct Connection {
 /// An NBD server without threads or sockets, stepped by its caller.
 pub struct SimulatedServer {
     serving: Serving,
+    time: Arc<SimulatedTime>,
     connections: Vec<Connection>,
     next_id: u64,
     log: Log,
@@ -61,8 +63,11 @@ impl SimulatedServer {
         connections_max: usize,
         log: Log,
     ) -> SimulatedServer {
+        let time = Arc::new(SimulatedTime::default());
+        let clock = Clock::Simulated(Arc::clone(&time));
         SimulatedServer {
-            serving: Serving::new(device, export_name, read_only, connections_max),
+            serving: Serving::new(device, export_name, read_only, connections_max, clock),
+            time,
             connections: Vec::new(),
             next_id: 0,
             log,
@@ -116,7 +121,7 @@ impl SimulatedServer {
         let c = &mut self.connections[i];
         match std::mem::replace(&mut c.phase, Phase::Closed) {
             Phase::Handshake(mut stream) => {
-                let deadline = Instant::now() + HANDSHAKE_TIMEOUT;
+                let deadline = self.time.now() + HANDSHAKE_TIMEOUT;
                 let (outcome, slot) = self.serving.handshake(&mut stream, None, deadline, &*c.log);
                 match outcome {
                     Ok(Outcome::Transmission { structured }) => {
@@ -151,6 +156,12 @@ impl SimulatedServer {
             }
             Phase::Closed => unreachable!("closed connections are removed at once"),
         }
+    }
+
+    /// The server's time (see `clock`): it moves only when the caller moves it, so what the
+    /// connections do at each step depends on the seed alone.
+    pub fn time(&self) -> &SimulatedTime {
+        &self.time
     }
 
     /// Connections open (handshaking or serving).

@@ -34,6 +34,7 @@ use std::time::{Duration, Instant};
 use nvarray_host::{Device, Done, HostError, Opcode, QueuePair};
 use nvarray_run::served::Session;
 
+use crate::clock::Clock;
 use crate::io::{write_all, write_some, Fill, Input, Stream};
 use crate::pace::{Pace, QUICK_RECV_NS};
 use crate::proto::*;
@@ -121,6 +122,8 @@ pub struct ServerLinks {
     pub session: Session,
     pub tags: Arc<TagShare>,
     pub log: Arc<dyn Fn(&str) + Send + Sync>,
+    /// The server's clock (a simulation's, or the wall's).
+    pub clock: Clock,
 }
 
 /// The rest of a request whose commands wait for a device tag (see the module's notes).
@@ -199,6 +202,7 @@ pub struct Transmission {
     /// `pace::QUICK_RECV_NS`): only then is the client's backlog looked at.
     client_ahead: bool,
     log: Arc<dyn Fn(&str) + Send + Sync>,
+    clock: Clock,
 }
 
 impl Transmission {
@@ -210,7 +214,7 @@ impl Transmission {
         negotiated: Negotiated,
         links: ServerLinks,
     ) -> Transmission {
-        let now = Instant::now();
+        let now = links.clock.now();
         Transmission {
             qp,
             stream,
@@ -237,6 +241,7 @@ impl Transmission {
             pace: Pace::default(),
             client_ahead: false,
             log: links.log,
+            clock: links.clock,
             device,
         }
     }
@@ -270,7 +275,7 @@ impl Transmission {
         // Naps (`wait_a_little`) and waits (`pace`) of tens of microseconds must not overshoot
         // by Linux's default 50 µs of timer slack.
         nvarray_host::fine_timer_slack();
-        self.tick_at = Instant::now();
+        self.tick_at = self.clock.now();
         loop {
             match self.turn()? {
                 Turn::Closed => return Ok(()),
@@ -296,7 +301,7 @@ impl Transmission {
         if let Some(Parked { slot, work, at }) = self.parked.take() {
             self.issue_commands(slot, work, at)?;
         }
-        self.now = Instant::now();
+        self.now = self.clock.now();
         let idle = self.idle();
         if self.closing && idle {
             return Ok(Turn::Closed);
@@ -370,13 +375,13 @@ impl Transmission {
                 break;
             }
             read = true;
-            let asked = wait.then(Instant::now);
+            let asked = wait.then(|| self.clock.now());
             match self.input.fill(&self.stream, wait)? {
                 Fill::Data(0) => break,
                 Fill::Data(_) => {
                     if let Some(asked) = asked {
                         // It waited: requests are timed from their arrival.
-                        self.now = Instant::now();
+                        self.now = self.clock.now();
                         self.client_ahead =
                             self.now.duration_since(asked).as_nanos() < u128::from(QUICK_RECV_NS);
                     }
@@ -765,12 +770,12 @@ impl Transmission {
         let finished = &mut self.finished;
         let n = if block {
             let n = self.qp.wait(|d| finished.push(d));
-            self.now = Instant::now();
+            self.now = self.clock.now();
             n
         } else {
             let n = self.qp.poll(|d| finished.push(d));
             if n > 0 {
-                self.now = Instant::now();
+                self.now = self.clock.now();
             }
             n
         };
