@@ -103,14 +103,8 @@ struct Sim {
 
 impl Sim {
     fn fail(&self, what: String) -> ! {
-        panic!(
-            "seed {}, step {}: {what}\nreplay: NVARRAY_SIM_FIRST_SEED={} NVARRAY_SIM_SEEDS=1 \
-             NVARRAY_SIM_STEPS={} cargo test --release -p nvarray-channel --test simulation",
-            self.seed,
-            self.step,
-            self.seed,
-            self.step + 1
-        )
+        let message = Seeds::failure(self.seed, self.step, &what, "nvarray-channel", "simulation");
+        panic!("{message}")
     }
 
     fn count(&mut self, what: &'static str) {

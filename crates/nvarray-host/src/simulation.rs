@@ -86,6 +86,17 @@ impl Seeds {
         }
     }
 
+    /// What a failure at `step` of `seed` says, with the command that replays it (the test
+    /// `test` of the package `package`, run to that step).
+    pub fn failure(seed: u64, step: u64, what: &str, package: &str, test: &str) -> String {
+        format!(
+            "seed {seed}, step {step}: {what}\nreplay: NVARRAY_SIM_FIRST_SEED={seed} \
+             NVARRAY_SIM_SEEDS=1 NVARRAY_SIM_STEPS={} cargo test --release -p {package} --test \
+             {test}",
+            step + 1
+        )
+    }
+
     /// Runs `simulate(seed, steps)` for every seed (each panics, naming its seed, where an
     /// invariant breaks), checks that the first seed replays exactly (the same counts twice),
     /// prints `NAME: seeds A..B, N steps each, 0 invariants broken` and the counts summed, and
@@ -127,6 +138,16 @@ impl Seeds {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_failure_names_the_command_that_replays_it() {
+        let message = Seeds::failure(7, 3, "it broke", "nvarray-nbd", "simulation");
+        assert_eq!(
+            message,
+            "seed 7, step 3: it broke\nreplay: NVARRAY_SIM_FIRST_SEED=7 NVARRAY_SIM_SEEDS=1 \
+             NVARRAY_SIM_STEPS=4 cargo test --release -p nvarray-nbd --test simulation"
+        );
+    }
 
     #[test]
     fn patterns_differ_by_write_and_by_unit() {
