@@ -1,7 +1,8 @@
 //! `nvarray serve`: the emulated device as an NBD export (`nvarray-nbd`), so fio, qemu-io,
 //! nbdcopy or the kernel's nbd-client use it unmodified, and/or to user-space channels
-//! (`nvarray-channel`: libnvarray, fio's external engine). Prints how to connect, the device
-//! report on SIGUSR1 and at exit; SIGHUP re-reads the grants file; SIGINT or SIGTERM stop it
+//! (`nvarray-channel`: libnvarray, fio's external engine), and/or as a vhost-user-blk disk
+//! for a virtual machine (`nvarray-vhost`). Prints how to connect, the device report on
+//! SIGUSR1 and at exit; SIGHUP re-reads the grants file; SIGINT or SIGTERM stop it
 //! gracefully.
 
 use std::io::Write;
@@ -15,6 +16,7 @@ use nvarray_model::config::CHANNEL_PERMISSION_CHECK_NS;
 use nvarray_nbd::server::{check_options, CONNECTIONS_DEFAULT, LISTEN_DEFAULT};
 use nvarray_nbd::{Bound, Listen, NbdError, Server, ServerOptions};
 use nvarray_present::table;
+use nvarray_vhost::{VhostOptions, VhostServer};
 use signal_hook::consts::{SIGHUP, SIGINT, SIGTERM, SIGUSR1};
 use signal_hook::iterator::Signals;
 
@@ -46,12 +48,25 @@ pub struct ServeArgs {
     json: bool,
     #[command(flatten)]
     channels: ChannelArgs,
+    /// Serve a virtual machine on this vhost-user socket (`unix:PATH`): QEMU's
+    /// `-device vhost-user-blk-pci` (or any vhost-user VMM) attaches the device as a virtio
+    /// disk, each virtqueue on its own queue pair. One VMM at a time; the next may connect
+    /// when it leaves. Without --listen, NBD is not served
+    #[arg(long, value_name = "unix:PATH")]
+    vhost_user_blk: Option<String>,
+    /// Virtqueues the vhost-user-blk disk offers (QEMU asks for one per vCPU unless given
+    /// `num-queues`, and refuses a disk that offers fewer)
+    #[arg(long, value_name = "N", default_value_t = nvarray_vhost::server::QUEUES_DEFAULT)]
+    vhost_queues: u16,
 }
 
-/// What `serve` runs: an NBD server, a channel daemon, or both, over one device.
+/// What `serve` runs over one device: an NBD server, a channel daemon, a vhost-user-blk back
+/// end, or several of them.
+#[derive(Clone)]
 struct Fronts {
     nbd: Option<Arc<Server>>,
     channels: Option<Arc<Daemon>>,
+    vhost: Option<Arc<VhostServer>>,
 }
 
 pub fn run(args: ServeArgs) -> Result<()> {
@@ -69,14 +84,22 @@ pub fn run(args: ServeArgs) -> Result<()> {
         // A device serving channels checks every command (Moneta-D).
         config.controller.permission_check_ns = CHANNEL_PERMISSION_CHECK_NS;
     }
-    let listen = match (&args.listen, &channel_socket) {
+    let vhost_socket = args
+        .vhost_user_blk
+        .as_deref()
+        .map(vhost_socket)
+        .transpose()?;
+    let listen = match (
+        &args.listen,
+        channel_socket.is_some() || vhost_socket.is_some(),
+    ) {
         (Some(l), _) => Some(l.clone()),
-        (None, None) => Some(
+        (None, false) => Some(
             LISTEN_DEFAULT
                 .parse::<Listen>()
                 .map_err(anyhow::Error::msg)?,
         ),
-        (None, Some(_)) => None,
+        (None, true) => None,
     };
     let nbd_error = |e| match e {
         e @ (NbdError::Config(_) | NbdError::Bind { .. }) => input_error(e),
@@ -107,7 +130,7 @@ pub fn run(args: ServeArgs) -> Result<()> {
     let log: Arc<dyn Fn(&str) + Send + Sync> = Arc::new(|m: &str| eprintln!("nvarray serve: {m}"));
     let nbd = match (bound, server_options) {
         (Some(bound), Some(o)) => Some(Arc::new(
-            Server::over(Arc::clone(&device), bound, o, log).map_err(nbd_error)?,
+            Server::over(Arc::clone(&device), bound, o, Arc::clone(&log)).map_err(nbd_error)?,
         )),
         _ => None,
     };
@@ -125,7 +148,32 @@ pub fn run(args: ServeArgs) -> Result<()> {
         )),
         None => None,
     };
-    let fronts = Fronts { nbd, channels };
+    let vhost = match vhost_socket {
+        Some(socket) => Some(Arc::new(
+            VhostServer::bind(
+                Arc::clone(&device),
+                VhostOptions {
+                    socket,
+                    read_only: args.read_only,
+                    queues: args.vhost_queues,
+                    serial: nvarray_vhost::server::SERIAL_DEFAULT.to_string(),
+                },
+                Arc::clone(&log),
+            )
+            .map_err(|e| match e {
+                e @ (nvarray_vhost::VhostError::Config(_)
+                | nvarray_vhost::VhostError::Bind { .. }
+                | nvarray_vhost::VhostError::SocketInUse(_)) => input_error(e),
+                e => anyhow::Error::new(e),
+            })?,
+        )),
+        None => None,
+    };
+    let fronts = Fronts {
+        nbd,
+        channels,
+        vhost,
+    };
     print_how_to_connect(&args, &config, &options.backing, &fronts)?;
     serve_until_stopped(&args, &config, &fronts)?;
     print_reports(&config, &fronts, args.json);
@@ -142,10 +190,7 @@ fn serve_until_stopped(
     let mut signals = Signals::new([SIGINT, SIGTERM, SIGUSR1, SIGHUP])
         .context("cannot install signal handlers")?;
     let signals_handle = signals.handle();
-    let reporter = Fronts {
-        nbd: fronts.nbd.clone(),
-        channels: fronts.channels.clone(),
-    };
+    let reporter = fronts.clone();
     let (json, config_for_signals) = (args.json, config.clone());
     let grants_file = args.channels.grants_file.clone();
     let flag_grants = args.channels.grants.clone();
@@ -163,6 +208,9 @@ fn serve_until_stopped(
                     if let Some(d) = &reporter.channels {
                         d.shutdown_handle().shutdown();
                     }
+                    if let Some(v) = &reporter.vhost {
+                        v.shutdown_handle().shutdown();
+                    }
                 }
             }
         }
@@ -171,8 +219,13 @@ fn serve_until_stopped(
         .channels
         .clone()
         .map(|d| std::thread::spawn(move || d.run()));
+    let vhost_thread = fronts
+        .vhost
+        .clone()
+        .map(|v| std::thread::spawn(move || v.run()));
     let nbd_result = fronts.nbd.as_ref().map(|s| s.run());
     let channel_result = daemon_thread.map(|t| t.join().expect("the channel daemon panicked"));
+    let vhost_result = vhost_thread.map(|t| t.join().expect("the vhost-user back end panicked"));
     signals_handle.close();
     let _ = signal_thread.join();
     if let Some(r) = nbd_result {
@@ -180,6 +233,9 @@ fn serve_until_stopped(
     }
     if let Some(r) = channel_result {
         r.context("channel daemon failed")?;
+    }
+    if let Some(r) = vhost_result {
+        r.context("vhost-user-blk back end failed")?;
     }
     Ok(())
 }
@@ -281,6 +337,31 @@ fn print_how_to_connect(
         )?;
         writeln!(out, "  target/native/nvarray-example {socket}")?;
     }
+    if let Some(v) = &fronts.vhost {
+        let disk = v.disk();
+        let socket = v.socket().display();
+        writeln!(
+            out,
+            "vhost-user-blk on unix:{socket}: {} bytes, block {} B, {} virtqueues, {}, {backing}",
+            disk.capacity_bytes,
+            disk.block_bytes,
+            disk.queues,
+            if disk.read_only {
+                "read-only"
+            } else {
+                "read-write"
+            },
+        )?;
+        writeln!(
+            out,
+            "connect a VM (its memory must be shared with this process: memfd, share=on):"
+        )?;
+        writeln!(
+            out,
+            "  qemu-system-x86_64 -machine q35,memory-backend=mem \\\n                 -object memory-backend-memfd,id=mem,size=1G,share=on \\\n                 -chardev socket,id=nvarray,path={socket} \\\n                 -device vhost-user-blk-pci,chardev=nvarray,num-queues={} ...",
+            disk.queues.min(4)
+        )?;
+    }
     writeln!(
         out,
         "SIGUSR1 (kill -USR1 {}) prints the device report; SIGINT or SIGTERM stops the server.",
@@ -297,6 +378,7 @@ fn print_reports(config: &nvarray_model::DeviceConfig, fronts: &Fronts, json: bo
             config,
             &server.report(),
             &format!("NBD clients at {}", server.address()),
+            nvarray_nbd::server::ACTIVE_TIME,
             json,
         );
     }
@@ -305,6 +387,16 @@ fn print_reports(config: &nvarray_model::DeviceConfig, fronts: &Fronts, json: bo
             config,
             &daemon.report(),
             &format!("channels at unix:{}", daemon.socket().display()),
+            nvarray_nbd::server::ACTIVE_TIME,
+            json,
+        );
+    }
+    if let Some(v) = &fronts.vhost {
+        text += &render(
+            config,
+            &v.report(),
+            &format!("vhost-user-blk guests at unix:{}", v.socket().display()),
+            nvarray_vhost::server::ACTIVE_TIME,
             json,
         );
     }
@@ -318,12 +410,27 @@ fn render(
     config: &nvarray_model::DeviceConfig,
     report: &nvarray_report::RunReport,
     source: &str,
+    active_time: &str,
     json: bool,
 ) -> String {
     if json {
         serde_json::to_string_pretty(report).unwrap_or_else(|e| format!("{{\"error\": \"{e}\"}}"))
             + "\n"
     } else {
-        table::served_report(config, source, nvarray_nbd::server::ACTIVE_TIME, report)
+        table::served_report(config, source, active_time, report)
+    }
+}
+
+/// `--vhost-user-blk unix:PATH`: the socket's path.
+fn vhost_socket(given: &str) -> Result<std::path::PathBuf> {
+    match given.strip_prefix("unix:") {
+        Some(path) if !path.is_empty() => {
+            let path = std::path::PathBuf::from(path);
+            crate::emu_args::refuse_dead_mount(&path, "--vhost-user-blk unix:")?;
+            Ok(path)
+        }
+        _ => Err(input_error(anyhow::anyhow!(
+            "--vhost-user-blk {given:?}: expected unix:PATH, e.g. unix:/tmp/nvarray-vhost.sock"
+        ))),
     }
 }
