@@ -94,27 +94,7 @@ pub fn parse<M: GuestMemoryBackend>(
     descriptors: &[Descriptor],
     limits: &Limits,
 ) -> Result<BlkRequest, Refused> {
-    let refuse_silently = |why| Refused {
-        status: None,
-        code: VIRTIO_BLK_S_IOERR as u8,
-        why,
-    };
-    // Every descriptor first: nothing is read from a chain that points outside the guest.
-    if descriptors.len() > usize::from(QUEUE_SIZE_MAX) {
-        return Err(refuse_silently("more descriptors than a request may have"));
-    }
-    for d in descriptors {
-        if d.len == 0 {
-            return Err(refuse_silently("a zero-length buffer"));
-        }
-        if !mem.check_range(GuestAddress(d.addr), d.len as usize) {
-            return Err(refuse_silently("a buffer outside the guest's memory"));
-        }
-    }
-    let Some(last) = descriptors.last().filter(|d| d.writable) else {
-        return Err(refuse_silently("no status byte the device may write"));
-    };
-    let status = GuestAddress(last.addr + u64::from(last.len) - 1);
+    let status = check_descriptors(mem, descriptors)?;
     let refuse = |code: u32, why| Refused {
         status: Some(status),
         code: code as u8,
@@ -195,6 +175,35 @@ pub fn parse<M: GuestMemoryBackend>(
             "a request type the disk does not offer",
         )),
     }
+}
+
+/// Every descriptor inside the guest's memory and not empty, the last one writable: returns
+/// the status byte's address.
+fn check_descriptors<M: GuestMemoryBackend>(
+    mem: &M,
+    descriptors: &[Descriptor],
+) -> Result<GuestAddress, Refused> {
+    let refuse_silently = |why| Refused {
+        status: None,
+        code: VIRTIO_BLK_S_IOERR as u8,
+        why,
+    };
+    // Every descriptor first: nothing is read from a chain that points outside the guest.
+    if descriptors.len() > usize::from(QUEUE_SIZE_MAX) {
+        return Err(refuse_silently("more descriptors than a request may have"));
+    }
+    for d in descriptors {
+        if d.len == 0 {
+            return Err(refuse_silently("a zero-length buffer"));
+        }
+        if !mem.check_range(GuestAddress(d.addr), d.len as usize) {
+            return Err(refuse_silently("a buffer outside the guest's memory"));
+        }
+    }
+    let Some(last) = descriptors.last().filter(|d| d.writable) else {
+        return Err(refuse_silently("no status byte the device may write"));
+    };
+    Ok(GuestAddress(last.addr + u64::from(last.len) - 1))
 }
 
 /// A read or write of `bytes` from `sector`: inside the disk and aligned to its block.

@@ -273,7 +273,11 @@ impl VhostServer {
             .unwrap_or_else(|_| panic!("a guest outlived its vring workers"))
             .end();
         let how = match result {
-            Ok(()) => "disconnected".to_string(),
+            // A VMM that quits or is killed hangs up between messages, or in one.
+            Ok(())
+            | Err(vhost_user_backend::Error::HandleRequest(
+                vhost::vhost_user::Error::Disconnected | vhost::vhost_user::Error::PartialMessage,
+            )) => "disconnected".to_string(),
             Err(e) => format!("disconnected ({e})"),
         };
         let line = format!(

@@ -148,27 +148,9 @@ pub fn run(args: ServeArgs) -> Result<()> {
         )),
         None => None,
     };
-    let vhost = match vhost_socket {
-        Some(socket) => Some(Arc::new(
-            VhostServer::bind(
-                Arc::clone(&device),
-                VhostOptions {
-                    socket,
-                    read_only: args.read_only,
-                    queues: args.vhost_queues,
-                    serial: nvarray_vhost::server::SERIAL_DEFAULT.to_string(),
-                },
-                Arc::clone(&log),
-            )
-            .map_err(|e| match e {
-                e @ (nvarray_vhost::VhostError::Config(_)
-                | nvarray_vhost::VhostError::Bind { .. }
-                | nvarray_vhost::VhostError::SocketInUse(_)) => input_error(e),
-                e => anyhow::Error::new(e),
-            })?,
-        )),
-        None => None,
-    };
+    let vhost = vhost_socket
+        .map(|socket| bind_vhost(&args, &device, socket, &log))
+        .transpose()?;
     let fronts = Fronts {
         nbd,
         channels,
@@ -338,29 +320,7 @@ fn print_how_to_connect(
         writeln!(out, "  target/native/nvarray-example {socket}")?;
     }
     if let Some(v) = &fronts.vhost {
-        let disk = v.disk();
-        let socket = v.socket().display();
-        writeln!(
-            out,
-            "vhost-user-blk on unix:{socket}: {} bytes, block {} B, {} virtqueues, {}, {backing}",
-            disk.capacity_bytes,
-            disk.block_bytes,
-            disk.queues,
-            if disk.read_only {
-                "read-only"
-            } else {
-                "read-write"
-            },
-        )?;
-        writeln!(
-            out,
-            "connect a VM (its memory must be shared with this process: memfd, share=on):"
-        )?;
-        writeln!(
-            out,
-            "  qemu-system-x86_64 -machine q35,memory-backend=mem \\\n                 -object memory-backend-memfd,id=mem,size=1G,share=on \\\n                 -chardev socket,id=nvarray,path={socket} \\\n                 -device vhost-user-blk-pci,chardev=nvarray,num-queues={} ...",
-            disk.queues.min(4)
-        )?;
+        print_vhost_help(&mut out, v, &backing)?;
     }
     writeln!(
         out,
@@ -433,4 +393,64 @@ fn vhost_socket(given: &str) -> Result<std::path::PathBuf> {
             "--vhost-user-blk {given:?}: expected unix:PATH, e.g. unix:/tmp/nvarray-vhost.sock"
         ))),
     }
+}
+
+/// The vhost-user-blk back end on `socket`, its mistakes the user's (exit status 2).
+fn bind_vhost(
+    args: &ServeArgs,
+    device: &Arc<nvarray_host::Device>,
+    socket: std::path::PathBuf,
+    log: &Arc<dyn Fn(&str) + Send + Sync>,
+) -> Result<Arc<VhostServer>> {
+    let server = VhostServer::bind(
+        Arc::clone(device),
+        VhostOptions {
+            socket,
+            read_only: args.read_only,
+            queues: args.vhost_queues,
+            serial: nvarray_vhost::server::SERIAL_DEFAULT.to_string(),
+        },
+        Arc::clone(log),
+    )
+    .map_err(|e| match e {
+        e @ (nvarray_vhost::VhostError::Config(_)
+        | nvarray_vhost::VhostError::Bind { .. }
+        | nvarray_vhost::VhostError::SocketInUse(_)) => input_error(e),
+        e => anyhow::Error::new(e),
+    })?;
+    Ok(Arc::new(server))
+}
+
+/// How a virtual machine attaches the vhost-user-blk disk.
+fn print_vhost_help(out: &mut impl Write, v: &VhostServer, backing: &str) -> Result<()> {
+    let disk = v.disk();
+    let socket = v.socket().display();
+    writeln!(
+        out,
+        "vhost-user-blk on unix:{socket}: {} bytes, block {} B, {} virtqueues, {}, {backing}",
+        disk.capacity_bytes,
+        disk.block_bytes,
+        disk.queues,
+        if disk.read_only {
+            "read-only"
+        } else {
+            "read-write"
+        },
+    )?;
+    writeln!(
+        out,
+        "connect a VM (its memory must be shared with this process: memfd, share=on):"
+    )?;
+    for line in [
+        "  qemu-system-x86_64 -machine q35,memory-backend=mem \\".to_string(),
+        "    -object memory-backend-memfd,id=mem,size=1G,share=on \\".to_string(),
+        format!("    -chardev socket,id=nvarray,path={socket} \\"),
+        format!(
+            "    -device vhost-user-blk-pci,chardev=nvarray,num-queues={} ...",
+            disk.queues.min(4)
+        ),
+    ] {
+        writeln!(out, "{line}")?;
+    }
+    Ok(())
 }
