@@ -33,6 +33,10 @@ vhost-user-blk, /dev/nvme0n1 for --as nvme; it needs at least 64 MiB):
     check     e2fsck -n -f (must be clean), read-only mount, sha256sum -c MANIFEST
     flushes   record n in 4 KiB block n, each O_DIRECT then fsync (a device flush), then
               `NVARRAY-ACK n` on the console; until killed (or --count N records)
+    latency   4 KiB random reads at queue depth 1 (psync, O_DIRECT) for --count seconds
+              (default 10): "latency" in the JSON line has the IOPS and the p50, p99 and p99.9
+              completion latency in µs; meaningful only with --accel kvm (under TCG the
+              guest's own emulation is most of it)
     none      boot, load the modules, power off
 `selftest` runs them all against qemu-storage-daemon's vhost-user-blk export (the reference)
 and, with --nvarray BIN, against `BIN serve` over NBD (NVMe and virtio-blk, a server restart
@@ -563,6 +567,9 @@ def qemu_command(stamp, job, vhost_user_blk=None, nbd=None, as_="nvme", num_queu
 
 
 RESULT_RE = re.compile(r"NVARRAY-GUEST-RESULT (ok|fail)\s*(.*)")
+# The latency job's line: NVARRAY-LATENCY iops=N clat_p50_us=X clat_p99_us=Y clat_p99.9_us=Z
+LATENCY_RE = re.compile(r"NVARRAY-LATENCY (.*)")
+LATENCY_FIELD_RE = re.compile(r"([a-z0-9_.]+)=([0-9.]+)")
 ACK_RE = re.compile(r"NVARRAY-ACK (\d+)")
 
 
@@ -653,6 +660,9 @@ def _watch(proc, t0, out, job, timeout, kill_after_acks, echo):
                 proc.kill()  # SIGKILL: the point is an unclean death
                 killed_at = time.monotonic()
                 result["killed"] = True
+        m = LATENCY_RE.search(line)
+        if m and complete:
+            result["latency"] = {k: float(v) for k, v in LATENCY_FIELD_RE.findall(m.group(1))}
         m = RESULT_RE.search(line)
         if m and verdict is None and complete:
             verdict = m.group(1)
@@ -812,7 +822,7 @@ def main(argv=None):
     p.add_argument("--force", action="store_true", help="rebuild even if the stamp says done")
     r = sub.add_parser("run", help="boot a guest for one job against one disk")
     r.add_argument("--dir", default=DEFAULT_DIR)
-    r.add_argument("--job", required=True, choices=["verify", "reverify", "mkfs", "check", "flushes", "none"])
+    r.add_argument("--job", required=True, choices=["verify", "reverify", "mkfs", "check", "flushes", "latency", "none"])
     g = r.add_mutually_exclusive_group(required=True)
     g.add_argument("--vhost-user-blk", metavar="SOCKET")
     g.add_argument("--nbd", metavar="URL", help="nbd+unix:///EXPORT?socket=PATH or nbd://HOST:PORT/EXPORT")
@@ -823,7 +833,8 @@ def main(argv=None):
     r.add_argument("--timeout", type=float, default=120.0)
     r.add_argument("--console", metavar="FILE")
     r.add_argument("--kill-after-acks", type=int, metavar="N")
-    r.add_argument("--count", type=int, help="flushes: stop after N records (default: until killed)")
+    r.add_argument("--count", type=int, help="flushes: stop after N records (default: until "
+                   "killed); latency: seconds (default 10)")
     r.add_argument("--smp", type=int, default=2)
     r.add_argument("--memory", type=int, default=512, help="MiB (default 512)")
     r.add_argument("--verbose-kernel", action="store_true", help="kernel messages on the console")

@@ -476,6 +476,60 @@ impl TestVmm {
             .collect()
     }
 
+    /// Keeps `depth` requests of `block_bytes` in flight on `queue` for `duration`: random
+    /// block-aligned offsets over the disk, reads (or writes when `write`), each answered one
+    /// replaced at once, the driver waiting on the call eventfd as a guest waits for its
+    /// interrupt. Returns the requests answered and how many failed.
+    pub fn load(
+        &mut self,
+        queue: usize,
+        depth: usize,
+        block_bytes: u32,
+        write: bool,
+        duration: Duration,
+    ) -> io::Result<(u64, u64)> {
+        let blocks = self.disk.capacity_bytes / u64::from(block_bytes);
+        let kind = if write {
+            VIRTIO_BLK_T_OUT
+        } else {
+            VIRTIO_BLK_T_IN
+        };
+        // xorshift: the load's offsets, cheap enough to leave the CPU to the back end.
+        let mut x: u64 = 0x9e37_79b9_7f4a_7c15;
+        let mut next_sector = move || {
+            x ^= x << 13;
+            x ^= x >> 7;
+            x ^= x << 17;
+            (x % blocks) * u64::from(block_bytes) / 512
+        };
+        for _ in 0..depth.min(DEPTH_MAX) {
+            let slot = self.take_slot(queue).expect("a free slot");
+            self.post(queue, slot, kind, next_sector(), block_bytes);
+        }
+        self.kick(queue)?;
+        let (mut answered, mut failed) = (0u64, 0u64);
+        let until = Instant::now() + duration;
+        let mut in_flight = depth.min(DEPTH_MAX);
+        while in_flight > 0 {
+            let got = self.wait_answers(queue, Duration::from_secs(10))?;
+            let more = Instant::now() < until;
+            for a in &got {
+                answered += 1;
+                failed += u64::from(a.status != 0);
+                if more {
+                    let slot = self.take_slot(queue).expect("just freed");
+                    self.post(queue, slot, kind, next_sector(), block_bytes);
+                } else {
+                    in_flight -= 1;
+                }
+            }
+            if more {
+                self.kick(queue)?;
+            }
+        }
+        Ok((answered, failed))
+    }
+
     /// Where queue `queue`'s area starts in guest memory (for tests pointing at it).
     pub fn queue_base(&self, queue: usize) -> u64 {
         self.queues[queue].base

@@ -9,6 +9,8 @@
 //! - `virtio_blk`: the features offered and the configuration space;
 //! - `request`: one descriptor chain judged (the only place a guest's chain is read; pure over
 //!   guest memory, tested and fuzzed);
+//! - `descriptor_table`: any bytes as a virtqueue, its chains judged (the fuzz target's and
+//!   the random tables' test);
 //! - `queue_worker`: one virtqueue served on one queue pair;
 //! - `guest`: one connected VMM's session, counts and messages;
 //! - `backend`: `BlkBackend`, what the vhost-user daemon asks of the device;
@@ -21,6 +23,7 @@
 
 mod backend;
 pub mod client;
+pub mod descriptor_table;
 mod error;
 pub mod guest;
 mod queue_worker;

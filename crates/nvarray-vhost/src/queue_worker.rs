@@ -26,7 +26,7 @@ use virtio_queue::{DescriptorChain, QueueOwnedT, QueueT};
 use vm_memory::{Bytes, GuestAddress, GuestAddressSpace, GuestMemoryAtomic, GuestMemoryMmap};
 
 use crate::guest::Guest;
-use crate::request::{self, BlkRequest, Descriptor, Kind, Limits, Refused, Segment};
+use crate::request::{self, BlkRequest, Kind, Limits, Refused, Segment};
 use crate::virtio_blk::{ID_BYTES, QUEUE_SIZE_MAX};
 
 /// Guest memory as the back end maps it.
@@ -195,13 +195,7 @@ impl QueueWorker {
     ) {
         let head = chain.head_index();
         let mem = ram.memory();
-        let descriptors: Vec<Descriptor> = chain
-            .map(|d| Descriptor {
-                addr: d.addr().0,
-                len: d.len(),
-                writable: d.is_write_only(),
-            })
-            .collect();
+        let descriptors = request::descriptors_of(chain);
         let now = Instant::now();
         self.guest.begin_at(now);
         let parsed = request::parse(mem.deref(), &descriptors, &self.limits);

@@ -88,6 +88,22 @@ pub struct Limits {
     pub read_only: bool,
 }
 
+/// A chain's descriptors as the back end takes them from the queue (`virtio-queue` has
+/// checked each link against the queue's size and followed indirect tables).
+pub fn descriptors_of<M>(chain: virtio_queue::DescriptorChain<M>) -> Vec<Descriptor>
+where
+    M: std::ops::Deref,
+    M::Target: vm_memory::GuestMemory,
+{
+    chain
+        .map(|d| Descriptor {
+            addr: d.addr().0,
+            len: d.len(),
+            writable: d.is_write_only(),
+        })
+        .collect()
+}
+
 /// Judges the chain `descriptors` against `limits` in the guest memory `mem`.
 pub fn parse<M: GuestMemoryBackend>(
     mem: &M,
