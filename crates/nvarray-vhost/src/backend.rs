@@ -3,6 +3,8 @@
 //! events, each virtqueue on a vring worker thread of its own with its own `QueueWorker`.
 
 use std::io;
+use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
 
 use nvarray_host::tag_share::TagShare;
@@ -26,6 +28,11 @@ struct Shared {
     disk: DiskGeometry,
     ram: GuestRam,
     workers: Vec<Mutex<QueueWorker>>,
+    /// Set when the VMM has gone (or shutdown): the workers take no more requests.
+    stopping: Arc<AtomicBool>,
+    /// The exit events' reading ends: `vhost-user-backend` takes them as raw descriptors and
+    /// never closes them, so the back end does, once the daemon is gone (`close_exit_events`).
+    exit_events: Mutex<Vec<RawFd>>,
 }
 
 impl BlkBackend {
@@ -36,16 +43,29 @@ impl BlkBackend {
         tags: &Arc<TagShare>,
         ram: GuestRam,
     ) -> BlkBackend {
+        let stopping = Arc::new(AtomicBool::new(false));
         let workers = (0..disk.queues)
             .map(|_| {
                 Mutex::new(QueueWorker::new(
                     Arc::clone(device),
                     Arc::clone(guest),
                     Arc::clone(tags),
+                    Arc::clone(&stopping),
                 ))
             })
             .collect();
-        BlkBackend(Arc::new(Shared { disk, ram, workers }))
+        BlkBackend(Arc::new(Shared {
+            disk,
+            ram,
+            workers,
+            stopping,
+            exit_events: Mutex::new(Vec::new()),
+        }))
+    }
+
+    /// The VMM has gone: the workers finish what they took and take nothing more.
+    pub fn stop(&self) {
+        self.0.stopping.store(true, Ordering::SeqCst);
     }
 
     fn worker(&self, queue: usize) -> Option<MutexGuard<'_, QueueWorker>> {
@@ -58,6 +78,16 @@ impl BlkBackend {
     pub fn into_queue_pairs(self) -> Vec<QueuePair> {
         let shared = Arc::try_unwrap(self.0)
             .unwrap_or_else(|_| panic!("the vring workers still hold the back end"));
+        let fds = shared
+            .exit_events
+            .into_inner()
+            .unwrap_or_else(|e| e.into_inner());
+        for fd in fds {
+            // SAFETY: `fd` is an exit event's reading end, which `vhost-user-backend` took with
+            // `into_raw_fd` and never closes; the daemon and its workers (the only users) are
+            // gone, since no clone of the back end is left.
+            drop(unsafe { OwnedFd::from_raw_fd(fd) });
+        }
         shared
             .workers
             .into_iter()
@@ -110,14 +140,23 @@ impl VhostUserBackend for BlkBackend {
 
     fn exit_event(&self, _thread_index: usize) -> Option<(EventConsumer, EventNotifier)> {
         // Without one, a vring worker never leaves its loop and the daemon cannot be dropped.
-        new_event_consumer_and_notifier(EventFlag::NONBLOCK | EventFlag::CLOEXEC).ok()
+        let (consumer, notifier) =
+            new_event_consumer_and_notifier(EventFlag::NONBLOCK | EventFlag::CLOEXEC).ok()?;
+        self.0
+            .exit_events
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .push(consumer.as_raw_fd());
+        Some((consumer, notifier))
     }
 
     /// Called when the VMM stops a queue (`GET_VRING_BASE`), after the queue is marked not
     /// ready: waits for its worker's pass, which finishes what is in flight and takes no
     /// more.
     fn stop_vring(&self, queue_index: u32) -> io::Result<()> {
-        drop(self.worker(queue_index as usize));
+        if let Some(mut worker) = self.worker(queue_index as usize) {
+            worker.restart();
+        }
         Ok(())
     }
 

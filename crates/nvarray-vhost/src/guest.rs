@@ -18,7 +18,8 @@ const MESSAGES_MAX: u64 = 16;
 pub type Log = Arc<dyn Fn(&str) + Send + Sync>;
 
 pub struct Guest {
-    /// Who it is, for messages: `pid N (name)` of the VMM process.
+    /// Who it is, for messages and its stream in the report: `guest N`, the Nth VMM served
+    /// on the socket.
     pub name: String,
     pub read_only: bool,
     session: Session,
@@ -96,10 +97,10 @@ impl Guest {
     pub fn log(&self, message: &str) {
         let n = self.messages.fetch_add(1, Ordering::Relaxed);
         if n < MESSAGES_MAX {
-            (self.log)(&format!("guest {}: {message}", self.name));
+            (self.log)(&format!("{}: {message}", self.name));
         } else if n == MESSAGES_MAX {
             (self.log)(&format!(
-                "guest {}: further messages only counted (see its line at disconnect)",
+                "{}: further messages only counted (see its line at disconnection)",
                 self.name
             ));
         }

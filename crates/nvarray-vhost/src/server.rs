@@ -14,6 +14,7 @@ use std::os::unix::net::{UnixListener, UnixStream};
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
+use std::time::Duration;
 
 use nvarray_host::tag_share::TagShare;
 use nvarray_host::Device;
@@ -182,7 +183,7 @@ impl VhostServer {
             if !self.wait_for_a_guest()? {
                 return Ok(());
             }
-            self.serve_one_guest()?;
+            self.serve_one_guest();
         }
     }
 
@@ -222,65 +223,51 @@ impl VhostServer {
         }
     }
 
-    fn serve_one_guest(&self) -> Result<(), VhostError> {
+    /// Serves one VMM, from its connection to its disconnection. Nothing that goes wrong
+    /// with one VMM stops the server: it is logged, and the socket takes the next.
+    fn serve_one_guest(&self) {
         let n = self.guests.fetch_add(1, Ordering::Relaxed) + 1;
         let name = format!("guest {n}");
-        let session = self.served.open(&name);
         let guest = Arc::new(Guest::new(
             name.clone(),
             self.options.read_only,
-            session,
+            self.served.open(&name),
             &self.options.serial,
             Arc::clone(&self.log),
         ));
         let ram = GuestMemoryAtomic::new(GuestMemoryMmap::new());
         let backend = BlkBackend::new(&self.device, self.disk(), &guest, &self.tags, ram.clone());
-        let mut daemon = VhostUserDaemon::new(format!("nvarray-vhost-{n}"), backend.clone(), ram)
-            .map_err(|e| VhostError::Daemon(e.to_string()))?;
-        // The listener is readable: the accept inside `start` does not wait.
-        let started = daemon.start(&mut self.listener_for_daemon());
-        let result = match started {
-            Ok(()) => {
-                *self
-                    .stop
-                    .connection
-                    .lock()
-                    .unwrap_or_else(|e| e.into_inner()) = daemon.shutdown_handle();
-                if self.stop.requested.load(Ordering::SeqCst) {
-                    daemon.request_shutdown();
+        let result = match VhostUserDaemon::new(format!("nvarray-vhost-{n}"), backend.clone(), ram)
+        {
+            Ok(mut daemon) => {
+                let result = self.run_daemon(&mut daemon, &name);
+                // The workers take nothing more; each leaves its loop after its last pass, so
+                // nothing is left in flight, and is joined when the daemon goes.
+                backend.stop();
+                for handler in daemon.get_epoll_handlers() {
+                    handler.send_exit_event();
                 }
-                (self.log)(&format!(
-                    "{name} connected on {}",
-                    self.options.socket.display()
-                ));
-                daemon.wait()
+                drop(daemon);
+                result.map_err(|e| e.to_string())
             }
-            Err(e) => Err(e),
+            Err(e) => {
+                // No daemon (out of descriptors, say): the VMM waiting is turned away.
+                if let Ok(Some(stream)) = self.listener.accept() {
+                    drop(stream);
+                }
+                std::thread::sleep(Duration::from_millis(100));
+                Err(format!("cannot serve it: {e}"))
+            }
         };
-        *self
-            .stop
-            .connection
-            .lock()
-            .unwrap_or_else(|e| e.into_inner()) = None;
-        // The vring workers leave their loops (each after its last pass, so nothing is left in
-        // flight) and are joined when the daemon goes.
-        for handler in daemon.get_epoll_handlers() {
-            handler.send_exit_event();
-        }
-        drop(daemon);
         drop(backend.into_queue_pairs());
         let ended = Arc::try_unwrap(guest)
             .unwrap_or_else(|_| panic!("a guest outlived its vring workers"))
             .end();
         let how = match result {
-            // A VMM that quits or is killed hangs up between messages, or in one.
-            Ok(())
-            | Err(vhost_user_backend::Error::HandleRequest(
-                vhost::vhost_user::Error::Disconnected | vhost::vhost_user::Error::PartialMessage,
-            )) => "disconnected".to_string(),
+            Ok(()) => "disconnected".to_string(),
             Err(e) => format!("disconnected ({e})"),
         };
-        let line = format!(
+        (self.log)(&format!(
             "{name} {how}: {} requests, {} refused, {} failed",
             ended
                 .session
@@ -291,30 +278,64 @@ impl VhostServer {
                 .requests,
             ended.refused,
             ended.failed
-        );
-        (self.log)(&line);
+        ));
         if ended.begun {
             self.served.close(ended.session);
         } else {
             self.served.discard(ended.session);
         }
-        Ok(())
+    }
+
+    /// Accepts the VMM waiting on the socket and serves it until it leaves or shutdown ends
+    /// the connection.
+    fn run_daemon(
+        &self,
+        daemon: &mut VhostUserDaemon<BlkBackend>,
+        name: &str,
+    ) -> Result<(), vhost_user_backend::Error> {
+        let mut listener = self
+            .listener_for_daemon()
+            .map_err(vhost_user_backend::Error::StartDaemon)?;
+        // The listener is readable: the accept inside `start` does not wait.
+        daemon.start(&mut listener)?;
+        *self
+            .stop
+            .connection
+            .lock()
+            .unwrap_or_else(|e| e.into_inner()) = daemon.shutdown_handle();
+        if self.stop.requested.load(Ordering::SeqCst) {
+            daemon.request_shutdown();
+        }
+        (self.log)(&format!(
+            "{name} connected on {}",
+            self.options.socket.display()
+        ));
+        let result = daemon.wait();
+        *self
+            .stop
+            .connection
+            .lock()
+            .unwrap_or_else(|e| e.into_inner()) = None;
+        match result {
+            // A VMM that quits or is killed hangs up between messages, or in one.
+            Err(vhost_user_backend::Error::HandleRequest(
+                vhost::vhost_user::Error::Disconnected | vhost::vhost_user::Error::PartialMessage,
+            )) => Ok(()),
+            other => other,
+        }
     }
 
     /// The server's listener as the daemon takes it (the same socket, so no file is removed
     /// when the daemon's copy goes).
-    fn listener_for_daemon(&self) -> Listener {
-        let fd = self.listener.as_raw_fd();
-        // SAFETY: `dup` of our own live listening descriptor; the copy is owned by the Listener
-        // returned, which closes it (and only it) when dropped.
-        let copy = unsafe { libc::fcntl(fd, libc::F_DUPFD_CLOEXEC, 0) };
-        assert!(
-            copy >= 0,
-            "cannot duplicate the listening socket: {}",
-            io::Error::last_os_error()
-        );
-        // SAFETY: `copy` is a new descriptor of a listening Unix socket that no one else owns.
-        unsafe { Listener::from_raw_fd(copy) }
+    fn listener_for_daemon(&self) -> io::Result<Listener> {
+        // SAFETY: `dup` of our own live listening descriptor; returns a new one or -1.
+        let copy = unsafe { libc::fcntl(self.listener.as_raw_fd(), libc::F_DUPFD_CLOEXEC, 0) };
+        if copy < 0 {
+            return Err(io::Error::last_os_error());
+        }
+        // SAFETY: `copy` is a new descriptor of a listening Unix socket that no one else owns;
+        // the Listener closes it (and only it) when dropped.
+        Ok(unsafe { Listener::from_raw_fd(copy) })
     }
 }
 

@@ -23,10 +23,10 @@ pub const SEGMENTS_MAX: u32 = 126;
 
 /// Largest data segment (`size_max`): the guest's block layer splits its requests so no
 /// segment is larger.
-pub const SEGMENT_BYTES_MAX: u32 = 1 << 20;
+pub const SEGMENT_BYTES_MAX: u32 = 256 * 1024;
 
-/// Largest request the back end takes, in data bytes: what NBD allows (32 MiB), well above
-/// what `seg_max` × `size_max` lets a guest build. Larger chains fail with IOERR.
+/// Largest request the back end takes, in data bytes: what NBD allows (32 MiB), above the
+/// 31.5 MiB that `seg_max` × `size_max` lets a guest build. Larger chains fail with IOERR.
 pub const REQUEST_BYTES_MAX: u64 = 32 << 20;
 
 /// Ranges one discard or write-zeroes request may name (`max_discard_seg`,
@@ -137,6 +137,10 @@ mod tests {
             "discards aligned to the device block, in sectors"
         );
         assert_eq!(u32_at(40), RANGES_MAX);
+        assert!(
+            u64::from(u32_at(8)) * u64::from(u32_at(12)) <= REQUEST_BYTES_MAX,
+            "a request the guest may build within seg_max x size_max is taken"
+        );
     }
 
     #[test]

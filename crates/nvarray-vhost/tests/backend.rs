@@ -328,6 +328,20 @@ fn malformed_chains_fail_alone_and_touch_nothing_outside_the_guest() {
 }
 
 #[test]
+fn a_request_naming_the_whole_disk_many_times_is_cut_as_tags_allow() {
+    // 32 ranges of the whole disk: 32,768 commands of the 16 KiB buffer, made as tags free.
+    let r = Running::start(false, 1);
+    let mut vmm = TestVmm::connect(&r.socket, 1, 4096).unwrap();
+    assert_eq!(vmm.write_at(0, SIZE - 4096, &[9u8; 4096]).unwrap(), 0);
+    let whole = vec![(0, SIZE); 32];
+    assert_eq!(vmm.ranges(0, false, &whole).unwrap(), 0);
+    assert_eq!(vmm.ranges(0, true, &whole).unwrap(), 0);
+    assert_eq!(vmm.read(0, SIZE - 4096, 4096).unwrap().1, vec![0u8; 4096]);
+    drop(vmm);
+    r.stop();
+}
+
+#[test]
 fn a_read_only_disk_refuses_every_write() {
     let r = Running::start(true, 1);
     let mut vmm = TestVmm::connect(&r.socket, 1, 4096).unwrap();
@@ -374,6 +388,27 @@ fn a_vmm_that_leaves_mid_request_frees_its_queues_for_the_next() {
     }
     let report = r.server.report();
     assert_eq!(report.streams.len(), 3, "a stream per guest");
+    r.stop();
+}
+
+#[test]
+fn connections_leave_no_descriptor_or_thread_behind() {
+    let r = Running::start(false, 8);
+    let count = |what: &str| std::fs::read_dir(format!("/proc/self/{what}")).unwrap().count();
+    // One connection first: whatever is made once (the device's queue pair for a flush).
+    let mut vmm = TestVmm::connect(&r.socket, 1, 4096).unwrap();
+    assert_eq!(vmm.flush(0).unwrap(), 0);
+    drop(vmm);
+    r.wait_for_log("guest 1 disconnected");
+    let (fds, threads) = (count("fd"), count("task"));
+    for n in 2..=41 {
+        let mut vmm = TestVmm::connect(&r.socket, 8, 4096).unwrap();
+        assert_eq!(vmm.flush(n % 8).unwrap(), 0);
+        drop(vmm);
+        r.wait_for_log(&format!("guest {n} disconnected"));
+    }
+    assert_eq!(count("fd"), fds, "descriptors left by 40 VMMs of 8 queues");
+    assert_eq!(count("task"), threads, "threads left by 40 VMMs");
     r.stop();
 }
 
