@@ -394,7 +394,11 @@ fn a_vmm_that_leaves_mid_request_frees_its_queues_for_the_next() {
 #[test]
 fn connections_leave_no_descriptor_or_thread_behind() {
     let r = Running::start(false, 8);
-    let count = |what: &str| std::fs::read_dir(format!("/proc/self/{what}")).unwrap().count();
+    let count = |what: &str| {
+        std::fs::read_dir(format!("/proc/self/{what}"))
+            .unwrap()
+            .count()
+    };
     // One connection first: whatever is made once (the device's queue pair for a flush).
     let mut vmm = TestVmm::connect(&r.socket, 1, 4096).unwrap();
     assert_eq!(vmm.flush(0).unwrap(), 0);
