@@ -3,16 +3,12 @@
 //! each answered alone; a read-only disk; a VMM that leaves with requests in flight, and the
 //! next one served; the report's stream per guest.
 
-use std::path::PathBuf;
-use std::sync::{Arc, Mutex};
-use std::thread::JoinHandle;
+use std::sync::Arc;
 use std::time::Duration;
 
-use nvarray_host::{Device, Options};
-use nvarray_model::presets;
 use nvarray_vhost::client::{TestVmm, DEPTH_MAX};
 use nvarray_vhost::request::Descriptor;
-use nvarray_vhost::{ShutdownHandle, VhostError, VhostOptions, VhostServer};
+use nvarray_vhost::{VhostError, VhostOptions, VhostServer};
 use rand::rngs::SmallRng;
 use rand::{Rng, SeedableRng};
 use virtio_bindings::virtio_blk::{
@@ -20,75 +16,8 @@ use virtio_bindings::virtio_blk::{
 };
 use vm_memory::Bytes;
 
-const SIZE: u64 = 16 << 20;
-const BLOCK: u64 = 512;
-
-struct Running {
-    socket: PathBuf,
-    server: Arc<VhostServer>,
-    shutdown: ShutdownHandle,
-    thread: Option<JoinHandle<Result<(), VhostError>>>,
-    log: Arc<Mutex<Vec<String>>>,
-    _dir: tempfile::TempDir,
-}
-
-impl Running {
-    fn start(read_only: bool, queues: u16) -> Running {
-        let dir = tempfile::tempdir().unwrap();
-        let mut config = presets::preset("moneta").unwrap().load(&[]).unwrap();
-        config.memory.capacity_bytes = SIZE;
-        let options = Options {
-            device_threads: 0,
-            // Small buffers: a 64 KiB request becomes several device commands.
-            buffer_bytes: Some(16 * 1024),
-            ..Options::default()
-        };
-        let device = Arc::new(Device::open(&config, &options).unwrap());
-        let socket = dir.path().join("vhost.sock");
-        let log = Arc::new(Mutex::new(Vec::new()));
-        let sink = Arc::clone(&log);
-        let server = Arc::new(
-            VhostServer::bind(
-                device,
-                VhostOptions {
-                    socket: socket.clone(),
-                    read_only,
-                    queues,
-                    serial: "nvarray-test".into(),
-                },
-                Arc::new(move |m: &str| sink.lock().unwrap().push(m.to_string())),
-            )
-            .unwrap(),
-        );
-        let shutdown = server.shutdown_handle();
-        let running = Arc::clone(&server);
-        let thread = std::thread::spawn(move || running.run());
-        Running {
-            socket,
-            server,
-            shutdown,
-            thread: Some(thread),
-            log,
-            _dir: dir,
-        }
-    }
-
-    fn stop(mut self) {
-        self.shutdown.shutdown();
-        self.thread.take().unwrap().join().unwrap().unwrap();
-    }
-
-    /// Waits until the server has logged a line containing `what` (a guest's disconnection).
-    fn wait_for_log(&self, what: &str) -> String {
-        for _ in 0..1000 {
-            if let Some(l) = self.log.lock().unwrap().iter().find(|l| l.contains(what)) {
-                return l.clone();
-            }
-            std::thread::sleep(Duration::from_millis(10));
-        }
-        panic!("no log line with {what:?}: {:?}", self.log.lock().unwrap());
-    }
-}
+mod common;
+use common::{Running, BLOCK, SIZE};
 
 #[test]
 fn every_request_kind_matches_a_reference_disk_on_several_queues() {
@@ -388,31 +317,6 @@ fn a_vmm_that_leaves_mid_request_frees_its_queues_for_the_next() {
     }
     let report = r.server.report();
     assert_eq!(report.streams.len(), 3, "a stream per guest");
-    r.stop();
-}
-
-#[test]
-fn connections_leave_no_descriptor_or_thread_behind() {
-    let r = Running::start(false, 8);
-    let count = |what: &str| {
-        std::fs::read_dir(format!("/proc/self/{what}"))
-            .unwrap()
-            .count()
-    };
-    // One connection first: whatever is made once (the device's queue pair for a flush).
-    let mut vmm = TestVmm::connect(&r.socket, 1, 4096).unwrap();
-    assert_eq!(vmm.flush(0).unwrap(), 0);
-    drop(vmm);
-    r.wait_for_log("guest 1 disconnected");
-    let (fds, threads) = (count("fd"), count("task"));
-    for n in 2..=41 {
-        let mut vmm = TestVmm::connect(&r.socket, 8, 4096).unwrap();
-        assert_eq!(vmm.flush(n % 8).unwrap(), 0);
-        drop(vmm);
-        r.wait_for_log(&format!("guest {n} disconnected"));
-    }
-    assert_eq!(count("fd"), fds, "descriptors left by 40 VMMs of 8 queues");
-    assert_eq!(count("task"), threads, "threads left by 40 VMMs");
     r.stop();
 }
 
