@@ -362,21 +362,6 @@ impl QueuePair {
     }
 }
 
-impl QueuePair {
-    /// How soon the model's next completion falls due, when this thread must be polling to
-    /// post it on time (inline mode, something in flight); `None` otherwise. A front end about
-    /// to make a system call (signalling its client) may hold it back while this is shorter
-    /// than the call: the call would make that completion late.
-    pub fn next_completion_in(&self) -> Option<Duration> {
-        if self.in_flight() == 0 || self.emulator().has_device_threads() {
-            return None;
-        }
-        let emu = self.emulator();
-        let deadline = emu.next_deadline_ns()?;
-        Some(Duration::from_nanos(deadline.saturating_sub(emu.now_ns())))
-    }
-}
-
 impl Drop for QueuePair {
     fn drop(&mut self) {
         let tags = Arc::clone(&self.tags);

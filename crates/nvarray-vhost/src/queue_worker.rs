@@ -17,7 +17,7 @@ use std::collections::VecDeque;
 use std::ops::Deref;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
-use std::time::{Duration, Instant};
+use std::time::Instant;
 
 use nvarray_host::tag_share::{Seat, TagShare};
 use nvarray_host::{Device, Done, HostError, Opcode, QueuePair};
@@ -29,17 +29,6 @@ use vm_memory::{Bytes, GuestAddress, GuestAddressSpace, GuestMemoryAtomic, Guest
 use crate::guest::Guest;
 use crate::request::{self, BlkRequest, Kind, Limits, Refused, Segment};
 use crate::virtio_blk::{ID_BYTES, QUEUE_SIZE_MAX};
-
-/// What signalling the guest costs the thread (an eventfd write; a few µs on the project's
-/// VMs): inline, a signal waits while a completion falls due sooner (`QueueWorker::signal`).
-const SIGNAL_COST: Duration = Duration::from_micros(5);
-/// The longest a signal waits for a gap between completions: the most a guest's interrupt is
-/// coalesced.
-const SIGNAL_HELD_MAX: Duration = Duration::from_micros(50);
-
-/// A request's data is copied this much at a time, with a pass of the device between
-/// (`QueueWorker::copy_in_chunks`): ~1 µs of copying here.
-const COPY_CHUNK_BYTES: usize = 16 * 1024;
 
 /// Guest memory as the back end maps it.
 pub type GuestRam = GuestMemoryAtomic<GuestMemoryMmap<()>>;
@@ -95,8 +84,6 @@ pub struct QueueWorker {
     zeroes: Box<[u8]>,
     /// Requests answered and not yet on the used ring: (head, bytes written).
     used: Vec<(u16, u32)>,
-    /// When the oldest answer the guest has not been signalled about went on the used ring.
-    unsignalled_since: Option<Instant>,
     /// Requests answered and not yet in the statistics: (read, bytes, latency ns).
     unrecorded: Vec<(bool, u32, u64)>,
     /// The ring broke (an avail index past the queue's size, entries that cannot be read): it
@@ -138,7 +125,6 @@ impl QueueWorker {
             finished: Vec::with_capacity(device.tags()),
             zeroes: vec![0u8; device.command_bytes_max() as usize].into_boxed_slice(),
             used: Vec::new(),
-            unsignalled_since: None,
             unrecorded: Vec::new(),
             broken: false,
             empty_rechecks: 0,
@@ -159,7 +145,6 @@ impl QueueWorker {
             let issued = self.issue_waiting(ram);
             let reaped = self.reap(ram);
             self.answer(vring);
-            self.signal(vring);
             if self.idle() {
                 self.seat.idle();
                 if self.broken || !vring.get_ref().get_queue().ready() {
@@ -386,19 +371,9 @@ impl QueueWorker {
             };
             self.consume_command(len);
             if piece.op == Opcode::Write && !piece.zeroes {
-                let device = Arc::clone(&self.device);
-                let buffer = device.write_buffer(&mut prepared);
-                let len = buffer.len();
-                let copied = self.copy_in_chunks(
-                    piece.slot,
-                    len,
-                    |mem, data, at| {
-                        let to = &mut buffer[at..(at + COPY_CHUNK_BYTES).min(len)];
-                        request::gather(mem, data, piece.data_at + at as u64, to)
-                    },
-                    ram,
-                );
-                if !copied {
+                let data = &self.requests[piece.slot].as_ref().expect("live").data;
+                let buffer = self.device.write_buffer(&mut prepared);
+                if request::gather(ram.memory().deref(), data, piece.data_at, buffer).is_err() {
                     // The guest's memory changed under the request.
                     self.device.cancel(prepared);
                     self.command_done(piece.slot, false, ram);
@@ -413,38 +388,8 @@ impl QueueWorker {
         issued
     }
 
-    /// Copies `len` bytes of request `slot`'s data in chunks (`copy(memory, segments, at)`
-    /// copies the chunk from `at`), with a pass of the device after each (`collect`).
-    /// Returns whether every chunk was copied.
-    fn copy_in_chunks(
-        &mut self,
-        slot: usize,
-        len: usize,
-        mut copy: impl FnMut(
-            &GuestMemoryMmap<()>,
-            &[Segment],
-            usize,
-        ) -> Result<(), vm_memory::GuestMemoryError>,
-        ram: &GuestRam,
-    ) -> bool {
-        let data = std::mem::take(&mut self.requests[slot].as_mut().expect("live").data);
-        let mem = ram.memory();
-        let mut ok = true;
-        for at in (0..len).step_by(COPY_CHUNK_BYTES) {
-            ok = copy(mem.deref(), &data, at).is_ok();
-            self.collect();
-            if !ok {
-                break;
-            }
-        }
-        self.requests[slot].as_mut().expect("live").data = data;
-        ok
-    }
-
     /// Runs the device (inline) and keeps what completed in `finished`, to be answered by
-    /// `reap`. Also called between the chunks of a copy of a request's data
-    /// (`copy_in_chunks`): inline, a completion falls due late by however long the thread
-    /// spends between passes, and copying 128 KiB takes ~10 µs here.
+    /// `reap`.
     fn collect(&mut self) -> usize {
         if self.commands_in_flight == 0 {
             return 0;
@@ -478,17 +423,10 @@ impl QueueWorker {
                 std::mem::replace(&mut self.tag_piece[done.tag.index()], (usize::MAX, 0));
             let mut ok = done.status.is_ok();
             if ok && done.op == Opcode::Read {
-                let device = Arc::clone(&self.device);
-                let bytes = device.read_data(&done);
-                ok = self.copy_in_chunks(
-                    slot,
-                    bytes.len(),
-                    |mem, data, at| {
-                        let from = &bytes[at..(at + COPY_CHUNK_BYTES).min(bytes.len())];
-                        request::scatter(mem, data, data_at + at as u64, from)
-                    },
-                    ram,
-                );
+                let data = &self.requests[slot].as_ref().expect("live").data;
+                let mem = ram.memory();
+                ok = request::scatter(mem.deref(), data, data_at, self.device.read_data(&done))
+                    .is_ok();
             }
             // The status was read above; the tag goes back either way.
             let _ = self.device.finish(done, None);
@@ -540,8 +478,8 @@ impl QueueWorker {
         self.guest.refused(refused.why);
     }
 
-    /// Puts the answered requests on the used ring and records them; the guest is signalled
-    /// in `signal`.
+    /// Puts the answered requests on the used ring, records them, and signals the guest if
+    /// it asked to be (event-idx).
     fn answer(&mut self, vring: &Vring) {
         if self.used.is_empty() {
             return;
@@ -551,28 +489,7 @@ impl QueueWorker {
                 self.guest.log(&format!("cannot return a request: {e}"));
             }
         }
-        self.unsignalled_since.get_or_insert_with(Instant::now);
         self.guest.record(&mut self.unrecorded);
-    }
-
-    /// Signals the guest about the answers on the used ring, if it asked to be (event-idx).
-    /// Inline, the signal (a system call, a few µs here) waits while one of this queue's
-    /// completions falls due sooner than that: the thread must be polling then, or the
-    /// completion is late by the call (the model's time is the product; a guest's interrupt
-    /// coalesced by a few µs is host time). Never held back longer than `SIGNAL_HELD_MAX`.
-    fn signal(&mut self, vring: &Vring) {
-        let Some(since) = self.unsignalled_since else {
-            return;
-        };
-        let soon = self
-            .qp
-            .as_ref()
-            .and_then(QueuePair::next_completion_in)
-            .is_some_and(|next| next < SIGNAL_COST);
-        if soon && since.elapsed() < SIGNAL_HELD_MAX {
-            return;
-        }
-        self.unsignalled_since = None;
         match vring.needs_notification() {
             Ok(false) => {}
             // When in doubt, signal: a spurious interrupt costs the guest a look.
