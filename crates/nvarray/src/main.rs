@@ -73,7 +73,9 @@ enum Command {
     /// Export the emulated device over NBD, so unmodified software (fio's nbd engine,
     /// qemu-io, qemu-img, nbdcopy, nbdinfo, the kernel's nbd-client) runs against it, and/or
     /// to user-space channels (`--channels unix:PATH`: libnvarray and fio's external engine,
-    /// no system call per command, every command checked against `--grant`s, as Moneta-D).
+    /// no system call per command, every command checked against `--grant`s, as Moneta-D),
+    /// and/or as a virtio disk for a virtual machine (`--vhost-user-blk unix:PATH`: QEMU's
+    /// vhost-user-blk-pci; QEMU's NVMe controller reaches the NBD export).
     ///
     /// Same device flags as `nvarray bench` (`--preset`, `--set`, `--size`, `--backing`).
     /// Several connections share the device, each on its own queue pair. Prints how to
