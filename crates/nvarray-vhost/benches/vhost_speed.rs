@@ -148,6 +148,30 @@ fn qemu_storage_daemon(image: &Path, socket: &Path) -> Option<Child> {
     Some(child)
 }
 
+/// The table's columns: (queue depth, writes).
+const SHAPES: [(usize, bool); 4] = [(1, false), (16, false), (1, true), (16, true)];
+
+/// Each shape's (IOPS, CPU µs per request), the medians of `runs` measurements.
+fn cells(
+    socket: &Path,
+    shapes: &[(usize, bool)],
+    runs: usize,
+    cpu: &dyn Fn() -> f64,
+) -> Vec<(f64, f64)> {
+    shapes
+        .iter()
+        .map(|&(depth, write)| {
+            let m: Vec<(f64, f64)> = (0..runs)
+                .map(|_| measure(socket, depth, write, cpu))
+                .collect();
+            (
+                median(m.iter().map(|c| c.0).collect()),
+                median(m.iter().map(|c| c.1).collect()),
+            )
+        })
+        .collect()
+}
+
 struct Row {
     name: String,
     cells: Vec<(f64, f64)>,
@@ -161,25 +185,13 @@ fn main() {
         .unwrap()
         .set_len(SIZE)
         .unwrap();
-    let shapes = [(1usize, false), (16, false), (1, true), (16, true)];
     let runs = if smoke() { 1 } else { 3 };
     let mut rows = Vec::new();
 
     for preset in ["null", "moneta"] {
         let socket = dir.join(format!("nvarray-{preset}.sock"));
         let (server, thread) = nvarray_server(preset, &image, &socket);
-        let cells = shapes
-            .iter()
-            .map(|&(depth, write)| {
-                let m: Vec<(f64, f64)> = (0..runs)
-                    .map(|_| measure(&socket, depth, write, &in_process_server_seconds))
-                    .collect();
-                (
-                    median(m.iter().map(|c| c.0).collect()),
-                    median(m.iter().map(|c| c.1).collect()),
-                )
-            })
-            .collect();
+        let cells = cells(&socket, &SHAPES, runs, &in_process_server_seconds);
         server.shutdown_handle().shutdown();
         thread.join().unwrap();
         rows.push(Row {
@@ -192,18 +204,7 @@ fn main() {
         Some(mut child) => {
             let pid = child.id();
             let cpu = move || child_seconds(pid);
-            let cells = shapes
-                .iter()
-                .map(|&(depth, write)| {
-                    let m: Vec<(f64, f64)> = (0..runs)
-                        .map(|_| measure(&qsd_socket, depth, write, &cpu))
-                        .collect();
-                    (
-                        median(m.iter().map(|c| c.0).collect()),
-                        median(m.iter().map(|c| c.1).collect()),
-                    )
-                })
-                .collect();
+            let cells = cells(&qsd_socket, &SHAPES, runs, &cpu);
             let _ = child.kill();
             let _ = child.wait();
             rows.push(Row {
