@@ -1,7 +1,7 @@
 //! One virtqueue served on its own queue pair of the device, by the vring worker thread that
 //! owns it. A kick starts a pass (`QueueWorker::serve`) that takes every request the guest has
-//! made available, turns each into device commands (a request larger than the tag buffer
-//! becomes several, a discard or write-zeroes one per range piece), collects completions and
+//! made available, turns each into runs of device commands (one per range of the disk, cut
+//! at the tag buffer's size as tags allow), collects completions and
 //! returns each finished request to the used ring, signalling the guest when it asks to be
 //! (event-idx). While commands are in flight the pass keeps looking at the ring itself, so a
 //! guest that keeps the queue busy is served without a kick per request; it ends only when
@@ -147,7 +147,7 @@ impl QueueWorker {
             self.answer(vring);
             if self.idle() {
                 self.seat.idle();
-                if self.broken || !vring.get_ref().get_queue().ready() {
+                if !self.may_take(vring) {
                     return;
                 }
                 // Notifications on, then one more look: a request made available in between
@@ -177,6 +177,16 @@ impl QueueWorker {
         }
     }
 
+    /// Whether requests may be taken from the ring: it is not broken, the VMM has not gone,
+    /// and the queue is enabled and ready.
+    fn may_take(&self, vring: &Vring) -> bool {
+        let state = vring.get_ref();
+        !self.broken
+            && !self.stopping.load(Ordering::Relaxed)
+            && state.is_enabled()
+            && state.get_queue().ready()
+    }
+
     fn idle(&self) -> bool {
         self.commands_in_flight == 0 && self.waiting.is_empty()
     }
@@ -184,17 +194,15 @@ impl QueueWorker {
     /// Takes the requests the guest has made available, while none waits for a tag and a
     /// request slot is free. Returns whether it took any.
     fn take_requests(&mut self, vring: &Vring, ram: &GuestRam) -> bool {
-        if self.broken || !self.waiting.is_empty() || self.stopping.load(Ordering::Relaxed) {
+        if !self.waiting.is_empty() || !self.may_take(vring) {
             return false;
         }
         let mem = ram.memory();
         let mut chains = Vec::new();
         {
             let mut state = vring.get_mut();
-            if !state.is_enabled() {
-                return false;
-            }
             let queue = state.get_queue_mut();
+            // Looked at again under the write lock: the VMM may have stopped it meanwhile.
             if !queue.ready() {
                 return false;
             }
