@@ -42,3 +42,12 @@ cargo build --release --locked -p nvarray
 # libnvarray (the channels' C library), fio's external engine built against the installed
 # fio's own headers (fetched from Debian's source package once), and the C example.
 ./scripts/build_native.sh
+# The throw-away guest of the vhost-user-blk and NVMe-over-NBD tests (tests/guest.rs): Debian's
+# qemu-system-x86 and cloud kernel extracted into target/guest (never installed: a kernel
+# package runs boot hooks, and qemu-system-x86 7.2 conflicts with qemu-utils 10.0), and a
+# busybox initramfs with fio and e2fsprogs. Idempotent and instant once done.
+if [ "$(id -u)" -eq 0 ]; then
+  python3 scripts/guest.py prepare >/dev/null
+else
+  echo "setup: skipping the test guest (scripts/guest.py prepare needs root for apt-get)" >&2
+fi
