@@ -34,7 +34,15 @@ pub enum BackingKind {
         durable: bool,
         read_only: bool,
     },
+    /// No data kept, for timing studies of devices larger than the machine (issue 60):
+    /// writes are discarded and every read returns zeroes (`NONE_READS_AS`), so the device
+    /// costs no memory or disk whatever its size. Nothing written can be read back.
+    None,
 }
+
+/// What a read of `BackingKind::None` returns, whatever was written: zeroes, as a block of a
+/// new drive that was never written (and the cheapest pattern to make).
+pub const NONE_READS_AS: u8 = 0;
 
 impl BackingKind {
     /// The same backing opened for reading only: a file that exists (a new one is made, so
@@ -75,6 +83,8 @@ pub enum BackingPages {
     Transparent,
     /// A file's page cache (`--backing file:`).
     File,
+    /// No pages: nothing is kept (`--backing none`).
+    None,
 }
 
 impl BackingPages {
@@ -84,13 +94,15 @@ impl BackingPages {
             BackingPages::Huge2M => "2 MiB huge pages",
             BackingPages::Transparent => "transparent huge pages",
             BackingPages::File => "page cache",
+            BackingPages::None => "nothing (no data kept: writes discarded, reads zeroes)",
         }
     }
 }
 
 /// The bytes of the emulated device.
 pub struct Backing {
-    map: MmapRaw,
+    /// The device's bytes; `None` for `BackingKind::None`, which keeps none.
+    map: Option<MmapRaw>,
     size_bytes: u64,
     pages: BackingPages,
     file: Option<File>,
@@ -136,13 +148,19 @@ impl Backing {
         size_bytes: u64,
         faults: Option<Arc<BackingFaults>>,
     ) -> Result<Self, EmuError> {
-        if size_bytes == 0 || size_bytes > BACKING_BYTES_MAX {
+        let max_bytes = match kind {
+            // Nothing mapped: only the byte offsets must fit.
+            BackingKind::None => u64::MAX / 2,
+            _ => BACKING_BYTES_MAX,
+        };
+        if size_bytes == 0 || size_bytes > max_bytes {
             return Err(EmuError::BackingSize {
                 size_bytes,
-                max_bytes: BACKING_BYTES_MAX,
+                max_bytes,
             });
         }
         let backing = match kind {
+            BackingKind::None => Ok(Self::none(size_bytes)),
             BackingKind::Ram => Self::ram(size_bytes),
             BackingKind::File {
                 path,
@@ -151,6 +169,22 @@ impl Backing {
             } => Self::file(path, size_bytes, *durable, *read_only, faults.as_deref()),
         };
         backing.map(|b| Backing { faults, ..b })
+    }
+
+    fn none(size_bytes: u64) -> Self {
+        Backing {
+            map: None,
+            size_bytes,
+            pages: BackingPages::None,
+            file: None,
+            durable: false,
+            kind: BackingKind::None,
+            flush_failed: FailureLatch::default(),
+            failed: std::sync::OnceLock::new(),
+            locks: RangeLocks::default(),
+            faults: None,
+            first_logged: std::sync::OnceLock::new(),
+        }
     }
 
     fn ram(size_bytes: u64) -> Result<Self, EmuError> {
@@ -174,7 +208,7 @@ impl Backing {
             error,
         })?;
         Ok(Backing {
-            map: MmapRaw::from(map),
+            map: Some(MmapRaw::from(map)),
             size_bytes,
             pages,
             file: None,
@@ -239,7 +273,7 @@ impl Backing {
             error,
         })?;
         Ok(Backing {
-            map,
+            map: Some(map),
             size_bytes,
             file: Some(file),
             durable,
@@ -275,8 +309,12 @@ impl Backing {
         if let Some(fault) = self.fault(BackingOp::Read) {
             return Err(self.injected(fault, BackingOp::Read, offset_bytes, buf.len()));
         }
+        let Some(map) = &self.map else {
+            buf.fill(NONE_READS_AS);
+            return Ok(());
+        };
         let _range = self.locks.lock(offset_bytes, buf.len());
-        let src = self.map.as_ptr().wrapping_add(offset_bytes as usize);
+        let src = map.as_ptr().wrapping_add(offset_bytes as usize);
         if self.file.is_some() {
             // SAFETY: as below; a page the file lost faults, and the copy returns the fault.
             let copied = unsafe { mapping_fault::copy(buf.as_mut_ptr(), src, buf.len(), false) };
@@ -322,6 +360,7 @@ impl Backing {
         let store = match &self.kind {
             BackingKind::File { path, .. } => path.display().to_string(),
             BackingKind::Ram => "the device's memory".into(),
+            BackingKind::None => "no store (--backing none)".into(),
         };
         let what = match len_bytes {
             0 => op.to_string(),
@@ -351,7 +390,7 @@ impl Backing {
     fn path(&self) -> PathBuf {
         match &self.kind {
             BackingKind::File { path, .. } => path.clone(),
-            BackingKind::Ram => PathBuf::new(),
+            BackingKind::Ram | BackingKind::None => PathBuf::new(),
         }
     }
 
@@ -376,6 +415,9 @@ impl Backing {
     #[inline]
     pub fn prefetch(&self, offset_bytes: u64, len_bytes: usize) {
         let len = len_bytes.min(PREFETCH_MAX_BYTES);
+        let Some(map) = &self.map else {
+            return;
+        };
         if self.check(offset_bytes, len).is_err() {
             return;
         }
@@ -385,7 +427,7 @@ impl Backing {
             // hint, never faults and changes no memory.
             unsafe {
                 use std::arch::x86_64::{_mm_prefetch, _MM_HINT_T0};
-                let p = self.map.as_ptr().add(offset_bytes as usize + line);
+                let p = map.as_ptr().add(offset_bytes as usize + line);
                 _mm_prefetch::<_MM_HINT_T0>(p as *const i8);
             }
         }
@@ -418,8 +460,12 @@ impl Backing {
 
     /// Copies `data` into the mapping at `offset_bytes` (checked by the caller).
     fn copy_in(&self, offset_bytes: u64, data: &[u8]) -> Result<(), EmuError> {
+        let Some(map) = &self.map else {
+            // Nothing is kept: the write is taken and discarded.
+            return Ok(());
+        };
         let _range = self.locks.lock(offset_bytes, data.len());
-        let dst = self.map.as_mut_ptr().wrapping_add(offset_bytes as usize);
+        let dst = map.as_mut_ptr().wrapping_add(offset_bytes as usize);
         let streaming = self.size_bytes >= STREAMING_WRITES_MIN_BYTES;
         if self.file.is_some() {
             // SAFETY: as below; a page the file lost faults, and the copy returns the fault.
@@ -453,7 +499,7 @@ impl Backing {
     }
 
     fn sync(&self) -> Result<(), EmuError> {
-        if let (true, Some(file)) = (self.durable, &self.file) {
+        if let (true, Some(file), Some(map)) = (self.durable, &self.file, &self.map) {
             let failed = |op| self.fault(op).map(|f| self.injected(f, op, 0, 0));
             let io = |source| EmuError::File {
                 path: self.path(),
@@ -462,7 +508,7 @@ impl Backing {
             if let Some(e) = failed(BackingOp::Msync) {
                 return Err(e);
             }
-            self.map.flush().map_err(io)?;
+            map.flush().map_err(io)?;
             if let Some(e) = failed(BackingOp::Fsync) {
                 return Err(e);
             }
@@ -746,6 +792,25 @@ mod tests {
 
     /// An injected ENOSPC, EDQUOT or EIO fails that write and changes nothing; the writes
     /// around it land, and the device has not failed.
+    #[test]
+    fn none_keeps_nothing_costs_nothing_and_still_checks_ranges() {
+        // 64 TiB: past every mapped backing's limit, and nothing is allocated.
+        let size = 64u64 << 40;
+        let b = Backing::open(&BackingKind::None, size).unwrap();
+        assert_eq!(b.pages(), BackingPages::None);
+        b.write(size - 4096, &[0xab; 4096]).unwrap();
+        let mut back = [0xffu8; 4096];
+        b.read(size - 4096, &mut back).unwrap();
+        assert!(
+            back.iter().all(|&x| x == NONE_READS_AS),
+            "a read returns zeroes"
+        );
+        assert!(b.write(size - 4095, &[1; 4096]).is_err(), "past the end");
+        assert!(b.read(size, &mut back).is_err(), "past the end");
+        b.prefetch(size - 4096, 4096);
+        b.flush().unwrap();
+    }
+
     #[test]
     fn an_injected_write_error_fails_that_write_only_and_changes_nothing() {
         for fault in ["enospc", "edquot", "eio"] {

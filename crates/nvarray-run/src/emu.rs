@@ -76,7 +76,7 @@ pub fn run_on(
     let mut plan = Plan::new(workload, geometry)?;
     plan.place_writes(workload, device.config())?;
     let block = device.block_bytes() as usize;
-    check_verify_fits(&plan, block)?;
+    check_verify_fits(&plan, block, device)?;
     let threads = plan.threads.len();
     if threads > HOST_THREADS_MAX {
         return Err(EmuRunError::Workload(format!(
@@ -157,8 +157,16 @@ pub fn run_on(
 }
 
 /// Every verifying thread's header fits in its `verify_interval`, which splits the device's
-/// blocks of `block` bytes.
-fn check_verify_fits(plan: &Plan, block: usize) -> Result<(), EmuRunError> {
+/// blocks of `block` bytes, and the device keeps the data it would check.
+fn check_verify_fits(plan: &Plan, block: usize, device: &Device) -> Result<(), EmuRunError> {
+    let verifies = plan.threads.iter().any(|t| t.verify.is_some());
+    if verifies && device.options().backing == nvarray_host::BackingKind::None {
+        return Err(EmuRunError::Workload(
+            "verify checks the data read against what was written, and --backing none keeps \
+             no data (every read returns zeroes): use --backing ram or file:PATH to verify"
+                .into(),
+        ));
+    }
     for v in plan.threads.iter().filter_map(|t| t.verify.as_ref()) {
         let (header, interval) = (v.header_bytes(), v.interval_bytes(block));
         if interval < header {

@@ -58,6 +58,7 @@ pub fn run(args: MountArgs) -> Result<()> {
     let (config, options) = args.device.load(2)?;
     let backing = match &options.backing {
         BackingKind::Ram => "RAM (lost at exit)".to_string(),
+        BackingKind::None => crate::emu_args::NO_DATA_KEPT.to_string(),
         BackingKind::File { path, durable, .. } => format!(
             "file {} (acknowledged writes survive a crash of this process{})",
             path.display(),

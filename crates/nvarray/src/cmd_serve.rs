@@ -255,6 +255,7 @@ fn print_how_to_connect(
 ) -> Result<()> {
     let backing = match backing {
         BackingKind::Ram => "RAM (lost at exit)".to_string(),
+        BackingKind::None => crate::emu_args::NO_DATA_KEPT.to_string(),
         BackingKind::File { path, durable, .. } => format!(
             "file {}{}",
             path.display(),

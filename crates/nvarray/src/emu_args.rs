@@ -31,14 +31,20 @@ pub const SIZE_DEFAULT: &str = "1G";
 pub enum Backing {
     Ram,
     File(PathBuf),
+    /// No data kept (timing studies of devices larger than the machine).
+    None,
 }
+
+/// How `--backing none` is described where a run says where its data lives.
+pub const NO_DATA_KEPT: &str = "none (no data kept: writes are discarded, reads return zeroes)";
 
 pub fn parse_backing(text: &str) -> Result<Backing, String> {
     match text {
         "ram" => Ok(Backing::Ram),
+        "none" => Ok(Backing::None),
         _ => match text.strip_prefix("file:") {
             Some(path) if !path.is_empty() => Ok(Backing::File(PathBuf::from(path))),
-            _ => Err(format!("expected ram or file:PATH, got {text:?}")),
+            _ => Err(format!("expected ram, none or file:PATH, got {text:?}")),
         },
     }
 }
@@ -50,6 +56,10 @@ pub fn backing_kind(backing: &Backing, durable: bool) -> Result<BackingKind> {
             "--durable needs a file to make durable: add --backing file:PATH",
         )),
         (Backing::Ram, false) => Ok(BackingKind::Ram),
+        (Backing::None, true) => Err(input_error(
+            "--durable with --backing none: nothing is kept to make durable",
+        )),
+        (Backing::None, false) => Ok(BackingKind::None),
         (Backing::File(path), durable) => {
             refuse_dead_mount(path, "--backing file:")?;
             Ok(BackingKind::File {
@@ -186,10 +196,12 @@ pub struct EmuDeviceArgs {
     /// device in memory (or maps the whole backing file).
     #[arg(long, value_name = "SIZE")]
     pub size: Option<String>,
-    /// Where the device's bytes live: `ram` (lost at exit), or `file:PATH` (mapped shared, so
-    /// acknowledged writes survive a crash of this process; an existing file must have the
-    /// device's size, a missing one is created).
-    #[arg(long, value_name = "ram|file:PATH", default_value = "ram", value_parser = parse_backing)]
+    /// Where the device's bytes live: `ram` (lost at exit), `none` (no data kept: writes are
+    /// discarded and reads return zeroes, so a device larger than the machine costs nothing;
+    /// for timing studies only), or `file:PATH` (mapped shared, so acknowledged writes survive
+    /// a crash of this process; an existing file must have the device's size, a missing one
+    /// is created).
+    #[arg(long, value_name = "ram|none|file:PATH", default_value = "ram", value_parser = parse_backing)]
     pub backing: Backing,
     /// With `--backing file:PATH`: make flushes reach stable storage (msync + fdatasync), so
     /// acknowledged-and-flushed writes also survive a crash of the machine.
@@ -329,14 +341,17 @@ mod tests {
     fn check(input: &str, expected: Option<&str>) {
         let got = parse_backing(input).ok().map(|b| match b {
             Backing::Ram => "ram".to_string(),
+            Backing::None => "none".to_string(),
             Backing::File(p) => format!("file {}", p.display()),
         });
         assert_eq!(got.as_deref(), expected, "parse_backing({input:?})");
     }
 
     #[test]
-    fn backing_is_ram_or_a_file() {
+    fn backing_is_ram_none_or_a_file() {
         check("ram", Some("ram"));
+        check("none", Some("none"));
+        check("None", None);
         check("file:/tmp/x.img", Some("file /tmp/x.img"));
         check("file:rel/x", Some("file rel/x"));
         check("file:", None);

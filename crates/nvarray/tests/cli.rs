@@ -1326,3 +1326,49 @@ fn a_sweeps_output_directory_is_made() {
         assert!(file.exists(), "{} missing", file.display());
     }
 }
+
+/// `--backing none` (issue 60): a 16 TiB drive runs on this machine, the report names the
+/// backing, and what needs the data (verify, durability) is refused with why.
+#[test]
+fn a_device_larger_than_the_machine_runs_with_no_data_kept() {
+    let report = json(&[
+        "bench",
+        "--preset",
+        "optane",
+        "--size",
+        "16t",
+        "--backing",
+        "none",
+        "--rw",
+        "randrw",
+        "--runtime",
+        "200ms",
+        "--json",
+    ]);
+    assert_eq!(
+        report["emulator"]["backing_pages"],
+        "nothing (no data kept: writes discarded, reads zeroes)",
+        "{report}"
+    );
+    assert!(report["requests"].as_u64().unwrap() > 0, "{report}");
+    for (extra, why) in [
+        (&["--verify", "crc32c"][..], "--backing none keeps no data"),
+        (&["--durable"][..], "nothing is kept to make durable"),
+    ] {
+        let mut args = vec![
+            "bench",
+            "--size",
+            "1g",
+            "--backing",
+            "none",
+            "--rw",
+            "randrw",
+        ];
+        args.extend_from_slice(extra);
+        args.extend_from_slice(&["--runtime", "100ms"]);
+        let out = nvarray(&args);
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(2), "{args:?}: {stderr}");
+        assert!(stderr.contains(why), "{args:?}: {stderr}");
+    }
+}
