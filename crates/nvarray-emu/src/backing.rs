@@ -20,6 +20,11 @@ use nvarray_faults::{BackingFaults, BackingOp, Fault};
 /// Largest backing store accepted: 1 TiB (mapping more is possible but nothing here needs it).
 pub const BACKING_BYTES_MAX: u64 = 1 << 40;
 
+/// Largest sparse file backing: 64 TiB of address space (a process has 128 TiB on x86-64;
+/// only the blocks written take disk). The file system may allow less (ext4: 16 TiB less a
+/// block), which it says when the file is sized.
+pub const SPARSE_BACKING_BYTES_MAX: u64 = 64 << 40;
+
 /// What the backing store is.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum BackingKind {
@@ -28,11 +33,14 @@ pub enum BackingKind {
     /// A file mapped shared; `durable` makes `flush` reach stable storage. `read_only` opens
     /// and maps it for reading only (every write is refused), so an image on a read-only file
     /// system, or one this user may only read, can be served (`serve --read-only`, a job that
-    /// only reads).
+    /// only reads). `sparse` leaves its blocks to be allocated on first write instead of at
+    /// open (a device larger than the disk's free space, issue 60): a write the file system
+    /// has no room for fails alone (`EmuError::NoSpace`), the device goes on.
     File {
         path: PathBuf,
         durable: bool,
         read_only: bool,
+        sparse: bool,
     },
     /// No data kept, for timing studies of devices larger than the machine (issue 60):
     /// writes are discarded and every read returns zeroes (`NONE_READS_AS`), so the device
@@ -49,10 +57,16 @@ impl BackingKind {
     /// is written); RAM and a new file stay as they are.
     pub fn read_only(self) -> BackingKind {
         match self {
-            BackingKind::File { path, durable, .. } if path.exists() => BackingKind::File {
+            BackingKind::File {
+                path,
+                durable,
+                sparse,
+                ..
+            } if path.exists() => BackingKind::File {
                 path,
                 durable,
                 read_only: true,
+                sparse,
             },
             other => other,
         }
@@ -83,6 +97,8 @@ pub enum BackingPages {
     Transparent,
     /// A file's page cache (`--backing file:`).
     File,
+    /// A sparse file's page cache (`--backing file:PATH,sparse`).
+    SparseFile,
     /// No pages: nothing is kept (`--backing none`).
     None,
 }
@@ -94,6 +110,7 @@ impl BackingPages {
             BackingPages::Huge2M => "2 MiB huge pages",
             BackingPages::Transparent => "transparent huge pages",
             BackingPages::File => "page cache",
+            BackingPages::SparseFile => "page cache of a sparse file (blocks taken on first write)",
             BackingPages::None => "nothing (no data kept: writes discarded, reads zeroes)",
         }
     }
@@ -151,6 +168,8 @@ impl Backing {
         let max_bytes = match kind {
             // Nothing mapped: only the byte offsets must fit.
             BackingKind::None => u64::MAX / 2,
+            // Address space only, until written (x86-64 gives a process 128 TiB).
+            BackingKind::File { sparse: true, .. } => SPARSE_BACKING_BYTES_MAX,
             _ => BACKING_BYTES_MAX,
         };
         if size_bytes == 0 || size_bytes > max_bytes {
@@ -166,7 +185,13 @@ impl Backing {
                 path,
                 durable,
                 read_only,
-            } => Self::file(path, size_bytes, *durable, *read_only, faults.as_deref()),
+                sparse,
+            } => Self::file(
+                path,
+                size_bytes,
+                (*durable, *read_only, *sparse),
+                faults.as_deref(),
+            ),
         };
         backing.map(|b| Backing { faults, ..b })
     }
@@ -222,11 +247,11 @@ impl Backing {
         })
     }
 
+    /// `(durable, read_only, sparse)`: as `BackingKind::File`'s.
     fn file(
         path: &Path,
         size_bytes: u64,
-        durable: bool,
-        read_only: bool,
+        (durable, read_only, sparse): (bool, bool, bool),
         faults: Option<&BackingFaults>,
     ) -> Result<Self, EmuError> {
         let io = |source| EmuError::File {
@@ -249,7 +274,7 @@ impl Backing {
             Some(fault) => Err(fault.error()),
             None => allocate(file, size_bytes),
         };
-        if let Err(source) = (!read_only).then(|| allocate(&file)).transpose() {
+        if let Err(source) = (!read_only && !sparse).then(|| allocate(&file)).transpose() {
             if len == 0 {
                 // The image was made just now and holds nothing: do not leave it, or the disk
                 // space it took, behind.
@@ -277,11 +302,16 @@ impl Backing {
             size_bytes,
             file: Some(file),
             durable,
-            pages: BackingPages::File,
+            pages: if sparse {
+                BackingPages::SparseFile
+            } else {
+                BackingPages::File
+            },
             kind: BackingKind::File {
                 path: path.to_path_buf(),
                 durable,
                 read_only,
+                sparse,
             },
             flush_failed: FailureLatch::default(),
             failed: std::sync::OnceLock::new(),
@@ -318,7 +348,7 @@ impl Backing {
         if self.file.is_some() {
             // SAFETY: as below; a page the file lost faults, and the copy returns the fault.
             let copied = unsafe { mapping_fault::copy(buf.as_mut_ptr(), src, buf.len(), false) };
-            return copied.map_err(|_| self.lost(offset_bytes, buf.len()));
+            return copied.map_err(|_| self.copy_fault(offset_bytes, buf.len(), false));
         }
         // SAFETY: the range is inside the mapping (checked above) and `buf` is a distinct,
         // exclusively borrowed allocation, so the regions do not overlap. The mapping is only
@@ -394,6 +424,31 @@ impl Backing {
         }
     }
 
+    /// A copy into (`writing`) or out of `[offset, offset + len)` faulted. A sparse file whose
+    /// length is whole had no page to give: for a block never written (a write's new block,
+    /// or a read of a hole on a file system that allocates for that, as tmpfs does). That
+    /// command fails, and nothing else: what was written before stays, and the device goes
+    /// on. Otherwise the file lost pages under the mapping (`lost`).
+    fn copy_fault(&self, offset_bytes: u64, len_bytes: usize, writing: bool) -> EmuError {
+        let sparse = matches!(self.kind, BackingKind::File { sparse: true, .. });
+        let whole = self
+            .file
+            .as_ref()
+            .and_then(|f| f.metadata().ok())
+            .is_some_and(|m| m.len() == self.size_bytes);
+        if !(sparse && whole) {
+            return self.lost(offset_bytes, len_bytes);
+        }
+        let error = EmuError::NoSpace {
+            path: self.path(),
+            what: if writing { "write" } else { "read" },
+            offset_bytes,
+            len_bytes: len_bytes as u64,
+        };
+        self.log_first(&error);
+        error
+    }
+
     /// A copy of `[offset, offset + len)` faulted: the file lost pages under the mapping. The
     /// device has failed from now on; the error for this command.
     fn lost(&self, offset_bytes: u64, len_bytes: usize) -> EmuError {
@@ -440,6 +495,7 @@ impl Backing {
         if let BackingKind::File {
             path,
             read_only: true,
+            sparse: false,
             ..
         } = &self.kind
         {
@@ -470,7 +526,7 @@ impl Backing {
         if self.file.is_some() {
             // SAFETY: as below; a page the file lost faults, and the copy returns the fault.
             let copied = unsafe { mapping_fault::copy(dst, data.as_ptr(), data.len(), streaming) };
-            return copied.map_err(|_| self.lost(offset_bytes, data.len()));
+            return copied.map_err(|_| self.copy_fault(offset_bytes, data.len(), true));
         }
         // SAFETY: the range is inside the mapping (checked above); holding the range's
         // stripes excludes every other copy into or out of it; `data` cannot alias the
@@ -776,6 +832,7 @@ mod tests {
             path: path.to_path_buf(),
             durable: true,
             read_only: false,
+            sparse: false,
         }
     }
 
@@ -792,6 +849,118 @@ mod tests {
 
     /// An injected ENOSPC, EDQUOT or EIO fails that write and changes nothing; the writes
     /// around it land, and the device has not failed.
+    fn sparse(path: &Path) -> BackingKind {
+        BackingKind::File {
+            path: path.to_path_buf(),
+            durable: false,
+            read_only: false,
+            sparse: true,
+        }
+    }
+
+    #[test]
+    fn a_sparse_file_takes_blocks_as_they_are_written_and_may_outgrow_the_limit() {
+        use std::os::unix::fs::MetadataExt;
+        let path = scratch("sparse-big");
+        let _ = std::fs::remove_file(&path);
+        // 2 TiB: past a mapped backing's 1 TiB, and far more than this disk holds.
+        let size = 2u64 << 40;
+        let b = Backing::open(&sparse(&path), size).unwrap();
+        assert_eq!(b.pages(), BackingPages::SparseFile);
+        let blocks_at_open = std::fs::metadata(&path).unwrap().blocks();
+        assert!(blocks_at_open < 64, "{blocks_at_open} blocks taken at open");
+        b.write(size / 2, &[7u8; 1 << 20]).unwrap();
+        let mut back = vec![0u8; 1 << 20];
+        b.read(size / 2, &mut back).unwrap();
+        assert!(back.iter().all(|&x| x == 7));
+        b.flush().unwrap();
+        let blocks = std::fs::metadata(&path).unwrap().blocks();
+        assert!(
+            blocks >= 2048,
+            "the written MiB has its blocks: {blocks} x 512 B"
+        );
+        drop(b);
+        std::fs::remove_file(&path).unwrap();
+    }
+
+    /// Root mounts a small tmpfs here (and removes it when dropped, panics included). By
+    /// `mount(2)` itself, not the `mount` program: a child forked while another test holds a
+    /// backing's lock would hold it too for an instant, and that test would see it taken.
+    struct SmallTmpfs(PathBuf);
+
+    impl SmallTmpfs {
+        fn mount(bytes: u64) -> Option<SmallTmpfs> {
+            use std::ffi::CString;
+            use std::os::unix::ffi::OsStrExt;
+            let dir = scratch("small-tmpfs");
+            std::fs::create_dir_all(&dir).ok()?;
+            let target = CString::new(dir.as_os_str().as_bytes()).ok()?;
+            let options = CString::new(format!("size={bytes}")).ok()?;
+            // SAFETY: every pointer is a live NUL-terminated string for the call's duration.
+            let rc = unsafe {
+                libc::mount(
+                    c"tmpfs".as_ptr(),
+                    target.as_ptr(),
+                    c"tmpfs".as_ptr(),
+                    0,
+                    options.as_ptr().cast(),
+                )
+            };
+            if rc != 0 {
+                let _ = std::fs::remove_dir(&dir);
+                return None;
+            }
+            Some(SmallTmpfs(dir))
+        }
+    }
+
+    impl Drop for SmallTmpfs {
+        fn drop(&mut self) {
+            use std::os::unix::ffi::OsStrExt;
+            if let Ok(target) = std::ffi::CString::new(self.0.as_os_str().as_bytes()) {
+                // SAFETY: a live NUL-terminated path; MNT_DETACH takes the mount away even if
+                // something still has a file open in it.
+                unsafe { libc::umount2(target.as_ptr(), libc::MNT_DETACH) };
+            }
+            let _ = std::fs::remove_dir(&self.0);
+        }
+    }
+
+    #[test]
+    fn a_full_file_system_fails_one_write_of_a_sparse_backing_and_loses_nothing() {
+        let Some(fs) = SmallTmpfs::mount(1 << 20) else {
+            eprintln!("SKIPPED (not passed): mounting a 1 MiB tmpfs needs root");
+            return;
+        };
+        let path = fs.0.join("d.img");
+        let size = 16u64 << 20;
+        let b = Backing::open(&sparse(&path), size).unwrap();
+        let block = 64 * 1024;
+        let mut written = 0u64;
+        let refused = loop {
+            let at = written * block as u64;
+            assert!(at < size, "16 MiB fitted in a 1 MiB tmpfs");
+            match b.write(at, &vec![written as u8 + 1; block]) {
+                Ok(()) => written += 1,
+                Err(e) => break e,
+            }
+        };
+        assert!(matches!(refused, EmuError::NoSpace { .. }), "{refused}");
+        // A MiB of tmpfs holds 16 of the 64 KiB blocks, not the device's 256.
+        assert!(
+            written > 0 && written < size / block as u64,
+            "{written} blocks fitted"
+        );
+        // Every write that returned is there, and the device goes on.
+        let mut back = vec![0u8; block];
+        for n in 0..written {
+            b.read(n * block as u64, &mut back).unwrap();
+            assert!(back.iter().all(|&x| x == n as u8 + 1), "block {n}");
+        }
+        b.write(0, &vec![0xee; block]).unwrap();
+        b.flush().unwrap();
+    }
+
     #[test]
     fn none_keeps_nothing_costs_nothing_and_still_checks_ranges() {
         // 64 TiB: past every mapped backing's limit, and nothing is allocated.
@@ -909,6 +1078,7 @@ mod tests {
             path: path.clone(),
             durable: true,
             read_only: false,
+            sparse: false,
         };
         let b = Backing::open(&kind, size).unwrap();
         b.write(0, &[5u8; 4096]).unwrap();
@@ -944,6 +1114,7 @@ mod tests {
                 path: path.clone(),
                 durable: false,
                 read_only: false,
+                sparse: false,
             };
             let b = Backing::open(&kind, size).unwrap();
             truncate(&path, 4096);
@@ -1025,6 +1196,7 @@ mod tests {
             path: path.clone(),
             durable: false,
             read_only: false,
+            sparse: false,
         };
         let b = Backing::open(&kind, 1 << 20).unwrap();
         let meta = std::fs::metadata(&path).unwrap();
@@ -1046,6 +1218,7 @@ mod tests {
             path: path.clone(),
             durable: true,
             read_only: false,
+            sparse: false,
         };
         {
             let b = Backing::open(&kind, 1 << 16).unwrap();
@@ -1076,6 +1249,7 @@ mod tests {
             path: path.clone(),
             durable: false,
             read_only: false,
+            sparse: false,
         };
         let first = Backing::open(&kind, 1 << 16).unwrap();
         first.write(0, b"first").unwrap();

@@ -32,6 +32,7 @@ fn child_writer() {
         path: PathBuf::from(path),
         durable: false,
         read_only: false,
+        sparse: false,
     };
     let b = Backing::open(&kind, SIZE_BYTES).expect("open");
     for n in 0..RECORDS_MAX {
@@ -84,6 +85,7 @@ fn acknowledged_writes_survive_kill_9() {
                 path: path.clone(),
                 durable: false,
                 read_only: false,
+                sparse: false,
             },
             SIZE_BYTES,
         )
@@ -133,6 +135,7 @@ fn the_backing_lock_names_its_holder_and_dies_with_it() {
         path: path.clone(),
         durable: false,
         read_only: false,
+        sparse: false,
     };
     let refused = Backing::open(&kind, SIZE_BYTES);
     // SAFETY: kill(2) on our own child's pid; no memory is involved.

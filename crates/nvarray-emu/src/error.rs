@@ -77,6 +77,19 @@ pub enum EmuError {
     },
     #[error("an earlier flush failed ({first}): writes since then may not be on disk, so no flush can succeed")]
     FlushFailedBefore { first: String },
+    #[error(
+        "the file system holding {} has no page for a {what} of {len_bytes} bytes at offset \
+         {offset_bytes} (a sparse backing takes its blocks as they are first written): that \
+         {what} fails, the device goes on; free space, or use a file allocated at open \
+         (file:PATH without ,sparse)",
+        path.display()
+    )]
+    NoSpace {
+        path: PathBuf,
+        what: &'static str,
+        offset_bytes: u64,
+        len_bytes: u64,
+    },
     #[error("{path}: the file lost the device's bytes at offset {offset_bytes} (length {len_bytes}) under its mapping (truncated, or its file system could not give a page)")]
     MappingLost {
         path: PathBuf,

@@ -37,6 +37,7 @@ impl SimulatedDevice {
                 path: path.to_path_buf(),
                 durable: true,
                 read_only: false,
+                sparse: false,
             },
             backing_faults: Some(Arc::clone(faults)),
             device_threads: 0,

@@ -377,6 +377,7 @@ fn no_host_sees_a_read_faster_than_the_idle_model() {
                 path: dir.path().join("image"),
                 durable: true,
                 read_only: false,
+                sparse: false,
             },
             buffer_bytes: Some(64 << 10),
             ..Options::default()

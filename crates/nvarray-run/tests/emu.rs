@@ -55,6 +55,7 @@ fn verify_stops_the_run_on_data_the_run_did_not_write() {
             path: path.clone(),
             durable: false,
             read_only: false,
+            sparse: false,
         },
         device_threads: 0,
         ..Options::default()

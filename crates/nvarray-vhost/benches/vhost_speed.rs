@@ -102,6 +102,7 @@ fn nvarray_server(
             path: image.to_path_buf(),
             durable: false,
             read_only: false,
+            sparse: false,
         },
         // As `nvarray serve` picks for these devices on 2 cores: inline.
         device_threads: 0,

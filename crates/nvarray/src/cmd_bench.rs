@@ -130,8 +130,9 @@ pub struct BenchRunArgs {
     /// Where the emulated device's bytes live: `ram`, `none` (no data kept: writes are
     /// discarded and reads return zeroes, so a device larger than the machine costs nothing;
     /// for timing studies, not with --verify), or `file:PATH` (mapped shared, so acknowledged
-    /// writes survive the process; an existing file must have the device's size).
-    #[arg(long, value_name = "ram|none|file:PATH", default_value = "ram", value_parser = parse_backing)]
+    /// writes survive the process; an existing file must have the device's size;
+    /// `file:PATH,sparse` takes blocks on first write, so the device may outgrow free disk).
+    #[arg(long, value_name = "ram|none|file:PATH[,sparse]", default_value = "ram", value_parser = parse_backing)]
     backing: Backing,
     /// With `--backing file:PATH`: make flushes reach stable storage (msync + fdatasync).
     #[arg(long)]

@@ -56,19 +56,7 @@ pub fn run(args: MountArgs) -> Result<()> {
     // `auto` gives the device a thread of its own if a core is left after those two, or if
     // the device is slow enough that its thread mostly waits (`resolve_for_front_end`).
     let (config, options) = args.device.load(2)?;
-    let backing = match &options.backing {
-        BackingKind::Ram => "RAM (lost at exit)".to_string(),
-        BackingKind::None => crate::emu_args::NO_DATA_KEPT.to_string(),
-        BackingKind::File { path, durable, .. } => format!(
-            "file {} (acknowledged writes survive a crash of this process{})",
-            path.display(),
-            if *durable {
-                "; fsync makes them durable on disk"
-            } else {
-                ""
-            }
-        ),
-    };
+    let backing = backing_description(&options.backing);
     let device = open_device(&config, &options)?;
     // Installed before mounting, so that a signal during the mount is not the default
     // "terminate", which would leave a dead mount behind.
@@ -205,4 +193,27 @@ fn print_report(
     // Nobody reading stdout any more is no reason to fail.
     let _ = out.write_all(text.as_bytes());
     let _ = out.flush();
+}
+
+/// Where the mounted device's bytes live, for its usage lines.
+fn backing_description(backing: &BackingKind) -> String {
+    match backing {
+        BackingKind::Ram => "RAM (lost at exit)".to_string(),
+        BackingKind::None => crate::emu_args::NO_DATA_KEPT.to_string(),
+        BackingKind::File {
+            path,
+            durable,
+            sparse,
+            ..
+        } => format!(
+            "file {}{} (acknowledged writes survive a crash of this process{})",
+            path.display(),
+            if *sparse { ", sparse" } else { "" },
+            if *durable {
+                "; fsync makes them durable on disk"
+            } else {
+                ""
+            }
+        ),
+    }
 }

@@ -256,9 +256,15 @@ fn print_how_to_connect(
     let backing = match backing {
         BackingKind::Ram => "RAM (lost at exit)".to_string(),
         BackingKind::None => crate::emu_args::NO_DATA_KEPT.to_string(),
-        BackingKind::File { path, durable, .. } => format!(
-            "file {}{}",
+        BackingKind::File {
+            path,
+            durable,
+            sparse,
+            ..
+        } => format!(
+            "file {}{}{}",
             path.display(),
+            if *sparse { " (sparse)" } else { "" },
             if *durable { ", durable flushes" } else { "" }
         ),
     };

@@ -30,7 +30,8 @@ pub const SIZE_DEFAULT: &str = "1G";
 #[derive(Clone, Debug)]
 pub enum Backing {
     Ram,
-    File(PathBuf),
+    /// A file, and whether it is sparse (`file:PATH,sparse`: blocks taken on first write).
+    File(PathBuf, bool),
     /// No data kept (timing studies of devices larger than the machine).
     None,
 }
@@ -43,8 +44,19 @@ pub fn parse_backing(text: &str) -> Result<Backing, String> {
         "ram" => Ok(Backing::Ram),
         "none" => Ok(Backing::None),
         _ => match text.strip_prefix("file:") {
-            Some(path) if !path.is_empty() => Ok(Backing::File(PathBuf::from(path))),
-            _ => Err(format!("expected ram, none or file:PATH, got {text:?}")),
+            Some(path) => {
+                let (path, sparse) = match path.strip_suffix(",sparse") {
+                    Some(path) => (path, true),
+                    None => (path, false),
+                };
+                if path.is_empty() {
+                    return Err(format!("{text:?} names no file: expected file:PATH"));
+                }
+                Ok(Backing::File(PathBuf::from(path), sparse))
+            }
+            _ => Err(format!(
+                "expected ram, none, file:PATH or file:PATH,sparse, got {text:?}"
+            )),
         },
     }
 }
@@ -60,12 +72,13 @@ pub fn backing_kind(backing: &Backing, durable: bool) -> Result<BackingKind> {
             "--durable with --backing none: nothing is kept to make durable",
         )),
         (Backing::None, false) => Ok(BackingKind::None),
-        (Backing::File(path), durable) => {
+        (Backing::File(path, sparse), durable) => {
             refuse_dead_mount(path, "--backing file:")?;
             Ok(BackingKind::File {
                 path: path.clone(),
                 durable,
                 read_only: false,
+                sparse: *sparse,
             })
         }
     }
@@ -200,8 +213,10 @@ pub struct EmuDeviceArgs {
     /// discarded and reads return zeroes, so a device larger than the machine costs nothing;
     /// for timing studies only), or `file:PATH` (mapped shared, so acknowledged writes survive
     /// a crash of this process; an existing file must have the device's size, a missing one
-    /// is created).
-    #[arg(long, value_name = "ram|none|file:PATH", default_value = "ram", value_parser = parse_backing)]
+    /// is created with all its blocks; `file:PATH,sparse` takes blocks as they are first
+    /// written instead, so a device may be larger than the free disk, and a write the file
+    /// system has no room for fails alone with an I/O error).
+    #[arg(long, value_name = "ram|none|file:PATH[,sparse]", default_value = "ram", value_parser = parse_backing)]
     pub backing: Backing,
     /// With `--backing file:PATH`: make flushes reach stable storage (msync + fdatasync), so
     /// acknowledged-and-flushed writes also survive a crash of the machine.
@@ -342,7 +357,11 @@ mod tests {
         let got = parse_backing(input).ok().map(|b| match b {
             Backing::Ram => "ram".to_string(),
             Backing::None => "none".to_string(),
-            Backing::File(p) => format!("file {}", p.display()),
+            Backing::File(p, sparse) => format!(
+                "file {}{}",
+                p.display(),
+                if sparse { " sparse" } else { "" }
+            ),
         });
         assert_eq!(got.as_deref(), expected, "parse_backing({input:?})");
     }
@@ -355,6 +374,8 @@ mod tests {
         check("file:/tmp/x.img", Some("file /tmp/x.img"));
         check("file:rel/x", Some("file rel/x"));
         check("file:", None);
+        check("file:/big.img,sparse", Some("file /big.img sparse"));
+        check("file:,sparse", None);
         check("RAM", None);
         check("bogus", None);
         check("", None);

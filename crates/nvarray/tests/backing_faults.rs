@@ -65,6 +65,7 @@ fn durable(image: &Path) -> BackingKind {
         path: image.to_path_buf(),
         durable: true,
         read_only: false,
+        sparse: false,
     }
 }
 

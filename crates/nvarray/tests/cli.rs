@@ -1351,6 +1351,35 @@ fn a_device_larger_than_the_machine_runs_with_no_data_kept() {
         "{report}"
     );
     assert!(report["requests"].as_u64().unwrap() > 0, "{report}");
+    // A sparse file: 2 TiB on a disk with less free, blocks taken as they are written.
+    let dir = scratch("sparse");
+    let image = dir.join("big.img");
+    let backing = format!("file:{},sparse", image.display());
+    let report = json(&[
+        "bench",
+        "--preset",
+        "optane",
+        "--size",
+        "2t",
+        "--backing",
+        &backing,
+        "--rw",
+        "randrw",
+        "--runtime",
+        "200ms",
+        "--json",
+    ]);
+    assert_eq!(
+        report["emulator"]["backing_pages"],
+        "page cache of a sparse file (blocks taken on first write)",
+        "{report}"
+    );
+    use std::os::unix::fs::MetadataExt;
+    let taken = std::fs::metadata(&image).unwrap().blocks() * 512;
+    assert!(
+        taken < 1 << 30,
+        "{taken} bytes of disk for a 2 TiB sparse image"
+    );
     for (extra, why) in [
         (&["--verify", "crc32c"][..], "--backing none keeps no data"),
         (&["--durable"][..], "nothing is kept to make durable"),

@@ -100,6 +100,7 @@ impl Running {
                     path,
                     durable: true,
                     read_only: false,
+                    sparse: false,
                 },
                 Some(faults),
             ),
