@@ -197,23 +197,16 @@ fn print_report(
 
 /// Where the mounted device's bytes live, for its usage lines.
 fn backing_description(backing: &BackingKind) -> String {
+    let line = crate::emu_args::backing_line(backing);
     match backing {
-        BackingKind::Ram => "RAM (lost at exit)".to_string(),
-        BackingKind::None => crate::emu_args::NO_DATA_KEPT.to_string(),
-        BackingKind::File {
-            path,
-            durable,
-            sparse,
-            ..
-        } => format!(
-            "file {}{} (acknowledged writes survive a crash of this process{})",
-            path.display(),
-            if *sparse { ", sparse" } else { "" },
+        BackingKind::File { durable, .. } => format!(
+            "{line} (acknowledged writes survive a crash of this process{})",
             if *durable {
                 "; fsync makes them durable on disk"
             } else {
                 ""
             }
         ),
+        _ => line,
     }
 }

@@ -253,21 +253,7 @@ fn print_how_to_connect(
     backing: &BackingKind,
     fronts: &Fronts,
 ) -> Result<()> {
-    let backing = match backing {
-        BackingKind::Ram => "RAM (lost at exit)".to_string(),
-        BackingKind::None => crate::emu_args::NO_DATA_KEPT.to_string(),
-        BackingKind::File {
-            path,
-            durable,
-            sparse,
-            ..
-        } => format!(
-            "file {}{}{}",
-            path.display(),
-            if *sparse { " (sparse)" } else { "" },
-            if *durable { ", durable flushes" } else { "" }
-        ),
-    };
+    let backing = crate::emu_args::backing_line(backing);
     let mut out = std::io::stdout().lock();
     writeln!(out, "device   {}", table::device_line(config))?;
     if let Some(server) = &fronts.nbd {

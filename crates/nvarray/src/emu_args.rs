@@ -39,6 +39,25 @@ pub enum Backing {
 /// How `--backing none` is described where a run says where its data lives.
 pub const NO_DATA_KEPT: &str = "none (no data kept: writes are discarded, reads return zeroes)";
 
+/// Where a served or mounted device's bytes live, for the lines `serve` and `mount` print.
+pub fn backing_line(backing: &BackingKind) -> String {
+    match backing {
+        BackingKind::Ram => "RAM (lost at exit)".to_string(),
+        BackingKind::None => NO_DATA_KEPT.to_string(),
+        BackingKind::File {
+            path,
+            durable,
+            sparse,
+            ..
+        } => format!(
+            "file {}{}{}",
+            path.display(),
+            if *sparse { " (sparse)" } else { "" },
+            if *durable { ", durable flushes" } else { "" }
+        ),
+    }
+}
+
 pub fn parse_backing(text: &str) -> Result<Backing, String> {
     match text {
         "ram" => Ok(Backing::Ram),

@@ -1328,47 +1328,36 @@ fn a_sweeps_output_directory_is_made() {
 }
 
 /// `--backing none` (issue 60): a 16 TiB drive runs on this machine, the report names the
-/// backing, and what needs the data (verify, durability) is refused with why.
+/// backing, and what needs the data (verify, durability) is refused with why; and a sparse
+/// file: 2 TiB on a disk with less free, blocks taken as they are written.
 #[test]
 fn a_device_larger_than_the_machine_runs_with_no_data_kept() {
-    let report = json(&[
-        "bench",
-        "--preset",
-        "optane",
-        "--size",
-        "16t",
-        "--backing",
-        "none",
-        "--rw",
-        "randrw",
-        "--runtime",
-        "200ms",
-        "--json",
-    ]);
+    let bench = |size: &str, backing: &str| {
+        json(&[
+            "bench",
+            "--preset",
+            "optane",
+            "--size",
+            size,
+            "--backing",
+            backing,
+            "--rw",
+            "randrw",
+            "--runtime",
+            "200ms",
+            "--json",
+        ])
+    };
+    let report = bench("16t", "none");
     assert_eq!(
         report["emulator"]["backing_pages"],
         "nothing (no data kept: writes discarded, reads zeroes)",
         "{report}"
     );
     assert!(report["requests"].as_u64().unwrap() > 0, "{report}");
-    // A sparse file: 2 TiB on a disk with less free, blocks taken as they are written.
     let dir = scratch("sparse");
     let image = dir.join("big.img");
-    let backing = format!("file:{},sparse", image.display());
-    let report = json(&[
-        "bench",
-        "--preset",
-        "optane",
-        "--size",
-        "2t",
-        "--backing",
-        &backing,
-        "--rw",
-        "randrw",
-        "--runtime",
-        "200ms",
-        "--json",
-    ]);
+    let report = bench("2t", &format!("file:{},sparse", image.display()));
     assert_eq!(
         report["emulator"]["backing_pages"],
         "page cache of a sparse file (blocks taken on first write)",
