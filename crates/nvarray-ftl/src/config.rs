@@ -92,6 +92,17 @@ pub struct FtlConfig {
     /// every buffered page is programmed. A multiple of `page_bytes`.
     #[serde(default)]
     pub write_buffer_bytes: u64,
+    /// The mapping-table cache in the drive's DRAM, in bytes (0, the default: the whole map
+    /// is in DRAM and a lookup costs nothing). With one, the map lives in flash in translation
+    /// pages of `page_bytes / 4` entries and the cache holds `map_cache_bytes / page_bytes` of
+    /// them: a lookup that misses reads its translation page from flash first, and changed
+    /// pages are written back (`map_cache.rs`). A multiple of `page_bytes`.
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub map_cache_bytes: u64,
+}
+
+fn is_zero(n: &u64) -> bool {
+    *n == 0
 }
 
 fn default_page_bytes() -> u32 {
@@ -121,6 +132,11 @@ impl FtlConfig {
     pub fn write_buffered(&self) -> bool {
         self.enabled && self.write_buffer_bytes > 0
     }
+
+    /// Translation pages the mapping-table cache holds (0 without one).
+    pub fn map_cache_pages(&self) -> u64 {
+        self.map_cache_bytes / u64::from(self.page_bytes.max(1))
+    }
 }
 
 impl Default for FtlConfig {
@@ -137,6 +153,7 @@ impl Default for FtlConfig {
             seed: 1,
             precondition: Precondition::None,
             write_buffer_bytes: 0,
+            map_cache_bytes: 0,
         }
     }
 }

@@ -21,12 +21,46 @@ pub struct FtlCounters {
     pub pages_trimmed: u64,
     /// Fewest free lines seen.
     pub free_lines_min: u32,
+    /// The mapping-table cache's work (all zero without one); reported on its own
+    /// (`FtlStats::map_cache`).
+    #[serde(skip)]
+    pub map: MapCounters,
+}
+
+/// What the mapping-table cache did (`map_cache.rs`).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize)]
+pub struct MapCounters {
+    /// Host accesses' map lookups, one per logical page.
+    pub lookups: u64,
+    /// Of those, found in the cache.
+    pub hits: u64,
+    /// Translation pages read from flash: host misses and the collector's batched updates.
+    pub pages_read: u64,
+    /// Translation pages programmed: changed pages evicted and the collector's batched
+    /// updates (in the write amplification).
+    pub pages_written: u64,
+}
+
+impl MapCounters {
+    /// Hits per lookup; `None` before any lookup.
+    pub fn hit_ratio(&self) -> Option<f64> {
+        (self.lookups > 0).then(|| self.hits as f64 / self.lookups as f64)
+    }
+
+    fn since(&self, earlier: &MapCounters) -> MapCounters {
+        MapCounters {
+            lookups: self.lookups - earlier.lookups,
+            hits: self.hits - earlier.hits,
+            pages_read: self.pages_read - earlier.pages_read,
+            pages_written: self.pages_written - earlier.pages_written,
+        }
+    }
 }
 
 impl FtlCounters {
-    /// Flash pages programmed: the host's and the collector's copies.
+    /// Flash pages programmed: the host's, the collector's copies and the map's pages.
     pub fn flash_pages_programmed(&self) -> u64 {
-        self.host_pages_written + self.gc_pages_copied
+        self.host_pages_written + self.gc_pages_copied + self.map.pages_written
     }
 
     /// Flash pages programmed per page the host wrote (1 before any collection; 0 with no
@@ -48,6 +82,7 @@ impl FtlCounters {
             block_erases: self.block_erases - earlier.block_erases,
             pages_trimmed: self.pages_trimmed - earlier.pages_trimmed,
             free_lines_min: self.free_lines_min,
+            map: self.map.since(&earlier.map),
         }
     }
 }

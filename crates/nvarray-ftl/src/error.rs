@@ -52,4 +52,9 @@ pub enum FtlError {
          {limit}-byte limit; set a smaller memory.capacity_bytes or a larger ftl.page_bytes"
     )]
     TooLarge { pages: u64, bytes: u64, limit: u64 },
+    #[error(
+        "ftl.map_cache_bytes must be 0 (the whole map in DRAM) or a multiple of ftl.page_bytes \
+         ({page_bytes}, one translation page), found {bytes}"
+    )]
+    MapCache { bytes: u64, page_bytes: u32 },
 }

@@ -15,6 +15,7 @@ use rand::SeedableRng;
 use crate::config::FtlConfig;
 use crate::counters::{EraseSpread, FtlCounters};
 use crate::error::FtlError;
+use crate::map_cache::{MapCache, MapLookup, MAP_ENTRY_BYTES};
 use crate::moves::{prefetch_ahead, Maps, Move, Moves, UNMAPPED};
 use crate::victims::{LineView, Victims};
 use crate::work::{DieWork, GcWork};
@@ -92,6 +93,15 @@ fn layout(cfg: &FtlConfig, geometry: Geometry) -> Result<Layout, FtlError> {
     }
     if !(1..=64).contains(&cfg.placement_handles) {
         return Err(FtlError::PlacementHandles(cfg.placement_handles));
+    }
+    if !cfg
+        .map_cache_bytes
+        .is_multiple_of(u64::from(cfg.page_bytes.max(1)))
+    {
+        return Err(FtlError::MapCache {
+            bytes: cfg.map_cache_bytes,
+            page_bytes: cfg.page_bytes,
+        });
     }
     let pages_per_line = geometry.dies * geometry.pages_per_block;
     let per_line = u64::from(pages_per_line);
@@ -172,6 +182,8 @@ pub struct Ftl {
     /// Host pages written through each placement handle.
     host_pages_by_handle: Vec<u64>,
     counters: FtlCounters,
+    /// The mapping-table cache (`ftl.map_cache_bytes`; none: the whole map in DRAM).
+    map_cache: Option<MapCache>,
 }
 
 impl Ftl {
@@ -220,7 +232,30 @@ impl Ftl {
                 free_lines_min: lines,
                 ..FtlCounters::default()
             },
+            map_cache: std::num::NonZeroUsize::new(cfg.map_cache_pages() as usize).map(|pages| {
+                let entries = cfg.page_bytes / MAP_ENTRY_BYTES;
+                MapCache::new(pages, entries, logical, geometry.dies)
+            }),
         })
+    }
+
+    /// The mapping-table cache's size and the map's, in translation pages: `(cached, all)`;
+    /// `None` without a cache.
+    pub fn map_cache_pages(&self) -> Option<(u64, u64)> {
+        self.map_cache
+            .as_ref()
+            .map(|c| (c.capacity() as u64, c.translation_pages()))
+    }
+
+    /// Looks up logical page `lpn`'s map entry before a host access (changing it if
+    /// `update`, a write): what the mapping-table cache costs on the flash, nothing without
+    /// one.
+    #[inline]
+    pub fn look_up(&mut self, lpn: u64, update: bool) -> MapLookup {
+        match self.map_cache.as_mut() {
+            Some(cache) => cache.look_up(lpn, update),
+            None => MapLookup::default(),
+        }
     }
 
     pub fn logical_pages(&self) -> u64 {
@@ -263,7 +298,13 @@ impl Ftl {
     }
 
     pub fn counters(&self) -> FtlCounters {
-        self.counters
+        FtlCounters {
+            map: self
+                .map_cache
+                .as_ref()
+                .map_or_else(Default::default, MapCache::counters),
+            ..self.counters
+        }
     }
 
     /// Starts the counts afresh (erases per block are kept: they are the device's life).
@@ -273,6 +314,9 @@ impl Ftl {
             ..FtlCounters::default()
         };
         self.host_pages_by_handle.fill(0);
+        if let Some(cache) = self.map_cache.as_mut() {
+            cache.reset_counters();
+        }
     }
 
     /// Erases per block over the device's life.
@@ -318,6 +362,14 @@ impl Ftl {
     pub fn finish_deferred(&mut self) {
         while !self.moves.is_empty() {
             self.finish_move(0);
+        }
+    }
+
+    /// Writes every changed translation page in the mapping-table cache back, untimed (a
+    /// drive settling its map when idle); nothing without a cache.
+    pub fn write_back_map(&mut self) {
+        if let Some(cache) = self.map_cache.as_mut() {
+            cache.write_back_all();
         }
     }
 
@@ -589,6 +641,9 @@ impl Ftl {
             }
             copied += 1;
             work.add_read(self.die_of(ppn));
+            if let Some(cache) = self.map_cache.as_mut() {
+                cache.moved(u64::from(lpn));
+            }
             self.p2l[ppn as usize] = UNMAPPED;
             self.valid[victim] -= 1;
             let on_die = victim * self.dies as usize + self.die_of(ppn) as usize;
@@ -627,6 +682,15 @@ impl Ftl {
             *valid = 0;
         }
         self.valid[c.line as usize] = 0;
+        if let Some(cache) = self.map_cache.as_mut() {
+            // The moves are deferred, not their map updates: the victim's slots still name
+            // the pages they hold.
+            let first = (c.line * self.pages_per_line) as usize;
+            let slots = &self.p2l[first + c.slot as usize..first + self.pages_per_line as usize];
+            for &lpn in slots.iter().filter(|&&lpn| lpn != UNMAPPED) {
+                cache.moved(u64::from(lpn));
+            }
+        }
         let mut runs = Vec::new();
         let mut left = pages;
         while left > 0 {
@@ -659,6 +723,9 @@ impl Ftl {
     fn retire(&mut self, line: u32, work: &mut DieWork, forced: bool) {
         let victim = line as usize;
         self.collecting = None;
+        if let Some(cache) = self.map_cache.as_mut() {
+            cache.update_batch(work);
+        }
         work.add_erase_everywhere();
         self.erases[victim] += 1;
         self.state[victim] = LineState::Free;

@@ -958,6 +958,12 @@ impl DeviceConfig {
             ),
             page,
         )?;
+        check(
+            self.ftl.map_cache_bytes.is_multiple_of(page),
+            "ftl.map_cache_bytes",
+            "0 (the whole map in DRAM) or a multiple of ftl.page_bytes (one translation page)",
+            self.ftl.map_cache_bytes,
+        )?;
         let buffer = self.ftl.write_buffer_bytes;
         check(
             buffer.is_multiple_of(page) && buffer <= m.capacity_bytes,

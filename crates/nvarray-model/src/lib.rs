@@ -32,7 +32,7 @@ pub use config::{ControllerMode, DeviceConfig, FabricKind, ModelKind, Policy, Pr
 pub use device::{check_command, ArrayModel, Command, Completion, Op, ResourceBusy};
 pub use device_model::DeviceModel;
 pub use error::{CommandError, ConfigError};
-pub use memory::{FtlSample, FtlStats, WearStats};
+pub use memory::{FtlSample, FtlStats, MapCacheStats, WearStats};
 /// Zoned namespaces (`[zns]`): the state machine the emulated device and the simulator keep.
 pub use nvarray_ftl::zones;
 pub use overrides::{apply_overrides, parse_assignment};

@@ -21,7 +21,7 @@ mod write_buffer;
 pub use booking::Access;
 use booking::Booking;
 use flash_translation::{FlashCosts, FlashTranslation};
-pub use flash_translation::{FtlSample, FtlStats};
+pub use flash_translation::{FtlSample, FtlStats, MapCacheStats};
 
 /// Wear statistics across all controllers.
 #[derive(Clone, Copy, Debug, Default, PartialEq)]

@@ -491,17 +491,16 @@ fn ftl_lines(f: &nvarray_model::FtlStats) -> String {
     };
     let buffer = match f.write_buffer_bytes {
         0 => String::new(),
-        // As the description sets it (binary units), not as a rate column reads.
-        b if b.is_multiple_of(1 << 20) => format!(", write buffer {} MiB", b >> 20),
-        b if b.is_multiple_of(1 << 10) => format!(", write buffer {} KiB", b >> 10),
-        b => format!(", write buffer {b} B"),
+        b => format!(", write buffer {}", described_bytes(b)),
     };
+    let map_cache = f.map_cache.as_ref().map_or(String::new(), map_cache_line);
     format!(
         "ftl ({}, {} B pages, over-provisioning {:.1} % of logical = spare factor {:.1} % of \
          physical, preconditioned {}{buffer}): write amplification {}{range} | host pages {} | \
          flash pages {}\n\
          ftl collection: {} lines ({} forced), {} pages copied | erases per block min {} mean \
-         {:.2} max {} | free lines {} of {} (fewest {}) | pages trimmed {}{placement}\n",
+         {:.2} max {} | free lines {} of {} (fewest {}) | pages trimmed {}{placement}\n\
+         {map_cache}",
         f.victim,
         f.page_bytes,
         f.over_provisioning * 100.0,
@@ -521,6 +520,34 @@ fn ftl_lines(f: &nvarray_model::FtlStats) -> String {
         f.lines,
         c.free_lines_min,
         c.pages_trimmed,
+    )
+}
+
+/// A size as a device description sets it (binary units), not as a rate column reads.
+fn described_bytes(b: u64) -> String {
+    match b {
+        b if b >= 1 << 30 && b.is_multiple_of(1 << 30) => format!("{} GiB", b >> 30),
+        b if b >= 1 << 20 && b.is_multiple_of(1 << 20) => format!("{} MiB", b >> 20),
+        b if b >= 1 << 10 && b.is_multiple_of(1 << 10) => format!("{} KiB", b >> 10),
+        b => format!("{b} B"),
+    }
+}
+
+/// The mapping-table cache's line: its size, its hit ratio and the map's flash traffic.
+fn map_cache_line(m: &nvarray_model::MapCacheStats) -> String {
+    let c = &m.counters;
+    let hits = m.hit_ratio.map_or("none (no lookups)".to_string(), |h| {
+        format!("{h:.4} ({} of {} lookups)", c.hits, c.lookups)
+    });
+    format!(
+        "ftl map cache ({} = {} of {} translation pages of {} entries): hit ratio {hits} | \
+         map pages read {}, written {} (in the write amplification)\n",
+        described_bytes(m.bytes),
+        m.pages,
+        m.map_pages,
+        m.entries_per_page,
+        c.pages_read,
+        c.pages_written,
     )
 }
 

@@ -10,11 +10,17 @@
 //! Each die's share of a collection (its copies' reads and programs, its erase) is booked
 //! back to back.
 //!
+//! With a mapping-table cache (`ftl.map_cache_bytes`, `nvarray_ftl`'s `map_cache.rs`), each
+//! page's map lookup comes first: a miss reads the translation page on its die before the
+//! page is read or programmed, and a changed page it evicts is written back in the background.
+//!
 //! With a DRAM write buffer (`ftl.write_buffer_bytes`, `write_buffer.rs`) a write's media time
 //! ends when its pages are in the buffer; their programs, and any collection they force, are
 //! booked on the dies all the same but the write does not wait for them.
 
-use nvarray_ftl::{precondition, Ftl, FtlConfig, FtlCounters, GcWork, Geometry};
+use nvarray_ftl::{
+    precondition, Ftl, FtlConfig, FtlCounters, GcWork, Geometry, MapCounters, MapLookup,
+};
 use serde::{Deserialize, Serialize};
 
 use super::booking::{Access, Booking};
@@ -94,6 +100,24 @@ pub struct FtlStats {
     pub erases_per_block: nvarray_ftl::EraseSpread,
     /// The counts every so many host pages, for write amplification and free lines over time.
     pub samples: Vec<FtlSample>,
+    /// The mapping-table cache (`ftl.map_cache_bytes`); absent when the whole map is in DRAM.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub map_cache: Option<MapCacheStats>,
+}
+
+/// What the mapping-table cache held and did over a run.
+#[derive(Clone, Debug, Default, PartialEq, Serialize)]
+pub struct MapCacheStats {
+    pub bytes: u64,
+    /// Translation pages it holds, and the whole map's.
+    pub pages: u64,
+    pub map_pages: u64,
+    /// Map entries per translation page.
+    pub entries_per_page: u32,
+    /// Hits per lookup; absent before any lookup.
+    pub hit_ratio: Option<f64>,
+    #[serde(flatten)]
+    pub counters: MapCounters,
 }
 
 impl FlashTranslation {
@@ -153,6 +177,17 @@ impl FlashTranslation {
             write_amplification: (c.host_pages_written > 0).then(|| c.write_amplification()),
             erases_per_block: self.ftl.erase_spread(),
             samples: self.samples.clone(),
+            map_cache: self
+                .ftl
+                .map_cache_pages()
+                .map(|(pages, map_pages)| MapCacheStats {
+                    bytes: self.config.map_cache_bytes,
+                    pages,
+                    map_pages,
+                    entries_per_page: self.config.page_bytes / nvarray_ftl::MAP_ENTRY_BYTES,
+                    hit_ratio: c.map.hit_ratio(),
+                    counters: c.map,
+                }),
         }
     }
 
@@ -206,9 +241,11 @@ impl FlashTranslation {
             let lo = offset_bytes.max(lpn << self.page_shift);
             let bytes = end.min((lpn + 1) << self.page_shift) - lo;
             if access == Access::Read {
+                let map = self.ftl.look_up(lpn, false);
+                let found = self.book_lookup((banks, booking), map, ready_ns, true);
                 if let Some(bank) = self.bank_of(lpn) {
                     let ns = c.read_latency_ns + bytes_to_ns(bytes, c.bank_fs_per_byte);
-                    booking.book(&mut banks[bank], ready_ns, ns, true);
+                    booking.book(&mut banks[bank], found, ns, true);
                 }
                 continue;
             }
@@ -220,6 +257,8 @@ impl FlashTranslation {
                 booking.waited(ready_ns, program_ready);
             }
             let span = self.buffer.is_none();
+            let map = self.ftl.look_up(lpn, true);
+            program_ready = self.book_lookup((banks, booking), map, program_ready, span);
             // Read-modify-write: the rest of a part-page write comes from its old copy (a
             // whole-page write replaces the page without looking it up).
             if let Some(bank) = (bytes < page).then(|| self.bank_of(lpn)).flatten() {
@@ -289,6 +328,31 @@ impl FlashTranslation {
         self.ftl
             .read(lpn)
             .map(|die| self.die_bank[die as usize] as usize)
+    }
+
+    /// Books what a map lookup from `ready_ns` costs (`Ftl::look_up`): a miss's read of the
+    /// translation page, in the access's media time if `span`, and the write-back of the
+    /// changed page it evicted, in the background. Returns when the entry is known.
+    #[inline]
+    fn book_lookup(
+        &self,
+        (banks, booking): (&mut [Timeline], &mut Booking),
+        map: MapLookup,
+        ready_ns: u64,
+        span: bool,
+    ) -> u64 {
+        let c = self.costs;
+        if let Some(die) = map.write_back_die {
+            let bank = self.die_bank[die as usize] as usize;
+            booking.book(&mut banks[bank], ready_ns, c.program_page_ns, false);
+        }
+        match map.read_die {
+            Some(die) => {
+                let bank = self.die_bank[die as usize] as usize;
+                booking.book(&mut banks[bank], ready_ns, c.read_page_ns, span)
+            }
+            None => ready_ns,
+        }
     }
 
     /// Books each die's share of the forced (or background) collection back to back from

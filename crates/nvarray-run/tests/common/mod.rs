@@ -1,4 +1,6 @@
 //! What the runner's tests share: a small device and a one-job workload from fio pairs.
+// Each test binary uses its own share of these.
+#![allow(dead_code)]
 
 use nvarray_model::presets::preset;
 use nvarray_model::DeviceConfig;
