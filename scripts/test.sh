@@ -14,7 +14,7 @@ cargo test --workspace --locked --release
 # debug assertions, which the release run above compiles out: its tests run once with them on.
 cargo test --locked -p nvarray-model
 # The FTL's maps and greedy's buckets are checked against brute force in debug builds too.
-cargo test --locked -p nvarray-ftl --test map --test placement --test zones
+cargo test --locked -p nvarray-ftl --test map --test placement --test zones --test map_cache --test bulk
 
 # Every benchmark is built and run once, briefly (NVARRAY_BENCH_SMOKE: short runs, nothing
 # timed or asserted), so a bench that breaks fails here instead of rotting unseen.

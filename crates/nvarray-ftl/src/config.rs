@@ -99,6 +99,26 @@ pub struct FtlConfig {
     /// pages are written back (`map_cache.rs`). A multiple of `page_bytes`.
     #[serde(default, skip_serializing_if = "is_zero")]
     pub map_cache_bytes: u64,
+    /// The most host memory the simulator's maps of this FTL may take, in bytes (default
+    /// 8 GiB): preconditioning writes the map in bulk when page by page would not fit, and a
+    /// run whose writes grow the maps past it stops with an error naming it. A limit of the
+    /// machine running nvarray, not a property of the drive.
+    #[serde(
+        default = "default_map_budget_bytes",
+        skip_serializing_if = "is_default_map_budget"
+    )]
+    pub map_budget_bytes: u64,
+}
+
+/// `ftl.map_budget_bytes`'s default: 8 GiB.
+pub const MAP_BUDGET_BYTES_DEFAULT: u64 = 8 << 30;
+
+fn default_map_budget_bytes() -> u64 {
+    MAP_BUDGET_BYTES_DEFAULT
+}
+
+fn is_default_map_budget(n: &u64) -> bool {
+    *n == MAP_BUDGET_BYTES_DEFAULT
 }
 
 fn is_zero(n: &u64) -> bool {
@@ -154,6 +174,7 @@ impl Default for FtlConfig {
             precondition: Precondition::None,
             write_buffer_bytes: 0,
             map_cache_bytes: 0,
+            map_budget_bytes: MAP_BUDGET_BYTES_DEFAULT,
         }
     }
 }

@@ -48,8 +48,11 @@ pub enum FtlError {
         dies: u32,
     },
     #[error(
-        "the FTL maps every page: {pages} physical pages need {bytes} bytes of maps, past the \
-         {limit}-byte limit; set a smaller memory.capacity_bytes or a larger ftl.page_bytes"
+        "the FTL over {pages} physical pages needs {bytes} bytes of host memory before the run \
+         writes a page (its maps' directories, per-line counts and any pooled pages' counts), \
+         past ftl.map_budget_bytes \
+         ({limit}); set a smaller memory.capacity_bytes, a larger ftl.page_bytes or a larger \
+         budget"
     )]
     TooLarge { pages: u64, bytes: u64, limit: u64 },
     #[error(
@@ -57,4 +60,21 @@ pub enum FtlError {
          ({page_bytes}, one translation page), found {bytes}"
     )]
     MapCache { bytes: u64, page_bytes: u32 },
+    #[error(
+        "the FTL's maps take {bytes} bytes of host memory after {written} host pages written, \
+         past ftl.map_budget_bytes ({budget}): raise it (--set ftl.map_budget_bytes=SIZE) if \
+         the machine has the memory, or write less (a map entry costs 8 to 16 bytes a page \
+         written, 4 once a region is written densely)"
+    )]
+    MapBudget {
+        bytes: u64,
+        budget: u64,
+        written: u64,
+    },
+    #[error(
+        "a bulk precondition does not model victim = \"cost-benefit\", and the page-by-page one \
+         needs {needed} bytes of maps for this drive, past ftl.map_budget_bytes ({budget}): use \
+         another ftl.victim, raise the budget, or precondition a smaller drive"
+    )]
+    BulkCostBenefit { needed: u64, budget: u64 },
 }

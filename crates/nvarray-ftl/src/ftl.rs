@@ -12,18 +12,19 @@ use std::collections::VecDeque;
 use rand::rngs::SmallRng;
 use rand::SeedableRng;
 
-use crate::config::FtlConfig;
+use crate::config::{FtlConfig, Precondition, VictimPolicy};
 use crate::counters::{EraseSpread, FtlCounters};
 use crate::error::FtlError;
 use crate::map_cache::{MapCache, MapLookup, MAP_ENTRY_BYTES};
 use crate::moves::{prefetch_ahead, Maps, Move, Moves, UNMAPPED};
+use crate::paged_map::{Fill, PagedMap};
+use crate::pool::{Pool, POOLED};
+
+mod bulk;
 use crate::victims::{LineView, Victims};
 use crate::work::{DieWork, GcWork};
 
 const NO_LINE: u32 = u32::MAX;
-/// The most map memory an FTL may take (the logical-to-physical and physical-to-logical
-/// maps, 4 bytes a page each): 4 GiB, a 2 TiB device of 4 KiB pages with its spare area.
-const MAP_BYTES_LIMIT: u64 = 4 << 30;
 
 /// The flash an FTL lays its lines over, and the logical space it exports.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -82,6 +83,12 @@ struct Layout {
     physical: u64,
 }
 
+/// What both maps take once every page has been written through them: a page-by-page
+/// precondition's.
+fn page_by_page_map_bytes(logical: u64, physical: u64) -> u64 {
+    PagedMap::dense_bytes(logical, physical) + PagedMap::dense_bytes(physical, logical)
+}
+
 fn layout(cfg: &FtlConfig, geometry: Geometry) -> Result<Layout, FtlError> {
     let op = cfg.over_provisioning;
     if !(0.0..=10.0).contains(&op) {
@@ -132,12 +139,33 @@ fn layout(cfg: &FtlConfig, geometry: Geometry) -> Result<Layout, FtlError> {
         });
     }
     let physical = lines * per_line;
-    let bytes = 4 * (physical + logical);
-    if bytes > MAP_BYTES_LIMIT || physical >= u64::from(UNMAPPED) {
+    // What the FTL takes before anything is written: the maps' directories and the counts
+    // per line and die.
+    let bytes = PagedMap::directory_bytes(logical)
+        + PagedMap::directory_bytes(physical)
+        + lines * u64::from(geometry.dies) * 4;
+    let random = matches!(cfg.precondition, Precondition::Random { .. });
+    let dense = page_by_page_map_bytes(logical, physical);
+    if random && cfg.victim == VictimPolicy::CostBenefit && dense > cfg.map_budget_bytes {
+        return Err(FtlError::BulkCostBenefit {
+            needed: dense,
+            budget: cfg.map_budget_bytes,
+        });
+    }
+    // A bulk precondition adds the pool's counts (`pool.rs`).
+    let dies = u64::from(geometry.dies);
+    let pool = lines * dies * 4 + lines * 4 + dies * (lines + 1) * 8;
+    let bytes = bytes
+        + if random && dense > cfg.map_budget_bytes {
+            pool
+        } else {
+            0
+        };
+    if bytes > cfg.map_budget_bytes || lines > u64::from(NO_LINE) {
         return Err(FtlError::TooLarge {
             pages: physical,
             bytes,
-            limit: MAP_BYTES_LIMIT,
+            limit: cfg.map_budget_bytes,
         });
     }
     Ok(Layout {
@@ -155,8 +183,8 @@ pub struct Ftl {
     logical_pages: u64,
     gc_background_free_lines: u32,
     gc_forced_free_lines: u32,
-    l2p: Vec<u32>,
-    p2l: Vec<u32>,
+    l2p: PagedMap,
+    p2l: PagedMap,
     valid: Vec<u32>,
     /// Valid pages per line and die (`line * dies + die`): a victim's reads per die without
     /// a scan of its slots.
@@ -184,6 +212,13 @@ pub struct Ftl {
     counters: FtlCounters,
     /// The mapping-table cache (`ftl.map_cache_bytes`; none: the whole map in DRAM).
     map_cache: Option<MapCache>,
+    /// Valid pages whose logical pages are drawn when first touched (after a bulk
+    /// precondition, `pool.rs`); none until then.
+    pool: Option<Pool>,
+    /// The most host memory the maps may take (`ftl.map_budget_bytes`).
+    map_budget_bytes: u64,
+    /// The victim policy, its d-choices and the seed (for a bulk precondition's model).
+    policy: (VictimPolicy, u32, u64),
 }
 
 impl Ftl {
@@ -209,8 +244,8 @@ impl Ftl {
             logical_pages: logical,
             gc_background_free_lines: background,
             gc_forced_free_lines: forced,
-            l2p: vec![UNMAPPED; logical as usize],
-            p2l: vec![UNMAPPED; physical as usize],
+            l2p: PagedMap::new(logical, physical, Fill::Value(UNMAPPED)),
+            p2l: PagedMap::new(physical, logical, Fill::Value(UNMAPPED)),
             valid: vec![0; lines as usize],
             valid_on_die: vec![0; lines as usize * geometry.dies as usize],
             state: vec![LineState::Free; lines as usize],
@@ -236,7 +271,46 @@ impl Ftl {
                 let entries = cfg.page_bytes / MAP_ENTRY_BYTES;
                 MapCache::new(pages, entries, logical, geometry.dies)
             }),
+            pool: None,
+            map_budget_bytes: cfg.map_budget_bytes,
+            policy: (cfg.victim, cfg.d_choices, cfg.seed),
         })
+    }
+
+    /// Host memory the maps take now: both directions, the valid pages per line and die,
+    /// and the pool's counts.
+    pub fn map_bytes(&self) -> u64 {
+        let on_die = (self.valid_on_die.len() * 4) as u64;
+        self.l2p.bytes() + self.p2l.bytes() + on_die + self.pool.as_ref().map_or(0, Pool::bytes)
+    }
+
+    /// Whether the maps have grown past `ftl.map_budget_bytes`: the error naming it if so.
+    pub fn check_map_budget(&self) -> Result<(), FtlError> {
+        let bytes = self.map_bytes();
+        if bytes > self.map_budget_bytes {
+            return Err(FtlError::MapBudget {
+                bytes,
+                budget: self.map_budget_bytes,
+                written: self.counters.host_pages_written,
+            });
+        }
+        Ok(())
+    }
+
+    /// What the maps would take written page by page (every entry of both): past
+    /// `ftl.map_budget_bytes`, preconditioning goes in bulk.
+    pub fn page_by_page_map_bytes(&self) -> u64 {
+        page_by_page_map_bytes(self.logical_pages, self.physical_pages())
+    }
+
+    pub fn map_budget_bytes(&self) -> u64 {
+        self.map_budget_bytes
+    }
+
+    /// Whether some valid pages are pooled (a bulk precondition's): their logical pages are
+    /// drawn when first touched.
+    pub fn has_pooled_pages(&self) -> bool {
+        self.pool.is_some()
     }
 
     /// The mapping-table cache's size and the map's, in translation pages: `(cached, all)`;
@@ -334,8 +408,11 @@ impl Ftl {
     /// moved first.
     #[inline]
     pub fn read(&mut self, lpn: u64) -> Option<u32> {
-        let ppn = self.slot_of(lpn);
-        (ppn != UNMAPPED).then(|| self.die_of(ppn))
+        match self.slot_of(lpn) {
+            UNMAPPED => None,
+            POOLED => Some((lpn % u64::from(self.dies)) as u32),
+            ppn => Some(self.die_of(ppn)),
+        }
     }
 
     /// Whether collections have map moves still to run (`moves.rs`).
@@ -401,15 +478,15 @@ impl Ftl {
     /// The slot of logical page `lpn` (`UNMAPPED` if none), moved first if it is in the
     /// victim of a deferred move.
     #[inline]
-    fn slot_of(&mut self, lpn: u64) -> u32 {
-        let ppn = self.l2p[lpn as usize];
-        if ppn == UNMAPPED || self.moves.is_empty() {
+    fn slot_of(&mut self, lpn: u64) -> u64 {
+        let ppn = self.l2p.get(lpn);
+        if ppn >= POOLED || self.moves.is_empty() {
             return ppn;
         }
-        match self.moves.of_victim(ppn / self.pages_per_line) {
+        match self.moves.of_victim(self.line_of(ppn)) {
             Some(k) => {
                 self.finish_move(k);
-                self.l2p[lpn as usize]
+                self.l2p.get(lpn)
             }
             None => ppn,
         }
@@ -440,40 +517,75 @@ impl Ftl {
     /// Deallocates logical page `lpn` (TRIM, NVMe Deallocate, NBD's trim and write-zeroes):
     /// its slot becomes invalid, so the collector no longer copies it.
     pub fn trim(&mut self, lpn: u64) {
-        if self.l2p[lpn as usize] != UNMAPPED {
+        if self.l2p.get(lpn) != UNMAPPED {
             self.invalidate(lpn);
-            self.l2p[lpn as usize] = UNMAPPED;
+            self.l2p.set(lpn, UNMAPPED);
             self.counters.pages_trimmed += 1;
         }
     }
 
     #[inline]
-    fn die_of(&self, ppn: u32) -> u32 {
-        (ppn % self.pages_per_line) % self.dies
+    fn die_of(&self, ppn: u64) -> u32 {
+        self.slot_in_line(ppn) % self.dies
+    }
+
+    /// Slot `ppn`'s place in its line (a mask when lines are a power of two pages, as most
+    /// are: a 64-bit division costs several times a 32-bit one on many cores).
+    #[inline]
+    fn slot_in_line(&self, ppn: u64) -> u32 {
+        let ppl = self.pages_per_line;
+        if ppl.is_power_of_two() {
+            (ppn & u64::from(ppl - 1)) as u32
+        } else {
+            (ppn % u64::from(ppl)) as u32
+        }
+    }
+
+    /// The line slot `ppn` is in.
+    #[inline]
+    fn line_of(&self, ppn: u64) -> u32 {
+        let ppl = self.pages_per_line;
+        if ppl.is_power_of_two() {
+            (ppn >> ppl.trailing_zeros()) as u32
+        } else {
+            (ppn / u64::from(ppl)) as u32
+        }
+    }
+
+    /// Line `line`'s first slot.
+    #[inline]
+    fn first_slot(&self, line: u32) -> u64 {
+        u64::from(line) * u64::from(self.pages_per_line)
     }
 
     #[inline]
     fn invalidate(&mut self, lpn: u64) {
         let old = self.slot_of(lpn);
-        if old == UNMAPPED {
-            return;
-        }
-        self.p2l[old as usize] = UNMAPPED;
-        let line = old / self.pages_per_line;
+        let (line, die) = match old {
+            UNMAPPED => return,
+            POOLED => self
+                .pool
+                .as_mut()
+                .expect("a pool holds pooled pages")
+                .take(lpn),
+            _ => {
+                self.p2l.set(old, UNMAPPED);
+                (self.line_of(old), self.die_of(old))
+            }
+        };
         let was = self.valid[line as usize];
         self.valid[line as usize] = was - 1;
-        let on_die = (line * self.dies + self.die_of(old)) as usize;
-        self.valid_on_die[on_die] -= 1;
+        self.valid_on_die[(line * self.dies + die) as usize] -= 1;
         if self.state[line as usize] == LineState::Full {
             self.victims.invalidated(line, was);
         }
     }
 
     #[inline]
-    fn map(&mut self, lpn: u64, ppn: u32) {
-        self.l2p[lpn as usize] = ppn;
-        self.p2l[ppn as usize] = lpn as u32;
-        let line = ppn / self.pages_per_line;
+    fn map(&mut self, lpn: u64, ppn: u64) {
+        self.l2p.set(lpn, ppn);
+        self.p2l.set(ppn, lpn);
+        let line = self.line_of(ppn);
         self.valid[line as usize] += 1;
         let on_die = (line * self.dies + self.die_of(ppn)) as usize;
         self.valid_on_die[on_die] += 1;
@@ -482,7 +594,7 @@ impl Ftl {
     /// The next slot of `stream`'s open line for `handle`, opening a line when it is full
     /// (after forced collection, for the host, if too few lines are free).
     #[inline]
-    fn next_slot(&mut self, stream: Stream, handle: usize, forced: &mut DieWork) -> u32 {
+    fn next_slot(&mut self, stream: Stream, handle: usize, forced: &mut DieWork) -> u64 {
         self.next_slots(stream, handle, 1, forced).0
     }
 
@@ -496,7 +608,7 @@ impl Ftl {
         handle: usize,
         wanted: u32,
         forced: &mut DieWork,
-    ) -> (u32, u32) {
+    ) -> (u64, u32) {
         let open = match stream {
             Stream::Host => self.host_open[handle],
             Stream::Collector => self.collector_open[handle],
@@ -530,7 +642,7 @@ impl Ftl {
         } else {
             open
         };
-        let ppn = open.line * self.pages_per_line + open.next;
+        let ppn = self.first_slot(open.line) + u64::from(open.next);
         let n = wanted.min(self.pages_per_line - open.next);
         let next = OpenLine {
             line: open.line,
@@ -624,17 +736,27 @@ impl Ftl {
         };
         let victim = c.line as usize;
         let handle = self.handle_of[victim] as usize;
+        let pages = pages - self.move_pooled(c.line, pages, handle, work);
+        if pages == 0 && self.valid[victim] > 0 {
+            self.collecting = Some(c);
+            return;
+        }
         if self.defer_moves && pages >= self.valid[victim] {
             self.defer_rest(c, handle, work);
             self.retire(c.line, work, forced);
             return;
         }
-        let first = c.line * self.pages_per_line;
+        let first = self.first_slot(c.line);
         let mut copied = 0;
         while copied < pages && self.valid[victim] > 0 {
-            let ppn = first + c.slot;
-            prefetch_ahead(&self.l2p, &self.p2l, ppn, first + self.pages_per_line);
-            let lpn = self.p2l[ppn as usize];
+            let ppn = first + u64::from(c.slot);
+            prefetch_ahead(
+                &self.l2p,
+                &self.p2l,
+                ppn,
+                first + u64::from(self.pages_per_line),
+            );
+            let lpn = self.p2l.get(ppn);
             c.slot += 1;
             if lpn == UNMAPPED {
                 continue;
@@ -642,14 +764,14 @@ impl Ftl {
             copied += 1;
             work.add_read(self.die_of(ppn));
             if let Some(cache) = self.map_cache.as_mut() {
-                cache.moved(u64::from(lpn));
+                cache.moved(lpn);
             }
-            self.p2l[ppn as usize] = UNMAPPED;
+            self.p2l.set(ppn, UNMAPPED);
             self.valid[victim] -= 1;
             let on_die = victim * self.dies as usize + self.die_of(ppn) as usize;
             self.valid_on_die[on_die] -= 1;
             let to = self.next_slot(Stream::Collector, handle, work);
-            self.map(u64::from(lpn), to);
+            self.map(lpn, to);
             work.add_program(self.die_of(to));
             self.counters.gc_pages_copied += 1;
         }
@@ -659,6 +781,40 @@ impl Ftl {
             return;
         }
         self.retire(c.line, work, forced);
+    }
+
+    /// Moves up to `pages` of `line`'s pooled pages to the collector's open line of
+    /// `handle`, each staying on its die (`pool.rs`); returns how many.
+    fn move_pooled(&mut self, line: u32, pages: u32, handle: usize, work: &mut DieWork) -> u32 {
+        let Some(pool) = self.pool.as_ref() else {
+            return 0;
+        };
+        let total = pool.in_line(line).min(pages);
+        let mut left = total;
+        let mut shares = Vec::new();
+        while left > 0 {
+            let (first, n) = self.next_slots(Stream::Collector, handle, left, work);
+            let to = self.line_of(first);
+            let pool = self.pool.as_mut().expect("checked");
+            shares.clear();
+            pool.move_pages((line, to), n, |die, k| shares.push((die, k)));
+            for &(die, k) in &shares {
+                self.valid_on_die[(line * self.dies + die) as usize] -= k;
+                self.valid_on_die[(to * self.dies + die) as usize] += k;
+                work.add_reads(die, k);
+                work.add_programs(die, k);
+                if let Some(cache) = self.map_cache.as_mut() {
+                    for _ in 0..k {
+                        cache.moved(pool.any_page_on(die, self.logical_pages));
+                    }
+                }
+            }
+            self.valid[line as usize] -= n;
+            self.valid[to as usize] += n;
+            left -= n;
+        }
+        self.counters.gc_pages_copied += u64::from(total);
+        total
     }
 
     /// The rest of the victim in progress (`c`) copied out as `copy_out` would, its map moves
@@ -685,17 +841,19 @@ impl Ftl {
         if let Some(cache) = self.map_cache.as_mut() {
             // The moves are deferred, not their map updates: the victim's slots still name
             // the pages they hold.
-            let first = (c.line * self.pages_per_line) as usize;
-            let slots = &self.p2l[first + c.slot as usize..first + self.pages_per_line as usize];
-            for &lpn in slots.iter().filter(|&&lpn| lpn != UNMAPPED) {
-                cache.moved(u64::from(lpn));
+            let first = u64::from(c.line) * u64::from(self.pages_per_line);
+            for slot in c.slot..self.pages_per_line {
+                let lpn = self.p2l.get(first + u64::from(slot));
+                if lpn != UNMAPPED {
+                    cache.moved(lpn);
+                }
             }
         }
         let mut runs = Vec::new();
         let mut left = pages;
         while left > 0 {
             let (first, n) = self.next_slots(Stream::Collector, handle, left, work);
-            let line = first / self.pages_per_line;
+            let line = self.line_of(first);
             self.valid[line as usize] += n;
             let on_die = line as usize * dies;
             for i in 0..self.dies.min(n) {
@@ -742,19 +900,41 @@ impl Ftl {
         self.finish_deferred();
         let mut valid = vec![0u32; self.lines as usize];
         let mut on_die = vec![0u32; self.valid_on_die.len()];
-        for (lpn, &ppn) in self.l2p.iter().enumerate() {
+        let mut pooled = vec![0u64; self.dies as usize];
+        for (lpn, ppn) in self.l2p.iter().enumerate() {
             if ppn == UNMAPPED {
                 continue;
             }
-            if self.p2l[ppn as usize] != lpn as u32 {
+            if ppn == POOLED {
+                pooled[lpn % self.dies as usize] += 1;
+                continue;
+            }
+            if self.p2l.get(ppn) != lpn as u64 {
                 return Err(format!(
                     "logical page {lpn} maps to slot {ppn}, which maps back to {}",
-                    self.p2l[ppn as usize]
+                    self.p2l.get(ppn)
                 ));
             }
-            let line = ppn / self.pages_per_line;
+            let line = self.line_of(ppn);
             valid[line as usize] += 1;
             on_die[(line * self.dies + self.die_of(ppn)) as usize] += 1;
+        }
+        if let Some(pool) = &self.pool {
+            for (die, &n) in pooled.iter().enumerate() {
+                if pool.per_die(die as u32) != n {
+                    return Err(format!(
+                        "{n} logical pages on die {die} are pooled, the pool holds {}",
+                        pool.per_die(die as u32)
+                    ));
+                }
+            }
+            for (i, n) in on_die.iter_mut().enumerate() {
+                let (line, die) = (i / self.dies as usize, i % self.dies as usize);
+                *n += pool.on_die(line as u32, die as u32);
+            }
+            for (line, n) in valid.iter_mut().enumerate() {
+                *n += pool.in_line(line as u32);
+            }
         }
         if let Some(i) = (0..on_die.len()).find(|&i| on_die[i] != self.valid_on_die[i]) {
             let (line, die) = (i / self.dies as usize, i % self.dies as usize);
@@ -763,8 +943,8 @@ impl Ftl {
                 self.valid_on_die[i], on_die[i]
             ));
         }
-        let mapped_slots = self.p2l.iter().filter(|&&l| l != UNMAPPED).count();
-        let mapped_pages = self.l2p.iter().filter(|&&p| p != UNMAPPED).count();
+        let mapped_slots = self.p2l.iter().filter(|&l| l != UNMAPPED).count();
+        let mapped_pages = self.l2p.iter().filter(|&p| p < POOLED).count();
         if mapped_slots != mapped_pages {
             return Err(format!(
                 "{mapped_slots} slots hold a page but {mapped_pages} pages are mapped"

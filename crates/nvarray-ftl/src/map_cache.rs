@@ -93,10 +93,37 @@ impl MapCache {
         self.counters = MapCounters::default();
     }
 
-    /// Marks every translation page as written to flash (a preconditioned drive's map).
+    /// Marks every translation page as written to flash.
     #[cfg(test)]
     pub(crate) fn all_on_flash(&mut self) {
         self.on_flash.fill(u64::MAX);
+    }
+
+    /// What a sequential fill through `look_up` leaves, laid down at once: every translation
+    /// page in flash, the last ones written held clean, the latest most recently used.
+    pub(crate) fn after_sequential_fill(&mut self) {
+        self.on_flash.fill(u64::MAX);
+        self.pages.clear();
+        let held = self.translation_pages.min(self.capacity.get() as u64);
+        for page in self.translation_pages - held..self.translation_pages {
+            self.pages.put(page, false);
+        }
+    }
+
+    /// What uniform random writes leave, laid down at once: every translation page in flash,
+    /// the cache full of pages drawn at random, clean.
+    pub(crate) fn after_random_writes(&mut self) {
+        use rand::{Rng, SeedableRng};
+        self.on_flash.fill(u64::MAX);
+        self.pages.clear();
+        let held = self.translation_pages.min(self.capacity.get() as u64);
+        let mut rng = rand::rngs::SmallRng::seed_from_u64(self.translation_pages);
+        // Floyd's sampling of `held` distinct pages.
+        for j in self.translation_pages - held..self.translation_pages {
+            let t = rng.gen_range(0..=j);
+            let page = if self.pages.contains(&t) { j } else { t };
+            self.pages.put(page, false);
+        }
     }
 
     /// Writes every changed cached page back, untimed (a drive settling its map when idle).

@@ -15,8 +15,10 @@
 
 use std::collections::VecDeque;
 
+use crate::paged_map::PagedMap;
+
 /// A slot or map entry with nothing in it.
-pub(crate) const UNMAPPED: u32 = u32::MAX;
+pub(crate) const UNMAPPED: u64 = u64::MAX;
 
 /// Victim slots ahead of the one being moved whose map entries are prefetched.
 const PREFETCH_AHEAD: u32 = 8;
@@ -28,7 +30,7 @@ const SLOTS_PER_PAGE: u32 = 4;
 /// Asks the CPU to bring `at`'s cache line in: a hint, with no effect on what the program
 /// computes.
 #[inline(always)]
-fn prefetch<T>(at: &T) {
+pub(crate) fn prefetch<T>(at: &T) {
     #[cfg(target_arch = "x86_64")]
     // SAFETY: a prefetch reads nothing the program sees and cannot fault; `at` is a valid
     // reference besides.
@@ -45,19 +47,20 @@ fn prefetch<T>(at: &T) {
 /// The map entry a copy of slot `ppn` will store is a random line of the map (a cache miss):
 /// asks for the one `PREFETCH_AHEAD` slots on, so its miss overlaps the copies before it.
 #[inline(always)]
-pub(crate) fn prefetch_ahead(l2p: &[u32], p2l: &[u32], ppn: u32, line_end: u32) {
-    if ppn + PREFETCH_AHEAD < line_end {
-        let ahead = p2l[(ppn + PREFETCH_AHEAD) as usize];
+pub(crate) fn prefetch_ahead(l2p: &PagedMap, p2l: &PagedMap, ppn: u64, line_end: u64) {
+    let at = ppn + u64::from(PREFETCH_AHEAD);
+    if at < line_end {
+        let ahead = p2l.get(at);
         if ahead != UNMAPPED {
-            prefetch(&l2p[ahead as usize]);
+            l2p.prefetch(ahead);
         }
     }
 }
 
 /// The maps a move rewrites, and the line size that places a slot.
 pub(crate) struct Maps<'a> {
-    pub l2p: &'a mut [u32],
-    pub p2l: &'a mut [u32],
+    pub l2p: &'a mut PagedMap,
+    pub p2l: &'a mut PagedMap,
     pub pages_per_line: u32,
 }
 
@@ -71,15 +74,15 @@ pub(crate) struct Move {
     pub left: u32,
     /// Runs of destination slots `(first physical page, pages)`, filled in order; the runs
     /// before `run` are used up.
-    pub runs: Vec<(u32, u32)>,
+    pub runs: Vec<(u64, u32)>,
     pub run: usize,
 }
 
 impl Move {
     /// Moves up to `pages` pages; returns how many it moved (all are moved once `left` is 0).
     fn step(&mut self, pages: u32, maps: &mut Maps) -> u32 {
-        let first = self.victim * maps.pages_per_line;
-        let end = first + maps.pages_per_line;
+        let first = u64::from(self.victim) * u64::from(maps.pages_per_line);
+        let end = first + u64::from(maps.pages_per_line);
         let (mut moved, mut looked) = (0, 0);
         while self.left > 0 && moved < pages && looked < pages.saturating_mul(SLOTS_PER_PAGE) {
             assert!(
@@ -88,23 +91,23 @@ impl Move {
                 self.victim,
                 self.left
             );
-            let ppn = first + self.slot;
+            let ppn = first + u64::from(self.slot);
             prefetch_ahead(maps.l2p, maps.p2l, ppn, end);
             self.slot += 1;
             looked += 1;
-            let lpn = maps.p2l[ppn as usize];
+            let lpn = maps.p2l.get(ppn);
             if lpn == UNMAPPED {
                 continue;
             }
-            maps.p2l[ppn as usize] = UNMAPPED;
+            maps.p2l.set(ppn, UNMAPPED);
             let (to, n) = &mut self.runs[self.run];
             let dest = *to;
             (*to, *n) = (dest + 1, *n - 1);
             if *n == 0 {
                 self.run += 1;
             }
-            maps.l2p[lpn as usize] = dest;
-            maps.p2l[dest as usize] = lpn;
+            maps.l2p.set(lpn, dest);
+            maps.p2l.set(dest, lpn);
             self.left -= 1;
             moved += 1;
         }
@@ -114,7 +117,7 @@ impl Move {
     fn has_destination(&self, line: u32, pages_per_line: u32) -> bool {
         self.runs[self.run..]
             .iter()
-            .any(|&(first, n)| n > 0 && first / pages_per_line == line)
+            .any(|&(first, n)| n > 0 && first / u64::from(pages_per_line) == u64::from(line))
     }
 }
 
@@ -184,14 +187,21 @@ impl Moves {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::paged_map::Fill;
+
+    fn maps_of(len: u64) -> (PagedMap, PagedMap) {
+        (
+            PagedMap::new(len, len, Fill::Value(UNMAPPED)),
+            PagedMap::new(len, len, Fill::Value(UNMAPPED)),
+        )
+    }
 
     /// Two lines of 8 slots: line 0 holds pages at slots 1, 4 and 6; they go to slots 8..11.
-    fn one_move() -> (Vec<u32>, Vec<u32>, Move) {
-        let mut l2p = vec![UNMAPPED; 16];
-        let mut p2l = vec![UNMAPPED; 16];
-        for (lpn, slot) in [(5u32, 1u32), (2, 4), (9, 6)] {
-            l2p[lpn as usize] = slot;
-            p2l[slot as usize] = lpn;
+    fn one_move(len: u64) -> (PagedMap, PagedMap, Move) {
+        let (mut l2p, mut p2l) = maps_of(len);
+        for (lpn, slot) in [(5, 1), (2, 4), (9, 6)] {
+            l2p.set(lpn, slot);
+            p2l.set(slot, lpn);
         }
         let m = Move {
             victim: 0,
@@ -205,7 +215,7 @@ mod tests {
 
     #[test]
     fn a_move_fills_its_runs_in_the_order_of_the_victims_slots() {
-        let (mut l2p, mut p2l, m) = one_move();
+        let (mut l2p, mut p2l, m) = one_move(16);
         let mut moves = Moves::default();
         moves.push(m);
         let mut maps = Maps {
@@ -221,17 +231,17 @@ mod tests {
             "the rest fit in the second slice"
         );
         assert!(moves.is_empty());
-        assert_eq!((l2p[5], l2p[2], l2p[9]), (8, 9, 10));
-        assert_eq!((p2l[8], p2l[9], p2l[10]), (5, 2, 9));
+        assert_eq!((l2p.get(5), l2p.get(2), l2p.get(9)), (8, 9, 10));
+        assert_eq!((p2l.get(8), p2l.get(9), p2l.get(10)), (5, 2, 9));
         assert!(
-            p2l[..8].iter().all(|&l| l == UNMAPPED),
+            p2l.iter().take(8).all(|l| l == UNMAPPED),
             "the victim is empty"
         );
     }
 
     #[test]
     fn a_slice_looks_at_a_bounded_number_of_slots() {
-        let (mut l2p, mut p2l, mut m) = one_move();
+        let (mut l2p, mut p2l, mut m) = one_move(16);
         let mut maps = Maps {
             l2p: &mut l2p,
             p2l: &mut p2l,
@@ -246,11 +256,10 @@ mod tests {
 
     #[test]
     fn finishing_one_move_leaves_the_others_pending() {
-        let (mut l2p, mut p2l, m) = one_move();
+        let (mut l2p, mut p2l, m) = one_move(24);
         // A second victim, line 2 (slots 16..24), whose one page goes to line 1's slot 11.
-        l2p.resize(24, UNMAPPED);
-        p2l.resize(24, UNMAPPED);
-        (l2p[7], p2l[18]) = (18, 7);
+        l2p.set(7, 18);
+        p2l.set(18, 7);
         let mut moves = Moves::default();
         moves.push(m);
         moves.push(Move {
@@ -268,8 +277,8 @@ mod tests {
             pages_per_line: 8,
         };
         assert_eq!(moves.finish(1, &mut maps), 1);
-        assert_eq!((l2p[7], p2l[11], p2l[18]), (11, 7, UNMAPPED));
-        assert_eq!(l2p[5], 1, "the first move has not run");
+        assert_eq!((l2p.get(7), p2l.get(11), p2l.get(18)), (11, 7, UNMAPPED));
+        assert_eq!(l2p.get(5), 1, "the first move has not run");
         assert_eq!((moves.len(), moves.of_victim(0)), (1, Some(0)));
         assert_eq!(
             moves.of_destination(1, 8),

@@ -937,6 +937,11 @@ impl ArrayModel {
         self.memory.ftl_stats()
     }
 
+    /// `Memory::check_ftl_map_budget`.
+    pub fn check_ftl_map_budget(&self) -> Result<(), String> {
+        self.memory.check_ftl_map_budget()
+    }
+
     /// What each direction of the link has carried so far: `(to device, to host)`.
     pub fn link_traffic(&self) -> (DirectionTraffic, DirectionTraffic) {
         (

@@ -248,6 +248,15 @@ impl DeviceModel {
         }
     }
 
+    /// Whether the FTL's maps are within `ftl.map_budget_bytes`: why not if they are past it
+    /// (an engine stops the run then).
+    pub fn check_ftl_map_budget(&self) -> Result<(), String> {
+        match &self.device {
+            Device::Array(m) => m.check_ftl_map_budget(),
+            Device::Null(_) => Ok(()),
+        }
+    }
+
     /// What each direction of the link has carried so far: `(to device, to host)` (nothing,
     /// for the null device).
     pub fn link_traffic(&self) -> (DirectionTraffic, DirectionTraffic) {

@@ -921,6 +921,11 @@ impl Memory {
     pub fn ftl_stats(&self) -> Option<FtlStats> {
         self.ftl.as_ref().map(|t| t.stats())
     }
+
+    /// Whether the FTL's maps (if any) are within `ftl.map_budget_bytes`; why not otherwise.
+    pub fn check_ftl_map_budget(&self) -> Result<(), String> {
+        self.ftl.as_ref().map_or(Ok(()), |t| t.check_map_budget())
+    }
 }
 
 #[cfg(test)]

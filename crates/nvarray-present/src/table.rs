@@ -494,12 +494,18 @@ fn ftl_lines(f: &nvarray_model::FtlStats) -> String {
         b => format!(", write buffer {}", described_bytes(b)),
     };
     let map_cache = f.map_cache.as_ref().map_or(String::new(), map_cache_line);
+    let bulk = if f.precondition_in_bulk {
+        " in bulk (line-level model)"
+    } else {
+        ""
+    };
     format!(
         "ftl ({}, {} B pages, over-provisioning {:.1} % of logical = spare factor {:.1} % of \
-         physical, preconditioned {}{buffer}): write amplification {}{range} | host pages {} | \
-         flash pages {}\n\
+         physical, preconditioned {}{bulk}{buffer}): write amplification {}{range} | host pages \
+         {} | flash pages {}\n\
          ftl collection: {} lines ({} forced), {} pages copied | erases per block min {} mean \
          {:.2} max {} | free lines {} of {} (fewest {}) | pages trimmed {}{placement}\n\
+         ftl maps in host memory: {:.1} MiB (budget {})\n\
          {map_cache}",
         f.victim,
         f.page_bytes,
@@ -520,6 +526,8 @@ fn ftl_lines(f: &nvarray_model::FtlStats) -> String {
         f.lines,
         c.free_lines_min,
         c.pages_trimmed,
+        f.host_map_bytes as f64 / f64::from(1 << 20),
+        described_bytes(f.map_budget_bytes),
     )
 }
 

@@ -148,3 +148,52 @@ fn a_cache_that_is_not_whole_translation_pages_is_refused_with_the_field_named()
         "{e}"
     );
 }
+
+/// The tlc preset at `capacity`, preconditioned `random:1`, with `extra` settings.
+fn large_tlc(capacity: &str, extra: &[(&str, &str)]) -> DeviceConfig {
+    let mut set = vec![
+        ("memory.capacity_bytes".to_string(), capacity.to_string()),
+        ("ftl.enabled".to_string(), "true".to_string()),
+        ("ftl.precondition".to_string(), "random:1".to_string()),
+    ];
+    set.extend(extra.iter().map(|(k, v)| (k.to_string(), v.to_string())));
+    preset("tlc").unwrap().load(&set).unwrap()
+}
+
+#[test]
+fn a_64_tib_drive_preconditions_in_bulk_and_its_maps_hold_what_the_run_wrote() {
+    let cfg = large_tlc("64t", &[("ftl.map_cache_bytes", "64m")]);
+    let w = one_job(&[("rw", "randrw"), ("iodepth", "16"), ("number_ios", "4000")]);
+    let r = sim::run(&cfg, &w).unwrap();
+    let f = ftl(&r);
+    assert!(f.precondition_in_bulk);
+    assert_eq!(f.logical_pages, 1 << 34);
+    // Directories, per-line counts and the pool: about 184 MiB, nowhere near the 128 GiB a
+    // full map of both directions would take.
+    assert!(f.host_map_bytes < 256 << 20, "{}", f.host_map_bytes);
+    let m = f.map_cache.as_ref().unwrap();
+    // 16384 of 16 M translation pages: next to no hits on a random run.
+    assert!(m.hit_ratio.unwrap() < 0.01);
+    assert_eq!(f.counters.host_pages_written, r.totals.write_requests);
+}
+
+#[test]
+fn a_run_whose_writes_outgrow_the_map_budget_stops_with_the_budget_named() {
+    let w = one_job(&[
+        ("rw", "randwrite"),
+        ("iodepth", "32"),
+        ("number_ios", "300000"),
+    ]);
+    let probe = one_job(&[("rw", "randread"), ("number_ios", "10")]);
+    let base = ftl(&sim::run(&large_tlc("16t", &[]), &probe).unwrap()).host_map_bytes;
+    // Half a MiB over what the drive takes before it is written: 300,000 scattered pages
+    // need several.
+    let budget = (base + (512 << 10)).to_string();
+    let e = sim::run(&large_tlc("16t", &[("ftl.map_budget_bytes", &budget)]), &w)
+        .unwrap_err()
+        .to_string();
+    assert!(
+        e.contains("ftl.map_budget_bytes") && e.contains(&budget),
+        "{e}"
+    );
+}

@@ -100,6 +100,14 @@ pub struct FtlStats {
     pub erases_per_block: nvarray_ftl::EraseSpread,
     /// The counts every so many host pages, for write amplification and free lines over time.
     pub samples: Vec<FtlSample>,
+    /// Host memory the simulator's maps of this FTL take at the end (they only grow), and the
+    /// budget they must stay within (`ftl.map_budget_bytes`).
+    pub host_map_bytes: u64,
+    pub map_budget_bytes: u64,
+    /// Whether preconditioning's random part ran on the lines' counts, not page by page
+    /// (its maps would not have fit the budget): the pages it left are pooled.
+    #[serde(skip_serializing_if = "std::ops::Not::not")]
+    pub precondition_in_bulk: bool,
     /// The mapping-table cache (`ftl.map_cache_bytes`); absent when the whole map is in DRAM.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub map_cache: Option<MapCacheStats>,
@@ -152,6 +160,11 @@ impl FlashTranslation {
         }
     }
 
+    /// `Ftl::check_map_budget`, as text.
+    pub(crate) fn check_map_budget(&self) -> Result<(), String> {
+        self.ftl.check_map_budget().map_err(|e| e.to_string())
+    }
+
     pub(crate) fn stats(&self) -> FtlStats {
         let c = self.ftl.counters();
         let physical = self.ftl.physical_pages();
@@ -177,6 +190,9 @@ impl FlashTranslation {
             write_amplification: (c.host_pages_written > 0).then(|| c.write_amplification()),
             erases_per_block: self.ftl.erase_spread(),
             samples: self.samples.clone(),
+            host_map_bytes: self.ftl.map_bytes(),
+            map_budget_bytes: self.ftl.map_budget_bytes(),
+            precondition_in_bulk: self.preconditioned.in_bulk,
             map_cache: self
                 .ftl
                 .map_cache_pages()
