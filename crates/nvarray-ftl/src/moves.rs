@@ -27,23 +27,6 @@ const PREFETCH_AHEAD: u32 = 8;
 /// sequential read each, a moved page a random write.
 const SLOTS_PER_PAGE: u32 = 4;
 
-/// Asks the CPU to bring `at`'s cache line in: a hint, with no effect on what the program
-/// computes.
-#[inline(always)]
-pub(crate) fn prefetch<T>(at: &T) {
-    #[cfg(target_arch = "x86_64")]
-    // SAFETY: a prefetch reads nothing the program sees and cannot fault; `at` is a valid
-    // reference besides.
-    unsafe {
-        std::arch::x86_64::_mm_prefetch(
-            (at as *const T).cast::<i8>(),
-            std::arch::x86_64::_MM_HINT_T0,
-        );
-    }
-    #[cfg(not(target_arch = "x86_64"))]
-    let _ = at;
-}
-
 /// The map entry a copy of slot `ppn` will store is a random line of the map (a cache miss):
 /// asks for the one `PREFETCH_AHEAD` slots on, so its miss overlaps the copies before it.
 #[inline(always)]

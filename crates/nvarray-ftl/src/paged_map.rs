@@ -13,6 +13,23 @@
 //! plain `u32` vectors were (`ftl_cost`, docs/perf.md). Written by hand: no crate offers a
 //! sparse-to-dense paged array with a computed default.
 
+/// Asks the CPU to bring `at`'s cache line in: a hint, with no effect on what the program
+/// computes.
+#[inline(always)]
+fn prefetch<T>(at: &T) {
+    #[cfg(target_arch = "x86_64")]
+    // SAFETY: a prefetch reads nothing the program sees and cannot fault; `at` is a valid
+    // reference besides.
+    unsafe {
+        std::arch::x86_64::_mm_prefetch(
+            (at as *const T).cast::<i8>(),
+            std::arch::x86_64::_MM_HINT_T0,
+        );
+    }
+    #[cfg(not(target_arch = "x86_64"))]
+    let _ = at;
+}
+
 /// What an entry no chunk holds reads as.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub(crate) enum Fill {
@@ -219,8 +236,8 @@ impl PagedMap {
     pub(crate) fn prefetch(&self, i: u64) {
         let at = (i & (CHUNK as u64 - 1)) as usize;
         match self.chunks.get((i >> CHUNK_SHIFT) as usize) {
-            Some(Chunk::Narrow(entries)) => crate::moves::prefetch(&entries[at]),
-            Some(Chunk::Wide(entries)) => crate::moves::prefetch(&entries[at]),
+            Some(Chunk::Narrow(entries)) => prefetch(&entries[at]),
+            Some(Chunk::Wide(entries)) => prefetch(&entries[at]),
             _ => {}
         }
     }
