@@ -51,6 +51,7 @@ pub(crate) struct Lines {
     pub clock: u64,
     /// Pages the collector copied during the random part.
     pub copied: u64,
+    copied_exact: f64,
     pub random_writes: u64,
 }
 
@@ -85,6 +86,9 @@ struct Model<'a> {
     lines: Lines,
     candidates: Candidates,
     rng: SmallRng,
+    /// The victim being copied out a few pages per host write, as the FTL's background
+    /// collection does (`Ftl::collect_step`), and its pages per host write.
+    collecting: Option<(u32, f64)>,
 }
 
 /// Runs a fill and then `drive_writes` of uniform random writes; `progress` gets the fraction
@@ -113,6 +117,7 @@ pub(crate) fn precondition(s: &Setup, drive_writes: f64, mut progress: impl FnMu
             collector_open: None,
             clock: 0,
             copied: 0,
+            copied_exact: 0.0,
             random_writes: 0,
         },
         candidates: match s.victim {
@@ -124,6 +129,7 @@ pub(crate) fn precondition(s: &Setup, drive_writes: f64, mut progress: impl FnMu
             }
         },
         rng: SmallRng::seed_from_u64(s.seed),
+        collecting: None,
     };
     // The fill: every logical page once, in order; nothing is invalidated.
     let mut left = s.logical_pages;
@@ -161,16 +167,26 @@ impl Model<'_> {
         let line = match open {
             Some(line) => line,
             None => {
+                // Forced collection: whole victims while the host waits.
                 while self.lines.free.len() <= self.s.gc_forced_free_lines as usize {
-                    if !self.collect() {
+                    if self.collecting.is_none() && !self.start_victim() {
                         break;
                     }
+                    self.copy_out(f64::INFINITY);
                 }
                 self.open_line()
             }
         };
         self.lines.host_open = Some(line);
-        (self.p - self.written[line as usize]) as u64
+        let room = (self.p - self.written[line as usize]) as u64;
+        // A step ends where the victim in collection is done, so the next starts on time.
+        match self.collecting {
+            Some((victim, quota)) => {
+                let left = self.u[victim as usize] * self.g;
+                room.min(((left / quota).ceil() as u64).max(1))
+            }
+            None => room,
+        }
     }
 
     fn open_line(&mut self) -> u32 {
@@ -197,10 +213,13 @@ impl Model<'_> {
         if self.written[line] >= self.p {
             self.fill(line as u32);
         }
-        while self.lines.free.len() <= self.s.gc_background_free_lines as usize {
-            if !self.collect() {
-                break;
-            }
+        if let Some((_, quota)) = self.collecting {
+            self.copy_out(quota * h as f64);
+        }
+        if self.collecting.is_none()
+            && self.lines.free.len() <= self.s.gc_background_free_lines as usize
+        {
+            self.start_victim();
         }
     }
 
@@ -251,16 +270,29 @@ impl Model<'_> {
         }
     }
 
-    /// Collects one victim: its valid pages into the collector's open line, then frees it.
-    /// False if no line is full.
-    fn collect(&mut self) -> bool {
+    /// Picks the next victim and how many of its pages to copy per host write: `v / (P - v)`
+    /// rounded up, as the FTL paces it. False if no line is full.
+    fn start_victim(&mut self) -> bool {
         let Some(victim) = self.pick() else {
             return false;
         };
+        let v = (self.u[victim as usize] * self.g).round();
+        let quota = (v / (self.p - v).max(1.0)).ceil().max(1.0);
+        self.collecting = Some((victim, quota));
+        true
+    }
+
+    /// Copies up to `pages` of the victim's valid pages into the collector's open line; frees
+    /// the victim once none is left.
+    fn copy_out(&mut self, pages: f64) {
+        let Some((victim, _)) = self.collecting else {
+            return;
+        };
         let v = victim as usize;
-        let mut pages = self.u[v] * self.g;
-        self.lines.copied += pages.round() as u64;
-        while pages > 1e-9 {
+        let mut left = (self.u[v] * self.g).min(pages);
+        self.lines.copied_exact += left;
+        self.u[v] -= left / self.g;
+        while left > 1e-9 {
             let open = self
                 .lines
                 .collector_open
@@ -271,26 +303,30 @@ impl Model<'_> {
             };
             self.lines.collector_open = Some(line);
             let l = line as usize;
-            let k = pages.min(self.p - self.written[l]);
+            let k = left.min(self.p - self.written[l]);
             self.written[l] += k;
             self.u[l] += k / self.g;
-            pages -= k;
+            left -= k;
             if self.p - self.written[l] < 1e-9 {
                 self.fill(line);
             }
         }
+        if self.u[v] * self.g > 1e-6 {
+            return;
+        }
+        self.collecting = None;
         self.u[v] = 0.0;
         self.written[v] = 0.0;
         self.lines.kind[v] = Kind::Free;
         self.lines.erases[v] += 1;
         self.lines.free.push_back(victim);
-        true
     }
 
     /// Whole pages: each line's valid count rounded so they sum to the logical pages
     /// (largest remainders), and its slots written.
     fn finish(mut self) -> Lines {
         let n = self.u.len();
+        self.lines.copied = self.lines.copied_exact.round() as u64;
         let exact: Vec<f64> = (0..n).map(|l| self.u[l] * self.g).collect();
         let mut valid: Vec<u32> = exact.iter().map(|&v| v.floor() as u32).collect();
         let sum: u64 = valid.iter().map(|&v| u64::from(v)).sum();

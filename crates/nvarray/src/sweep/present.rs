@@ -205,9 +205,8 @@ fn plot(
     // Values a hundredfold apart, or stepping by a factor (1t, 2t, 4t, ... 64t; queue depths
     // 1 to 32), read best on a log axis.
     let geometric = positive.len() >= 3 && positive.windows(2).all(|w| w[1] >= 1.5 * w[0]);
-    let log_x = !categorical
-        && positive.len() == xs.len()
-        && (span >= 100.0 || (geometric && span >= 8.0));
+    let log_x =
+        !categorical && positive.len() == xs.len() && (span >= 100.0 || (geometric && span >= 8.0));
     let at = positions(grid, points);
     let per_curve = x_dim.values.len();
     let curves = grid.len() / per_curve;
