@@ -10,8 +10,11 @@
 //! line of `P` pages strays from it by about `1/sqrt(P)` of its count (0.2 % for the tlc
 //! preset's 262,144-page lines). One factor `g` holds the decay of every line, so a step of
 //! writes costs O(1) and a victim O(log lines). The host writes a step of `P / 16` pages into
-//! its open line at a time; the collector, at the free-line thresholds, copies a whole
-//! victim's valid pages into its own open line and frees the victim.
+//! its open line at a time (less when the victim in collection is done sooner); the collector
+//! paces a victim as the FTL does (`v / (P - v)` pages per host write, rounded up, from the
+//! background threshold; whole victims at the forced one). Pacing matters: copying each
+//! victim at once picks the next one before the lines have lost as many pages, and the
+//! write amplification came out 3 % high (docs/flash.md).
 //!
 //! Victim policies: greedy (fewest valid pages: with one decay for all, the line with the
 //! smallest `u = v / g`), FIFO, random and d-choice. Cost-benefit's score moves with each
