@@ -237,6 +237,8 @@ impl Ftl {
         let logical = geometry.logical_pages;
         let (forced, background) = (cfg.gc_forced_free_lines, cfg.gc_background_free_lines);
         let handles = cfg.placement_handles as usize;
+        // Maps that would fit the budget written densely go straight to arrays.
+        let sparse = page_by_page_map_bytes(logical, physical) > cfg.map_budget_bytes / 2;
         Ok(Ftl {
             dies: geometry.dies,
             pages_per_line,
@@ -244,8 +246,8 @@ impl Ftl {
             logical_pages: logical,
             gc_background_free_lines: background,
             gc_forced_free_lines: forced,
-            l2p: PagedMap::new(logical, physical, Fill::Value(UNMAPPED)),
-            p2l: PagedMap::new(physical, logical, Fill::Value(UNMAPPED)),
+            l2p: PagedMap::new(logical, physical, Fill::Value(UNMAPPED)).sparse_first(sparse),
+            p2l: PagedMap::new(physical, logical, Fill::Value(UNMAPPED)).sparse_first(sparse),
             valid: vec![0; lines as usize],
             valid_on_die: vec![0; lines as usize * geometry.dies as usize],
             state: vec![LineState::Free; lines as usize],
