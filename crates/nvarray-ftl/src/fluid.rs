@@ -163,11 +163,7 @@ pub(crate) fn precondition(s: &Setup, drive_writes: f64, mut progress: impl FnMu
 impl Model<'_> {
     /// Slots left in the host's open line, opening one (after forced collection) if none.
     fn host_room(&mut self) -> u64 {
-        let open = self
-            .lines
-            .host_open
-            .filter(|&l| self.written[l as usize] < self.p);
-        let line = match open {
+        let line = match self.with_room(self.lines.host_open) {
             Some(line) => line,
             None => {
                 // Forced collection: whole victims while the host waits.
@@ -190,6 +186,11 @@ impl Model<'_> {
             }
             None => room,
         }
+    }
+
+    /// `line` if it has a slot left.
+    fn with_room(&self, line: Option<u32>) -> Option<u32> {
+        line.filter(|&l| self.written[l as usize] < self.p)
     }
 
     fn open_line(&mut self) -> u32 {
@@ -296,11 +297,7 @@ impl Model<'_> {
         self.lines.copied_exact += left;
         self.u[v] -= left / self.g;
         while left > 1e-9 {
-            let open = self
-                .lines
-                .collector_open
-                .filter(|&l| self.written[l as usize] < self.p);
-            let line = match open {
+            let line = match self.with_room(self.lines.collector_open) {
                 Some(line) => line,
                 None => self.open_line(),
             };
