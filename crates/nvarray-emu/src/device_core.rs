@@ -7,7 +7,7 @@
 //! stands for. The engine keeps it behind one lock and each visit is short: hand over the
 //! commands taken, advance the model to the clock, hand out what it finished.
 
-use nvarray_model::{Breakdown, Command, DeviceConfig, DeviceModel, Op};
+use nvarray_model::{Breakdown, Command, CommandError, DeviceConfig, DeviceModel, Op};
 
 use crate::protocol::{Opcode, Status};
 use crate::tag_pool::Tag;
@@ -74,6 +74,8 @@ pub struct DeviceCore {
     /// `advance` at or after their deadline (a deallocate's is its submission; a flush's is
     /// when the write buffer has drained). They have no breakdown.
     done_at_once: Vec<Finished>,
+    /// Whether the model's refusal of writes past the map budget has been logged (once).
+    map_budget_logged: bool,
 }
 
 impl DeviceCore {
@@ -83,6 +85,7 @@ impl DeviceCore {
             modelled_sum: Breakdown::default(),
             modelled_count: 0,
             done_at_once: Vec::new(),
+            map_budget_logged: false,
         }
     }
 
@@ -135,7 +138,15 @@ impl DeviceCore {
             len_bytes: s.len_bytes,
             placement: s.placement,
         };
-        self.model.submit(cmd, now_ns).map_err(|e| Status::from(&e))
+        self.model.submit(cmd, now_ns).map_err(|e| {
+            if let CommandError::MapBudget(why) = &e {
+                if !self.map_budget_logged {
+                    self.map_budget_logged = true;
+                    eprintln!("nvarray: {why}; the device refuses writes from now on");
+                }
+            }
+            Status::from(&e)
+        })
     }
 
     /// Finishes `s`, a command the model's pipeline does not take, at `deadline_ns`.
@@ -292,6 +303,50 @@ mod tests {
         .map(|(k, v)| (k.to_string(), v))
         .collect();
         DeviceCore::new(&preset("tlc").unwrap().load(&ov).unwrap())
+    }
+
+    #[test]
+    fn writes_past_the_ftl_map_budget_are_refused_and_reads_still_served() {
+        // A 1 TiB drive whose maps may take a few KiB more than its directories: scattered
+        // 4 KiB writes outgrow that within a few hundred.
+        let load = |budget: &str| {
+            let ov: Vec<(String, String)> = [
+                ("memory.capacity_bytes", "1t"),
+                ("ftl.enabled", "true"),
+                ("ftl.map_budget_bytes", budget),
+            ]
+            .into_iter()
+            .map(|(k, v)| (k.to_string(), v.to_string()))
+            .collect();
+            preset("tlc").unwrap().load(&ov).unwrap()
+        };
+        let base = DeviceModel::new(&load("8g"))
+            .ftl_stats()
+            .unwrap()
+            .host_map_bytes;
+        let mut c = DeviceCore::new(&load(&(base + 8192).to_string()));
+        let (mut refused, mut now) = (None, 0);
+        for k in 0..4096u64 {
+            let offset = k.wrapping_mul(0x9E37_79B9) % (1 << 28) * 4096;
+            if let Err(status) = c.submit(sub(0, Opcode::Write, offset, 4096), now) {
+                refused = Some((k, status));
+                break;
+            }
+            now = drain(&mut c)
+                .iter()
+                .map(|f| f.deadline_ns)
+                .max()
+                .unwrap_or(now);
+        }
+        let (k, status) = refused.expect("writes past the budget are refused");
+        assert!(k > 0, "the first write fits");
+        assert_eq!(status, Status::IoError);
+        c.submit(sub(0, Opcode::Read, 0, 4096), now).unwrap();
+        assert!(c
+            .model()
+            .check_ftl_map_budget()
+            .unwrap_err()
+            .contains("ftl.map_budget_bytes"));
     }
 
     /// The TLC preset's program time (2.5 ms), which a write buffer hides from writes and a

@@ -173,6 +173,9 @@ impl From<&CommandError> for Status {
             CommandError::OutOfRange { .. } => Status::OutOfRange,
             CommandError::Misaligned { .. } => Status::Misaligned,
             CommandError::BadLength { .. } => Status::BadLength,
+            // The device cannot take the write (its maps are past the machine's budget for
+            // them, logged by the device core): an error of the device, like a backing's.
+            CommandError::MapBudget(_) => Status::IoError,
         }
     }
 }

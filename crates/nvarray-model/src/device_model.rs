@@ -89,6 +89,11 @@ impl DeviceModel {
     /// `now_ns`). A refused command changes nothing.
     #[inline]
     pub fn submit(&mut self, cmd: Command, now_ns: u64) -> Result<(), CommandError> {
+        // Writes stop, refused, once the FTL's maps outgrow the machine's budget for them.
+        if cmd.op == crate::device::Op::Write {
+            self.check_ftl_map_budget()
+                .map_err(CommandError::MapBudget)?;
+        }
         if self.fabric.is_none() {
             return self.device.submit(cmd, now_ns);
         }

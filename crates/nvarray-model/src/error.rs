@@ -50,4 +50,8 @@ pub enum CommandError {
         len_bytes: u32,
         max_transfer_bytes: u32,
     },
+    /// A write on flash behind an FTL whose maps have grown past `ftl.map_budget_bytes`: a
+    /// limit of the machine running the model, named in the text.
+    #[error("{0}")]
+    MapBudget(String),
 }

@@ -32,9 +32,6 @@ pub enum SimError {
     },
     #[error("zns: {0}")]
     Zoned(String),
-    /// The FTL's maps grew past `ftl.map_budget_bytes` (the run stops there).
-    #[error("{0}")]
-    MapBudget(String),
     /// A job only time ends, on a device that completes requests in no time: the virtual
     /// clock would never move, and the run never end.
     #[error(

@@ -727,7 +727,6 @@ fn run_phase(
         if events_to_progress == 0 {
             events_to_progress = EVENTS_PER_PROGRESS;
             progress(host.fraction_done(t - start_ns, stop_ns - start_ns, ios_total, bytes_total));
-            model.check_ftl_map_budget().map_err(SimError::MapBudget)?;
         }
         if device_first {
             model.advance(t, |c| {
