@@ -19,10 +19,10 @@ use crate::map_cache::{MapCache, MapLookup, MAP_ENTRY_BYTES};
 use crate::moves::{prefetch_ahead, Maps, Move, Moves, UNMAPPED};
 use crate::paged_map::{Fill, PagedMap};
 use crate::pool::{Pool, POOLED};
-
-mod bulk;
 use crate::victims::{LineView, Victims};
 use crate::work::{DieWork, GcWork};
+
+mod bulk;
 
 const NO_LINE: u32 = u32::MAX;
 
@@ -793,24 +793,21 @@ impl Ftl {
         };
         let total = pool.in_line(line).min(pages);
         let mut left = total;
-        let mut shares = Vec::new();
         while left > 0 {
             let (first, n) = self.next_slots(Stream::Collector, handle, left, work);
             let to = self.line_of(first);
+            let (dies, logical) = (self.dies, self.logical_pages);
+            let (on_die, cache) = (&mut self.valid_on_die, &mut self.map_cache);
             let pool = self.pool.as_mut().expect("checked");
-            shares.clear();
-            pool.move_pages((line, to), n, |die, k| shares.push((die, k)));
-            for &(die, k) in &shares {
-                self.valid_on_die[(line * self.dies + die) as usize] -= k;
-                self.valid_on_die[(to * self.dies + die) as usize] += k;
+            pool.move_pages((line, to), n, |die, k| {
+                on_die[(line * dies + die) as usize] -= k;
+                on_die[(to * dies + die) as usize] += k;
                 work.add_reads(die, k);
                 work.add_programs(die, k);
-                if let Some(cache) = self.map_cache.as_mut() {
-                    for _ in 0..k {
-                        cache.moved(pool.any_page_on(die, self.logical_pages));
-                    }
+                if let Some(cache) = cache.as_mut() {
+                    cache.moved_on_die(die, dies, logical, k);
                 }
-            }
+            });
             self.valid[line as usize] -= n;
             self.valid[to as usize] += n;
             left -= n;

@@ -52,6 +52,8 @@ pub(crate) struct MapCache {
     /// each when it is freed.
     batch: Vec<u64>,
     counters: MapCounters,
+    /// Draws the pages behind the collector's moves of pooled pages (`moved_on_die`).
+    rng: rand::rngs::SmallRng,
 }
 
 impl MapCache {
@@ -73,6 +75,7 @@ impl MapCache {
             on_flash: vec![0; translation_pages.div_ceil(64) as usize],
             batch: Vec::new(),
             counters: MapCounters::default(),
+            rng: rand::SeedableRng::seed_from_u64(translation_pages),
         }
     }
 
@@ -186,6 +189,19 @@ impl MapCache {
         match self.pages.peek_mut(&page) {
             Some(dirty) => *dirty = true,
             None => self.batch.push(page),
+        }
+    }
+
+    /// The collector moved `k` pooled pages on `die` (`pool.rs`): pages whose logical pages
+    /// are not kept, so each entry changed is one drawn uniformly from the `logical` pages on
+    /// that die (`lpn mod dies == die`), as a uniformly random pooled page's would be.
+    pub(crate) fn moved_on_die(&mut self, die: u32, dies: u32, logical: u64, k: u32) {
+        use rand::Rng;
+        let dies = u64::from(dies);
+        let on_die = (logical - u64::from(die)).div_ceil(dies).max(1);
+        for _ in 0..k {
+            let lpn = u64::from(die) + dies * self.rng.gen_range(0..on_die);
+            self.moved(lpn);
         }
     }
 

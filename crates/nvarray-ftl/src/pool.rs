@@ -136,14 +136,6 @@ impl Pool {
         }
         total
     }
-
-    /// A logical page drawn uniformly from those on `die` (a stand-in for a pooled page the
-    /// collector moved, whose identity is not kept).
-    pub(crate) fn any_page_on(&mut self, die: u32, logical_pages: u64) -> u64 {
-        let dies = u64::from(self.dies);
-        let on_die = (logical_pages - u64::from(die)).div_ceil(dies);
-        u64::from(die) + dies * self.rng.gen_range(0..on_die.max(1))
-    }
 }
 
 #[cfg(test)]

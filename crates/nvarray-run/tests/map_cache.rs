@@ -11,20 +11,23 @@ use nvarray_model::{DeviceConfig, FtlStats};
 use nvarray_report::RunReport;
 use nvarray_run::sim;
 
+/// The tlc preset with its FTL on and `settings`, or why it is refused.
+fn tlc_with(settings: &[(&str, &str)]) -> Result<DeviceConfig, String> {
+    let mut set = vec![("ftl.enabled".to_string(), "true".to_string())];
+    set.extend(settings.iter().map(|(k, v)| (k.to_string(), v.to_string())));
+    preset("tlc").unwrap().load(&set).map_err(|e| e.to_string())
+}
+
 /// A 16 GiB tlc drive, filled, with 1 MiB erase blocks (64 MiB lines, so the spare area holds
 /// enough of them) and a map cache of `cache` (a size, `0` for none).
 fn tlc(cache: &str) -> DeviceConfig {
-    let set = |k: &str, v: &str| (k.to_string(), v.to_string());
-    preset("tlc")
-        .unwrap()
-        .load(&[
-            set("memory.capacity_bytes", "16g"),
-            set("memory.erase_block_bytes", "1m"),
-            set("ftl.enabled", "true"),
-            set("ftl.precondition", "fill"),
-            set("ftl.map_cache_bytes", cache),
-        ])
-        .unwrap()
+    tlc_with(&[
+        ("memory.capacity_bytes", "16g"),
+        ("memory.erase_block_bytes", "1m"),
+        ("ftl.precondition", "fill"),
+        ("ftl.map_cache_bytes", cache),
+    ])
+    .unwrap()
 }
 
 fn random_reads(cache: &str, span: &str, iodepth: &str, ios: &str) -> RunReport {
@@ -133,16 +136,12 @@ fn map_writes_count_in_the_write_amplification() {
 
 #[test]
 fn a_cache_that_is_not_whole_translation_pages_is_refused_with_the_field_named() {
-    let e = preset("tlc")
-        .unwrap()
-        .load(&[
-            ("memory.capacity_bytes".into(), "16g".into()),
-            ("memory.erase_block_bytes".into(), "1m".into()),
-            ("ftl.enabled".into(), "true".into()),
-            ("ftl.map_cache_bytes".into(), "6000".into()),
-        ])
-        .unwrap_err()
-        .to_string();
+    let e = tlc_with(&[
+        ("memory.capacity_bytes", "16g"),
+        ("memory.erase_block_bytes", "1m"),
+        ("ftl.map_cache_bytes", "6000"),
+    ])
+    .unwrap_err();
     assert!(
         e.contains("ftl.map_cache_bytes") && e.contains("6000"),
         "{e}"
@@ -152,12 +151,11 @@ fn a_cache_that_is_not_whole_translation_pages_is_refused_with_the_field_named()
 /// The tlc preset at `capacity`, preconditioned `random:1`, with `extra` settings.
 fn large_tlc(capacity: &str, extra: &[(&str, &str)]) -> DeviceConfig {
     let mut set = vec![
-        ("memory.capacity_bytes".to_string(), capacity.to_string()),
-        ("ftl.enabled".to_string(), "true".to_string()),
-        ("ftl.precondition".to_string(), "random:1".to_string()),
+        ("memory.capacity_bytes", capacity),
+        ("ftl.precondition", "random:1"),
     ];
-    set.extend(extra.iter().map(|(k, v)| (k.to_string(), v.to_string())));
-    preset("tlc").unwrap().load(&set).unwrap()
+    set.extend_from_slice(extra);
+    tlc_with(&set).unwrap()
 }
 
 #[test]
@@ -168,7 +166,7 @@ fn a_64_tib_drive_preconditions_in_bulk_and_its_maps_hold_what_the_run_wrote() {
     let f = ftl(&r);
     assert!(f.precondition_in_bulk);
     assert_eq!(f.logical_pages, 1 << 34);
-    // Directories, per-line counts and the pool: about 184 MiB, nowhere near the 128 GiB a
+    // Directories, per-line counts and the pool: about 102 MiB, nowhere near the 128 GiB a
     // full map of both directions would take.
     assert!(f.host_map_bytes < 256 << 20, "{}", f.host_map_bytes);
     let m = f.map_cache.as_ref().unwrap();
