@@ -51,7 +51,7 @@ impl Pattern {
 /// Request sizes of the grid: 512 B to 1 MiB.
 pub const SIZES: [u32; 6] = [512, 4096, 16 << 10, 64 << 10, 256 << 10, 1 << 20];
 /// Queue depths of the grid: 1 to 128.
-pub const DEPTHS: [u32; 5] = [1, 4, 16, 32, 128];
+pub const DEPTHS: [u32; 8] = [1, 2, 4, 8, 16, 32, 64, 128];
 
 /// One fio job of the grid.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, serde::Serialize, serde::Deserialize)]
@@ -72,9 +72,15 @@ impl Job {
         format!("{}-{bs}-qd{}", self.pattern.rw(), self.iodepth)
     }
 
-    /// fio's arguments for this job on `target`: direct I/O, `runtime` long, over the first
-    /// `span_bytes`, JSON+ out.
-    pub fn fio_args(&self, target: &str, span_bytes: u64, runtime: Duration) -> Vec<String> {
+    /// fio's arguments for this job on `target`: direct I/O, measured for `runtime` after
+    /// `ramp`, over the first `span_bytes`, JSON+ out with the total latency's bins.
+    pub fn fio_args(
+        &self,
+        target: &str,
+        span_bytes: u64,
+        runtime: Duration,
+        ramp: Duration,
+    ) -> Vec<String> {
         let mut args = vec![
             format!("--name={}", self.name()),
             format!("--filename={target}"),
@@ -88,6 +94,8 @@ impl Job {
             format!("--runtime={}ms", runtime.as_millis().max(1)),
             "--randrepeat=0".to_string(),
             "--norandommap=1".to_string(),
+            format!("--ramp_time={}ms", ramp.as_millis()),
+            "--lat_percentiles=1".to_string(),
             "--output-format=json+".to_string(),
         ];
         if self.pattern == Pattern::RandMix70 {
@@ -185,7 +193,7 @@ mod tests {
         assert_eq!(names.len(), 6);
         assert_eq!(&names[..2], ["randread-4k-qd1", "randwrite-4k-qd1"]);
         assert!(names.contains(&"read-1m-qd32".to_string()), "{names:?}");
-        assert_eq!(p.jobs.len() + p.left_out.len(), 150);
+        assert_eq!(p.jobs.len() + p.left_out.len(), 240);
     }
 
     #[test]
@@ -195,7 +203,12 @@ mod tests {
             bs: 16 << 10,
             iodepth: 4,
         };
-        let a = j.fio_args("/dev/loop0", 1 << 30, Duration::from_secs(5));
+        let a = j.fio_args(
+            "/dev/loop0",
+            1 << 30,
+            Duration::from_secs(5),
+            Duration::from_millis(500),
+        );
         for want in [
             "--direct=1",
             "--output-format=json+",
@@ -204,6 +217,8 @@ mod tests {
             "--bs=16384",
             "--runtime=5000ms",
             "--name=randrw-16k-qd4",
+            "--ramp_time=500ms",
+            "--lat_percentiles=1",
         ] {
             assert!(a.contains(&want.to_string()), "{want} in {a:?}");
         }

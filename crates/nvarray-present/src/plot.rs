@@ -56,6 +56,9 @@ pub struct Chart<'a> {
     /// Optional reference points drawn as distinct markers (e.g. published figures from a
     /// paper), with their own legend label.
     pub reference: Option<&'a Series>,
+    /// The first series is a guide line (such as fitted = measured) and the others are
+    /// points not joined, each one marked (measured against fitted, one point per job).
+    pub guide_then_points: bool,
 }
 
 /// Image size for both formats; PNG is 1024x640 so it reads well in a terminal image viewer
@@ -400,6 +403,17 @@ where
         let line_style = color.stroke_width(2);
         let marker_style = color.filled();
 
+        if chart.guide_then_points && index > 0 {
+            context
+                .draw_series(
+                    layout
+                        .points(&series.points)
+                        .map(|p| Circle::new(p, MARKER_RADIUS_PX, marker_style)),
+                )?
+                .label(series.label.as_str())
+                .legend(move |(x, y)| Circle::new((x + 10, y), MARKER_RADIUS_PX, marker_style));
+            continue;
+        }
         context
             .draw_series(LineSeries::new(layout.points(&series.points), line_style))?
             .label(series.label.as_str())
@@ -672,6 +686,7 @@ mod tests {
             log_y: true,
             series,
             reference,
+            guide_then_points: false,
         }
     }
 
@@ -779,6 +794,7 @@ mod tests {
             log_y: false,
             series: &[],
             reference: None,
+            guide_then_points: false,
         };
         write_chart(&with_title, &chart("A long title that must be drawn")).unwrap();
         write_chart(&without_title, &chart("")).unwrap();
@@ -882,6 +898,7 @@ mod tests {
                 log_y,
                 series: &series,
                 reference: None,
+                guide_then_points: false,
             };
             for extension in ["svg", "png"] {
                 let path = temp_path(&format!("odd-{name}.{extension}"));
@@ -902,6 +919,7 @@ mod tests {
             log_y: true,
             series: &series,
             reference: None,
+            guide_then_points: false,
         };
         let layout = Layout::new(&chart);
         assert!(!layout.x.log);

@@ -344,6 +344,7 @@ fn run_ycsb(a: YcsbArgs) -> anyhow::Result<()> {
                 log_y: false,
                 series: &series,
                 reference: None,
+                guide_then_points: false,
             },
         )?;
         eprintln!("wrote {}", a.plot.display());

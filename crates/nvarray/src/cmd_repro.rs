@@ -318,6 +318,7 @@ fn draw(path: &Path, figure: &FigureResult, plot: &PlotData) -> Result<(), Chart
                     log_y: *log_y,
                     series: &series,
                     reference: (!published.is_empty()).then_some(&reference),
+                    guide_then_points: false,
                 },
             )
         }

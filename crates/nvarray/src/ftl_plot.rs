@@ -96,6 +96,7 @@ pub fn write(path: &Path, title: &str, curves: &[Curve]) -> Result<()> {
                 log_y: false,
                 series,
                 reference: None,
+                guide_then_points: false,
             },
         )
         .map_err(|e| anyhow::anyhow!("{e}"))?;

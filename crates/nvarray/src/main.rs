@@ -7,6 +7,7 @@
 mod args;
 mod channel_args;
 mod cmd_bench;
+mod cmd_fit;
 mod cmd_mount;
 mod cmd_pm;
 mod cmd_pm_bench;
@@ -15,6 +16,7 @@ mod cmd_repro;
 mod cmd_serve;
 mod cmd_sim;
 mod emu_args;
+mod fit_report;
 mod ftl_plot;
 mod input;
 mod output;
@@ -70,6 +72,12 @@ enum Command {
     /// emulator holds it in memory): `--set memory.capacity_bytes=1g` gives the simulator
     /// the same device.
     Sim(Box<cmd_sim::SimArgs>),
+    /// A model of your own drive: `nvarray fit collect DEVICE --out DIR` runs real fio over
+    /// a grid of jobs on it; `nvarray fit DIR --base PRESET --out my-drive.toml` fits the
+    /// preset's parameters to what it measured (the simulator against every training job),
+    /// prints each with its confidence range and says which the grid cannot identify, the
+    /// error per job and on held-out jobs, and writes the preset and a plot.
+    Fit(Box<cmd_fit::FitArgs>),
     /// Export the emulated device over NBD, so unmodified software (fio's nbd engine,
     /// qemu-io, qemu-img, nbdcopy, nbdinfo, the kernel's nbd-client) runs against it, and/or
     /// to user-space channels (`--channels unix:PATH`: libnvarray and fio's external engine,
@@ -133,6 +141,7 @@ fn main() -> ExitCode {
     let result = match cli.command {
         Command::Bench(a) => cmd_bench::run(*a),
         Command::Sim(a) => cmd_sim::run(*a),
+        Command::Fit(a) => cmd_fit::run(*a),
         Command::Fio(a) => cmd_bench::run_fio(*a),
         Command::Serve(a) => cmd_serve::run(*a),
         Command::Mount(a) => cmd_mount::run(*a),

@@ -258,6 +258,7 @@ fn plot(
             log_y: false,
             series: &series,
             reference: None,
+            guide_then_points: false,
         },
     )
 }

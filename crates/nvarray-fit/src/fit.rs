@@ -1,0 +1,371 @@
+//! `nvarray fit DIR`: the base preset's parameters (`params`) moved until the simulator
+//! reproduces the training jobs' IOPS and mean latency (`search`, the loss in log ratios, so a
+//! 10 % miss weighs the same at 500 IOPS as at 500 K), then each parameter's range and
+//! whether the grid identifies it (`uncertainty`), and the error on the held-out jobs the fit
+//! never saw.
+
+use std::path::Path;
+use std::time::Instant;
+
+use nvarray_model::overrides::apply_overrides;
+use nvarray_model::DeviceConfig;
+use nvarray_workload::Workload;
+
+use crate::grid::Job;
+use crate::manifest::Manifest;
+use crate::measured::{self, Figures};
+use crate::params::{self, Param};
+use crate::search::{self, Objective};
+use crate::simulate;
+use crate::uncertainty::{self, Range};
+
+/// A run the candidate device cannot make counts as this far off in each log ratio (×100).
+const MISS: f64 = 4.605_170_185_988_091; // ln 100
+
+pub struct FitOptions {
+    /// Threads for the simulator's runs.
+    pub jobs: usize,
+    /// Most objective evaluations (each a simulation of every training job).
+    pub evaluations: usize,
+}
+
+/// One measured job, ready for the simulator.
+pub struct JobData {
+    pub job: Job,
+    pub measured: Figures,
+    pub held_out: bool,
+    workload: Workload,
+}
+
+/// Jobs of the collection left out of the fit, and why.
+#[derive(Clone, Debug, serde::Serialize)]
+pub struct Skipped {
+    pub job: String,
+    pub why: String,
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum FitError {
+    #[error(transparent)]
+    Manifest(#[from] crate::manifest::ManifestError),
+    #[error("{dir}: fio reports {version:?}; nvarray fit reads fio 3's JSON+ (fio-3.x) or nvarray's own")]
+    FioVersion { dir: String, version: String },
+    #[error("{0}")]
+    Output(#[from] measured::FioOutputError),
+    #[error("only {usable} usable jobs in {dir} ({skipped} skipped); a fit needs at least {needed}")]
+    TooFewJobs {
+        dir: String,
+        usable: usize,
+        skipped: usize,
+        needed: usize,
+    },
+    #[error("the base device: {0}")]
+    Base(String),
+    #[error(transparent)]
+    Points(#[from] crate::points::PointsError),
+}
+
+/// The jobs of a collection (a directory `fit collect` wrote, or a file of published points)
+/// with their figures; jobs fio failed are skipped with the reason.
+pub fn load(path: &Path, held_out: f64) -> Result<(Manifest, Vec<JobData>, Vec<Skipped>), FitError> {
+    let (manifest, dir) = if path.is_file() {
+        (crate::points::read(path)?, None)
+    } else {
+        (Manifest::read(path)?, Some(path))
+    };
+    if !measured::known_version(&manifest.fio_version) {
+        return Err(FitError::FioVersion {
+            dir: path.display().to_string(),
+            version: manifest.fio_version.clone(),
+        });
+    }
+    let mut jobs = Vec::new();
+    let mut skipped = Vec::new();
+    for record in &manifest.jobs {
+        let name = record.job.name();
+        let skip = |why: String| Skipped {
+            job: name.clone(),
+            why,
+        };
+        if let Some(e) = &record.error {
+            skipped.push(skip(e.clone()));
+            continue;
+        }
+        let figures = match (record.figures, dir) {
+            (Some(f), _) => f,
+            (None, None) => {
+                skipped.push(skip("no figures".into()));
+                continue;
+            }
+            (None, Some(dir)) => {
+                let path = dir.join(&record.file);
+                let shown = path.display().to_string();
+                let read = std::fs::read_to_string(&path)
+                    .map_err(|e| measured::FioOutputError::Layout {
+                        file: shown.clone(),
+                        what: e.to_string(),
+                    })
+                    .and_then(|text| measured::figures(&text, &shown));
+                match read {
+                    Ok(f) => f,
+                    // Another tool's output is the collection's fault, not one job's.
+                    Err(e @ measured::FioOutputError::Version { .. }) => return Err(e.into()),
+                    Err(e) => {
+                        skipped.push(skip(e.to_string()));
+                        continue;
+                    }
+                }
+            }
+        };
+        jobs.push(JobData {
+            job: record.job,
+            measured: figures,
+            held_out: is_held_out(&name, held_out),
+            workload: simulate::workload(&record.job, &figures, manifest.span_bytes),
+        });
+    }
+    let needed = 3;
+    let training = jobs.iter().filter(|j| !j.held_out).count();
+    if training < needed {
+        return Err(FitError::TooFewJobs {
+            dir: path.display().to_string(),
+            usable: training,
+            skipped: skipped.len(),
+            needed,
+        });
+    }
+    Ok((manifest, jobs, skipped))
+}
+
+/// Whether the job called `name` is held out: a share `fraction` of names, by FNV-1a hash,
+/// so the split is the same on every machine and for every subset of the grid.
+pub fn is_held_out(name: &str, fraction: f64) -> bool {
+    let mut h: u64 = 0xcbf2_9ce4_8422_2325;
+    for b in name.bytes() {
+        h ^= u64::from(b);
+        h = h.wrapping_mul(0x0100_0000_01b3);
+    }
+    ((h >> 11) as f64 / (1u64 << 53) as f64) < fraction
+}
+
+/// A fitted parameter as the report shows it.
+#[derive(Clone, Debug, serde::Serialize)]
+pub struct FittedParam {
+    pub name: &'static str,
+    pub meaning: &'static str,
+    pub base: f64,
+    pub value: f64,
+    pub range: Range,
+}
+
+/// One job's measured and fitted figures.
+#[derive(Clone, Debug, serde::Serialize)]
+pub struct JobFit {
+    pub job: String,
+    pub held_out: bool,
+    pub measured: Figures,
+    /// `None` when the fitted device could not run it.
+    pub fitted: Option<Figures>,
+}
+
+/// Mean absolute percentage errors over a set of jobs.
+#[derive(Clone, Copy, Debug, Default, serde::Serialize)]
+pub struct Mape {
+    pub jobs: usize,
+    pub iops: f64,
+    pub mean_latency: f64,
+    pub p99: f64,
+}
+
+#[derive(Clone, Debug, serde::Serialize)]
+pub struct FitReport {
+    pub base: String,
+    pub params: Vec<FittedParam>,
+    pub jobs: Vec<JobFit>,
+    pub training: Mape,
+    pub held_out: Mape,
+    /// Loss (mean squared log ratio of IOPS and of mean latency over the training jobs) at
+    /// the base preset and at the fit.
+    pub loss_base: f64,
+    pub loss: f64,
+    pub evaluations: usize,
+    pub budget_spent: bool,
+    pub seconds: f64,
+    pub skipped: Vec<Skipped>,
+    /// The fitted parameters' overrides on the base preset.
+    pub assignments: Vec<(String, String)>,
+    /// Over-provisioning fitted to the steady-state rounds (a flash base, steady data).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub steady: Option<crate::steady_fit::SteadyFit>,
+}
+
+impl FitReport {
+    pub fn not_identified(&self) -> Vec<&'static str> {
+        self.params
+            .iter()
+            .filter(|p| !p.range.identified)
+            .map(|p| p.name)
+            .collect()
+    }
+}
+
+/// Fits `base_toml` (named `base_name` in the report) to `jobs`; `progress(evaluations, loss)`
+/// hears each improvement.
+pub fn fit(
+    base_name: &str,
+    base_toml: &str,
+    manifest: &Manifest,
+    jobs: &[JobData],
+    skipped: Vec<Skipped>,
+    opts: &FitOptions,
+    progress: &mut dyn FnMut(usize, f64),
+) -> Result<FitReport, FitError> {
+    let started = Instant::now();
+    let base = apply_overrides(base_toml, &[]).map_err(|e| FitError::Base(e.to_string()))?;
+    let params = params::for_base(&base);
+    let training: Vec<&JobData> = jobs.iter().filter(|j| !j.held_out).collect();
+    let train_loads: Vec<Workload> = training.iter().map(|j| j.workload.clone()).collect();
+    let train_measured: Vec<Figures> = training.iter().map(|j| j.measured).collect();
+    let device_at = |values: &[f64]| -> Option<DeviceConfig> {
+        apply_overrides(base_toml, &assignments(&params, values)).ok()
+    };
+    let residuals_at = |values: &[f64]| -> Vec<f64> {
+        match device_at(values) {
+            Some(d) => residuals(&simulate::predict(&d, &train_loads, opts.jobs), &train_measured),
+            None => vec![MISS; 2 * train_loads.len()],
+        }
+    };
+    let mut best = f64::INFINITY;
+    let mut calls = 0;
+    let mut loss = |values: &[f64]| {
+        let l = mean_square(&residuals_at(values));
+        calls += 1;
+        if l < best {
+            best = l;
+            progress(calls, l);
+        }
+        l
+    };
+    let start: Vec<f64> = params.iter().map(Param::start).collect();
+    let mut objective = Objective::new(&params, &mut loss);
+    let loss_base = objective.at(&objective.legal(&start));
+    let outcome = search::compass(&mut objective, &start, opts.evaluations);
+    drop(objective);
+
+    // Ranges: the Jacobian of the log residuals in the log parameters, central differences.
+    let at_fit = residuals_at(&outcome.values);
+    let mut columns = Vec::with_capacity(params.len());
+    for i in 0..params.len() {
+        let up = search::neighbour(&params, &outcome.values, i, 0.1);
+        let down = search::neighbour(&params, &outcome.values, i, -0.1);
+        let span = (up[i] / down[i]).ln();
+        columns.push(if span > 0.0 {
+            let (ru, rd) = (residuals_at(&up), residuals_at(&down));
+            ru.iter().zip(&rd).map(|(a, b)| (a - b) / span).collect()
+        } else {
+            vec![0.0; at_fit.len()]
+        });
+    }
+    let rows: Vec<Vec<f64>> = (0..at_fit.len())
+        .map(|r| columns.iter().map(|c: &Vec<f64>| c[r]).collect())
+        .collect();
+    let ranges = uncertainty::ranges(&rows, &at_fit, &outcome.values);
+
+    // Every job at the fit, training and held out.
+    let fitted_device = device_at(&outcome.values).ok_or_else(|| {
+        FitError::Base("the fitted values do not make a valid device".to_string())
+    })?;
+    let all_loads: Vec<Workload> = jobs.iter().map(|j| j.workload.clone()).collect();
+    let predicted = simulate::predict(&fitted_device, &all_loads, opts.jobs);
+    let fitted = assignments(&params, &outcome.values);
+    let steady = match manifest.steady_state.as_ref().and_then(|s| s.steady_iops) {
+        Some(iops) if base.memory.erase_block_bytes > 0 => {
+            crate::steady_fit::fit(base_toml, &fitted, manifest.span_bytes, iops)
+        }
+        _ => None,
+    };
+    let job_fits: Vec<JobFit> = jobs
+        .iter()
+        .zip(predicted)
+        .map(|(j, p)| JobFit {
+            job: j.job.name(),
+            held_out: j.held_out,
+            measured: j.measured,
+            fitted: p,
+        })
+        .collect();
+    Ok(FitReport {
+        base: base_name.to_string(),
+        params: params
+            .iter()
+            .zip(&outcome.values)
+            .zip(ranges)
+            .map(|((p, &value), range)| FittedParam {
+                name: p.name,
+                meaning: p.meaning,
+                base: p.start(),
+                value,
+                range,
+            })
+            .collect(),
+        training: mape(job_fits.iter().filter(|j| !j.held_out)),
+        held_out: mape(job_fits.iter().filter(|j| j.held_out)),
+        jobs: job_fits,
+        loss_base,
+        loss: outcome.loss,
+        evaluations: outcome.evaluations + 2 * params.len() + 2,
+        budget_spent: outcome.budget_spent,
+        seconds: started.elapsed().as_secs_f64(),
+        skipped,
+        assignments: fitted,
+        steady,
+    })
+}
+
+fn assignments(params: &[Param], values: &[f64]) -> Vec<(String, String)> {
+    params
+        .iter()
+        .zip(values)
+        .flat_map(|(p, &v)| p.assignments(v))
+        .collect()
+}
+
+/// Log ratios of IOPS and of mean latency, two per job; a run that failed misses by `MISS`.
+fn residuals(predicted: &[Option<Figures>], measured: &[Figures]) -> Vec<f64> {
+    predicted
+        .iter()
+        .zip(measured)
+        .flat_map(|(p, m)| match p {
+            Some(p) => [(p.iops / m.iops).ln(), (p.mean_ns / m.mean_ns).ln()],
+            None => [MISS, MISS],
+        })
+        .collect()
+}
+
+fn mean_square(r: &[f64]) -> f64 {
+    r.iter().map(|x| x * x).sum::<f64>() / r.len().max(1) as f64
+}
+
+fn mape<'a>(jobs: impl Iterator<Item = &'a JobFit>) -> Mape {
+    let mut m = Mape::default();
+    let off = |p: f64, q: f64| 100.0 * (p - q).abs() / q;
+    for j in jobs {
+        m.jobs += 1;
+        let (iops, mean, p99) = match &j.fitted {
+            Some(f) => (
+                off(f.iops, j.measured.iops),
+                off(f.mean_ns, j.measured.mean_ns),
+                off(f.p99_ns, j.measured.p99_ns),
+            ),
+            None => (100.0, 100.0, 100.0),
+        };
+        m.iops += iops;
+        m.mean_latency += mean;
+        m.p99 += p99;
+    }
+    let n = m.jobs.max(1) as f64;
+    m.iops /= n;
+    m.mean_latency /= n;
+    m.p99 /= n;
+    m
+}

@@ -1,0 +1,119 @@
+//! The fitted preset: the base preset's TOML, its comments kept, each fitted key replaced and
+//! marked with where it came from, and a header saying what it was fitted to and how well.
+
+use toml_edit::{DocumentMut, Item, Value};
+
+use crate::fit::FitReport;
+use crate::manifest::Manifest;
+
+#[derive(Debug, thiserror::Error)]
+pub enum PresetError {
+    #[error("the base preset is not TOML: {0}")]
+    Toml(#[from] toml_edit::TomlError),
+    #[error("the base preset's {0} is not a table")]
+    NoTable(String),
+}
+
+/// The preset text: `base_toml` with the fit's values, named `name`; `dir` is the collection
+/// and `date` today's date (RFC 3339), for the source notes.
+pub fn write(
+    base_toml: &str,
+    name: &str,
+    fit: &FitReport,
+    manifest: &Manifest,
+    dir: &str,
+    date: &str,
+) -> Result<String, PresetError> {
+    let mut doc: DocumentMut = base_toml.parse()?;
+    let held = format!(
+        "MAPE {:.1} % IOPS, {:.1} % mean latency held out ({} jobs)",
+        fit.held_out.iops, fit.held_out.mean_latency, fit.held_out.jobs
+    );
+    let source = format!("fitted to {dir} on {date}, {held}");
+    for p in &fit.params {
+        let range = if p.range.identified {
+            format!("95 % range {} to {}", short(p.range.low), short(p.range.high))
+        } else {
+            "NOT identified by the jobs: the fit holds only with the others as fitted".into()
+        };
+        let param = fit_param_keys(fit, p.name);
+        for (key, text) in param {
+            let (table, field) = key.split_once('.').expect("config keys are table.field");
+            if doc.get(table).is_none() {
+                doc[table] = toml_edit::table();
+            }
+            let t = doc
+                .get_mut(table)
+                .and_then(Item::as_table_mut)
+                .ok_or_else(|| PresetError::NoTable(table.to_string()))?;
+            let mut v: Value = match text.parse::<i64>() {
+                Ok(i) => i.into(),
+                Err(_) => text.parse::<f64>().map_or(text.as_str().into(), Value::from),
+            };
+            v.decor_mut()
+                .set_suffix(format!("   # {source}; {range} ({})", p.name));
+            t[field] = Item::Value(v);
+        }
+    }
+    if let Some(st) = &fit.steady {
+        if doc.get("ftl").is_none() {
+            doc["ftl"] = toml_edit::table();
+        }
+        let mut v = Value::from((st.over_provisioning * 1000.0).round() / 1000.0);
+        v.decor_mut().set_suffix(format!(
+            "   # fitted to {dir}'s steady-state writes ({:.0} IOPS measured, {:.0} fitted) on {date}; applies with ftl.enabled = true",
+            st.measured_iops, st.fitted_iops
+        ));
+        doc["ftl"]["over_provisioning"] = Item::Value(v);
+    }
+    doc["name"] = toml_edit::value(name);
+    doc["description"] = toml_edit::value(format!(
+        "fitted to {} ({}) from the {} preset: {held}",
+        manifest.target, manifest.fio_version, fit.base
+    ));
+    let header = format!(
+        "# Fitted by `nvarray fit` to {dir}: {target} measured with {fio} on {collected}, {n} jobs\n\
+         # ({train} for the fit, {held_n} held out), starting from the {base} preset on {date}.\n\
+         # Held out: MAPE {hi:.1} % IOPS, {hm:.1} % mean latency, {hp:.1} % p99. Training: {ti:.1} %,\n\
+         # {tm:.1} %, {tp:.1} %. Keys marked \"fitted\" come from the fit; the rest are the base's.\n",
+        target = manifest.target,
+        fio = manifest.fio_version,
+        collected = manifest.date,
+        n = fit.jobs.len(),
+        train = fit.training.jobs,
+        held_n = fit.held_out.jobs,
+        base = fit.base,
+        hi = fit.held_out.iops,
+        hm = fit.held_out.mean_latency,
+        hp = fit.held_out.p99,
+        ti = fit.training.iops,
+        tm = fit.training.mean_latency,
+        tp = fit.training.p99,
+    );
+    Ok(header + &doc.to_string())
+}
+
+/// The overrides of the parameter called `name` (a group sets several keys).
+fn fit_param_keys(fit: &FitReport, name: &str) -> Vec<(String, String)> {
+    let prefix = name.trim_end_matches("*_ns");
+    fit.assignments
+        .iter()
+        .filter(|(k, _)| {
+            if name.ends_with("*_ns") {
+                k.starts_with(prefix) && k.ends_with("_ns")
+            } else {
+                k == name
+            }
+        })
+        .cloned()
+        .collect()
+}
+
+/// A figure as a whole number from 100 up, else to three decimals.
+fn short(v: f64) -> String {
+    if v >= 100.0 {
+        format!("{:.0}", v)
+    } else {
+        format!("{}", (v * 1000.0).round() / 1000.0)
+    }
+}

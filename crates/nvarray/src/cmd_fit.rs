@@ -1,0 +1,363 @@
+//! `nvarray fit collect`: fio over the grid on a real device; `nvarray fit DIR`: a preset
+//! fitted to what it measured, with its error on held-out jobs.
+
+use std::path::PathBuf;
+use std::time::Duration;
+
+use anyhow::{Context, Result};
+use clap::{Args, Subcommand};
+use nvarray_fit::collect::{self, CollectOptions, Step};
+use nvarray_fit::grid::Job;
+
+use crate::emu_args::parse_time_ns;
+use crate::input::input_error;
+use crate::progress::Progress;
+
+#[derive(Args)]
+#[command(args_conflicts_with_subcommands = true)]
+pub struct FitArgs {
+    #[command(subcommand)]
+    command: Option<FitCommand>,
+    #[command(flatten)]
+    fit: FitRun,
+}
+
+/// `nvarray fit DIR --base PRESET --out FILE`.
+#[derive(Args)]
+struct FitRun {
+    /// A directory `nvarray fit collect` wrote.
+    #[arg(value_name = "DIR")]
+    dir: Option<PathBuf>,
+    /// The preset (or device TOML file) whose parameters are fitted; the others are kept.
+    #[arg(long, value_name = "PRESET|FILE")]
+    base: Option<String>,
+    /// The fitted preset to write (TOML, usable with --device).
+    #[arg(long, value_name = "FILE")]
+    out: Option<PathBuf>,
+    /// The chart of fitted against measured (SVG or PNG) [default: --out with .svg].
+    #[arg(long, value_name = "FILE")]
+    plot: Option<PathBuf>,
+    /// Threads for the simulator's runs [default: every core].
+    #[arg(long, value_name = "N")]
+    jobs: Option<usize>,
+    /// Most evaluations of the objective (each simulates every training job).
+    #[arg(long, value_name = "N", default_value_t = 1500)]
+    evaluations: usize,
+    /// Share of the jobs held out of the fit to measure its error (by a hash of each job's
+    /// name, so the same jobs on every machine).
+    #[arg(long, value_name = "FRACTION", default_value_t = 0.25)]
+    held_out: f64,
+    /// text | json.
+    #[arg(long, value_name = "FORMAT", default_value = "text")]
+    output_format: String,
+}
+
+#[derive(Subcommand)]
+enum FitCommand {
+    /// Run real fio (libaio, direct I/O, JSON+) over the grid that identifies the model's
+    /// parameters on a device or file: 512 B to 1 MiB, queue depths 1 to 128, random and
+    /// sequential reads and writes and a 70/30 random mix, after SNIA's preconditioning
+    /// (the span written twice in 128 KiB sequential writes). `--budget` picks the jobs that
+    /// fit, most telling first, and lists those left out; `--steady-state` adds SNIA's
+    /// steady-state write rounds (for flash). A device with a mounted file system is
+    /// refused, and one with data on it unless `--destroy-data`; a file is made if missing.
+    Collect(CollectArgs),
+    /// Write a collection as `fit collect` would, from the simulator instead of a device:
+    /// every grid job run on the modelled device (`--preset`, `--device`, `--set`), fio's
+    /// JSON+ layout, each job's IOPS and mean latency moved by up to ±`--noise`. A fit of it
+    /// from another base shows what the grid identifies (docs/fit.md).
+    Simulate(SimulateArgs),
+}
+
+#[derive(Args)]
+struct SimulateArgs {
+    #[command(flatten)]
+    device: crate::args::DeviceArgs,
+    /// Directory for the collection.
+    #[arg(long, value_name = "DIR")]
+    out: PathBuf,
+    /// Bytes the jobs range over, from offset 0.
+    #[arg(long, value_name = "SIZE", default_value = "1g", value_parser = parse_size)]
+    size: u64,
+    /// Largest relative error added to each job's IOPS and mean latency (uniform, seeded).
+    #[arg(long, value_name = "SHARE", default_value_t = 0.0)]
+    noise: f64,
+    /// Seed of the noise.
+    #[arg(long, value_name = "N", default_value_t = 1)]
+    seed: u64,
+    /// Also the steady-state write phase: 4 KiB random writes at depth 32 after the FTL is
+    /// preconditioned with random writes (a flash device).
+    #[arg(long)]
+    steady_state: bool,
+}
+
+#[derive(Args)]
+struct CollectArgs {
+    /// The block device (e.g. /dev/nvme0n1, /dev/loop0) or file to measure. EVERYTHING ON IT
+    /// IS OVERWRITTEN.
+    target: PathBuf,
+    /// Directory for the results (fio's JSON+ per job, and manifest.json).
+    #[arg(long, value_name = "DIR")]
+    out: PathBuf,
+    /// Time for the grid's jobs (preconditioning and steady state come on top).
+    #[arg(long, value_name = "TIME", default_value = "10m", value_parser = parse_duration)]
+    budget: Duration,
+    /// Each job's measured time.
+    #[arg(long, value_name = "TIME", default_value = "2s", value_parser = parse_duration)]
+    runtime: Duration,
+    /// Each job's ramp before it is measured.
+    #[arg(long, value_name = "TIME", default_value = "500ms", value_parser = parse_duration)]
+    ramp: Duration,
+    /// Bytes the jobs range over, from offset 0 (default: the whole device or file; 1 GiB
+    /// for a new file).
+    #[arg(long, value_name = "SIZE", value_parser = parse_size)]
+    size: Option<u64>,
+    /// Allow overwriting a device or file that holds data.
+    #[arg(long)]
+    destroy_data: bool,
+    /// After the grid, run 4 KiB random-write rounds at depth 32 until SNIA's steady state
+    /// (5 rounds within 20 % of their mean, slope within 10 %; at most 25 rounds).
+    #[arg(long)]
+    steady_state: bool,
+    /// Each steady-state round's length.
+    #[arg(long, value_name = "TIME", default_value = "5s", value_parser = parse_duration)]
+    round: Duration,
+    /// The fio to run.
+    #[arg(long, value_name = "PATH", default_value = "fio")]
+    fio: PathBuf,
+}
+
+fn parse_duration(text: &str) -> Result<Duration, String> {
+    // A bare number is seconds, as fio's runtime.
+    parse_time_ns(&if text.chars().all(|c| c.is_ascii_digit()) {
+        format!("{text}s")
+    } else {
+        text.to_string()
+    })
+    .map(Duration::from_nanos)
+}
+
+fn parse_size(text: &str) -> Result<u64, String> {
+    nvarray_workload::parse_size(text).map_err(|e| e.to_string())
+}
+
+pub fn run(args: FitArgs) -> Result<()> {
+    match args.command {
+        Some(FitCommand::Collect(c)) => run_collect(c),
+        Some(FitCommand::Simulate(a)) => run_simulate(a),
+        None => run_fit(args.fit),
+    }
+}
+
+fn run_collect(c: CollectArgs) -> Result<()> {
+    let opts = CollectOptions {
+        out: c.out,
+        budget: c.budget,
+        runtime: c.runtime,
+        ramp: c.ramp,
+        steady_state: c.steady_state,
+        round: c.round,
+        fio: c.fio,
+    };
+    let plan = collect::plan(&opts);
+    let target = nvarray_fit::target::prepare(&c.target, c.size, c.destroy_data)
+        .map_err(input_error)?;
+    eprintln!(
+        "{} ({:?}, {} over {}): {} of the grid's {} jobs fit the {} budget at {:.1} s each",
+        target.path.display(),
+        target.kind,
+        "jobs range",
+        nvarray_units::format_size(target.span_bytes),
+        plan.jobs.len(),
+        plan.jobs.len() + plan.left_out.len(),
+        humantime::format_duration(c.budget),
+        plan.per_job.as_secs_f64(),
+    );
+    if !plan.left_out.is_empty() {
+        let names: Vec<String> = plan.left_out.iter().map(Job::name).collect();
+        eprintln!("left out: {}", names.join(" "));
+    }
+    let bar = Progress::new("collecting", plan.jobs.len() as u64 + 1);
+    let manifest = collect::collect(&target, &opts, &mut |s| match s {
+        Step::Precondition => bar.set_message("preconditioning (SNIA: 2x span, 128k sequential)".into()),
+        Step::Job { index, name, .. } => {
+            bar.set(index as u64 + 1, 0.0);
+            bar.set_message(name.to_string());
+        }
+        Step::SteadyRound { round, iops } => bar.set_message(format!(
+            "steady-state round {} (last {})",
+            round + 1,
+            iops.map_or("-".into(), |i| format!("{i:.0} IOPS"))
+        )),
+    })
+    .with_context(|| format!("collecting on {}", target.path.display()))?;
+    bar.finish();
+    let failed: Vec<&str> = manifest
+        .jobs
+        .iter()
+        .filter(|j| j.error.is_some())
+        .map(|j| j.file.as_str())
+        .collect();
+    println!(
+        "{} jobs in {} ({} failed{}){}",
+        manifest.jobs.len(),
+        opts.out.display(),
+        failed.len(),
+        if failed.is_empty() { String::new() } else { format!(": {}", failed.join(" ")) },
+        manifest.steady_state.as_ref().map_or(String::new(), |s| match s.steady_iops {
+            Some(i) => format!("; steady state at {i:.0} IOPS after {} rounds", s.rounds_iops.len()),
+            None => format!("; NOT steady after {} rounds", s.rounds_iops.len()),
+        }),
+    );
+    println!("next: nvarray fit {} --base PRESET --out my-drive.toml", opts.out.display());
+    Ok(())
+}
+
+fn run_fit(f: FitRun) -> Result<()> {
+    let usage = "usage: nvarray fit DIR --base PRESET --out my-drive.toml (or nvarray fit collect DEVICE --out DIR)";
+    let (Some(dir), Some(base), Some(out)) = (f.dir, f.base, f.out) else {
+        return Err(input_error(usage));
+    };
+    if !(0.0..1.0).contains(&f.held_out) {
+        return Err(input_error(format!("--held-out {}: give a share from 0 to below 1", f.held_out)));
+    }
+    let json = match f.output_format.as_str() {
+        "text" => false,
+        "json" => true,
+        other => return Err(input_error(format!("--output-format {other}: text or json"))),
+    };
+    let plot = f.plot.unwrap_or_else(|| out.with_extension("svg"));
+    nvarray_present::plot::check_chart_path(&plot).map_err(input_error)?;
+    let base_toml = match std::fs::metadata(&base) {
+        Ok(m) if m.is_file() => std::fs::read_to_string(&base).with_context(|| format!("reading {base}"))?,
+        _ => nvarray_model::presets::preset(&base).map_err(input_error)?.toml.to_string(),
+    };
+    let (manifest, jobs, skipped) =
+        nvarray_fit::fit::load(&dir, f.held_out).map_err(input_error)?;
+    let threads = f
+        .jobs
+        .unwrap_or_else(|| std::thread::available_parallelism().map_or(1, |n| n.get()))
+        .max(1);
+    let bar = Progress::new("fitting", 1);
+    let evaluations = f.evaluations.max(1);
+    let report = nvarray_fit::fit::fit(
+        &base,
+        &base_toml,
+        &manifest,
+        &jobs,
+        skipped,
+        &nvarray_fit::fit::FitOptions {
+            jobs: threads,
+            evaluations,
+        },
+        &mut |n, loss| {
+            bar.set(0, n as f64 / evaluations as f64);
+            bar.set_message(format!("{n} evaluations, loss {loss:.4}"));
+        },
+    )
+    .map_err(input_error)?;
+    bar.finish();
+    let shown = dir.display().to_string();
+    let today = humantime::format_rfc3339_seconds(std::time::SystemTime::now()).to_string();
+    let name = out
+        .file_stem()
+        .map_or("fitted".into(), |s| s.to_string_lossy().into_owned());
+    let preset = nvarray_fit::preset_out::write(&base_toml, &name, &report, &manifest, &shown, &today)
+        .map_err(input_error)?;
+    std::fs::write(&out, preset).with_context(|| format!("writing {}", out.display()))?;
+    let title = format!("{} fitted to {}: held-out MAPE {:.1} % IOPS, {:.1} % mean latency", base, manifest.target, report.held_out.iops, report.held_out.mean_latency);
+    crate::fit_report::chart(&report, &title, &plot)?;
+    if json {
+        println!("{}", serde_json::to_string_pretty(&report)?);
+    } else {
+        print!("{}", crate::fit_report::table(&report, &manifest, &shown));
+        println!("wrote {} and {}", out.display(), plot.display());
+    }
+    Ok(())
+}
+
+fn run_simulate(a: SimulateArgs) -> Result<()> {
+    use nvarray_fit::grid;
+    use nvarray_fit::manifest::{JobRecord, Manifest, SteadyState, FORMAT};
+    use nvarray_fit::measured::Figures;
+
+    if !(0.0..0.5).contains(&a.noise) {
+        return Err(input_error(format!("--noise {}: give a share from 0 to below 0.5", a.noise)));
+    }
+    if a.out.join(nvarray_fit::manifest::MANIFEST).exists() {
+        return Err(input_error(format!("{} already holds a collection; give another --out", a.out.display())));
+    }
+    let (text, overrides) = a.device.base()?;
+    let device = nvarray_model::overrides::apply_overrides(&text, &overrides).map_err(input_error)?;
+    std::fs::create_dir_all(a.out.join("jobs")).with_context(|| format!("making {}", a.out.display()))?;
+    // xorshift: the noise is the same for the same seed on every machine.
+    let mut state = a.seed.max(1).wrapping_mul(0x9E37_79B9_7F4A_7C15) | 1;
+    let mut noise = move || {
+        state ^= state << 13;
+        state ^= state >> 7;
+        state ^= state << 17;
+        ((state >> 11) as f64 / (1u64 << 53) as f64 * 2.0 - 1.0) * a.noise
+    };
+    let jobs = grid::full_grid();
+    let bar = Progress::new("simulating", jobs.len() as u64);
+    let mut records = Vec::with_capacity(jobs.len());
+    for (i, job) in jobs.iter().enumerate() {
+        bar.set(i as u64, 0.0);
+        // A first run sizes the second, as the fit sizes its own runs.
+        let guess = Figures { iops: 1e5, mean_ns: 1e4, p99_ns: 0.0 };
+        let first = crate::cmd_sim::simulate(&device, &nvarray_fit::simulate::workload(job, &guess, a.size), &mut |_| {})?;
+        let sized = nvarray_fit::simulate::figures(&first);
+        let workload = nvarray_fit::simulate::workload(job, &sized, a.size);
+        let report = crate::cmd_sim::simulate(&device, &workload, &mut |_| {})?;
+        let mut out = nvarray_present::fio_output::report(&workload, &report, &[99.0], true);
+        for dir in ["read", "write"] {
+            let d = &mut out["jobs"][0][dir];
+            if d["total_ios"].as_u64().unwrap_or(0) == 0 {
+                continue;
+            }
+            let (x, y) = (1.0 + noise(), 1.0 + noise());
+            d["iops"] = (d["iops"].as_f64().unwrap_or(0.0) * x).into();
+            d["lat_ns"]["mean"] = (d["lat_ns"]["mean"].as_f64().unwrap_or(0.0) * y).into();
+        }
+        let file = format!("jobs/{}.json", job.name());
+        std::fs::write(a.out.join(&file), out.to_string())?;
+        records.push(JobRecord { job: *job, file, error: None, figures: None });
+    }
+    bar.finish();
+    let steady_state = if a.steady_state {
+        let mut o = overrides.clone();
+        o.extend(nvarray_fit::steady_fit::steady_overrides(a.size, device.ftl.over_provisioning));
+        let flash = nvarray_model::overrides::apply_overrides(&text, &o).map_err(input_error)?;
+        let guess = Figures { iops: 1e4, mean_ns: 3.2e6, p99_ns: 0.0 };
+        let job = nvarray_fit::steady_fit::STEADY_JOB;
+        let first = crate::cmd_sim::simulate(&flash, &nvarray_fit::simulate::workload(&job, &guess, a.size), &mut |_| {})?;
+        let sized = nvarray_fit::simulate::figures(&first);
+        let report = crate::cmd_sim::simulate(&flash, &nvarray_fit::simulate::workload(&job, &sized, a.size), &mut |_| {})?;
+        let iops = report.totals.iops * (1.0 + noise());
+        Some(SteadyState { round_ms: 0, rounds_iops: vec![iops; nvarray_fit::steady::WINDOW], steady_iops: Some(iops) })
+    } else {
+        None
+    };
+    let source = match &a.device.device {
+        Some(p) => p.display().to_string(),
+        None => format!("preset {}", a.device.preset),
+    };
+    Manifest {
+        format: FORMAT,
+        target: format!("nvarray sim of {source}"),
+        kind: nvarray_fit::target::TargetKind::File,
+        span_bytes: a.size,
+        fio_version: format!("nvarray-{}", env!("CARGO_PKG_VERSION")),
+        date: humantime::format_rfc3339_seconds(std::time::SystemTime::now()).to_string(),
+        runtime_ms: 0,
+        ramp_ms: 0,
+        jobs: records,
+        left_out: Vec::new(),
+        precondition: None,
+        steady_state,
+    }
+    .write(&a.out)
+    .with_context(|| format!("writing {}", a.out.display()))?;
+    println!("{} simulated jobs in {}", jobs.len(), a.out.display());
+    Ok(())
+}

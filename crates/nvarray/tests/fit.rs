@@ -1,0 +1,283 @@
+//! `nvarray fit`: the identifiability check (fio JSON+ from the simulator on a device the fit
+//! is not told, with noise, fitted from the base preset), bad input (another tool's output,
+//! failed jobs, a grid too small, a file with data), and `fit collect` with real fio.
+
+use std::path::Path;
+use std::process::Command;
+
+use nvarray_fit::grid::{self, Job, Pattern};
+use nvarray_fit::manifest::Manifest;
+use serde_json::Value;
+
+fn nvarray(args: &[&str]) -> std::process::Output {
+    Command::new(env!("CARGO_BIN_EXE_nvarray"))
+        .args(args)
+        .output()
+        .expect("nvarray runs")
+}
+
+/// The hidden device: the optane preset with the fitted keys moved (the fit starts from the
+/// preset itself and is not told these).
+const HIDDEN: [(&str, &str, f64); 7] = [
+    ("memory", "read_latency_ns", 900.0),
+    ("memory", "write_latency_ns", 2500.0),
+    ("memory", "bank_bandwidth_bytes_per_s", 1.6e9),
+    ("controller", "firmware_cores", 2.0),
+    ("link", "propagation_ns", 800.0),
+    ("host", "software_ns", 2000.0),
+    ("memory", "controllers", 4.0),
+];
+
+fn hidden_toml() -> String {
+    let mut t: toml::Table = nvarray_model::presets::preset("optane")
+        .unwrap()
+        .toml
+        .parse()
+        .unwrap();
+    for (table, key, v) in HIDDEN {
+        let tab = t
+            .entry(table)
+            .or_insert_with(|| toml::Value::Table(toml::Table::new()))
+            .as_table_mut()
+            .unwrap();
+        tab.insert(key.into(), toml::Value::Integer(v as i64));
+    }
+    // The firmware's stage times doubled (1200 → 2400 ns a command).
+    let c = t["controller"].as_table_mut().unwrap();
+    for (k, v) in [
+        ("firmware_fetch_ns", 600),
+        ("firmware_prp_ns", 400),
+        ("firmware_translation_ns", 800),
+        ("firmware_completion_ns", 600),
+    ] {
+        c.insert(k.into(), toml::Value::Integer(v));
+    }
+    toml::to_string(&t).unwrap()
+}
+
+/// Writes the collection `nvarray fit simulate` makes of `device_toml`, with `noise`, kept to
+/// the jobs `keep` accepts.
+fn simulated_collection(dir: &Path, device_toml: &str, keep: impl Fn(&Job) -> bool, noise: f64) {
+    let device = dir.with_extension("device.toml");
+    std::fs::write(&device, device_toml).unwrap();
+    let out = nvarray(&[
+        "fit",
+        "simulate",
+        "--device",
+        device.to_str().unwrap(),
+        "--out",
+        dir.to_str().unwrap(),
+        "--noise",
+        &noise.to_string(),
+    ]);
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let mut m = Manifest::read(dir).unwrap();
+    m.jobs.retain(|j| keep(&j.job));
+    m.write(dir).unwrap();
+}
+
+fn fit_json(dir: &Path, base: &str, extra: &[&str]) -> Value {
+    let out_toml = dir.join("fitted.toml");
+    let mut args = vec![
+        "fit",
+        dir.to_str().unwrap(),
+        "--base",
+        base,
+        "--out",
+        out_toml.to_str().unwrap(),
+        "--output-format",
+        "json",
+    ];
+    args.extend_from_slice(extra);
+    let out = nvarray(&args);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    serde_json::from_slice(&out.stdout).unwrap()
+}
+
+fn param<'a>(report: &'a Value, name: &str) -> &'a Value {
+    report["params"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|p| p["name"] == name)
+        .unwrap_or_else(|| panic!("{name} fitted"))
+}
+
+#[test]
+fn the_fit_recovers_a_hidden_device_where_the_grid_identifies_it_and_names_the_rest() {
+    let dir = tempfile::tempdir().unwrap();
+    simulated_collection(dir.path(), &hidden_toml(), |_| true, 0.03);
+    let report = fit_json(dir.path(), "optane", &[]);
+    let mut checked = Vec::new();
+    let firmware = [("controller", "firmware_*_ns", 2400.0)];
+    for (table, key, hidden) in HIDDEN.iter().chain(&firmware) {
+        let name = format!("{table}.{key}");
+        let p = param(&report, &name);
+        if p["range"]["identified"] == true {
+            let v = p["value"].as_f64().unwrap();
+            assert!(
+                (v / hidden - 1.0).abs() <= 0.10,
+                "{name}: fitted {v}, hidden {hidden}"
+            );
+            checked.push(name);
+        }
+    }
+    // The parameters the grid pins: the media, the firmware and the fixed delays.
+    for must in [
+        "memory.read_latency_ns",
+        "memory.write_latency_ns",
+        "host.software_ns",
+    ] {
+        assert!(checked.iter().any(|c| c == must), "{must} identified: {checked:?}");
+    }
+    let held = &report["held_out"];
+    assert!(held["jobs"].as_u64().unwrap() >= 20);
+    assert!(held["iops"].as_f64().unwrap() < 10.0, "{held}");
+    assert!(held["mean_latency"].as_f64().unwrap() < 10.0, "{held}");
+    // The preset written runs, and carries its source.
+    let preset = std::fs::read_to_string(dir.path().join("fitted.toml")).unwrap();
+    assert!(preset.contains("fitted to"), "{preset}");
+    assert!(nvarray_model::DeviceConfig::from_toml(&preset).is_ok());
+    assert!(dir.path().join("fitted.svg").exists());
+}
+
+#[test]
+fn a_grid_too_small_says_what_it_cannot_identify() {
+    let dir = tempfile::tempdir().unwrap();
+    // Only small random reads: nothing moves the write latency or the large transfers.
+    let small_reads = |j: &Job| j.pattern == Pattern::RandRead && j.bs <= 4096;
+    simulated_collection(dir.path(), &hidden_toml(), small_reads, 0.0);
+    let report = fit_json(dir.path(), "optane", &["--held-out", "0", "--evaluations", "300"]);
+    let write = param(&report, "memory.write_latency_ns");
+    assert_eq!(write["range"]["identified"], false, "{write}");
+    let out = nvarray(&[
+        "fit",
+        dir.path().to_str().unwrap(),
+        "--base",
+        "optane",
+        "--out",
+        dir.path().join("f.toml").to_str().unwrap(),
+        "--held-out",
+        "0",
+        "--evaluations",
+        "50",
+    ]);
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(text.contains("not identified by these jobs") && text.contains("memory.write_latency_ns"), "{text}");
+}
+
+#[test]
+fn another_tools_output_and_failed_jobs_are_named() {
+    let dir = tempfile::tempdir().unwrap();
+    let first: Vec<Job> = grid::full_grid().into_iter().take(12).collect();
+    simulated_collection(dir.path(), &hidden_toml(), |j| first.contains(j), 0.0);
+    // One job failed in fio; it is skipped and named.
+    let mut m = Manifest::read(dir.path()).unwrap();
+    m.jobs[3].error = Some("fio exited with 1: Input/output error".into());
+    m.write(dir.path()).unwrap();
+    let out = nvarray(&[
+        "fit",
+        dir.path().to_str().unwrap(),
+        "--base",
+        "optane",
+        "--out",
+        dir.path().join("f.toml").to_str().unwrap(),
+        "--held-out",
+        "0",
+        "--evaluations",
+        "20",
+    ]);
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    assert!(text.contains(&format!("skipped {}", m.jobs[3].job.name())), "{text}");
+
+    // A job whose output says fio failed it.
+    let file = dir.path().join(&m.jobs[4].file);
+    let mut v: Value = serde_json::from_str(&std::fs::read_to_string(&file).unwrap()).unwrap();
+    v["jobs"][0]["error"] = Value::from(5);
+    std::fs::write(&file, v.to_string()).unwrap();
+    let out = nvarray(&[
+        "fit",
+        dir.path().to_str().unwrap(),
+        "--base",
+        "optane",
+        "--out",
+        dir.path().join("f.toml").to_str().unwrap(),
+        "--held-out",
+        "0",
+        "--evaluations",
+        "20",
+    ]);
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(text.contains("error 5"), "{text}");
+
+    // Output of another tool version: refused, naming it.
+    v["fio version"] = Value::from("fio-2.21");
+    std::fs::write(&file, v.to_string()).unwrap();
+    let out = nvarray(&[
+        "fit",
+        dir.path().to_str().unwrap(),
+        "--base",
+        "optane",
+        "--out",
+        dir.path().join("f.toml").to_str().unwrap(),
+    ]);
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(!out.status.success() && err.contains("fio-2.21"), "{err}");
+
+    // Not a collection at all.
+    let out = nvarray(&["fit", "/", "--base", "optane", "--out", "/tmp/never.toml"]);
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(!out.status.success() && err.contains("manifest.json"), "{err}");
+}
+
+#[test]
+fn collect_runs_real_fio_on_a_file_and_refuses_one_with_data() {
+    let dir = tempfile::tempdir().unwrap();
+    let disk = dir.path().join("disk.img");
+    let out_dir = dir.path().join("c");
+    let out = nvarray(&[
+        "fit",
+        "collect",
+        disk.to_str().unwrap(),
+        "--out",
+        out_dir.to_str().unwrap(),
+        "--size",
+        "64m",
+        "--budget",
+        "4s",
+        "--runtime",
+        "200ms",
+        "--ramp",
+        "100ms",
+    ]);
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let m = Manifest::read(&out_dir).unwrap();
+    assert!(m.fio_version.starts_with("fio-3."), "{}", m.fio_version);
+    assert!(!m.jobs.is_empty() && !m.left_out.is_empty());
+    assert_eq!(m.jobs[0].job.name(), "randread-4k-qd1");
+    for j in &m.jobs {
+        assert_eq!(j.error, None);
+        let text = std::fs::read_to_string(out_dir.join(&j.file)).unwrap();
+        let f = nvarray_fit::measured::figures(&text, &j.file).unwrap();
+        assert!(f.iops > 0.0 && f.mean_ns > 0.0 && f.p99_ns >= f.mean_ns * 0.5, "{f:?}");
+    }
+    // The file now holds the preconditioning's data: a second collection is refused and
+    // leaves it as it was.
+    let before = std::fs::read(&disk).unwrap();
+    let out = nvarray(&[
+        "fit",
+        "collect",
+        disk.to_str().unwrap(),
+        "--out",
+        dir.path().join("d").to_str().unwrap(),
+    ]);
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(!out.status.success() && err.contains("--destroy-data"), "{err}");
+    assert!(std::fs::read(&disk).unwrap() == before, "nothing written");
+    assert!(!dir.path().join("d").exists());
+}
