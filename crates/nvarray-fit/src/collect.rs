@@ -48,10 +48,7 @@ pub enum Step<'a> {
 #[derive(Debug, thiserror::Error)]
 pub enum CollectError {
     #[error("cannot run {fio}: {source}; install fio (apt-get install fio) or pass --fio PATH")]
-    NoFio {
-        fio: String,
-        source: std::io::Error,
-    },
+    NoFio { fio: String, source: std::io::Error },
     #[error("{fio} says it is {version:?}; nvarray fit reads fio 3's JSON+ (fio-3.x)")]
     FioVersion { fio: String, version: String },
     #[error("{dir} already holds a collection ({MANIFEST}); give another --out")]
@@ -69,7 +66,11 @@ pub enum CollectError {
 
 /// What `opts` would run on a target: the jobs, and those the budget leaves out.
 pub fn plan(opts: &CollectOptions) -> grid::Plan {
-    grid::plan(grid::full_grid(), opts.budget, opts.runtime + opts.ramp + JOB_OVERHEAD)
+    grid::plan(
+        grid::full_grid(),
+        opts.budget,
+        opts.runtime + opts.ramp + JOB_OVERHEAD,
+    )
 }
 
 /// Runs the collection on `target` into `opts.out`; `step` hears each stage as it starts.
@@ -157,10 +158,12 @@ pub fn collect(
         precondition: Some(precondition),
         steady_state,
     };
-    manifest.write(&opts.out).map_err(|source| CollectError::Io {
-        what: format!("writing {}", opts.out.join(MANIFEST).display()),
-        source,
-    })?;
+    manifest
+        .write(&opts.out)
+        .map_err(|source| CollectError::Io {
+            what: format!("writing {}", opts.out.join(MANIFEST).display()),
+            source,
+        })?;
     Ok(manifest)
 }
 

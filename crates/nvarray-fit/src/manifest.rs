@@ -72,7 +72,9 @@ pub struct SteadyState {
 
 #[derive(Debug, thiserror::Error)]
 pub enum ManifestError {
-    #[error("{dir}: no {MANIFEST}: is this a directory `nvarray fit collect --out` wrote? ({source})")]
+    #[error(
+        "{dir}: no {MANIFEST}: is this a directory `nvarray fit collect --out` wrote? ({source})"
+    )]
     Missing { dir: String, source: std::io::Error },
     #[error("{path}: {source}")]
     Malformed {
@@ -90,10 +92,11 @@ impl Manifest {
             dir: dir.display().to_string(),
             source,
         })?;
-        let m: Manifest = serde_json::from_str(&text).map_err(|source| ManifestError::Malformed {
-            path: path.display().to_string(),
-            source,
-        })?;
+        let m: Manifest =
+            serde_json::from_str(&text).map_err(|source| ManifestError::Malformed {
+                path: path.display().to_string(),
+                source,
+            })?;
         if m.format != FORMAT {
             return Err(ManifestError::Version {
                 path: path.display().to_string(),

@@ -17,7 +17,9 @@ pub struct Figures {
 
 #[derive(Debug, thiserror::Error)]
 pub enum FioOutputError {
-    #[error("{file}: not JSON ({source}); was fio run with --output-format=json+ and --output=FILE?")]
+    #[error(
+        "{file}: not JSON ({source}); was fio run with --output-format=json+ and --output=FILE?"
+    )]
     NotJson {
         file: String,
         source: serde_json::Error,
@@ -106,7 +108,7 @@ pub fn figures(text: &str, file: &str) -> Result<Figures, FioOutputError> {
             bins.push((at, c.as_f64().unwrap_or(0.0)));
         }
     }
-    if ios == 0.0 || !(iops > 0.0) {
+    if ios == 0.0 || iops.is_nan() || iops <= 0.0 {
         return Err(FioOutputError::NoIo {
             file: file.into(),
             job: name,
@@ -167,9 +169,15 @@ mod tests {
         let e = figures(&output("fio-2.21", 0), "x.json").unwrap_err();
         assert!(e.to_string().contains("fio-2.21"), "{e}");
         let e = figures(&output("fio-3.33", 5), "x.json").unwrap_err();
-        assert!(matches!(e, FioOutputError::JobFailed { errno: 5, .. }), "{e}");
+        assert!(
+            matches!(e, FioOutputError::JobFailed { errno: 5, .. }),
+            "{e}"
+        );
         let plain = output("fio-3.33", 0).replace("\"bins\"", "\"nobins\"");
-        assert!(figures(&plain, "x.json").unwrap_err().to_string().contains("json+"));
+        assert!(figures(&plain, "x.json")
+            .unwrap_err()
+            .to_string()
+            .contains("json+"));
         assert!(matches!(
             figures("fio: warning\n{", "x.json"),
             Err(FioOutputError::NotJson { .. })

@@ -54,7 +54,11 @@ impl Param {
                 } else {
                     value * share / sum
                 };
-                let text = if self.integer || key.ends_with("_ns") || key.ends_with("_bytes") || key.ends_with("_per_s") {
+                let text = if self.integer
+                    || key.ends_with("_ns")
+                    || key.ends_with("_bytes")
+                    || key.ends_with("_per_s")
+                {
                     format!("{}", v.round().max(0.0) as u64)
                 } else {
                     format!("{v}")
@@ -67,9 +71,32 @@ impl Param {
 
 /// What the fit may move, for a base config (over-provisioning is fitted apart: `steady_fit`).
 pub fn for_base(base: &DeviceConfig) -> Vec<Param> {
-    let c = &base.controller;
-    let m = &base.memory;
-    let one = |name: &'static str, base: f64, meaning, integer, min, max| Param {
+    let mut params = host_and_link(base);
+    params.extend(controller(&base.controller));
+    params.extend(memory(&base.memory));
+    if base.ftl.enabled {
+        params.push(one(
+            "ftl.write_buffer_bytes",
+            base.ftl.write_buffer_bytes as f64,
+            "DRAM write buffer in front of the flash",
+            false,
+            4096.0,
+            1e10,
+        ));
+    }
+    params
+}
+
+/// One key, on its own.
+fn one(
+    name: &'static str,
+    base: f64,
+    meaning: &'static str,
+    integer: bool,
+    min: f64,
+    max: f64,
+) -> Param {
+    Param {
         name,
         keys: vec![name],
         base: vec![base],
@@ -77,8 +104,12 @@ pub fn for_base(base: &DeviceConfig) -> Vec<Param> {
         integer,
         min,
         max,
-    };
-    let mut params = vec![
+    }
+}
+
+/// The host's time per request, the link and the interconnect.
+fn host_and_link(base: &DeviceConfig) -> Vec<Param> {
+    vec![
         one(
             "host.software_ns",
             base.host.software_ns as f64,
@@ -111,15 +142,12 @@ pub fn for_base(base: &DeviceConfig) -> Vec<Param> {
             1e7,
             1e11,
         ),
-        one(
-            "controller.tags",
-            f64::from(c.tags),
-            "commands the controller holds at once",
-            true,
-            1.0,
-            4096.0,
-        ),
-    ];
+    ]
+}
+
+/// The controller's time per command, by its mode.
+fn controller(c: &nvarray_model::config::ControllerConfig) -> Vec<Param> {
+    let mut params = Vec::new();
     match c.mode {
         ControllerMode::Firmware => {
             params.push(Param {
@@ -141,14 +169,6 @@ pub fn for_base(base: &DeviceConfig) -> Vec<Param> {
                 min: 20.0,
                 max: 1e6,
             });
-            params.push(one(
-                "controller.firmware_cores",
-                f64::from(c.firmware_cores),
-                "firmware cores sharing that work",
-                true,
-                1.0,
-                64.0,
-            ));
         }
         ControllerMode::Hardware => {
             params.push(one(
@@ -169,7 +189,18 @@ pub fn for_base(base: &DeviceConfig) -> Vec<Param> {
             ));
         }
     }
-    params.extend([
+    params
+}
+
+/// The media: latencies per row and the banks working at once.
+fn memory(m: &nvarray_model::config::MemoryConfig) -> Vec<Param> {
+    // Left to the base, because the jobs cannot tell them from what is fitted: the firmware's
+    // cores and the controller's tags (whole numbers whose every value opens a valley of its
+    // own, where the firmware's time or the queue re-fits around them), each bank's
+    // transfer rate (a cost per byte, as the read and write latencies per row are: only
+    // their sums show) and the number of controllers (only the banks' total shows, which
+    // `banks_per_controller` sets).
+    vec![
         one(
             "memory.read_latency_ns",
             m.read_latency_ns as f64,
@@ -187,41 +218,14 @@ pub fn for_base(base: &DeviceConfig) -> Vec<Param> {
             1e8,
         ),
         one(
-            "memory.bank_bandwidth_bytes_per_s",
-            m.bank_bandwidth_bytes_per_s as f64,
-            "transfer rate of each bank (die)",
-            false,
-            1e7,
-            1e11,
-        ),
-        one(
-            "memory.controllers",
-            f64::from(m.controllers),
-            "memory controllers (flash channels)",
-            true,
-            1.0,
-            256.0,
-        ),
-        one(
             "memory.banks_per_controller",
             f64::from(m.banks_per_controller),
-            "banks (dies) per controller",
+            "banks (dies) per controller: with the controllers, the banks working at once",
             true,
             1.0,
             256.0,
         ),
-    ]);
-    if base.ftl.enabled {
-        params.push(one(
-            "ftl.write_buffer_bytes",
-            base.ftl.write_buffer_bytes as f64,
-            "DRAM write buffer in front of the flash",
-            false,
-            4096.0,
-            1e10,
-        ));
-    }
-    params
+    ]
 }
 
 #[cfg(test)]
@@ -230,19 +234,44 @@ mod tests {
 
     #[test]
     fn a_group_keeps_its_shares_and_integers_round() {
-        let base = nvarray_model::presets::preset("optane").unwrap().load(&[]).unwrap();
+        let base = nvarray_model::presets::preset("optane")
+            .unwrap()
+            .load(&[])
+            .unwrap();
         let params = for_base(&base);
-        let fw = params.iter().find(|p| p.name == "controller.firmware_*_ns").unwrap();
+        let fw = params
+            .iter()
+            .find(|p| p.name == "controller.firmware_*_ns")
+            .unwrap();
         // optane: 300 + 200 + 400 + 300 ns.
         assert_eq!(fw.start(), 1200.0);
         let a = fw.assignments(2400.0);
         assert_eq!(a[0], ("controller.firmware_fetch_ns".into(), "600".into()));
-        assert_eq!(a[2], ("controller.firmware_translation_ns".into(), "800".into()));
-        let cores = params.iter().find(|p| p.name == "controller.firmware_cores").unwrap();
-        assert_eq!(cores.assignments(2.6), vec![("controller.firmware_cores".into(), "3".into())]);
-        assert_eq!(cores.legal(1000.0), 64.0);
-        assert!(!params.iter().any(|p| p.name.starts_with("ftl.")), "optane has no FTL");
-        let sw = params.iter().find(|p| p.name == "host.software_ns").unwrap();
-        assert_eq!(sw.start(), 1000.0, "a zero starts at ten times its lower bound");
+        assert_eq!(
+            a[2],
+            ("controller.firmware_translation_ns".into(), "800".into())
+        );
+        let banks = params
+            .iter()
+            .find(|p| p.name == "memory.banks_per_controller")
+            .unwrap();
+        assert_eq!(
+            banks.assignments(2.6),
+            vec![("memory.banks_per_controller".into(), "3".into())]
+        );
+        assert_eq!(banks.legal(1000.0), 256.0);
+        assert!(
+            !params.iter().any(|p| p.name.starts_with("ftl.")),
+            "optane has no FTL"
+        );
+        let sw = params
+            .iter()
+            .find(|p| p.name == "host.software_ns")
+            .unwrap();
+        assert_eq!(
+            sw.start(),
+            1000.0,
+            "a zero starts at ten times its lower bound"
+        );
     }
 }

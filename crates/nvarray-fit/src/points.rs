@@ -59,7 +59,11 @@ pub fn read(path: &Path) -> Result<Manifest, PointsError> {
     })?;
     let file: PointsFile = toml::from_str(&text).map_err(|e| PointsError::Toml {
         path: shown.clone(),
-        message: e.to_string().split_whitespace().collect::<Vec<_>>().join(" "),
+        message: e
+            .to_string()
+            .split_whitespace()
+            .collect::<Vec<_>>()
+            .join(" "),
     })?;
     let mut jobs = Vec::new();
     for p in file.point {
@@ -149,12 +153,26 @@ mod tests {
         .unwrap();
         let m = read(&path).unwrap();
         let f: Vec<Figures> = m.jobs.iter().map(|j| j.figures.unwrap()).collect();
-        assert_eq!((f[0].iops.round(), f[0].mean_ns.round()), (100_000.0, 10_000.0));
+        assert_eq!(
+            (f[0].iops.round(), f[0].mean_ns.round()),
+            (100_000.0, 10_000.0)
+        );
         assert_eq!(f[1].iops.round(), (2.4e9_f64 / 65536.0).round());
         assert_eq!(f[2].mean_ns.round(), 32_000.0);
-        std::fs::write(&path, "source = \"s\"\n[[point]]\njob = \"randread-3x-qd1\"\niops = 1\n").unwrap();
-        assert!(read(&path).unwrap_err().to_string().contains("not a job name"));
-        std::fs::write(&path, "source = \"s\"\n[[point]]\njob = \"randread-4k-qd1\"\n").unwrap();
+        std::fs::write(
+            &path,
+            "source = \"s\"\n[[point]]\njob = \"randread-3x-qd1\"\niops = 1\n",
+        )
+        .unwrap();
+        assert!(read(&path)
+            .unwrap_err()
+            .to_string()
+            .contains("not a job name"));
+        std::fs::write(
+            &path,
+            "source = \"s\"\n[[point]]\njob = \"randread-4k-qd1\"\n",
+        )
+        .unwrap();
         assert!(read(&path).unwrap_err().to_string().contains("give iops"));
     }
 }

@@ -25,14 +25,20 @@ pub fn write(
     date: &str,
 ) -> Result<String, PresetError> {
     let mut doc: DocumentMut = base_toml.parse()?;
-    let held = format!(
-        "MAPE {:.1} % IOPS, {:.1} % mean latency held out ({} jobs)",
-        fit.held_out.iops, fit.held_out.mean_latency, fit.held_out.jobs
-    );
+    let held = fit.error_words();
+    let p99 = if fit.held_out.jobs > 0 {
+        format!("; p99 {:.1} % held out", fit.held_out.p99)
+    } else {
+        String::new()
+    };
     let source = format!("fitted to {dir} on {date}, {held}");
     for p in &fit.params {
         let range = if p.range.identified {
-            format!("95 % range {} to {}", short(p.range.low), short(p.range.high))
+            format!(
+                "95 % range {} to {}",
+                short(p.range.low),
+                short(p.range.high)
+            )
         } else {
             "NOT identified by the jobs: the fit holds only with the others as fitted".into()
         };
@@ -48,7 +54,9 @@ pub fn write(
                 .ok_or_else(|| PresetError::NoTable(table.to_string()))?;
             let mut v: Value = match text.parse::<i64>() {
                 Ok(i) => i.into(),
-                Err(_) => text.parse::<f64>().map_or(text.as_str().into(), Value::from),
+                Err(_) => text
+                    .parse::<f64>()
+                    .map_or(text.as_str().into(), Value::from),
             };
             v.decor_mut()
                 .set_suffix(format!("   # {source}; {range} ({})", p.name));
@@ -71,21 +79,23 @@ pub fn write(
         "fitted to {} ({}) from the {} preset: {held}",
         manifest.target, manifest.fio_version, fit.base
     ));
+    let measured = if manifest.fio_version == "published" {
+        format!("published points ({})", manifest.target)
+    } else {
+        format!(
+            "{} measured with {} on {}",
+            manifest.target, manifest.fio_version, manifest.date
+        )
+    };
     let header = format!(
-        "# Fitted by `nvarray fit` to {dir}: {target} measured with {fio} on {collected}, {n} jobs\n\
+        "# Fitted by `nvarray fit` to {dir}: {measured}, {n} jobs\n\
          # ({train} for the fit, {held_n} held out), starting from the {base} preset on {date}.\n\
-         # Held out: MAPE {hi:.1} % IOPS, {hm:.1} % mean latency, {hp:.1} % p99. Training: {ti:.1} %,\n\
-         # {tm:.1} %, {tp:.1} %. Keys marked \"fitted\" come from the fit; the rest are the base's.\n",
-        target = manifest.target,
-        fio = manifest.fio_version,
-        collected = manifest.date,
+         # {held}{p99}. Training: {ti:.1} %, {tm:.1} %, {tp:.1} % (IOPS, mean, p99).\n\
+         # Keys marked \"fitted\" come from the fit; the rest are the base's.\n",
         n = fit.jobs.len(),
         train = fit.training.jobs,
         held_n = fit.held_out.jobs,
         base = fit.base,
-        hi = fit.held_out.iops,
-        hm = fit.held_out.mean_latency,
-        hp = fit.held_out.p99,
         ti = fit.training.iops,
         tm = fit.training.mean_latency,
         tp = fit.training.p99,

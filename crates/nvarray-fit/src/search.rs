@@ -1,14 +1,15 @@
-//! The minimiser: a compass (pattern) search on a log scale, as in Hooke and Jeeves (1961)
-//! and Kolda, Lewis and Torczon, "Optimization by Direct Search" (SIAM Review, 2003). Each
-//! parameter is tried a step up and a step down (a factor), a better point is taken at once,
-//! a sweep that improved is followed by a pattern move along the last sweep's direction, and a
-//! sweep that did not halves every step, until the steps are under 1 %.
-//!
-//! Written here rather than taken from a crate (argmin's Nelder–Mead was tried on paper):
-//! half the parameters are whole numbers (lanes, cores, channels, dies, tags) and all have
-//! bounds, which a simplex method handles only by rounding inside the objective, where its
-//! simplex then collapses on the plateaus; the compass search steps whole numbers by at least
-//! one and needs no derivative of an objective that is a simulation.
+//! The minimiser, in two phases on the parameters' logarithms. First CMA-ES (Hansen's
+//! covariance matrix adaptation evolution strategy, the `cmaes` crate): a population sampled
+//! from a normal distribution whose shape learns the valleys, where parameters trade off
+//! (the firmware's time against the media's latency, a bank count against a rate); a local
+//! search started at the base preset stops in the first such valley it meets. Then a compass
+//! (pattern) search polishes its best point, as in Hooke and Jeeves (1961) and Kolda, Lewis and
+//! Torczon, "Optimization by Direct Search" (SIAM Review, 2003): each parameter a step up and a
+//! step down (a factor), a better point taken at once, a pattern move after a sweep that
+//! improved, every step halved after one that did not, until the steps are under 1 %; then it
+//! begins again from its first steps while that still improves (at most `RESTARTS` times).
+//! Whole numbers (lanes, cores, dies, tags) are rounded in the objective, which memoises each
+//! point it is given; the compass steps them by at least one.
 
 use std::collections::HashMap;
 
@@ -16,6 +17,8 @@ use crate::params::Param;
 
 /// The first step: a factor of 4 each way.
 const FIRST_STEP: f64 = 1.386_294_361_119_890_6; // ln 4
+/// Searches begun again from the first steps after one ends (see `compass`).
+const RESTARTS: usize = 3;
 /// Steps below a factor of 1.01 end the search.
 const LAST_STEP: f64 = 0.009_950_330_853_168_083; // ln 1.01
 
@@ -70,14 +73,82 @@ impl<'a> Objective<'a> {
     }
 }
 
-/// Minimises `objective` from `start`, computing it at most `budget` times.
-pub fn compass(objective: &mut Objective, start: &[f64], budget: usize) -> Outcome {
+/// The share of the budget the global phase (CMA-ES) may take.
+const GLOBAL_SHARE: f64 = 0.7;
+/// CMA-ES's first spread, in natural log units: a factor of about 2 either way.
+const GLOBAL_SIGMA: f64 = 0.7;
+/// The compass's first step after the global phase: a factor of 1.25.
+const POLISH_STEP: f64 = 0.223_143_551_314_209_7; // ln 1.25
+
+/// Minimises `objective` from `start`: CMA-ES, then the compass from its best point, together
+/// computing it at most about `budget` times.
+pub fn minimise(objective: &mut Objective, start: &[f64], budget: usize) -> Outcome {
+    let x0 = objective.legal(start);
+    let global = (budget as f64 * GLOBAL_SHARE) as usize;
+    let best = if global >= 20 && !x0.is_empty() {
+        let logs: Vec<f64> = x0.iter().map(|v| v.max(1e-300).ln()).collect();
+        let mut f = |z: &cmaes::DVector<f64>| -> f64 {
+            let x: Vec<f64> = z.iter().map(|v| v.exp()).collect();
+            let x = objective.legal(&x);
+            // CMA-ES stops on a value that is not finite; a device that cannot run is just bad.
+            objective.at(&x).min(1e6)
+        };
+        let state = cmaes::CMAESOptions::new(logs, GLOBAL_SIGMA)
+            .max_function_evals(global)
+            .seed(61)
+            .build(&mut f);
+        state
+            .ok()
+            .and_then(|mut s| s.run().overall_best)
+            .map(|b| b.point.iter().map(|v| v.exp()).collect::<Vec<f64>>())
+    } else {
+        None
+    };
+    let from = best.map_or(x0.clone(), |b| objective.legal(&b));
+    // Keep the start if the global phase found nothing better.
+    let from = if objective.at(&from) <= objective.at(&x0) {
+        from
+    } else {
+        x0
+    };
+    let step = if global >= 20 {
+        POLISH_STEP
+    } else {
+        FIRST_STEP
+    };
+    compass(objective, &from, budget, step)
+}
+
+/// Minimises `objective` from `start` by the compass alone, with first steps `first_step` (a
+/// natural log), computing it at most `budget` times in all.
+pub fn compass(
+    objective: &mut Objective,
+    start: &[f64],
+    budget: usize,
+    first_step: f64,
+) -> Outcome {
     let n = start.len();
     let mut x = objective.legal(start);
     let mut f = objective.at(&x);
-    let mut step = vec![FIRST_STEP; n];
+    let mut step = vec![first_step; n];
     let spent = |o: &Objective| o.evaluations() >= budget;
-    while step.iter().any(|&s| s >= LAST_STEP) && !spent(objective) {
+    // Where the last restart began: a search that ends better than it started restarts with
+    // the first steps (a valley the small steps crawl along, or a plateau of whole numbers,
+    // can stop it short), up to `RESTARTS` times.
+    let mut restarted_at = f;
+    let mut restarts = 0;
+    loop {
+        if step.iter().all(|&s| s < LAST_STEP) {
+            if restarts == RESTARTS || f >= restarted_at * (1.0 - 1e-3) {
+                break;
+            }
+            restarts += 1;
+            restarted_at = f;
+            step = vec![first_step; n];
+        }
+        if spent(objective) {
+            break;
+        }
         let before = x.clone();
         for i in 0..n {
             if spent(objective) {
@@ -157,8 +228,12 @@ mod tests {
         // Minimum at a = 300, b = 7.
         let mut loss = |v: &[f64]| (v[0] / 300.0).ln().powi(2) + (v[1] / 7.0).ln().powi(2);
         let mut o = Objective::new(&params, &mut loss);
-        let out = compass(&mut o, &[1.0, 1.0], 10_000);
-        assert!((out.values[0] / 300.0 - 1.0).abs() < 0.02, "{:?}", out.values);
+        let out = minimise(&mut o, &[1.0, 1.0], 10_000);
+        assert!(
+            (out.values[0] / 300.0 - 1.0).abs() < 0.02,
+            "{:?}",
+            out.values
+        );
         assert_eq!(out.values[1], 7.0);
         assert!(!out.budget_spent);
     }
@@ -168,7 +243,7 @@ mod tests {
         let params = [param("a", false)];
         let mut loss = |v: &[f64]| (v[0] / 300.0).ln().powi(2);
         let mut o = Objective::new(&params, &mut loss);
-        let out = compass(&mut o, &[1.0], 3);
+        let out = compass(&mut o, &[1.0], 3, FIRST_STEP);
         assert!(out.budget_spent && out.evaluations == 3);
     }
 }

@@ -61,9 +61,10 @@ pub fn predict(device: &DeviceConfig, workloads: &[Workload], jobs: usize) -> Ve
             .map(|r| figures(&r))
             .filter(|f| f.iops > 0.0 && f.mean_ns > 0.0))
     };
-    let result = nvarray_run::parallel::run_points(workloads.len(), jobs, &run, &|_| {}, &mut |i, f| {
-        out[i] = f
-    });
+    let result =
+        nvarray_run::parallel::run_points(workloads.len(), jobs, &run, &|_| {}, &mut |i, f| {
+            out[i] = f
+        });
     debug_assert!(result.is_ok(), "runs never fail here: a failed run is None");
     out
 }

@@ -20,7 +20,7 @@ pub fn steady_mean(rounds: &[f64]) -> Option<f64> {
     let w = &rounds[rounds.len() - WINDOW..];
     let n = WINDOW as f64;
     let mean = w.iter().sum::<f64>() / n;
-    if !(mean > 0.0) {
+    if mean.is_nan() || mean <= 0.0 {
         return None;
     }
     let excursion = w.iter().map(|y| (y - mean).abs()).fold(0.0, f64::max);
@@ -42,7 +42,10 @@ mod tests {
 
     #[test]
     fn flat_rounds_are_steady_and_falling_ones_are_not() {
-        assert_eq!(steady_mean(&[9.0, 100.0, 101.0, 99.0, 100.0, 100.0]), Some(100.0));
+        assert_eq!(
+            steady_mean(&[9.0, 100.0, 101.0, 99.0, 100.0, 100.0]),
+            Some(100.0)
+        );
         assert_eq!(steady_mean(&[100.0, 100.0, 100.0, 100.0]), None, "too few");
         // Falls 4 % a round: 16 % over the window, more than the 10 % the line may move.
         assert_eq!(steady_mean(&[100.0, 96.0, 92.0, 88.0, 84.0]), None);

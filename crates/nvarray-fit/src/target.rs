@@ -222,7 +222,9 @@ fn refuse_in_use(path: &Path, shown: &str) -> Result<(), TargetError> {
             .map(|d| d.flatten().count())
             .unwrap_or(0);
         if holders > 0 {
-            return Err(in_use(format!("{n} has {holders} holder(s) (device mapper, md, ...)")));
+            return Err(in_use(format!(
+                "{n} has {holders} holder(s) (device mapper, md, ...)"
+            )));
         }
     }
     Ok(())
@@ -252,10 +254,16 @@ mod tests {
         let info = "22 1 253:0 / / rw,relatime shared:1 - ext4 /dev/vda rw\n\
                     40 22 0:45 / /data rw shared:2 - btrfs /dev/loop3 rw\n";
         let never = |_: &str| false;
-        assert_eq!(mounted_on(info, &["253:0".into()], &never).as_deref(), Some("/"));
+        assert_eq!(
+            mounted_on(info, &["253:0".into()], &never).as_deref(),
+            Some("/")
+        );
         assert_eq!(mounted_on(info, &["7:1".into()], &never), None);
         let loop3 = |s: &str| s == "/dev/loop3";
-        assert_eq!(mounted_on(info, &["7:3".into()], &loop3).as_deref(), Some("/data"));
+        assert_eq!(
+            mounted_on(info, &["7:3".into()], &loop3).as_deref(),
+            Some("/data")
+        );
     }
 
     #[test]

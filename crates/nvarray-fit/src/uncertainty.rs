@@ -95,13 +95,13 @@ pub fn symmetric_eigen(mut a: Vec<Vec<f64>>) -> (Vec<f64>, Vec<Vec<f64>>) {
                 let t = if theta == 0.0 { 1.0 } else { t };
                 let c = 1.0 / (t * t + 1.0).sqrt();
                 let s = t * c;
-                for k in 0..n {
-                    let (akp, akq) = (a[k][p], a[k][q]);
-                    a[k][p] = c * akp - s * akq;
-                    a[k][q] = s * akp + c * akq;
+                for row in a.iter_mut() {
+                    let (akp, akq) = (row[p], row[q]);
+                    row[p] = c * akp - s * akq;
+                    row[q] = s * akp + c * akq;
                 }
-                for k in 0..n {
-                    let (apk, aqk) = (a[p][k], a[q][k]);
+                let (row_p, row_q) = (a[p].clone(), a[q].clone());
+                for (k, (apk, aqk)) in row_p.into_iter().zip(row_q).enumerate() {
                     a[p][k] = c * apk - s * aqk;
                     a[q][k] = s * apk + c * aqk;
                 }
@@ -142,7 +142,9 @@ mod tests {
                 vec![1.0 + x, 0.5 - x, 0.5 - x, 0.0]
             })
             .collect();
-        let residuals: Vec<f64> = (0..40).map(|r| if r % 2 == 0 { 0.01 } else { -0.01 }).collect();
+        let residuals: Vec<f64> = (0..40)
+            .map(|r| if r % 2 == 0 { 0.01 } else { -0.01 })
+            .collect();
         let r = ranges(&j, &residuals, &[100.0, 4.0, 8.0, 3.0]);
         assert!(r[0].identified, "{:?}", r[0]);
         assert!(r[0].low < 100.0 && r[0].high > 100.0);

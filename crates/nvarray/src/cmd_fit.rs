@@ -160,13 +160,12 @@ fn run_collect(c: CollectArgs) -> Result<()> {
         fio: c.fio,
     };
     let plan = collect::plan(&opts);
-    let target = nvarray_fit::target::prepare(&c.target, c.size, c.destroy_data)
-        .map_err(input_error)?;
+    let target =
+        nvarray_fit::target::prepare(&c.target, c.size, c.destroy_data).map_err(input_error)?;
     eprintln!(
-        "{} ({:?}, {} over {}): {} of the grid's {} jobs fit the {} budget at {:.1} s each",
+        "{} ({:?}, jobs over its first {}): {} of the grid's {} jobs fit the {} budget at {:.1} s each",
         target.path.display(),
         target.kind,
-        "jobs range",
         nvarray_units::format_size(target.span_bytes),
         plan.jobs.len(),
         plan.jobs.len() + plan.left_out.len(),
@@ -174,12 +173,19 @@ fn run_collect(c: CollectArgs) -> Result<()> {
         plan.per_job.as_secs_f64(),
     );
     if !plan.left_out.is_empty() {
-        let names: Vec<String> = plan.left_out.iter().map(Job::name).collect();
-        eprintln!("left out: {}", names.join(" "));
+        let names: Vec<String> = plan.left_out.iter().take(8).map(Job::name).collect();
+        eprintln!(
+            "left out: {} jobs ({}{}; all in manifest.json's left_out)",
+            plan.left_out.len(),
+            names.join(" "),
+            if plan.left_out.len() > 8 { " ..." } else { "" }
+        );
     }
     let bar = Progress::new("collecting", plan.jobs.len() as u64 + 1);
     let manifest = collect::collect(&target, &opts, &mut |s| match s {
-        Step::Precondition => bar.set_message("preconditioning (SNIA: 2x span, 128k sequential)".into()),
+        Step::Precondition => {
+            bar.set_message("preconditioning (SNIA: 2x span, 128k sequential)".into())
+        }
         Step::Job { index, name, .. } => {
             bar.set(index as u64 + 1, 0.0);
             bar.set_message(name.to_string());
@@ -203,13 +209,26 @@ fn run_collect(c: CollectArgs) -> Result<()> {
         manifest.jobs.len(),
         opts.out.display(),
         failed.len(),
-        if failed.is_empty() { String::new() } else { format!(": {}", failed.join(" ")) },
-        manifest.steady_state.as_ref().map_or(String::new(), |s| match s.steady_iops {
-            Some(i) => format!("; steady state at {i:.0} IOPS after {} rounds", s.rounds_iops.len()),
-            None => format!("; NOT steady after {} rounds", s.rounds_iops.len()),
-        }),
+        if failed.is_empty() {
+            String::new()
+        } else {
+            format!(": {}", failed.join(" "))
+        },
+        manifest
+            .steady_state
+            .as_ref()
+            .map_or(String::new(), |s| match s.steady_iops {
+                Some(i) => format!(
+                    "; steady state at {i:.0} IOPS after {} rounds",
+                    s.rounds_iops.len()
+                ),
+                None => format!("; NOT steady after {} rounds", s.rounds_iops.len()),
+            }),
     );
-    println!("next: nvarray fit {} --base PRESET --out my-drive.toml", opts.out.display());
+    println!(
+        "next: nvarray fit {} --base PRESET --out my-drive.toml",
+        opts.out.display()
+    );
     Ok(())
 }
 
@@ -219,18 +238,30 @@ fn run_fit(f: FitRun) -> Result<()> {
         return Err(input_error(usage));
     };
     if !(0.0..1.0).contains(&f.held_out) {
-        return Err(input_error(format!("--held-out {}: give a share from 0 to below 1", f.held_out)));
+        return Err(input_error(format!(
+            "--held-out {}: give a share from 0 to below 1",
+            f.held_out
+        )));
     }
     let json = match f.output_format.as_str() {
         "text" => false,
         "json" => true,
-        other => return Err(input_error(format!("--output-format {other}: text or json"))),
+        other => {
+            return Err(input_error(format!(
+                "--output-format {other}: text or json"
+            )))
+        }
     };
     let plot = f.plot.unwrap_or_else(|| out.with_extension("svg"));
     nvarray_present::plot::check_chart_path(&plot).map_err(input_error)?;
     let base_toml = match std::fs::metadata(&base) {
-        Ok(m) if m.is_file() => std::fs::read_to_string(&base).with_context(|| format!("reading {base}"))?,
-        _ => nvarray_model::presets::preset(&base).map_err(input_error)?.toml.to_string(),
+        Ok(m) if m.is_file() => {
+            std::fs::read_to_string(&base).with_context(|| format!("reading {base}"))?
+        }
+        _ => nvarray_model::presets::preset(&base)
+            .map_err(input_error)?
+            .toml
+            .to_string(),
     };
     let (manifest, jobs, skipped) =
         nvarray_fit::fit::load(&dir, f.held_out).map_err(input_error)?;
@@ -262,10 +293,16 @@ fn run_fit(f: FitRun) -> Result<()> {
     let name = out
         .file_stem()
         .map_or("fitted".into(), |s| s.to_string_lossy().into_owned());
-    let preset = nvarray_fit::preset_out::write(&base_toml, &name, &report, &manifest, &shown, &today)
-        .map_err(input_error)?;
+    let preset =
+        nvarray_fit::preset_out::write(&base_toml, &name, &report, &manifest, &shown, &today)
+            .map_err(input_error)?;
     std::fs::write(&out, preset).with_context(|| format!("writing {}", out.display()))?;
-    let title = format!("{} fitted to {}: held-out MAPE {:.1} % IOPS, {:.1} % mean latency", base, manifest.target, report.held_out.iops, report.held_out.mean_latency);
+    let shown_target = std::path::Path::new(&manifest.target)
+        .file_name()
+        .map_or(manifest.target.clone(), |n| {
+            n.to_string_lossy().into_owned()
+        });
+    let title = format!("{base} fitted to {shown_target}: {}", report.error_words());
     crate::fit_report::chart(&report, &title, &plot)?;
     if json {
         println!("{}", serde_json::to_string_pretty(&report)?);
@@ -279,17 +316,24 @@ fn run_fit(f: FitRun) -> Result<()> {
 fn run_simulate(a: SimulateArgs) -> Result<()> {
     use nvarray_fit::grid;
     use nvarray_fit::manifest::{JobRecord, Manifest, SteadyState, FORMAT};
-    use nvarray_fit::measured::Figures;
 
     if !(0.0..0.5).contains(&a.noise) {
-        return Err(input_error(format!("--noise {}: give a share from 0 to below 0.5", a.noise)));
+        return Err(input_error(format!(
+            "--noise {}: give a share from 0 to below 0.5",
+            a.noise
+        )));
     }
     if a.out.join(nvarray_fit::manifest::MANIFEST).exists() {
-        return Err(input_error(format!("{} already holds a collection; give another --out", a.out.display())));
+        return Err(input_error(format!(
+            "{} already holds a collection; give another --out",
+            a.out.display()
+        )));
     }
     let (text, overrides) = a.device.base()?;
-    let device = nvarray_model::overrides::apply_overrides(&text, &overrides).map_err(input_error)?;
-    std::fs::create_dir_all(a.out.join("jobs")).with_context(|| format!("making {}", a.out.display()))?;
+    let device =
+        nvarray_model::overrides::apply_overrides(&text, &overrides).map_err(input_error)?;
+    std::fs::create_dir_all(a.out.join("jobs"))
+        .with_context(|| format!("making {}", a.out.display()))?;
     // xorshift: the noise is the same for the same seed on every machine.
     let mut state = a.seed.max(1).wrapping_mul(0x9E37_79B9_7F4A_7C15) | 1;
     let mut noise = move || {
@@ -303,38 +347,24 @@ fn run_simulate(a: SimulateArgs) -> Result<()> {
     let mut records = Vec::with_capacity(jobs.len());
     for (i, job) in jobs.iter().enumerate() {
         bar.set(i as u64, 0.0);
-        // A first run sizes the second, as the fit sizes its own runs.
-        let guess = Figures { iops: 1e5, mean_ns: 1e4, p99_ns: 0.0 };
-        let first = crate::cmd_sim::simulate(&device, &nvarray_fit::simulate::workload(job, &guess, a.size), &mut |_| {})?;
-        let sized = nvarray_fit::simulate::figures(&first);
-        let workload = nvarray_fit::simulate::workload(job, &sized, a.size);
-        let report = crate::cmd_sim::simulate(&device, &workload, &mut |_| {})?;
-        let mut out = nvarray_present::fio_output::report(&workload, &report, &[99.0], true);
-        for dir in ["read", "write"] {
-            let d = &mut out["jobs"][0][dir];
-            if d["total_ios"].as_u64().unwrap_or(0) == 0 {
-                continue;
-            }
-            let (x, y) = (1.0 + noise(), 1.0 + noise());
-            d["iops"] = (d["iops"].as_f64().unwrap_or(0.0) * x).into();
-            d["lat_ns"]["mean"] = (d["lat_ns"]["mean"].as_f64().unwrap_or(0.0) * y).into();
-        }
+        let out = simulated_job(&device, job, a.size, &mut noise)?;
         let file = format!("jobs/{}.json", job.name());
         std::fs::write(a.out.join(&file), out.to_string())?;
-        records.push(JobRecord { job: *job, file, error: None, figures: None });
+        records.push(JobRecord {
+            job: *job,
+            file,
+            error: None,
+            figures: None,
+        });
     }
     bar.finish();
     let steady_state = if a.steady_state {
-        let mut o = overrides.clone();
-        o.extend(nvarray_fit::steady_fit::steady_overrides(a.size, device.ftl.over_provisioning));
-        let flash = nvarray_model::overrides::apply_overrides(&text, &o).map_err(input_error)?;
-        let guess = Figures { iops: 1e4, mean_ns: 3.2e6, p99_ns: 0.0 };
-        let job = nvarray_fit::steady_fit::STEADY_JOB;
-        let first = crate::cmd_sim::simulate(&flash, &nvarray_fit::simulate::workload(&job, &guess, a.size), &mut |_| {})?;
-        let sized = nvarray_fit::simulate::figures(&first);
-        let report = crate::cmd_sim::simulate(&flash, &nvarray_fit::simulate::workload(&job, &sized, a.size), &mut |_| {})?;
-        let iops = report.totals.iops * (1.0 + noise());
-        Some(SteadyState { round_ms: 0, rounds_iops: vec![iops; nvarray_fit::steady::WINDOW], steady_iops: Some(iops) })
+        let iops = simulated_steady(&text, &overrides, &device, a.size)? * (1.0 + noise());
+        Some(SteadyState {
+            round_ms: 0,
+            rounds_iops: vec![iops; nvarray_fit::steady::WINDOW],
+            steady_iops: Some(iops),
+        })
     } else {
         None
     };
@@ -360,4 +390,74 @@ fn run_simulate(a: SimulateArgs) -> Result<()> {
     .with_context(|| format!("writing {}", a.out.display()))?;
     println!("{} simulated jobs in {}", jobs.len(), a.out.display());
     Ok(())
+}
+
+/// One grid job on `device` in fio's JSON+ layout, its IOPS and mean latency moved by
+/// `noise()`: a first run sizes the second, as the fit sizes its own runs.
+fn simulated_job(
+    device: &nvarray_model::DeviceConfig,
+    job: &Job,
+    size: u64,
+    noise: &mut dyn FnMut() -> f64,
+) -> Result<serde_json::Value> {
+    use nvarray_fit::measured::Figures;
+    let guess = Figures {
+        iops: 1e5,
+        mean_ns: 1e4,
+        p99_ns: 0.0,
+    };
+    let first = crate::cmd_sim::simulate(
+        device,
+        &nvarray_fit::simulate::workload(job, &guess, size),
+        &mut |_| {},
+    )?;
+    let sized = nvarray_fit::simulate::figures(&first);
+    let workload = nvarray_fit::simulate::workload(job, &sized, size);
+    let report = crate::cmd_sim::simulate(device, &workload, &mut |_| {})?;
+    let mut out = nvarray_present::fio_output::report(&workload, &report, &[99.0], true);
+    for dir in ["read", "write"] {
+        let d = &mut out["jobs"][0][dir];
+        if d["total_ios"].as_u64().unwrap_or(0) == 0 {
+            continue;
+        }
+        let (x, y) = (1.0 + noise(), 1.0 + noise());
+        d["iops"] = (d["iops"].as_f64().unwrap_or(0.0) * x).into();
+        d["lat_ns"]["mean"] = (d["lat_ns"]["mean"].as_f64().unwrap_or(0.0) * y).into();
+    }
+    Ok(out)
+}
+
+/// The steady-state write IOPS of `device` (`text` with `overrides`) over `size` bytes: 4 KiB
+/// random writes at depth 32 after the FTL is preconditioned with random writes.
+fn simulated_steady(
+    text: &str,
+    overrides: &[(String, String)],
+    device: &nvarray_model::DeviceConfig,
+    size: u64,
+) -> Result<f64> {
+    use nvarray_fit::measured::Figures;
+    let mut o = overrides.to_vec();
+    o.extend(nvarray_fit::steady_fit::steady_overrides(
+        size,
+        device.ftl.over_provisioning,
+    ));
+    let flash = nvarray_model::overrides::apply_overrides(text, &o).map_err(input_error)?;
+    let guess = Figures {
+        iops: 1e4,
+        mean_ns: 3.2e6,
+        p99_ns: 0.0,
+    };
+    let job = nvarray_fit::steady_fit::STEADY_JOB;
+    let first = crate::cmd_sim::simulate(
+        &flash,
+        &nvarray_fit::simulate::workload(&job, &guess, size),
+        &mut |_| {},
+    )?;
+    let sized = nvarray_fit::simulate::figures(&first);
+    let report = crate::cmd_sim::simulate(
+        &flash,
+        &nvarray_fit::simulate::workload(&job, &sized, size),
+        &mut |_| {},
+    )?;
+    Ok(report.totals.iops)
 }

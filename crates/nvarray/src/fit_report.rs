@@ -13,16 +13,24 @@ use nvarray_present::plot::{write_chart, Chart, ChartError, Series};
 /// The report as text.
 pub fn table(fit: &FitReport, manifest: &Manifest, dir: &str) -> String {
     let mut s = String::new();
-    let _ = writeln!(
-        s,
-        "fit of preset {} to {dir}: {} ({:?}, {}), {} on {}",
-        fit.base,
-        manifest.target,
-        manifest.kind,
-        size(manifest.span_bytes as f64),
-        manifest.fio_version,
-        manifest.date
-    );
+    if manifest.fio_version == "published" {
+        let _ = writeln!(
+            s,
+            "fit of preset {} to published points: {}",
+            fit.base, manifest.target
+        );
+    } else {
+        let _ = writeln!(
+            s,
+            "fit of preset {} to {dir}: {} ({:?}, {}), {} on {}",
+            fit.base,
+            manifest.target,
+            manifest.kind,
+            size(manifest.span_bytes as f64),
+            manifest.fio_version,
+            manifest.date
+        );
+    }
     let _ = writeln!(
         s,
         "{} jobs: {} for the fit, {} held out{}; {} simulator evaluations in {:.1} s{}; loss {:.4} at the base, {:.4} fitted",
@@ -39,6 +47,47 @@ pub fn table(fit: &FitReport, manifest: &Manifest, dir: &str) -> String {
     for k in &fit.skipped {
         let _ = writeln!(s, "  skipped {}: {}", k.job, k.why);
     }
+    s += &params_rows(fit);
+    let loose = fit.not_identified();
+    if !loose.is_empty() {
+        let _ = writeln!(
+            s,
+            "not identified by these jobs (95 % range wider than ±10 %): {}. Their fitted values \
+             reproduce the jobs only together with the others; a grid with more of the jobs \
+             that move them (see docs/fit.md) would pin them.",
+            loose.join(", ")
+        );
+    }
+    let _ = writeln!(
+        s,
+        "\n{:<22} {:>4} {:>10} {:>10} {:>6}  {:>10} {:>10} {:>6}  {:>10} {:>10} {:>6}",
+        "job",
+        "set",
+        "IOPS",
+        "fitted",
+        "err %",
+        "mean us",
+        "fitted",
+        "err %",
+        "p99 us",
+        "fitted",
+        "err %"
+    );
+    for j in &fit.jobs {
+        s += &job_row(j);
+    }
+    let _ = writeln!(s, "\nMAPE       jobs    IOPS   mean latency    p99");
+    // Published points carry no distribution: their p99 is their mean, no figure to match.
+    let published = manifest.fio_version == "published";
+    for (name, m) in [("training", &fit.training), ("held out", &fit.held_out)] {
+        s += &mape_row(name, m, published);
+    }
+    s
+}
+
+/// The parameters: base, fitted, range, meaning; over-provisioning when fitted.
+fn params_rows(fit: &FitReport) -> String {
+    let mut s = String::new();
     let _ = writeln!(
         s,
         "\n{:<36} {:>12} {:>12}  {:<27} meaning",
@@ -46,8 +95,12 @@ pub fn table(fit: &FitReport, manifest: &Manifest, dir: &str) -> String {
     );
     for p in &fit.params {
         let range = if p.range.identified {
-            format!("{} .. {}", value(p.name, p.range.low), value(p.name, p.range.high))
-        } else if p.range.log_se.is_finite() {
+            format!(
+                "{} .. {}",
+                value(p.name, p.range.low),
+                value(p.name, p.range.high)
+            )
+        } else if p.range.high < 100.0 * p.range.low {
             format!(
                 "{} .. {} (wide)",
                 value(p.name, p.range.low),
@@ -72,28 +125,6 @@ pub fn table(fit: &FitReport, manifest: &Manifest, dir: &str) -> String {
             "{:<36} {:>12} {:>12}  {:<27} fitted alone to the steady-state writes: {:.0} IOPS measured, {:.0} fitted",
             "ftl.over_provisioning", "", format!("{:.3}", st.over_provisioning), "", st.measured_iops, st.fitted_iops
         );
-    }
-    let loose = fit.not_identified();
-    if !loose.is_empty() {
-        let _ = writeln!(
-            s,
-            "not identified by these jobs (95 % range wider than ±10 %): {}. Their fitted values \
-             reproduce the jobs only together with the others; a grid with more of the jobs \
-             that move them (see docs/fit.md) would pin them.",
-            loose.join(", ")
-        );
-    }
-    let _ = writeln!(
-        s,
-        "\n{:<22} {:>4} {:>10} {:>10} {:>6}  {:>10} {:>10} {:>6}  {:>10} {:>10} {:>6}",
-        "job", "set", "IOPS", "fitted", "err %", "mean us", "fitted", "err %", "p99 us", "fitted", "err %"
-    );
-    for j in &fit.jobs {
-        s += &job_row(j);
-    }
-    let _ = writeln!(s, "\nMAPE       jobs    IOPS   mean latency    p99");
-    for (name, m) in [("training", &fit.training), ("held out", &fit.held_out)] {
-        s += &mape_row(name, m);
     }
     s
 }
@@ -126,13 +157,18 @@ fn job_row(j: &JobFit) -> String {
     }
 }
 
-fn mape_row(name: &str, m: &Mape) -> String {
+fn mape_row(name: &str, m: &Mape, published: bool) -> String {
     if m.jobs == 0 {
         return format!("{name:<10} {:>4}    (none)\n", 0);
     }
+    let p99 = if published {
+        "(not published)".to_string()
+    } else {
+        format!("{:.1} %", m.p99)
+    };
     format!(
-        "{name:<10} {:>4} {:>6.1} % {:>10.1} % {:>8.1} %\n",
-        m.jobs, m.iops, m.mean_latency, m.p99
+        "{name:<10} {:>4} {:>6.1} % {:>10.1} % {:>10}\n",
+        m.jobs, m.iops, m.mean_latency, p99
     )
 }
 
@@ -167,13 +203,14 @@ fn size(v: f64) -> String {
 /// The chart: each job's fitted IOPS and mean latency against the measured, on log axes, the
 /// held-out jobs apart from the training ones, and the line where fitted equals measured.
 pub fn chart(fit: &FitReport, title: &str, path: &Path) -> Result<(), ChartError> {
-    let points = |held: bool, metric: fn(&nvarray_fit::measured::Figures) -> f64| -> Vec<(f64, f64)> {
-        fit.jobs
-            .iter()
-            .filter(|j| j.held_out == held)
-            .filter_map(|j| j.fitted.as_ref().map(|f| (metric(&j.measured), metric(f))))
-            .collect()
-    };
+    let points =
+        |held: bool, metric: fn(&nvarray_fit::measured::Figures) -> f64| -> Vec<(f64, f64)> {
+            fit.jobs
+                .iter()
+                .filter(|j| j.held_out == held)
+                .filter_map(|j| j.fitted.as_ref().map(|f| (metric(&j.measured), metric(f))))
+                .collect()
+        };
     let iops = |f: &nvarray_fit::measured::Figures| f.iops;
     let lat_us = |f: &nvarray_fit::measured::Figures| f.mean_ns / 1e3;
     // IOPS and microseconds share the axes: both span about the same decades here.
