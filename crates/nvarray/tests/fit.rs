@@ -100,6 +100,22 @@ fn fit_json(dir: &Path, base: &str, extra: &[&str]) -> Value {
     serde_json::from_slice(&out.stdout).unwrap()
 }
 
+/// `nvarray fit DIR --base optane --out DIR/f.toml --held-out 0 --evaluations N`, its text.
+fn fit_text(dir: &Path, evaluations: &str) -> std::process::Output {
+    nvarray(&[
+        "fit",
+        dir.to_str().unwrap(),
+        "--base",
+        "optane",
+        "--out",
+        dir.join("f.toml").to_str().unwrap(),
+        "--held-out",
+        "0",
+        "--evaluations",
+        evaluations,
+    ])
+}
+
 fn param<'a>(report: &'a Value, name: &str) -> &'a Value {
     report["params"]
         .as_array()
@@ -235,18 +251,7 @@ fn a_grid_too_small_says_what_it_cannot_identify() {
     );
     let write = param(&report, "memory.write_latency_ns");
     assert_eq!(write["range"]["identified"], false, "{write}");
-    let out = nvarray(&[
-        "fit",
-        dir.path().to_str().unwrap(),
-        "--base",
-        "optane",
-        "--out",
-        dir.path().join("f.toml").to_str().unwrap(),
-        "--held-out",
-        "0",
-        "--evaluations",
-        "50",
-    ]);
+    let out = fit_text(dir.path(), "50");
     let text = String::from_utf8_lossy(&out.stdout);
     assert!(
         text.contains("not identified by these jobs") && text.contains("memory.write_latency_ns"),
@@ -263,18 +268,7 @@ fn another_tools_output_and_failed_jobs_are_named() {
     let mut m = Manifest::read(dir.path()).unwrap();
     m.jobs[3].error = Some("fio exited with 1: Input/output error".into());
     m.write(dir.path()).unwrap();
-    let out = nvarray(&[
-        "fit",
-        dir.path().to_str().unwrap(),
-        "--base",
-        "optane",
-        "--out",
-        dir.path().join("f.toml").to_str().unwrap(),
-        "--held-out",
-        "0",
-        "--evaluations",
-        "20",
-    ]);
+    let out = fit_text(dir.path(), "20");
     let text = String::from_utf8_lossy(&out.stdout);
     assert!(
         out.status.success(),
@@ -291,18 +285,7 @@ fn another_tools_output_and_failed_jobs_are_named() {
     let mut v: Value = serde_json::from_str(&std::fs::read_to_string(&file).unwrap()).unwrap();
     v["jobs"][0]["error"] = Value::from(5);
     std::fs::write(&file, v.to_string()).unwrap();
-    let out = nvarray(&[
-        "fit",
-        dir.path().to_str().unwrap(),
-        "--base",
-        "optane",
-        "--out",
-        dir.path().join("f.toml").to_str().unwrap(),
-        "--held-out",
-        "0",
-        "--evaluations",
-        "20",
-    ]);
+    let out = fit_text(dir.path(), "20");
     let text = String::from_utf8_lossy(&out.stdout);
     assert!(text.contains("error 5"), "{text}");
 
