@@ -18,6 +18,7 @@ mod cmd_sim;
 mod emu_args;
 mod fit_report;
 mod ftl_plot;
+mod heap;
 mod input;
 mod output;
 mod progress;
@@ -138,6 +139,9 @@ fn main() -> ExitCode {
         libc::signal(libc::SIGPIPE, libc::SIG_DFL);
     }
     let cli = Cli::parse();
+    if matches!(cli.command, Command::Sim(_) | Command::Fit(_)) {
+        heap::keep_freed_memory();
+    }
     let result = match cli.command {
         Command::Bench(a) => cmd_bench::run(*a),
         Command::Sim(a) => cmd_sim::run(*a),
