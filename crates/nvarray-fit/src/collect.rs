@@ -101,18 +101,15 @@ pub fn collect(
 
     step(Step::Precondition);
     let started = Instant::now();
-    let args = [
-        "--name=precondition".to_string(),
-        format!("--filename={device}"),
-        "--ioengine=libaio".into(),
-        "--direct=1".into(),
-        "--rw=write".into(),
-        "--bs=128k".into(),
-        "--iodepth=32".into(),
-        format!("--size={}", target.span_bytes),
-        "--loops=2".into(),
-        "--output-format=json".into(),
-    ];
+    let mut args = crate::grid::direct_io_args(
+        "precondition",
+        &device,
+        "write",
+        128 << 10,
+        32,
+        target.span_bytes,
+    );
+    args.extend(["--loops=2".into(), "--output-format=json".into()]);
     run_fio(&opts.fio, &args, &opts.out.join("precondition.json"))
         .map_err(CollectError::Precondition)?;
     let precondition = Precondition {

@@ -12,10 +12,12 @@ use nvarray_model::DeviceConfig;
 use nvarray_workload::Workload;
 
 use crate::grid::Job;
+use crate::least_squares;
 use crate::manifest::Manifest;
 use crate::measured::{self, Figures};
+use crate::objective::{cauchy_loss, Objective};
 use crate::params::{self, Param};
-use crate::search::{self, Objective};
+use crate::search;
 use crate::simulate;
 use crate::uncertainty::{self, Range};
 
@@ -53,11 +55,12 @@ pub enum FitError {
     #[error("{0}")]
     Output(#[from] measured::FioOutputError),
     #[error(
-        "only {usable} usable jobs in {dir} ({skipped} skipped); a fit needs at least {needed}"
+        "only {training} jobs in {dir} left for the fit once {held_out} are held out and {skipped} skipped; a fit needs at least {needed} (a smaller --held-out leaves more)"
     )]
     TooFewJobs {
         dir: String,
-        usable: usize,
+        training: usize,
+        held_out: usize,
         skipped: usize,
         needed: usize,
     },
@@ -134,7 +137,8 @@ pub fn load(
     if training < needed {
         return Err(FitError::TooFewJobs {
             dir: path.display().to_string(),
-            usable: training,
+            training,
+            held_out: jobs.len() - training,
             skipped: skipped.len(),
             needed,
         });
@@ -161,6 +165,8 @@ pub struct FittedParam {
     pub base: f64,
     pub value: f64,
     pub range: Range,
+    /// The `key = value` overrides that give it `value` (a group sets several keys).
+    pub assignments: Vec<(String, String)>,
 }
 
 /// One job's measured and fitted figures.
@@ -189,11 +195,14 @@ pub struct FitReport {
     pub jobs: Vec<JobFit>,
     pub training: Mape,
     pub held_out: Mape,
-    /// Loss (`loss_of` the log ratios of IOPS and of mean latency over the training jobs) at
+    /// Loss (`objective::cauchy_loss` of the log ratios of IOPS and of mean latency over the training jobs) at
     /// the base preset and at the fit.
     pub loss_base: f64,
     pub loss: f64,
     pub evaluations: usize,
+    /// Other points the search met whose loss is under `uncertainty::near_limit`: the ranges
+    /// hold them.
+    pub near_fits: usize,
     pub budget_spent: bool,
     pub seconds: f64,
     pub skipped: Vec<Skipped>,
@@ -250,15 +259,17 @@ pub fn fit(
     // The simulator's device spans only what the jobs touched: a preset's capacity would
     // build its wear-levelling tables for hundreds of GB at every run (a quarter of the
     // search's time on optane). Kept at the base's when that size is not a valid capacity.
-    let span = manifest.span_bytes.to_string();
+    let cut = (
+        "memory.capacity_bytes".to_string(),
+        manifest.span_bytes.to_string(),
+    );
+    let cut = (base.memory.capacity_bytes > manifest.span_bytes
+        && apply_overrides(base_toml, std::slice::from_ref(&cut)).is_ok())
+    .then_some(cut);
     let device_at = |values: &[f64]| -> Option<DeviceConfig> {
         let mut o = assignments(&params, values);
-        let full = apply_overrides(base_toml, &o).ok()?;
-        if full.memory.capacity_bytes <= manifest.span_bytes {
-            return Some(full);
-        }
-        o.push(("memory.capacity_bytes".to_string(), span.clone()));
-        Some(apply_overrides(base_toml, &o).unwrap_or(full))
+        o.extend(cut.clone());
+        apply_overrides(base_toml, &o).ok()
     };
     let residuals_at = |values: &[f64]| -> Vec<f64> {
         match device_at(values) {
@@ -271,22 +282,27 @@ pub fn fit(
     };
     let mut best = f64::INFINITY;
     let mut calls = 0;
-    let mut loss = |values: &[f64]| {
-        let l = loss_of(&residuals_at(values));
+    let mut residuals_seen = |values: &[f64]| {
+        let r = residuals_at(values);
+        let l = cauchy_loss(&r);
         calls += 1;
         if l < best {
             best = l;
             progress(calls, l);
         }
-        l
+        r
     };
     let start: Vec<f64> = params.iter().map(Param::start).collect();
-    let mut objective = Objective::new(&params, &mut loss);
+    let mut objective = Objective::new(&params, &mut residuals_seen);
     let loss_base = objective.at(&objective.legal(&start));
     let outcome = search::minimise(&mut objective, &start, opts.evaluations);
+    let (jacobian, at_fit) = least_squares::jacobian(&mut objective, &outcome.values);
+    let mut ranges = uncertainty::ranges(&jacobian, &at_fit, &outcome.values);
+    let limit = uncertainty::near_limit(outcome.loss, at_fit.len(), params.len());
+    let near = objective.within(limit);
+    uncertainty::widen(&mut ranges, &outcome.values, &near);
+    let evaluations = objective.evaluations();
     drop(objective);
-
-    let ranges = ranges_at(&params, &outcome.values, &residuals_at);
 
     // Every job at the fit, training and held out.
     let fitted_device = device_at(&outcome.values).ok_or_else(|| {
@@ -312,6 +328,7 @@ pub fn fit(
                 base: p.start(),
                 value,
                 range,
+                assignments: p.assignments(value),
             })
             .collect(),
         training: mape(job_fits.iter().filter(|j| !j.held_out)),
@@ -319,7 +336,8 @@ pub fn fit(
         jobs: job_fits,
         loss_base,
         loss: outcome.loss,
-        evaluations: outcome.evaluations + 2 * params.len() + 2,
+        evaluations,
+        near_fits: near.len().saturating_sub(1),
         budget_spent: outcome.budget_spent,
         seconds: started.elapsed().as_secs_f64(),
         skipped,
@@ -343,32 +361,6 @@ fn job_fits(device: &DeviceConfig, jobs: &[JobData], threads: usize) -> Vec<JobF
         .collect()
 }
 
-/// Each parameter's range at `values`: the Jacobian of the log residuals in the log
-/// parameters, by central differences (±10 %, or ±1 for a whole number), to `uncertainty`.
-fn ranges_at(
-    params: &[Param],
-    values: &[f64],
-    residuals_at: &dyn Fn(&[f64]) -> Vec<f64>,
-) -> Vec<Range> {
-    let at_fit = residuals_at(values);
-    let mut columns = Vec::with_capacity(params.len());
-    for i in 0..params.len() {
-        let up = search::neighbour(params, values, i, 0.1);
-        let down = search::neighbour(params, values, i, -0.1);
-        let span = (up[i] / down[i]).ln();
-        columns.push(if span > 0.0 {
-            let (ru, rd) = (residuals_at(&up), residuals_at(&down));
-            ru.iter().zip(&rd).map(|(a, b)| (a - b) / span).collect()
-        } else {
-            vec![0.0; at_fit.len()]
-        });
-    }
-    let rows: Vec<Vec<f64>> = (0..at_fit.len())
-        .map(|r| columns.iter().map(|c: &Vec<f64>| c[r]).collect())
-        .collect();
-    uncertainty::ranges(&rows, &at_fit, values)
-}
-
 fn assignments(params: &[Param], values: &[f64]) -> Vec<(String, String)> {
     params
         .iter()
@@ -387,18 +379,6 @@ fn residuals(predicted: &[Option<Figures>], measured: &[Figures]) -> Vec<f64> {
             None => [MISS, MISS],
         })
         .collect()
-}
-
-/// The loss: the mean of a Cauchy (Lorentzian) function of the log residuals, `c² ln(1 +
-/// (r/c)²)`, with `c` a 10 % miss: the square for small misses, growing only as the log for
-/// large ones, so one job a disturbed measurement put 50 % off (a cloud disk's burst credit
-/// running out mid-job) does not bend the fit of all the others.
-fn loss_of(r: &[f64]) -> f64 {
-    const C: f64 = 0.1;
-    r.iter()
-        .map(|x| C * C * (1.0 + (x / C).powi(2)).ln())
-        .sum::<f64>()
-        / r.len().max(1) as f64
 }
 
 fn mape<'a>(jobs: impl Iterator<Item = &'a JobFit>) -> Mape {

@@ -81,15 +81,15 @@ impl Job {
         runtime: Duration,
         ramp: Duration,
     ) -> Vec<String> {
-        let mut args = vec![
-            format!("--name={}", self.name()),
-            format!("--filename={target}"),
-            "--ioengine=libaio".to_string(),
-            "--direct=1".to_string(),
-            format!("--rw={}", self.pattern.rw()),
-            format!("--bs={}", self.bs),
-            format!("--iodepth={}", self.iodepth),
-            format!("--size={span_bytes}"),
+        let mut args = direct_io_args(
+            &self.name(),
+            target,
+            self.pattern.rw(),
+            self.bs,
+            self.iodepth,
+            span_bytes,
+        );
+        args.extend([
             "--time_based=1".to_string(),
             format!("--runtime={}ms", runtime.as_millis().max(1)),
             "--randrepeat=0".to_string(),
@@ -97,12 +97,35 @@ impl Job {
             format!("--ramp_time={}ms", ramp.as_millis()),
             "--lat_percentiles=1".to_string(),
             "--output-format=json+".to_string(),
-        ];
+        ]);
         if self.pattern == Pattern::RandMix70 {
             args.push("--rwmixread=70".to_string());
         }
         args
     }
+}
+
+/// fio's arguments for a job called `name` of `rw` in requests of `bs` bytes at depth
+/// `iodepth` over the first `span_bytes` of `target`, by libaio with direct I/O: what every
+/// run `collect` makes shares.
+pub fn direct_io_args(
+    name: &str,
+    target: &str,
+    rw: &str,
+    bs: u32,
+    iodepth: u32,
+    span_bytes: u64,
+) -> Vec<String> {
+    vec![
+        format!("--name={name}"),
+        format!("--filename={target}"),
+        "--ioengine=libaio".to_string(),
+        "--direct=1".to_string(),
+        format!("--rw={rw}"),
+        format!("--bs={bs}"),
+        format!("--iodepth={iodepth}"),
+        format!("--size={span_bytes}"),
+    ]
 }
 
 /// Every job of the grid, in the order a budget takes them (`by_priority`).

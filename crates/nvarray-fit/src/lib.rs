@@ -5,8 +5,10 @@
 pub mod collect;
 pub mod fit;
 pub mod grid;
+pub mod least_squares;
 pub mod manifest;
 pub mod measured;
+pub mod objective;
 pub mod params;
 pub mod points;
 pub mod preset_out;

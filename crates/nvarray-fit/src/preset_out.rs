@@ -42,8 +42,7 @@ pub fn write(
         } else {
             "NOT identified by the jobs: the fit holds only with the others as fitted".into()
         };
-        let param = fit_param_keys(fit, p.name);
-        for (key, text) in param {
+        for (key, text) in &p.assignments {
             let (table, field) = key.split_once('.').expect("config keys are table.field");
             if doc.get(table).is_none() {
                 doc[table] = toml_edit::table();
@@ -101,22 +100,6 @@ pub fn write(
         tp = fit.training.p99,
     );
     Ok(header + &doc.to_string())
-}
-
-/// The overrides of the parameter called `name` (a group sets several keys).
-fn fit_param_keys(fit: &FitReport, name: &str) -> Vec<(String, String)> {
-    let prefix = name.trim_end_matches("*_ns");
-    fit.assignments
-        .iter()
-        .filter(|(k, _)| {
-            if name.ends_with("*_ns") {
-                k.starts_with(prefix) && k.ends_with("_ns")
-            } else {
-                k == name
-            }
-        })
-        .cloned()
-        .collect()
 }
 
 /// A figure as a whole number from 100 up, else to three decimals.

@@ -1,22 +1,23 @@
-//! The minimiser, in two phases on the parameters' logarithms. First CMA-ES (Hansen's
-//! covariance matrix adaptation evolution strategy, the `cmaes` crate): a population sampled
-//! from a normal distribution whose shape learns the valleys, where parameters trade off
-//! (the firmware's time against the media's latency, a bank count against a rate); a local
-//! search started at the base preset stops in the first such valley it meets. Then a compass
-//! (pattern) search polishes its best point, as in Hooke and Jeeves (1961) and Kolda, Lewis and
-//! Torczon, "Optimization by Direct Search" (SIAM Review, 2003): each parameter a step up and a
-//! step down (a factor), a better point taken at once, a pattern move after a sweep that
-//! improved, every step halved after one that did not, until the steps are under 1 %; then it
-//! begins again from its first steps while that still improves (at most `RESTARTS` times).
-//! Whole numbers (lanes, cores, dies, tags) are rounded in the objective, which memoises each
-//! point it is given; the compass steps them by at least one.
+//! The minimiser, on the parameters' logarithms. A Levenberg–Marquardt descent
+//! (`least_squares`) from the base preset, and from the base with each whole-number parameter
+//! halved and doubled (`starts`), the budget shared among them; then a compass (pattern)
+//! search polishes the best place they reached, as in Hooke and Jeeves (1961) and Kolda,
+//! Lewis and Torczon, "Optimization by Direct Search" (SIAM Review, 2003): each parameter a
+//! step up and a step down (a factor), a better point taken at once, a pattern move after a
+//! sweep that improved, every step halved after one that did not, until the steps are under
+//! 1 %; then it begins again from its first steps while that still improves (at most
+//! `RESTARTS` times). Whole numbers (lanes, cores, dies, tags) are rounded in the objective;
+//! the compass steps them by at least one.
+//!
+//! Measured on a hidden device (the full grid, ±3 % noise, docs/fit.md): CMA-ES then the
+//! compass stopped at a loss of 0.0006 in 1141 points, one descent from the base at 0.00053
+//! in 309; the descents from every start reached 0.000321, under the hidden device's own
+//! 0.000327, in 1196.
 
-use std::collections::HashMap;
-
+use crate::least_squares;
+use crate::objective::Objective;
 use crate::params::Param;
 
-/// The first step: a factor of 4 each way.
-const FIRST_STEP: f64 = 1.386_294_361_119_890_6; // ln 4
 /// Searches begun again from the first steps after one ends (see `compass`).
 const RESTARTS: usize = 3;
 /// Steps below a factor of 1.01 end the search.
@@ -33,90 +34,49 @@ pub struct Outcome {
     pub budget_spent: bool,
 }
 
-/// Memoises the objective on legal points (whole numbers make points repeat) and counts.
-pub struct Objective<'a> {
-    params: &'a [Param],
-    loss: &'a mut dyn FnMut(&[f64]) -> f64,
-    seen: HashMap<Vec<u64>, f64>,
-}
-
-impl<'a> Objective<'a> {
-    pub fn new(params: &'a [Param], loss: &'a mut dyn FnMut(&[f64]) -> f64) -> Self {
-        Objective {
-            params,
-            loss,
-            seen: HashMap::new(),
-        }
-    }
-
-    pub fn evaluations(&self) -> usize {
-        self.seen.len()
-    }
-
-    pub fn legal(&self, values: &[f64]) -> Vec<f64> {
-        self.params
-            .iter()
-            .zip(values)
-            .map(|(p, &v)| p.legal(v))
-            .collect()
-    }
-
-    pub fn at(&mut self, values: &[f64]) -> f64 {
-        let key: Vec<u64> = values.iter().map(|v| v.to_bits()).collect();
-        if let Some(&f) = self.seen.get(&key) {
-            return f;
-        }
-        let f = (self.loss)(values);
-        let f = if f.is_nan() { f64::INFINITY } else { f };
-        self.seen.insert(key, f);
-        f
-    }
-}
-
-/// The share of the budget the global phase (CMA-ES) may take.
-const GLOBAL_SHARE: f64 = 0.7;
-/// CMA-ES's first spread, in natural log units: a factor of about 2 either way.
-const GLOBAL_SIGMA: f64 = 0.7;
-/// The compass's first step after the global phase: a factor of 1.25.
+/// The share of the budget the descents take together; the compass has the rest.
+const DESCENT_SHARE: f64 = 0.8;
+/// The compass's first step after the descents: a factor of 1.25.
 const POLISH_STEP: f64 = 0.223_143_551_314_209_7; // ln 1.25
 
-/// Minimises `objective` from `start`: CMA-ES, then the compass from its best point, together
-/// computing it at most about `budget` times.
+/// Minimises `objective` from `start`, computing it at most about `budget` times: a descent
+/// from each of `starts`, then the compass from the best place they reached.
 pub fn minimise(objective: &mut Objective, start: &[f64], budget: usize) -> Outcome {
-    let x0 = objective.legal(start);
-    let global = (budget as f64 * GLOBAL_SHARE) as usize;
-    let best = if global >= 20 && !x0.is_empty() {
-        let logs: Vec<f64> = x0.iter().map(|v| v.max(1e-300).ln()).collect();
-        let mut f = |z: &cmaes::DVector<f64>| -> f64 {
-            let x: Vec<f64> = z.iter().map(|v| v.exp()).collect();
-            let x = objective.legal(&x);
-            // CMA-ES stops on a value that is not finite; a device that cannot run is just bad.
-            objective.at(&x).min(1e6)
-        };
-        let state = cmaes::CMAESOptions::new(logs, GLOBAL_SIGMA)
-            .max_function_evals(global)
-            .seed(61)
-            .build(&mut f);
-        state
-            .ok()
-            .and_then(|mut s| s.run().overall_best)
-            .map(|b| b.point.iter().map(|v| v.exp()).collect::<Vec<f64>>())
-    } else {
-        None
-    };
-    let from = best.map_or(x0.clone(), |b| objective.legal(&b));
-    // Keep the start if the global phase found nothing better.
-    let from = if objective.at(&from) <= objective.at(&x0) {
-        from
-    } else {
-        x0
-    };
-    let step = if global >= 20 {
-        POLISH_STEP
-    } else {
-        FIRST_STEP
-    };
-    compass(objective, &from, budget, step)
+    let starts = starts(objective.params, start);
+    let each = (budget as f64 * DESCENT_SHARE) as usize / starts.len();
+    let mut best: Option<Outcome> = None;
+    for from in &starts {
+        let until = objective.evaluations() + each;
+        let o = least_squares::levenberg_marquardt(objective, from, until);
+        if best.as_ref().is_none_or(|b| o.loss < b.loss) {
+            best = Some(o);
+        }
+    }
+    let from = best.map_or_else(|| objective.legal(start), |b| b.values);
+    compass(objective, &from, budget, POLISH_STEP)
+}
+
+/// Where the descents begin: `start`, and `start` with each whole-number parameter (lanes,
+/// banks, cores) halved and doubled. A count moves the loss in steps, so each value of it is a
+/// valley of its own that a descent rarely leaves: from the optane preset's 16 banks a fit of
+/// a device with 8 stopped at 7 with loss 0.000526, from 8 it reached 0.00046 (docs/fit.md).
+/// The places the descents reach also show where the jobs leave parameters free to trade
+/// (`uncertainty::widen`).
+fn starts(params: &[Param], start: &[f64]) -> Vec<Vec<f64>> {
+    let mut out = vec![start.to_vec()];
+    for (i, p) in params.iter().enumerate() {
+        if !p.integer {
+            continue;
+        }
+        for factor in [0.5, 2.0] {
+            let mut s = start.to_vec();
+            s[i] = p.legal(start[i] * factor);
+            if s[i] != start[i] && !out.contains(&s) {
+                out.push(s);
+            }
+        }
+    }
+    out
 }
 
 /// Minimises `objective` from `start` by the compass alone, with first steps `first_step` (a
@@ -226,8 +186,8 @@ mod tests {
     fn finds_the_minimum_of_a_bowl_in_log_space_with_a_whole_number() {
         let params = [param("a", false), param("b", true)];
         // Minimum at a = 300, b = 7.
-        let mut loss = |v: &[f64]| (v[0] / 300.0).ln().powi(2) + (v[1] / 7.0).ln().powi(2);
-        let mut o = Objective::new(&params, &mut loss);
+        let mut r = |v: &[f64]| vec![(v[0] / 300.0).ln(), (v[1] / 7.0).ln()];
+        let mut o = Objective::new(&params, &mut r);
         let out = minimise(&mut o, &[1.0, 1.0], 10_000);
         assert!(
             (out.values[0] / 300.0 - 1.0).abs() < 0.02,
@@ -241,9 +201,9 @@ mod tests {
     #[test]
     fn the_budget_stops_it() {
         let params = [param("a", false)];
-        let mut loss = |v: &[f64]| (v[0] / 300.0).ln().powi(2);
-        let mut o = Objective::new(&params, &mut loss);
-        let out = compass(&mut o, &[1.0], 3, FIRST_STEP);
+        let mut r = |v: &[f64]| vec![(v[0] / 300.0).ln()];
+        let mut o = Objective::new(&params, &mut r);
+        let out = compass(&mut o, &[1.0], 3, POLISH_STEP);
         assert!(out.budget_spent && out.evaluations == 3);
     }
 }

@@ -68,3 +68,19 @@ pub fn predict(device: &DeviceConfig, workloads: &[Workload], jobs: usize) -> Ve
     debug_assert!(result.is_ok(), "runs never fail here: a failed run is None");
     out
 }
+
+/// `job` on `device` over `span_bytes` when nothing was measured (a collection from the
+/// simulator, `fit simulate`): a first run sized by `guess` measures the device, and a second
+/// sized by that one is the run, as a job sized by the real device's figures would be. The
+/// workload run and its report.
+pub fn sized_run(
+    device: &DeviceConfig,
+    job: &Job,
+    guess: &Figures,
+    span_bytes: u64,
+) -> Result<(Workload, RunReport), nvarray_run::SimError> {
+    let first = nvarray_run::sim::run(device, &workload(job, guess, span_bytes))?;
+    let sized = workload(job, &figures(&first), span_bytes);
+    let report = nvarray_run::sim::run(device, &sized)?;
+    Ok((sized, report))
+}

@@ -9,6 +9,19 @@
 
 /// A parameter is identified when its 95 % range is within this factor either way.
 pub const IDENTIFIED_WITHIN: f64 = 1.10;
+/// The 95 % point of the χ² distribution with one degree of freedom.
+const CHI2_95: f64 = 3.841_458_820_694_124;
+
+/// The most loss another point may have and still explain the jobs as well as the best, within
+/// the measurements' scatter: the profile likelihood's 95 % threshold, `ΔSSR ≤ 3.84 σ²` with
+/// `σ²` the residuals' variance at the best (`loss` × count / (count − parameters)), as a loss.
+/// On a few hundred residuals it is about 1 % above the best; on the ten of a datasheet's
+/// points it is nearly three times it.
+pub fn near_limit(loss: f64, residuals: usize, parameters: usize) -> f64 {
+    let dof = residuals.saturating_sub(parameters).max(1) as f64;
+    loss * (1.0 + CHI2_95 / dof)
+}
+
 /// Eigenvalues below this share of the largest count as flat.
 const FLAT: f64 = 1e-9;
 
@@ -65,6 +78,27 @@ pub fn ranges(j: &[Vec<f64>], residuals: &[f64], values: &[f64]) -> Vec<Range> {
             }
         })
         .collect()
+}
+
+/// `ranges` (at `values`) widened to hold every point of `near`: other points the search met
+/// that explain the jobs as well (`near_limit`). A point under that limit with a parameter at
+/// `v` puts `v` inside the parameter's profile-likelihood range, so the range is at least
+/// their span. The linearised ranges see only the loss's curvature at the optimum; a valley
+/// that bends (the media's latency against the link's delay and the bank count) shows in the
+/// points the descents met along it. A parameter one of them puts beyond `IDENTIFIED_WITHIN`
+/// is not identified.
+pub fn widen(ranges: &mut [Range], values: &[f64], near: &[Vec<f64>]) {
+    for (i, r) in ranges.iter_mut().enumerate() {
+        for point in near {
+            let v = point[i];
+            r.low = r.low.min(v);
+            r.high = r.high.max(v);
+            let off = (v / values[i]).ln().abs();
+            if off > IDENTIFIED_WITHIN.ln() {
+                r.identified = false;
+            }
+        }
+    }
 }
 
 /// Eigenvalues and eigenvectors (as columns: `vectors[i][k]` is component `i` of vector `k`)

@@ -9,6 +9,7 @@ use clap::{Args, Subcommand};
 use nvarray_fit::collect::{self, CollectOptions, Step};
 use nvarray_fit::grid::Job;
 
+use crate::cmd_sim::sim_error;
 use crate::emu_args::parse_time_ns;
 use crate::input::input_error;
 use crate::progress::Progress;
@@ -406,14 +407,8 @@ fn simulated_job(
         mean_ns: 1e4,
         p99_ns: 0.0,
     };
-    let first = crate::cmd_sim::simulate(
-        device,
-        &nvarray_fit::simulate::workload(job, &guess, size),
-        &mut |_| {},
-    )?;
-    let sized = nvarray_fit::simulate::figures(&first);
-    let workload = nvarray_fit::simulate::workload(job, &sized, size);
-    let report = crate::cmd_sim::simulate(device, &workload, &mut |_| {})?;
+    let (workload, report) =
+        nvarray_fit::simulate::sized_run(device, job, &guess, size).map_err(sim_error)?;
     let mut out = nvarray_present::fio_output::report(&workload, &report, &[99.0], true);
     for dir in ["read", "write"] {
         let d = &mut out["jobs"][0][dir];
@@ -448,16 +443,7 @@ fn simulated_steady(
         p99_ns: 0.0,
     };
     let job = nvarray_fit::steady_fit::STEADY_JOB;
-    let first = crate::cmd_sim::simulate(
-        &flash,
-        &nvarray_fit::simulate::workload(&job, &guess, size),
-        &mut |_| {},
-    )?;
-    let sized = nvarray_fit::simulate::figures(&first);
-    let report = crate::cmd_sim::simulate(
-        &flash,
-        &nvarray_fit::simulate::workload(&job, &sized, size),
-        &mut |_| {},
-    )?;
+    let (_, report) =
+        nvarray_fit::simulate::sized_run(&flash, &job, &guess, size).map_err(sim_error)?;
     Ok(report.totals.iops)
 }

@@ -70,8 +70,14 @@ pub fn simulate(
     workload: &Workload,
     progress: &mut dyn FnMut(f64),
 ) -> Result<nvarray_report::RunReport> {
-    nvarray_run::sim::run_with_progress(device, workload, progress).map_err(|e| match e {
+    nvarray_run::sim::run_with_progress(device, workload, progress).map_err(sim_error)
+}
+
+/// A simulator's error: a command it could not run is the machine's, anything else the
+/// input's (exit status 2).
+pub fn sim_error(e: nvarray_run::SimError) -> anyhow::Error {
+    match e {
         nvarray_run::SimError::Command(_) => anyhow::Error::new(e),
         other => input_error(other),
-    })
+    }
 }

@@ -125,12 +125,10 @@ fn param<'a>(report: &'a Value, name: &str) -> &'a Value {
         .unwrap_or_else(|| panic!("{name} fitted"))
 }
 
-/// Issue 61's identifiability check, strict. It fails today: the search stops at a loss of
-/// 0.0006 where the hidden device's own is 0.00033 (the noise's floor), with the read and
-/// write latencies and the dies traded against each other yet each called identified by the
-/// local ranges (docs/fit.md, "What the fit cannot do yet"). About 6 minutes.
+/// Issue 61's identifiability check: the whole grid from a device with seven keys moved
+/// (media, firmware, link, host, banks), ±3 % noise, fitted from the optane preset. About
+/// 4 minutes.
 #[test]
-#[ignore = "the search misses the global minimum on the full grid (issue 61 continues)"]
 fn the_fit_recovers_a_hidden_device_where_the_grid_identifies_it_and_names_the_rest() {
     let dir = tempfile::tempdir().unwrap();
     simulated_collection(dir.path(), &hidden_toml(), |_| true, 0.03);
