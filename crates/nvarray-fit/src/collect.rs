@@ -9,8 +9,9 @@ use std::process::Command;
 use std::time::{Duration, Instant};
 
 use crate::grid::{self, Job};
-use crate::manifest::{JobRecord, Manifest, Precondition, SteadyState, FORMAT, MANIFEST};
+use crate::manifest::{JobRecord, Manifest, Pass, Precondition, SteadyState, FORMAT, MANIFEST};
 use crate::measured;
+use crate::measured::Figures;
 use crate::steady;
 use crate::target::Target;
 
@@ -29,6 +30,9 @@ pub struct CollectOptions {
     pub round: Duration,
     /// The fio to run.
     pub fio: PathBuf,
+    /// Passes over the jobs (at least 1): each job's figures are then the medians of its
+    /// passes, and the manifest keeps every pass.
+    pub repeat: usize,
 }
 
 /// Where a collection is, for a progress bar.
@@ -37,6 +41,9 @@ pub enum Step<'a> {
     Job {
         index: usize,
         total: usize,
+        /// Which pass (from 0) of `passes`.
+        pass: usize,
+        passes: usize,
         name: &'a str,
     },
     SteadyRound {
@@ -69,7 +76,7 @@ pub fn plan(opts: &CollectOptions) -> grid::Plan {
     grid::plan(
         grid::full_grid(),
         opts.budget,
-        opts.runtime + opts.ramp + JOB_OVERHEAD,
+        (opts.runtime + opts.ramp + JOB_OVERHEAD) * opts.repeat.max(1) as u32,
     )
 }
 
@@ -117,24 +124,40 @@ pub fn collect(
         seconds: started.elapsed().as_secs_f64(),
     };
 
-    let mut records = Vec::with_capacity(plan.jobs.len());
-    for (index, job) in plan.jobs.iter().enumerate() {
-        let name = job.name();
-        step(Step::Job {
-            index,
-            total: plan.jobs.len(),
-            name: &name,
-        });
-        let file = format!("jobs/{name}.json");
-        let args = job.fio_args(&device, target.span_bytes, opts.runtime, opts.ramp);
-        let error = run_fio(&opts.fio, &args, &opts.out.join(&file)).err();
-        records.push(JobRecord {
-            job: *job,
-            file,
-            error,
-            figures: None,
-        });
+    // Pass after pass over the whole plan, not each job again at once: what drifts over minutes
+    // (a cloud disk's burst credit, the host's other work) falls on each job's passes apart.
+    let passes = opts.repeat.max(1);
+    let mut runs: Vec<Vec<Pass>> = vec![Vec::with_capacity(passes); plan.jobs.len()];
+    for pass in 0..passes {
+        for (index, job) in plan.jobs.iter().enumerate() {
+            let name = job.name();
+            step(Step::Job {
+                index,
+                total: plan.jobs.len(),
+                pass,
+                passes,
+                name: &name,
+            });
+            let file = if pass == 0 {
+                format!("jobs/{name}.json")
+            } else {
+                format!("jobs/{name}.pass{}.json", pass + 1)
+            };
+            let args = job.fio_args(&device, target.span_bytes, opts.runtime, opts.ramp);
+            let error = run_fio(&opts.fio, &args, &opts.out.join(&file)).err();
+            runs[index].push(Pass {
+                file,
+                figures: None,
+                error,
+            });
+        }
     }
+    let records = plan
+        .jobs
+        .iter()
+        .zip(runs)
+        .map(|(job, passes)| record(&opts.out, *job, passes))
+        .collect();
 
     let steady_state = if opts.steady_state {
         Some(steady_phase(target, opts, step))
@@ -162,6 +185,62 @@ pub fn collect(
             source,
         })?;
     Ok(manifest)
+}
+
+/// A job's record from its passes: one pass as fio left it (the fit reads its file); several
+/// with each pass's figures and their medians.
+fn record(out: &Path, job: Job, mut passes: Vec<Pass>) -> JobRecord {
+    if passes.len() == 1 {
+        let pass = passes.remove(0);
+        return JobRecord {
+            job,
+            file: pass.file,
+            error: pass.error,
+            figures: None,
+            passes: Vec::new(),
+        };
+    }
+    for pass in passes.iter_mut().filter(|p| p.error.is_none()) {
+        let path = out.join(&pass.file);
+        let shown = path.display().to_string();
+        match std::fs::read_to_string(&path)
+            .map_err(|e| e.to_string())
+            .and_then(|t| measured::figures(&t, &shown).map_err(|e| e.to_string()))
+        {
+            Ok(f) => pass.figures = Some(f),
+            Err(e) => pass.error = Some(e),
+        }
+    }
+    let done: Vec<Figures> = passes.iter().filter_map(|p| p.figures).collect();
+    let first_ok = passes.iter().find(|p| p.figures.is_some());
+    JobRecord {
+        job,
+        file: first_ok.unwrap_or(&passes[0]).file.clone(),
+        error: if done.is_empty() {
+            passes.iter().find_map(|p| p.error.clone())
+        } else {
+            None
+        },
+        figures: (!done.is_empty()).then(|| Figures {
+            iops: median(done.iter().map(|f| f.iops)),
+            mean_ns: median(done.iter().map(|f| f.mean_ns)),
+            p99_ns: median(done.iter().map(|f| f.p99_ns)),
+        }),
+        passes,
+    }
+}
+
+/// The median of some values (the mean of the middle two for an even count).
+fn median(values: impl Iterator<Item = f64>) -> f64 {
+    let mut v: Vec<f64> = values.collect();
+    assert!(!v.is_empty(), "the median of no values");
+    v.sort_by(f64::total_cmp);
+    let m = v.len() / 2;
+    if v.len() % 2 == 1 {
+        v[m]
+    } else {
+        (v[m - 1] + v[m]) / 2.0
+    }
 }
 
 /// Rounds of 4 KiB random writes at depth 32 until steady (SNIA) or `steady::ROUNDS_MAX`.
@@ -235,4 +314,79 @@ fn run_fio(fio: &Path, args: &[String], output: &Path) -> Result<(), String> {
         out.status,
         tail.into_iter().rev().collect::<Vec<_>>().join(" / ")
     ))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_median_of_odd_and_even_counts() {
+        assert_eq!(median([3.0, 1.0, 2.0].into_iter()), 2.0);
+        assert_eq!(median([4.0, 1.0, 3.0, 2.0].into_iter()), 2.5);
+    }
+
+    #[test]
+    fn repeated_passes_give_the_medians_and_a_failed_pass_is_kept_out() {
+        let dir = tempfile::tempdir().unwrap();
+        let job = grid::full_grid()[0];
+        // Three passes: one fio failed, one wrote a file that is not fio's, one is missing.
+        let pass = |file: &str, error: Option<&str>| Pass {
+            file: file.into(),
+            figures: None,
+            error: error.map(String::from),
+        };
+        std::fs::write(dir.path().join("bad.json"), "{}").unwrap();
+        let r = record(
+            dir.path(),
+            job,
+            vec![
+                pass("a.json", Some("fio exited with 1")),
+                pass("bad.json", None),
+                pass("gone.json", None),
+            ],
+        );
+        assert!(r.figures.is_none() && r.error.as_deref() == Some("fio exited with 1"));
+        assert!(r.passes[1].error.is_some() && r.passes[2].error.is_some());
+
+        // Passes fio completed: the record's figures are each figure's median over them.
+        let mut passes = vec![pass("x", Some("fio exited with 1"))];
+        for (i, iops) in [100.0, 300.0, 200.0].into_iter().enumerate() {
+            let file = format!("p{i}.json");
+            let mean = 1e9 / iops;
+            let fio = serde_json::json!({
+                "fio version": "fio-3.33",
+                "jobs": [{ "jobname": "j", "error": 0,
+                    "read": { "total_ios": 100, "iops": iops,
+                              "lat_ns": { "mean": mean, "bins": { (mean as u64).to_string(): 100 } } },
+                    "write": { "total_ios": 0, "iops": 0.0, "lat_ns": { "mean": 0.0 } } }]
+            });
+            std::fs::write(dir.path().join(&file), fio.to_string()).unwrap();
+            passes.push(pass(&file, None));
+        }
+        let r = record(dir.path(), job, passes);
+        let f = r.figures.unwrap();
+        assert_eq!(f.iops, 200.0);
+        assert_eq!(f.mean_ns, 1e9 / 200.0);
+        assert_eq!(r.file, "p0.json", "the first pass fio completed");
+        assert!(r.error.is_none() && r.passes.len() == 4);
+        let m = Manifest {
+            format: FORMAT,
+            target: "t".into(),
+            kind: crate::target::TargetKind::File,
+            span_bytes: 1 << 30,
+            fio_version: "fio-3.33".into(),
+            date: String::new(),
+            runtime_ms: 1000,
+            ramp_ms: 0,
+            jobs: vec![r],
+            left_out: Vec::new(),
+            precondition: None,
+            steady_state: None,
+        };
+        let spread = m.repeatability().unwrap();
+        // IOPS: |100/200 − 1|, |300/200 − 1|, 0 → 100/3 %.
+        assert_eq!(spread.jobs, 1);
+        assert!((spread.iops - 100.0 / 3.0).abs() < 1e-9, "{spread:?}");
+    }
 }

@@ -49,6 +49,57 @@ pub struct JobRecord {
     /// `file` then names their source.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub figures: Option<Figures>,
+    /// Each pass of a collection run with `--repeat`: `figures` is then each figure's median
+    /// over the passes fio completed.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub passes: Vec<Pass>,
+}
+
+/// One pass of a repeated job.
+#[derive(Clone, Debug, serde::Serialize, serde::Deserialize)]
+pub struct Pass {
+    pub file: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub figures: Option<Figures>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub error: Option<String>,
+}
+
+/// How far a device's passes of the same jobs stray from their median: the mean over jobs and
+/// passes of `|pass − median| / median`, in percent.
+#[derive(Clone, Copy, Debug, PartialEq, serde::Serialize)]
+pub struct Repeatability {
+    pub jobs: usize,
+    pub iops: f64,
+    pub mean_latency: f64,
+}
+
+impl Manifest {
+    /// The passes' spread, over the jobs with two or more passes that fio completed; `None`
+    /// for a collection run once.
+    pub fn repeatability(&self) -> Option<Repeatability> {
+        let (mut n, mut iops, mut mean, mut jobs) = (0usize, 0.0, 0.0, 0);
+        for record in &self.jobs {
+            let (Some(median), passes) = (record.figures, &record.passes) else {
+                continue;
+            };
+            let done: Vec<Figures> = passes.iter().filter_map(|p| p.figures).collect();
+            if done.len() < 2 {
+                continue;
+            }
+            jobs += 1;
+            for f in done {
+                n += 1;
+                iops += (f.iops / median.iops - 1.0).abs();
+                mean += (f.mean_ns / median.mean_ns - 1.0).abs();
+            }
+        }
+        (n > 0).then(|| Repeatability {
+            jobs,
+            iops: 100.0 * iops / n as f64,
+            mean_latency: 100.0 * mean / n as f64,
+        })
+    }
 }
 
 /// SNIA PTS's workload-independent preconditioning: the span written sequentially in 128 KiB

@@ -89,6 +89,7 @@ pub fn read(path: &Path) -> Result<Manifest, PointsError> {
             job,
             file: p.source.unwrap_or_else(|| file.source.clone()),
             error: None,
+            passes: Vec::new(),
             figures: Some(Figures {
                 iops,
                 mean_ns,

@@ -126,6 +126,12 @@ struct CollectArgs {
     /// The fio to run.
     #[arg(long, value_name = "PATH", default_value = "fio")]
     fio: PathBuf,
+    /// Passes over the jobs: each job's figures are the medians of its passes, and the
+    /// passes' spread (the device's own repeatability, a floor under any fit's error) is
+    /// printed. The budget covers every pass.
+    #[arg(long, value_name = "N", default_value_t = 1,
+          value_parser = clap::value_parser!(u32).range(1..=100))]
+    repeat: u32,
 }
 
 fn parse_duration(text: &str) -> Result<Duration, String> {
@@ -159,12 +165,13 @@ fn run_collect(c: CollectArgs) -> Result<()> {
         steady_state: c.steady_state,
         round: c.round,
         fio: c.fio,
+        repeat: c.repeat as usize,
     };
     let plan = collect::plan(&opts);
     let target =
         nvarray_fit::target::prepare(&c.target, c.size, c.destroy_data).map_err(input_error)?;
     eprintln!(
-        "{} ({:?}, jobs over its first {}): {} of the grid's {} jobs fit the {} budget at {:.1} s each",
+        "{} ({:?}, jobs over its first {}): {} of the grid's {} jobs fit the {} budget at {:.1} s each{}",
         target.path.display(),
         target.kind,
         nvarray_units::format_size(target.span_bytes),
@@ -172,6 +179,11 @@ fn run_collect(c: CollectArgs) -> Result<()> {
         plan.jobs.len() + plan.left_out.len(),
         humantime::format_duration(c.budget),
         plan.per_job.as_secs_f64(),
+        if opts.repeat > 1 {
+            format!(" ({} passes)", opts.repeat)
+        } else {
+            String::new()
+        },
     );
     if !plan.left_out.is_empty() {
         let names: Vec<String> = plan.left_out.iter().take(8).map(Job::name).collect();
@@ -182,14 +194,24 @@ fn run_collect(c: CollectArgs) -> Result<()> {
             if plan.left_out.len() > 8 { " ..." } else { "" }
         );
     }
-    let bar = Progress::new("collecting", plan.jobs.len() as u64 + 1);
+    let bar = Progress::new("collecting", (plan.jobs.len() * opts.repeat) as u64 + 1);
     let manifest = collect::collect(&target, &opts, &mut |s| match s {
         Step::Precondition => {
             bar.set_message("preconditioning (SNIA: 2x span, 128k sequential)".into())
         }
-        Step::Job { index, name, .. } => {
-            bar.set(index as u64 + 1, 0.0);
-            bar.set_message(name.to_string());
+        Step::Job {
+            index,
+            total,
+            pass,
+            passes,
+            name,
+        } => {
+            bar.set((pass * total + index) as u64 + 1, 0.0);
+            bar.set_message(if passes > 1 {
+                format!("{name} (pass {} of {passes})", pass + 1)
+            } else {
+                name.to_string()
+            });
         }
         Step::SteadyRound { round, iops } => bar.set_message(format!(
             "steady-state round {} (last {})",
@@ -226,6 +248,13 @@ fn run_collect(c: CollectArgs) -> Result<()> {
                 None => format!("; NOT steady after {} rounds", s.rounds_iops.len()),
             }),
     );
+    if let Some(r) = manifest.repeatability() {
+        println!(
+            "the device's own spread: its passes differ from their median by {:.1} % IOPS, \
+             {:.1} % mean latency (mean over {} jobs): expect no fit to follow its jobs much closer",
+            r.iops, r.mean_latency, r.jobs
+        );
+    }
     println!(
         "next: nvarray fit {} --base PRESET --out my-drive.toml",
         opts.out.display()
@@ -356,6 +385,7 @@ fn run_simulate(a: SimulateArgs) -> Result<()> {
             file,
             error: None,
             figures: None,
+            passes: Vec::new(),
         });
     }
     bar.finish();

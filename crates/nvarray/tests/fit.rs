@@ -366,3 +366,116 @@ fn collect_runs_real_fio_on_a_file_and_refuses_one_with_data() {
     assert!(std::fs::read(&disk).unwrap() == before, "nothing written");
     assert!(!dir.path().join("d").exists());
 }
+
+/// `--repeat 3` with real fio: every job run three times, its figures the medians of its
+/// passes, the passes kept in the manifest, and the device's spread printed.
+#[test]
+fn repeated_passes_give_each_job_the_median_of_its_runs() {
+    let dir = tempfile::tempdir().unwrap();
+    let disk = dir.path().join("disk.img");
+    let out_dir = dir.path().join("c");
+    let out = nvarray(&[
+        "fit",
+        "collect",
+        disk.to_str().unwrap(),
+        "--out",
+        out_dir.to_str().unwrap(),
+        "--size",
+        "64m",
+        "--budget",
+        "3s",
+        "--runtime",
+        "200ms",
+        "--ramp",
+        "0",
+        "--repeat",
+        "3",
+    ]);
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(stdout.contains("the device's own spread"), "{stdout}");
+    let m = Manifest::read(&out_dir).unwrap();
+    assert!(!m.jobs.is_empty());
+    for j in &m.jobs {
+        assert_eq!(j.passes.len(), 3, "{}", j.job.name());
+        let mut iops: Vec<f64> = j
+            .passes
+            .iter()
+            .map(|p| {
+                let text = std::fs::read_to_string(out_dir.join(&p.file)).unwrap();
+                let f = nvarray_fit::measured::figures(&text, &p.file).unwrap();
+                assert_eq!(p.figures.unwrap().iops, f.iops, "the pass's file");
+                f.iops
+            })
+            .collect();
+        iops.sort_by(f64::total_cmp);
+        assert_eq!(j.figures.unwrap().iops, iops[1], "the median of three");
+    }
+    assert!(m.repeatability().unwrap().jobs == m.jobs.len());
+    // No passes is no collection.
+    let bad = nvarray(&["fit", "collect", "x", "--out", "y", "--repeat", "0"]);
+    assert_eq!(bad.status.code(), Some(2));
+}
+
+/// The steady-state fit end to end: `fit simulate --steady-state` of a flash drive (tlc with
+/// 64 KiB erase blocks and 20 % over-provisioning) fitted from the same drive without its
+/// over-provisioning: the preset gets it back from the steady random-write IOPS, and
+/// reproduces them.
+#[test]
+fn the_steady_state_writes_give_the_over_provisioning_back() {
+    let dir = tempfile::tempdir().unwrap();
+    let runs = dir.path().join("runs");
+    let out = nvarray(&[
+        "fit",
+        "simulate",
+        "--preset",
+        "tlc",
+        "--set",
+        "memory.erase_block_bytes=65536",
+        "--set",
+        "ftl.over_provisioning=0.2",
+        "--steady-state",
+        "--size",
+        "1g",
+        "--out",
+        runs.to_str().unwrap(),
+    ]);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let base: toml::Table = nvarray_model::presets::preset("tlc")
+        .unwrap()
+        .toml
+        .parse()
+        .unwrap();
+    assert!(
+        base.get("ftl")
+            .and_then(|f| f.get("over_provisioning"))
+            .is_none(),
+        "the base does not know the drive's share"
+    );
+    let mut base = base;
+    base["memory"]
+        .as_table_mut()
+        .unwrap()
+        .insert("erase_block_bytes".into(), toml::Value::Integer(65536));
+    let base_file = dir.path().join("tlc-64k.toml");
+    std::fs::write(&base_file, toml::to_string(&base).unwrap()).unwrap();
+    let report = fit_json(&runs, base_file.to_str().unwrap(), &["--evaluations", "60"]);
+    let steady = &report["steady"];
+    let op = steady["over_provisioning"].as_f64().unwrap();
+    assert!((op / 0.2 - 1.0).abs() < 0.15, "{steady}");
+    let (measured, fitted) = (
+        steady["measured_iops"].as_f64().unwrap(),
+        steady["fitted_iops"].as_f64().unwrap(),
+    );
+    assert!((fitted / measured - 1.0).abs() < 0.03, "{steady}");
+    let preset = std::fs::read_to_string(runs.join("fitted.toml")).unwrap();
+    assert!(preset.contains("steady-state writes"), "{preset}");
+}
