@@ -124,40 +124,7 @@ pub fn collect(
         seconds: started.elapsed().as_secs_f64(),
     };
 
-    // Pass after pass over the whole plan, not each job again at once: what drifts over minutes
-    // (a cloud disk's burst credit, the host's other work) falls on each job's passes apart.
-    let passes = opts.repeat.max(1);
-    let mut runs: Vec<Vec<Pass>> = vec![Vec::with_capacity(passes); plan.jobs.len()];
-    for pass in 0..passes {
-        for (index, job) in plan.jobs.iter().enumerate() {
-            let name = job.name();
-            step(Step::Job {
-                index,
-                total: plan.jobs.len(),
-                pass,
-                passes,
-                name: &name,
-            });
-            let file = if pass == 0 {
-                format!("jobs/{name}.json")
-            } else {
-                format!("jobs/{name}.pass{}.json", pass + 1)
-            };
-            let args = job.fio_args(&device, target.span_bytes, opts.runtime, opts.ramp);
-            let error = run_fio(&opts.fio, &args, &opts.out.join(&file)).err();
-            runs[index].push(Pass {
-                file,
-                figures: None,
-                error,
-            });
-        }
-    }
-    let records = plan
-        .jobs
-        .iter()
-        .zip(runs)
-        .map(|(job, passes)| record(&opts.out, *job, passes))
-        .collect();
+    let records = run_passes(&plan.jobs, &device, target.span_bytes, opts, step);
 
     let steady_state = if opts.steady_state {
         Some(steady_phase(target, opts, step))
@@ -185,6 +152,48 @@ pub fn collect(
             source,
         })?;
     Ok(manifest)
+}
+
+/// Every job of `jobs` on `device` through fio, `opts.repeat` passes; each job's record.
+fn run_passes(
+    jobs: &[Job],
+    device: &str,
+    span_bytes: u64,
+    opts: &CollectOptions,
+    step: &mut dyn FnMut(Step),
+) -> Vec<JobRecord> {
+    // Pass after pass over the whole plan, not each job again at once: what drifts over minutes
+    // (a cloud disk's burst credit, the host's other work) falls on each job's passes apart.
+    let passes = opts.repeat.max(1);
+    let mut runs: Vec<Vec<Pass>> = vec![Vec::with_capacity(passes); jobs.len()];
+    for pass in 0..passes {
+        for (index, job) in jobs.iter().enumerate() {
+            let name = job.name();
+            step(Step::Job {
+                index,
+                total: jobs.len(),
+                pass,
+                passes,
+                name: &name,
+            });
+            let file = if pass == 0 {
+                format!("jobs/{name}.json")
+            } else {
+                format!("jobs/{name}.pass{}.json", pass + 1)
+            };
+            let args = job.fio_args(device, span_bytes, opts.runtime, opts.ramp);
+            let error = run_fio(&opts.fio, &args, &opts.out.join(&file)).err();
+            runs[index].push(Pass {
+                file,
+                figures: None,
+                error,
+            });
+        }
+    }
+    jobs.iter()
+        .zip(runs)
+        .map(|(job, passes)| record(&opts.out, *job, passes))
+        .collect()
 }
 
 /// A job's record from its passes: one pass as fio left it (the fit reads its file); several

@@ -318,19 +318,7 @@ pub fn fit(
     let job_fits = job_fits(&fitted_device, jobs, opts.jobs);
     Ok(FitReport {
         base: base_name.to_string(),
-        params: params
-            .iter()
-            .zip(&outcome.values)
-            .zip(ranges)
-            .map(|((p, &value), range)| FittedParam {
-                name: p.name,
-                meaning: p.meaning,
-                base: p.start(),
-                value,
-                range,
-                assignments: p.assignments(value),
-            })
-            .collect(),
+        params: fitted_params(&params, &outcome.values, ranges),
         training: mape(job_fits.iter().filter(|j| !j.held_out)),
         held_out: mape(job_fits.iter().filter(|j| j.held_out)),
         jobs: job_fits,
@@ -344,6 +332,23 @@ pub fn fit(
         assignments: fitted,
         steady,
     })
+}
+
+/// The parameters as the report shows them: base, fitted value, range and keys.
+fn fitted_params(params: &[Param], values: &[f64], ranges: Vec<Range>) -> Vec<FittedParam> {
+    params
+        .iter()
+        .zip(values)
+        .zip(ranges)
+        .map(|((p, &value), range)| FittedParam {
+            name: p.name,
+            meaning: p.meaning,
+            base: p.start(),
+            value,
+            range,
+            assignments: p.assignments(value),
+        })
+        .collect()
 }
 
 /// Every job, training and held out, on the fitted device.

@@ -11,8 +11,7 @@
 //! The Jacobian is by central differences of ±10 % (±1 for a whole number): the simulator's
 //! figures move in small jumps (whole requests in a window), which steps that wide average out.
 
-use crate::objective::{cauchy_loss, cauchy_weight, Objective};
-use crate::search::{neighbour, Outcome};
+use crate::objective::{cauchy_loss, cauchy_weight, neighbour, Objective, Outcome};
 
 /// The Jacobian's step: 10 % each way (natural log).
 pub const JACOBIAN_STEP: f64 = 0.095_310_179_804_324_87; // ln 1.1

@@ -89,6 +89,29 @@ impl<'a> Objective<'a> {
     }
 }
 
+/// Where the search ended.
+#[derive(Clone, Debug)]
+pub struct Outcome {
+    pub values: Vec<f64>,
+    pub loss: f64,
+    /// Distinct points the objective was computed at.
+    pub evaluations: usize,
+    /// Whether it stopped on the evaluation budget rather than on a small step.
+    pub budget_spent: bool,
+}
+
+/// `x` with parameter `i` moved by `log_step` on a log scale; a whole number that the step
+/// would not move moves by one.
+pub fn neighbour(params: &[Param], x: &[f64], i: usize, log_step: f64) -> Vec<f64> {
+    let mut y = x.to_vec();
+    let p = &params[i];
+    y[i] = p.legal(x[i] * log_step.exp());
+    if p.integer && y[i] == x[i] {
+        y[i] = p.legal(x[i] + log_step.signum());
+    }
+    y
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -15,24 +15,13 @@
 //! 0.000327, in 1196.
 
 use crate::least_squares;
-use crate::objective::Objective;
+use crate::objective::{neighbour, Objective, Outcome};
 use crate::params::Param;
 
 /// Searches begun again from the first steps after one ends (see `compass`).
 const RESTARTS: usize = 3;
 /// Steps below a factor of 1.01 end the search.
 const LAST_STEP: f64 = 0.009_950_330_853_168_083; // ln 1.01
-
-/// Where the search ended.
-#[derive(Clone, Debug)]
-pub struct Outcome {
-    pub values: Vec<f64>,
-    pub loss: f64,
-    /// Distinct points the objective was computed at.
-    pub evaluations: usize,
-    /// Whether it stopped on the evaluation budget rather than on a small step.
-    pub budget_spent: bool,
-}
 
 /// The share of the budget the descents take together; the compass has the rest.
 const DESCENT_SHARE: f64 = 0.8;
@@ -152,18 +141,6 @@ pub fn compass(
         evaluations: objective.evaluations(),
         budget_spent: spent(objective),
     }
-}
-
-/// `x` with parameter `i` moved by `log_step` on a log scale; a whole number that the step
-/// would not move moves by one.
-pub fn neighbour(params: &[Param], x: &[f64], i: usize, log_step: f64) -> Vec<f64> {
-    let mut y = x.to_vec();
-    let p = &params[i];
-    y[i] = p.legal(x[i] * log_step.exp());
-    if p.integer && y[i] == x[i] {
-        y[i] = p.legal(x[i] + log_step.signum());
-    }
-    y
 }
 
 #[cfg(test)]

@@ -221,6 +221,13 @@ fn run_collect(c: CollectArgs) -> Result<()> {
     })
     .with_context(|| format!("collecting on {}", target.path.display()))?;
     bar.finish();
+    print_collected(&manifest, &opts.out);
+    Ok(())
+}
+
+/// What a collection ran: the jobs, those fio failed, the steady state, the passes' spread,
+/// and the next command.
+fn print_collected(manifest: &nvarray_fit::manifest::Manifest, out: &std::path::Path) {
     let failed: Vec<&str> = manifest
         .jobs
         .iter()
@@ -230,7 +237,7 @@ fn run_collect(c: CollectArgs) -> Result<()> {
     println!(
         "{} jobs in {} ({} failed{}){}",
         manifest.jobs.len(),
-        opts.out.display(),
+        out.display(),
         failed.len(),
         if failed.is_empty() {
             String::new()
@@ -257,9 +264,8 @@ fn run_collect(c: CollectArgs) -> Result<()> {
     }
     println!(
         "next: nvarray fit {} --base PRESET --out my-drive.toml",
-        opts.out.display()
+        out.display()
     );
-    Ok(())
 }
 
 fn run_fit(f: FitRun) -> Result<()> {
