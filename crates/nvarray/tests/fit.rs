@@ -310,26 +310,29 @@ fn another_tools_output_and_failed_jobs_are_named() {
     );
 }
 
-#[test]
-fn collect_runs_real_fio_on_a_file_and_refuses_one_with_data() {
-    let dir = tempfile::tempdir().unwrap();
-    let disk = dir.path().join("disk.img");
-    let out_dir = dir.path().join("c");
-    let out = nvarray(&[
+/// `nvarray fit collect DISK --out OUT --size 64m --runtime 200ms` with `extra`: real fio on
+/// a file, a few of the grid's jobs.
+fn collect_on_file(disk: &Path, out: &Path, extra: &[&str]) -> std::process::Output {
+    let mut args = vec![
         "fit",
         "collect",
         disk.to_str().unwrap(),
         "--out",
-        out_dir.to_str().unwrap(),
+        out.to_str().unwrap(),
         "--size",
         "64m",
-        "--budget",
-        "4s",
         "--runtime",
         "200ms",
-        "--ramp",
-        "100ms",
-    ]);
+    ];
+    args.extend_from_slice(extra);
+    nvarray(&args)
+}
+
+#[test]
+fn collect_runs_real_fio_on_a_file_and_refuses_one_with_data() {
+    let dir = tempfile::tempdir().unwrap();
+    let (disk, out_dir) = (dir.path().join("disk.img"), dir.path().join("c"));
+    let out = collect_on_file(&disk, &out_dir, &["--budget", "4s", "--ramp", "100ms"]);
     assert!(
         out.status.success(),
         "{}",
@@ -372,25 +375,9 @@ fn collect_runs_real_fio_on_a_file_and_refuses_one_with_data() {
 #[test]
 fn repeated_passes_give_each_job_the_median_of_its_runs() {
     let dir = tempfile::tempdir().unwrap();
-    let disk = dir.path().join("disk.img");
-    let out_dir = dir.path().join("c");
-    let out = nvarray(&[
-        "fit",
-        "collect",
-        disk.to_str().unwrap(),
-        "--out",
-        out_dir.to_str().unwrap(),
-        "--size",
-        "64m",
-        "--budget",
-        "3s",
-        "--runtime",
-        "200ms",
-        "--ramp",
-        "0",
-        "--repeat",
-        "3",
-    ]);
+    let (disk, out_dir) = (dir.path().join("disk.img"), dir.path().join("c"));
+    let extra = ["--budget", "3s", "--ramp", "0", "--repeat", "3"];
+    let out = collect_on_file(&disk, &out_dir, &extra);
     let stdout = String::from_utf8_lossy(&out.stdout);
     assert!(
         out.status.success(),
