@@ -84,6 +84,24 @@ fn stamp(block: &mut [u8], offset: u64, seq: u64) {
     }
 }
 
+/// Sleeps until `at_ms` on the Unix clock (processes started apart begin together); returns at
+/// once when that has passed.
+fn sleep_until_ms(at_ms: u64) {
+    let now_ms = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_millis() as u64);
+    if at_ms > now_ms {
+        std::thread::sleep(Duration::from_millis(at_ms - now_ms));
+    }
+}
+
+/// Whether `block` holds what `stamp` wrote for `offset` and `seq`.
+fn holds_stamp(block: &[u8], offset: u64, seq: u64) -> bool {
+    let mut want = vec![0u8; block.len()];
+    stamp(&mut want, offset, seq);
+    block == want.as_slice()
+}
+
 fn main() {
     let a = match parse() {
         Ok(a) => a,
@@ -103,12 +121,7 @@ fn main() {
         fuzz(&mut ch, a.fuzz, a.seed);
         return;
     }
-    let now_ms = std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map_or(0, |d| d.as_millis() as u64);
-    if a.start_at_ms > now_ms {
-        std::thread::sleep(Duration::from_millis(a.start_at_ms - now_ms));
-    }
+    sleep_until_ms(a.start_at_ms);
     let blocks = a.len / a.bs;
     // Per block: the sequence number last acknowledged (0: never written by this process).
     let mut acked = vec![0u64; blocks as usize];
@@ -170,9 +183,7 @@ fn main() {
                 acked[block as usize] = s;
             } else if acked[block as usize] != 0 {
                 ch.copy_from_region(slot * a.bs, &mut buf);
-                let mut want = vec![0u8; a.bs as usize];
-                stamp(&mut want, a.offset + block * a.bs, acked[block as usize]);
-                if buf == want {
+                if holds_stamp(&buf, a.offset + block * a.bs, acked[block as usize]) {
                     verified += 1;
                 } else {
                     mismatches += 1;

@@ -259,6 +259,14 @@ impl JobSpec {
                 ),
             );
         }
+        self.check_lengths(block_bytes, region_len_bytes)?;
+        Ok((offset_bytes, region_len_bytes))
+    }
+
+    /// Every request length and `blockalign` against the device's block and the job's region
+    /// of `region_len_bytes`: nonzero multiples of the block, none larger than the region.
+    fn check_lengths(&self, block_bytes: u64, region_len_bytes: u64) -> Result<(), WorkloadError> {
+        let invalid = |key, reason: String| Err(WorkloadError::Invalid { key, reason });
         let key = self.bs.key();
         for len_bytes in self.bs.lens_bytes() {
             if len_bytes == 0 || u64::from(len_bytes) % block_bytes != 0 {
@@ -294,7 +302,7 @@ impl JobSpec {
                 );
             }
         }
-        Ok((offset_bytes, region_len_bytes))
+        Ok(())
     }
 }
 

@@ -138,7 +138,12 @@ pub fn code_only(text: &str) -> String {
             i += 1;
             while i < b.len() && b[i] != b'"' {
                 if b[i] == b'\\' {
+                    // An escape: the next byte is taken with it, but a line continued with
+                    // `\` still ends a line.
                     i += 1;
+                    if b.get(i) == Some(&b'\n') {
+                        out.push('\n');
+                    }
                 } else if b[i] == b'\n' {
                     out.push('\n');
                 }
