@@ -1,6 +1,6 @@
 //! The system calls a channel's set-up needs and std does not offer on stable: a sealed memfd,
-//! a Unix socket peer's credentials (`SO_PEERCRED`), and a descriptor passed with
-//! `SCM_RIGHTS`. None of them is on the I/O path.
+//! a Unix socket peer's credentials (`SO_PEERCRED`, from `nvarray-sys`, which the NBD server
+//! asks too), and a descriptor passed with `SCM_RIGHTS`. None of them is on the I/O path.
 
 use std::fs::File;
 use std::io;
@@ -8,12 +8,7 @@ use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
 use std::os::unix::net::UnixStream;
 
 /// Who is at the other end of a Unix socket, as the kernel says (not as the client claims).
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct Credentials {
-    pub pid: u32,
-    pub uid: u32,
-    pub gid: u32,
-}
+pub use nvarray_sys::peer::{peer_credentials, Credentials};
 
 /// A memfd of `len` bytes whose size is sealed: a client holding it can neither shrink it
 /// (which would make the daemon's next access to its mapping a SIGBUS) nor grow it.
@@ -34,34 +29,6 @@ pub fn sealed_memfd(name: &str, len: u64) -> io::Result<File> {
         return Err(io::Error::last_os_error());
     }
     Ok(file)
-}
-
-/// The kernel's record of the process that connected `stream`.
-pub fn peer_credentials(stream: &UnixStream) -> io::Result<Credentials> {
-    let mut cred = libc::ucred {
-        pid: 0,
-        uid: 0,
-        gid: 0,
-    };
-    let mut len = std::mem::size_of::<libc::ucred>() as libc::socklen_t;
-    // SAFETY: getsockopt writes at most `len` bytes into `cred`, which is that large.
-    let rc = unsafe {
-        libc::getsockopt(
-            stream.as_raw_fd(),
-            libc::SOL_SOCKET,
-            libc::SO_PEERCRED,
-            (&mut cred as *mut libc::ucred).cast(),
-            &mut len,
-        )
-    };
-    if rc < 0 {
-        return Err(io::Error::last_os_error());
-    }
-    Ok(Credentials {
-        pid: cred.pid as u32,
-        uid: cred.uid,
-        gid: cred.gid,
-    })
 }
 
 /// The command name of process `pid` (`/proc/PID/comm`), or `?` once it has gone.

@@ -8,6 +8,8 @@ use std::io;
 use std::os::unix::ffi::OsStringExt;
 use std::path::{Component, Path, PathBuf};
 
+use nvarray_sys::mount_fields::unescape;
+
 /// One line of `/proc/self/mounts`: what is mounted, where, and the file system type.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct MountEntry {
@@ -51,29 +53,6 @@ fn parse_mounts(bytes: &[u8]) -> Vec<MountEntry> {
             })
         })
         .collect()
-}
-
-/// Undoes the kernel's octal escapes in mount table fields (`\040` for a space, `\011`,
-/// `\012`, `\134`).
-fn unescape(field: &[u8]) -> Vec<u8> {
-    let mut out = Vec::with_capacity(field.len());
-    let mut i = 0;
-    while i < field.len() {
-        let octal = field
-            .get(i + 1..i + 4)
-            .filter(|d| field[i] == b'\\' && d.iter().all(|c| (b'0'..=b'7').contains(c)));
-        match octal {
-            Some(d) => {
-                out.push((d[0] - b'0') * 64 + (d[1] - b'0') * 8 + (d[2] - b'0'));
-                i += 4;
-            }
-            None => {
-                out.push(field[i]);
-                i += 1;
-            }
-        }
-    }
-    out
 }
 
 /// `path` made absolute and cleaned of `.` and `..` without touching the file system (which

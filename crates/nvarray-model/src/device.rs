@@ -275,6 +275,31 @@ fn attribute_critical_path(pieces: &[PieceStages], ready_ns: u64, b: &mut Breakd
     end
 }
 
+/// The contract of a device's `submit`, checked before it changes anything: the command fits
+/// the geometry (`check_command`, refused with an error), and time neither goes back past the
+/// device's `now_ns` nor skips an event due before it (a caller's bug: a panic).
+#[inline]
+pub(crate) fn check_submit(
+    cfg: &DeviceConfig,
+    cmd: &Command,
+    now_ns: u64,
+    device_now_ns: u64,
+    next_event_ns: Option<u64>,
+) -> Result<(), CommandError> {
+    check_command(cfg, cmd.offset_bytes, cmd.len_bytes)?;
+    assert!(
+        now_ns >= device_now_ns,
+        "time went backwards: {now_ns} < {device_now_ns}"
+    );
+    if let Some(t) = next_event_ns {
+        assert!(
+            t >= now_ns,
+            "submit at {now_ns} with an event due at {t} not yet advanced"
+        );
+    }
+    Ok(())
+}
+
 /// Checks a command against the device's geometry: a length from one block to the largest
 /// transfer, block-aligned, inside the capacity.
 pub fn check_command(
@@ -465,18 +490,7 @@ impl ArrayModel {
     /// done every event due before `now_ns`: the command must find the device as it is at
     /// `now_ns`). A refused command changes nothing.
     pub fn submit(&mut self, cmd: Command, now_ns: u64) -> Result<(), CommandError> {
-        self.check(cmd.offset_bytes, cmd.len_bytes)?;
-        assert!(
-            now_ns >= self.now_ns,
-            "time went backwards: {now_ns} < {}",
-            self.now_ns
-        );
-        if let Some(t) = self.next_event_ns() {
-            assert!(
-                t >= now_ns,
-                "submit at {now_ns} with an event due at {t} not yet advanced"
-            );
-        }
+        check_submit(&self.cfg, &cmd, now_ns, self.now_ns, self.next_event_ns())?;
         self.now_ns = now_ns;
         let arrived_ns = self.deliver_command(now_ns, cmd.len_bytes);
         let waiting = Waiting {

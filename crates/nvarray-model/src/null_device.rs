@@ -14,7 +14,7 @@ use std::collections::VecDeque;
 
 use crate::breakdown::{Breakdown, Component};
 use crate::config::DeviceConfig;
-use crate::device::{check_command, Command, Completion, ResourceBusy};
+use crate::device::{check_submit, Command, Completion, ResourceBusy};
 use crate::error::CommandError;
 
 #[derive(Clone, Debug)]
@@ -47,18 +47,7 @@ impl NullModel {
 
     /// See `DeviceModel::submit`: the same contract, the same checks.
     pub fn submit(&mut self, cmd: Command, now_ns: u64) -> Result<(), CommandError> {
-        check_command(&self.cfg, cmd.offset_bytes, cmd.len_bytes)?;
-        assert!(
-            now_ns >= self.now_ns,
-            "time went backwards: {now_ns} < {}",
-            self.now_ns
-        );
-        if let Some(t) = self.next_event_ns() {
-            assert!(
-                t >= now_ns,
-                "submit at {now_ns} with an event due at {t} not yet advanced"
-            );
-        }
+        check_submit(&self.cfg, &cmd, now_ns, self.now_ns, self.next_event_ns())?;
         self.now_ns = now_ns;
         let mut breakdown = Breakdown::default();
         // The whole latency is the device's service time; a null device has no parts.

@@ -62,7 +62,9 @@ impl Peer {
             Stream::Tcp(s) => s
                 .peer_addr()
                 .map_or(Peer::Unknown, |a| Peer::from_ip(a.ip())),
-            Stream::Unix(s) => peer_uid(s).map_or(Peer::Unknown, Peer::User),
+            Stream::Unix(s) => {
+                nvarray_sys::peer::peer_credentials(s).map_or(Peer::Unknown, |c| Peer::User(c.uid))
+            }
             // Simulated clients do not pass the gate.
             Stream::Memory(_) => Peer::Unknown,
         }
@@ -91,29 +93,6 @@ impl std::fmt::Display for Peer {
             Peer::Unknown => f.write_str("an unknown peer"),
         }
     }
-}
-
-/// The user id of a Unix-socket client (`SO_PEERCRED`).
-fn peer_uid(s: &std::os::unix::net::UnixStream) -> Option<u32> {
-    use std::os::fd::AsRawFd;
-    let mut cred = libc::ucred {
-        pid: 0,
-        uid: 0,
-        gid: 0,
-    };
-    let mut len = std::mem::size_of::<libc::ucred>() as libc::socklen_t;
-    // SAFETY: SO_PEERCRED writes at most `len` bytes into `cred`, a live `ucred`, and the
-    // new length into `len`; the descriptor is open for the call.
-    let rc = unsafe {
-        libc::getsockopt(
-            s.as_raw_fd(),
-            libc::SOL_SOCKET,
-            libc::SO_PEERCRED,
-            (&mut cred as *mut libc::ucred).cast(),
-            &mut len,
-        )
-    };
-    (rc == 0).then_some(cred.uid)
 }
 
 /// What the accept loop does with a new connection.

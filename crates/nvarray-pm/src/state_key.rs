@@ -20,6 +20,8 @@
 use std::ffi::CString;
 use std::path::{Component, Path};
 
+use nvarray_sys::mount_fields::unescape_text;
+
 /// The key of the backing file at `canonical` (an absolute path without links).
 pub(crate) fn of(canonical: &Path) -> String {
     let plain = || canonical.to_string_lossy().into_owned();
@@ -56,13 +58,17 @@ fn within_file_system(mountinfo: &str, canonical: &Path) -> Option<String> {
         let (Some(root), Some(point)) = (fields.nth(3), fields.next()) else {
             continue;
         };
-        let point = unescape(point);
+        let point = unescape_text(point);
         let Ok(rest) = canonical.strip_prefix(&point) else {
             continue;
         };
         let depth = Path::new(&point).components().count();
         if best.as_ref().is_none_or(|(d, _, _)| depth >= *d) {
-            best = Some((depth, unescape(root), rest.to_string_lossy().into_owned()));
+            best = Some((
+                depth,
+                unescape_text(root),
+                rest.to_string_lossy().into_owned(),
+            ));
         }
     }
     let (_, root, rest) = best?;
@@ -73,30 +79,6 @@ fn within_file_system(mountinfo: &str, canonical: &Path) -> Option<String> {
         }
     }
     Some(path.to_string_lossy().into_owned())
-}
-
-/// A mountinfo field with its octal escapes (`\040` for a space, and tab, newline and
-/// backslash) undone.
-fn unescape(field: &str) -> String {
-    let bytes = field.as_bytes();
-    let mut out = Vec::with_capacity(bytes.len());
-    let mut i = 0;
-    while i < bytes.len() {
-        let octal = bytes
-            .get(i + 1..i + 4)
-            .filter(|d| bytes[i] == b'\\' && d.iter().all(|b| (b'0'..=b'7').contains(b)));
-        match octal {
-            Some(d) => {
-                out.push(d.iter().fold(0u8, |v, b| v.wrapping_mul(8) + (b - b'0')));
-                i += 4;
-            }
-            None => {
-                out.push(bytes[i]);
-                i += 1;
-            }
-        }
-    }
-    String::from_utf8_lossy(&out).into_owned()
 }
 
 #[cfg(test)]
@@ -134,13 +116,6 @@ mod tests {
             within_file_system(&stacked, Path::new("/data/app.pool")).unwrap(),
             "/other/app.pool"
         );
-    }
-
-    #[test]
-    fn escapes_are_undone() {
-        assert_eq!(unescape("a\\040b\\134c\\011"), "a b\\c\t");
-        assert_eq!(unescape("trailing\\04"), "trailing\\04");
-        assert_eq!(unescape("\\9999"), "\\9999");
     }
 
     #[test]

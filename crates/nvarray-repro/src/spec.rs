@@ -322,18 +322,16 @@ impl Experiment {
     }
 }
 
-/// Words joined by spaces, each quoted when the shell would split or expand it.
+/// Words joined by spaces, each quoted when the shell would split or expand it
+/// (`nvarray_sys::shell`), but for a `--filename=$VAR` the reader's shell must expand.
 fn shell_words(words: &[String]) -> String {
     words
         .iter()
         .map(|w| {
-            let plain = !w.is_empty()
-                && w.chars()
-                    .all(|c| c.is_ascii_alphanumeric() || "-_./=:,%+@".contains(c));
-            if plain || w.starts_with("--filename=$") {
+            if w.starts_with("--filename=$") {
                 w.clone()
             } else {
-                format!("'{}'", w.replace('\'', "'\\''"))
+                nvarray_sys::shell::quote(w)
             }
         })
         .collect::<Vec<_>>()

@@ -305,20 +305,7 @@ fn command_line() -> String {
     if let Some(first) = words.first_mut() {
         *first = "nvarray".to_string();
     }
-    words
-        .iter()
-        .map(|w| {
-            let plain = !w.is_empty()
-                && w.chars()
-                    .all(|c| c.is_ascii_alphanumeric() || "-_./=:,%+@".contains(c));
-            if plain {
-                w.clone()
-            } else {
-                format!("'{}'", w.replace('\'', "'\\''"))
-            }
-        })
-        .collect::<Vec<_>>()
-        .join(" ")
+    nvarray_sys::shell::join(&words)
 }
 
 /// A trace file by its content. It must be a regular file: a sweep replays it at every point,

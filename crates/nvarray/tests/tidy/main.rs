@@ -252,19 +252,23 @@ fn crate_dirs() -> Vec<(String, PathBuf)> {
 fn no_crate_has_an_import_loop_between_its_files() {
     let root = root();
     let mut found = Vec::new();
+    // A crate may be a few independent files (nvarray-sys), but a reader that finds almost no
+    // imports in the whole workspace is broken.
+    let (mut files_read, mut imports) = (0, 0);
     for (name, dir) in crate_dirs() {
         let edges = module_graph::edges(&dir.join("src"), &root);
         let mut files = Vec::new();
         rust_files(&dir.join("src"), &mut files);
-        assert!(
-            files.len() < 3 || !edges.is_empty(),
-            "{name}: {} files and no imports between them found; is the reader broken?",
-            files.len()
-        );
+        files_read += files.len();
+        imports += edges.len();
         for l in module_graph::loops(&edges) {
             found.push(format!("{name}:\n    {}", l.join("\n    ")));
         }
     }
+    assert!(
+        imports * 2 > files_read,
+        "{imports} imports between {files_read} files found; is the reader broken?"
+    );
     assert!(
         found.is_empty(),
         "import loops between files of one crate (move what both use to a file of its own):\n  {}",
