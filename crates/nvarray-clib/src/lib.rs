@@ -63,9 +63,18 @@ pub struct nvarray_channel {
 }
 
 fn result_of(c: Completion) -> CompletionC {
+    let result = -c.status.errno();
+    // The header's promise: 0 on success, a negative errno otherwise; a failed command that
+    // read as 0 would pass for a success.
+    debug_assert_eq!(
+        result == 0,
+        c.status == ChannelStatus::Ok,
+        "status {:?} gives result {result}",
+        c.status
+    );
     CompletionC {
         user_data: c.user_data,
-        result: -c.status.errno(),
+        result,
         reserved: 0,
     }
 }
@@ -456,5 +465,9 @@ pub const ABI_VERSION: u32 = ::nvarray_channel::layout::VERSION;
 const _: () = assert!(std::mem::size_of::<Info>() == 56);
 const _: () = assert!(std::mem::size_of::<ZoneC>() == 32);
 const _: () = assert!(std::mem::size_of::<CompletionC>() == 16);
+// The sizes do not see two fields swapped; these offsets are the header's too.
+const _: () = assert!(std::mem::offset_of!(Info, buffer_bytes) == 24);
+const _: () = assert!(std::mem::offset_of!(ZoneC, state) == 24);
+const _: () = assert!(std::mem::offset_of!(CompletionC, result) == 8);
 // Unused in Rust, named so the statuses' errnos stay the header's list.
 const _: [ChannelStatus; 10] = ChannelStatus::ALL;

@@ -74,7 +74,7 @@ impl BackingKind {
 }
 
 /// How much of a read `Backing::prefetch` brings into the cache: enough for the reads that
-/// are copied when the model finishes them (`device_core::COPY_WHEN_DONE_MAX_BYTES`).
+/// are copied when the model finishes them (`queue_work::COPY_WHEN_DONE_MAX_BYTES`).
 pub const PREFETCH_MAX_BYTES: usize = 4096;
 
 /// A backing at least this large takes its writes with streaming stores

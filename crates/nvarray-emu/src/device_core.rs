@@ -151,6 +151,10 @@ impl DeviceCore {
 
     /// Finishes `s`, a command the model's pipeline does not take, at `deadline_ns`.
     fn finish_at(&mut self, s: Submission, submit_ns: u64, deadline_ns: u64) {
+        debug_assert!(
+            deadline_ns >= submit_ns,
+            "finished at {deadline_ns} ns, before its submission at {submit_ns} ns"
+        );
         self.done_at_once.push(Finished {
             queue: s.queue,
             tag: s.tag,

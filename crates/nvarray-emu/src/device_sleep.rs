@@ -54,6 +54,9 @@ pub const SLEEP_MIN_NS: u64 = 20_000;
 /// left idle does.
 pub const IDLE_PARK_NS: u64 = 100_000_000;
 
+// `rest` yields a while before it parks: a bound past the park's would never be reached.
+const _: () = assert!(IDLE_YIELD_NS < IDLE_PARK_NS);
+
 /// The margin before any sleep has been measured: above the p99 of a timed sleep's overshoot
 /// on the project's 2-core VMs (120-140 µs; docs/perf.md, issue 56), replaced by the
 /// measured p99 after `RECOMPUTE_EVERY` wake-ups.
@@ -67,6 +70,9 @@ const SAMPLES: usize = 256;
 
 /// Wake-ups between two computations of the margin.
 const RECOMPUTE_EVERY: usize = 32;
+
+// Each computation sees every wake-up since the one before: none is overwritten unseen.
+const _: () = assert!(RECOMPUTE_EVERY <= SAMPLES);
 
 /// A margin not confirmed by a wake-up for this long is forgotten: a margin made large by a
 /// burst of slow wake-ups would otherwise stop the thread from sleeping at all, and so from

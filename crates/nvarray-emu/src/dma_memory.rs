@@ -40,6 +40,13 @@ impl DmaMemory {
     /// The memory for `tags` tags of `data` buffers and their `lists` (NVMe), every word 0.
     pub fn new(data: Arena, lists: Option<Arena>, page_bytes: usize) -> Self {
         let tags = data.buffers();
+        if let Some(lists) = &lists {
+            assert_eq!(
+                lists.buffers(),
+                tags,
+                "PRP list pages for every tag's buffer"
+            );
+        }
         let words = || (0..tags).map(|_| AtomicU64::new(0)).collect();
         DmaMemory {
             data,

@@ -361,6 +361,12 @@ impl Emulator {
         } else {
             state.cells[id] = Some(Arc::clone(&cell));
         }
+        // A visit delivers `outgoing[id]` to `cells[id]`: one list per queue id.
+        assert_eq!(
+            state.cells.len(),
+            state.outgoing.len(),
+            "queue pairs and their outgoing lists"
+        );
         drop(state);
         self.shared.generation.fetch_add(1, Ordering::Release);
         self.shared.doorbell.raise();
@@ -384,6 +390,11 @@ impl Emulator {
                 state.cells.pop();
                 state.outgoing.pop();
             }
+            assert_eq!(
+                state.cells.len(),
+                state.outgoing.len(),
+                "queue pairs and their outgoing lists"
+            );
         }
         self.shared.generation.fetch_add(1, Ordering::Release);
         self.shared.doorbell.raise();
@@ -650,6 +661,8 @@ fn thread_cpu_ns(thread: &JoinHandle<()>) -> u64 {
 /// doorbell until its next action minus its wake margin, or parks with nothing in flight, so
 /// an idle or lightly loaded device holds no core (issue 56).
 fn device_thread(shared: &Shared, index: usize, count: usize) {
+    // A thread past the count would serve no pair of its own.
+    assert!(index < count, "device thread {index} of {count}");
     fine_timer_slack();
     let clock = &shared.path.clock;
     let mut cells: Vec<Arc<CachePadded<QueueCell>>> = Vec::new();

@@ -245,6 +245,11 @@ impl Lateness {
         let mut all = self.own.clone();
         all.merge(&self.machine);
         all.merge(&self.wake);
+        assert_eq!(
+            all.count(),
+            completions,
+            "the joined lateness holds another number of completions than its parts"
+        );
         let [p50, p99] = all.at([0.50, 0.99]);
         let [own_p50, own_p99] = self.own.at([0.50, 0.99]);
         let (modelled_mean, bound) = self.bound();
@@ -289,6 +294,12 @@ impl Lateness {
                 reasons.push(r);
             }
         }
+        // Every verdict short of faithful says why.
+        assert_eq!(
+            verdict == Verdict::Faithful,
+            reasons.is_empty(),
+            "verdict {verdict:?} with reasons {reasons:?}"
+        );
         LatenessReport {
             mean_ns: all.mean_ns(),
             p50_ns: p50,

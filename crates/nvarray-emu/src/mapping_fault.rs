@@ -161,6 +161,18 @@ mod guard {
     pub fn install() {
         static ONCE: Once = Once::new();
         ONCE.call_once(|| {
+            // The handler moves only faults between the labels, to a fix-up past them.
+            let range = address(nvarray_guarded_copy_begin)..address(nvarray_guarded_copy_end);
+            let streaming: unsafe extern "C" fn(*mut u8, *const u8, usize) -> u32 =
+                nvarray_guarded_copy_nt;
+            assert!(
+                range.contains(&(streaming as usize)),
+                "the streaming copy lies outside the guarded range"
+            );
+            assert!(
+                !range.contains(&address(nvarray_guarded_copy_fixup)),
+                "the fix-up lies inside the guarded range"
+            );
             // SAFETY: `sigaction` reads `ours` and writes `previous`, both valid; the handler
             // is async-signal-safe (it reads a `OnceLock` set before it was installed, and
             // writes the interrupted context or calls the previous handler).

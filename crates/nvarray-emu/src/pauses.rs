@@ -255,6 +255,14 @@ impl PauseWatch {
     }
 
     fn remember(&mut self, from_ns: u64, to_ns: u64, held: Held, stopped_ns: u64) {
+        // `held_at` looks for deadlines strictly inside the window; `paused_within` takes the
+        // time stopped as at most the window.
+        debug_assert!(from_ns < to_ns, "empty pause window {from_ns}..{to_ns}");
+        debug_assert!(
+            stopped_ns <= to_ns - from_ns,
+            "stopped {stopped_ns} ns in a window of {} ns",
+            to_ns - from_ns
+        );
         self.recent[self.next % RECENT] = (from_ns, to_ns, held);
         self.stopped_ns[self.next % RECENT] = stopped_ns;
         self.next = self.next.wrapping_add(1);
@@ -346,6 +354,8 @@ impl HolderPauses {
     /// The holder of the model's lock visited from `from_ns` to `to_ns`, longer than its work
     /// and `PAUSE_NS` allow: it was not running for part of that.
     pub fn publish(&self, from_ns: u64, to_ns: u64) {
+        // `import` takes the whole window as the time the holder stopped.
+        debug_assert!(from_ns < to_ns, "empty holder window {from_ns}..{to_ns}");
         let mut windows = self.windows.lock().unwrap_or_else(|e| e.into_inner());
         let n = self.published.load(Ordering::Relaxed);
         windows[n as usize % HOLDER_RECENT] = (from_ns, to_ns);

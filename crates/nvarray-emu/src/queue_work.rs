@@ -53,6 +53,9 @@ const SQ_BATCH_MAX: usize = 32;
 /// (`docs/perf.md`, "The 4 KiB lateness tail").
 pub const COPY_WHEN_DONE_MAX_BYTES: u32 = 2048;
 
+// A read copied when done was prefetched whole.
+const _: () = assert!(COPY_WHEN_DONE_MAX_BYTES as usize <= crate::backing::PREFETCH_MAX_BYTES);
+
 /// The device's ends of one queue pair.
 pub enum DeviceQueue {
     /// One 64-bit word per command and per completion (Moneta; DC Express, whose reads

@@ -190,6 +190,10 @@ fn run_passes(
             });
         }
     }
+    assert!(
+        runs.iter().all(|r| r.len() == passes),
+        "a job without one run per pass ({passes})"
+    );
     jobs.iter()
         .zip(runs)
         .map(|(job, passes)| record(&opts.out, *job, passes))
@@ -199,6 +203,11 @@ fn run_passes(
 /// A job's record from its passes: one pass as fio left it (the fit reads its file); several
 /// with each pass's figures and their medians.
 fn record(out: &Path, job: Job, mut passes: Vec<Pass>) -> JobRecord {
+    assert!(
+        !passes.is_empty(),
+        "job {} recorded without a pass",
+        job.name()
+    );
     if passes.len() == 1 {
         let pass = passes.remove(0);
         return JobRecord {

@@ -132,6 +132,11 @@ pub fn load(
             workload: simulate::workload(&record.job, &figures, manifest.span_bytes),
         });
     }
+    assert_eq!(
+        jobs.len() + skipped.len(),
+        manifest.jobs.len(),
+        "every record of the collection is either a job or skipped"
+    );
     let needed = 3;
     let training = jobs.iter().filter(|j| !j.held_out).count();
     if training < needed {
@@ -300,6 +305,11 @@ pub fn fit(
     let mut ranges = uncertainty::ranges(&jacobian, &at_fit, &outcome.values);
     let limit = uncertainty::near_limit(outcome.loss, at_fit.len(), params.len());
     let near = objective.within(limit);
+    assert!(
+        !near.is_empty(),
+        "the fit's own point (loss {}) is under its limit {limit}",
+        outcome.loss
+    );
     uncertainty::widen(&mut ranges, &outcome.values, &near);
     let evaluations = objective.evaluations();
     drop(objective);
@@ -336,6 +346,8 @@ pub fn fit(
 
 /// The parameters as the report shows them: base, fitted value, range and keys.
 fn fitted_params(params: &[Param], values: &[f64], ranges: Vec<Range>) -> Vec<FittedParam> {
+    assert_eq!(values.len(), params.len(), "one fitted value per parameter");
+    assert_eq!(ranges.len(), params.len(), "one range per parameter");
     params
         .iter()
         .zip(values)
@@ -367,6 +379,7 @@ fn job_fits(device: &DeviceConfig, jobs: &[JobData], threads: usize) -> Vec<JobF
 }
 
 fn assignments(params: &[Param], values: &[f64]) -> Vec<(String, String)> {
+    assert_eq!(values.len(), params.len(), "one value per parameter");
     params
         .iter()
         .zip(values)
@@ -376,6 +389,11 @@ fn assignments(params: &[Param], values: &[f64]) -> Vec<(String, String)> {
 
 /// Log ratios of IOPS and of mean latency, two per job; a run that failed misses by `MISS`.
 fn residuals(predicted: &[Option<Figures>], measured: &[Figures]) -> Vec<f64> {
+    assert_eq!(
+        predicted.len(),
+        measured.len(),
+        "one prediction per measured training job"
+    );
     predicted
         .iter()
         .zip(measured)

@@ -32,6 +32,13 @@ pub fn jacobian(objective: &mut Objective, x: &[f64]) -> (Vec<Vec<f64>>, Vec<f64
         let span = (up[i] / down[i]).ln();
         columns.push(if span > 0.0 {
             let (ru, rd) = (objective.residuals(&up), objective.residuals(&down));
+            assert!(
+                ru.len() == at_x.len() && rd.len() == at_x.len(),
+                "parameter {i}'s neighbours give {} and {} residuals, the point {}",
+                ru.len(),
+                rd.len(),
+                at_x.len()
+            );
             ru.iter().zip(&rd).map(|(a, b)| (a - b) / span).collect()
         } else {
             vec![0.0; at_x.len()]
@@ -98,6 +105,7 @@ pub fn levenberg_marquardt(objective: &mut Objective, start: &[f64], budget: usi
 
 /// `JᵀWJ` and `JᵀWr`, `W` the Cauchy weights of `r`.
 fn normal_equations(j: &[Vec<f64>], r: &[f64]) -> (Vec<Vec<f64>>, Vec<f64>) {
+    assert_eq!(j.len(), r.len(), "one Jacobian row per residual");
     let p = j.first().map_or(0, Vec::len);
     let mut a = vec![vec![0.0; p]; p];
     let mut g = vec![0.0; p];
@@ -117,6 +125,7 @@ fn normal_equations(j: &[Vec<f64>], r: &[f64]) -> (Vec<Vec<f64>>, Vec<f64>) {
 /// is singular. The systems here are at most a dozen unknowns.
 fn solve(mut a: Vec<Vec<f64>>, mut b: Vec<f64>) -> Option<Vec<f64>> {
     let n = b.len();
+    assert_eq!(a.len(), n, "a system of {n} unknowns has {} rows", a.len());
     for col in 0..n {
         let pivot = (col..n).max_by(|&i, &k| a[i][col].abs().total_cmp(&a[k][col].abs()))?;
         if a[pivot][col].abs() < 1e-300 {

@@ -124,6 +124,7 @@ pub fn figures(text: &str, file: &str) -> Result<Figures, FioOutputError> {
 /// The `q` quantile of `(value, count)` bins: the smallest value with at least `q` of the
 /// counts at or below it.
 pub(crate) fn quantile(bins: &mut [(f64, f64)], q: f64) -> f64 {
+    assert!((0.0..=1.0).contains(&q), "quantile {q} outside 0 to 1");
     bins.sort_by(|a, b| a.0.total_cmp(&b.0));
     let total: f64 = bins.iter().map(|b| b.1).sum();
     let mut seen = 0.0;

@@ -52,6 +52,11 @@ impl<'a> Objective<'a> {
 
     /// `values` inside each parameter's bounds, whole where it must be.
     pub fn legal(&self, values: &[f64]) -> Vec<f64> {
+        assert_eq!(
+            values.len(),
+            self.params.len(),
+            "a point has one value per parameter"
+        );
         self.params
             .iter()
             .zip(values)

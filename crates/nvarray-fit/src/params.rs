@@ -84,6 +84,30 @@ pub fn for_base(base: &DeviceConfig) -> Vec<Param> {
             1e10,
         ));
     }
+    // The ranges' eigen solver is sized for these (`uncertainty::symmetric_eigen`).
+    assert!(params.len() <= 16, "{} parameters to fit", params.len());
+    for p in &params {
+        // The search moves on a log scale: a bound at or below zero has no logarithm.
+        assert!(
+            p.min > 0.0,
+            "{}: lower bound {} not positive",
+            p.name,
+            p.min
+        );
+        assert!(
+            p.min <= p.max,
+            "{}: bounds {} to {} out of order",
+            p.name,
+            p.min,
+            p.max
+        );
+        assert_eq!(
+            p.keys.len(),
+            p.base.len(),
+            "{}: one base value per key",
+            p.name
+        );
+    }
     params
 }
 

@@ -79,6 +79,7 @@ pub fn compass(
     let n = start.len();
     let mut x = objective.legal(start);
     let mut f = objective.at(&x);
+    let f_start = f;
     let mut step = vec![first_step; n];
     let spent = |o: &Objective| o.evaluations() >= budget;
     // Where the last restart began: a search that ends better than it started restarts with
@@ -135,6 +136,10 @@ pub fn compass(
             }
         }
     }
+    assert!(
+        f <= f_start,
+        "the compass ended at loss {f}, above its start's {f_start}"
+    );
     Outcome {
         values: x,
         loss: f,

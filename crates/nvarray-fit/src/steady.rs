@@ -11,6 +11,10 @@ pub const ROUNDS_MAX: usize = 25;
 const EXCURSION_MAX: f64 = 0.20;
 /// Largest change of the best-fit line over the window, as a fraction of the mean.
 const SLOPE_MAX: f64 = 0.10;
+// The slope's denominator, Σ(x−x̄)², is zero for a window of one round.
+const _: () = assert!(WINDOW >= 2);
+// A run that gives up before a whole window can never be found steady.
+const _: () = assert!(ROUNDS_MAX >= WINDOW);
 
 /// The window's mean when the last `WINDOW` rounds are steady, else `None`.
 pub fn steady_mean(rounds: &[f64]) -> Option<f64> {

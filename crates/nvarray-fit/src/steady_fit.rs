@@ -81,8 +81,16 @@ pub fn fit(
             b = lo + golden * (hi - lo);
             fb = miss(b.exp());
         }
+        assert!(
+            lo <= a && a <= b && b <= hi,
+            "golden-section probes {a} and {b} outside their bracket {lo} to {hi}"
+        );
     }
     let op = ((lo + hi) / 2.0).exp();
+    assert!(
+        (OP_MIN..=OP_MAX).contains(&op),
+        "fitted over-provisioning {op} outside the search's bounds"
+    );
     Some(SteadyFit {
         over_provisioning: op,
         measured_iops: steady_iops,

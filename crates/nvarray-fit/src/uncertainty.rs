@@ -40,6 +40,11 @@ pub struct Range {
 pub fn ranges(j: &[Vec<f64>], residuals: &[f64], values: &[f64]) -> Vec<Range> {
     let p = values.len();
     let n = residuals.len();
+    assert_eq!(j.len(), n, "one Jacobian row per residual");
+    assert!(
+        j.iter().all(|row| row.len() == p),
+        "a Jacobian row without one column per parameter ({p})"
+    );
     let dof = n.saturating_sub(p).max(1) as f64;
     let sigma2 = residuals.iter().map(|r| r * r).sum::<f64>() / dof;
     // JᵀJ.
@@ -88,6 +93,12 @@ pub fn ranges(j: &[Vec<f64>], residuals: &[f64], values: &[f64]) -> Vec<Range> {
 /// points the descents met along it. A parameter one of them puts beyond `IDENTIFIED_WITHIN`
 /// is not identified.
 pub fn widen(ranges: &mut [Range], values: &[f64], near: &[Vec<f64>]) {
+    assert_eq!(ranges.len(), values.len(), "one range per fitted value");
+    assert!(
+        near.iter().all(|point| point.len() == values.len()),
+        "a near point without one value per parameter ({})",
+        values.len()
+    );
     for (i, r) in ranges.iter_mut().enumerate() {
         for point in near {
             let v = point[i];
@@ -107,6 +118,10 @@ pub fn widen(ranges: &mut [Range], values: &[f64], near: &[Vec<f64>]) {
 /// for one call.
 pub fn symmetric_eigen(mut a: Vec<Vec<f64>>) -> (Vec<f64>, Vec<Vec<f64>>) {
     let n = a.len();
+    assert!(
+        a.iter().all(|row| row.len() == n),
+        "the matrix is not square ({n} rows)"
+    );
     let mut v: Vec<Vec<f64>> = (0..n)
         .map(|i| (0..n).map(|k| if i == k { 1.0 } else { 0.0 }).collect())
         .collect();

@@ -178,6 +178,10 @@ impl Model<'_> {
         };
         self.lines.host_open = Some(line);
         let room = (self.p - self.written[line as usize]) as u64;
+        assert!(
+            room > 0,
+            "the host's open line {line} has no whole slot left"
+        );
         // A step ends where the victim in collection is done, so the next starts on time.
         match self.collecting {
             Some((victim, quota)) => {
@@ -352,6 +356,11 @@ impl Model<'_> {
                 valid[l] -= 1;
             }
         }
+        assert_eq!(
+            valid.iter().map(|&v| u64::from(v)).sum::<u64>(),
+            self.s.logical_pages,
+            "the lines' rounded valid counts do not sum to the logical pages"
+        );
         for ((out, &w), &v) in self.lines.written.iter_mut().zip(&self.written).zip(&valid) {
             *out = (w.round() as u32).max(v);
         }

@@ -139,6 +139,10 @@ fn layout(cfg: &FtlConfig, geometry: Geometry) -> Result<Layout, FtlError> {
         });
     }
     let physical = lines * per_line;
+    assert!(
+        physical >= logical,
+        "{lines} lines of {per_line} pages hold fewer than the {logical} logical pages"
+    );
     // What the FTL takes before anything is written: the maps' directories and the counts
     // per line and die.
     let bytes = PagedMap::directory_bytes(logical)
@@ -398,11 +402,19 @@ impl Ftl {
     /// Erases per block over the device's life.
     pub fn erase_spread(&self) -> EraseSpread {
         let sum: u64 = self.erases.iter().map(|&e| u64::from(e)).sum();
-        EraseSpread {
+        let spread = EraseSpread {
             min: self.erases.iter().copied().min().unwrap_or(0),
             mean: sum as f64 / f64::from(self.lines),
             max: self.erases.iter().copied().max().unwrap_or(0),
-        }
+        };
+        assert!(
+            f64::from(spread.min) <= spread.mean && spread.mean <= f64::from(spread.max),
+            "mean erases {} outside [{}, {}]",
+            spread.mean,
+            spread.min,
+            spread.max
+        );
+        spread
     }
 
     /// The die that holds logical page `lpn`, or `None` if it was never written or was
@@ -637,6 +649,10 @@ impl Ftl {
             if let Some(k) = self.moves.of_victim(line) {
                 self.finish_move(k);
             }
+            debug_assert_eq!(
+                self.valid[line as usize], 0,
+                "free line {line} opened for the {stream:?} stream still counts valid pages"
+            );
             self.state[line as usize] = LineState::Open;
             self.handle_of[line as usize] = handle as u16;
             self.counters.free_lines_min = self.counters.free_lines_min.min(self.free_lines());
@@ -695,6 +711,11 @@ impl Ftl {
         let Some(line) = self.victims.pick(&view, &mut self.rng) else {
             return false;
         };
+        debug_assert_eq!(
+            self.state[line as usize],
+            LineState::Full,
+            "victim line {line} is not full"
+        );
         // A line deferred moves still have pages to put into is scanned only once they are
         // all in (several moves may fill one collector line).
         while let Some(k) = self.moves.of_destination(line, self.pages_per_line) {
@@ -829,6 +850,12 @@ impl Ftl {
         }
         let dies = self.dies as usize;
         let on_die = c.line as usize * dies;
+        debug_assert_eq!(
+            self.valid_on_die[on_die..on_die + dies].iter().sum::<u32>(),
+            pages,
+            "victim line {}'s valid pages per die do not add up to its valid count",
+            c.line
+        );
         for (die, valid) in self.valid_on_die[on_die..on_die + dies]
             .iter_mut()
             .enumerate()
@@ -879,6 +906,10 @@ impl Ftl {
     /// Erases and frees the victim in progress, `line`, once it holds no valid page.
     fn retire(&mut self, line: u32, work: &mut DieWork, forced: bool) {
         let victim = line as usize;
+        debug_assert_eq!(
+            self.valid[victim], 0,
+            "line {line} erased while it holds valid pages"
+        );
         self.collecting = None;
         if let Some(cache) = self.map_cache.as_mut() {
             cache.update_batch(work);

@@ -163,6 +163,7 @@ impl Moves {
             }
             self.pending.pop_front();
         }
+        debug_assert!(moved <= pages, "moved {moved} pages of the {pages} allowed");
         moved
     }
 }

@@ -92,6 +92,11 @@ fn random_page_by_page(
             progress(i as f64 / writes as f64);
         }
     }
+    assert_eq!(
+        ftl.counters().host_pages_written,
+        writes,
+        "host pages counted since the fill against random writes made"
+    );
     if writes == 0 {
         1.0
     } else {

@@ -191,11 +191,16 @@ impl IndexedSet {
         self.items.iter().copied()
     }
     fn insert(&mut self, line: u32) {
+        debug_assert_eq!(
+            self.position[line as usize], NONE,
+            "line {line} inserted twice"
+        );
         self.position[line as usize] = self.items.len() as u32;
         self.items.push(line);
     }
     fn remove(&mut self, line: u32) {
         let at = self.position[line as usize] as usize;
+        debug_assert_eq!(self.items[at], line, "line {line} is not in the set");
         self.items.swap_remove(at);
         if let Some(&moved) = self.items.get(at) {
             self.position[moved as usize] = at as u32;

@@ -405,6 +405,12 @@ impl Zones {
             self.active += 1;
         }
         self.open += 1;
+        debug_assert!(
+            self.open <= self.active,
+            "{} zones open but only {} active",
+            self.open,
+            self.active
+        );
         self.state[z] = to;
         if to == ZoneState::ImplicitlyOpened {
             self.implicit.push_back(zone);

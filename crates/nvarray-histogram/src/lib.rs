@@ -29,6 +29,8 @@ const LEADING_ZERO_BASE: u32 = u64::BITS - SUB_BUCKET_HALF_MAGNITUDE - 1;
 /// Counts kept: every sub-bucket of the buckets up to the one that holds `HIGHEST_NS`, as
 /// `hdrhistogram` allocates them (`buckets_to_cover` plus one half bucket).
 const COUNTS: usize = ((buckets_to_cover(HIGHEST_NS) + 1) << SUB_BUCKET_HALF_MAGNITUDE) as usize;
+// A value past the counts is recorded at `HIGHEST_NS`'s index, which must be one of them.
+const _: () = assert!(index_of(HIGHEST_NS) < COUNTS);
 
 /// Buckets needed so that the last one holds `highest`: the first covers 0 to 2^11 - 1, each
 /// next one twice the range.
@@ -56,11 +58,17 @@ fn value_of(index: usize) -> u64 {
     let index = index as u64;
     let bucket = (index >> SUB_BUCKET_HALF_MAGNITUDE) as i64 - 1;
     let sub_bucket = (index & (SUB_BUCKET_HALF_COUNT - 1)) + SUB_BUCKET_HALF_COUNT;
-    if bucket < 0 {
+    let value = if bucket < 0 {
         sub_bucket - SUB_BUCKET_HALF_COUNT
     } else {
         sub_bucket << bucket
-    }
+    };
+    debug_assert_eq!(
+        index_of(value),
+        index as usize,
+        "value_of({index}) = {value} is not in that count"
+    );
+    value
 }
 
 /// A histogram of nanoseconds, 0 to `HIGHEST_NS` at 3 significant digits.
@@ -148,6 +156,11 @@ impl NsHistogram {
                     .expect("a value inside the histogram's bounds");
             }
         }
+        assert_eq!(
+            h.len(),
+            self.len,
+            "the built histogram holds another number of values than were recorded"
+        );
         h
     }
 }
@@ -157,6 +170,7 @@ impl NsHistogram {
 /// least and greatest values recorded, `[min, max]` (a histogram answers with the top of a
 /// value's bucket). `h` must not be empty.
 pub fn shifted_quantile(h: &Histogram<u64>, q: f64, min: u64, max: u64) -> u64 {
+    assert!(!h.is_empty(), "shifted_quantile of an empty histogram");
     (h.value_at_quantile(q) - 1).clamp(min, max)
 }
 

@@ -105,6 +105,18 @@ impl Device {
                 backing_faults: options.backing_faults.clone(),
             },
         )?;
+        // The driver's tag pool and `command_bytes_max` are the emulator's tags and buffers:
+        // a tag past its buffers, or a command longer than one, would reach another's memory.
+        assert_eq!(
+            emu.dma().tags(),
+            tags,
+            "the emulator started with another number of tag buffers than asked"
+        );
+        assert_eq!(
+            emu.dma().buffer_bytes(),
+            buffer_bytes as usize,
+            "the emulator's tag buffers are not the size asked"
+        );
         Ok(Device {
             emu: Arc::new(emu),
             tags: Arc::new(TagPool::new(tags).expect("1..=TAGS_MAX")),

@@ -6,6 +6,10 @@ use nvarray_emu::{DmaMemory, Opcode};
 
 use crate::command::Prepared;
 
+// Every tag the pool hands out fits the command word's tag field (`CommandWord::encode`
+// asserts it of each command).
+const _: () = assert!(nvarray_emu::tag_pool::TAGS_MAX <= 1 << moneta::TAG_BITS);
+
 /// The Moneta / DC Express command word for `p` (`p.raw_opcode`, when set, in place of the
 /// command's own opcode).
 pub(crate) fn command_word(p: &Prepared, block_bytes: u64) -> u64 {
@@ -36,6 +40,7 @@ pub(crate) fn command_word(p: &Prepared, block_bytes: u64) -> u64 {
 /// than two pages.
 pub(crate) fn nvme_sqe(dma: &DmaMemory, block_bytes: u64, p: &Prepared) -> nvme::Sqe {
     let tag = p.tag.index();
+    debug_assert!(tag < dma.tags(), "tag {tag} of {} tag buffers", dma.tags());
     let page = dma.page_bytes as u64;
     let base = nvme::DATA_IOVA + (tag * dma.buffer_bytes()) as u64;
     let mut sqe = nvme::Sqe {

@@ -146,6 +146,11 @@ impl SharedQueue {
             qp.poll(|done| {
                 let tag = done.tag.index();
                 others |= !mine(tag);
+                // Its owner finishes it (freeing the tag) before the tag can complete again.
+                debug_assert!(
+                    parked[tag].is_none(),
+                    "tag {tag} completed twice uncollected"
+                );
                 parked[tag] = Some(done);
             });
             let mut n = 0;

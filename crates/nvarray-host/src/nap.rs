@@ -208,7 +208,12 @@ pub fn idle_latency_ns(config: &DeviceConfig, is_read: bool, len_bytes: u32) -> 
         at = written.max(idle);
     }
     let op = if is_read { Op::Read } else { Op::Write };
-    Some(run(&mut model, op, at)?.0 - at)
+    let visible_ns = run(&mut model, op, at)?.0;
+    assert!(
+        visible_ns >= at,
+        "a command submitted at {at} ns completed at {visible_ns} ns"
+    );
+    Some(visible_ns - at)
 }
 
 #[cfg(test)]

@@ -161,6 +161,12 @@ impl QueuePair {
             self.emu.doorbell();
         }
         if p.in_data {
+            // Such a read raises no interrupt: only a pair that polls its data sees it done.
+            debug_assert!(
+                self.completion == CompletionMode::InData,
+                "an in-data read issued on a {} queue pair",
+                self.completion
+            );
             self.in_data.push(p.tag);
         }
         if self.pending_count == 0 {
@@ -176,6 +182,12 @@ impl QueuePair {
         self.spinning_in_flight += usize::from(spins);
         self.pending[tag] = Some((p, spins));
         self.pending_count += 1;
+        debug_assert!(
+            self.pending_count <= self.pending.len(),
+            "{} commands in flight on {} tags",
+            self.pending_count,
+            self.pending.len()
+        );
     }
 
     /// Collects completions without blocking and hands each to `f`. Returns how many. In
@@ -236,6 +248,12 @@ impl QueuePair {
                 i += 1;
             }
         }
+        debug_assert!(
+            self.in_data.len() <= self.pending_count,
+            "{} in-data reads watched, {} commands in flight",
+            self.in_data.len(),
+            self.pending_count
+        );
         n
     }
 
@@ -256,6 +274,12 @@ impl QueuePair {
         let (p, spins) = self.pending.get_mut(tag)?.take()?;
         self.pending_count -= 1;
         self.spinning_in_flight -= usize::from(spins);
+        debug_assert!(
+            self.spinning_in_flight <= self.pending_count,
+            "{} commands spun for, {} in flight",
+            self.spinning_in_flight,
+            self.pending_count
+        );
         Some(Done {
             tag: p.tag,
             op: p.op,
@@ -370,6 +394,16 @@ impl Drop for QueuePair {
                 let _ = tags.release(done.tag);
             });
         }
+        // Nothing in flight: nothing watched, nothing spun for.
+        debug_assert!(
+            self.in_data.is_empty(),
+            "{} in-data reads watched with nothing in flight",
+            self.in_data.len()
+        );
+        debug_assert_eq!(
+            self.spinning_in_flight, 0,
+            "commands spun for with nothing in flight"
+        );
         self.emu.detach(&self.handle);
     }
 }

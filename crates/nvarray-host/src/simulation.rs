@@ -52,6 +52,11 @@ impl SimulatedDevice {
 /// every write and every unit, so a read shows which write each unit holds. Write 0 is
 /// zeroes: never written, or written with zeroes.
 pub fn pattern(id: u32, unit: u64, unit_bytes: u64) -> Vec<u8> {
+    // The contents are whole 8-byte words: any other size would come out shorter.
+    assert!(
+        unit_bytes.is_multiple_of(8),
+        "a unit of {unit_bytes} bytes is not whole 8-byte words"
+    );
     if id == 0 {
         return vec![0; unit_bytes as usize];
     }

@@ -78,6 +78,10 @@ impl QueuePair {
         while self.in_flight() > 0 {
             self.finish_some(device, offset_bytes, &mut buf, &mut result);
         }
+        debug_assert!(
+            result.is_err() || at == len,
+            "moved {at} of {len} bytes without an error"
+        );
         result
     }
 

@@ -88,6 +88,12 @@ impl Device {
 
     /// Where a completed Zone Append's data went, in blocks from the start of the device.
     pub fn appended_at(&self, done: &Done) -> u64 {
+        // Other commands leave 0 there, which would read as the device's first block.
+        debug_assert_eq!(
+            done.op,
+            Opcode::ZoneAppend,
+            "appended_at of another command"
+        );
         // The device stored it before posting the completion `done` came from.
         self.dma().results[done.tag.index()].load(std::sync::atomic::Ordering::Relaxed)
     }
@@ -177,6 +183,11 @@ impl QueuePair {
         while mine.is_none() {
             self.wait(|done| mine = Some(done));
         }
+        assert_eq!(
+            self.in_flight(),
+            0,
+            "commands in flight after the pair's only one completed"
+        );
         Ok(mine.expect("waited for"))
     }
 }

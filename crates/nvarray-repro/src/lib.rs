@@ -10,9 +10,12 @@
 //! (`nvarray repro` spawns them), so the command printed beside a number is the one that
 //! made it.
 //!
-//! It never reads a clock and never spawns a process itself; the device figures it can run
-//! alone are tests (`tests/*.rs`, one per paper, every row of a device together).
+//! Only `machine` reads a clock or spawns a process: the runner `nvarray repro` hands to
+//! `evaluate` for those experiments (nvarray's own commands, fio on a loop device, the PMDK
+//! peer built with gcc, the channel and SQLite scripts). The rest is pure; the device figures
+//! it can run alone are tests (`tests/*.rs`, one per paper, every row of a device together).
 
+pub mod machine;
 pub mod report;
 pub mod run;
 pub mod seeds;

@@ -23,6 +23,7 @@ pub(crate) fn evaluate(expr: &str, units: bool) -> Result<i64, String> {
     };
     let value = p.sum()?;
     p.skip_space();
+    assert!(p.at <= p.text.len(), "the parser read past the expression");
     if p.at != p.text.len() {
         return Err(format!(
             "'{expr}': unexpected '{}' at character {}",
@@ -179,6 +180,7 @@ impl Parser<'_> {
         while self.text.get(self.at).is_some_and(u8::is_ascii_digit) {
             self.at += 1;
         }
+        assert!(self.at > start, "a number read where no digit is");
         let digits = std::str::from_utf8(&self.text[start..self.at]).expect("ASCII digits");
         let n: i64 = digits
             .parse()

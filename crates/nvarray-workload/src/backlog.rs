@@ -35,6 +35,10 @@ impl VerifyBacklog {
 
     /// `r` was generated: a write joins the backlog, which is read back once full.
     pub(crate) fn generated(&mut self, r: Request) {
+        debug_assert!(
+            self.to_read.is_empty(),
+            "a request generated while read-backs are due"
+        );
         if r.op != Direction::Write {
             return;
         }
@@ -45,6 +49,7 @@ impl VerifyBacklog {
                 ..w
             }));
         }
+        debug_assert!(self.written.len() < self.every);
     }
 }
 

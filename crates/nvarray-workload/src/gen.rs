@@ -163,6 +163,8 @@ impl BlockSequence {
         let k = self.issued[op as usize];
         self.issued[op as usize] += 1;
         let base = self.blocks[(k % n) as usize];
+        // Blocks past the region are refused when the pattern is made.
+        debug_assert!(base < self.region_blocks);
         if !self.stride {
             return base;
         }
@@ -229,6 +231,12 @@ impl Lengths {
             BlockSize::Range { min, max } => (u64::from(max / min), min),
             _ => (0, 0),
         };
+        // A range of no steps would read as no range at all (`range_steps` 0).
+        assert!(
+            !matches!(job.bs, BlockSize::Range { .. }) || range_steps >= 1,
+            "bsrange {} has no lengths",
+            job.bs
+        );
         for index in 0..len_count {
             let len_bytes = u64::from(lens_bytes[index]);
             // region_bytes checked that every length is a block multiple inside the region.
@@ -345,6 +353,10 @@ impl Pattern {
                 region_len_bytes / u64::from(job.numjobs)
             };
             let start_bytes = u64::from(thread_index) * stride_bytes / block_bytes * block_bytes;
+            assert!(
+                start_bytes < region_len_bytes,
+                "thread {thread_index} starts at {start_bytes}, past its region of {region_len_bytes}"
+            );
             Pattern::Sequential {
                 cursor_bytes: [start_bytes; 2],
                 gap_bytes: job.rw_gap_bytes,
@@ -383,6 +395,11 @@ impl RequestGen {
         // Random offsets fall on this boundary (fio's blockalign, by default the smallest
         // request length; region_bytes checked it is a block multiple inside the region).
         let align_bytes = job.align_bytes();
+        assert!(
+            align_bytes > 0,
+            "job {}: offsets aligned to 0 bytes",
+            job.name
+        );
 
         job.check_zones(region_len_bytes)?;
         let zones = (job.zonemode == ZoneMode::Strided).then(|| ZoneWalk {
@@ -510,6 +527,7 @@ impl RequestGen {
         };
 
         let offset_in_region_bytes = self.offset_in_span(op, &mut len_bytes, uniform_slots);
+        debug_assert!(len_bytes > 0, "a request of no bytes");
         debug_assert!(offset_in_region_bytes + u64::from(len_bytes) <= self.span_bytes);
         if self.run != 1 {
             self.last_start_bytes[op as usize] = offset_in_region_bytes;
@@ -526,6 +544,7 @@ impl RequestGen {
                 at
             }
         };
+        debug_assert!(offset_in_region_bytes + u64::from(len_bytes) <= self.region_len_bytes);
         Request {
             op,
             offset_bytes: self.region_start_bytes + offset_in_region_bytes,
@@ -675,6 +694,7 @@ impl RequestGen {
         if zone.start.saturating_add(zone.range) > self.region_len_bytes {
             zone.start = 0;
         }
+        debug_assert!(zone.start + zone.range <= self.region_len_bytes);
         self.last_start_bytes = [0; 2];
         self.last_end_bytes = [0; 2];
         match &mut self.pattern {
@@ -704,6 +724,7 @@ fn after_gap(end: u64, gap: i64, region_len: u64) -> u64 {
 /// anything a 3-point tolerance or a simulation could notice.
 #[inline]
 fn percent_of(bits32: u64) -> u64 {
+    debug_assert!(bits32 >> 32 == 0, "{bits32:#x} is more than 32 bits");
     (bits32 * PERCENT_SLOTS as u64) >> 32
 }
 
@@ -762,6 +783,8 @@ impl Scatter {
         } else {
             (1u64 << bits) - 1
         };
+        // `apply`'s walks are short because more than half the domain is below n.
+        assert!(mask / 2 < n, "a domain of {mask} for {n} ranks");
         Scatter {
             n,
             mask,

@@ -200,6 +200,7 @@ pub fn parse_job_file_with(
     };
     parser.feed(text, 0)?;
     let jobs = parser.jobs;
+    assert!(jobs.len() <= JOBS_MAX, "{} jobs parsed", jobs.len());
     if jobs.is_empty() {
         return Err(WorkloadError::NoJobs);
     }
@@ -240,6 +241,7 @@ struct Parser<'a> {
 impl Parser<'_> {
     /// Reads one file's lines into the jobs (an included file at `depth` > 0).
     fn feed(&mut self, text: &str, depth: usize) -> Result<(), WorkloadError> {
+        assert!(depth <= INCLUDE_DEPTH_MAX, "includes {depth} deep");
         if text.len() > JOB_FILE_BYTES_MAX {
             return Err(WorkloadError::InputTooLarge {
                 len_bytes: text.len(),

@@ -56,6 +56,7 @@
 mod arith;
 mod backlog;
 mod error;
+mod fio_end;
 mod fio_rand;
 mod gen;
 mod jobfile;

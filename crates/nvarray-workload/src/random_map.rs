@@ -129,6 +129,8 @@ impl RandomMap {
             .next_free_from(drawn)
             .or_else(|| self.next_free_from(0))
         {
+            // The padding bits past the end are set, so never found free.
+            debug_assert!(at < self.positions);
             return at;
         }
         self.clear();
@@ -190,6 +192,17 @@ impl Shuffle {
             keys: [(0, 1); 3],
             step: 0,
         };
+        assert!(
+            shuffle.mask >= n - 1,
+            "a domain of {} misses positions",
+            shuffle.mask
+        );
+        // Under 2 n, so a walk takes under 2 steps on average.
+        assert!(
+            u128::from(shuffle.mask) < 2 * u128::from(n),
+            "a domain of {} for {n} positions",
+            shuffle.mask
+        );
         shuffle.rekey(seed);
         shuffle
     }

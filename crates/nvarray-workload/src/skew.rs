@@ -39,6 +39,7 @@ enum Kind {
 impl FioSkew {
     /// `pareto:h[:center]` over `ranges` ranges, seeded with `seed`.
     pub(crate) fn pareto(ranges: u64, h: f64, center: Option<f64>, seed: u64) -> FioSkew {
+        assert!(ranges >= 1, "pareto over no ranges");
         let mut taus = Taus88::new(seed);
         let first = u64::from(taus.next_u32());
         FioSkew {
@@ -53,6 +54,7 @@ impl FioSkew {
 
     /// `normal:dev[:center]` (`dev` a percentage of the ranges) over `ranges` ranges.
     pub(crate) fn normal(ranges: u64, dev_percent: f64, center: Option<f64>, seed: u64) -> FioSkew {
+        assert!(ranges >= 1, "normal over no ranges");
         let stddev = if dev_percent == 0.0 {
             0
         } else {
@@ -112,6 +114,7 @@ impl ZoneTable {
         blocks: u64,
         align_bytes: u64,
     ) -> Result<ZoneTable, String> {
+        assert!(align_bytes > 0, "zones of blocks of 0 bytes");
         let mut by_percent = Box::new([(0u64, 0u64); 100]);
         let mut percent = 0usize;
         let mut start = 0u64; // percent of the region (zoned) or bytes (zoned_abs)

@@ -54,6 +54,11 @@ impl ZipfSampler {
         sampler.h_integral_n = sampler.h_integral(n as f64 + 0.5);
         sampler.squeeze =
             2.0 - sampler.h_integral_inverse(sampler.h_integral(2.5) - sampler.h(2.0));
+        // The uniform draw's interval is not empty: `H` increases and `h(1)` is 1.
+        assert!(
+            sampler.h_integral_x1 < sampler.h_integral_n,
+            "zipf over {n} ranks with theta {theta}: an empty draw interval"
+        );
         sampler
     }
 

@@ -8,7 +8,7 @@ use nvarray_model::{apply_overrides, parse_assignment, presets, DeviceConfig};
 use nvarray_workload::trace::{refused_key, AddressMode, ReplayMode, TraceFormat, TraceSpec};
 use nvarray_workload::{ignored_reason, parse_job_file_with, JobFileEnv, JobSpec, Workload};
 
-use crate::input::input_error;
+use nvarray_sys::input::input_error;
 
 /// Which device to model.
 #[derive(Args, Clone, Debug)]

@@ -8,7 +8,7 @@ use clap::Args;
 use nvarray_channel::grants::parse_grants;
 use nvarray_channel::{Grant, CHANNELS_DEFAULT};
 
-use crate::input::input_error;
+use nvarray_sys::input::input_error;
 
 #[derive(Args)]
 pub struct ChannelArgs {

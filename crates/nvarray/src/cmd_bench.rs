@@ -20,10 +20,9 @@ use crate::emu_args::{
     parse_cpus, parse_device_threads, parse_size_u32, parse_time_ns, Backing, DeviceThreads,
     CAPACITY_KEY, CPUS_HELP, SIZE_DEFAULT,
 };
-use crate::input::input_error;
+use nvarray_sys::input::input_error;
 use crate::progress::Progress;
 use crate::run_args::RunArgs;
-use crate::sweep;
 
 /// Shown first in `nvarray bench --help`.
 const EXAMPLES: &str = "\
@@ -58,7 +57,7 @@ struct SweepArgs {
     #[command(flatten)]
     run: BenchRunArgs,
     #[command(flatten)]
-    sweep: sweep::SweepSpec,
+    sweep: nvarray_sweep::SweepSpec,
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
@@ -233,10 +232,10 @@ pub fn run(args: BenchArgs) -> Result<()> {
         let run_point = |device: &_, workload: &_, progress: &mut dyn FnMut(f64)| {
             run_engine(engine, device, workload, &options, threads, progress)
         };
-        return sweep::run(
+        return crate::sweep_run::run(
             &s.sweep,
             &run,
-            &sweep::Engine {
+            &nvarray_sweep::Engine {
                 identity: format!("{engine:?} {options:?} device_threads={threads:?}"),
                 parallel: matches!(engine, Engine::Sim),
                 run: &run_point,
@@ -299,22 +298,8 @@ pub fn run_fio(args: FioCompatArgs) -> Result<()> {
         size_device_to_jobs(&mut run, &workload)?;
     }
     let device = run.device.load()?;
-    if workload.trace.is_none() {
-        for job in &mut workload.jobs {
-            // fio: a job without time_based ends when it has moved its size (or io_size), or
-            // at its runtime if that comes first; with time_based, at its runtime.
-            if job.time_based && job.runtime_ns.is_none() {
-                // fio says "time_based requires a runtime/timeout setting" and runs the job
-                // without it.
-                eprintln!(
-                    "note: job {}: time_based requires a runtime: ignored, as fio does",
-                    job.name
-                );
-            }
-            if !(job.time_based && job.runtime_ns.is_some()) {
-                job.ends_by_size = true;
-            }
-        }
+    for note in workload.end_jobs_as_fio() {
+        eprintln!("note: {note}");
     }
     let engine = args.run.engine;
     let bar = Progress::new("running the fio job", 1);

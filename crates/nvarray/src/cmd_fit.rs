@@ -11,7 +11,7 @@ use nvarray_fit::grid::Job;
 
 use crate::cmd_sim::sim_error;
 use crate::emu_args::parse_time_ns;
-use crate::input::input_error;
+use nvarray_sys::input::input_error;
 use crate::progress::Progress;
 
 #[derive(Args)]

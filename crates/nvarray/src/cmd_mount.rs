@@ -20,7 +20,7 @@ use signal_hook::consts::{SIGINT, SIGTERM, SIGUSR1};
 use signal_hook::iterator::Signals;
 
 use crate::emu_args::{open_device, EmuDeviceArgs};
-use crate::input::input_error;
+use nvarray_sys::input::input_error;
 
 #[derive(Args)]
 pub struct MountArgs {

@@ -11,7 +11,7 @@ use std::path::PathBuf;
 use clap::{Args, Subcommand};
 use nvarray_pm::{StateFile, StateStatus};
 
-use crate::input::input_error;
+use nvarray_sys::input::input_error;
 
 #[derive(Args, Debug)]
 pub struct PmArgs {

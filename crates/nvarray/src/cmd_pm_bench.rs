@@ -22,7 +22,7 @@ use nvarray_pm::bench::{
 use nvarray_pm::PoolOptions;
 use nvarray_present::plot::{write_chart, Chart, Series};
 
-use crate::input::input_error;
+use nvarray_sys::input::input_error;
 
 #[derive(Args, Debug)]
 pub struct PmBenchArgs {
@@ -296,7 +296,7 @@ fn run_ycsb(a: YcsbArgs) -> anyhow::Result<()> {
     // The chart's name is checked before the sweep runs, not after it (minutes of work).
     if a.sweep.is_some() {
         nvarray_present::plot::check_chart_path(&a.plot).map_err(input_error)?;
-        crate::output::check_writable(&a.plot)?;
+        nvarray_sys::output_files::check_writable(&a.plot)?;
     }
     let progress = crate::progress::Progress::new("pm-bench ycsb", sizes.len() as u64);
     let mut results = Vec::new();

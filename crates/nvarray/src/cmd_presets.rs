@@ -6,7 +6,7 @@ use nvarray_model::presets::{preset, PRESETS};
 use nvarray_model::protocol_cost::protocol_table;
 use nvarray_present::table;
 
-use crate::input::input_error;
+use nvarray_sys::input::input_error;
 
 #[derive(Args)]
 pub struct PresetsArgs {

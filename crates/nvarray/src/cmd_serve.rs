@@ -22,7 +22,7 @@ use signal_hook::iterator::Signals;
 
 use crate::channel_args::{read_grants_file, read_only_if, ChannelArgs};
 use crate::emu_args::{open_device, EmuDeviceArgs};
-use crate::input::input_error;
+use nvarray_sys::input::input_error;
 
 #[derive(Args)]
 pub struct ServeArgs {

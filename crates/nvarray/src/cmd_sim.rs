@@ -5,10 +5,9 @@ use clap::{Args, Subcommand};
 use nvarray_model::DeviceConfig;
 use nvarray_workload::Workload;
 
-use crate::input::input_error;
+use nvarray_sys::input::input_error;
 use crate::progress::Progress;
 use crate::run_args::RunArgs;
-use crate::sweep;
 
 #[derive(Args)]
 #[command(args_conflicts_with_subcommands = true)]
@@ -33,17 +32,17 @@ struct SweepArgs {
     #[command(flatten)]
     run: RunArgs,
     #[command(flatten)]
-    sweep: sweep::SweepSpec,
+    sweep: nvarray_sweep::SweepSpec,
 }
 
 pub fn run(args: SimArgs) -> Result<()> {
     match args.command {
         Some(SimCommand::Sweep(s)) => {
             s.run.refuse_fio_layout("a sweep")?;
-            sweep::run(
+            crate::sweep_run::run(
                 &s.sweep,
                 &s.run,
-                &sweep::Engine {
+                &nvarray_sweep::Engine {
                     identity: "sim".into(),
                     parallel: true,
                     run: &simulate,

@@ -16,7 +16,7 @@ use nvarray_model::DeviceConfig;
 use nvarray_workload::{parse_duration_ns, parse_size, NS_PER_US};
 
 use crate::args::DeviceArgs;
-use crate::input::input_error;
+use nvarray_sys::input::input_error;
 
 /// The device key `--size` sets.
 pub const CAPACITY_KEY: &str = "memory.capacity_bytes";

@@ -9,7 +9,7 @@ use anyhow::Result;
 use nvarray_model::FtlSample;
 use nvarray_present::plot::{write_chart, Chart, Series};
 
-use crate::input::input_error;
+use nvarray_sys::input::input_error;
 
 /// One curve: a run's (or a sweep point's) samples.
 pub struct Curve {

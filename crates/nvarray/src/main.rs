@@ -19,15 +19,13 @@ mod emu_args;
 mod fit_report;
 mod ftl_plot;
 mod heap;
-mod input;
-mod output;
 mod progress;
 mod run_args;
-mod sweep;
+mod sweep_run;
 
 use std::process::ExitCode;
 
-use input::InputError;
+use nvarray_sys::input::InputError;
 
 use clap::{Parser, Subcommand};
 
@@ -128,7 +126,7 @@ enum Command {
     /// Work on sweeps' results: `nvarray sweep merge DIR...` joins the shards of a sweep run
     /// with `--shard I/N` (on other machines, or as a cluster's array tasks) into its table,
     /// JSON and plot.
-    Sweep(sweep::merge::SweepArgs),
+    Sweep(nvarray_sweep::merge::SweepArgs),
 }
 
 fn main() -> ExitCode {
@@ -153,7 +151,7 @@ fn main() -> ExitCode {
         Command::Repro(a) => cmd_repro::run(a),
         Command::PmBench(a) => cmd_pm_bench::run(a),
         Command::Pm(a) => cmd_pm::run(a),
-        Command::Sweep(a) => sweep::merge::run(a),
+        Command::Sweep(a) => nvarray_sweep::merge::run(a),
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,

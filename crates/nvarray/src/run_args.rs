@@ -9,7 +9,7 @@ use nvarray_report::RunReport;
 use nvarray_workload::Workload;
 
 use crate::args::{DeviceArgs, FioArgs};
-use crate::input::input_error;
+use nvarray_sys::input::input_error;
 
 /// Everything one run needs: the device, the workload and the output format.
 #[derive(Args, Clone, Debug)]
@@ -88,8 +88,8 @@ impl RunArgs {
     pub fn check_output(&self) -> Result<()> {
         if let Some(path) = &self.ftl_plot {
             nvarray_present::plot::check_chart_path(path).map_err(input_error)?;
-            crate::output::check_writable(path)?;
-            crate::output::check_writable(&crate::ftl_plot::bandwidth_path(path))?;
+            nvarray_sys::output_files::check_writable(path)?;
+            nvarray_sys::output_files::check_writable(&crate::ftl_plot::bandwidth_path(path))?;
         }
         self.layout().map(|_| ())
     }

@@ -145,6 +145,18 @@ impl Ftl {
             }
             turn = (turn + v % dies) % dies;
         }
+        let logical = self.logical_pages;
+        for die in 0..dies {
+            let held: u64 = (0..valid.len())
+                .map(|line| u64::from(on_die[line * dies as usize + die as usize]))
+                .sum();
+            let pooled =
+                logical / u64::from(dies) + u64::from(u64::from(die) < logical % u64::from(dies));
+            assert_eq!(
+                held, pooled,
+                "die {die} holds {held} valid pages, its pooled logical pages are {pooled}"
+            );
+        }
         on_die
     }
 }

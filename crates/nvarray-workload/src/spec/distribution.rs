@@ -167,6 +167,7 @@ fn parse_sequence(list: &str) -> Result<Distribution, String> {
             blocks.len()
         ));
     }
+    assert!(!blocks.is_empty(), "a sequence of no blocks parsed");
     Ok(Distribution::Sequence(blocks))
 }
 
@@ -247,13 +248,19 @@ fn parse_zones(rest: &str, absolute: bool) -> Result<ZoneSplit, String> {
         .saturating_sub(given)
         .checked_div(missing)
         .unwrap_or(0);
-    Ok(ZoneSplit {
+    let split = ZoneSplit {
         absolute,
         zones: zones
             .into_iter()
             .map(|(a, s)| (a, s.unwrap_or(share)))
             .collect(),
-    })
+    };
+    assert!(
+        absolute || split.zones.iter().map(|&(_, s)| s).sum::<u64>() <= 100,
+        "zone sizes of {:?} add up to more than 100 %",
+        split.zones
+    );
+    Ok(split)
 }
 
 pub(super) fn theta_range() -> String {

@@ -67,6 +67,11 @@ pub(super) fn parse_ids(value: &str) -> Result<Vec<u16>, String> {
             ));
         }
     }
+    assert!(
+        (1..=PLACEMENT_IDS_MAX).contains(&ids.len()),
+        "{} placement IDs parsed",
+        ids.len()
+    );
     Ok(ids)
 }
 
@@ -107,6 +112,8 @@ impl PlacementPicker {
                  handles (ftl.placement_handles)"
             ));
         }
+        // Round robin takes the next ID modulo the list's length.
+        assert!(!ids.is_empty(), "a placement picker with no IDs");
         Ok(Some(PlacementPicker {
             ids,
             select: dp.select,

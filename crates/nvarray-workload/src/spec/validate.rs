@@ -259,6 +259,14 @@ impl JobSpec {
                 ),
             );
         }
+        assert!(
+            region_len_bytes <= device_size_bytes - offset_bytes,
+            "region of {region_len_bytes} bytes at {offset_bytes} runs past the device"
+        );
+        assert!(
+            region_len_bytes.is_multiple_of(block_bytes),
+            "region of {region_len_bytes} bytes is not whole blocks of {block_bytes}"
+        );
         self.check_lengths(block_bytes, region_len_bytes)?;
         Ok((offset_bytes, region_len_bytes))
     }

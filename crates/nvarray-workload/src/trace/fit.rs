@@ -170,6 +170,7 @@ impl Fitter {
             }
         }
         p.offset += piece;
+        debug_assert!(at + piece <= capacity, "piece at {at} runs past the device");
         // `at + piece <= capacity <= u64::MAX` and `piece <= max_transfer_bytes`.
         Some(FittedRequest {
             op: p.op,

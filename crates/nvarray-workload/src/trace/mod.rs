@@ -158,6 +158,10 @@ pub fn refused_job_key(job: &JobSpec) -> Option<(&'static str, &'static str)> {
         ("rate", job.rate_bytes_per_s != d.rate_bytes_per_s),
         ("rate_process", job.rate_process != d.rate_process),
     ];
+    assert!(
+        set.iter().all(|&(key, _)| refused_key(key).is_some()),
+        "a key checked here is missing from KEYS_REFUSED"
+    );
     set.into_iter()
         .find(|&(_, differs)| differs)
         .and_then(|(key, _)| refused_key(key).map(|why| (key, why)))
@@ -261,6 +265,11 @@ impl Lines {
         if read == 0 {
             return Ok(None);
         }
+        debug_assert!(
+            self.buf.len() <= LINE_BYTES_MAX + 1,
+            "a line of {} bytes read past the bound",
+            self.buf.len()
+        );
         self.number += 1;
         self.bytes += read as u64;
         let line_error = |reason: String| TraceError::Line {
@@ -472,10 +481,19 @@ impl TraceFeed {
         };
         self.latest_ns = time;
         // `time >= latest >= origin`: the first request set both.
+        debug_assert!(
+            time >= origin,
+            "request at {time} ns before the origin {origin} ns"
+        );
         let since_ns = time - origin;
         let due_ns = self
             .due_ns(since_ns)
             .map_err(|reason| self.line_error(number, reason))?;
+        debug_assert!(
+            due_ns >= self.last_due_ns,
+            "line {number} due at {due_ns} ns, before the request before it at {} ns",
+            self.last_due_ns
+        );
         self.last_due_ns = due_ns;
         let fit = self.fitter.fit(&raw);
         if first_pass {
@@ -560,6 +578,15 @@ impl TraceFeed {
         self.origin_ns = None;
         self.latest_ns = 0;
         self.pass += 1;
+        assert!(
+            match self.loops {
+                Loops::Count(n) => self.pass < n,
+                Loops::UntilStopped => true,
+            },
+            "pass {} begun past the loops asked for ({:?})",
+            self.pass + 1,
+            self.loops
+        );
         self.pass_requests = 0;
         self.pass_base_ns = self.last_due_ns;
         self.report.passes = self.pass + 1;
@@ -699,6 +726,10 @@ pub fn trace_span(
     let mut span = 0u64;
     while let Some((_, raw)) = feed.read_request()? {
         // The parsers refuse a request whose end passes 2^64.
+        debug_assert!(
+            raw.offset_bytes.checked_add(raw.len_bytes).is_some(),
+            "a parsed request ends past 2^64"
+        );
         span = span.max(raw.offset_bytes + raw.len_bytes);
     }
     Ok(span)

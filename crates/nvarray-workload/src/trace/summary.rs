@@ -202,6 +202,7 @@ impl Footprint {
                 j -= 1;
             }
         }
+        debug_assert_eq!(j, 0, "{j} pending extents left out of the merge");
         pending.clear();
         coalesce(merged);
         if merged.len() > EXTENTS_MAX {
@@ -213,6 +214,10 @@ impl Footprint {
     /// Replaces the extents by a bitmap of the finest granule (from the block up) that keeps
     /// a bitmap of the whole device within `BITMAP_BITS_MAX` bits.
     fn become_bitmap(&mut self, extents: &[(u64, u64)]) {
+        assert_eq!(
+            self.granule_shift, self.block_shift,
+            "the extents becoming a bitmap are counted in blocks"
+        );
         let mut shift = self.block_shift;
         while shift < 63 && self.capacity_bytes.div_ceil(1 << shift) > BITMAP_BITS_MAX {
             shift += 1;
@@ -243,6 +248,11 @@ impl Footprint {
 /// Sets bits `first..=last` of `words`, growing it to hold `last` (the callers keep `last`
 /// under `BITMAP_BITS_MAX`).
 fn set_bits(words: &mut Vec<u64>, first: u64, last: u64) {
+    debug_assert!(first <= last, "bits {first}..={last} run backwards");
+    debug_assert!(
+        last < BITMAP_BITS_MAX,
+        "bit {last} past the bitmap's {BITMAP_BITS_MAX}"
+    );
     let (fw, lw) = ((first / 64) as usize, (last / 64) as usize);
     if words.len() <= lw {
         words.resize(lw + 1, 0);
@@ -273,6 +283,12 @@ fn coalesce(extents: &mut Vec<(u64, u64)>) {
         }
     }
     extents.truncate(kept);
+    debug_assert!(
+        extents
+            .windows(2)
+            .all(|w| w[0].1.saturating_add(1) < w[1].0),
+        "coalesced extents overlap or touch"
+    );
 }
 
 /// A device or file the trace held requests for, and how many.
@@ -450,6 +466,7 @@ impl TraceReport {
         } else {
             self.unlisted_device_requests += 1;
         }
+        debug_assert!(self.devices.len() <= DEVICES_LISTED_MAX);
     }
 
     /// A request as the trace gave it, `elapsed_ns` after the trace's first. `Err` when the
@@ -487,6 +504,16 @@ impl TraceReport {
     }
 
     pub(crate) fn finish(&mut self) {
+        assert_eq!(
+            self.reads + self.writes,
+            self.requests,
+            "reads and writes do not add up to the requests"
+        );
+        assert_eq!(
+            self.sizes.iter().sum::<u64>(),
+            self.requests,
+            "the size histogram does not count every request"
+        );
         self.read_fraction = if self.requests == 0 {
             0.0
         } else {

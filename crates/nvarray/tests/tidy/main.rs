@@ -11,6 +11,7 @@
 //!
 //! Each check is also run on planted input, to show it fails when it should.
 
+mod assertions;
 mod functions;
 mod module_graph;
 
@@ -662,5 +663,62 @@ fn the_function_finder_measures_a_planted_function() {
                 lines: 1
             },
         ]
+    );
+}
+
+/// The fewest assertions a crate's code may have per 100 lines of it.
+const ASSERTIONS_PER_100_LINES_MIN: f64 = 1.0;
+
+/// Every crate states its invariants where its logic is (issue 62): at least one assertion
+/// per 100 lines of code outside its tests, each a real precondition, postcondition or
+/// balance, as TigerBeetle's style asks.
+#[test]
+fn every_crate_asserts_at_least_once_per_100_lines() {
+    let root = root();
+    let mut thin = Vec::new();
+    let mut table = Vec::new();
+    for (name, dir) in crate_dirs() {
+        let mut total = assertions::Density::default();
+        for file in function_files(&dir, &root) {
+            total += assertions::density(&std::fs::read_to_string(root.join(&file)).unwrap());
+        }
+        let per_100 = 100.0 * total.assertions as f64 / total.lines.max(1) as f64;
+        table.push(format!(
+            "{name}: {} assertions in {} lines, {per_100:.2} per 100",
+            total.assertions, total.lines
+        ));
+        if per_100 < ASSERTIONS_PER_100_LINES_MIN {
+            thin.push(format!(
+                "{name}: {per_100:.2} per 100 lines ({} in {}); {} more needed",
+                total.assertions,
+                total.lines,
+                (ASSERTIONS_PER_100_LINES_MIN * total.lines as f64 / 100.0).ceil() as usize
+                    - total.assertions
+            ));
+        }
+    }
+    eprintln!("{}", table.join("\n"));
+    assert!(
+        thin.is_empty(),
+        "crates that state too few invariants (assert a precondition, a postcondition or a \
+         count that must balance where the logic is):\n  {}",
+        thin.join("\n  ")
+    );
+}
+
+/// The assertion counter, planted: assertions in code count, those in comments, strings and
+/// test modules do not, nor do names that only end like one; blank and comment lines are not
+/// code.
+#[test]
+fn the_assertion_counter_counts_a_planted_file() {
+    let text = "fn f(x: u8) {\n    // assert!(x > 0);\n\n    assert!(x > 0);\n    \
+                debug_assert_eq!(x, x);\n    let s = \"assert!(no)\";\n    my_assert!(x);\n}\n\
+                #[cfg(test)]\nmod tests {\n    fn t() { assert!(true); }\n}\n";
+    assert_eq!(
+        assertions::density(text),
+        assertions::Density {
+            lines: 6,
+            assertions: 2
+        }
     );
 }

@@ -31,8 +31,8 @@ impl Outputs {
     /// dot of `out` is kept (`output::sibling`).
     pub fn new(out: &Path, format: PlotFormat) -> Result<Self> {
         let own = OUTPUT_EXTENSIONS;
-        let json = crate::output::sibling(out, "json", &own);
-        let plot = crate::output::sibling(
+        let json = nvarray_sys::output_files::sibling(out, "json", &own);
+        let plot = nvarray_sys::output_files::sibling(
             out,
             match format {
                 PlotFormat::Svg => "svg",
@@ -40,8 +40,8 @@ impl Outputs {
             },
             &own,
         );
-        crate::output::check_writable(&json)?;
-        crate::output::check_writable(&plot)?;
+        nvarray_sys::output_files::check_writable(&json)?;
+        nvarray_sys::output_files::check_writable(&plot)?;
         Ok(Outputs { json, plot })
     }
 }

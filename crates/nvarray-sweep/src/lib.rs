@@ -1,5 +1,5 @@
-//! `nvarray sim sweep` and `nvarray bench sweep`: a grid over any number of parameters (device
-//! keys or fio keys), each point a run of the caller's engine. Simulator points run side by
+//! `nvarray-sweep`: `nvarray sim sweep` and `nvarray bench sweep`, a grid over any number of
+//! parameters (device keys or fio keys), each point a run of the caller's engine. Simulator points run side by
 //! side on every core (`--jobs`); `--shard I/N` runs one deterministic share of the points, and
 //! `nvarray sweep merge` joins the shards' JSON lines into the table, JSON and plot a whole
 //! sweep writes.
@@ -9,6 +9,10 @@
 //! - `binary`: which nvarray binary ran them (its build id), part of the identity.
 //! - `present`: table, plot and JSON, shared by a sweep and a merge.
 //! - `merge`: `nvarray sweep merge`.
+//!
+//! The caller (the CLI) gives each point's device and workload from its settings, the engine
+//! that runs a point, and how progress is shown (`Caller`); it draws `--ftl-plot` from the
+//! points the sweep returns (`Swept`).
 
 mod binary;
 mod fnv;
@@ -17,21 +21,22 @@ pub mod merge;
 mod present;
 mod record;
 
+pub use grid::Grid;
+pub use record::PointLine;
+
 use std::io::Write as _;
 use std::path::{Path, PathBuf};
 
 use anyhow::{Context, Result};
 use clap::Args;
-use nvarray_model::{apply_overrides, DeviceConfig};
+use nvarray_model::DeviceConfig;
 use nvarray_report::RunReport;
+use nvarray_sys::input::input_error;
 use nvarray_workload::Workload;
 
-use crate::input::input_error;
-use crate::progress::Progress;
-use crate::run_args::RunArgs;
-use grid::{Grid, Shard};
+use grid::Shard;
 use present::{Outputs, PlotFormat, OUTPUT_EXTENSIONS};
-use record::{Identity, Metric, PointLine};
+use record::{Identity, Metric};
 
 /// Runs one point with some engine, calling the progress callback with the fraction done.
 pub type Runner<'a> =
@@ -100,32 +105,49 @@ pub struct SweepSpec {
     pub shard: Option<Shard>,
 }
 
-/// The device and workload of one point: device keys (dotted) become overrides, others are
-/// fio keys.
-fn point(args: &RunArgs, settings: &[(&str, &str)]) -> Result<(DeviceConfig, Workload)> {
-    let (text, mut overrides) = args.device.base()?;
-    let mut fio = Vec::new();
-    for (key, value) in settings {
-        // Device keys (dotted) go to the overrides, which expand aliases such as
-        // memory.latency_ns themselves.
-        let pair = (key.to_string(), value.to_string());
-        if key.contains('.') {
-            overrides.push(pair);
-        } else {
-            fio.push(pair);
-        }
-    }
-    let device = apply_overrides(&text, &overrides).map_err(input_error)?;
-    let workload = args.fio.workload(&fio)?;
-    Ok((device, workload))
+/// Builds one point's device and workload from its settings (key, value), in the grid's order.
+pub type PointBuilder<'a> = dyn Fn(&[(&str, &str)]) -> Result<(DeviceConfig, Workload)> + 'a;
+
+/// How a sweep shows its progress (the CLI's bar).
+pub trait Watch: Sync {
+    /// `points` are to run now (those an earlier run recorded are not), `at_a_time` at once.
+    fn start(&self, points: usize, at_a_time: usize);
+    /// Points done so far, with a fraction for each under way.
+    fn done(&self, points: f64);
+    /// Every point has finished, or one failed.
+    fn finish(&self);
 }
+
+/// What a sweep needs from its caller besides the engine.
+pub struct Caller<'a> {
+    /// Each point's device and workload.
+    pub point: &'a PointBuilder<'a>,
+    pub watch: &'a dyn Watch,
+    /// Print JSON instead of the table.
+    pub json: bool,
+    /// The caller draws the FTL's samples of every point (`--ftl-plot`): refused for a shard
+    /// and for a sweep without an FTL, before any point runs.
+    pub ftl_plot: bool,
+}
+
+/// What a sweep ran: its grid and every point's line, in the grid's order (a shard's points
+/// only, when `whole` is false).
+pub struct Swept {
+    pub grid: Grid,
+    pub lines: Vec<PointLine>,
+    pub whole: bool,
+}
+
+/// The message when `--ftl-plot` finds no point with an FTL.
+pub const NO_FTL_TO_PLOT: &str =
+    "--ftl-plot: no point of the sweep has an FTL (add --precondition or --set ftl.enabled=true)";
 
 /// A point this run holds: its index in the grid, its device and its workload.
 type HeldPoint = (usize, DeviceConfig, Workload);
 
-/// Runs the points of `args` (all, or its shard's) on the device and workload of `run`,
-/// each through the engine.
-pub fn run(args: &SweepSpec, run: &RunArgs, engine: &Engine<'_>) -> Result<()> {
+/// Runs the points of `args` (all, or its shard's), each built by the caller and run through
+/// the engine, and writes the sweep's files (a shard's JSON lines only).
+pub fn run(args: &SweepSpec, caller: &Caller<'_>, engine: &Engine<'_>) -> Result<Swept> {
     let grid = Grid::from_flags(
         &args.param,
         &args.values,
@@ -133,15 +155,15 @@ pub fn run(args: &SweepSpec, run: &RunArgs, engine: &Engine<'_>) -> Result<()> {
     )
     .map_err(input_error)?;
     let shard = args.shard.unwrap_or(Shard::WHOLE);
-    if run.ftl_plot.is_some() && !shard.is_whole() {
+    if caller.ftl_plot && !shard.is_whole() {
         return Err(input_error(
             "--ftl-plot draws every point of a sweep: run it without --shard",
         ));
     }
-    run.check_output()?;
     let jobs = jobs(args.jobs, engine.parallel)?;
-    let (sweep, provenance, mut held) = build_points(&grid, run, shard, &engine.identity)?;
-    if run.ftl_plot.is_some() && !held.iter().any(|(_, d, _)| d.ftl.enabled) {
+    let (sweep, provenance, mut held) =
+        build_points(&grid, caller.point, shard, &engine.identity)?;
+    if caller.ftl_plot && !held.iter().any(|(_, d, _)| d.ftl.enabled) {
         return Err(input_error(NO_FTL_TO_PLOT));
     }
 
@@ -149,8 +171,8 @@ pub fn run(args: &SweepSpec, run: &RunArgs, engine: &Engine<'_>) -> Result<()> {
         .out
         .clone()
         .unwrap_or_else(|| default_out(&grid, shard));
-    let lines_path = crate::output::sibling(&out, "jsonl", &OUTPUT_EXTENSIONS);
-    crate::output::check_writable(&lines_path)?;
+    let lines_path = nvarray_sys::output_files::sibling(&out, "jsonl", &OUTPUT_EXTENSIONS);
+    nvarray_sys::output_files::check_writable(&lines_path)?;
     let outputs = if shard.is_whole() {
         Some(Outputs::new(&out, args.plot)?)
     } else {
@@ -190,56 +212,27 @@ pub fn run(args: &SweepSpec, run: &RunArgs, engine: &Engine<'_>) -> Result<()> {
             lines.push(line);
             written
         };
-        run_held(&held, jobs, engine, &grid, &lines_path, &mut record)?;
+        run_held(&held, jobs, engine, caller.watch, &grid, &lines_path, &mut record)?;
     }
     lines.sort_by_key(|l| l.point);
 
     match outputs {
-        Some(outputs) => {
-            present::write_sweep(
-                &sweep,
-                &grid,
-                args.metric,
-                &lines,
-                &outputs,
-                Some(&lines_path),
-                run.json,
-            )?;
-            match &run.ftl_plot {
-                Some(path) => write_ftl_plot(path, &grid, &lines),
-                None => Ok(()),
-            }
-        }
-        None => print_shard(&grid, args.metric, shard, &lines, &lines_path, run.json),
+        Some(outputs) => present::write_sweep(
+            &sweep,
+            &grid,
+            args.metric,
+            &lines,
+            &outputs,
+            Some(&lines_path),
+            caller.json,
+        )?,
+        None => print_shard(&grid, args.metric, shard, &lines, &lines_path, caller.json)?,
     }
-}
-
-const NO_FTL_TO_PLOT: &str =
-    "--ftl-plot: no point of the sweep has an FTL (add --precondition or --set ftl.enabled=true)";
-
-/// `--ftl-plot` for a sweep: one curve per point with an FTL (`ftl_plot`).
-fn write_ftl_plot(path: &Path, grid: &Grid, lines: &[PointLine]) -> Result<()> {
-    #[derive(serde::Deserialize)]
-    struct Samples {
-        page_bytes: u32,
-        samples: Vec<nvarray_model::FtlSample>,
-    }
-    let curves: Vec<crate::ftl_plot::Curve> = lines
-        .iter()
-        .filter_map(|l| {
-            let ftl = serde_json::from_value::<Samples>(l.report.get("ftl")?.clone()).ok()?;
-            Some(crate::ftl_plot::Curve {
-                label: grid.describe(l.point),
-                page_bytes: ftl.page_bytes,
-                samples: ftl.samples,
-            })
-        })
-        .collect();
-    if curves.is_empty() {
-        return Err(input_error(NO_FTL_TO_PLOT));
-    }
-    let title = format!("sweep of {}", grid.file_stem().trim_start_matches("sweep-"));
-    crate::ftl_plot::write(path, &title, &curves)
+    Ok(Swept {
+        grid,
+        lines,
+        whole: shard.is_whole(),
+    })
 }
 
 /// Builds every point's device and workload, and returns the sweep's identity, its
@@ -248,14 +241,14 @@ fn write_ftl_plot(path: &Path, grid: &Grid, lines: &[PointLine]) -> Result<()> {
 /// all.
 fn build_points(
     grid: &Grid,
-    run: &RunArgs,
+    point: &PointBuilder<'_>,
     shard: Shard,
     engine: &str,
 ) -> Result<(String, record::Provenance, Vec<HeldPoint>)> {
     let mut identity = Identity::new(engine);
     let mut held = Vec::new();
     for i in 0..grid.len() {
-        let (device, workload) = point(run, &grid.settings(i))
+        let (device, workload) = point(&grid.settings(i))
             .with_context(|| format!("sweep point {}", grid.describe(i)))?;
         identity.add_point(&device, &workload)?;
         if shard.holds(i) {
@@ -283,13 +276,13 @@ fn run_held(
     held: &[HeldPoint],
     jobs: usize,
     engine: &Engine<'_>,
+    watch: &dyn Watch,
     grid: &Grid,
     lines_path: &Path,
     record: &mut dyn FnMut(usize, RunReport) -> std::io::Result<()>,
 ) -> Result<()> {
     let total = held.len();
-    let bar = Progress::new("sweeping", total as u64);
-    bar.set_message(format!("{total} points, {} at a time", jobs.min(total)));
+    watch.start(total, jobs.min(total));
     // The costliest points first: a long point started last would leave the other
     // threads idle at the end. The order changes when a point finishes, never its result.
     let mut order: Vec<usize> = (0..total).collect();
@@ -304,14 +297,14 @@ fn run_held(
         total,
         jobs,
         &run_point,
-        &|done| bar.set_done(done),
+        &|done| watch.done(done),
         &mut |k, report| {
             if let Err(e) = record(held[order[k]].0, report) {
                 write_error.get_or_insert(e);
             }
         },
     );
-    bar.finish();
+    watch.finish();
     if let Err((k, e)) = result {
         return Err(e.context(format!(
             "sweep point {} (the points that finished are in {})",

@@ -1,4 +1,4 @@
-//! Errors in what the user gave (flags, files, values): `main` exits with status 2 for them.
+//! Errors in what the user gave (flags, files, values): the CLI's `main` exits with status 2 for them.
 
 /// An error in what the user gave us (flags, files, values): exit status 2.
 #[derive(Debug)]

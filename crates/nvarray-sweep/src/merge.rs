@@ -11,7 +11,7 @@ use clap::{Args, Subcommand};
 use super::present::{self, Outputs, PlotFormat};
 use super::record::Metric;
 use super::record::{grid_text, read_lines, refusal, PointLine};
-use crate::input::input_error;
+use nvarray_sys::input::input_error;
 
 #[derive(Args)]
 pub struct SweepArgs {

@@ -14,7 +14,7 @@ use serde::{Deserialize, Serialize};
 
 use super::fnv::Fnv;
 use super::grid::{Grid, Shard};
-use crate::input::input_error;
+use nvarray_sys::input::input_error;
 
 /// What a sweep plots and tabulates of each point.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum, Serialize, Deserialize)]
@@ -466,7 +466,7 @@ pub fn read_lines(path: &Path) -> Result<Vec<PointLine>> {
             continue;
         }
         let point: PointLine = serde_json::from_str(&line).map_err(|e| {
-            crate::input::input_error(format!(
+            nvarray_sys::input::input_error(format!(
                 "{}:{}: not a sweep point line ({e}); was the shard killed while writing?",
                 path.display(),
                 n + 1
