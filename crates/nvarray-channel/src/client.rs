@@ -205,8 +205,17 @@ impl Channel {
             return Err(SubmitError::OutsideRegion);
         }
         let id = self.free_ids.pop().ok_or(SubmitError::Full)?;
+        debug_assert!(
+            self.user_data[id as usize].is_none(),
+            "free id {id} in flight"
+        );
         self.user_data[id as usize] = Some(user_data);
         self.in_flight += 1;
+        debug_assert_eq!(
+            self.in_flight as usize + self.free_ids.len(),
+            self.user_data.len(),
+            "ids in flight and free do not add up"
+        );
         self.push(SqEntry {
             op: op.code(),
             id,
@@ -288,6 +297,11 @@ impl Channel {
                 .word(CQ_HEAD)
                 .store(self.cq_head, Ordering::Release);
         }
+        debug_assert_eq!(
+            self.in_flight as usize + self.free_ids.len(),
+            self.user_data.len(),
+            "ids in flight and free do not add up"
+        );
         n
     }
 
@@ -420,6 +434,9 @@ impl Channel {
                 at = len;
             }
         }
+        // Every byte was staged (or given up after an error), and every slot came back.
+        debug_assert_eq!(at, len, "staged {at} of {len} bytes");
+        debug_assert_eq!(free_slots.len() as u64, slots, "slots still out");
         first_error
     }
 }

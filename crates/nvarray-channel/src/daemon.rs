@@ -412,6 +412,10 @@ fn geometry(d: &Device, hello: &Hello) -> Geometry {
         geometry.max_open_zones = zones.max_open;
         geometry.max_active_zones = zones.max_active;
     }
+    debug_assert!(
+        geometry.is_valid(geometry.map_bytes),
+        "a geometry clients refuse: {geometry:?}"
+    );
     geometry
 }
 
@@ -527,7 +531,9 @@ pub(crate) fn retire_all(shared: &Shared, sides: Vec<DeviceSide>) {
             (session, true) => shared.served.close(session),
             (session, false) => shared.served.discard(session),
         }
-        shared.counts.live.fetch_sub(1, Ordering::SeqCst);
+        let live = shared.counts.live.fetch_sub(1, Ordering::SeqCst);
+        // Every channel retired was counted live when `open_channel` made it.
+        debug_assert!(live > 0, "a channel retired with none live");
     }
 }
 

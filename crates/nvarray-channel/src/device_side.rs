@@ -197,6 +197,7 @@ impl DeviceSide {
             }
             let status = ChannelStatus::of_device(done.status);
             let _ = device.finish(done, None);
+            debug_assert!(id_busy[f.id as usize], "id {} done but not busy", f.id);
             id_busy[f.id as usize] = false;
             *in_flight -= 1;
             if !*client_gone {
@@ -288,6 +289,12 @@ impl DeviceSide {
             self.sq_head = self.sq_head.wrapping_add(1);
             taken += 1;
         }
+        // Each command in flight holds its own id (`check` refuses a busy one).
+        debug_assert!(
+            self.in_flight as usize <= self.id_busy.len(),
+            "{} in flight",
+            self.in_flight
+        );
         self.region
             .word(SQ_HEAD)
             .store(self.sq_head, Ordering::Release);
@@ -372,6 +379,8 @@ impl DeviceSide {
         if op == Opcode::Write {
             self.region.copy_out(e.buf, device.write_buffer(&mut p));
         }
+        // A tag the driver just gave is not one of this channel's in flight.
+        debug_assert!(self.on_tag[p.tag().index()].is_none(), "tag in use");
         self.on_tag[p.tag().index()] = Some(InFlight {
             id: e.id,
             op,

@@ -141,6 +141,12 @@ impl Extents {
                     _ => out.push((s, e)),
                 }
             }
+            // `allows` searches on this: sorted, and disjoint with a gap between neighbours
+            // (touching extents were merged).
+            assert!(
+                out.windows(2).all(|w| w[0].1 < w[1].0),
+                "extents not sorted and merged: {out:?}"
+            );
             out
         };
         Extents {

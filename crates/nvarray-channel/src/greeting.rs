@@ -157,6 +157,16 @@ impl Greeter {
             got: 0,
             since: now,
         });
+        assert!(
+            self.waiting.len() <= WAITING_MAX,
+            "{} waiting",
+            self.waiting.len()
+        );
+        debug_assert!(
+            self.waiting.iter().filter(|w| w.who.uid == who.uid).count() <= WAITING_PER_UID_MAX,
+            "uid {} over its share",
+            who.uid
+        );
         closed
     }
 
@@ -199,6 +209,8 @@ impl Greeter {
                 Ok(0) => done.push((i, Some(Closed::Hung { got: w.got }))),
                 Ok(n) => {
                     w.got += n;
+                    // Read into what is left of the hello, never past it.
+                    assert!(w.got <= HELLO_BYTES, "{} bytes of hello", w.got);
                     if w.got == HELLO_BYTES {
                         done.push((i, None));
                     }
@@ -219,6 +231,12 @@ impl Greeter {
         }
         // Highest index first, so `swap_remove` moves only entries already looked at.
         done.sort_by_key(|d| std::cmp::Reverse(d.0));
+        // Each connection decided once (`ready` holds each index once, and the deadline skips
+        // the decided), or `swap_remove` would take the wrong one.
+        debug_assert!(
+            done.windows(2).all(|d| d[0].0 > d[1].0),
+            "a connection decided twice"
+        );
         for (i, outcome) in done {
             let w = self.waiting.swap_remove(i);
             match outcome {

@@ -9,6 +9,8 @@ const REPLY_MAGIC: u64 = u64::from_le_bytes(*b"NVAREPLY");
 pub const HELLO_BYTES: usize = 24;
 pub const REPLY_BYTES: usize = 128;
 const MESSAGE_BYTES: usize = REPLY_BYTES - 16;
+// `Hello::encode` lays out magic, version, queue depth and region size, nothing more.
+const _: () = assert!(HELLO_BYTES == 8 + 4 + 4 + 8);
 
 /// What a client asks for: 0 means the daemon's default.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]

@@ -120,6 +120,12 @@ pub struct CqEntry {
 }
 
 const _: () = assert!(std::mem::size_of::<Geometry>() <= SQ_TAIL);
+// The last counter's cache line is inside the header, before the submission ring.
+const _: () = assert!(WAITING + 64 <= HEADER_BYTES as usize);
+// `geometry` takes the default without clamping it.
+const _: () = assert!(QUEUE_DEPTH_DEFAULT <= QUEUE_DEPTH_MAX);
+// A region clamped to the most and then rounded up to pages stays within the most.
+const _: () = assert!(BUFFER_BYTES_MAX.is_multiple_of(PAGE_BYTES));
 const _: () = assert!(std::mem::size_of::<SqEntry>() == 32);
 const _: () = assert!(std::mem::size_of::<CqEntry>() == 8);
 

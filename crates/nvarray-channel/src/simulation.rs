@@ -80,6 +80,15 @@ impl SimulatedDaemon {
         let work = daemon::pass_all(&self.shared, &self.device, &mut self.sides);
         daemon::look_at_sockets(&mut self.sides, false);
         daemon::retire(&self.shared, &mut self.sides);
+        // One thread, no accept loop: the live count is the channels held here.
+        debug_assert_eq!(
+            self.shared
+                .counts
+                .live
+                .load(std::sync::atomic::Ordering::SeqCst),
+            self.sides.len() as u64,
+            "live channels miscounted"
+        );
         work
     }
 

@@ -27,6 +27,15 @@ pub enum ChannelStatus {
     ZoneRefused = 9,
 }
 
+// `from_code` reads a code as its index in `ALL`.
+const _: () = {
+    let mut i = 0;
+    while i < ChannelStatus::ALL.len() {
+        assert!(ChannelStatus::ALL[i] as usize == i, "ALL out of code order");
+        i += 1;
+    }
+};
+
 impl ChannelStatus {
     pub const ALL: [ChannelStatus; 10] = [
         ChannelStatus::Ok,

@@ -50,6 +50,15 @@ const OPS: [BackingOp; 5] = [
     BackingOp::Fallocate,
 ];
 
+// `index` is the discriminant, and `injected_total` walks `OPS`: each kind at its own index.
+const _: () = {
+    let mut i = 0;
+    while i < OPS.len() {
+        assert!(OPS[i] as usize == i, "OPS out of discriminant order");
+        i += 1;
+    }
+};
+
 impl BackingOp {
     pub fn name(self) -> &'static str {
         match self {
@@ -211,6 +220,10 @@ impl BackingFaults {
                 }
             }
         }
+        // `split` yields at least one part and each part names an op or a fault, so a plan
+        // never leaves `one-in` with nothing to draw from.
+        assert!(!ops.is_empty(), "{spec:?}: no operations for one-in");
+        assert!(!faults.is_empty(), "{spec:?}: no faults for one-in");
         Ok(BackingFaults {
             spec: spec.to_string(),
             rules,
@@ -275,6 +288,8 @@ impl Random {
         if !self.ops.contains(&op) || self.faults.is_empty() {
             return None;
         }
+        // `parse` refuses one-in=0; with 0, `is_multiple_of` would quietly draw no fault.
+        debug_assert!(self.one_in > 0, "one-in of 0");
         let h = mix(self.seed ^ mix((op.index() as u64) << 56 ^ n));
         if !h.is_multiple_of(self.one_in) {
             return None;

@@ -54,6 +54,11 @@ impl DiskIo {
     /// `completion` says.
     pub fn new(device: Arc<Device>, completion: CompletionMode) -> Self {
         let block_bytes = u64::from(device.block_bytes());
+        // The device's configuration is checked when it opens: a block is a power of two.
+        assert!(
+            block_bytes.is_power_of_two(),
+            "block of {block_bytes} bytes"
+        );
         let size_bytes = device.size_bytes() / block_bytes * block_bytes;
         // A read of IO_BYTES_MAX at an unaligned offset covers at most two more blocks.
         let scratch_bytes = IO_BYTES_MAX as usize + 2 * block_bytes as usize;
@@ -107,7 +112,14 @@ impl DiskIo {
         }
         let start = self.block_floor(offset_bytes);
         let end = self.block_ceil(offset_bytes + len);
+        // The file is whole blocks, so the covering blocks never pass its end; and they fit
+        // the scratch buffer (`new`).
+        debug_assert!(
+            end <= self.size_bytes,
+            "blocks to {end} past the file's end"
+        );
         let span = (end - start) as usize;
+        debug_assert!(span <= self.scratch.len(), "{span} bytes of blocks to read");
         if let Err(e) = self
             .qp
             .read_at(&self.device, &mut self.scratch[..span], start)
@@ -184,12 +196,16 @@ impl DiskIo {
             rest = &rest[n..];
         }
         // `at` is block-aligned now; the whole blocks run up to the last block boundary.
+        debug_assert_eq!(at % block, 0, "whole blocks from {at}");
         let whole = (self.block_floor(end_bytes) - at) as usize;
         if whole > 0 {
             self.qp.write_at(&self.device, &rest[..whole], at)?;
             at += whole as u64;
             rest = &rest[whole..];
         }
+        // What is left is the tail: less than a block, ending at the write's end.
+        debug_assert!((rest.len() as u64) < block, "{} bytes left", rest.len());
+        debug_assert_eq!(at + rest.len() as u64, end_bytes, "bytes lost in the split");
         if !rest.is_empty() {
             self.patch_block(at, at, rest)?;
         }

@@ -24,6 +24,8 @@ use crate::disk::{DiskIo, IO_BYTES_MAX};
 pub const DISK_NAME: &str = "disk";
 
 const DISK_INO: INodeNo = INodeNo(2);
+// `attr_of` and the handlers tell the two inodes apart by number.
+const _: () = assert!(DISK_INO.0 != INodeNo::ROOT.0);
 
 /// How long the kernel may cache names and attributes. Nothing here ever changes while
 /// mounted, so this only bounds how long a stale entry could outlive a remount.

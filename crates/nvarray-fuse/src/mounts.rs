@@ -75,6 +75,14 @@ pub fn absolute(path: &Path) -> PathBuf {
             Component::RootDir | Component::CurDir | Component::Prefix(_) => {}
         }
     }
+    // `pop` never goes above the root: the result stays absolute, with no `.` or `..` left.
+    debug_assert!(out.is_absolute(), "{} is relative", out.display());
+    debug_assert!(
+        out.components()
+            .all(|c| matches!(c, Component::RootDir | Component::Normal(_))),
+        "{} is not clean",
+        out.display()
+    );
     out
 }
 

@@ -67,6 +67,11 @@ pub const POOL_ID_XATTR: &std::ffi::CStr = c"user.nvarray-pm.pool-id";
 const SQLITE_LOCK_FIRST: i64 = 0x4000_0000;
 const SQLITE_LOCK_END: i64 = SQLITE_LOCK_FIRST + 2 + 510;
 
+// `HeldAs::of_range` tells the holders apart by where their locks start: SQLite's bytes, a
+// state's liveness bytes and a pool's bytes must not overlap.
+const _: () = assert!(SQLITE_LOCK_END <= STATE_LIVENESS_BASE);
+const _: () = assert!(STATE_LIVENESS_BASE + STATE_LIVENESS_SLOTS <= POOL_BYTE);
+
 /// Longest command line quoted in a message about the holder.
 const COMMAND_CHARS_MAX: usize = 200;
 
@@ -308,6 +313,10 @@ fn lock_held_at(file: &File, start: i64, len: i64) -> io::Result<Option<i64>> {
 }
 
 fn flock(kind: i32, start: i64, len: i64) -> libc::flock {
+    // Every range here runs forward from a byte of the file (a negative length would reach
+    // back before `start`).
+    assert!(start >= 0, "lock range starts at {start}");
+    assert!(len >= 0, "lock range of {len} bytes");
     // SAFETY: an all-zero `flock` is a valid value of this plain C struct.
     let mut lock: libc::flock = unsafe { std::mem::zeroed() };
     lock.l_type = kind as libc::c_short;

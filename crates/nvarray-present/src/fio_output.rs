@@ -212,8 +212,17 @@ const EDGES_MS: [u64; 11] = [2, 4, 10, 20, 50, 100, 250, 500, 750, 1000, 2000];
 /// unit's ends: ≤ 1 µs in ns, then µs, then ms). With `open_top` the last edge also takes
 /// everything above.
 fn distribution(t: &Totals, edges: &[u64], scale: u64, from_ns: u64, open_top: bool) -> Vec<f64> {
+    // Each bucket starts where the one before ended.
+    assert!(
+        edges.windows(2).all(|w| w[0] < w[1]),
+        "latency edges {edges:?} not ascending"
+    );
+    assert!(
+        edges.first().is_none_or(|&e| from_ns < e * scale),
+        "the first bucket starts at {from_ns} ns, past its edge"
+    );
     let mut low = from_ns;
-    edges
+    let percents: Vec<f64> = edges
         .iter()
         .enumerate()
         .map(|(i, &edge)| {
@@ -227,8 +236,18 @@ fn distribution(t: &Totals, edges: &[u64], scale: u64, from_ns: u64, open_top: b
             low = high;
             100.0 * share / t.requests.max(1) as f64
         })
-        .collect()
+        .collect();
+    // The buckets do not overlap (`share_between` counts each once): no request twice.
+    let total: f64 = percents.iter().sum();
+    assert!(
+        total <= 100.0 + 1e-6,
+        "latency buckets {percents:?} hold {total} %"
+    );
+    percents
 }
+
+/// Fields of a terse version 3 line without disk utilisation, as fio's HOWTO lists them.
+const TERSE_V3_FIELDS: usize = 121;
 
 /// The report in fio's terse layout, version 3 (`--output-format terse`, fio's default terse
 /// version): one semicolon-separated line per job, fields as fio's HOWTO lists them
@@ -308,6 +327,12 @@ pub fn terse(r: &RunReport, percentiles: &[f64]) -> String {
         ms.push(distribution(t, &[u64::MAX / 2_000_000], 1_000_000, 2_000_000_000, false)[0]);
         us.append(&mut ms);
         f.extend(us.into_iter().map(percent));
+        assert_eq!(
+            f.len(),
+            TERSE_V3_FIELDS,
+            "a terse line of {} fields",
+            f.len()
+        );
         out += &f.join(";");
         out.push('\n');
     }
@@ -358,8 +383,15 @@ fn direction(d: &DirectionTotals, runtime_ms: u64, percentiles: &[f64], plus: bo
         }
         clat["percentile"] = Value::Object(p);
         if plus {
-            let bins: Map<String, Value> = d
-                .bins()
+            let bins = d.bins();
+            // fio's tools count the requests from the bins: every one is in one.
+            let binned: u64 = bins.iter().map(|&(_, n)| n).sum();
+            assert_eq!(
+                binned, d.requests,
+                "{binned} requests in the bins of {}",
+                d.requests
+            );
+            let bins: Map<String, Value> = bins
                 .into_iter()
                 .map(|(ns, n)| (ns.to_string(), json!(n)))
                 .collect();
@@ -659,6 +691,13 @@ fn write_group_direction(
     of: fn(&Totals) -> &DirectionTotals,
     elapsed_ns: u64,
 ) {
+    // The group's requests are its jobs' requests.
+    let members_requests: u64 = members.iter().map(|m| of(m).requests).sum();
+    assert_eq!(
+        members_requests, d.requests,
+        "{label}: the group's jobs made {members_requests} requests of its {}",
+        d.requests
+    );
     // As fio: the group's rate, then the least and greatest of its jobs' own rates
     // and run times, over the jobs that moved data this way.
     let jobs: Vec<(f64, u64)> = members

@@ -253,6 +253,15 @@ impl AxisRange {
         } else {
             Self::padded_linear(min_value, max_value)
         };
+        // A padded range holds every value: none is drawn outside the frame.
+        debug_assert!(
+            range.is_none_or(|(lo, _)| lo <= min_value),
+            "axis from {range:?} leaves out {min_value}"
+        );
+        debug_assert!(
+            range.is_none_or(|(_, hi)| hi >= max_value),
+            "axis to {range:?} leaves out {max_value}"
+        );
         // With no data at all an empty frame with a plain range is better than no chart.
         let (lo_value, hi_value) = range.unwrap_or(if log { (1.0, 10.0) } else { (0.0, 1.0) });
         let result = AxisRange {
@@ -279,8 +288,11 @@ impl AxisRange {
     }
 
     fn padded_linear(min_value: f64, max_value: f64) -> Option<(f64, f64)> {
+        debug_assert!(min_value <= max_value, "{min_value} > {max_value}");
         let span = max_value - min_value;
         let magnitude = min_value.abs().max(max_value.abs());
+        // Plottable values only (`is_plottable`): the span and the pads stay finite.
+        debug_assert!(magnitude <= VALUE_ABS_MAX, "{min_value} to {max_value}");
         // A span this small relative to the values is rounding noise; treating it as a single
         // value gives readable ticks instead of sixteen-digit labels.
         let pad = if span > magnitude * 1e-12 {
@@ -298,6 +310,9 @@ impl AxisRange {
     }
 
     fn padded_log(min_value: f64, max_value: f64) -> Option<(f64, f64)> {
+        debug_assert!(min_value <= max_value, "{min_value} > {max_value}");
+        // Plottable on a log axis only (`is_plottable`): every logarithm is finite.
+        debug_assert!(min_value >= VALUE_LOG_MIN, "{min_value} on a log axis");
         let lo_exponent = min_value.log10();
         let hi_exponent = max_value.log10();
         let span = hi_exponent - lo_exponent;

@@ -98,6 +98,13 @@ fn setup_line(e: &EmulatorSetup) -> String {
         );
     }
     if e.checked_blocks > 0 {
+        // The verified blocks are among those checked.
+        assert!(
+            e.verified_blocks <= e.checked_blocks,
+            "{} blocks verified of {} checked",
+            e.verified_blocks,
+            e.checked_blocks
+        );
         s += &format!(
             ", {} blocks read back and checked ({} held this run's writes and passed; the other \
              {} read as zeroes, as blocks never written must)",
@@ -216,6 +223,11 @@ fn row(
     write_mb: Option<f64>,
     l: &LatencySummary,
 ) -> String {
+    // A name past the column's width pushes the row's figures out of line (issue 55).
+    assert!(
+        name.chars().count() <= width,
+        "stream name `{name}` is wider than its column of {width}"
+    );
     let mb = |v: Option<f64>| v.map_or(String::new(), |v| rate(v, 1));
     format!(
         "{:<width$} {:>11} {:>10} {:>10} {:>9} {:>9} {:>9} {:>9} {:>9} {:>9} {:>9} {:>9} {:>9}\n",
@@ -238,6 +250,14 @@ fn row(
 /// A stream's row, and when it both read and wrote, a row for each direction under it: a
 /// mixed job's reads and writes seldom share a latency.
 fn totals_rows(name: &str, width: usize, t: &Totals) -> String {
+    assert_eq!(
+        t.read.requests + t.write.requests,
+        t.requests,
+        "`{name}`: {} reads and {} writes of {} requests",
+        t.read.requests,
+        t.write.requests,
+        t.requests
+    );
     let mut s = row(
         (name, width),
         t.iops,
@@ -462,11 +482,24 @@ pub fn served_report(device: &DeviceConfig, source: &str, active: &str, r: &RunR
 /// the collector's work, erases per block and free lines.
 fn ftl_lines(f: &nvarray_model::FtlStats) -> String {
     let c = &f.counters;
+    assert!(
+        f.free_lines <= f.lines,
+        "{} free lines of {}",
+        f.free_lines,
+        f.lines
+    );
     let intervals: Vec<f64> = f
         .samples
         .windows(2)
         .filter(|w| w[1].host_pages_written > w[0].host_pages_written)
         .map(|w| {
+            // The samples are counts of one run, taken in order: they never go down.
+            assert!(
+                w[1].flash_pages_programmed >= w[0].flash_pages_programmed,
+                "flash pages programmed went from {} to {}",
+                w[0].flash_pages_programmed,
+                w[1].flash_pages_programmed
+            );
             (w[1].flash_pages_programmed - w[0].flash_pages_programmed) as f64
                 / (w[1].host_pages_written - w[0].host_pages_written) as f64
         })
@@ -544,6 +577,12 @@ fn described_bytes(b: u64) -> String {
 /// The mapping-table cache's line: its size, its hit ratio and the map's flash traffic.
 fn map_cache_line(m: &nvarray_model::MapCacheStats) -> String {
     let c = &m.counters;
+    assert!(
+        c.hits <= c.lookups,
+        "{} map cache hits of {} lookups",
+        c.hits,
+        c.lookups
+    );
     let hits = m.hit_ratio.map_or("none (no lookups)".to_string(), |h| {
         format!("{h:.4} ({} of {} lookups)", c.hits, c.lookups)
     });
@@ -691,6 +730,7 @@ fn stream_table(r: &RunReport) -> String {
         let members: Vec<String> = r
             .groups
             .iter()
+            .inspect(|g| assert!(!g.jobs.is_empty(), "group {} has no job", g.group))
             .map(|g| format!("group {}: {}", g.group, g.jobs.join(", ")))
             .collect();
         let _ = writeln!(
@@ -722,6 +762,21 @@ fn breakdown_lines(r: &RunReport) -> String {
 
 /// How busy each resource was, with the fabric and remote CPU when the device has them.
 fn utilisation_line(u: &Utilisation) -> String {
+    // Each is a share of the time (`RunReport::from_model_over` caps it at the whole).
+    for share in [
+        u.link_to_device,
+        u.link_to_host,
+        u.controller,
+        u.ring,
+        u.banks,
+        u.buffers,
+        u.tags,
+    ] {
+        assert!(
+            (0.0..=1.0).contains(&share),
+            "a utilisation of {share} outside 0 to 1"
+        );
+    }
     let mut line = format!(
         "utilisation: link to device {:.0}% | link to host {:.0}% | controller {:.0}% | ring {:.0}% | banks {:.0}% | buffers {:.0}% | tags {:.0}%",
         u.link_to_device * 100.0,
@@ -759,6 +814,12 @@ fn lateness_lines(r: &RunReport) -> String {
         us(l.max)
     );
     if l.host_code > 0 {
+        assert!(
+            l.host_code <= l.completions,
+            "{} host-code completions of {}",
+            l.host_code,
+            l.completions
+        );
         let _ = writeln!(
             s,
             "  {} of {} completions ({:.2} %) fell due while the host thread that runs the device inline ran its own code: late from its next poll, the first time it could have seen them from any device",
@@ -1023,6 +1084,14 @@ pub fn difference(sim: &RunReport, emu: &RunReport) -> Option<Difference> {
     // The emulator's host component holds everything the model did not produce.
     let l = &emu.lateness_ns;
     let lateness = l.mean.min(emu_host);
+    // Machine-late and wake-late completions are some of the completions.
+    assert!(
+        l.machine_late + l.wake_late <= l.completions,
+        "{} machine-late and {} wake-late of {} completions",
+        l.machine_late,
+        l.wake_late,
+        l.completions
+    );
     // Per request: the own completions' lateness over every completion; the rest is the
     // machine's pauses'.
     let own = if l.completions == 0 {
@@ -1030,13 +1099,29 @@ pub fn difference(sim: &RunReport, emu: &RunReport) -> Option<Difference> {
     } else {
         l.own_mean * (l.completions - l.machine_late - l.wake_late) as f64 / l.completions as f64
     };
-    Some(Difference {
+    let d = Difference {
         total: emu_t.latency_ns.mean - sim_t.latency_ns.mean,
         host_software: emu_host - lateness - sim_host,
         lateness,
         machine_lateness: (lateness - own).max(0.0),
         device: (emu_t.latency_ns.mean - emu_host) - (sim_t.latency_ns.mean - sim_host),
-    })
+    };
+    // `Difference` promises its three parts add up to `total`, and the machine's share of
+    // the lateness is part of it.
+    let parts = d.host_software + d.lateness + d.device;
+    let scale = emu_t.latency_ns.mean.abs() + sim_t.latency_ns.mean.abs() + emu_host + sim_host;
+    assert!(
+        (parts - d.total).abs() <= 1e-9 * scale.max(1.0),
+        "the parts add up to {parts} ns, the difference is {} ns",
+        d.total
+    );
+    assert!(
+        d.machine_lateness <= d.lateness,
+        "{} ns of {} ns lateness the machine's",
+        d.machine_lateness,
+        d.lateness
+    );
+    Some(d)
 }
 
 /// `difference` in words, one line per part.

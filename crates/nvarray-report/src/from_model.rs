@@ -34,7 +34,7 @@ impl RunReport {
         let e = elapsed_ns.max(1) as f64;
         let frac = |ns: u64, n: u32| (ns as f64 / (e * f64::from(n.max(1)))).min(1.0);
         let remote = model.config().fabric.kind != nvarray_model::FabricKind::None;
-        RunReport {
+        let report = RunReport {
             engine,
             device: model.config().name.clone(),
             elapsed_ns,
@@ -72,7 +72,23 @@ impl RunReport {
             verdict: Verdict::Faithful,
             faithful: true,
             ..RunReport::default()
+        };
+        // The whole is its streams merged, and each stream is in exactly one group.
+        let streams_requests: u64 = report.streams.iter().map(|s| s.totals.requests).sum();
+        assert_eq!(
+            report.totals.requests, streams_requests,
+            "the whole counts {} requests, its streams {streams_requests}",
+            report.totals.requests
+        );
+        if !report.groups.is_empty() {
+            let groups_requests: u64 = report.groups.iter().map(|g| g.totals.requests).sum();
+            assert_eq!(
+                report.totals.requests, groups_requests,
+                "the whole counts {} requests, its groups {groups_requests}",
+                report.totals.requests
+            );
         }
+        report
     }
 }
 

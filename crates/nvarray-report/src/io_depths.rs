@@ -69,6 +69,13 @@ impl IoDepths {
                 *m += t;
             }
         }
+        // `record_issue` counts each request once at issue and once handed over alone.
+        let (issued, handed): (u64, u64) =
+            (self.at_issue.iter().sum(), self.submitted.iter().sum());
+        assert_eq!(
+            issued, handed,
+            "{issued} requests counted at issue, {handed} handed over"
+        );
     }
 
     /// Whether nothing was counted.
@@ -79,12 +86,18 @@ impl IoDepths {
     /// Each bucket's share of its counts in percent, as fio prints them (all 0 when empty).
     pub fn percents(counts: &[u64; 7]) -> [f64; 7] {
         let all: u64 = counts.iter().sum();
-        counts.map(|c| {
+        let percents = counts.map(|c| {
             if all == 0 {
                 0.0
             } else {
                 100.0 * c as f64 / all as f64
             }
-        })
+        });
+        let sum: f64 = percents.iter().sum();
+        assert!(
+            all == 0 || (sum - 100.0).abs() < 1e-9,
+            "the buckets' shares add up to {sum} %"
+        );
+        percents
     }
 }

@@ -71,6 +71,19 @@ impl IssueDelays {
         if self.histogram.is_empty() {
             return None;
         }
+        // `own` and `late` count among the requests `histogram` counts.
+        assert!(
+            self.own.len() <= self.histogram.len(),
+            "{} own delays of {} timed requests",
+            self.own.len(),
+            self.histogram.len()
+        );
+        assert!(
+            self.late <= self.histogram.len(),
+            "{} issued late of {} timed requests",
+            self.late,
+            self.histogram.len()
+        );
         let [p50, p99] = self
             .histogram
             .shifted_quantiles([0.50, 0.99], 0, self.max_ns);

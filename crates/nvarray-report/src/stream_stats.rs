@@ -77,6 +77,13 @@ impl DirectionStats {
     }
 
     fn totals(&self, elapsed_ns: u64) -> DirectionTotals {
+        assert_eq!(
+            self.histogram.len(),
+            self.requests,
+            "the histogram holds {} latencies of {} requests",
+            self.histogram.len(),
+            self.requests
+        );
         let histogram = self.histogram.to_histogram();
         DirectionTotals {
             requests: self.requests,
@@ -206,7 +213,7 @@ impl StreamStats {
         both.merge(write);
         let requests = both.requests;
         let n = requests.max(1) as f64;
-        Totals {
+        let totals = Totals {
             requests,
             read_requests: read.requests,
             write_requests: write.requests,
@@ -233,7 +240,17 @@ impl StreamStats {
                     .map(|&c| (c.name(), self.breakdown_sum.get(c) as f64 / n))
                     .collect(),
             ),
-        }
+        };
+        // `Totals::breakdown_ns` promises its means add up to the mean latency.
+        let (breakdown_ns, mean_ns) = (
+            totals.breakdown_ns.0.iter().map(|(_, ns)| ns).sum::<f64>(),
+            totals.latency_ns.mean,
+        );
+        assert!(
+            (breakdown_ns - mean_ns).abs() <= 1e-9 * mean_ns.max(1.0),
+            "the breakdown's means add up to {breakdown_ns} ns, the mean latency is {mean_ns} ns"
+        );
+        totals
     }
 }
 
@@ -343,5 +360,29 @@ mod tests {
         let json = serde_json::to_value(&reads_only).unwrap();
         assert_eq!(json["write"]["latency_ns"]["stdev"], 0.0);
         assert_eq!(json["read"]["latency_ns"]["mean"], 7.0);
+    }
+
+    /// fio's latency distributions meet at edges: a bucket of the histogram that straddles an
+    /// edge is counted in one range only, so the ranges add up to every request (they
+    /// counted 100 requests at exactly 10 us in both (2, 10] and (10, 20] us).
+    #[test]
+    fn ranges_that_meet_at_an_edge_count_each_request_once() {
+        let mut s = StreamStats::new("edge");
+        for _ in 0..100 {
+            s.record_host(true, 4096, 10_000);
+        }
+        for latency_ns in (9_000..21_000).step_by(7) {
+            s.record_host(true, 4096, latency_ns);
+        }
+        let t = s.totals(1_000_000_000);
+        let edges = [0, 2_000, 10_000, 20_000, 50_000];
+        let shares: Vec<f64> = edges
+            .windows(2)
+            .map(|w| t.read.share_between(w[0], w[1]))
+            .collect();
+        let total: f64 = shares.iter().sum();
+        assert!((total - 1.0).abs() < 1e-12, "{shares:?}");
+        let at_10us = t.read.share_between(2_000, 10_000) * t.read.requests as f64;
+        assert!(at_10us >= 100.0, "{at_10us}");
     }
 }

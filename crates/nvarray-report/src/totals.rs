@@ -35,6 +35,11 @@ impl LatencySummary {
         if h.is_empty() {
             return Self::default();
         }
+        assert!(
+            min_ns <= max_ns,
+            "least latency {min_ns} ns above the greatest {max_ns} ns of {} recorded",
+            h.len()
+        );
         // Values are recorded one higher (the histogram's least value is 1; see `count`).
         let at = |q: f64| shifted_quantile(h, q, min_ns, max_ns);
         LatencySummary {
@@ -120,13 +125,23 @@ impl DirectionTotals {
     }
 
     /// Requests whose latency was above `low_ns` (from 0 included when `low_ns` is 0) and at
-    /// most `high_ns`, as a share of all, at the histogram's 3 significant digits.
+    /// most `high_ns`, as a share of all, at the histogram's 3 significant digits: each
+    /// bucket counted whole at its latency (`bins`), so ranges that meet at an edge never
+    /// both count a bucket that straddles it (hdrhistogram's `count_between` takes the
+    /// buckets at both ends, which counted requests near an edge twice).
     pub fn share_between(&self, low_ns: u64, high_ns: u64) -> f64 {
         match &self.histogram {
             Some(h) if !h.is_empty() && high_ns > low_ns => {
-                // Recorded one higher; `count_between` takes both ends.
-                let from = if low_ns == 0 { 1 } else { low_ns + 2 };
-                let n = h.count_between(from, high_ns + 1);
+                let bins = self.bins();
+                let at_most = |ns: u64| -> u64 {
+                    bins.iter()
+                        .filter(|(at, _)| *at <= ns)
+                        .map(|(_, n)| n)
+                        .sum()
+                };
+                let below = if low_ns == 0 { 0 } else { at_most(low_ns) };
+                let n = at_most(high_ns) - below;
+                assert!(n <= h.len(), "{n} of {} requests in one range", h.len());
                 n as f64 / h.len() as f64
             }
             _ => 0.0,

@@ -237,6 +237,16 @@ fn with_busy_cores<T>(f: impl FnOnce() -> Result<T, String>) -> Result<(T, f64),
 
 /// fio on a loop device over a RAM file: the kernel's block path with no device work.
 fn kernel_fio(device_bytes: u64, fio_args: &[String]) -> Result<Value, String> {
+    // The loop device and the JSON output are this function's to choose: the catalogue's
+    // arguments must not name another file or format.
+    assert!(
+        !fio_args.iter().any(|a| a.starts_with("--filename")),
+        "fio's arguments name a file: {fio_args:?}"
+    );
+    assert!(
+        !fio_args.iter().any(|a| a.starts_with("--output-format")),
+        "fio's arguments choose an output format: {fio_args:?}"
+    );
     // SAFETY: geteuid has no preconditions.
     if unsafe { libc::geteuid() } != 0 {
         return Err("not run: a loop device needs root".to_string());
@@ -346,9 +356,15 @@ pub fn today() -> String {
     let era = z.div_euclid(146_097);
     let doe = z - era * 146_097;
     let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
+    // The algorithm's own ranges (Hinnant, "chrono-Compatible Low-Level Date Algorithms"):
+    // year of era [0, 399], day of year [0, 365] from 1 March, month from March [0, 11].
+    assert!((0..=399).contains(&yoe), "year of era {yoe} out of range");
     let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
+    assert!((0..=365).contains(&doy), "day of year {doy} out of range");
     let mp = (5 * doy + 2) / 153;
+    assert!((0..=11).contains(&mp), "month from March {mp} out of range");
     let day = doy - (153 * mp + 2) / 5 + 1;
+    assert!((1..=31).contains(&day), "day of month {day} out of range");
     let month = if mp < 10 { mp + 3 } else { mp - 9 };
     let year = yoe + era * 400 + i64::from(month <= 2);
     format!("{year:04}-{month:02}-{day:02}")

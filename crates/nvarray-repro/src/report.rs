@@ -136,13 +136,22 @@ impl FigureResult {
     /// Rows per verdict, in `Verdict` order.
     pub fn counts(&self) -> [(Verdict, usize); 5] {
         let n = |v| self.rows.iter().filter(|r| r.verdict == v).count();
-        [
+        let counts = [
             (Verdict::Within, n(Verdict::Within)),
             (Verdict::Outside, n(Verdict::Outside)),
             (Verdict::Differs, n(Verdict::Differs)),
             (Verdict::Measured, n(Verdict::Measured)),
             (Verdict::NotRun, n(Verdict::NotRun)),
-        ]
+        ];
+        // Every row has exactly one verdict: a verdict left out here would drop rows from the
+        // report's summary.
+        assert_eq!(
+            counts.iter().map(|(_, c)| c).sum::<usize>(),
+            self.rows.len(),
+            "figure {}: the verdict counts do not add up to its rows",
+            self.id
+        );
+        counts
     }
 }
 
@@ -164,6 +173,11 @@ fn outcomes_of<'a>(
 }
 
 fn judge_row(row: &Row, outcomes: &Outcomes) -> RowResult {
+    assert!(
+        !row.experiments.is_empty(),
+        "row {} has no experiment to measure it",
+        row.id
+    );
     let found = outcomes_of(&row.experiments, outcomes);
     let emulation = found.as_ref().ok().and_then(|o| emulation_verdict(o));
     let measured = found.map(|o| (row.measure)(&o));
@@ -173,7 +187,14 @@ fn judge_row(row: &Row, outcomes: &Outcomes) -> RowResult {
         Err(e) => (None, Some(e)),
     };
     let rule = match &row.expect {
-        Expect::Within(t) => format!("±{:.0} %", t * 100.0),
+        Expect::Within(t) => {
+            assert!(
+                *t > 0.0 && *t < 1.0,
+                "row {}: tolerance {t} is not a fraction of the published value",
+                row.id
+            );
+            format!("±{:.0} %", t * 100.0)
+        }
         Expect::AtLeast(b) => format!("≥ {}", number(*b)),
         Expect::AtMost(b) => format!("≤ {}", number(*b)),
         Expect::Differs { .. } => "differs".to_string(),
@@ -199,6 +220,13 @@ fn judge_row(row: &Row, outcomes: &Outcomes) -> RowResult {
         }
         (Some(_), Expect::Measured) => Verdict::Measured,
     };
+    // The report prints why a row differs or was not run: neither may come without a reason.
+    assert!(
+        reason.is_some() || !matches!(verdict, Verdict::NotRun | Verdict::Differs),
+        "row {}: {} without a reason",
+        row.id,
+        verdict.name()
+    );
     RowResult {
         id: row.id.clone(),
         what: row.what.clone(),
@@ -232,6 +260,17 @@ pub fn judge(figure: &Figure, outcomes: &Outcomes) -> FigureResult {
         Some(Ok(v)) => Some(v),
         _ => None,
     };
+    if let Some(Plot::Lines { series, .. }) = &figure.plot {
+        // A curve is drawn through its points in order: the catalogue lists them by x.
+        for s in series {
+            assert!(
+                s.points.windows(2).all(|w| w[0].x < w[1].x),
+                "figure {}, series {}: the x values do not increase",
+                figure.id,
+                s.label
+            );
+        }
+    }
     let plot = figure.plot.as_ref().map(|p| match p {
         Plot::Lines {
             x_label,

@@ -1,6 +1,7 @@
 //! Running a catalogue: every distinct experiment once (rows and plots share them), then each
 //! row's number read off the outcomes.
 
+use std::collections::hash_map::Entry;
 use std::collections::HashMap;
 
 use nvarray_model::presets::preset;
@@ -53,6 +54,14 @@ fn run_sim(run: &SimRun) -> Result<Value, String> {
     let workload = match &run.job_file {
         Some(_) => parse_job_file(&run.job_file_text()).map_err(|e| e.to_string())?,
         None => {
+            // `spec::sim` makes one job; several need a job file (`spec::sim_jobs`), and the
+            // command printed for this run shows the one job's keys only.
+            assert_eq!(
+                run.jobs.len(),
+                1,
+                "a run without a job file has {} jobs",
+                run.jobs.len()
+            );
             let mut job = JobSpec::default();
             for (name, keys) in &run.jobs {
                 debug_assert_eq!(name, "job0");
@@ -85,8 +94,23 @@ pub fn experiments(figures: &[Figure]) -> Vec<&Experiment> {
             Some(Plot::RowBars { .. }) | None => {}
         }
     }
-    let mut seen = std::collections::HashSet::new();
-    named.retain(|e| seen.insert(e.command()));
+    // Outcomes are keyed by command: two different experiments that print the same command
+    // (a job file's name reused for other jobs) would share one outcome.
+    let mut seen: HashMap<String, &Experiment> = HashMap::new();
+    named.retain(|e| match seen.entry(e.command()) {
+        Entry::Occupied(first) => {
+            assert!(
+                *first.get() == *e,
+                "two different experiments print the command {}",
+                first.key()
+            );
+            false
+        }
+        Entry::Vacant(slot) => {
+            slot.insert(e);
+            true
+        }
+    });
     named
 }
 

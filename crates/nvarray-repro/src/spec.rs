@@ -68,8 +68,15 @@ impl SimRun {
     pub fn job_file_text(&self) -> String {
         let mut text = String::from("; written by nvarray repro\n");
         for (name, keys) in &self.jobs {
+            // The catalogue's section names and keys are plain words: a `]` or a line break in
+            // one would end the section header early, an `=` would move the key's value.
+            assert!(
+                !name.contains([']', '\n']),
+                "job section name {name:?} would break the job file"
+            );
             text.push_str(&format!("\n[{name}]\n"));
             for (k, v) in keys {
+                assert!(!k.contains('='), "fio key {k:?} of job {name} holds an '='");
                 text.push_str(&format!("{k}={v}\n"));
             }
         }
@@ -300,7 +307,14 @@ impl Experiment {
                 words.push("--output-format=json".into());
                 format!(
                     "LOOP=$(losetup --find --show /dev/shm/nvarray-repro.img)  # a {} MiB file; then {}",
-                    device_bytes >> 20,
+                    {
+                        // The printed command names the file's size in MiB: it must be exact.
+                        assert!(
+                            device_bytes % (1 << 20) == 0,
+                            "a loop device of {device_bytes} bytes is not a whole number of MiB"
+                        );
+                        device_bytes >> 20
+                    },
                     shell_words(&words)
                 )
             }
@@ -325,6 +339,7 @@ impl Experiment {
 /// Words joined by spaces, each quoted when the shell would split or expand it
 /// (`nvarray_sys::shell`), but for a `--filename=$VAR` the reader's shell must expand.
 fn shell_words(words: &[String]) -> String {
+    assert!(!words.is_empty(), "a command needs at least its program");
     words
         .iter()
         .map(|w| {
@@ -395,6 +410,15 @@ impl Row {
         measure: Measure,
         expect: Expect,
     ) -> Row {
+        assert!(
+            id.contains('.'),
+            "row id {id} is not of the form <figure>.<row>"
+        );
+        // A tolerance is a fraction of a number: around words it has nothing to be within.
+        assert!(
+            published.is_some() || !matches!(expect, Expect::Within(_)),
+            "row {id}: a tolerance needs a published number"
+        );
         Row {
             id,
             what: what.to_string(),
@@ -489,6 +513,10 @@ pub fn sim_jobs(
     file: &str,
     jobs: &[(&str, &[(&str, &str)])],
 ) -> Experiment {
+    assert!(
+        !jobs.is_empty(),
+        "job file {file}: a run needs at least one job"
+    );
     Experiment::Sim(SimRun {
         preset: preset.to_string(),
         sets: pairs(sets),
@@ -510,6 +538,12 @@ pub fn nvarray(args: &[&str]) -> Experiment {
 
 /// Reads a number at a JSON path (`"breakdown_ns.host"`).
 pub fn at(v: &Value, path: &str) -> Option<f64> {
+    // Paths are the catalogue's own: an empty key ("a..b", a trailing dot) is a typo that
+    // would read as "missing" for ever.
+    assert!(
+        !path.split('.').any(str::is_empty),
+        "JSON path {path:?} has an empty key"
+    );
     let mut v = v;
     for key in path.split('.') {
         v = match key.parse::<usize>() {

@@ -139,6 +139,7 @@ fn saturation(threads: usize, busy_ns: u64, commands: u64, elapsed_ns: u64) -> O
 
 /// `part` in percent of `whole` (0 of nothing).
 fn percent_of(part: u64, whole: u64) -> f64 {
+    assert!(part <= whole, "{part} of {whole} completions");
     if whole == 0 {
         0.0
     } else {
@@ -245,6 +246,11 @@ fn attribute_device_time(report: &mut RunReport, sum: &Breakdown, commands: u64)
                 per_request(c) * scale
             };
         }
+        let parts_ns: f64 = t.breakdown_ns.0.iter().map(|(_, ns)| ns).sum();
+        assert!(
+            (parts_ns - mean).abs() <= 1e-9 * mean.max(1.0),
+            "the breakdown adds up to {parts_ns} ns, the mean latency is {mean} ns"
+        );
     }
 }
 

@@ -205,6 +205,8 @@ impl StartGate {
     /// One thread is ready: waits for the others, then returns the start, the same for all.
     fn arrive(&self) -> Instant {
         let mut state = self.state.lock().unwrap_or_else(|e| e.into_inner());
+        // Each thread arrives once (`Arrival`), and the gate waits for every thread.
+        assert!(state.0 > 0, "more threads arrived than the gate waits for");
         state.0 = state.0.saturating_sub(1);
         if state.0 == 0 && state.1.is_none() {
             state.1 = Some(Instant::now());
@@ -294,7 +296,8 @@ fn run_phase(
         .map(|(_, g)| g + 1)
         .max();
     let exit = PhaseExit::new(groups.unwrap_or(0));
-    let gate = StartGate::new(plan.threads.len());
+    let threads = plan.threads.len();
+    let gate = StartGate::new(threads);
     // Until every thread is set up the phase has not started; the progress bar counts from
     // here meanwhile.
     let spawned = Instant::now();

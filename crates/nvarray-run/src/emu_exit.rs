@@ -29,6 +29,11 @@ impl PhaseExit {
     pub(crate) fn ended(&self, what: ExitWhat, group: usize) {
         match what {
             ExitWhat::Group => {
+                assert!(
+                    group < self.groups.len(),
+                    "group {group} ended in a phase of {} groups",
+                    self.groups.len()
+                );
                 if let Some(g) = self.groups.get(group) {
                     g.store(true, Ordering::Relaxed);
                 }

@@ -97,6 +97,13 @@ impl EmuSteady {
 
     /// Writes each watch's findings into its stream.
     pub(crate) fn report_into(self, streams: &mut [StreamStats]) {
+        assert_eq!(
+            self.0.len(),
+            streams.len(),
+            "watches for {} streams reported into {}",
+            self.0.len(),
+            streams.len()
+        );
         for (stream, job) in self.0.into_iter().enumerate() {
             let watch = job.and_then(|j| j.watch.into_inner().ok().flatten());
             if let Some(w) = watch {

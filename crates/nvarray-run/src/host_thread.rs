@@ -305,6 +305,7 @@ impl<'d> HostThread<'d> {
 
     /// The phase started at `start`: every slot is ready then.
     fn start(&mut self, start: u64) {
+        assert!(self.slots.is_empty(), "the thread started twice");
         self.start = start;
         self.measure_from = start + self.plan.ramp_ns;
         self.deadline = self.plan.runtime_ns.map(|r| start + r);
@@ -547,6 +548,10 @@ impl<'d> HostThread<'d> {
                 .wait_until(due, &mine, &mut |done| finished.push(done)),
             None => self.issuer.wait(&mine, &mut |done| finished.push(done)),
         };
+        debug_assert!(
+            self.finished.len() <= self.in_flight,
+            "collected more than were in flight"
+        );
         if self.plan.ramp_ns == 0 || self.now_ns() >= self.measure_from {
             self.stats
                 .io_depths_mut()
@@ -676,6 +681,25 @@ impl<'d> HostThread<'d> {
     /// than the longest job's) reports its rates over it, as fio does; and a run of several
     /// phases adds the phases' times up.
     fn finish(mut self, began_ns: u64) -> Result<ThreadResult, EmuRunError> {
+        assert_eq!(
+            self.in_flight, 0,
+            "the thread finished with commands in flight"
+        );
+        // Every command gave its slot back.
+        assert_eq!(
+            self.slots.len(),
+            self.plan.iodepth as usize,
+            "{} slots of a queue depth of {}",
+            self.slots.len(),
+            self.plan.iodepth
+        );
+        // Verified bytes are among the checked ones.
+        assert!(
+            self.verified_bytes <= self.checked_bytes,
+            "{} bytes verified of {} checked",
+            self.verified_bytes,
+            self.checked_bytes
+        );
         // The device clock first: the thread's active time lies inside the phase's elapsed.
         let ended_ns = self.device.now_ns();
         let ended = Instant::now();

@@ -78,6 +78,9 @@ impl Pacer {
     }
 }
 
+// `Pacer::wait_until`'s `clamp` needs the least margin under the greatest.
+const _: () = assert!(Pacer::MARGIN_MIN_NS < Pacer::MARGIN_MAX_NS);
+
 /// The device clock's reading (`Device::now_ns`, which completions' model times and a host
 /// thread's loop are on) at `instant`, a moment of the past: the two clocks are related now,
 /// across no more than the time since `instant`, as the device's clock counts ticks at a rate

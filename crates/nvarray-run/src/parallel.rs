@@ -38,7 +38,13 @@ pub fn run_points<T: Send, E: Send>(
     let report = |update: &dyn Fn(&mut Done)| {
         let mut s = state.lock().unwrap_or_else(|e| e.into_inner());
         update(&mut s);
-        progress(s.0 as f64 + s.1.iter().sum::<f64>());
+        // Finished points and the fractions of those in flight, never more than all.
+        let points = s.0 as f64 + s.1.iter().sum::<f64>();
+        assert!(
+            points <= count as f64,
+            "progress {points} of {count} points"
+        );
+        progress(points);
     };
     let (tx, rx) = mpsc::channel::<(usize, Result<T, E>)>();
     let mut first_error: Option<(usize, E)> = None;
@@ -86,6 +92,12 @@ pub fn run_points<T: Send, E: Send>(
             }
         }
     });
+    // Without an error nothing stops the workers before every point has run.
+    let finished = state.lock().unwrap_or_else(|e| e.into_inner()).0;
+    assert!(
+        first_error.is_some() || finished == count,
+        "{finished} of {count} points ran, and none failed"
+    );
     first_error.map_or(Ok(()), Err)
 }
 

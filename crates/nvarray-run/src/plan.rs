@@ -301,6 +301,13 @@ impl Plan {
                 });
             }
         }
+        let numjobs: u64 = workload.jobs.iter().map(|j| u64::from(j.numjobs)).sum();
+        assert_eq!(
+            threads.len() as u64,
+            numjobs,
+            "{} threads planned for jobs of {numjobs} threads in all",
+            threads.len()
+        );
         let longest_runtime_ns = threads.iter().filter_map(|t| t.runtime_ns).max();
         Ok(Plan {
             threads,

@@ -106,7 +106,14 @@ impl ServedStats {
     pub fn close(&self, session: Session) {
         // Under the live list's lock (see `report`), so the figures count exactly once.
         let mut live = locked(&self.live);
+        let before = live.len();
         live.retain(|(i, _)| *i != session.id);
+        assert_eq!(
+            live.len() + 1,
+            before,
+            "session {} was not live once when it closed",
+            session.id
+        );
         locked(&self.ended)
             .entry(session.name.clone())
             .or_insert_with(|| StreamStats::new(&session.name))
@@ -116,7 +123,15 @@ impl ServedStats {
     /// Forgets a session that never sent a request (a client that only looked at the device,
     /// as fio's parent does to learn its size): it would be an empty stream in the report.
     pub fn discard(&self, session: Session) {
-        locked(&self.live).retain(|(i, _)| *i != session.id);
+        let mut live = locked(&self.live);
+        let before = live.len();
+        live.retain(|(i, _)| *i != session.id);
+        assert_eq!(
+            live.len() + 1,
+            before,
+            "session {} was not live once when it was discarded",
+            session.id
+        );
     }
 
     /// The device report so far: one stream per client name (`empty`, with nothing in it,
@@ -148,7 +163,15 @@ impl ServedStats {
         let mut report = crate::device_report(device, &streams, self.busy.busy_ns(), cpu);
         let stream_busy = locked(&self.stream_busy);
         // (`streams` are the report's, in order.)
+        assert_eq!(
+            report.streams.len(),
+            streams.len(),
+            "the report has {} streams of {}",
+            report.streams.len(),
+            streams.len()
+        );
         for (shown, stats) in report.streams.iter_mut().zip(&streams) {
+            assert_eq!(shown.name, stats.name, "the report's streams out of order");
             if let Some(clock) = stream_busy.get(&stats.name) {
                 // The device's share of the latency, attributed by `device_report`, stays.
                 let breakdown = std::mem::take(&mut shown.totals.breakdown_ns);

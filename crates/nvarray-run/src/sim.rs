@@ -266,6 +266,7 @@ impl Host {
     /// window starts, and its slots go again after its pause.
     fn resume(&mut self, x: u32, t: u64) {
         let th = &mut self.threads[x as usize];
+        debug_assert_eq!(th.in_flight, 0, "resumed before it drained");
         let steer = th.steer.as_mut().expect("only a steered thread holds");
         let resume = steer.drained(t);
         if resume.reset {
@@ -814,6 +815,18 @@ impl PhaseEnd {
             let measured_from = own().map(|t| t.measure_from_ns).min().unwrap_or(0);
             stats.set_active_ns(stopped.saturating_sub(measured_from));
         }
+        // Every request id is in flight on its thread or free; a phase that ran out of events
+        // (not stopped by its time) has nothing in flight.
+        let in_flight: u64 = host.threads.iter().map(|t| u64::from(t.in_flight)).sum();
+        let ids_taken = (host.pending.len() - host.free_ids.len()) as u64;
+        assert_eq!(
+            in_flight, ids_taken,
+            "{in_flight} requests in flight hold {ids_taken} ids"
+        );
+        assert!(
+            self.stopped_by_time || in_flight == 0,
+            "the phase ran out of events with {in_flight} requests in flight"
+        );
         let mut trace = None;
         let mut paced_issued_late = None;
         for th in host.threads {

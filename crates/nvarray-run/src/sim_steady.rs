@@ -52,6 +52,11 @@ impl SteadyWatches {
         let watch = self.watches[stream]
             .as_mut()
             .expect("sampled streams are watched");
+        assert!(
+            t >= watch.next_sample_ns(),
+            "stream {stream} sampled at {t} ns, before its sample is due at {} ns",
+            watch.next_sample_ns()
+        );
         if watch.sample(t, self.counts[stream]) {
             Sampled::Steady
         } else {
@@ -61,6 +66,13 @@ impl SteadyWatches {
 
     /// Writes each watch's findings into its stream.
     pub(crate) fn report_into(&self, streams: &mut [StreamStats]) {
+        assert_eq!(
+            self.watches.len(),
+            streams.len(),
+            "watches for {} streams reported into {}",
+            self.watches.len(),
+            streams.len()
+        );
         for (stream, watch) in self.watches.iter().enumerate() {
             if let Some(w) = watch {
                 streams[stream].control.steadystate = Some(w.report());

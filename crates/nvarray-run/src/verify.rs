@@ -46,6 +46,8 @@ pub fn fill(buf: &mut [u8], offset_bytes: u64, block_bytes: usize, stamp: u64) {
 /// Checks every block of `buf` (read from device offset `offset_bytes`); returns the number of
 /// blocks that held written data, or what is wrong with the first bad block.
 pub fn check(buf: &[u8], offset_bytes: u64, block_bytes: usize) -> Result<u64, String> {
+    // `chunks_exact` would leave a partial block unchecked.
+    debug_assert!(buf.len().is_multiple_of(block_bytes), "a partial block");
     let mut written = 0;
     for (i, block) in buf.chunks_exact(block_bytes).enumerate() {
         let offset = offset_bytes + (i * block_bytes) as u64;
@@ -158,6 +160,9 @@ impl Verifier {
         if self.kind == Verify::Crc32c {
             return fill(buf, offset_bytes, block_bytes, stamp);
         }
+        // `emu::check_verify_fits` refused an interval without room for the header.
+        debug_assert!(block_bytes >= self.header_bytes(), "no room for the header");
+        debug_assert!(buf.len().is_multiple_of(block_bytes), "a partial block");
         for (i, block) in buf.chunks_exact_mut(block_bytes).enumerate() {
             let offset = offset_bytes + (i * block_bytes) as u64;
             let head = self.header_bytes();
@@ -192,6 +197,7 @@ impl Verifier {
         if self.kind == Verify::Crc32c {
             return check(buf, offset_bytes, block_bytes);
         }
+        debug_assert!(buf.len().is_multiple_of(block_bytes), "a partial block");
         let mut written = 0;
         for (i, block) in buf.chunks_exact(block_bytes).enumerate() {
             let offset = offset_bytes + (i * block_bytes) as u64;

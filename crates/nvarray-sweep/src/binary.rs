@@ -96,6 +96,12 @@ pub fn gnu_build_id(file: &mut (impl Read + Seek)) -> Option<Vec<u8>> {
             if end > notes.len() {
                 break;
             }
+            // Padding rounds each part up, so both lie inside the note.
+            debug_assert!(
+                name_at + name_bytes <= desc_at,
+                "note name past its descriptor"
+            );
+            debug_assert!(desc_at + desc_bytes <= end, "note descriptor past its end");
             if kind == NT_GNU_BUILD_ID && notes[name_at..name_at + name_bytes] == *b"GNU\0" {
                 return Some(notes[desc_at..desc_at + desc_bytes].to_vec());
             }

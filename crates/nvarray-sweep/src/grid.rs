@@ -91,7 +91,11 @@ impl Grid {
             .iter()
             .try_fold(1usize, |n, d| n.checked_mul(d.values.len()));
         match points {
-            Some(n) if n <= POINTS_MAX => Ok(grid),
+            Some(n) if n <= POINTS_MAX => {
+                // Every dimension has a value, so the grid has a point.
+                assert!(n > 0, "a grid of no points: {:?}", grid.dims);
+                Ok(grid)
+            }
             _ => Err(format!(
                 "the grid has more than {POINTS_MAX} points ({}): split it into several sweeps",
                 grid.dims
@@ -108,17 +112,27 @@ impl Grid {
         self.dims.iter().map(|d| d.values.len()).product()
     }
 
+    /// Whether the grid has no point (a dimension without values; `from_flags` never makes
+    /// one, but a grid read from a file may be one).
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+
     /// The value of each dimension at point `i`, in the dimensions' order.
     pub fn settings(&self, mut i: usize) -> Vec<(&str, &str)> {
         assert!(i < self.len(), "point {i} of {}", self.len());
-        self.dims
+        let settings = self
+            .dims
             .iter()
             .map(|d| {
                 let v = &d.values[i % d.values.len()];
                 i /= d.values.len();
                 (d.key.as_str(), v.as_str())
             })
-            .collect()
+            .collect();
+        // A point below `len` is spent by its dimensions' digits exactly.
+        debug_assert_eq!(i, 0, "digits left over after every dimension");
+        settings
     }
 
     /// Point `i` as `key=value ...`, for messages.
@@ -167,6 +181,7 @@ impl Shard {
     }
 
     pub fn holds(self, point: usize) -> bool {
+        debug_assert!(self.index < self.count, "shard {self}");
         point % self.count == self.index
     }
 }

@@ -161,8 +161,7 @@ pub fn run(args: &SweepSpec, caller: &Caller<'_>, engine: &Engine<'_>) -> Result
         ));
     }
     let jobs = jobs(args.jobs, engine.parallel)?;
-    let (sweep, provenance, mut held) =
-        build_points(&grid, caller.point, shard, &engine.identity)?;
+    let (sweep, provenance, mut held) = build_points(&grid, caller.point, shard, &engine.identity)?;
     if caller.ftl_plot && !held.iter().any(|(_, d, _)| d.ftl.enabled) {
         return Err(input_error(NO_FTL_TO_PLOT));
     }
@@ -212,7 +211,15 @@ pub fn run(args: &SweepSpec, caller: &Caller<'_>, engine: &Engine<'_>) -> Result
             lines.push(line);
             written
         };
-        run_held(&held, jobs, engine, caller.watch, &grid, &lines_path, &mut record)?;
+        run_held(
+            &held,
+            jobs,
+            engine,
+            caller.watch,
+            &grid,
+            &lines_path,
+            &mut record,
+        )?;
     }
     lines.sort_by_key(|l| l.point);
 
@@ -282,6 +289,12 @@ fn run_held(
     record: &mut dyn FnMut(usize, RunReport) -> std::io::Result<()>,
 ) -> Result<()> {
     let total = held.len();
+    assert!(total > 0, "a sweep run with no point to run");
+    assert!(jobs > 0, "no thread to run the points on");
+    assert!(
+        engine.parallel || jobs == 1,
+        "{jobs} threads for an engine that runs one point at a time"
+    );
     watch.start(total, jobs.min(total));
     // The costliest points first: a long point started last would leave the other
     // threads idle at the end. The order changes when a point finishes, never its result.
@@ -293,12 +306,14 @@ fn run_held(
         (engine.run)(device, workload, progress)
     };
     let mut write_error = None;
+    let mut finished = 0usize;
     let result = nvarray_run::parallel::run_points(
         total,
         jobs,
         &run_point,
         &|done| watch.done(done),
         &mut |k, report| {
+            finished += 1;
             if let Err(e) = record(held[order[k]].0, report) {
                 write_error.get_or_insert(e);
             }
@@ -312,6 +327,7 @@ fn run_held(
             lines_path.display()
         )));
     }
+    assert_eq!(finished, total, "points recorded of the points run");
     if let Some(e) = write_error {
         return Err(anyhow::Error::new(e).context(format!("cannot write {}", lines_path.display())));
     }
@@ -328,6 +344,12 @@ fn print_shard(
     lines_path: &Path,
     json: bool,
 ) -> Result<()> {
+    // Resumed points are kept once each and not run again, so each point has one line.
+    assert!(
+        lines.windows(2).all(|w| w[0].point < w[1].point),
+        "a point with two lines in {}",
+        lines_path.display()
+    );
     if json {
         println!("{}", serde_json::to_string_pretty(lines)?);
         return Ok(());
@@ -385,6 +407,18 @@ fn resume(
             return Err(input_error(format!(
                 "{shown} holds points of another sweep, which this run would overwrite; {why}\n\
                  give another --out, or --overwrite to empty it and start this sweep over"
+            )));
+        }
+        // A line whose identity matches but whose grid or point does not (an edited file)
+        // is refused, as `merge` refuses it, before its point indexes this run's grid.
+        record::check_grid(line, path)?;
+        if line.grid != *grid {
+            return Err(input_error(format!(
+                "{shown}: point {}'s grid ({}) is not this sweep's ({}); was the file edited? \
+                 --overwrite starts this sweep over",
+                line.point,
+                record::grid_text(&line.grid),
+                record::grid_text(grid)
             )));
         }
     }

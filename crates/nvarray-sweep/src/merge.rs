@@ -10,7 +10,7 @@ use clap::{Args, Subcommand};
 
 use super::present::{self, Outputs, PlotFormat};
 use super::record::Metric;
-use super::record::{grid_text, read_lines, refusal, PointLine};
+use super::record::{check_grid, read_lines, refusal, PointLine};
 use nvarray_sys::input::input_error;
 
 #[derive(Args)]
@@ -122,6 +122,8 @@ fn read_points(files: &[PathBuf]) -> Result<(PointLine, Points<'_>)> {
                 .join(", ")
         )));
     };
+    // The reference is the first line read, and the first line of a merge is always kept.
+    assert!(!points.is_empty(), "a reference line without points");
     Ok((reference, points))
 }
 
@@ -159,38 +161,6 @@ fn check_same_sweep(
             "{line_from} holds points of another sweep than {reference_from}: {why}\n\
              merge the shards of one sweep only (same grid, device, workload, trace, \
              engine and nvarray binary)"
-        )));
-    }
-    Ok(())
-}
-
-/// Refuses a line whose grid, point count, settings and point index do not agree.
-fn check_grid(line: &PointLine, file: &Path) -> Result<()> {
-    if line.grid.dims.is_empty()
-        || line.grid.dims.iter().any(|d| d.values.is_empty())
-        || line.points != line.grid.len()
-        || line.settings.len() != line.grid.dims.len()
-        || !line
-            .grid
-            .dims
-            .iter()
-            .all(|d| line.settings.contains_key(&d.key))
-    {
-        return Err(input_error(format!(
-            "{}: point {}'s grid ({}) does not match its count of {} points or its \
-             settings; was the file edited?",
-            file.display(),
-            line.point,
-            grid_text(&line.grid),
-            line.points
-        )));
-    }
-    if line.point >= line.points {
-        return Err(input_error(format!(
-            "{}: point {} of a sweep of {} points",
-            file.display(),
-            line.point,
-            line.points
         )));
     }
     Ok(())

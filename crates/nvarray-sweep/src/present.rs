@@ -40,6 +40,7 @@ impl Outputs {
             },
             &own,
         );
+        assert_ne!(json, plot, "the JSON and the plot in one file");
         nvarray_sys::output_files::check_writable(&json)?;
         nvarray_sys::output_files::check_writable(&plot)?;
         Ok(Outputs { json, plot })
@@ -105,10 +106,16 @@ pub fn table(
     figures: &[Figures],
     complete: bool,
 ) -> String {
+    assert_eq!(figures.len(), points.len(), "figures of the points");
     let mut s = String::new();
     if grid.dims.len() == 2 && complete {
         let at = positions(grid, points);
         let (rows, cols) = (&grid.dims[0], &grid.dims[1]);
+        assert_eq!(
+            at.len(),
+            rows.values.len() * cols.values.len(),
+            "cells of a two-parameter table"
+        );
         let _ = writeln!(
             s,
             "{} by {} (rows) and {} (columns)",
@@ -189,6 +196,7 @@ fn plot(
     figures: &[Figures],
     path: &Path,
 ) -> Result<(), ChartError> {
+    assert_eq!(figures.len(), points.len(), "figures of the points");
     let x_dim = &grid.dims[0];
     let xs: Vec<Option<f64>> = x_dim.values.iter().map(|v| numeric(v)).collect();
     let categorical = xs.iter().any(Option::is_none);

@@ -497,6 +497,11 @@ pub fn read_for_resume(path: &Path) -> Result<(Vec<PointLine>, u64)> {
             Some(end) => (&text[at..end], end),
             None => (&text[at..], text.len()),
         };
+        debug_assert!(
+            next > at,
+            "line {number} of {} makes no progress",
+            path.display()
+        );
         let is_last = next == text.len();
         if line.iter().all(u8::is_ascii_whitespace) {
             at = next;
@@ -521,6 +526,12 @@ pub fn read_for_resume(path: &Path) -> Result<(Vec<PointLine>, u64)> {
         }
         at = next;
     }
+    // The caller cuts the file to `good_bytes`: more would grow it instead.
+    assert!(
+        good_bytes <= text.len() as u64,
+        "{good_bytes} good bytes in {} bytes",
+        text.len()
+    );
     Ok((lines, good_bytes))
 }
 
@@ -550,6 +561,10 @@ pub struct SweepFilePoint<'a> {
 impl<'a> SweepFile<'a> {
     /// `points` in grid order, all of them.
     pub fn new(sweep: &'a str, grid: &'a Grid, metric: Metric, points: &'a [PointLine]) -> Self {
+        debug_assert!(
+            points.windows(2).all(|w| w[0].point < w[1].point),
+            "the sweep's points out of grid order"
+        );
         let two = grid.dims.len() == 2;
         SweepFile {
             sweep,
@@ -571,6 +586,38 @@ impl<'a> SweepFile<'a> {
                 .collect(),
         }
     }
+}
+
+/// Refuses a line whose grid, point count, settings and point index do not agree.
+pub(crate) fn check_grid(line: &PointLine, file: &Path) -> Result<()> {
+    if line.grid.dims.is_empty()
+        || line.grid.dims.iter().any(|d| d.values.is_empty())
+        || line.points != line.grid.len()
+        || line.settings.len() != line.grid.dims.len()
+        || !line
+            .grid
+            .dims
+            .iter()
+            .all(|d| line.settings.contains_key(&d.key))
+    {
+        return Err(input_error(format!(
+            "{}: point {}'s grid ({}) does not match its count of {} points or its \
+             settings; was the file edited?",
+            file.display(),
+            line.point,
+            grid_text(&line.grid),
+            line.points
+        )));
+    }
+    if line.point >= line.points {
+        return Err(input_error(format!(
+            "{}: point {} of a sweep of {} points; was the file edited?",
+            file.display(),
+            line.point,
+            line.points
+        )));
+    }
+    Ok(())
 }
 
 #[cfg(test)]

@@ -76,7 +76,13 @@ pub fn format_duration_ns(duration_ns: u64) -> String {
     const UNITS: [(u64, &str); 3] = [(NS_PER_S, "s"), (NS_PER_MS, "ms"), (NS_PER_US, "us")];
     for (unit_ns, suffix) in UNITS {
         if duration_ns.is_multiple_of(unit_ns) {
-            return format!("{}{suffix}", duration_ns / unit_ns);
+            let text = format!("{}{suffix}", duration_ns / unit_ns);
+            debug_assert_eq!(
+                parse_duration_ns(&text, NS_PER_S),
+                Ok(duration_ns),
+                "{text} does not read back"
+            );
+            return text;
         }
     }
     format!("{duration_ns}ns")

@@ -72,7 +72,13 @@ pub fn format_size(size_bytes: u64) -> String {
     if size_bytes != 0 {
         for (shift, suffix) in SUFFIXES {
             if size_bytes.trailing_zeros() >= shift {
-                return format!("{}{}", size_bytes >> shift, suffix);
+                let text = format!("{}{}", size_bytes >> shift, suffix);
+                debug_assert_eq!(
+                    parse_size(&text),
+                    Ok(size_bytes),
+                    "{text} does not read back"
+                );
+                return text;
             }
         }
     }

@@ -43,6 +43,12 @@ impl BlkBackend {
         tags: &Arc<TagShare>,
         ram: GuestRam,
     ) -> BlkBackend {
+        // `VhostServer::bind` checked the options (`check_options`): a bit of a u64 per queue.
+        assert!(
+            disk.queues >= 1 && u32::from(disk.queues) <= u64::BITS,
+            "{} virtqueues",
+            disk.queues
+        );
         let stopping = Arc::new(AtomicBool::new(false));
         let workers = (0..disk.queues)
             .map(|_| {

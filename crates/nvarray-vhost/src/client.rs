@@ -39,6 +39,12 @@ pub const QUEUE_SIZE: u16 = 256;
 pub const DEPTH_MAX: usize = 64;
 const RAW_FIRST: u16 = 3 * DEPTH_MAX as u16;
 
+// Room for raw chains past the requests' descriptors; in each queue's area the descriptor
+// table fits before the available ring (16 KiB on) and the used ring before the slots (64 KiB).
+const _: () = assert!(RAW_FIRST < QUEUE_SIZE);
+const _: () = assert!(16 * QUEUE_SIZE as u64 <= 16 * 1024);
+const _: () = assert!(32 * 1024 + 4 + 8 * QUEUE_SIZE as u64 <= 64 * 1024);
+
 const DESC_F_NEXT: u16 = 1;
 const DESC_F_WRITE: u16 = 2;
 
@@ -205,6 +211,13 @@ impl TestVmm {
     /// available (not yet kicked). The chain's head is `3 * slot`.
     pub fn post(&mut self, queue: usize, slot: usize, kind: u32, sector: u64, data_bytes: u32) {
         let q = &self.queues[queue];
+        // A slot's chain uses descriptors below the raw chains', and its data stays in it.
+        debug_assert!(slot < DEPTH_MAX, "slot {slot}");
+        debug_assert!(
+            u64::from(data_bytes) <= q.slot_bytes,
+            "{data_bytes} bytes in a slot of {}",
+            q.slot_bytes
+        );
         let slot_at = q.slots + slot as u64 * (64 + q.slot_bytes);
         let mut header = [0u8; 16];
         header[0..4].copy_from_slice(&kind.to_le_bytes());

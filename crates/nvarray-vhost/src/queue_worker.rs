@@ -112,6 +112,13 @@ impl QueueWorker {
             block_bytes: device.block_bytes(),
             read_only: guest.read_only,
         };
+        // The device's configuration is checked when it opens; `request::check_range`
+        // aligns to the block.
+        assert!(
+            limits.block_bytes.is_power_of_two(),
+            "block of {} bytes",
+            limits.block_bytes
+        );
         let slots = usize::from(QUEUE_SIZE_MAX);
         QueueWorker {
             qp: None,
@@ -239,6 +246,7 @@ impl QueueWorker {
     /// The VMM stopped the queue (`GET_VRING_BASE`; nothing is in flight): a ring that broke
     /// may be set up anew.
     pub fn restart(&mut self) {
+        debug_assert!(self.idle(), "a queue stopped with commands in flight");
         self.broken = false;
         self.empty_rechecks = 0;
     }
@@ -296,6 +304,8 @@ impl QueueWorker {
         let runs = self.runs(slot, &request);
         let max = u64::from(self.device.command_bytes_max());
         let commands: u64 = runs.iter().map(|r| r.len_bytes.div_ceil(max).max(1)).sum();
+        // At most 32 ranges of 1 GiB (`request`): the count fits `commands_left`.
+        debug_assert!(commands <= u64::from(u32::MAX), "{commands} commands");
         if let Kind::GetId = request.kind {
             let id = self.guest.id();
             let n = (request.data_bytes as usize).min(ID_BYTES);
@@ -388,6 +398,8 @@ impl QueueWorker {
                     continue;
                 }
             }
+            // A tag the driver just gave is not one of this queue's in flight.
+            debug_assert_eq!(self.tag_piece[prepared.tag().index()].0, usize::MAX);
             self.tag_piece[prepared.tag().index()] = (piece.slot, piece.data_at);
             self.commands_in_flight += 1;
             self.qp.as_mut().expect("made in serve").issue(prepared);
@@ -429,6 +441,8 @@ impl QueueWorker {
             self.commands_in_flight -= 1;
             let (slot, data_at) =
                 std::mem::replace(&mut self.tag_piece[done.tag.index()], (usize::MAX, 0));
+            // The driver hands this queue pair only the completions of its own commands.
+            debug_assert_ne!(slot, usize::MAX, "a completion of a tag not issued here");
             let mut ok = done.status.is_ok();
             if ok && done.op == Opcode::Read {
                 let data = &self.requests[slot].as_ref().expect("live").data;

@@ -359,6 +359,8 @@ pub fn gather<M: GuestMemoryBackend>(
         mem.read_slice(&mut out[done..done + len], seg.addr.unchecked_add(inside))?;
         done += len;
     }
+    // Callers ask only for bytes inside the request's data.
+    debug_assert_eq!(done, out.len(), "gathered {done} of {} bytes", out.len());
     Ok(())
 }
 
@@ -375,6 +377,8 @@ pub fn scatter<M: GuestMemoryBackend>(
         mem.write_slice(&data[done..done + len], seg.addr.unchecked_add(inside))?;
         done += len;
     }
+    // Callers give only bytes that fit inside the request's data.
+    debug_assert_eq!(done, data.len(), "scattered {done} of {} bytes", data.len());
     Ok(())
 }
 

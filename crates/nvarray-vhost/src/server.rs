@@ -38,6 +38,12 @@ pub const QUEUES_MAX: u16 = 64;
 /// What the guest's GET_ID returns by default.
 pub const SERIAL_DEFAULT: &str = "nvarray";
 
+// `queues_per_thread` gives each virtqueue one bit of a u64; the defaults pass
+// `check_options`.
+const _: () = assert!(QUEUES_MAX as u32 <= u64::BITS);
+const _: () = assert!(QUEUES_DEFAULT <= QUEUES_MAX);
+const _: () = assert!(SERIAL_DEFAULT.len() <= crate::virtio_blk::ID_BYTES);
+
 /// What a guest stream's active time is, for the report.
 pub const ACTIVE_TIME: &str =
     "each guest from its first request to its disconnection, its idle time included";

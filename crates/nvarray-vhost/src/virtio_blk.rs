@@ -29,6 +29,11 @@ pub const SEGMENT_BYTES_MAX: u32 = 256 * 1024;
 /// 31.5 MiB that `seg_max` × `size_max` lets a guest build. Larger chains fail with IOERR.
 pub const REQUEST_BYTES_MAX: u64 = 32 << 20;
 
+// Whatever a guest builds within `seg_max` × `size_max` is taken, and such a chain (with its
+// header and status) is no longer than the longest the back end takes.
+const _: () = assert!(SEGMENTS_MAX as u64 * SEGMENT_BYTES_MAX as u64 <= REQUEST_BYTES_MAX);
+const _: () = assert!(SEGMENTS_MAX + 2 <= QUEUE_SIZE_MAX as u32);
+
 /// Ranges one discard or write-zeroes request may name (`max_discard_seg`,
 /// `max_write_zeroes_seg`).
 pub const RANGES_MAX: u32 = 32;

@@ -3,8 +3,8 @@
 //! The simulator calls [`RequestGen::next_request`] around ten million times per second, so
 //! everything that can be decided once is decided in [`RequestGen::new`]: slot counts, the
 //! length table and the read threshold are integers, and the hot path neither allocates nor
-//! touches floating point except inside the zipf sampler (see `zipf.rs` for why it is not
-//! `rand_distr::Zipf`).
+//! touches floating point except inside fio's skewed draws (`skew.rs`: zipf, pareto and
+//! normal as fio computes them).
 
 use rand::rngs::SmallRng;
 use rand::{RngCore, SeedableRng};
@@ -18,7 +18,6 @@ use crate::spec::{
     BlockSize, Direction, Distribution, JobSpec, Request, RwMode, RwSequencer, ZoneMode,
     BSSPLIT_ENTRIES_MAX,
 };
-use crate::zipf::ZipfSampler;
 
 /// Resolution of the `bssplit` table: one entry per percent.
 const PERCENT_SLOTS: usize = 100;
@@ -43,13 +42,12 @@ const _: () = assert!(BSSPLIT_ENTRIES_MAX <= u8::MAX as usize + 1);
 ///   start. As in fio, `rw` keeps separate read and write positions.
 /// - Random (`randread`, `randwrite`, `randrw`): offsets are block-aligned and drawn so that
 ///   the request lies inside the region: uniformly over every position where a request of the
-///   chosen length fits, or by zipf rank (see [`Distribution::Zipf`]) over the positions where
-///   the longest length fits.
+///   chosen length fits, or by fio's skewed draws (see [`Distribution::Zipf`]).
 /// - Uniform random offsets keep fio's random map unless `norandommap` is set: each aligned
 ///   position of the region is used once per pass (a draw that lands on a used one moves to
 ///   the next free one, and a request is cut short where it would run into a used one), and
 ///   a new pass begins when all are used, as in fio (see `random_map.rs`). The other
-///   distributions never use a map (fio sets `norandommap` for them): `zipf`; `pareto` and
+///   distributions never use a map (fio sets `norandommap` for them): `zipf`, `pareto` and
 ///   `normal`, drawn as fio draws them (`skew.rs`, `fio_rand.rs`); `zoned`/`zoned_abs`;
 ///   `sequence`.
 /// - `rw=MODE:N`: a random jump every N requests, the ones between continuing from the
@@ -117,14 +115,8 @@ enum Pattern {
     Shuffled(Shuffle),
     /// fio's random map: requests of several sizes.
     Mapped(RandomMap),
-    Zipf {
-        zipf: ZipfSampler,
-        /// Positions where the longest request fits; the ranks are spread over these.
-        slots: u64,
-        scatter: Scatter,
-    },
-    /// fio's `pareto` and `normal`, draw for draw: a range index (of the smallest request
-    /// length) times the alignment.
+    /// fio's `zipf`, `pareto` and `normal`, draw for draw: a range index (of the smallest
+    /// request length) times the alignment.
     Skewed(FioSkew),
     /// fio's `zoned` and `zoned_abs`: a block (of the alignment) of a zone.
     Zoned(ZoneTable),
@@ -291,14 +283,9 @@ impl Pattern {
                     }
                     Pattern::Mapped(RandomMap::new(positions))
                 }
-                &Distribution::Zipf { theta } => {
-                    let len_bytes_max = u64::from(job.bs.len_bytes_max());
-                    let slots = (region_len_bytes - len_bytes_max) / align_bytes + 1;
-                    Pattern::Zipf {
-                        zipf: ZipfSampler::new(slots, theta),
-                        slots,
-                        scatter: Scatter::new(slots),
-                    }
+                &Distribution::Zipf { theta, center } => {
+                    let (ranges, seed) = fio_skew_stream(job, thread_index, region_len_bytes);
+                    Pattern::Skewed(FioSkew::zipf(ranges, theta, center, seed))
                 }
                 &Distribution::Pareto { h, center } => {
                     let (ranges, seed) = fio_skew_stream(job, thread_index, region_len_bytes);
@@ -353,10 +340,6 @@ impl Pattern {
                 region_len_bytes / u64::from(job.numjobs)
             };
             let start_bytes = u64::from(thread_index) * stride_bytes / block_bytes * block_bytes;
-            assert!(
-                start_bytes < region_len_bytes,
-                "thread {thread_index} starts at {start_bytes}, past its region of {region_len_bytes}"
-            );
             Pattern::Sequential {
                 cursor_bytes: [start_bytes; 2],
                 gap_bytes: job.rw_gap_bytes,
@@ -630,18 +613,6 @@ impl RequestGen {
                 }
                 slot * self.align_bytes
             }
-            (
-                None,
-                Pattern::Zipf {
-                    zipf,
-                    slots,
-                    scatter,
-                },
-            ) => {
-                let rank = zipf.sample(&mut self.rng);
-                debug_assert!((1..=*slots).contains(&rank));
-                scatter.apply(rank - 1) * self.align_bytes
-            }
             (None, Pattern::Skewed(skew)) => {
                 let last = (uniform_slots - 1) * self.align_bytes;
                 fitting(last, self.align_bytes, || skew.next_range())
@@ -759,63 +730,6 @@ fn stream_seed(randseed: u64, name: &str, thread_index: u32) -> u64 {
     splitmix64(seed ^ u64::from(thread_index))
 }
 
-/// A fixed bijection of `0..n` that spreads zipf ranks over the region, so the hottest blocks
-/// are scattered rather than packed at the region start (fio hashes ranks for the same
-/// reason). It depends only on `n`, so every thread and every job over the same region
-/// shares one hot set.
-///
-/// The mix is a bijection on `0..2^k` (`2^k` the smallest power of two `>= n`): add a
-/// constant, then multiply by odd constants and xor-shift, all modulo `2^k`. Cycle walking
-/// (re-mixing until the value lands below `n`) restricts it to a bijection on `0..n`.
-#[derive(Clone, Copy, Debug)]
-struct Scatter {
-    n: u64,
-    mask: u64,
-    shift: u32,
-}
-
-impl Scatter {
-    fn new(n: u64) -> Self {
-        assert!(n >= 1);
-        let bits = 64 - (n - 1).leading_zeros();
-        let mask = if bits == 64 {
-            u64::MAX
-        } else {
-            (1u64 << bits) - 1
-        };
-        // `apply`'s walks are short because more than half the domain is below n.
-        assert!(mask / 2 < n, "a domain of {mask} for {n} ranks");
-        Scatter {
-            n,
-            mask,
-            shift: (bits / 2).max(1),
-        }
-    }
-
-    #[inline]
-    fn mix(&self, x: u64) -> u64 {
-        let mut x = x.wrapping_add(0x2545_f491_4f6c_dd1d) & self.mask;
-        x = x.wrapping_mul(0x9e37_79b9_7f4a_7c15) & self.mask;
-        x ^= x >> self.shift;
-        x = x.wrapping_mul(0xbf58_476d_1ce4_e5b9) & self.mask;
-        x ^ (x >> self.shift)
-    }
-
-    /// Maps `x < n` to its scattered position, also `< n`.
-    #[inline]
-    fn apply(&self, x: u64) -> u64 {
-        debug_assert!(x < self.n);
-        // Termination: mix is a permutation of 0..=mask, so the orbit of x returns to x
-        // (which is < n) at the latest. Since n > (mask + 1) / 2, each step lands below n
-        // with probability above 1/2 for a well-mixed permutation, so walks are short.
-        let mut y = self.mix(x);
-        while y >= self.n {
-            y = self.mix(y);
-        }
-        y
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use std::collections::{HashMap, HashSet};
@@ -874,23 +788,6 @@ mod tests {
         }
         // Equal ends are one length.
         assert_eq!(job(&[("bsrange", "8k-8k")]).bs, BlockSize::Fixed(8192));
-    }
-
-    #[test]
-    fn scatter_is_a_bijection() {
-        for n in (1..=300).chain([1000, 1024, 1025, 4095, 10_000]) {
-            let scatter = Scatter::new(n);
-            let image: HashSet<u64> = (0..n).map(|x| scatter.apply(x)).collect();
-            assert_eq!(image.len() as u64, n, "n={n}");
-            assert!(image.iter().all(|&y| y < n), "n={n}");
-        }
-    }
-
-    #[test]
-    fn scatter_moves_the_hottest_ranks_away_from_the_start() {
-        let scatter = Scatter::new(1 << 20);
-        let first: Vec<u64> = (0..4).map(|x| scatter.apply(x)).collect();
-        assert!(first.iter().all(|&y| y > 1000), "{first:?}");
     }
 
     #[test]
@@ -1064,7 +961,7 @@ mod tests {
 
     #[test]
     fn zipf_extremes_stay_in_range() {
-        for theta in ["0.0001", "1", "100"] {
+        for theta in ["0.0001", "0.999", "1.001", "100"] {
             let job = job(&[
                 ("rw", "randrw"),
                 ("random_distribution", &format!("zipf:{theta}")),

@@ -191,8 +191,20 @@ pub fn parse_job_file_with(
     env: &dyn JobFileEnv,
     notes: &mut Vec<String>,
 ) -> Result<Workload, WorkloadError> {
+    parse_job_file_from(text, JobSpec::default(), env, notes)
+}
+
+/// [`parse_job_file_with`], the global settings starting from `global` instead of the
+/// defaults: fio's job keys given on its command line before the job file, which fio keeps
+/// as globals that the file's `[global]` and job sections may set again.
+pub fn parse_job_file_from(
+    text: &str,
+    global: JobSpec,
+    env: &dyn JobFileEnv,
+    notes: &mut Vec<String>,
+) -> Result<Workload, WorkloadError> {
     let mut parser = Parser {
-        global: JobSpec::default(),
+        global,
         jobs: Vec::new(),
         in_global: false,
         env,
@@ -485,7 +497,10 @@ mod tests {
                 rw: RwMode::RandRead,
                 iodepth: 32,
                 runtime_ns: Some(10 * NS_PER_S),
-                random_distribution: Distribution::Zipf { theta: 1.1 },
+                random_distribution: Distribution::Zipf {
+                    theta: 1.1,
+                    center: None,
+                },
                 time_based: true,
                 ..d("random-reads")
             }]),
@@ -525,6 +540,31 @@ mod tests {
                 },
             ]),
         );
+    }
+
+    #[test]
+    fn a_given_global_is_the_start_the_file_may_override() {
+        let mut global = JobSpec::default();
+        global.set("latency_window", "50ms").unwrap();
+        global.set("bs", "8k").unwrap();
+        let w = parse_job_file_from(
+            "[a]\n[global]\nbs=16k\n[b]\n[c]\nlatency_window=1s\n",
+            global,
+            &NoEnv,
+            &mut Vec::new(),
+        )
+        .unwrap();
+        let bs: Vec<u32> = w.jobs.iter().map(|j| j.bs.len_bytes_max()).collect();
+        assert_eq!(bs, [8192, 16384, 16384]);
+        let window = |i: usize| {
+            w.jobs[i]
+                .fio_options()
+                .into_iter()
+                .find(|(k, _)| *k == "latency_window")
+        };
+        assert_eq!(window(0), window(1));
+        assert_ne!(window(0), None);
+        assert_ne!(window(2), window(0));
     }
 
     #[test]

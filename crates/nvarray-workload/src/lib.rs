@@ -70,8 +70,8 @@ mod zipf;
 pub use error::WorkloadError;
 pub use gen::RequestGen;
 pub use jobfile::{
-    parse_job_file, parse_job_file_noting, parse_job_file_with, JobFileEnv, NoEnv, Workload,
-    JOBS_MAX, JOB_FILE_BYTES_MAX,
+    parse_job_file, parse_job_file_from, parse_job_file_noting, parse_job_file_with, JobFileEnv,
+    NoEnv, Workload, JOBS_MAX, JOB_FILE_BYTES_MAX,
 };
 pub use spec::{
     ignored_reason, BlockSize, DataPlacement, Direction, Distribution, ExitWhat, Flow, JobSpec,

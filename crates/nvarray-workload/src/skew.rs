@@ -1,7 +1,7 @@
-//! Offsets of fio's `pareto`, `normal` and `zoned` / `zoned_abs` distributions, as block
-//! indices (multiples of the job's `blockalign`) over a region.
+//! Offsets of fio's `zipf`, `pareto`, `normal` and `zoned` / `zoned_abs` distributions, as
+//! block indices (multiples of the job's `blockalign`) over a region.
 //!
-//! `pareto` and `normal` are fio's own, draw for draw (`fio_rand.rs` for why): a rank drawn
+//! `zipf`, `pareto` and `normal` are fio's own, draw for draw (`fio_rand.rs` for why): a rank drawn
 //! from a [`Taus88`] stream, scattered by fio's golden-ratio hash and shifted by the stream's
 //! first draw (or the `center`), modulo the region's ranges. `zoned` splits the region as
 //! fio does (integer percent arithmetic on the region's blocks) and draws with the job's own
@@ -28,8 +28,23 @@ pub(crate) struct FioSkew {
     kind: Kind,
 }
 
+/// fio's `ZIPF_MAX_GEN`: `zetan` sums at most this many terms (fio 3.33, lib/zipf.c: "just
+/// cap it at 10M max ... precision will take a slight hit").
+const ZIPF_TERMS_MAX: u64 = 10_000_000;
+
 #[derive(Clone, Copy, Debug)]
 enum Kind {
+    /// `zipf:theta`: Gray et al.'s approximation ("Quickly generating billion-record
+    /// synthetic databases", SIGMOD 1994), as fio's `zipf_next` computes it.
+    Zipf {
+        theta: f64,
+        /// `1 / (1 - theta)`.
+        alpha: f64,
+        /// The first `ZIPF_TERMS_MAX` terms of `sum 1/k^theta` (fio's `zetan`).
+        zetan: f64,
+        /// fio's `eta`, from `zeta2 = 1 + 0.5^theta` and `zetan`.
+        eta: f64,
+    },
     /// `pareto:h`: `pow` of a uniform draw by `ln h / ln(1 - h)`.
     Pareto { power: f64 },
     /// `normal:dev`: the mean of 12 uniform draws, plus a uniform jitter of `stddev` ranges.
@@ -37,6 +52,32 @@ enum Kind {
 }
 
 impl FioSkew {
+    /// `zipf:theta[:center]` over `ranges` ranges, seeded with `seed`. `theta` is not 1
+    /// (fio refuses it: its `alpha` divides by `1 - theta`).
+    pub(crate) fn zipf(ranges: u64, theta: f64, center: Option<f64>, seed: u64) -> FioSkew {
+        assert!(ranges >= 1, "zipf over no ranges");
+        assert!(theta > 0.0 && theta != 1.0, "zipf theta {theta}");
+        let mut taus = Taus88::new(seed);
+        let first = u64::from(taus.next_u32());
+        // fio sums in this order, from the largest term: the same rounding.
+        let zetan: f64 = (0..ranges.min(ZIPF_TERMS_MAX))
+            .map(|i| (1.0 / (i + 1) as f64).powf(theta))
+            .sum();
+        let zeta2 = 1.0f64.powf(theta) + 0.5f64.powf(theta);
+        let eta = (1.0 - (2.0 / ranges as f64).powf(1.0 - theta)) / (1.0 - zeta2 / zetan);
+        FioSkew {
+            taus,
+            ranges,
+            offset: center.map_or(first, |c| (ranges as f64 * c) as u64),
+            kind: Kind::Zipf {
+                theta,
+                alpha: 1.0 / (1.0 - theta),
+                zetan,
+                eta,
+            },
+        }
+    }
+
     /// `pareto:h[:center]` over `ranges` ranges, seeded with `seed`.
     pub(crate) fn pareto(ranges: u64, h: f64, center: Option<f64>, seed: u64) -> FioSkew {
         assert!(ranges >= 1, "pareto over no ranges");
@@ -74,6 +115,23 @@ impl FioSkew {
     pub(crate) fn next_range(&mut self) -> u64 {
         let n = self.ranges;
         let rank = match self.kind {
+            Kind::Zipf {
+                theta,
+                alpha,
+                zetan,
+                eta,
+            } => {
+                let u = f64::from(self.taus.next_u32()) / FRAND32_MAX;
+                let z = u * zetan;
+                let value = if z < 1.0 {
+                    1
+                } else if z < 1.0 + 0.5f64.powf(theta) {
+                    2
+                } else {
+                    1 + (n as f64 * (eta * u - eta + 1.0).powf(alpha)) as u64
+                };
+                value - 1
+            }
             Kind::Pareto { power } => {
                 let u = f64::from(self.taus.next_u32()) / FRAND32_MAX;
                 ((n - 1) as f64 * u.powf(power)) as u64

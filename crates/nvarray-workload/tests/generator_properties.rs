@@ -107,7 +107,10 @@ fn arb_case() -> impl Strategy<Value = Case> {
                     rwmixread,
                     numjobs,
                     random_distribution: match theta {
-                        Some(theta) => Distribution::Zipf { theta },
+                        Some(theta) => Distribution::Zipf {
+                            theta,
+                            center: None,
+                        },
                         None => Distribution::Uniform,
                     },
                     randseed,

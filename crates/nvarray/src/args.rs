@@ -6,7 +6,7 @@ use anyhow::{Context, Result};
 use clap::Args;
 use nvarray_model::{apply_overrides, parse_assignment, presets, DeviceConfig};
 use nvarray_workload::trace::{refused_key, AddressMode, ReplayMode, TraceFormat, TraceSpec};
-use nvarray_workload::{ignored_reason, parse_job_file_with, JobFileEnv, JobSpec, Workload};
+use nvarray_workload::{ignored_reason, parse_job_file_from, JobFileEnv, JobSpec, Workload};
 
 use nvarray_sys::input::input_error;
 
@@ -223,6 +223,10 @@ pub struct FioArgs {
     /// offsets drawn independently, instead of each block once per pass) and --time_based.
     #[command(flatten)]
     pub ignored: IgnoredFioArgs,
+    /// fio job keys given as globals (`nvarray fio --KEY=VALUE`, `fio_globals`): the jobs
+    /// start from them, and a job file may set them again.
+    #[arg(skip)]
+    pub globals: Vec<(String, String)>,
 }
 
 /// fio options accepted so a fio command line runs unchanged: most ignored (see
@@ -388,6 +392,10 @@ impl FioArgs {
 
     /// The workload: the job file's jobs (or one default job), with the flags applied to each.
     pub fn workload(&self, extra: &[(String, String)]) -> Result<Workload> {
+        let mut global = JobSpec::default();
+        for (k, v) in &self.globals {
+            set_flag(&mut global, k, v)?;
+        }
         let mut workload = match &self.jobfile {
             Some(path) => {
                 let text = read_text_file(path, "job file")?;
@@ -395,7 +403,7 @@ impl FioArgs {
                 let env = MachineEnv {
                     dir: path.parent().map(Path::to_path_buf).unwrap_or_default(),
                 };
-                let workload = parse_job_file_with(&text, &env, &mut notes)
+                let workload = parse_job_file_from(&text, global, &env, &mut notes)
                     .map_err(|e| input_error(format!("{}: {e}", path.display())))?;
                 for note in notes {
                     eprintln!("note: {}: {note}", path.display());
@@ -403,7 +411,7 @@ impl FioArgs {
                 workload
             }
             None => Workload {
-                jobs: vec![JobSpec::default()],
+                jobs: vec![global],
                 trace: self.trace_spec()?,
             },
         };
@@ -420,26 +428,31 @@ impl FioArgs {
                 if k == "name" && self.jobfile.is_some() {
                     continue;
                 }
-
-                job.set(k, v).map_err(|e| {
-                    let text = e.to_string();
-                    // The workload error usually names the key already.
-                    input_error(if text.starts_with(k) {
-                        text
-                    } else {
-                        format!("--{k}: {text}")
-                    })
-                })?;
+                set_flag(job, k, v)?;
             }
         }
         // After every value was accepted (`direct=0` is refused, not ignored).
-        for (k, _) in &pairs {
+        let globals = self.globals.iter().map(|(k, _)| k.as_str());
+        for k in pairs.iter().map(|(k, _)| *k).chain(globals) {
             if let Some(why) = ignored_reason(k) {
                 eprintln!("note: --{k} ignored: {why}");
             }
         }
         Ok(workload)
     }
+}
+
+/// Sets the fio key of flag `--k` on `job`; a refusal names the flag.
+fn set_flag(job: &mut JobSpec, k: &str, v: &str) -> Result<()> {
+    job.set(k, v).map_err(|e| {
+        let text = e.to_string();
+        // The workload error usually names the key already.
+        input_error(if text.starts_with(k) {
+            text
+        } else {
+            format!("--{k}: {text}")
+        })
+    })
 }
 
 /// What a job file on this machine may use: the environment, fio's `$ncpus`, `$pagesize`

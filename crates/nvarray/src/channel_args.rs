@@ -69,7 +69,12 @@ impl ChannelArgs {
                 uid: Some(uid),
             });
         }
-        Ok(read_only_if(read_only, grants))
+        let grants = read_only_if(read_only, grants);
+        debug_assert!(
+            !read_only || grants.iter().all(|g| !g.write),
+            "a write grant on a read-only device"
+        );
+        Ok(grants)
     }
 }
 

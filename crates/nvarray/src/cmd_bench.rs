@@ -20,9 +20,9 @@ use crate::emu_args::{
     parse_cpus, parse_device_threads, parse_size_u32, parse_time_ns, Backing, DeviceThreads,
     CAPACITY_KEY, CPUS_HELP, SIZE_DEFAULT,
 };
-use nvarray_sys::input::input_error;
 use crate::progress::Progress;
 use crate::run_args::RunArgs;
+use nvarray_sys::input::input_error;
 
 /// Shown first in `nvarray bench --help`.
 const EXAMPLES: &str = "\
@@ -286,10 +286,19 @@ pub fn run(args: BenchArgs) -> Result<()> {
 pub struct FioCompatArgs {
     #[command(flatten)]
     run: BenchRunArgs,
+    /// A fio job key given as fio takes it (`--latency_window=50ms`), which `main` hands over
+    /// as `KEY=VALUE` (`fio_globals`): a global, which the job file's sections may set again.
+    #[arg(long = crate::fio_globals::FIO_GLOBAL_FLAG, value_name = "KEY=VALUE", hide = true)]
+    globals: Vec<String>,
 }
 
 pub fn run_fio(args: FioCompatArgs) -> Result<()> {
     let mut run = args.run.run_args()?;
+    run.fio.globals = args
+        .globals
+        .iter()
+        .map(|g| crate::fio_globals::pair(g))
+        .collect();
     run.fio_compat = true;
     run.check_output()?;
     let options = args.run.options()?;

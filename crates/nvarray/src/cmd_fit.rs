@@ -11,8 +11,8 @@ use nvarray_fit::grid::Job;
 
 use crate::cmd_sim::sim_error;
 use crate::emu_args::parse_time_ns;
-use nvarray_sys::input::input_error;
 use crate::progress::Progress;
+use nvarray_sys::input::input_error;
 
 #[derive(Args)]
 #[command(args_conflicts_with_subcommands = true)]
@@ -206,6 +206,11 @@ fn run_collect(c: CollectArgs) -> Result<()> {
             passes,
             name,
         } => {
+            // The collection runs the plan shown above, which the bar is sized for.
+            assert_eq!(total, plan.jobs.len(), "jobs of the plan");
+            assert_eq!(passes, opts.repeat, "passes asked");
+            assert!(index < total, "job {index} of {total}");
+            assert!(pass < passes, "pass {pass} of {passes}");
             bar.set((pass * total + index) as u64 + 1, 0.0);
             bar.set_message(if passes > 1 {
                 format!("{name} (pass {} of {passes})", pass + 1)
@@ -221,6 +226,11 @@ fn run_collect(c: CollectArgs) -> Result<()> {
     })
     .with_context(|| format!("collecting on {}", target.path.display()))?;
     bar.finish();
+    assert_eq!(
+        manifest.jobs.len(),
+        plan.jobs.len(),
+        "a record for every job of the plan"
+    );
     print_collected(&manifest, &opts.out);
     Ok(())
 }
@@ -324,6 +334,7 @@ fn run_fit(f: FitRun) -> Result<()> {
     )
     .map_err(input_error)?;
     bar.finish();
+    assert_eq!(report.jobs.len(), jobs.len(), "a fitted row for every job");
     let shown = dir.display().to_string();
     let today = humantime::format_rfc3339_seconds(std::time::SystemTime::now()).to_string();
     let name = out
@@ -376,7 +387,11 @@ fn run_simulate(a: SimulateArgs) -> Result<()> {
         state ^= state << 13;
         state ^= state >> 7;
         state ^= state << 17;
-        ((state >> 11) as f64 / (1u64 << 53) as f64 * 2.0 - 1.0) * a.noise
+        // xorshift never reaches 0 from a state that is not.
+        debug_assert_ne!(state, 0, "xorshift state");
+        let share = ((state >> 11) as f64 / (1u64 << 53) as f64 * 2.0 - 1.0) * a.noise;
+        debug_assert!(share.abs() <= a.noise, "noise {share} past ±{}", a.noise);
+        share
     };
     let jobs = grid::full_grid();
     let bar = Progress::new("simulating", jobs.len() as u64);
@@ -395,6 +410,13 @@ fn run_simulate(a: SimulateArgs) -> Result<()> {
         });
     }
     bar.finish();
+    assert_eq!(records.len(), jobs.len(), "a job file for every grid job");
+    // Grid jobs have distinct names, so no job's file overwrote another's.
+    let mut files = std::collections::HashSet::new();
+    debug_assert!(
+        records.iter().all(|r| files.insert(r.file.as_str())),
+        "two grid jobs wrote one file"
+    );
     let steady_state = if a.steady_state {
         let iops = simulated_steady(&text, &overrides, &device, a.size)? * (1.0 + noise());
         Some(SteadyState {
@@ -445,6 +467,8 @@ fn simulated_job(
     };
     let (workload, report) =
         nvarray_fit::simulate::sized_run(device, job, &guess, size).map_err(sim_error)?;
+    // The noise goes into fio's first job: a grid job is one.
+    assert_eq!(workload.jobs.len(), 1, "jobs of grid job {}", job.name());
     let mut out = nvarray_present::fio_output::report(&workload, &report, &[99.0], true);
     for dir in ["read", "write"] {
         let d = &mut out["jobs"][0][dir];

@@ -135,6 +135,12 @@ pub fn run(args: MountArgs) -> Result<()> {
 
 /// What is mounted and how to use it.
 fn print_usage(config: &DeviceConfig, disk: &Path, size_bytes: u64, backing: &str) -> String {
+    // The file is the device, cut to whole blocks.
+    assert!(
+        size_bytes <= config.memory.capacity_bytes,
+        "a file of {size_bytes} bytes on a device of {}",
+        config.memory.capacity_bytes
+    );
     let disk = disk.display();
     let mut s = String::new();
     let _ = writeln!(s, "device   {}", table::device_line(config));

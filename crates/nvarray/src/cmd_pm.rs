@@ -109,6 +109,7 @@ fn clean(a: CleanArgs) -> anyhow::Result<()> {
         nvarray_pm::list_state_files(&a.nvm_dir)?
     };
     let (mut removed, mut freed, mut kept) = (0u64, 0u64, 0u64);
+    let total = candidates.len() as u64;
     for s in candidates {
         if named && !s.status.removable(a.discard_commits) {
             // The library words the refusal, with what to do about it.
@@ -121,6 +122,13 @@ fn clean(a: CleanArgs) -> anyhow::Result<()> {
             kept += 1;
             continue;
         }
+        // `clean` never removes a state file in use or awaiting recovery.
+        assert!(
+            !matches!(s.status, StateStatus::InUse(_) | StateStatus::NeedsRecovery),
+            "{} is removable as {}",
+            s.path.display(),
+            s.status
+        );
         if a.dry_run {
             println!("would remove {}", line(&s));
             continue;
@@ -139,7 +147,9 @@ fn clean(a: CleanArgs) -> anyhow::Result<()> {
             }
         }
     }
+    assert!(!a.dry_run || removed == 0, "a dry run removed {removed}");
     if !a.dry_run {
+        assert_eq!(removed + kept, total, "state files removed or kept");
         eprintln!(
             "removed {removed} state file(s), {}; kept {kept}",
             mib(freed)

@@ -314,6 +314,7 @@ fn run_ycsb(a: YcsbArgs) -> anyhow::Result<()> {
         results.push(r);
     }
     progress.finish();
+    assert_eq!(results.len(), sizes.len(), "a result for every size");
     if let Some(sweep) = a.sweep {
         let name = match sweep {
             Sweep::LogSize => "log size (MiB)",

@@ -14,13 +14,13 @@ use std::time::Instant;
 use anyhow::Context as _;
 use clap::Args;
 use nvarray_present::plot::{write_bars, write_chart, Bars, Chart, ChartError, Series};
+use nvarray_repro::machine::{self, MachineRunner};
 use nvarray_repro::report::{self, FigureResult, Header, PlotData};
 use nvarray_repro::spec::Experiment;
-use nvarray_repro::machine::{self, MachineRunner};
 use nvarray_repro::{evaluate, seeds, Seed, Verdict};
 
-use nvarray_sys::input::input_error;
 use crate::progress::Progress;
+use nvarray_sys::input::input_error;
 
 #[derive(Args, Debug)]
 pub struct ReproArgs {
@@ -149,11 +149,18 @@ fn parse_seeds(names: &[String]) -> anyhow::Result<Vec<nvarray_repro::Figure>> {
             chosen.push(seed);
         }
     }
-    Ok(chosen
+    let figures: Vec<nvarray_repro::Figure> = chosen
         .into_iter()
         .flat_map(seeds::figures)
         .chain(studies.into_iter().flat_map(|(_, f)| f))
-        .collect())
+        .collect();
+    // Each figure once: its plots are files named by its id.
+    let mut ids = std::collections::HashSet::new();
+    assert!(
+        figures.iter().all(|f| ids.insert(f.id)),
+        "a figure chosen twice"
+    );
+    Ok(figures)
 }
 
 pub fn run(args: ReproArgs) -> anyhow::Result<()> {
@@ -187,11 +194,14 @@ pub fn run(args: ReproArgs) -> anyhow::Result<()> {
     let mut runner = MachineRunner::new(&exe, &args.out, args.sim_only);
     let total = nvarray_repro::run::experiments(&figures).len() as u64;
     let bar = Progress::new("reproducing", total.max(1));
-    let results = evaluate(&figures, &mut runner, &mut |done, _, command| {
+    let results = evaluate(&figures, &mut runner, &mut |done, of, command| {
+        assert_eq!(of as u64, total, "experiments the bar counts");
+        assert!(done <= of, "experiment {done} of {of}");
         bar.set(done as u64, 0.0);
         bar.set_message(shorten(command, 60));
     });
     bar.finish();
+    assert_eq!(results.len(), figures.len(), "a result for every figure");
     let header = Header {
         version: env!("CARGO_PKG_VERSION").to_string(),
         commit: machine::commit(&exe),
@@ -233,12 +243,15 @@ pub fn run(args: ReproArgs) -> anyhow::Result<()> {
 }
 
 fn shorten(text: &str, max: usize) -> String {
-    if text.chars().count() <= max {
+    assert!(max > 0, "no room for the ellipsis");
+    let short = if text.chars().count() <= max {
         text.to_string()
     } else {
         let cut: String = text.chars().take(max - 1).collect();
         format!("{cut}…")
-    }
+    };
+    debug_assert!(short.chars().count() <= max, "{short:?} over {max}");
+    short
 }
 
 /// One line per figure, then the totals and where the report is.
@@ -273,6 +286,12 @@ fn summary(results: &[FigureResult], out: &Path, seconds: f64) -> String {
             ));
         }
     }
+    // Every row has one verdict, so the totals count every row.
+    assert_eq!(
+        totals.iter().sum::<usize>(),
+        results.iter().map(|f| f.rows.len()).sum::<usize>(),
+        "rows in the totals"
+    );
     let names = ["within", "OUTSIDE", "differs", "measured", "not run"];
     let totals: Vec<String> = totals
         .iter()
@@ -394,6 +413,10 @@ fn stacked_groups(bars: &[(String, Vec<(String, f64)>)]) -> (Vec<String>, BarGro
             (name.clone(), values)
         })
         .collect();
+    debug_assert!(
+        groups.iter().all(|(_, v)| v.len() == categories.len()),
+        "a group without one value per bar"
+    );
     (categories, groups)
 }
 

@@ -134,6 +134,7 @@ pub fn run(args: ServeArgs) -> Result<()> {
         )),
         _ => None,
     };
+    assert_eq!(nbd.is_some(), listen.is_some(), "NBD without --listen");
     let channels = match channel_socket {
         Some(socket) => Some(Arc::new(
             Daemon::bind(
@@ -169,6 +170,11 @@ fn serve_until_stopped(
     config: &nvarray_model::DeviceConfig,
     fronts: &Fronts,
 ) -> Result<()> {
+    // Without --channels or --vhost-user-blk, NBD listens on its default address.
+    assert!(
+        fronts.nbd.is_some() || fronts.channels.is_some() || fronts.vhost.is_some(),
+        "serving nothing"
+    );
     let mut signals = Signals::new([SIGINT, SIGTERM, SIGUSR1, SIGHUP])
         .context("cannot install signal handlers")?;
     let signals_handle = signals.handle();

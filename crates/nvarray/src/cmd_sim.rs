@@ -5,9 +5,9 @@ use clap::{Args, Subcommand};
 use nvarray_model::DeviceConfig;
 use nvarray_workload::Workload;
 
-use nvarray_sys::input::input_error;
 use crate::progress::Progress;
 use crate::run_args::RunArgs;
+use nvarray_sys::input::input_error;
 
 #[derive(Args)]
 #[command(args_conflicts_with_subcommands = true)]

@@ -148,12 +148,18 @@ impl DeviceThreads {
 
     /// A fixed count, or what `auto` makes of this machine's cores.
     fn fixed_or(self, auto: impl FnOnce(usize) -> usize) -> usize {
-        match self {
+        let threads = match self {
             DeviceThreads::Fixed(n) => n,
             DeviceThreads::Auto => {
                 auto(std::thread::available_parallelism().map_or(1, |n| n.get()))
             }
-        }
+        };
+        // `parse_device_threads` bounds a count; `auto` picks 0 or 1.
+        assert!(
+            threads <= DEVICE_THREADS_MAX,
+            "{threads} device threads ({self})"
+        );
+        threads
     }
 }
 
@@ -215,6 +221,10 @@ pub fn device_with_size(device: &DeviceArgs, size: Option<&str>) -> Result<Devic
     };
     let bytes = parse_size(size).map_err(|e| input_error(format!("--size: {e}")))?;
     device.set.push(format!("{CAPACITY_KEY}={bytes}"));
+    debug_assert!(
+        capacity_set(&device),
+        "--size not read back as the capacity"
+    );
     Ok(device)
 }
 
@@ -327,6 +337,8 @@ struct PrepareProgress {
 impl PrepareProgress {
     fn start(size_bytes: u64) -> PrepareProgress {
         use std::sync::atomic::{AtomicBool, Ordering};
+        // The bar divides by it.
+        assert!(size_bytes > 0, "a device of no bytes to prepare");
         let done = Arc::new(AtomicBool::new(false));
         let seen = Arc::clone(&done);
         let base = resident_bytes();

@@ -12,6 +12,12 @@ use nvarray_present::plot::{write_chart, Chart, ChartError, Series};
 
 /// The report as text.
 pub fn table(fit: &FitReport, manifest: &Manifest, dir: &str) -> String {
+    // The MAPE rows count every job of the table, each once.
+    assert_eq!(
+        fit.training.jobs + fit.held_out.jobs,
+        fit.jobs.len(),
+        "training and held-out jobs of all jobs"
+    );
     let mut s = String::new();
     if manifest.fio_version == "published" {
         let _ = writeln!(

@@ -25,7 +25,10 @@ pub fn bandwidth_path(path: &Path) -> PathBuf {
         Some(ext) => format!("{stem}-bandwidth.{}", ext.to_string_lossy()),
         None => format!("{stem}-bandwidth"),
     };
-    path.with_file_name(name)
+    let bandwidth = path.with_file_name(name);
+    // The second chart must never overwrite the first.
+    assert_ne!(bandwidth, path, "the bandwidth chart is the WAF chart");
+    bandwidth
 }
 
 /// Each interval between samples in which the host wrote: its end (ms of device time), its

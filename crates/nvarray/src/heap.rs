@@ -14,6 +14,12 @@ const MMAP_THRESHOLD_BYTES: libc::c_int = 32 << 20;
 /// Free memory the heap keeps before giving any back.
 const TRIM_THRESHOLD_BYTES: libc::c_int = 256 << 20;
 
+// glibc refuses an mmap threshold above its maximum (4 MiB x sizeof(long) on 64-bit), and a
+// trim threshold below the mmap threshold would give a freed block straight back.
+const _: () =
+    assert!(MMAP_THRESHOLD_BYTES as usize <= 4 * 1024 * 1024 * std::mem::size_of::<libc::c_long>());
+const _: () = assert!(TRIM_THRESHOLD_BYTES >= MMAP_THRESHOLD_BYTES);
+
 /// Tunes the allocator as above; call it before any thread starts.
 pub fn keep_freed_memory() {
     // SAFETY: mallopt only sets glibc's allocator parameters; it is called from `main` before

@@ -16,6 +16,7 @@ mod cmd_repro;
 mod cmd_serve;
 mod cmd_sim;
 mod emu_args;
+mod fio_globals;
 mod fit_report;
 mod ftl_plot;
 mod heap;
@@ -27,7 +28,7 @@ use std::process::ExitCode;
 
 use nvarray_sys::input::InputError;
 
-use clap::{Parser, Subcommand};
+use clap::{CommandFactory, Parser, Subcommand};
 
 /// Simulate, emulate and benchmark storage arrays built from fast non-volatile memories
 /// (PCM, STT-MRAM, 3D XPoint, Z-NAND, flash), after Moneta, OpenExpress and DC Express.
@@ -58,7 +59,10 @@ enum Command {
     /// fio's rules for how a job ends: without `time_based` it ends after moving its `size`
     /// (or `io_size`), or at its `runtime` if that comes first. Options that mean nothing
     /// for a modelled array (`ioengine`, `filename`, `direct=1`, ...) are accepted and noted
-    /// on stderr. Device flags as `nvarray bench` (`--preset`, `--set`, `--size`);
+    /// on stderr. Device flags as `nvarray bench` (`--preset`, `--set`, `--size`). Any other
+    /// fio job key may be given as fio takes it, `--KEY=VALUE` (`--latency_window=50ms`): a
+    /// global, which the job file's sections may set again; the flags listed below apply to
+    /// every job over the file.
     /// `--output-format json|json+` prints fio's JSON. docs/fio.md lists fio's own example job
     /// files and how each runs here.
     Fio(Box<cmd_bench::FioCompatArgs>),
@@ -136,7 +140,18 @@ fn main() -> ExitCode {
     unsafe {
         libc::signal(libc::SIGPIPE, libc::SIG_DFL);
     }
-    let cli = Cli::parse();
+    let command = Cli::command();
+    let fio_flags: Vec<String> = command
+        .find_subcommand("fio")
+        .into_iter()
+        .flat_map(|fio| fio.get_arguments())
+        .flat_map(|a| a.get_long_and_visible_aliases().unwrap_or_default())
+        .map(str::to_string)
+        .collect();
+    let cli = Cli::parse_from(fio_globals::rewrite(
+        std::env::args_os().collect(),
+        &fio_flags,
+    ));
     if matches!(cli.command, Command::Sim(_) | Command::Fit(_)) {
         heap::keep_freed_memory();
     }

@@ -15,6 +15,10 @@ impl Progress {
     /// A bar of `steps` runs; `verb` says what is happening ("sweeping", "emulating").
     pub fn new(verb: &str, steps: u64) -> Self {
         assert!(steps > 0);
+        assert!(
+            steps <= u64::MAX / TICKS_PER_STEP,
+            "{steps} steps overflow the bar"
+        );
         let template = format!(
             "{{spinner}} {verb} {{msg}} [{{bar:30}}] {{percent}}%, {{elapsed}} elapsed, ~{{eta}} left"
         );
@@ -38,8 +42,13 @@ impl Progress {
         } else {
             0.0
         };
-        self.bar
-            .set_position(step * TICKS_PER_STEP + (fraction * TICKS_PER_STEP as f64) as u64);
+        let position = step * TICKS_PER_STEP + (fraction * TICKS_PER_STEP as f64) as u64;
+        // Step `steps` at fraction 0 is the end: all done.
+        debug_assert!(
+            position <= self.bar.length().unwrap_or(u64::MAX),
+            "step {step} ({fraction}) past the bar's end"
+        );
+        self.bar.set_position(position);
     }
 
     /// `steps` (with a fraction) are done: for steps that run side by side.

@@ -26,6 +26,11 @@ pub fn run(spec: &SweepSpec, run: &RunArgs, engine: &Engine<'_>) -> Result<()> {
         ftl_plot: run.ftl_plot.is_some(),
     };
     let swept = nvarray_sweep::run(spec, &caller, engine)?;
+    // The sweep refuses --ftl-plot with --shard before any point runs.
+    assert!(
+        swept.whole || run.ftl_plot.is_none(),
+        "--ftl-plot let through for a shard"
+    );
     match &run.ftl_plot {
         Some(path) if swept.whole => write_ftl_plot(path, &swept.grid, &swept.lines),
         _ => Ok(()),
@@ -63,6 +68,11 @@ impl Bar {
 
 impl Watch for Bar {
     fn start(&self, points: usize, at_a_time: usize) {
+        assert!(at_a_time > 0, "{points} points, none at a time");
+        assert!(
+            at_a_time <= points,
+            "{at_a_time} points at a time of {points}"
+        );
         let bar = Progress::new("sweeping", points as u64);
         bar.set_message(format!("{points} points, {at_a_time} at a time"));
         *self.0.lock().unwrap_or_else(|e| e.into_inner()) = Some(bar);
@@ -86,6 +96,11 @@ fn write_ftl_plot(path: &Path, grid: &Grid, lines: &[PointLine]) -> Result<()> {
         page_bytes: u32,
         samples: Vec<nvarray_model::FtlSample>,
     }
+    // One curve per point: the sweep returns each point's line once, in grid order.
+    debug_assert!(
+        lines.windows(2).all(|w| w[0].point < w[1].point),
+        "the sweep's points out of grid order"
+    );
     let curves: Vec<crate::ftl_plot::Curve> = lines
         .iter()
         .filter_map(|l| {
@@ -100,6 +115,8 @@ fn write_ftl_plot(path: &Path, grid: &Grid, lines: &[PointLine]) -> Result<()> {
     if curves.is_empty() {
         return Err(input_error(NO_FTL_TO_PLOT));
     }
-    let title = format!("sweep of {}", grid.file_stem().trim_start_matches("sweep-"));
+    let stem = grid.file_stem();
+    debug_assert!(stem.starts_with("sweep-"), "a sweep's file stem {stem}");
+    let title = format!("sweep of {}", stem.trim_start_matches("sweep-"));
     crate::ftl_plot::write(path, &title, &curves)
 }

@@ -2,8 +2,8 @@
 //! `write_iolog`, and by nvarray's request generator.
 //!
 //! - `random_distribution`, 10^6 requests each: the offset histograms (64 buckets over the
-//!   file) agree within 1 % of the requests in every bucket; `pareto` and `normal`, which
-//!   nvarray draws as fio does, agree request for request.
+//!   file) agree within 1 % of the requests in every bucket; `zipf`, `pareto` and `normal`,
+//!   which nvarray draws as fio does, agree request for request.
 //! - `rw=...:N` and `rw_sequencer`: sequential gaps and backward reads give fio's offsets
 //!   exactly; random runs have fio's shape (a jump every N requests, continuations between).
 
@@ -127,8 +127,11 @@ fn zoned_and_zoned_abs_spread_requests_as_fio_does() {
 }
 
 #[test]
-fn pareto_and_normal_give_fios_offsets_request_for_request() {
+fn zipf_pareto_and_normal_give_fios_offsets_request_for_request() {
     for distribution in [
+        "zipf:1.2",
+        "zipf:0.8",
+        "zipf:2.5:0.5",
         "pareto:0.2",
         "pareto:0.9",
         "normal",

@@ -867,3 +867,54 @@ fn every_verify_kind_checks_what_the_writes_made() {
         assert_eq!(verified, Some(8192), "{verify}: {r:#}");
     }
 }
+
+/// `nvarray fio` takes any fio job key on its command line, as fio does: a global that every
+/// job of the file starts from and a section may set again (issue 62). A key that is not
+/// fio's is still refused, and a bad value names its flag.
+#[test]
+fn nvarray_fio_takes_any_job_key_as_a_global() {
+    let dir = tempfile::tempdir().unwrap();
+    let job = dir.path().join("two.fio");
+    std::fs::write(
+        &job,
+        "[global]\nrw=randread\nsize=16m\nnumber_ios=500\n[a]\n[b]\nstonewall\nlatency_window=1s\n",
+    )
+    .unwrap();
+    let job = job.to_str().unwrap();
+    let out = nvarray(&[
+        "fio",
+        "--engine",
+        "sim",
+        "--latency_target=100us",
+        "--latency_window=50ms",
+        job,
+        "--output-format=json",
+    ]);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "{stderr}");
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    let json: serde_json::Value =
+        serde_json::from_str(&stdout[stdout.find('{').unwrap()..]).expect("fio's JSON");
+    let option = |job: usize, key: &str| json["jobs"][job]["job options"][key].clone();
+    assert_eq!(option(0, "latency_window"), "50ms");
+    assert_eq!(
+        option(1, "latency_window"),
+        "1s",
+        "the section sets it again"
+    );
+    assert_eq!(option(0, "latency_target"), option(1, "latency_target"));
+    assert_eq!(option(1, "latency_target"), "100us");
+
+    let refused = nvarray(&["fio", "--engine", "sim", "--latency_window=soon", job]);
+    assert_eq!(refused.status.code(), Some(2));
+    assert!(
+        String::from_utf8_lossy(&refused.stderr).contains("latency_window"),
+        "{}",
+        String::from_utf8_lossy(&refused.stderr)
+    );
+    let unknown = nvarray(&["fio", "--engine", "sim", "--not_a_fio_key=1", job]);
+    assert_eq!(unknown.status.code(), Some(2));
+    // `nvarray bench` keeps its own flags only.
+    let bench = nvarray(&["bench", "--engine", "sim", "--latency_window=50ms"]);
+    assert_eq!(bench.status.code(), Some(2));
+}

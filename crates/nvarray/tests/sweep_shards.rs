@@ -334,6 +334,41 @@ fn a_rerun_resumes_its_sweep_and_never_empties_another_ones() {
     assert!(!rewritten.contains(first));
 }
 
+/// A resumed sweep refuses a line edited to name a point outside its grid, or another grid,
+/// with exit 2 and the file left as it was, where it used to panic indexing the grid.
+#[test]
+fn a_resumed_sweep_refuses_an_edited_line_without_a_panic() {
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("run");
+    let lines = dir.path().join("run.jsonl");
+    ok(small(&["--out", path(&out)]));
+    let first: Value = serde_json::from_str(
+        std::fs::read_to_string(&lines)
+            .unwrap()
+            .lines()
+            .next()
+            .unwrap(),
+    )
+    .unwrap();
+    let mut past_the_grid = first.clone();
+    past_the_grid["point"] = 7.into();
+    let mut other_grid = first.clone();
+    other_grid["grid"][0]["values"] = serde_json::json!(["4k", "8k", "16k"]);
+    other_grid["points"] = 3.into();
+    for (what, edited) in [
+        ("past the grid", past_the_grid),
+        ("another grid", other_grid),
+    ] {
+        let text = format!("{edited}\n");
+        std::fs::write(&lines, &text).unwrap();
+        let o = small(&["--out", path(&out)]);
+        assert_eq!(o.status.code(), Some(2), "{what}: {}", stderr(&o));
+        assert!(!stderr(&o).contains("panicked"), "{what}: {}", stderr(&o));
+        assert!(stderr(&o).contains("edited"), "{what}: {}", stderr(&o));
+        assert_eq!(std::fs::read_to_string(&lines).unwrap(), text, "{what}");
+    }
+}
+
 /// Writes an fio iolog (version 2) of `reads` 4 KiB reads.
 fn iolog(path: &Path, reads: usize) {
     let mut text = String::from("fio version 2 iolog\n/dev/x add\n/dev/x open\n");

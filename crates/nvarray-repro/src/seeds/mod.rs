@@ -10,12 +10,31 @@ use crate::spec::{Figure, Seed};
 
 /// The figures of one seed.
 pub fn figures(seed: Seed) -> Vec<Figure> {
-    match seed {
+    let figures = match seed {
         Seed::Moneta => moneta::figures(),
         Seed::OpenExpress => openexpress::figures(),
         Seed::DcExpress => dc_express::figures(),
         Seed::Vnvml => vnvml::figures(),
         Seed::StorageFuture => storage_future::figures(),
+    };
+    for f in &figures {
+        assert_eq!(f.seed, seed, "figure {} is filed under {seed}", f.id);
+        check_row_ids(f);
+    }
+    figures
+}
+
+/// Every row's id is `<figure>.<row>` (`spec::Row::id`), so scripts can find a row's figure.
+fn check_row_ids(figure: &Figure) {
+    for row in &figure.rows {
+        assert!(
+            row.id
+                .strip_prefix(figure.id)
+                .is_some_and(|rest| rest.starts_with('.')),
+            "row {} is not under its figure {}",
+            row.id,
+            figure.id
+        );
     }
 }
 
@@ -29,15 +48,17 @@ pub const STUDIES: [(&str, &str); 1] = [(
 
 /// The figures of the study named `name` (`STUDIES`).
 pub fn study(name: &str) -> Option<Vec<Figure>> {
-    match name {
-        "vnvml-sqlite" => Some(vec![vnvml::sqlite_figure()]),
-        _ => None,
-    }
+    let figures = match name {
+        "vnvml-sqlite" => vec![vnvml::sqlite_figure()],
+        _ => return None,
+    };
+    figures.iter().for_each(check_row_ids);
+    Some(figures)
 }
 
 /// Every figure, seed by seed, and the studies'.
 pub fn all() -> Vec<Figure> {
-    Seed::ALL
+    let all: Vec<Figure> = Seed::ALL
         .into_iter()
         .flat_map(figures)
         .chain(
@@ -45,5 +66,20 @@ pub fn all() -> Vec<Figure> {
                 .iter()
                 .flat_map(|(name, _)| study(name).unwrap_or_default()),
         )
-        .collect()
+        .collect();
+    // A figure's id is its anchor in the report and the name of its plot (`<id>.svg`), a
+    // row's id what scripts look it up by: each must be one of a kind.
+    let mut figure_ids = std::collections::HashSet::new();
+    let mut row_ids = std::collections::HashSet::new();
+    for f in &all {
+        assert!(figure_ids.insert(f.id), "two figures are named {}", f.id);
+        for row in &f.rows {
+            assert!(
+                row_ids.insert(row.id.as_str()),
+                "two rows are named {}",
+                row.id
+            );
+        }
+    }
+    all
 }

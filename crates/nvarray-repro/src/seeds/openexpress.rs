@@ -96,6 +96,13 @@ fn decomposition() -> Figure {
                  expect: Expect,
                  text: &'static str,
                  source: Source| {
+        // The row runs `MEDIA[media]` in `mode`: its words must name the same medium and mode.
+        assert!(
+            what.contains(MEDIA[media].0),
+            "{id}: \"{what}\" does not name {}",
+            MEDIA[media].0
+        );
+        assert!(what.contains(mode), "{id}: \"{what}\" does not name {mode}");
         Row {
             id: format!("openexpress-decomposition.{id}"),
             what: what.to_string(),
@@ -166,6 +173,10 @@ fn microbenchmarks() -> Figure {
         row("write-16k", "16 KiB random writes", "GB/s", (Some(4.7), "4.7 GB/s", SIXTEEN_K_WRITES), oe("randwrite", "16k"), of(gb_per_s), Expect::Within(0.10)),
         row("write-16k-latency", "16 KiB random writes, latency", "us", (Some(258.0), "258 us", SIXTEEN_K_WRITES), oe("randwrite", "16k"), of(mean_us), Expect::Within(0.10)),
     ];
+    assert_eq!(
+        rows[5].id, "openexpress-microbench.write-16k",
+        "the note is the 16 KiB writes'"
+    );
     rows[5].note = Some("Writes are slower than reads because each page's data is fetched by a DMA read from the host (a round trip) while the backend's four DMA contexts wait; reads' data leaves as posted writes.");
     Figure {
         id: "openexpress-microbench",

@@ -35,6 +35,12 @@ fn ycsb(log: &str, cache: &str, seed: &str) -> Experiment {
 /// (the applier, the write-back): each figure is the median over three key seeds, the two
 /// sides of a ratio alternating.
 const SEEDS: [&str; 3] = ["1", "2", "3"];
+// `median` takes the middle of the sorted values: with an even count it would take the upper
+// of the two middle ones instead.
+const _: () = assert!(
+    SEEDS.len() % 2 == 1,
+    "a median needs an odd number of seeds"
+);
 
 fn median(mut xs: Vec<f64>) -> Option<f64> {
     xs.retain(|x| x.is_finite());

@@ -95,7 +95,17 @@ impl DepthSearch {
         if now_ns.saturating_sub(self.window_start_ns) < self.window_ns {
             return DepthStep::Go;
         }
+        assert!(
+            completed >= self.window_first,
+            "{completed} completed, the window began at {}",
+            self.window_first
+        );
         let ios = completed - self.window_first;
+        assert!(
+            self.failed <= ios,
+            "{} of the window's {ios} requests missed the target",
+            self.failed
+        );
         // 0 of 0 is not a success (fio's NaN).
         let met = ios > 0 && 100.0 * (ios - self.failed) as f64 / ios as f64 >= self.percentile;
         if !met {
@@ -122,6 +132,12 @@ impl DepthSearch {
             self.depth.saturating_mul(2)
         }
         .min(self.iodepth);
+        assert!(
+            (1..=self.iodepth).contains(&self.depth),
+            "depth {} outside 1..={}",
+            self.depth,
+            self.iodepth
+        );
         self.new_window(now_ns, completed);
         if !self.keep_searching && self.depth == before {
             if self.final_run {
@@ -141,6 +157,8 @@ impl DepthSearch {
     }
 
     fn step_down(&mut self) {
+        // At depth 1 a miss ends the job or starts the window again (`completed`, `check`).
+        assert!(self.depth > 1, "stepped down from depth {}", self.depth);
         self.high = self.depth;
         if self.depth == self.low {
             self.low -= 1;

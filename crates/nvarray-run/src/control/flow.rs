@@ -25,6 +25,7 @@ pub(crate) struct FlowGroups(HashMap<u32, Arc<FlowGroup>>);
 impl FlowGroups {
     /// Registers a thread of weight `weight` (1..) in flow `id`.
     pub(crate) fn join(&mut self, id: u32, weight: u32) -> FlowMember {
+        assert!(weight > 0, "a thread of weight 0 joined flow {id}");
         let group = self
             .0
             .entry(id)
@@ -77,10 +78,24 @@ impl FlowMember {
     pub(crate) fn leave(&mut self) {
         if !self.left {
             self.left = true;
-            self.group.counter.fetch_sub(self.count, Ordering::Relaxed);
-            self.group
+            // The counter is 1 plus the requests of the members still in the flow.
+            let counter = self.group.counter.fetch_sub(self.count, Ordering::Relaxed);
+            assert!(
+                counter > self.count,
+                "flow {}: a member of {} requests leaves a counter of {counter}",
+                self.id,
+                self.count
+            );
+            let total = self
+                .group
                 .total_weight
                 .fetch_sub(self.weight, Ordering::Relaxed);
+            assert!(
+                total >= self.weight,
+                "flow {}: a member of weight {} leaves a total weight of {total}",
+                self.id,
+                self.weight
+            );
         }
     }
 }

@@ -65,6 +65,17 @@ impl SteadyWatch {
         if self.attained {
             return true;
         }
+        assert!(
+            now_ns >= self.start_ns,
+            "sampled at {now_ns} ns, before the watch's start at {} ns",
+            self.start_ns
+        );
+        assert!(
+            counts.ios >= self.prev.ios,
+            "the job's requests went from {} to {}",
+            self.prev.ios,
+            counts.ios
+        );
         let elapsed = now_ns.saturating_sub(self.prev_ns).max(1);
         let ramp_over = now_ns - self.start_ns >= self.spec.ramp_ns + self.spec.interval_ns
             || self.spec.ramp_ns == 0;

@@ -120,6 +120,7 @@ impl Steering {
         measured: bool,
     ) -> Result<bool, TargetMissedAtDepthOne> {
         self.completed += 1;
+        debug_assert!(self.completed <= self.issued, "more completed than issued");
         let mut done = false;
         if let Some(depth) = &mut self.depth {
             if depth.completed(latency_ns)? == DepthStep::Drain {
@@ -153,6 +154,7 @@ impl Steering {
 
     /// The thread's last request completed at `t` while it held: what it does now.
     pub(crate) fn drained(&mut self, t: u64) -> Resume {
+        debug_assert!(self.hold.any(), "drained without holding");
         let hold = std::mem::take(&mut self.hold);
         if hold.new_window || hold.final_run {
             if let Some(depth) = &mut self.depth {

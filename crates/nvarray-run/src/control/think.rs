@@ -27,7 +27,7 @@ pub(crate) struct Thinker {
 impl Thinker {
     /// The policy of a thread of `job` starting at `start_ns`; `None` without a think time.
     pub(crate) fn of(job: &JobSpec, start_ns: u64) -> Option<Thinker> {
-        (job.thinktime_ns > 0).then(|| Thinker {
+        let thinker = (job.thinktime_ns > 0).then(|| Thinker {
             think_ns: job.thinktime_ns,
             spin_ns: job.think_spin_ns(),
             blocks: job.think.blocks_or_default(),
@@ -36,7 +36,8 @@ impl Thinker {
             iotime_ns: job.think.iotime_ns,
             last_blocks: 0,
             last_think_ns: start_ns,
-        })
+        })?;
+        Some(thinker)
     }
 
     /// The thread starts at `start_ns` (`thinktime_iotime` counts from then).
@@ -56,6 +57,7 @@ impl Thinker {
             }
         }
         let b = if self.count_issued { issued } else { completed };
+        debug_assert!(b >= self.last_blocks, "request count went back");
         if b >= self.last_blocks + self.blocks {
             stall = true;
         }

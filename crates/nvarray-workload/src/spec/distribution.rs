@@ -25,11 +25,16 @@ pub const SEQUENCE_MAX: usize = 64;
 pub enum Distribution {
     /// `random`: every aligned offset equally likely.
     Uniform,
-    /// `zipf:THETA`: the k-th hottest block is hit with probability proportional to
-    /// `1 / k^theta`; the hot blocks are scattered over the region, not packed at its start.
+    /// `zipf:THETA[:CENTER]`: the k-th hottest range is hit with probability about
+    /// `1 / k^theta`, drawn as fio draws it (Gray et al.'s approximation, scattered over the
+    /// region by fio's hash), draw for draw as fio places them.
     Zipf {
-        /// Skew, in `(0, ZIPF_THETA_MAX]`; larger is more skewed. 1.0 is accepted.
+        /// Skew, in `(0, ZIPF_THETA_MAX]` but not 1 (fio refuses 1: its generator divides by
+        /// `1 - theta`); larger is more skewed.
         theta: f64,
+        /// Where the hottest range sits, as a fraction of the region (`None`: fio's seeded
+        /// position).
+        center: Option<f64>,
     },
     /// `pareto[:H[:CENTER]]`: fio's Pareto ranks (`H` in `(0, 1)`, default 0.2: smaller is
     /// more skewed), scattered over the region by fio's hash, draw for draw as fio places them.
@@ -73,7 +78,7 @@ impl fmt::Display for Distribution {
         let center = |c: &Option<f64>| c.map(|c| format!(":{c}")).unwrap_or_default();
         match self {
             Distribution::Uniform => f.write_str("random"),
-            Distribution::Zipf { theta } => write!(f, "zipf:{theta}"),
+            Distribution::Zipf { theta, center: c } => write!(f, "zipf:{theta}{}", center(c)),
             Distribution::Pareto { h, center: c } => write!(f, "pareto:{h}{}", center(c)),
             Distribution::Normal {
                 dev_percent,
@@ -101,7 +106,7 @@ impl fmt::Display for Distribution {
 impl FromStr for Distribution {
     type Err = WorkloadError;
 
-    /// Parses fio 3.33's values: `random`, `zipf:THETA`, `pareto[:H[:CENTER]]`,
+    /// Parses fio 3.33's values: `random`, `zipf:THETA[:CENTER]`, `pareto[:H[:CENTER]]`,
     /// `normal[:DEV[:CENTER]]` (or `gauss`, which fio accepts only for `file_service_type`),
     /// `zoned:A/S[:A/S...]` and `zoned_abs:A/SIZE[:A/SIZE...]`.
     fn from_str(s: &str) -> Result<Self, Self::Err> {
@@ -120,8 +125,8 @@ impl FromStr for Distribution {
         let distribution = match name {
             "random" if rest.is_empty() => Distribution::Uniform,
             "zipf" => {
-                let theta = rest.trim().parse().map_err(|_| bad(&theta_range()))?;
-                Distribution::Zipf { theta }
+                let (theta, center) = value_and_center(rest, f64::NAN).map_err(|why| bad(&why))?;
+                Distribution::Zipf { theta, center }
             }
             "pareto" => {
                 let (h, center) = value_and_center(rest, 0.2).map_err(|why| bad(&why))?;
@@ -167,7 +172,6 @@ fn parse_sequence(list: &str) -> Result<Distribution, String> {
             blocks.len()
         ));
     }
-    assert!(!blocks.is_empty(), "a sequence of no blocks parsed");
     Ok(Distribution::Sequence(blocks))
 }
 
@@ -271,16 +275,23 @@ pub(super) fn theta_range() -> String {
 pub(super) fn check_distribution(distribution: &Distribution) -> Result<(), String> {
     let center_ok = |c: &Option<f64>| c.is_none_or(|c| (0.0..=1.0).contains(&c));
     match distribution {
-        Distribution::Zipf { theta } if !(*theta > 0.0 && *theta <= ZIPF_THETA_MAX) => {
+        Distribution::Zipf { theta, .. } if !(*theta > 0.0 && *theta <= ZIPF_THETA_MAX) => {
             Err(theta_range())
         }
+        Distribution::Zipf { theta, .. } if *theta == 1.0 => Err(
+            "zipf theta must not be 1, as fio refuses it (its generator divides by 1 - theta): \
+             give 0.99 or 1.01"
+                .to_string(),
+        ),
         Distribution::Pareto { h, .. } if !(*h > 0.0 && *h < 1.0) => {
             Err("pareto h must be in (0, 1)".to_string())
         }
         Distribution::Normal { dev_percent, .. } if !(0.0..100.0).contains(dev_percent) => {
             Err("normal's deviation must be a percentage in [0, 100)".to_string())
         }
-        Distribution::Pareto { center, .. } | Distribution::Normal { center, .. }
+        Distribution::Zipf { center, .. }
+        | Distribution::Pareto { center, .. }
+        | Distribution::Normal { center, .. }
             if !center_ok(center) =>
         {
             Err("the center must be a fraction of the region in [0, 1]".to_string())
@@ -302,7 +313,7 @@ mod tests {
         for text in [
             "random",
             "zipf:1.2",
-            "zipf:1",
+            "zipf:0.8:0.25",
             "pareto:0.2",
             "pareto:0.9:0.5",
             "normal:5",

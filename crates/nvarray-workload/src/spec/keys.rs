@@ -1218,23 +1218,29 @@ mod tests {
             "random_distribution",
             "zipf:1.2",
             Ok(JobSpec {
-                random_distribution: Distribution::Zipf { theta: 1.2 },
+                random_distribution: Distribution::Zipf {
+                    theta: 1.2,
+                    center: None,
+                },
                 ..d()
             }),
         );
         check(
             "random_distribution",
             "zipf:1",
-            Ok(JobSpec {
-                random_distribution: Distribution::Zipf { theta: 1.0 },
-                ..d()
-            }),
+            Err(
+                "random_distribution: zipf theta must not be 1, as fio refuses it (its generator \
+                 divides by 1 - theta): give 0.99 or 1.01, got 'zipf:1'",
+            ),
         );
         check(
             "random_distribution",
             "zipf:100",
             Ok(JobSpec {
-                random_distribution: Distribution::Zipf { theta: 100.0 },
+                random_distribution: Distribution::Zipf {
+                    theta: 100.0,
+                    center: None,
+                },
                 ..d()
             }),
         );

@@ -147,6 +147,14 @@ impl JobSpec {
         if let Some(name) = &self.wait_for {
             put("wait_for", name.clone());
         }
+        // Each key once: a key written twice would be set twice, the second value winning,
+        // and fio's JSON would list it twice.
+        assert!(
+            out.iter()
+                .enumerate()
+                .all(|(i, (k, _))| out[..i].iter().all(|(other, _)| other != k)),
+            "a key written back twice: {out:?}"
+        );
         out
     }
 }

@@ -544,7 +544,10 @@ mod tests {
         );
         check_validate(
             JobSpec {
-                random_distribution: Distribution::Zipf { theta: -1.0 },
+                random_distribution: Distribution::Zipf {
+                    theta: -1.0,
+                    center: None,
+                },
                 ..d()
             },
             gib,

@@ -212,19 +212,14 @@ pub(crate) fn parse_line<'a>(
     if line.is_empty() || line.starts_with('#') {
         return Ok((Line::Nothing, None));
     }
-    let parsed = match format {
+    match format {
         TraceFormat::Blkparse => blkparse(line),
         TraceFormat::IologV2 => iolog(line, false, state),
         TraceFormat::IologV3 => iolog(line, true, state),
         TraceFormat::Msr => msr(line),
         TraceFormat::Fiu => fiu(line),
         TraceFormat::Csv => csv(line),
-    };
-    if let Ok((Line::Request(r), _)) = &parsed {
-        // A zero-length request is skipped as empty (`request`), never handed on.
-        debug_assert!(r.len_bytes > 0, "a {format:?} request of no bytes");
     }
-    parsed
 }
 
 /// The first `N` fields of `line` split by `split`, trimmed, without allocating (a trace has
@@ -341,7 +336,6 @@ fn seconds_to_ns(text: &str) -> Option<u64> {
 
 /// A request in `unit`-byte units, its length 0 skipped, its end checked against `u64`.
 fn request(time_ns: u64, op: Direction, at: u64, len: u64, unit: u64) -> Result<Line, String> {
-    debug_assert!(unit > 0, "a trace unit of no bytes");
     if len == 0 {
         return Ok(Line::Skip(Skipped::Empty));
     }

@@ -578,15 +578,6 @@ impl TraceFeed {
         self.origin_ns = None;
         self.latest_ns = 0;
         self.pass += 1;
-        assert!(
-            match self.loops {
-                Loops::Count(n) => self.pass < n,
-                Loops::UntilStopped => true,
-            },
-            "pass {} begun past the loops asked for ({:?})",
-            self.pass + 1,
-            self.loops
-        );
         self.pass_requests = 0;
         self.pass_base_ns = self.last_due_ns;
         self.report.passes = self.pass + 1;

@@ -51,7 +51,9 @@ pub fn density(text: &str) -> Density {
             at += 1;
             continue;
         }
-        let end = (at..bytes.len()).find(|&i| !is_ident(bytes[i])).unwrap_or(bytes.len());
+        let end = (at..bytes.len())
+            .find(|&i| !is_ident(bytes[i]))
+            .unwrap_or(bytes.len());
         if bytes.get(end) == Some(&b'!') && ASSERTIONS.contains(&&kept[at..end]) {
             assertions += 1;
         }
