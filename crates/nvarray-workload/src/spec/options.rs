@@ -50,6 +50,20 @@ impl JobSpec {
     /// gives this job back (its name aside, which is the section's). `nvarray fio`'s
     /// `ends_by_size` without `runtime=0` is the one setting no key writes.
     pub fn fio_options(&self) -> Vec<(&'static str, String)> {
+        let out = self.options_written();
+        // Each key once: a key written twice would be set twice, the second value winning,
+        // and fio's JSON would list it twice.
+        assert!(
+            out.iter()
+                .enumerate()
+                .all(|(i, (k, _))| out[..i].iter().all(|(other, _)| other != k)),
+            "a key written back twice: {out:?}"
+        );
+        out
+    }
+
+    /// `fio_options`' pairs, in its order.
+    fn options_written(&self) -> Vec<(&'static str, String)> {
         let d = JobSpec::default();
         let mut out = Vec::new();
         let mut put = |key: &'static str, value: String| out.push((key, value));
@@ -147,14 +161,6 @@ impl JobSpec {
         if let Some(name) = &self.wait_for {
             put("wait_for", name.clone());
         }
-        // Each key once: a key written twice would be set twice, the second value winning,
-        // and fio's JSON would list it twice.
-        assert!(
-            out.iter()
-                .enumerate()
-                .all(|(i, (k, _))| out[..i].iter().all(|(other, _)| other != k)),
-            "a key written back twice: {out:?}"
-        );
         out
     }
 }
