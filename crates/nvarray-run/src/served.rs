@@ -61,6 +61,9 @@ impl Default for ServedStats {
     }
 }
 
+/// The live sessions, locked.
+type LiveList<'a> = MutexGuard<'a, Vec<(u64, Arc<Mutex<StreamStats>>)>>;
+
 fn locked<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
     // Statistics stay readable after a panic elsewhere: they are counts, never half-updated
     // in a way a report could not show.
@@ -105,15 +108,7 @@ impl ServedStats {
     /// Closes a session: its figures join its stream's ended ones.
     pub fn close(&self, session: Session) {
         // Under the live list's lock (see `report`), so the figures count exactly once.
-        let mut live = locked(&self.live);
-        let before = live.len();
-        live.retain(|(i, _)| *i != session.id);
-        assert_eq!(
-            live.len() + 1,
-            before,
-            "session {} was not live once when it closed",
-            session.id
-        );
+        let _live = self.take_live(&session, "closed");
         locked(&self.ended)
             .entry(session.name.clone())
             .or_insert_with(|| StreamStats::new(&session.name))
@@ -123,15 +118,22 @@ impl ServedStats {
     /// Forgets a session that never sent a request (a client that only looked at the device,
     /// as fio's parent does to learn its size): it would be an empty stream in the report.
     pub fn discard(&self, session: Session) {
+        drop(self.take_live(&session, "was discarded"));
+    }
+
+    /// Takes `session` off the live list, which held it exactly once, and returns the list
+    /// still locked.
+    fn take_live(&self, session: &Session, event: &str) -> LiveList<'_> {
         let mut live = locked(&self.live);
         let before = live.len();
         live.retain(|(i, _)| *i != session.id);
         assert_eq!(
             live.len() + 1,
             before,
-            "session {} was not live once when it was discarded",
+            "session {} was not live once when it {event}",
             session.id
         );
+        live
     }
 
     /// The device report so far: one stream per client name (`empty`, with nothing in it,
