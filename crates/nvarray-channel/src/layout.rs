@@ -179,6 +179,15 @@ impl Geometry {
     /// Whether a geometry read from a mapping of `map_bytes` is one this version wrote:
     /// what a client checks before it trusts the offsets.
     pub fn is_valid(&self, map_bytes: u64) -> bool {
+        // The ranges first: `Geometry::new` on values past them would overflow (a header
+        // written by a hostile or broken daemon is read here).
+        if !(1..=QUEUE_DEPTH_MAX).contains(&self.queue_depth)
+            || self.buffer_bytes > BUFFER_BYTES_MAX
+            || self.block_bytes == 0
+            || self.command_bytes_max < self.block_bytes
+        {
+            return false;
+        }
         let expected = Geometry::new(
             self.queue_depth,
             self.buffer_bytes,
@@ -189,12 +198,7 @@ impl Geometry {
         .with_zones_of(self);
         let zones_fit = self.zone_capacity_bytes <= self.zone_bytes
             && (self.zone_bytes == 0 || self.size_bytes.is_multiple_of(self.zone_bytes));
-        *self == expected
-            && zones_fit
-            && self.map_bytes == map_bytes
-            && (1..=QUEUE_DEPTH_MAX).contains(&self.queue_depth)
-            && self.block_bytes > 0
-            && self.command_bytes_max >= self.block_bytes
+        *self == expected && zones_fit && self.map_bytes == map_bytes
     }
 }
 
@@ -368,5 +372,39 @@ impl Region {
         unsafe {
             std::ptr::copy_nonoverlapping(src.as_ptr(), self.data().add(buf as usize), src.len())
         };
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A header from a hostile or broken daemon is refused, never overflowed on: the ranges
+    /// are checked before the offsets are computed from them.
+    #[test]
+    fn a_geometry_past_the_ranges_is_refused_without_overflow() {
+        let good = Geometry::new(32, 1 << 20, 512, 128 << 10, 1 << 30);
+        assert!(good.is_valid(good.map_bytes));
+        let hostile = [
+            Geometry {
+                queue_depth: u32::MAX,
+                ..good
+            },
+            Geometry {
+                buffer_bytes: u64::MAX,
+                ..good
+            },
+            Geometry {
+                block_bytes: 0,
+                ..good
+            },
+            Geometry {
+                command_bytes_max: 256,
+                ..good
+            },
+        ];
+        for g in hostile {
+            assert!(!g.is_valid(g.map_bytes), "{g:?}");
+        }
     }
 }
