@@ -4,7 +4,7 @@
 //! have been accepted, so the binary can print it as is and the user knows what to change.
 
 use crate::spec::closest_key;
-use crate::spec::{IGNORED_KEYS, SUPPORTED_KEYS};
+use crate::spec::{ignored_keys, supported_keys};
 
 /// Everything that can go wrong while parsing or validating a workload.
 ///
@@ -53,8 +53,8 @@ pub enum WorkloadError {
     #[error(
         "unknown key '{key}'{}; supported keys: {}; accepted and ignored: {}",
         closest_key(key).map(|k| format!(" (did you mean '{k}'?)")).unwrap_or_default(),
-        SUPPORTED_KEYS.join(", "),
-        IGNORED_KEYS.join(", ")
+        supported_keys().collect::<Vec<_>>().join(", "),
+        ignored_keys().collect::<Vec<_>>().join(", ")
     )]
     UnknownKey {
         /// The key, as spelled by the user.

@@ -15,7 +15,7 @@ use crate::fio_rand;
 use crate::random_map::{RandomMap, Shuffle, RANDOM_MAP_POSITIONS_MAX};
 use crate::skew::{FioSkew, ZoneTable};
 use crate::spec::{
-    BlockSize, Direction, Distribution, JobSpec, Request, RwMode, RwSequencer, ZoneMode,
+    BlockSize, Direction, Distribution, JobSpec, Request, RwSequencer, ZoneMode,
     BSSPLIT_ENTRIES_MAX,
 };
 
@@ -134,6 +134,19 @@ struct ZoneWalk {
     range: u64,
     start: u64,
     done: u64,
+}
+
+impl ZoneWalk {
+    /// The walk of `job`'s strided zones from the first, when `zonemode=strided`.
+    fn of(job: &JobSpec) -> Option<ZoneWalk> {
+        (job.zonemode == ZoneMode::Strided).then(|| ZoneWalk {
+            size: job.zones.size_bytes,
+            step: job.zones.range().saturating_add(job.zones.skip_bytes),
+            range: job.zones.range(),
+            start: 0,
+            done: 0,
+        })
+    }
 }
 
 /// fio's `sequence` distribution: request `k` of a direction takes block `blocks[k % n]`, plus
@@ -260,91 +273,122 @@ impl Pattern {
         lengths: &Lengths,
         block_bytes: u64,
     ) -> Result<Pattern, WorkloadError> {
-        Ok(if job.is_random() {
-            match &job.random_distribution {
-                Distribution::Uniform if job.norandommap => Pattern::Uniform,
-                Distribution::Uniform
-                    if lengths.len_count == 1
-                        && lengths.range_steps == 0
-                        && u64::from(lengths.lens_bytes[0]) <= align_bytes =>
-                {
-                    // Every request takes one position: a shuffle needs no map.
-                    let seed = stream_seed(job.randseed, &job.name, thread_index);
-                    Pattern::Shuffled(Shuffle::new(lengths.slots_by_len[0], splitmix64(seed)))
+        if !job.is_random() {
+            return Ok(Pattern::sequential(
+                job,
+                thread_index,
+                region_len_bytes,
+                block_bytes,
+            ));
+        }
+        Ok(match &job.random_distribution {
+            Distribution::Uniform if job.norandommap => Pattern::Uniform,
+            Distribution::Uniform
+                if lengths.len_count == 1
+                    && lengths.range_steps == 0
+                    && u64::from(lengths.lens_bytes[0]) <= align_bytes =>
+            {
+                // Every request takes one position: a shuffle needs no map.
+                let seed = stream_seed(job.randseed, &job.name, thread_index);
+                Pattern::Shuffled(Shuffle::new(lengths.slots_by_len[0], splitmix64(seed)))
+            }
+            Distribution::Uniform => {
+                let positions = region_len_bytes / align_bytes;
+                if positions > RANDOM_MAP_POSITIONS_MAX {
+                    return Err(WorkloadError::RandomMapTooLarge {
+                        job: job.name.clone(),
+                        positions,
+                        positions_max: RANDOM_MAP_POSITIONS_MAX,
+                    });
                 }
-                Distribution::Uniform => {
-                    let positions = region_len_bytes / align_bytes;
-                    if positions > RANDOM_MAP_POSITIONS_MAX {
-                        return Err(WorkloadError::RandomMapTooLarge {
-                            job: job.name.clone(),
-                            positions,
-                            positions_max: RANDOM_MAP_POSITIONS_MAX,
-                        });
-                    }
-                    Pattern::Mapped(RandomMap::new(positions))
-                }
-                &Distribution::Zipf { theta, center } => {
-                    let (ranges, seed) = fio_skew_stream(job, thread_index, region_len_bytes);
-                    Pattern::Skewed(FioSkew::zipf(ranges, theta, center, seed))
-                }
-                &Distribution::Pareto { h, center } => {
-                    let (ranges, seed) = fio_skew_stream(job, thread_index, region_len_bytes);
-                    Pattern::Skewed(FioSkew::pareto(ranges, h, center, seed))
-                }
-                &Distribution::Normal {
-                    dev_percent,
-                    center,
-                } => {
-                    let (ranges, seed) = fio_skew_stream(job, thread_index, region_len_bytes);
-                    Pattern::Skewed(FioSkew::normal(ranges, dev_percent, center, seed))
-                }
-                Distribution::Sequence(blocks) => {
-                    let len_min = u64::from(job.bs.lens_bytes().min().unwrap_or(1)).max(1);
-                    let region_blocks = region_len_bytes / len_min;
-                    if let Some(&b) = blocks.iter().find(|&&b| u64::from(b) >= region_blocks) {
-                        return Err(value_error(
+                Pattern::Mapped(RandomMap::new(positions))
+            }
+            &Distribution::Zipf { theta, center } => {
+                let (ranges, seed) = fio_skew_stream(job, thread_index, region_len_bytes);
+                Pattern::Skewed(FioSkew::zipf(ranges, theta, center, seed))
+            }
+            &Distribution::Pareto { h, center } => {
+                let (ranges, seed) = fio_skew_stream(job, thread_index, region_len_bytes);
+                Pattern::Skewed(FioSkew::pareto(ranges, h, center, seed))
+            }
+            &Distribution::Normal {
+                dev_percent,
+                center,
+            } => {
+                let (ranges, seed) = fio_skew_stream(job, thread_index, region_len_bytes);
+                Pattern::Skewed(FioSkew::normal(ranges, dev_percent, center, seed))
+            }
+            Distribution::Sequence(blocks) => Pattern::sequence(job, blocks, region_len_bytes)?,
+            Distribution::Zoned(split) => Pattern::Zoned(
+                ZoneTable::new(split, region_len_bytes / align_bytes, align_bytes).map_err(
+                    |why| {
+                        value_error(
                             "random_distribution",
                             &job.random_distribution.to_string(),
-                            &format!(
-                                "block {b} is past the job's region of {region_blocks} blocks \
-                                 (job {})",
-                                job.name
-                            ),
-                        ));
-                    }
-                    Pattern::Sequence(BlockSequence {
-                        blocks: blocks.iter().map(|&b| u64::from(b)).collect(),
-                        stride: job.random_sequence_stride,
-                        region_blocks,
-                        issued: [0; 2],
-                    })
-                }
-                Distribution::Zoned(split) => Pattern::Zoned(
-                    ZoneTable::new(split, region_len_bytes / align_bytes, align_bytes).map_err(
-                        |why| {
-                            value_error(
-                                "random_distribution",
-                                &job.random_distribution.to_string(),
-                                &format!("{why} (job {})", job.name),
-                            )
-                        },
-                    )?,
-                ),
-            }
-        } else {
-            // With `offset_increment` each thread has a region of its own and starts at its
-            // beginning, as in fio.
-            let stride_bytes = if job.offset_increment_bytes > 0 {
-                0
-            } else {
-                region_len_bytes / u64::from(job.numjobs)
-            };
-            let start_bytes = u64::from(thread_index) * stride_bytes / block_bytes * block_bytes;
-            Pattern::Sequential {
-                cursor_bytes: [start_bytes; 2],
-                gap_bytes: job.rw_gap_bytes,
-            }
+                            &format!("{why} (job {})", job.name),
+                        )
+                    },
+                )?,
+            ),
         })
+    }
+
+    /// fio's `random_distribution=sequence:B,...`: the listed blocks (of the smallest
+    /// request length) in turn, each inside the region.
+    fn sequence(
+        job: &JobSpec,
+        blocks: &[u32],
+        region_len_bytes: u64,
+    ) -> Result<Pattern, WorkloadError> {
+        let len_min = u64::from(job.bs.lens_bytes().min().unwrap_or(1)).max(1);
+        let region_blocks = region_len_bytes / len_min;
+        // `region_bytes` checked that the region holds a request of every length.
+        assert!(
+            region_blocks >= 1,
+            "job {}: a region of {region_len_bytes} bytes holds no request of {len_min}",
+            job.name
+        );
+        if let Some(&b) = blocks.iter().find(|&&b| u64::from(b) >= region_blocks) {
+            return Err(value_error(
+                "random_distribution",
+                &job.random_distribution.to_string(),
+                &format!(
+                    "block {b} is past the job's region of {region_blocks} blocks (job {})",
+                    job.name
+                ),
+            ));
+        }
+        Ok(Pattern::Sequence(BlockSequence {
+            blocks: blocks.iter().map(|&b| u64::from(b)).collect(),
+            stride: job.random_sequence_stride,
+            region_blocks,
+            issued: [0; 2],
+        }))
+    }
+
+    /// A sequential cursor for thread `thread_index`: with `offset_increment` each thread has
+    /// a region of its own and starts at its beginning, as in fio; without, the threads
+    /// start evenly spread over the one region, on block boundaries.
+    fn sequential(
+        job: &JobSpec,
+        thread_index: u32,
+        region_len_bytes: u64,
+        block_bytes: u64,
+    ) -> Pattern {
+        let stride_bytes = if job.offset_increment_bytes > 0 {
+            0
+        } else {
+            region_len_bytes / u64::from(job.numjobs)
+        };
+        let start_bytes = u64::from(thread_index) * stride_bytes / block_bytes * block_bytes;
+        assert!(
+            start_bytes < region_len_bytes.max(1),
+            "thread {thread_index} starts at {start_bytes}, past its region of {region_len_bytes} bytes"
+        );
+        Pattern::Sequential {
+            cursor_bytes: [start_bytes; 2],
+            gap_bytes: job.rw_gap_bytes,
+        }
     }
 }
 
@@ -365,15 +409,8 @@ impl RequestGen {
         device_size_bytes: u64,
         block_size_bytes: u32,
     ) -> Result<Self, WorkloadError> {
-        job.check_fields()?;
         let (region_start_bytes, region_len_bytes) =
-            job.region_bytes(device_size_bytes, block_size_bytes)?;
-        if thread_index >= job.numjobs {
-            return Err(WorkloadError::ThreadIndex {
-                thread_index,
-                numjobs: job.numjobs,
-            });
-        }
+            Self::checked_region(job, thread_index, device_size_bytes, block_size_bytes)?;
         let block_bytes = u64::from(block_size_bytes);
         // Random offsets fall on this boundary (fio's blockalign, by default the smallest
         // request length; region_bytes checked it is a block multiple inside the region).
@@ -383,15 +420,7 @@ impl RequestGen {
             "job {}: offsets aligned to 0 bytes",
             job.name
         );
-
-        job.check_zones(region_len_bytes)?;
-        let zones = (job.zonemode == ZoneMode::Strided).then(|| ZoneWalk {
-            size: job.zones.size_bytes,
-            step: job.zones.range().saturating_add(job.zones.skip_bytes),
-            range: job.zones.range(),
-            start: 0,
-            done: 0,
-        });
+        let zones = ZoneWalk::of(job);
         let span_bytes = zones.map_or(region_len_bytes, |z| z.range);
         let lengths = Lengths::of(job, span_bytes, align_bytes);
         let pattern = Pattern::of(
@@ -402,15 +431,6 @@ impl RequestGen {
             &lengths,
             block_bytes,
         )?;
-        let Lengths {
-            lens_bytes,
-            slots_by_len,
-            len_index_by_percent,
-            split,
-            range_steps,
-            range_min_bytes,
-            ..
-        } = lengths;
 
         let seed = stream_seed(job.randseed, &job.name, thread_index);
         Ok(RequestGen {
@@ -420,18 +440,19 @@ impl RequestGen {
             span_bytes,
             zones,
             align_bytes,
-            op_fixed: match job.rw {
-                RwMode::Write | RwMode::RandWrite => Direction::Write,
-                _ => Direction::Read,
+            op_fixed: if job.rw.writes_only() {
+                Direction::Write
+            } else {
+                Direction::Read
             },
             mixed: job.rw.is_mixed(),
             read_percent: u64::from(job.rwmixread),
-            split,
-            len_index_by_percent,
-            lens_bytes,
-            slots_by_len,
-            range_steps,
-            range_min_bytes,
+            split: lengths.split,
+            len_index_by_percent: lengths.len_index_by_percent,
+            lens_bytes: lengths.lens_bytes,
+            slots_by_len: lengths.slots_by_len,
+            range_steps: lengths.range_steps,
+            range_min_bytes: lengths.range_min_bytes,
             pattern,
             run: u64::from(job.rw_run),
             run_left: 1,
@@ -443,6 +464,28 @@ impl RequestGen {
                 .filter(|_| job.verify != crate::spec::Verify::None)
                 .map(|n| Box::new(VerifyBacklog::new(n))),
         })
+    }
+
+    /// The job's region `(start, len)` in bytes, after the checks `new` promises: every
+    /// field in range, the region on the device, the thread one of the job's, the strided
+    /// zones inside the region.
+    fn checked_region(
+        job: &JobSpec,
+        thread_index: u32,
+        device_size_bytes: u64,
+        block_size_bytes: u32,
+    ) -> Result<(u64, u64), WorkloadError> {
+        job.check_fields()?;
+        let (region_start_bytes, region_len_bytes) =
+            job.region_bytes(device_size_bytes, block_size_bytes)?;
+        if thread_index >= job.numjobs {
+            return Err(WorkloadError::ThreadIndex {
+                thread_index,
+                numjobs: job.numjobs,
+            });
+        }
+        job.check_zones(region_len_bytes)?;
+        Ok((region_start_bytes, region_len_bytes))
     }
 
     /// Start of the thread's region on the device, in bytes.

@@ -260,7 +260,6 @@ impl Parser<'_> {
                 len_bytes_max: JOB_FILE_BYTES_MAX,
             });
         }
-        let syntax = |line: usize, reason: String| WorkloadError::Syntax { reason }.at_line(line);
         for (index, raw) in text.lines().enumerate() {
             let line = index + 1;
             let content = raw.split([';', '#']).next().unwrap_or("").trim();
@@ -271,77 +270,99 @@ impl Parser<'_> {
                 expand_vars(content, self.env).map_err(|reason| syntax(line, reason))?;
             let content = expanded.trim();
             if let Some(path) = content.strip_prefix("include ").map(str::trim) {
-                if depth + 1 > INCLUDE_DEPTH_MAX {
-                    return Err(syntax(
-                        line,
-                        format!("include {path}: more than {INCLUDE_DEPTH_MAX} levels deep (an include loop?)"),
-                    ));
-                }
-                let included = self
-                    .env
-                    .include(path)
-                    .map_err(|reason| syntax(line, reason))?;
-                self.feed(&included, depth + 1)
-                    .map_err(|e| syntax(line, format!("in {path}: {e}")))?;
-                continue;
-            }
-            if let Some(header) = content.strip_prefix('[') {
-                let Some(name) = header.strip_suffix(']') else {
-                    return Err(syntax(
-                        line,
-                        format!("section header '{content}' must look like [name]"),
-                    ));
-                };
-                let name = name.trim();
-                if name.is_empty() {
-                    return Err(syntax(line, "section name is empty".to_string()));
-                }
-                if name == "global" {
-                    self.in_global = true;
-                    continue;
-                }
-                if self.jobs.len() == JOBS_MAX {
-                    return Err(WorkloadError::TooManyJobs { jobs_max: JOBS_MAX }.at_line(line));
-                }
-                let mut job = self.global.clone();
-                job.set("name", name).map_err(|e| e.at_line(line))?;
-                self.jobs.push((job, line));
-                self.in_global = false;
-                continue;
-            }
-            let (key, value) = match content.split_once('=') {
-                Some((key, value)) => (key.trim(), value.trim()),
-                None => (content, ""),
-            };
-            if key.is_empty() {
-                return Err(syntax(line, format!("'{content}' has no key before '='")));
-            }
-            let value = if crate::spec::ignored_reason(key).is_some() {
-                value.to_string()
+                self.include(path, line, depth)?;
+            } else if let Some(header) = content.strip_prefix('[') {
+                self.section(header, content, line)?;
             } else {
-                evaluated(key, value, keyword).map_err(|reason| syntax(line, reason))?
-            };
-            let value = value.as_str();
-            let target = match self.jobs.last_mut() {
-                _ if self.in_global => &mut self.global,
-                Some((job, _)) => job,
-                None => {
-                    return Err(syntax(
-                        line,
-                        format!(
-                            "'{key}' appears before any section; put it under [global] or [jobname]"
-                        ),
-                    ))
-                }
-            };
-            target.set(key, value).map_err(|e| e.at_line(line))?;
-            if let Some(why) = crate::spec::ignored_reason(key) {
-                self.notes
-                    .push(format!("line {line}: {key} ignored: {why}"));
+                self.key_line(content, keyword, line)?;
             }
         }
         Ok(())
     }
+
+    /// `include PATH` on `line`: the included file's lines, one level deeper.
+    fn include(&mut self, path: &str, line: usize, depth: usize) -> Result<(), WorkloadError> {
+        if depth + 1 > INCLUDE_DEPTH_MAX {
+            return Err(syntax(
+                line,
+                format!(
+                    "include {path}: more than {INCLUDE_DEPTH_MAX} levels deep (an include loop?)"
+                ),
+            ));
+        }
+        let included = self
+            .env
+            .include(path)
+            .map_err(|reason| syntax(line, reason))?;
+        self.feed(&included, depth + 1)
+            .map_err(|e| syntax(line, format!("in {path}: {e}")))
+    }
+
+    /// A section header (`header` is `content` after its `[`): `[global]`, or a new job
+    /// that starts from the globals read so far.
+    fn section(&mut self, header: &str, content: &str, line: usize) -> Result<(), WorkloadError> {
+        let Some(name) = header.strip_suffix(']') else {
+            return Err(syntax(
+                line,
+                format!("section header '{content}' must look like [name]"),
+            ));
+        };
+        let name = name.trim();
+        if name.is_empty() {
+            return Err(syntax(line, "section name is empty".to_string()));
+        }
+        if name == "global" {
+            self.in_global = true;
+            return Ok(());
+        }
+        if self.jobs.len() == JOBS_MAX {
+            return Err(WorkloadError::TooManyJobs { jobs_max: JOBS_MAX }.at_line(line));
+        }
+        let mut job = self.global.clone();
+        job.set("name", name).map_err(|e| e.at_line(line))?;
+        self.jobs.push((job, line));
+        self.in_global = false;
+        Ok(())
+    }
+
+    /// A `key=value` line (or a bare key) for the section it is in; `keyword` says a fio
+    /// keyword was expanded in it, so its value is evaluated.
+    fn key_line(&mut self, content: &str, keyword: bool, line: usize) -> Result<(), WorkloadError> {
+        let (key, value) = match content.split_once('=') {
+            Some((key, value)) => (key.trim(), value.trim()),
+            None => (content, ""),
+        };
+        if key.is_empty() {
+            return Err(syntax(line, format!("'{content}' has no key before '='")));
+        }
+        let value = if crate::spec::ignored_reason(key).is_some() {
+            value.to_string()
+        } else {
+            evaluated(key, value, keyword).map_err(|reason| syntax(line, reason))?
+        };
+        let target =
+            match self.jobs.last_mut() {
+                _ if self.in_global => &mut self.global,
+                Some((job, _)) => job,
+                None => return Err(syntax(
+                    line,
+                    format!(
+                        "'{key}' appears before any section; put it under [global] or [jobname]"
+                    ),
+                )),
+            };
+        target.set(key, &value).map_err(|e| e.at_line(line))?;
+        if let Some(why) = crate::spec::ignored_reason(key) {
+            self.notes
+                .push(format!("line {line}: {key} ignored: {why}"));
+        }
+        Ok(())
+    }
+}
+
+/// A syntax error on `line`.
+fn syntax(line: usize, reason: String) -> WorkloadError {
+    WorkloadError::Syntax { reason }.at_line(line)
 }
 
 /// Replaces `$NAME` and `${NAME}` in `line` by their values in `env`; `$$` is a `$`.

@@ -23,10 +23,12 @@ const SETTINGS: &[(&str, &[&str])] = &[
             "write:112k",
         ],
     ),
+    ("readwrite", &["randwrite", "write:4k"]),
     ("rw_sequencer", &["sequential", "identical", "identical:3"]),
     ("bs", &["512", "4k", "64k", "1m", "3k"]),
     ("bssplit", &["4k/50:64k/50", "512/10:4k/0:16k/90"]),
     ("bsrange", &["4k-16k", "512-4k"]),
+    ("blocksize", &["8k"]),
     ("rwmixread", &["0", "30", "50", "100"]),
     ("rwmixwrite", &["25"]),
     ("iodepth", &["1", "32"]),
@@ -124,6 +126,12 @@ const SETTINGS: &[(&str, &[&str])] = &[
     ("wait_for", &["first"]),
     ("norandommap", &["", "0", "1"]),
     ("time_based", &["", "1", "0"]),
+    ("fdp", &["", "0", "1"]),
+    ("dataplacement", &["fdp", "none"]),
+    ("fdp_pli", &["0", "1,3", "0-2,7"]),
+    ("plids", &["4-5"]),
+    ("fdp_pli_select", &["roundrobin", "random"]),
+    ("plid_select", &["random"]),
 ];
 
 proptest! {
@@ -159,4 +167,16 @@ fn the_default_job_has_no_options() {
         job.set(key, value).unwrap();
     }
     assert_eq!(job.fio_options(), Vec::<(&str, String)>::new());
+}
+
+/// Every key `set` understands is among the settings the property draws from, so a key added
+/// to the table without a way back fails here (the job's name is the section's).
+#[test]
+fn every_key_is_drawn() {
+    for key in nvarray_workload::supported_keys().filter(|&k| k != "name") {
+        assert!(
+            SETTINGS.iter().any(|(k, _)| *k == key),
+            "no setting draws {key}"
+        );
+    }
 }

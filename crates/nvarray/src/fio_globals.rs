@@ -7,7 +7,7 @@
 
 use std::ffi::OsString;
 
-use nvarray_workload::{IGNORED_KEYS, SUPPORTED_KEYS};
+use nvarray_workload::{ignored_keys, supported_keys};
 
 /// The hidden flag the rewritten keys are handed over in.
 pub const FIO_GLOBAL_FLAG: &str = "fio-global";
@@ -44,7 +44,7 @@ pub fn rewrite(args: Vec<OsString>, own_flags: &[String]) -> Vec<OsString> {
 }
 
 fn is_job_key(key: &str) -> bool {
-    SUPPORTED_KEYS.contains(&key) || IGNORED_KEYS.contains(&key)
+    supported_keys().chain(ignored_keys()).any(|k| k == key)
 }
 
 /// A `KEY=VALUE` of `--fio-global` as its pair.

@@ -4,7 +4,7 @@
 //! `latency_window`, `latency_percentile`, `latency_run`), flows (`flow_id`, `flow`,
 //! `flow_sleep`) and steady state (`steadystate`, `ss_dur`, `ss_ramp`, `ss_interval`).
 //! The engines carry them out (`nvarray-run`'s `control`); here are their values, and
-//! `control_keys.rs` reads and writes their keys.
+//! the table of keys (`key_table.rs`) reads and writes their keys.
 //!
 //! Units are fio 3.33's (options.c:3756-3978, 5086-5188): think and flow times and the
 //! latency target and window are microseconds without a unit; the think I/O time and the

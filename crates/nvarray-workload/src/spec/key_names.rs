@@ -1,100 +1,7 @@
-//! The fio keys a job understands and those it accepts and ignores (each with why), and the
-//! known key closest to a typo. A leaf: the error messages name these lists too.
+//! The fio keys a job accepts and ignores, each with why, and the known key closest to a
+//! typo (the keys it understands are `key_table.rs`' table).
 
-/// Every key [`JobSpec::set`] understands, in the order the docs list them.
-///
-/// `readwrite` is fio's alias of `rw`, `timeout` of `runtime`, `blocksize` of `bs`, `ba` of `blockalign`, `io_limit`
-/// of `io_size`; `rwmixwrite=N` sets `rwmixread` to `100 - N` as in fio. `dataplacement=fdp`,
-/// `plids` and `plid_select` are newer fio's names of `fdp=1`, `fdp_pli` and `fdp_pli_select`.
-pub const SUPPORTED_KEYS: &[&str] = &[
-    "name",
-    "rw",
-    "readwrite",
-    "rw_sequencer",
-    "verify_pattern",
-    "verify_interval",
-    "do_verify",
-    "verify_backlog",
-    "fill_device",
-    "filesize",
-    "exitall",
-    "exit_what",
-    "bs",
-    "blocksize",
-    "bssplit",
-    "bsrange",
-    "rwmixread",
-    "rwmixwrite",
-    "iodepth",
-    "numjobs",
-    "runtime",
-    "timeout",
-    "number_ios",
-    "io_size",
-    "io_limit",
-    "random_distribution",
-    "randseed",
-    "offset",
-    "offset_increment",
-    "size",
-    "loops",
-    "blockalign",
-    "ba",
-    "thinktime",
-    "thinktime_spin",
-    "thinktime_blocks",
-    "thinktime_blocks_type",
-    "thinktime_iotime",
-    "latency_target",
-    "latency_window",
-    "latency_percentile",
-    "latency_run",
-    "flow_id",
-    "flow",
-    "flow_sleep",
-    "steadystate",
-    "ss",
-    "steadystate_duration",
-    "ss_dur",
-    "steadystate_ramp_time",
-    "ss_ramp",
-    "steadystate_check_interval",
-    "ss_interval",
-    "rate",
-    "rate_iops",
-    "rate_process",
-    "verify",
-    "ramp_time",
-    "stonewall",
-    "wait_for_previous",
-    "new_group",
-    "wait_for",
-    "norandommap",
-    "random_sequence_stride",
-    "zonemode",
-    "zonesize",
-    "zonerange",
-    "zoneskip",
-    "time_based",
-    "fdp",
-    "fdp_pli",
-    "fdp_pli_select",
-    "dataplacement",
-    "plids",
-    "plid_select",
-];
-
-/// Keys that are switches: given bare (`stonewall`) they mean 1.
-pub(super) const SWITCH_KEYS: &[&str] = &[
-    "stonewall",
-    "wait_for_previous",
-    "new_group",
-    "norandommap",
-    "random_sequence_stride",
-    "time_based",
-    "fdp",
-    "exitall",
-];
+use super::key_table::supported_keys;
 
 /// fio keys that are accepted (with or without a value) and ignored, each with why: they do
 /// not change the requests a modelled array sees. A front end says so in one line
@@ -145,44 +52,9 @@ const IGNORED: &[(&str, &str)] = &[
 ];
 
 /// The names of the keys accepted and ignored (see [`ignored_reason`]).
-pub const IGNORED_KEYS: &[&str] = &[
-    "ioengine",
-    "filename",
-    "allow_file_create",
-    "direct",
-    "buffered",
-    "thread",
-    "threads",
-    "group_reporting",
-    "randrepeat",
-    "random_generator",
-    "invalidate",
-    "fadvise_hint",
-    "iodepth_batch",
-    "iodepth_batch_submit",
-    "iodepth_batch_complete",
-    "iodepth_low",
-    "description",
-    "gtod_reduce",
-    "disable_lat",
-    "disable_clat",
-    "disable_slat",
-    "disable_bw_measurement",
-    "clat_percentiles",
-    "lat_percentiles",
-    "write_lat_log",
-    "write_bw_log",
-    "write_iops_log",
-    "write_hist_log",
-    "log_avg_msec",
-    "per_job_logs",
-    "log_offset",
-    "flow_watermark",
-    "verify_dump",
-    "create_serialize",
-    "verify_write_sequence",
-    "io_submit_mode",
-];
+pub fn ignored_keys() -> impl Iterator<Item = &'static str> {
+    IGNORED.iter().map(|&(key, _)| key)
+}
 
 /// Why `key` is accepted and ignored, if it is.
 pub fn ignored_reason(key: &str) -> Option<&'static str> {
@@ -191,10 +63,9 @@ pub fn ignored_reason(key: &str) -> Option<&'static str> {
 
 /// The known key closest to `key` by edit distance, if one is close enough to be a typo.
 pub(crate) fn closest_key(key: &str) -> Option<&'static str> {
-    SUPPORTED_KEYS
-        .iter()
-        .chain(IGNORED_KEYS)
-        .map(|&k| (strsim::damerau_levenshtein(key, k), k))
+    supported_keys()
+        .chain(ignored_keys())
+        .map(|k| (strsim::damerau_levenshtein(key, k), k))
         .filter(|&(d, k)| d <= 2.max(k.len() / 4))
         .min()
         .map(|(_, k)| k)
@@ -204,16 +75,16 @@ pub(crate) fn closest_key(key: &str) -> Option<&'static str> {
 mod tests {
     use super::*;
 
-    /// Every ignored key says why, and the two lists of ignored keys name the same keys.
+    /// No key is ignored twice, or both ignored and understood.
     #[test]
-    fn every_ignored_key_has_its_reason() {
-        for key in IGNORED_KEYS {
-            assert!(ignored_reason(key).is_some(), "{key} has no reason");
+    fn every_key_is_ignored_once_and_never_also_understood() {
+        let ignored: Vec<&str> = ignored_keys().collect();
+        for (i, key) in ignored.iter().enumerate() {
+            assert!(!ignored[..i].contains(key), "{key} is ignored twice");
+            assert!(
+                supported_keys().all(|k| k != *key),
+                "{key} is both understood and ignored"
+            );
         }
-        assert_eq!(
-            IGNORED_KEYS.len(),
-            IGNORED.len(),
-            "the two lists name the same keys"
-        );
     }
 }

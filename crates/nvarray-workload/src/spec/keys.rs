@@ -1,617 +1,97 @@
-//! [`JobSpec::set`]: the one place a fio `key=value` is parsed and range-checked, for job
-//! files and command lines alike, and the lists of the keys it supports and ignores.
-//!
-//! Sizes and durations are read by `nvarray-units`, so a value means here what it means in a
-//! device override.
+//! [`JobSpec::set`], [`JobSpec::fio_options`] and [`JobSpec::check_fields`]: a fio
+//! `key=value` read into a job, a job written back as the pairs that make it, and a job's
+//! fields checked against the ranges `set` enforces. All three walk the table of keys
+//! (`key_table.rs`), for job files and command lines alike.
 
-use nvarray_units::{DurationErrorKind, SizeError, SizeErrorKind};
-
-use super::key_names::{IGNORED_KEYS, SUPPORTED_KEYS, SWITCH_KEYS};
-use super::limits::{
-    BSSPLIT_ENTRIES_MAX, BS_BYTES_MAX, IODEPTH_MAX, NUMBER_IOS_MAX, NUMJOBS_MAX, RAMP_TIME_NS_MAX,
-    RUNTIME_NS_MAX, THINKTIME_NS_MAX,
-};
-use super::validate::{check_block_size, check_name};
-use super::vocabulary::BlockSize;
+use super::key_names::ignored_reason;
+use super::key_table::{find, Read, Write, KEYS};
 use super::JobSpec;
 use crate::error::{value_error, WorkloadError};
-use crate::units::{NS_PER_S, NS_PER_US};
-
-/// Most `loops` a job may run.
-const LOOPS_MAX: u32 = 1_000_000;
 
 impl JobSpec {
     /// Parses and applies one fio option; the job-file parser and the command line both go
     /// through here, so a key means the same thing everywhere.
     ///
-    /// Keys are [`SUPPORTED_KEYS`]; keys in [`IGNORED_KEYS`] are accepted with any value
-    /// (even none) and change nothing. Every other key is
-    /// an error naming it. The value is trimmed; an empty value for a supported key is a
-    /// [`WorkloadError::MissingValue`]. On error `self` is unchanged.
-    ///
-    /// Values:
-    /// - `name`: 1 to [`NAME_BYTES_MAX`](super::NAME_BYTES_MAX) bytes, no control characters.
-    /// - `rw`, `readwrite`: see [`RwMode`](super::RwMode)'s `FromStr`.
-    /// - `bs`, `blocksize`: one size (see [`parse_size`](crate::parse_size)), 1 byte to
-    ///   [`BS_BYTES_MAX`]; fio's `R,W` pairs are refused. Replaces an earlier `bssplit`.
-    /// - `bssplit`: `LEN/PERCENT[:LEN/PERCENT...]`, at most [`BSSPLIT_ENTRIES_MAX`] entries,
-    ///   percentages summing to 100. Replaces an earlier `bs`.
-    /// - `rwmixread`, `rwmixwrite`: integer percent `0..=100`.
-    /// - `iodepth`: `1..=IODEPTH_MAX`; `numjobs`: `1..=NUMJOBS_MAX`.
-    /// - `runtime`: duration, seconds by default, at most [`RUNTIME_NS_MAX`]; 0 clears it.
-    /// - `number_ios`: count (size suffixes allowed, as in fio), at most [`NUMBER_IOS_MAX`];
-    ///   0 clears it.
-    /// - `random_distribution`: see [`Distribution`](super::Distribution)'s `FromStr`.
-    /// - `randseed`: any `u64`, decimal or `0x` hex.
-    /// - `offset`: size; `size`: nonzero size.
-    /// - `thinktime`: duration, **microseconds** by default as in fio, at most
-    ///   [`THINKTIME_NS_MAX`].
-    /// - `verify`: see [`Verify`](super::Verify)'s `FromStr`.
-    /// - `fdp` (switch), `dataplacement` (`fdp` or `none`), `fdp_pli` / `plids` (IDs and
-    ///   ranges, at most [`PLACEMENT_IDS_MAX`](super::PLACEMENT_IDS_MAX)), `fdp_pli_select` /
-    ///   `plid_select` (`roundrobin` or `random`): see `placement.rs`.
+    /// Keys are [`supported_keys`](super::supported_keys), each read as its entry of the
+    /// table of keys says; keys in [`ignored_keys`](super::ignored_keys) are accepted with
+    /// any value (even none) and change nothing. Every other key is an error naming it. The
+    /// value is trimmed; a switch (`stonewall`) given bare is on, and any other key with an
+    /// empty value is a [`WorkloadError::MissingValue`]. On error `self` is unchanged.
     pub fn set(&mut self, key: &str, value: &str) -> Result<(), WorkloadError> {
         let value = value.trim();
         if key == "filename" {
             // Ignored for the device, kept for the seed (see `JobSpec::filename`).
             self.filename = (!value.is_empty()).then(|| value.to_string());
         }
-        if IGNORED_KEYS.contains(&key) {
+        if ignored_reason(key).is_some() {
             return Ok(());
         }
-        if !SUPPORTED_KEYS.contains(&key) {
+        let Some(def) = find(key) else {
             return Err(WorkloadError::UnknownKey {
                 key: key.to_string(),
             });
-        }
-        if SWITCH_KEYS.contains(&key) {
-            return self.set_switch(key, value);
-        }
-        if value.is_empty() {
-            return Err(WorkloadError::MissingValue {
+        };
+        match def.read {
+            Read::Switch(set) => {
+                set(self, parse_switch(key, value)?);
+                Ok(())
+            }
+            Read::Value(_) if value.is_empty() => Err(WorkloadError::MissingValue {
                 key: key.to_string(),
-            });
+            }),
+            Read::Value(set) => set(self, key, value),
         }
-        if self.set_request_shape(key, value)?
-            || self.set_verify(key, value)?
-            || self.set_extent_or_pace(key, value)?
-            || self.set_zones(key, value)?
-            || self.set_control(key, value)?
-        {
-            return Ok(());
-        }
-        unreachable!("key {key} is in SUPPORTED_KEYS but has no parser")
     }
 
-    /// A switch (`SWITCH_KEYS`): bare or 1 turns it on, 0 off.
-    fn set_switch(&mut self, key: &str, value: &str) -> Result<(), WorkloadError> {
-        let on = match value {
-            "" | "1" => true,
-            "0" => false,
-            _ => {
-                return Err(value_error(
-                    key,
-                    value,
-                    "is a switch: give it bare, or 0 or 1",
-                ))
-            }
-        };
-        match key {
-            "new_group" => self.new_group = on,
-            "norandommap" => self.norandommap = on,
-            "random_sequence_stride" => self.random_sequence_stride = on,
-            "time_based" => self.time_based = on,
-            "fdp" => self.data_placement.enabled = on,
-            "exitall" => self.exitall = on,
-            _ => self.stonewall = on,
-        }
-        Ok(())
+    /// The job's settings that differ from the defaults, as fio `key=value` pairs in the
+    /// table's order (fio's documentation's); applying them with [`JobSpec::set`] to a
+    /// default job gives this job back (its name aside, which is the section's). `nvarray
+    /// fio`'s `ends_by_size` without `runtime=0` is the one setting no key writes.
+    pub fn fio_options(&self) -> Vec<(&'static str, String)> {
+        let default = JobSpec::default();
+        let out: Vec<(&'static str, String)> = KEYS
+            .iter()
+            .filter_map(|def| match def.write {
+                Write::Value(write) => write(self, &default).map(|value| (def.name, value)),
+                Write::Never => None,
+            })
+            .collect();
+        assert!(out.iter().all(|(_, value)| !value.is_empty()), "{out:?}");
+        out
     }
 
-    /// The keys that say what a request is and how many are in flight (name, direction,
-    /// sizes, mix, depth, threads, offsets' distribution and seed, verification, pacing's
-    /// process); `false` for any other key.
-    fn set_request_shape(&mut self, key: &str, value: &str) -> Result<bool, WorkloadError> {
-        match key {
-            "name" => {
-                check_name(value).map_err(|reason| value_error(key, value, &reason))?;
-                self.name = value.to_string();
-            }
-            "rw" | "readwrite" => {
-                let (mode, modifier) = value.split_once(':').unwrap_or((value, ""));
-                let rw: super::RwMode = mode.parse().map_err(|e| rekey(e, key))?;
-                let (mut run, mut gap) = (1, 0);
-                if !modifier.trim().is_empty() {
-                    if rw.is_random() {
-                        run = parse_run(key, value, modifier)?;
-                    } else {
-                        gap = parse_gap(key, value, modifier)?;
-                    }
-                }
-                (self.rw, self.rw_run, self.rw_gap_bytes) = (rw, run, gap);
-            }
-            "rw_sequencer" => {
-                self.rw_sequencer = value
-                    .parse()
-                    .map_err(|reason: String| value_error(key, value, &reason))?;
-            }
-            "bs" | "blocksize" => self.bs = BlockSize::Fixed(parse_bs(key, value)?),
-            "bssplit" => self.bs = parse_bssplit(value)?,
-            "bsrange" => self.bs = parse_bsrange(value)?,
-            "wait_for" => {
-                check_name(value).map_err(|reason| value_error(key, value, &reason))?;
-                self.wait_for = Some(value.to_string());
-            }
-            "rwmixread" => self.rwmixread = parse_percent(key, value)?,
-            "rwmixwrite" => self.rwmixread = 100 - parse_percent(key, value)?,
-            "iodepth" => self.iodepth = parse_u32_in(key, value, 1, IODEPTH_MAX)?,
-            "numjobs" => self.numjobs = parse_u32_in(key, value, 1, NUMJOBS_MAX)?,
-            "rate_process" => {
-                self.rate_process = value
-                    .parse()
-                    .map_err(|reason: String| value_error(key, value, &reason))?;
-            }
-            "random_distribution" => self.random_distribution = value.parse()?,
-            "randseed" => self.randseed = parse_randseed(value)?,
-            "dataplacement" => {
-                self.data_placement.enabled = match value {
-                    "fdp" => true,
-                    "none" => false,
-                    _ => {
-                        return Err(value_error(
-                            key,
-                            value,
-                            "is not modelled: use fdp or none (the device has no streams)",
-                        ))
-                    }
-                }
-            }
-            "fdp_pli" | "plids" => {
-                let ids = super::placement::parse_ids(value)
-                    .map_err(|reason| value_error(key, value, &reason))?;
-                self.data_placement.ids = Some(ids);
-            }
-            "fdp_pli_select" | "plid_select" => {
-                self.data_placement.select = value
-                    .parse()
-                    .map_err(|reason: String| value_error(key, value, &reason))?;
-            }
-            "fill_device" => {
-                self.fill_device = parse_flag(key, value)?;
-                if self.fill_device {
-                    // To the end of the device (`size` is ignored while it is on).
-                    self.size_bytes = None;
-                }
-            }
-            _ => return Ok(false),
-        }
-        Ok(true)
-    }
-
-    /// The verification keys (`verify`, `verify_pattern`, `verify_interval`, `do_verify`,
-    /// `verify_backlog`); `false` for any other key.
-    fn set_verify(&mut self, key: &str, value: &str) -> Result<bool, WorkloadError> {
-        match key {
-            "verify" => {
-                self.verify = value
-                    .parse()
-                    .map_err(|reason: String| value_error(key, value, &reason))?;
-            }
-            "verify_pattern" => {
-                let pattern = super::vocabulary::parse_verify_pattern(value)
-                    .map_err(|reason| value_error(key, value, &reason))?;
-                self.verify_pattern = Some(pattern);
-                // fio: a pattern alone verifies the header and the pattern.
-                if self.verify == super::Verify::None {
-                    self.verify = super::Verify::Meta;
-                }
-            }
-            "verify_interval" => {
-                let bytes = nvarray_units::parse_size(value)
-                    .map_err(|e| size_value_error(key, value, &e))?;
-                if bytes == 0 {
-                    return Err(value_error(key, value, "must be at least 1 byte"));
-                }
-                self.verify_interval_bytes = Some(bytes);
-            }
-            "do_verify" => self.do_verify = parse_flag(key, value)?,
-            "verify_backlog" => {
-                let n = nvarray_units::parse_size(value)
-                    .map_err(|e| size_value_error(key, value, &e))?;
-                self.verify_backlog = (n > 0).then_some(n);
-            }
-            _ => return Ok(false),
-        }
-        Ok(true)
-    }
-
-    /// fio's strided zones (`zonemode`, `zonesize`, `zonerange`, `zoneskip`); `false` for any
-    /// other key.
-    fn set_zones(&mut self, key: &str, value: &str) -> Result<bool, WorkloadError> {
-        match key {
-            "zonemode" => {
-                self.zonemode = value
-                    .parse()
-                    .map_err(|reason: String| value_error(key, value, &reason))?;
-            }
-            "zonesize" | "zonerange" => {
-                let bytes = nvarray_units::parse_size(value)
-                    .map_err(|e| size_value_error(key, value, &e))?;
-                if bytes == 0 {
-                    return Err(value_error(key, value, "must be more than 0 bytes"));
-                }
-                if key == "zonesize" {
-                    self.zones.size_bytes = bytes;
-                } else {
-                    self.zones.range_bytes = Some(bytes);
-                }
-            }
-            "zoneskip" => {
-                // fio also takes a count of zones, `Nz`.
-                self.zones.skip_bytes = match value.strip_suffix(['z', 'Z']) {
-                    Some(count) => {
-                        let zones: u64 = count
-                            .trim()
-                            .parse()
-                            .map_err(|_| value_error(key, value, "Nz must be a count of zones"))?;
-                        zones.saturating_mul(self.zones.size_bytes)
-                    }
-                    None => nvarray_units::parse_size(value)
-                        .map_err(|e| size_value_error(key, value, &e))?,
-                };
-            }
-            _ => return Ok(false),
-        }
-        Ok(true)
-    }
-
-    /// The keys that say where, how much and how fast (region, counts, sizes, times, rates);
-    /// `false` for any other key.
-    fn set_extent_or_pace(&mut self, key: &str, value: &str) -> Result<bool, WorkloadError> {
-        match key {
-            "ramp_time" => {
-                self.ramp_time_ns = parse_duration_limited(key, value, NS_PER_S, RAMP_TIME_NS_MAX)?;
-            }
-            "runtime" | "timeout" => {
-                let runtime_ns = parse_duration_limited(key, value, NS_PER_S, RUNTIME_NS_MAX)?;
-                self.runtime_ns = (runtime_ns > 0).then_some(runtime_ns);
-                self.ends_by_size = runtime_ns == 0;
-            }
-            "offset_increment" => {
-                self.offset_increment_bytes = nvarray_units::parse_size(value)
-                    .map_err(|e| size_value_error(key, value, &e))?;
-            }
-            "loops" => self.loops = parse_u32_in(key, value, 1, LOOPS_MAX)?,
-            "io_size" | "io_limit" => {
-                let bytes = nvarray_units::parse_size(value)
-                    .map_err(|e| size_value_error(key, value, &e))?;
-                self.io_size_bytes = (bytes > 0).then_some(bytes);
-            }
-            "rate" => {
-                self.rate_bytes_per_s = parse_rate(key, value, "bytes per second such as 100m")?;
-            }
-            "rate_iops" => {
-                self.rate_iops = parse_rate(key, value, "requests per second such as 50000")?;
-            }
-            "number_ios" => {
-                let number_ios = nvarray_units::parse_size(value).map_err(|_| {
-                    value_error(key, value, "must be a request count such as 1000000 or 1m")
-                })?;
-                if number_ios > NUMBER_IOS_MAX {
-                    return Err(value_error(
-                        key,
-                        value,
-                        &format!("must be at most {NUMBER_IOS_MAX} (0 means no limit)"),
-                    ));
-                }
-                self.number_ios = (number_ios > 0).then_some(number_ios);
-            }
-            "offset" => {
-                self.offset_bytes = nvarray_units::parse_size(value)
-                    .map_err(|e| size_value_error(key, value, &e))?;
-            }
-            "blockalign" | "ba" => {
-                let bytes = nvarray_units::parse_size(value)
-                    .map_err(|e| size_value_error(key, value, &e))?;
-                if bytes == 0 {
-                    return Err(value_error(key, value, "must be at least one device block"));
-                }
-                self.blockalign_bytes = Some(bytes);
-            }
-            "size" => {
-                let size_bytes = nvarray_units::parse_size(value)
-                    .map_err(|e| size_value_error(key, value, &e))?;
-                if size_bytes == 0 {
-                    return Err(value_error(
-                        key,
-                        value,
-                        "must be > 0 (leave it out to use the whole device after offset)",
-                    ));
-                }
-                if !self.fill_device {
-                    self.size_bytes = Some(size_bytes);
-                }
-            }
-            "filesize" => {
-                if value.contains(['-', ':', ',']) {
-                    return Err(value_error(
-                        key,
-                        value,
-                        "one size (a range picks each file's size at random; nvarray's job has one region)",
-                    ));
-                }
-                let bytes = nvarray_units::parse_size(value)
-                    .map_err(|e| size_value_error(key, value, &e))?;
-                if bytes == 0 {
-                    return Err(value_error(key, value, "must be > 0"));
-                }
-                // fio: the file's size, and the job's size when `size` is not given; nvarray's
-                // one region takes `size` when both are.
-                if self.size_bytes.is_none() && !self.fill_device {
-                    self.size_bytes = Some(bytes);
-                }
-            }
-            "thinktime" => {
-                self.thinktime_ns =
-                    parse_duration_limited(key, value, NS_PER_US, THINKTIME_NS_MAX)?;
-            }
-            _ => return Ok(false),
-        }
-        Ok(true)
+    /// Checks every field against the ranges [`JobSpec::set`] enforces (each key's check in
+    /// the table of keys), for a job whose public fields were written directly.
+    pub(crate) fn check_fields(&self) -> Result<(), WorkloadError> {
+        KEYS.iter()
+            .filter_map(|def| def.check)
+            .try_for_each(|check| check(self))
     }
 }
 
-/// A rate (`rate`, `rate_iops`): one value with fio's size suffixes, 0 for no cap. fio's
-/// `READ,WRITE[,TRIM]` form is taken when every value is the same (`rate=300,300,300`);
-/// different ones are refused: one cap for both directions.
-fn parse_rate(key: &str, value: &str, what: &str) -> Result<Option<u64>, WorkloadError> {
-    let parse = |v: &str| {
-        nvarray_units::parse_size(v.trim())
-            .map_err(|_| value_error(key, value, &format!("must be {what} (0: no cap)")))
-    };
-    let mut values = value.split(',').map(parse);
-    let rate = values.next().expect("split gives one at least")?;
-    for other in values {
-        if other? != rate {
-            return Err(value_error(
-                key,
-                value,
-                "one value for reads and writes alike (separate read,write caps are not modelled)",
-            ));
-        }
-    }
-    Ok((rate > 0).then_some(rate))
-}
-
-/// Renames the key of a `Value` error, so `readwrite=x` complains about `readwrite`.
-fn rekey(error: WorkloadError, key: &str) -> WorkloadError {
-    match error {
-        WorkloadError::Value { value, reason, .. } => WorkloadError::Value {
-            key: key.to_string(),
-            value,
-            reason,
-        },
-        other => other,
-    }
-}
-
-/// Turns a size error into a `Value` error for `key`, keeping its reason.
-fn size_value_error(key: &str, value: &str, error: &SizeError) -> WorkloadError {
-    value_error(key, value, error.reason())
-}
-
-/// fio's bool: 1 or 0.
-pub(super) fn parse_flag(key: &str, value: &str) -> Result<bool, WorkloadError> {
+/// A switch's value: bare or 1 turns it on, 0 off.
+fn parse_switch(key: &str, value: &str) -> Result<bool, WorkloadError> {
     match value {
-        "1" => Ok(true),
+        "" | "1" => Ok(true),
         "0" => Ok(false),
-        _ => Err(value_error(key, value, "must be 0 or 1")),
-    }
-}
-
-pub(super) fn parse_u32_in(
-    key: &str,
-    value: &str,
-    min: u32,
-    max: u32,
-) -> Result<u32, WorkloadError> {
-    value
-        .parse::<u32>()
-        .ok()
-        .filter(|n| (min..=max).contains(n))
-        .ok_or_else(|| value_error(key, value, &format!("must be an integer in {min}..={max}")))
-}
-
-fn parse_percent(key: &str, value: &str) -> Result<u8, WorkloadError> {
-    let percent = parse_u32_in(key, value, 0, 100)?;
-    Ok(u8::try_from(percent).expect("percent is at most 100"))
-}
-
-/// The `N` of `rw=randread:N`: requests per random jump. fio reads it with `atoi`, so a unit
-/// after the digits is ignored (`8k` is 8).
-fn parse_run(key: &str, value: &str, modifier: &str) -> Result<u32, WorkloadError> {
-    let digits: String = modifier
-        .trim()
-        .chars()
-        .take_while(char::is_ascii_digit)
-        .collect();
-    if digits.is_empty() {
-        return Err(value_error(
+        _ => Err(value_error(
             key,
             value,
-            "needs a number of requests per random jump after ':' (randread:8)",
-        ));
+            "is a switch: give it bare, or 0 or 1",
+        )),
     }
-    digits
-        .parse()
-        .map_err(|_| value_error(key, value, "has a run longer than 4294967295 requests"))
-}
-
-/// The `N` of `rw=read:N`: a size, negative to step backwards.
-fn parse_gap(key: &str, value: &str, modifier: &str) -> Result<i64, WorkloadError> {
-    let modifier = modifier.trim();
-    let (negative, size) = match modifier.strip_prefix('-') {
-        Some(rest) => (true, rest),
-        None => (false, modifier.strip_prefix('+').unwrap_or(modifier)),
-    };
-    let bytes = nvarray_units::parse_size(size).map_err(|e| size_value_error(key, value, &e))?;
-    let bytes = i64::try_from(bytes)
-        .map_err(|_| value_error(key, value, "has a gap larger than 2^63 bytes"))?;
-    Ok(if negative { -bytes } else { bytes })
-}
-
-fn parse_randseed(value: &str) -> Result<u64, WorkloadError> {
-    let parsed = match value
-        .strip_prefix("0x")
-        .or_else(|| value.strip_prefix("0X"))
-    {
-        Some(hex) => u64::from_str_radix(hex, 16).ok(),
-        None => value.parse::<u64>().ok(),
-    };
-    parsed.ok_or_else(|| {
-        value_error(
-            "randseed",
-            value,
-            "must be an unsigned 64-bit integer, decimal or 0x hex",
-        )
-    })
-}
-
-pub(super) fn parse_duration_limited(
-    key: &str,
-    value: &str,
-    default_unit_ns: u64,
-    max_ns: u64,
-) -> Result<u64, WorkloadError> {
-    let unit = if default_unit_ns == NS_PER_S {
-        "seconds"
-    } else {
-        "microseconds"
-    };
-    let too_large = || value_error(key, value, &format!("must be at most {max_ns} ns"));
-    let duration_ns = nvarray_units::parse_duration_ns(value, default_unit_ns).map_err(|e| {
-        match e.kind() {
-            // A well-formed number that overflows is too large.
-            DurationErrorKind::Overflow => too_large(),
-            // A well-formed number that is not whole nanoseconds: say so.
-            DurationErrorKind::NotWholeNanoseconds | DurationErrorKind::FractionTooLong => {
-                value_error(key, value, e.reason())
-            }
-            // DefaultUnitZero cannot happen (the default units are constants) and reads as
-            // malformed if it ever does.
-            DurationErrorKind::Malformed | DurationErrorKind::DefaultUnitZero => {
-                let reason = format!(
-                    "must be a number with an optional unit, such as 10, 500us, 1.5ms, 5s, 2m, \
-                     1h (no suffix: {unit})"
-                );
-                value_error(key, value, &reason)
-            }
-        }
-    })?;
-    if duration_ns > max_ns {
-        return Err(too_large());
-    }
-    Ok(duration_ns)
-}
-
-fn parse_len(key: &str, value: &str) -> Result<u32, WorkloadError> {
-    let reason = format!(
-        "must be a size from 1 to {} bytes, such as 4k",
-        BS_BYTES_MAX
-    );
-    let len_bytes = nvarray_units::parse_size(value).map_err(|e| match e.kind() {
-        // A size refused for a reason the range does not explain says why.
-        SizeErrorKind::IecSuffix
-        | SizeErrorKind::NotWholeBytes
-        | SizeErrorKind::FractionTooLong => value_error(key, value, e.reason()),
-        SizeErrorKind::Malformed | SizeErrorKind::Percentage | SizeErrorKind::Overflow => {
-            value_error(key, value, &reason)
-        }
-    })?;
-    if !(1..=u64::from(BS_BYTES_MAX)).contains(&len_bytes) {
-        return Err(value_error(key, value, &reason));
-    }
-    Ok(u32::try_from(len_bytes).expect("bounded by BS_BYTES_MAX"))
-}
-
-fn parse_bs(key: &str, value: &str) -> Result<u32, WorkloadError> {
-    if value.contains(',') {
-        return Err(value_error(
-            key,
-            value,
-            "separate read,write sizes are not supported; give one size such as 4k",
-        ));
-    }
-    parse_len(key, value)
-}
-
-/// fio's `bsrange=MIN-MAX`: every request a multiple of MIN up to MAX, each equally likely
-/// (what fio's draw, `min + max x U` rounded down to a multiple of MIN and capped at MAX,
-/// gives when MAX is a multiple of MIN).
-fn parse_bsrange(value: &str) -> Result<BlockSize, WorkloadError> {
-    const KEY: &str = "bsrange";
-    if value.contains(',') {
-        return Err(value_error(
-            KEY,
-            value,
-            "separate read,write ranges are not supported; give one range such as 4k-64k",
-        ));
-    }
-    let Some((min, max)) = value.split_once('-') else {
-        return Err(value_error(KEY, value, "must look like 4k-64k (MIN-MAX)"));
-    };
-    let (min, max) = (parse_len(KEY, min.trim())?, parse_len(KEY, max.trim())?);
-    if min > max || max % min != 0 {
-        return Err(value_error(
-            KEY,
-            value,
-            "MAX must be a multiple of MIN and at least MIN (lengths are multiples of MIN)",
-        ));
-    }
-    Ok(if min == max {
-        BlockSize::Fixed(min)
-    } else {
-        BlockSize::Range { min, max }
-    })
-}
-
-fn parse_bssplit(value: &str) -> Result<BlockSize, WorkloadError> {
-    const KEY: &str = "bssplit";
-    const FORMAT: &str = "must look like 4k/50:64k/50 (LEN/PERCENT pairs joined by ':')";
-    if value.contains(',') {
-        return Err(value_error(
-            KEY,
-            value,
-            "separate read,write splits are not supported; give one split such as 4k/50:64k/50",
-        ));
-    }
-    let mut entries = Vec::new();
-    for entry in value.split(':') {
-        if entries.len() == BSSPLIT_ENTRIES_MAX {
-            return Err(value_error(
-                KEY,
-                value,
-                &format!("must have at most {BSSPLIT_ENTRIES_MAX} entries"),
-            ));
-        }
-        let Some((len_text, percent_text)) = entry.split_once('/') else {
-            return Err(value_error(KEY, value, FORMAT));
-        };
-        let len_bytes = parse_len(KEY, len_text)?;
-        let percent = parse_percent(KEY, percent_text.trim()).map_err(|_| {
-            value_error(KEY, value, "each percentage must be an integer in 0..=100")
-        })?;
-        entries.push((len_bytes, u32::from(percent)));
-    }
-    let block_size = BlockSize::Split(entries);
-    check_block_size(&block_size).map_err(|reason| value_error(KEY, value, &reason))?;
-    Ok(block_size)
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::spec::key_names::ignored_keys;
+    use crate::spec::key_table::supported_keys;
+    use crate::spec::limits::{BSSPLIT_ENTRIES_MAX, RUNTIME_NS_MAX};
+    use crate::spec::vocabulary::BlockSize;
     use crate::spec::{Distribution, RateProcess, RwMode, Verify, NAME_BYTES_MAX};
+    use crate::units::{NS_PER_S, NS_PER_US};
+    use nvarray_units::SizeErrorKind;
 
     fn d() -> JobSpec {
         JobSpec::default()
@@ -1354,7 +834,7 @@ mod tests {
 
     #[test]
     fn set_keys_ignored_unknown_and_missing() {
-        for key in IGNORED_KEYS {
+        for key in ignored_keys() {
             check(key, "", Ok(d()));
         }
         // Switches that change the run: `nvarray fio` ends a job without `time_based` by its
@@ -1397,7 +877,7 @@ mod tests {
         ));
         assert!(unknown.ends_with(&format!(
             "accepted and ignored: {}",
-            IGNORED_KEYS.join(", ")
+            ignored_keys().collect::<Vec<_>>().join(", ")
         )));
         assert!(unknown
             .contains("accepted and ignored: ioengine, filename, allow_file_create, direct, "));
@@ -1410,7 +890,8 @@ mod tests {
             }
             .to_string()),
         );
-        for key in SUPPORTED_KEYS.iter().filter(|k| !SWITCH_KEYS.contains(k)) {
+        let switches = |key: &str| matches!(find(key).map(|def| &def.read), Some(Read::Switch(_)));
+        for key in supported_keys().filter(|k| !switches(k)) {
             check(
                 key,
                 "  ",
@@ -1552,5 +1033,100 @@ mod tests {
         }
         let e = d().set("xyzzy", "1").unwrap_err().to_string();
         assert!(!e.contains("did you mean"), "{e}");
+    }
+}
+
+#[cfg(test)]
+mod control_key_tests {
+    use super::*;
+    use crate::spec::control::SteadyMetric;
+    use crate::units::NS_PER_S;
+
+    fn set(pairs: &[(&str, &str)]) -> Result<JobSpec, WorkloadError> {
+        let mut job = JobSpec::default();
+        for (k, v) in pairs {
+            job.set(k, v)?;
+        }
+        Ok(job)
+    }
+
+    #[test]
+    fn units_are_fios() {
+        let job = set(&[
+            ("thinktime", "100"),
+            ("thinktime_spin", "40"),
+            ("thinktime_iotime", "2"),
+            ("latency_target", "500"),
+            ("latency_window", "1s"),
+            ("flow_sleep", "1000"),
+            ("ss_dur", "30"),
+            ("ss_ramp", "10s"),
+        ])
+        .unwrap();
+        assert_eq!(job.think.spin_ns, 40_000, "µs");
+        assert_eq!(job.think.iotime_ns, 2 * NS_PER_S, "seconds");
+        assert_eq!(job.latency_target.target_ns, 500_000, "µs");
+        assert_eq!(job.latency_target.window_ns, NS_PER_S);
+        assert_eq!(job.flow.sleep_ns, 1_000_000, "µs");
+        assert_eq!(job.steadystate.duration_ns, 30 * NS_PER_S, "seconds");
+        assert_eq!(job.steadystate.ramp_ns, 10 * NS_PER_S);
+        assert_eq!(job.steadystate.samples(), 30);
+    }
+
+    #[test]
+    fn spin_is_capped_at_the_think_time() {
+        let job = set(&[("thinktime", "10"), ("thinktime_spin", "50")]).unwrap();
+        assert_eq!(job.think_spin_ns(), 10_000);
+    }
+
+    #[test]
+    fn steady_state_criteria_parse_as_fio_reads_them() {
+        for (value, metric, slope, percent, limit) in [
+            ("iops:10%", SteadyMetric::Iops, false, true, 10.0),
+            ("iops_slope:0.1%", SteadyMetric::Iops, true, true, 0.1),
+            ("iops:2", SteadyMetric::Iops, false, false, 2.0),
+            ("bw_slope:1%", SteadyMetric::Bw, true, true, 1.0),
+            (
+                "bw:10m",
+                SteadyMetric::Bw,
+                false,
+                false,
+                10.0 * 1024.0 * 1024.0,
+            ),
+            ("lat:5%", SteadyMetric::Lat, false, true, 5.0),
+            ("lat_slope:20", SteadyMetric::Lat, true, false, 20_000.0),
+        ] {
+            let job = set(&[("ss", value)]).unwrap();
+            let ss = &job.steadystate;
+            assert_eq!(
+                (ss.metric, ss.slope, ss.percent, ss.limit),
+                (metric, slope, percent, limit),
+                "{value}"
+            );
+        }
+        assert_eq!(
+            set(&[("ss", "iops:10%")])
+                .unwrap()
+                .steadystate
+                .criterion_name(),
+            "iops:10.000000%"
+        );
+        for bad in ["iops", "speed:1%", "iops:x", "iops:-1"] {
+            assert!(set(&[("ss", bad)]).is_err(), "{bad}");
+        }
+    }
+
+    #[test]
+    fn bad_values_are_refused() {
+        for (k, v) in [
+            ("flow", "1001"),
+            ("thinktime_blocks", "0"),
+            ("thinktime_blocks_type", "sometimes"),
+            ("latency_percentile", "101"),
+            ("latency_run", "yes"),
+            ("ss_interval", "100us"),
+        ] {
+            assert!(set(&[(k, v)]).is_err(), "{k}={v}");
+        }
     }
 }

@@ -6,10 +6,13 @@
 //! - `vocabulary.rs`: the value types a job is made of (`RwMode`, `BlockSize`, `Verify`) and
 //!   the `Request` a generator issues; `distribution.rs`: `Distribution`, fio's
 //!   `random_distribution` values.
-//! - `keys.rs`: [`JobSpec::set`], the one place a fio `key=value` is parsed;
-//!   `key_names.rs`: the lists of supported and ignored keys, and the closest to a typo.
+//! - `key_table.rs`: the one table of the fio keys a job understands (names, how each value
+//!   is read and written back, each field's range); `keys.rs`: [`JobSpec::set`],
+//!   [`JobSpec::fio_options`] and `check_fields`, which walk it; `parse.rs`: the value
+//!   parsers the keys share; `key_names.rs`: the keys accepted and ignored, and the closest
+//!   key to a typo.
 //! - `control.rs`: the options that steer a running job by what it measures (think time
-//!   policy, latency target, flows, steady state); `control_keys.rs`: their keys.
+//!   policy, latency target, flows, steady state).
 //! - `limits.rs`: the largest value of each field.
 //! - `placement.rs`: fio's data placement options (`fdp`, `fdp_pli`, `fdp_pli_select`) and
 //!   the handle each write carries.
@@ -18,12 +21,12 @@
 use serde::Serialize;
 
 mod control;
-mod control_keys;
 mod distribution;
 mod key_names;
+mod key_table;
 mod keys;
 mod limits;
-mod options;
+mod parse;
 mod placement;
 mod validate;
 mod vocabulary;
@@ -33,7 +36,8 @@ pub use control::{
 };
 pub use distribution::{Distribution, ZoneSplit, SEQUENCE_MAX, ZONES_MAX};
 pub(crate) use key_names::closest_key;
-pub use key_names::{ignored_reason, IGNORED_KEYS, SUPPORTED_KEYS};
+pub use key_names::{ignored_keys, ignored_reason};
+pub use key_table::supported_keys;
 pub use limits::{
     BSSPLIT_ENTRIES_MAX, BS_BYTES_MAX, IODEPTH_MAX, NAME_BYTES_MAX, NUMBER_IOS_MAX, NUMJOBS_MAX,
     RANDSEED_DEFAULT, RUNTIME_NS_MAX, THINKTIME_NS_MAX, ZIPF_THETA_MAX,
@@ -245,6 +249,12 @@ impl Default for JobSpec {
 }
 
 impl JobSpec {
+    /// The spinning part of the think time: fio caps `thinktime_spin` at `thinktime`
+    /// (init.c:728-732).
+    pub fn think_spin_ns(&self) -> u64 {
+        self.think.spin_ns.min(self.thinktime_ns)
+    }
+
     /// Fraction of requests that are reads: 1 for `read`/`randread`, 0 for
     /// `write`/`randwrite`, `rwmixread / 100` for `rw`/`randrw`.
     pub fn read_fraction(&self) -> f64 {

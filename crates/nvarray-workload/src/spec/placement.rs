@@ -33,6 +33,16 @@ impl std::str::FromStr for PlacementSelect {
     }
 }
 
+impl std::fmt::Display for PlacementSelect {
+    /// Writes the selection back as `fdp_pli_select=` takes it.
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(match self {
+            PlacementSelect::RoundRobin => "roundrobin",
+            PlacementSelect::Random => "random",
+        })
+    }
+}
+
 /// A job's data placement settings.
 #[derive(Clone, Debug, Default, PartialEq, Eq, Serialize)]
 pub struct DataPlacement {

@@ -1,12 +1,9 @@
-//! Checks on a job: every field in the range [`JobSpec::set`] enforces (the fields are public,
-//! so they may have been written directly), and [`JobSpec::validate`], which checks a job
-//! against the device it is meant to run on.
+//! [`JobSpec::validate`], which checks a job against the device it is meant to run on (after
+//! `check_fields`, the ranges of the table of keys), and the checks of a name and a block
+//! size that the keys share.
 
-use super::distribution::{check_distribution, Distribution};
-use super::limits::{
-    BSSPLIT_ENTRIES_MAX, BS_BYTES_MAX, IODEPTH_MAX, NAME_BYTES_MAX, NUMBER_IOS_MAX, NUMJOBS_MAX,
-    RUNTIME_NS_MAX, THINKTIME_NS_MAX,
-};
+use super::distribution::Distribution;
+use super::limits::{BSSPLIT_ENTRIES_MAX, BS_BYTES_MAX, NAME_BYTES_MAX};
 use super::vocabulary::{BlockSize, ZoneMode};
 use super::JobSpec;
 use crate::error::WorkloadError;
@@ -66,130 +63,6 @@ impl JobSpec {
         Ok(())
     }
 
-    /// Checks every field against the ranges [`JobSpec::set`] enforces.
-    pub(crate) fn check_fields(&self) -> Result<(), WorkloadError> {
-        let invalid = |key, reason: String| Err(WorkloadError::Invalid { key, reason });
-        if let Err(reason) = check_name(&self.name) {
-            return invalid("name", format!("{reason}, got '{}'", self.name));
-        }
-        if let Err(reason) = check_block_size(&self.bs) {
-            return invalid(self.bs.key(), reason);
-        }
-        if self.rwmixread > 100 {
-            return invalid(
-                "rwmixread",
-                format!("must be in 0..=100, got {}", self.rwmixread),
-            );
-        }
-        if !(1..=IODEPTH_MAX).contains(&self.iodepth) {
-            return invalid(
-                "iodepth",
-                format!("must be in 1..={IODEPTH_MAX}, got {}", self.iodepth),
-            );
-        }
-        if !(1..=NUMJOBS_MAX).contains(&self.numjobs) {
-            return invalid(
-                "numjobs",
-                format!("must be in 1..={NUMJOBS_MAX}, got {}", self.numjobs),
-            );
-        }
-        if let Some(runtime_ns) = self.runtime_ns {
-            if !(1..=RUNTIME_NS_MAX).contains(&runtime_ns) {
-                return invalid(
-                    "runtime",
-                    format!("must be in 1..={RUNTIME_NS_MAX} ns or None, got {runtime_ns}"),
-                );
-            }
-        }
-        if let Some(number_ios) = self.number_ios {
-            if !(1..=NUMBER_IOS_MAX).contains(&number_ios) {
-                return invalid(
-                    "number_ios",
-                    format!("must be in 1..={NUMBER_IOS_MAX} or None, got {number_ios}"),
-                );
-            }
-        }
-        if self.verify == super::Verify::Pattern && self.verify_pattern.is_none() {
-            return invalid(
-                "verify",
-                "pattern needs the bytes to write and expect: give verify_pattern".to_string(),
-            );
-        }
-        match (self.zonemode, self.zones.size_bytes) {
-            (ZoneMode::None, size) if size > 0 => {
-                return invalid(
-                    "zonesize",
-                    "needs zonemode=strided (fio: zonemode=none and zonesize are not compatible)"
-                        .to_string(),
-                )
-            }
-            (ZoneMode::Strided, 0) => {
-                return invalid("zonemode", "strided needs a zonesize".to_string())
-            }
-            (ZoneMode::Zbd, _) => {
-                return invalid(
-                    "zonemode",
-                    "zbd works a zoned device's write pointers, which nvarray's generator does \
-                     not: run real fio through the channel engine on a [zns] device \
-                     (docs/flash.md, \"Zoned namespaces\")"
-                        .to_string(),
-                )
-            }
-            _ => {}
-        }
-        if let Err(reason) = check_distribution(&self.random_distribution) {
-            return invalid(
-                "random_distribution",
-                format!("{reason}, got {}", self.random_distribution),
-            );
-        }
-        if self.size_bytes == Some(0) {
-            return invalid("size", "must be > 0 or None".to_string());
-        }
-        if self.thinktime_ns > THINKTIME_NS_MAX {
-            return invalid(
-                "thinktime",
-                format!(
-                    "must be at most {THINKTIME_NS_MAX} ns, got {}",
-                    self.thinktime_ns
-                ),
-            );
-        }
-        self.check_controls()
-    }
-
-    /// The steering options' ranges (`control.rs`).
-    fn check_controls(&self) -> Result<(), WorkloadError> {
-        let invalid = |key, reason: String| Err(WorkloadError::Invalid { key, reason });
-        let ss = &self.steadystate;
-        if ss.is_set() && ss.duration_ns < ss.interval_ns {
-            return invalid(
-                "steadystate_duration",
-                format!(
-                    "must hold at least one sample, one steadystate_check_interval ({} ns), got {} ns",
-                    ss.interval_ns, ss.duration_ns
-                ),
-            );
-        }
-        if self.flow.weight > super::FLOW_WEIGHT_MAX {
-            return invalid(
-                "flow",
-                format!(
-                    "must be at most {}, got {}",
-                    super::FLOW_WEIGHT_MAX,
-                    self.flow.weight
-                ),
-            );
-        }
-        if !(0.0..=100.0).contains(&self.latency_target.percentile) {
-            return invalid(
-                "latency_percentile",
-                format!("must be 0 to 100, got {}", self.latency_target.percentile),
-            );
-        }
-        Ok(())
-    }
-
     /// The job's region as `(start, len)` in bytes, checked against the device: both are
     /// multiples of the block size, the region is inside the device and holds at least one
     /// request of every length. Without `size`, the region runs to the last whole block.
@@ -226,30 +99,7 @@ impl JobSpec {
                 format!("{offset_bytes} is not below the device size {device_size_bytes}"),
             );
         }
-        let region_len_bytes = match self.size_bytes {
-            Some(size_bytes) => {
-                if size_bytes % block_bytes != 0 {
-                    return invalid(
-                        "size",
-                        format!(
-                            "{size_bytes} is not a multiple of the device block size \
-                             {block_bytes}"
-                        ),
-                    );
-                }
-                if size_bytes > device_size_bytes - offset_bytes {
-                    return invalid(
-                        "size",
-                        format!(
-                            "offset {offset_bytes} + size {size_bytes} runs past the end of \
-                             the device at {device_size_bytes}"
-                        ),
-                    );
-                }
-                size_bytes
-            }
-            None => (device_size_bytes - offset_bytes) / block_bytes * block_bytes,
-        };
+        let region_len_bytes = self.region_len_bytes(device_size_bytes, block_bytes)?;
         if region_len_bytes == 0 {
             return invalid(
                 "offset",
@@ -269,6 +119,37 @@ impl JobSpec {
         );
         self.check_lengths(block_bytes, region_len_bytes)?;
         Ok((offset_bytes, region_len_bytes))
+    }
+
+    /// The region's length after a checked `offset`: `size`, which must be whole blocks that
+    /// fit the device, or else the whole blocks to the device's end.
+    fn region_len_bytes(
+        &self,
+        device_size_bytes: u64,
+        block_bytes: u64,
+    ) -> Result<u64, WorkloadError> {
+        let offset_bytes = self.offset_bytes;
+        let Some(size_bytes) = self.size_bytes else {
+            return Ok((device_size_bytes - offset_bytes) / block_bytes * block_bytes);
+        };
+        let invalid = |reason: String| {
+            Err(WorkloadError::Invalid {
+                key: "size",
+                reason,
+            })
+        };
+        if size_bytes % block_bytes != 0 {
+            return invalid(format!(
+                "{size_bytes} is not a multiple of the device block size {block_bytes}"
+            ));
+        }
+        if size_bytes > device_size_bytes - offset_bytes {
+            return invalid(format!(
+                "offset {offset_bytes} + size {size_bytes} runs past the end of the device at \
+                 {device_size_bytes}"
+            ));
+        }
+        Ok(size_bytes)
     }
 
     /// Every request length and `blockalign` against the device's block and the job's region

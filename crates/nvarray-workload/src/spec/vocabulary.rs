@@ -67,6 +67,11 @@ impl RwMode {
         matches!(self, RwMode::RandRead | RwMode::RandWrite | RwMode::RandRw)
     }
 
+    /// True for `write` and `randwrite`, the modes that only write.
+    pub fn writes_only(self) -> bool {
+        matches!(self, RwMode::Write | RwMode::RandWrite)
+    }
+
     /// True for `rw` and `randrw`, the modes where `rwmixread` applies.
     pub fn is_mixed(self) -> bool {
         matches!(self, RwMode::Rw | RwMode::RandRw)

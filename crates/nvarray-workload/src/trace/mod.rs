@@ -327,6 +327,30 @@ pub struct TraceFeed {
     first_pass_fitted: Option<Fitted>,
 }
 
+/// The first line of `lines` that is not blank or a comment; [`TraceError::Empty`] when
+/// there is none.
+fn first_said(lines: &mut Lines, name: &str) -> Result<String, TraceError> {
+    let mut blank = 0;
+    while let Some((_, line)) = lines.next(name)? {
+        let t = line.trim();
+        if t.is_empty() || t.starts_with('#') {
+            blank += 1;
+            continue;
+        }
+        return Ok(line.to_string());
+    }
+    Err(TraceError::Empty {
+        trace: name.to_string(),
+        lines: lines.number,
+        skipped: if blank > 0 {
+            format!(", {blank} blank or comments")
+        } else {
+            String::new()
+        },
+        hint: String::new(),
+    })
+}
+
 impl TraceFeed {
     /// A feed over `reader`, named `name` in messages (the path). `span_bytes` is the
     /// trace's largest end offset when `spec.address` is `Scale` ([`trace_span`]), else
@@ -348,29 +372,7 @@ impl TraceFeed {
         };
         // The first line that says something decides the format (when not given); it is kept
         // and parsed as the trace's first line.
-        let mut first = None;
-        let mut blank = 0;
-        while let Some((_, line)) = lines.next(&name)? {
-            let t = line.trim();
-            if t.is_empty() || t.starts_with('#') {
-                blank += 1;
-                continue;
-            }
-            first = Some(line.to_string());
-            break;
-        }
-        let Some(first) = first else {
-            return Err(TraceError::Empty {
-                trace: name,
-                lines: lines.number,
-                skipped: if blank > 0 {
-                    format!(", {blank} blank or comments")
-                } else {
-                    String::new()
-                },
-                hint: String::new(),
-            });
-        };
+        let first = first_said(&mut lines, &name)?;
         let format = match spec.format {
             Some(f) => f,
             None => TraceFormat::guess(&first).ok_or_else(|| TraceError::UnknownFormat {
