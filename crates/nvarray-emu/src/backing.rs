@@ -286,17 +286,7 @@ impl Backing {
                 source,
             });
         }
-        let mut map_options = MmapOptions::new();
-        map_options.len(size_bytes as usize);
-        let map = if read_only {
-            map_options.map_raw_read_only(&file)
-        } else {
-            map_options.map_raw(&file)
-        }
-        .map_err(|error| EmuError::Map {
-            what: path.display().to_string(),
-            error,
-        })?;
+        let map = Self::map_file(&file, path, size_bytes, read_only)?;
         Ok(Backing {
             map: Some(map),
             size_bytes,
@@ -318,6 +308,26 @@ impl Backing {
             locks: RangeLocks::default(),
             faults: None,
             first_logged: std::sync::OnceLock::new(),
+        })
+    }
+
+    /// Maps `size_bytes` of the image `file` (at `path`) shared, read-only if `read_only`.
+    fn map_file(
+        file: &File,
+        path: &Path,
+        size_bytes: u64,
+        read_only: bool,
+    ) -> Result<MmapRaw, EmuError> {
+        let mut map_options = MmapOptions::new();
+        map_options.len(size_bytes as usize);
+        if read_only {
+            map_options.map_raw_read_only(file)
+        } else {
+            map_options.map_raw(file)
+        }
+        .map_err(|error| EmuError::Map {
+            what: path.display().to_string(),
+            error,
         })
     }
 

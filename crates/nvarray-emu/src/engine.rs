@@ -38,6 +38,7 @@ use crate::jitter::{JitterProbe, JitterReport};
 use crate::lateness::{Lateness, LatenessReport};
 use crate::mailbox::Mailbox;
 use crate::pauses::{self, HolderPauses, PAUSE_NS};
+use crate::protocol::Status;
 use crate::queue_work::{DataPath, DeviceQueue, QueueWork, TagStates};
 use nvarray_faults::BackingFaults;
 
@@ -206,74 +207,23 @@ impl Emulator {
             config.memory.capacity_bytes,
             options.backing_faults.clone(),
         )?;
-        let backing_pages = backing.pages();
-        let page_bytes = config.interface.page_bytes as usize;
-        let data = Arena::new(options.tags, options.buffer_bytes).ok_or(EmuError::Arena {
-            tags: options.tags,
-            buffer_bytes: options.buffer_bytes,
-        })?;
-        let lists = match config.interface.protocol {
-            Protocol::Moneta | Protocol::DcExpress => None,
-            Protocol::Nvme => {
-                let list_bytes = DmaMemory::list_bytes_for(options.buffer_bytes, page_bytes);
-                Some(Arena::new(options.tags, list_bytes).ok_or(EmuError::Arena {
-                    tags: options.tags,
-                    buffer_bytes: list_bytes,
-                })?)
-            }
-        };
-        let dma = Arc::new(DmaMemory::new(data, lists, page_bytes));
-        let zones = config
-            .zone_layout()?
-            .map(|layout| Zones::new(layout).map(parking_lot::Mutex::new))
-            .transpose()
-            .map_err(|e| nvarray_model::ConfigError::Zns {
-                field: "zns",
-                expected: e,
-            })?;
-        let published = Published::default();
-        published.next_ns.store(NEVER, Ordering::Relaxed);
-        let core = DeviceCore::new(config);
-        let has_ftl = core.model().ftl_stats().is_some();
-        let shared = Arc::new(Shared {
-            model: CachePadded::new(Mutex::new(ModelState {
-                core,
-                cells: Vec::new(),
-                outgoing: Vec::new(),
-                held_ticks: 0,
-                handed: 0,
-                map_moves_seen: 0,
-                has_ftl,
-            })),
-            published: CachePadded::new(published),
-            generation: CachePadded::new(AtomicU64::new(0)),
-            path: DataPath {
-                dma,
-                backing,
-                config: config.clone(),
-                protocol: config.interface.protocol,
-                block_bytes: u64::from(config.controller.block_bytes),
-                tags: TagStates::new(options.tags),
-                clock: Clock::new(),
-                zones,
-            },
-            backing_pages,
-            stop: AtomicBool::new(false),
-            retired: Mutex::new(Retired::default()),
-            doorbell: CachePadded::new(Irq::new()),
-            wake_delay_ns: AtomicU64::new(0),
-            visit_stall_ns: AtomicU64::new(0),
-            holder_pauses: HolderPauses::default(),
-            busy_ns: AtomicU64::new(0),
-        });
+        let dma = Arc::new(dma_memory(config, options)?);
+        let zones = zone_table(config)?;
         let mut emulator = Emulator {
-            shared,
+            shared: Arc::new(Shared::new(config, options.tags, backing, dma, zones)),
             threads: Vec::new(),
         };
-        let count = options.device_threads;
+        emulator.spawn_device_threads(&options.cpus, options.device_threads)?;
+        Ok(emulator)
+    }
+
+    /// Starts the `count` device threads, each pinned to its CPU of `cpus` if it names one.
+    /// On an error the threads already started are in `self.threads`, so dropping `self`
+    /// stops them.
+    fn spawn_device_threads(&mut self, cpus: &CpuList, count: usize) -> Result<(), EmuError> {
         for i in 0..count {
-            let shared = Arc::clone(&emulator.shared);
-            let cpu = options.cpus.nth(i);
+            let shared = Arc::clone(&self.shared);
+            let cpu = cpus.nth(i);
             let (pinned_tx, pinned) = std::sync::mpsc::channel();
             let thread = std::thread::Builder::new()
                 .name(format!("nvarray-device-{i}"))
@@ -287,8 +237,8 @@ impl Emulator {
                     }
                 })
                 .map_err(|error| EmuError::Thread { error })?;
-            // Dropping `emulator` on an error stops the threads already started.
-            emulator.threads.push(thread);
+            // Dropping the emulator on an error stops the threads already started.
+            self.threads.push(thread);
             let pinned = pinned.recv().unwrap_or(Ok(()));
             if let (Err(e), Some(cpu)) = (pinned, cpu) {
                 return Err(EmuError::Cpus(format!(
@@ -296,7 +246,7 @@ impl Emulator {
                 )));
             }
         }
-        Ok(emulator)
+        Ok(())
     }
 
     pub fn dma(&self) -> &Arc<DmaMemory> {
@@ -584,11 +534,101 @@ impl Emulator {
     }
 
     fn cells(&self) -> Vec<Arc<CachePadded<QueueCell>>> {
-        self.lock_model().cells.iter().flatten().cloned().collect()
+        attached_cells(&self.shared)
     }
 
     fn lock_model(&self) -> MutexGuard<'_, ModelState> {
         lock(&self.shared.model)
+    }
+}
+
+/// The DMA memory the host shares with the device: a buffer per tag, and on NVMe a PRP list
+/// per tag too.
+fn dma_memory(config: &DeviceConfig, options: &EmulatorOptions) -> Result<DmaMemory, EmuError> {
+    let page_bytes = config.interface.page_bytes as usize;
+    let data = Arena::new(options.tags, options.buffer_bytes).ok_or(EmuError::Arena {
+        tags: options.tags,
+        buffer_bytes: options.buffer_bytes,
+    })?;
+    let lists = match config.interface.protocol {
+        Protocol::Moneta | Protocol::DcExpress => None,
+        Protocol::Nvme => {
+            let list_bytes = DmaMemory::list_bytes_for(options.buffer_bytes, page_bytes);
+            Some(Arena::new(options.tags, list_bytes).ok_or(EmuError::Arena {
+                tags: options.tags,
+                buffer_bytes: list_bytes,
+            })?)
+        }
+    };
+    Ok(DmaMemory::new(data, lists, page_bytes))
+}
+
+/// The zones of a zoned namespace, under their lock (`None`: the device is not zoned).
+fn zone_table(config: &DeviceConfig) -> Result<Option<parking_lot::Mutex<Zones>>, EmuError> {
+    let zones = config
+        .zone_layout()?
+        .map(|layout| Zones::new(layout).map(parking_lot::Mutex::new))
+        .transpose()
+        .map_err(|e| nvarray_model::ConfigError::Zns {
+            field: "zns",
+            expected: e,
+        })?;
+    Ok(zones)
+}
+
+impl ModelState {
+    /// The model of a fresh device described by `config`, with no queue pair attached.
+    fn new(config: &DeviceConfig) -> Self {
+        let core = DeviceCore::new(config);
+        let has_ftl = core.model().ftl_stats().is_some();
+        ModelState {
+            core,
+            cells: Vec::new(),
+            outgoing: Vec::new(),
+            held_ticks: 0,
+            handed: 0,
+            map_moves_seen: 0,
+            has_ftl,
+        }
+    }
+}
+
+impl Shared {
+    /// The state every thread running the device shares: the model of `config`, the data
+    /// path over `backing`, `dma` (`tags` tags) and `zones`, nothing attached or running yet.
+    fn new(
+        config: &DeviceConfig,
+        tags: usize,
+        backing: Backing,
+        dma: Arc<DmaMemory>,
+        zones: Option<parking_lot::Mutex<Zones>>,
+    ) -> Self {
+        let backing_pages = backing.pages();
+        let published = Published::default();
+        published.next_ns.store(NEVER, Ordering::Relaxed);
+        Shared {
+            model: CachePadded::new(Mutex::new(ModelState::new(config))),
+            published: CachePadded::new(published),
+            generation: CachePadded::new(AtomicU64::new(0)),
+            path: DataPath {
+                dma,
+                backing,
+                config: config.clone(),
+                protocol: config.interface.protocol,
+                block_bytes: u64::from(config.controller.block_bytes),
+                tags: TagStates::new(tags),
+                clock: Clock::new(),
+                zones,
+            },
+            backing_pages,
+            stop: AtomicBool::new(false),
+            retired: Mutex::new(Retired::default()),
+            doorbell: CachePadded::new(Irq::new()),
+            wake_delay_ns: AtomicU64::new(0),
+            visit_stall_ns: AtomicU64::new(0),
+            holder_pauses: HolderPauses::default(),
+            busy_ns: AtomicU64::new(0),
+        }
     }
 }
 
@@ -681,32 +721,13 @@ fn device_thread(shared: &Shared, index: usize, count: usize) {
         let generation = shared.generation.load(Ordering::Acquire);
         if generation != seen {
             seen = generation;
-            cells = lock(&shared.model)
-                .cells
-                .iter()
-                .flatten()
-                .cloned()
-                .collect();
+            cells = attached_cells(shared);
             since = Since::Other;
         }
         let steal = count > 1 && round.is_multiple_of(STEAL_EVERY);
         round = round.wrapping_add(1);
-        let mut worked = false;
-        for (k, cell) in cells.iter().enumerate() {
-            if k % count != index && !steal {
-                continue;
-            }
-            let mut work = match cell.work.try_lock() {
-                Ok(work) => work,
-                Err(TryLockError::WouldBlock) => {
-                    worked = true; // another thread serves it: not idle
-                    continue;
-                }
-                Err(TryLockError::Poisoned(e)) => e.into_inner(),
-            };
-            worked |= serve(shared, cell, &mut work, since, false);
-            least_modelled_ns = least_modelled_ns.min(work.least_modelled_ns);
-        }
+        let (worked, least_ns) = serve_round(shared, &cells, index, count, steal, since);
+        least_modelled_ns = least_modelled_ns.min(least_ns);
         if worked {
             let from = *busy_since.get_or_insert(round_end_ns);
             last_work_ns = clock.now_ns();
@@ -733,27 +754,83 @@ fn device_thread(shared: &Shared, index: usize, count: usize) {
         let least = (least_modelled_ns != u64::MAX).then_some(least_modelled_ns);
         margin.forget_if_stale(now);
         let decided = rest(now, next, now.saturating_sub(last_work_ns), least, &margin);
-        match decided {
-            Rest::Spin => {
-                std::hint::spin_loop();
-                since = Since::Spun;
+        since = take_rest(shared, &cells, index, count, decided, &mut margin);
+    }
+}
+
+/// The queue pairs attached now, in attachment order.
+fn attached_cells(shared: &Shared) -> Vec<Arc<CachePadded<QueueCell>>> {
+    lock(&shared.model)
+        .cells
+        .iter()
+        .flatten()
+        .cloned()
+        .collect()
+}
+
+/// One round of device thread `index` of `count`: a pass over each of its pairs (with
+/// `steal`, over the others' too) that no other thread is serving. Returns whether the round
+/// found work (a pair another thread serves counts as work) and the shortest command the
+/// pairs it served have posted (`u64::MAX`: none).
+#[inline]
+fn serve_round(
+    shared: &Shared,
+    cells: &[Arc<CachePadded<QueueCell>>],
+    index: usize,
+    count: usize,
+    steal: bool,
+    since: Since,
+) -> (bool, u64) {
+    let mut worked = false;
+    let mut least_modelled_ns = u64::MAX;
+    for (k, cell) in cells.iter().enumerate() {
+        if k % count != index && !steal {
+            continue;
+        }
+        let mut work = match cell.work.try_lock() {
+            Ok(work) => work,
+            Err(TryLockError::WouldBlock) => {
+                worked = true; // another thread serves it: not idle
+                continue;
             }
-            Rest::Yield => {
-                // The thread stays runnable: the time the kernel gives others is like a
-                // preemption of a spinning thread, a pause of the machine when long (the
-                // chain goes on across it). Restarted instead, a command rung meanwhile and
-                // dated by its doorbell would count the kernel's time as the emulator's.
-                std::thread::yield_now();
-                since = Since::Rested;
-            }
-            Rest::Until(wake_ns) => {
-                sleep_on_doorbell(shared, &cells, index, count, Some(wake_ns), &mut margin);
-                since = Since::Rested;
-            }
-            Rest::Park => {
-                sleep_on_doorbell(shared, &cells, index, count, None, &mut margin);
-                since = Since::Rested;
-            }
+            Err(TryLockError::Poisoned(e)) => e.into_inner(),
+        };
+        worked |= serve(shared, cell, &mut work, since, false);
+        least_modelled_ns = least_modelled_ns.min(work.least_modelled_ns);
+    }
+    (worked, least_modelled_ns)
+}
+
+/// Rests device thread `index` of `count` as `decided` (`device_sleep::rest`); returns what
+/// the thread did, for its next pass.
+fn take_rest(
+    shared: &Shared,
+    cells: &[Arc<CachePadded<QueueCell>>],
+    index: usize,
+    count: usize,
+    decided: Rest,
+    margin: &mut WakeMargin,
+) -> Since {
+    match decided {
+        Rest::Spin => {
+            std::hint::spin_loop();
+            Since::Spun
+        }
+        Rest::Yield => {
+            // The thread stays runnable: the time the kernel gives others is like a
+            // preemption of a spinning thread, a pause of the machine when long (the
+            // chain goes on across it). Restarted instead, a command rung meanwhile and
+            // dated by its doorbell would count the kernel's time as the emulator's.
+            std::thread::yield_now();
+            Since::Rested
+        }
+        Rest::Until(wake_ns) => {
+            sleep_on_doorbell(shared, cells, index, count, Some(wake_ns), margin);
+            Since::Rested
+        }
+        Rest::Park => {
+            sleep_on_doorbell(shared, cells, index, count, None, margin);
+            Since::Rested
         }
     }
 }
@@ -881,56 +958,23 @@ fn serve(
 ) -> bool {
     let path = &shared.path;
     let spinning = since == Since::Spun;
-    // The pass's first clock reading starts or continues the thread's chain of readings
-    // (`pauses`): continued unless the thread did something unbounded since its previous
-    // pass. After a sleep the chain was restarted at the wake-up, so a pause between the
-    // wake-up and this pass is still the machine's (issue 56).
-    let chain = |now: u64, first: bool| {
-        pauses::this_thread(|w| match since {
-            _ if !first => w.reading(now),
-            Since::Spun | Since::Rested => w.reading(now),
-            Since::Other => w.restart(now),
-            Since::HostCode => w.host_code(now),
-        })
-    };
     // With completions waiting, the clock is read before the new commands are taken: one
     // already due goes out first (taking commands moves their data, a 4 KiB read's copy
     // each, and a deadline behind a batch of them was late by the whole batch), and taking
     // them posts those that fall due meanwhile, up to what the model has settled (read here:
     // it only grows).
-    let mut early = None;
-    let mut posted = false;
-    let mut settled = None;
-    if let Some(due) = work.next_due_ns() {
-        let mut now = path.clock.now_ns();
-        chain(now, true);
-        if due <= now {
-            posted = settle(shared, cell, work, &mut now) > 0;
-        }
-        settled = Some(shared.published.settled_ns.load(Ordering::Acquire));
-        early = Some(now);
-    } else if since == Since::HostCode {
-        // Inline, this poll is the host's look (`PauseWatch::host_code`): read before the
-        // commands are taken, whose taking is the emulator's work.
-        let now = path.clock.now_ns();
-        chain(now, true);
-        settled = Some(shared.published.settled_ns.load(Ordering::Acquire));
-        early = Some(now);
-    }
+    let mut look = first_look(shared, cell, work, since);
     // Inline, what fell due in the model goes out before the host's new commands are taken and
     // handed to it: at QD 16 over NBD, taking them and the model's work on them delayed every
     // completion due behind them by about 5 µs. The model is advanced to the pass's first
     // reading only, so the commands taken next still arrive after it.
     let mut visited = false;
-    if let Some(look) = early.filter(|_| inline && work.to_model.is_empty()) {
-        if shared.published.next_ns.load(Ordering::Acquire) <= look {
-            visited = visit(shared, work, Visit::IfFree, Some(look));
-            let mut now = look;
-            posted |= settle(shared, cell, work, &mut now) > 0;
-            settled = Some(shared.published.settled_ns.load(Ordering::Acquire));
-        }
+    if let Some(look) = look.as_mut().filter(|_| inline && work.to_model.is_empty()) {
+        visited = visit_before_taking(shared, cell, work, look);
     }
-    let (taken, posted_taking) = work.take_commands(path, settled);
+    let early = look.map(|l| l.now_ns);
+    let mut posted = look.is_some_and(|l| l.posted);
+    let (taken, posted_taking) = work.take_commands(path, look.map(|l| l.settled_ns));
     posted |= posted_taking;
     // The commands are dated inside the visit, by a clock reading taken after they were taken
     // from the queue: each deadline is at least the model's latency after the host's
@@ -944,7 +988,7 @@ fn serve(
         Some(now) if taken == 0 => now,
         _ => {
             let now = path.clock.now_ns();
-            chain(now, early.is_none());
+            chain(since, now, early.is_none());
             now
         }
     };
@@ -970,6 +1014,91 @@ fn serve(
         work.jitter.worked();
     }
     worked || !work.to_model.is_empty()
+}
+
+/// A pass's look before it takes commands (`first_look`).
+#[derive(Clone, Copy)]
+struct Look {
+    /// The pass's first clock reading.
+    now_ns: u64,
+    /// `Published::settled_ns` as read after what was due was posted.
+    settled_ns: u64,
+    /// Whether it posted any completion.
+    posted: bool,
+}
+
+/// Feeds one of the pass's clock readings to the thread's chain of readings (`pauses`): the
+/// pass's first (`first`) continues the chain unless the thread did something unbounded since
+/// its previous pass (`since`). After a sleep the chain was restarted at the wake-up, so a
+/// pause between the wake-up and this pass is still the machine's (issue 56).
+#[inline(always)]
+fn chain(since: Since, now: u64, first: bool) {
+    pauses::this_thread(|w| match since {
+        _ if !first => w.reading(now),
+        Since::Spun | Since::Rested => w.reading(now),
+        Since::Other => w.restart(now),
+        Since::HostCode => w.host_code(now),
+    })
+}
+
+/// The pass's look before it takes the new commands, when it has completions waiting (those
+/// already due are posted) or, inline, after the host's own code. `None` otherwise: the pass
+/// reads the clock after taking them.
+#[inline(always)]
+fn first_look(
+    shared: &Shared,
+    cell: &QueueCell,
+    work: &mut QueueWork,
+    since: Since,
+) -> Option<Look> {
+    let path = &shared.path;
+    if let Some(due) = work.next_due_ns() {
+        let mut now = path.clock.now_ns();
+        chain(since, now, true);
+        let mut posted = false;
+        if due <= now {
+            posted = settle(shared, cell, work, &mut now) > 0;
+        }
+        let settled_ns = shared.published.settled_ns.load(Ordering::Acquire);
+        Some(Look {
+            now_ns: now,
+            settled_ns,
+            posted,
+        })
+    } else if since == Since::HostCode {
+        // Inline, this poll is the host's look (`PauseWatch::host_code`): read before the
+        // commands are taken, whose taking is the emulator's work.
+        let now = path.clock.now_ns();
+        chain(since, now, true);
+        let settled_ns = shared.published.settled_ns.load(Ordering::Acquire);
+        Some(Look {
+            now_ns: now,
+            settled_ns,
+            posted: false,
+        })
+    } else {
+        None
+    }
+}
+
+/// Inline, before the pass takes new commands: if something in the model fell due by the
+/// pass's first reading, visits the model up to that reading only and posts what is due, in
+/// `look` (`settled_ns` read again). Returns whether it visited.
+#[inline(always)]
+fn visit_before_taking(
+    shared: &Shared,
+    cell: &QueueCell,
+    work: &mut QueueWork,
+    look: &mut Look,
+) -> bool {
+    if shared.published.next_ns.load(Ordering::Acquire) > look.now_ns {
+        return false;
+    }
+    let visited = visit(shared, work, Visit::IfFree, Some(look.now_ns));
+    let mut now = look.now_ns;
+    look.posted |= settle(shared, cell, work, &mut now) > 0;
+    look.settled_ns = shared.published.settled_ns.load(Ordering::Acquire);
+    visited
 }
 
 /// In a pass that did nothing else, runs a slice of the model's untimed work
@@ -1113,13 +1242,8 @@ enum Visit {
 /// deliver what it finished (this pair's to `work.arrived`, others' to their mailboxes), then
 /// publish how far it got. Returns whether it visited.
 fn visit(shared: &Shared, work: &mut QueueWork, how: Visit, until: Option<u64>) -> bool {
-    let mut state = match how {
-        Visit::Wait => lock(&shared.model),
-        Visit::IfFree => match shared.model.try_lock() {
-            Ok(state) => state,
-            Err(TryLockError::WouldBlock) => return false,
-            Err(TryLockError::Poisoned(e)) => e.into_inner(),
-        },
+    let Some(mut state) = lock_for_visit(shared, how) else {
+        return false;
     };
     let entered = ticks();
     let path = &shared.path;
@@ -1131,16 +1255,67 @@ fn visit(shared: &Shared, work: &mut QueueWork, how: Visit, until: Option<u64>) 
         Visit::Wait => w.restart(now),
         Visit::IfFree => w.reading(now),
     });
+    let (commands, refused) = hand_over_and_advance(shared, &mut state, work, now, until);
+    let ModelState {
+        core,
+        held_ticks,
+        map_moves_seen,
+        has_ftl,
+        ..
+    } = &mut *state;
+    // Declared per command and per page the flash collector moved, not as the visit's wall
+    // time: that would declare a preemption inside the visit as work too (tried in issue 56:
+    // the application study's inline dram sessions lost their machine-late share to the
+    // emulator's own, 0.8 → 2-8 µs at p99).
+    let mut allowed_ns = pauses::allowance_ns(commands, 0);
+    if *has_ftl {
+        allowed_ns += map_moves_allowance_ns(core, map_moves_seen);
+    }
+    *held_ticks += hold_ends(shared, now, entered, commands, allowed_ns);
+    drop(state);
+    pauses::this_thread(|w| w.allow_ns(allowed_ns));
+    for (s, status) in refused {
+        work.refuse(path, s, status);
+    }
+    true
+}
+
+/// The model's lock for a visit: waited for (`Visit::Wait`), or `None` if another thread holds
+/// it (`Visit::IfFree`).
+#[inline(always)]
+fn lock_for_visit(shared: &Shared, how: Visit) -> Option<MutexGuard<'_, ModelState>> {
+    match how {
+        Visit::Wait => Some(lock(&shared.model)),
+        Visit::IfFree => match shared.model.try_lock() {
+            Ok(state) => Some(state),
+            Err(TryLockError::WouldBlock) => None,
+            Err(TryLockError::Poisoned(e)) => Some(e.into_inner()),
+        },
+    }
+}
+
+/// The model's work in a visit that read the clock at `now`, under its lock (`state`): hands
+/// it the pass's commands, advances it (to `until` if given), delivers what it finished (this
+/// pair's to `work.arrived`, others' to their mailboxes) and publishes how far it got.
+/// Returns the commands handed over and finished, and those the model refused.
+#[inline(always)]
+fn hand_over_and_advance(
+    shared: &Shared,
+    state: &mut ModelState,
+    work: &mut QueueWork,
+    now: u64,
+    until: Option<u64>,
+) -> (u64, Vec<(Submission, Status)>) {
+    let path = &shared.path;
     let mut finished = 0u64;
     let ModelState {
         core,
         cells,
         outgoing,
-        held_ticks,
         handed,
-        map_moves_seen,
         has_ftl,
-    } = &mut *state;
+        ..
+    } = state;
     let own = work.id();
     let (arrived, to_model) = (&mut work.arrived, &mut work.to_model);
     let mut deliver = |f: Finished| {
@@ -1184,22 +1359,7 @@ fn visit(shared: &Shared, work: &mut QueueWork, how: Visit, until: Option<u64>) 
         }
     }
     publish(&shared.published, core, advanced, *has_ftl);
-    // Declared per command and per page the flash collector moved, not as the visit's wall
-    // time: that would declare a preemption inside the visit as work too (tried in issue 56:
-    // the application study's inline dram sessions lost their machine-late share to the
-    // emulator's own, 0.8 → 2-8 µs at p99).
-    let commands = finished + handed_now;
-    let mut allowed_ns = pauses::allowance_ns(commands, 0);
-    if *has_ftl {
-        allowed_ns += map_moves_allowance_ns(core, map_moves_seen);
-    }
-    *held_ticks += hold_ends(shared, now, entered, commands, allowed_ns);
-    drop(state);
-    pauses::this_thread(|w| w.allow_ns(allowed_ns));
-    for (s, status) in refused {
-        work.refuse(path, s, status);
-    }
-    true
+    (finished + handed_now, refused)
 }
 
 /// Publishes how far the model got (`Published`), after a visit advanced it to `advanced`

@@ -61,6 +61,27 @@ impl LatenessReport {
     pub fn faithful(&self) -> bool {
         self.verdict == Verdict::Faithful
     }
+
+    /// The report of a run without completions: faithful, every figure 0.
+    fn empty() -> Self {
+        LatenessReport {
+            mean_ns: 0.0,
+            p50_ns: 0,
+            p99_ns: 0,
+            max_ns: 0,
+            bound_ns: LATENESS_NS_TOLERATED,
+            completions: 0,
+            machine_late: 0,
+            wake_late: 0,
+            host_code: 0,
+            own_mean_ns: 0.0,
+            own_p50_ns: 0,
+            own_p99_ns: 0,
+            own_max_ns: 0,
+            verdict: Verdict::Faithful,
+            unfaithful_reason: None,
+        }
+    }
 }
 
 #[derive(Clone, Debug)]
@@ -221,30 +242,10 @@ impl Lateness {
     /// link).
     pub fn report(&self, hint: Option<&str>) -> LatenessReport {
         let completions = self.count();
-        let machine_late = self.machine.count();
-        let wake_late = self.wake.count();
         if completions == 0 {
-            return LatenessReport {
-                mean_ns: 0.0,
-                p50_ns: 0,
-                p99_ns: 0,
-                max_ns: 0,
-                bound_ns: LATENESS_NS_TOLERATED,
-                completions: 0,
-                machine_late: 0,
-                wake_late: 0,
-                host_code: 0,
-                own_mean_ns: 0.0,
-                own_p50_ns: 0,
-                own_p99_ns: 0,
-                own_max_ns: 0,
-                verdict: Verdict::Faithful,
-                unfaithful_reason: None,
-            };
+            return LatenessReport::empty();
         }
-        let mut all = self.own.clone();
-        all.merge(&self.machine);
-        all.merge(&self.wake);
+        let all = self.joined();
         assert_eq!(
             all.count(),
             completions,
@@ -252,6 +253,39 @@ impl Lateness {
         );
         let [p50, p99] = all.at([0.50, 0.99]);
         let [own_p50, own_p99] = self.own.at([0.50, 0.99]);
+        let (_, bound) = self.bound();
+        let (verdict, reasons) = self.verdict(p99, own_p99, hint);
+        LatenessReport {
+            mean_ns: all.mean_ns(),
+            p50_ns: p50,
+            p99_ns: p99,
+            max_ns: all.max_ns,
+            bound_ns: bound,
+            completions,
+            machine_late: self.machine.count(),
+            wake_late: self.wake.count(),
+            host_code: self.host_code,
+            own_mean_ns: self.own.mean_ns(),
+            own_p50_ns: own_p50,
+            own_p99_ns: own_p99,
+            own_max_ns: self.own.max_ns,
+            verdict,
+            unfaithful_reason: (!reasons.is_empty()).then(|| reasons.join("; ")),
+        }
+    }
+
+    /// Every completion's lateness in one part: the emulator's own, the machine-late and the
+    /// wake-late joined.
+    fn joined(&self) -> Part {
+        let mut all = self.own.clone();
+        all.merge(&self.machine);
+        all.merge(&self.wake);
+        all
+    }
+
+    /// The verdict of a run whose p99 lateness is `p99` (`own_p99`: the emulator's own), and
+    /// the reasons it was not faithful (empty when it was).
+    fn verdict(&self, p99: u64, own_p99: u64, hint: Option<&str>) -> (Verdict, Vec<String>) {
         let (modelled_mean, bound) = self.bound();
         let mut verdict = Verdict::Faithful;
         let mut reasons = Vec::new();
@@ -266,17 +300,7 @@ impl Lateness {
             let late = format!(
                 "p99 lateness {p99} ns exceeds max({LATENESS_NS_TOLERATED} ns, {LATENESS_PERCENT_TOLERATED} % of the mean modelled latency {modelled_mean} ns) = {bound} ns"
             );
-            let percent = |n: u64| n as f64 * 100.0 / completions as f64;
-            let mut paused = format!(
-                "{machine_late} of {completions} completions ({:.2} %) fell due while the machine paused the thread serving them",
-                percent(machine_late)
-            );
-            if wake_late > 0 {
-                paused.push_str(&format!(
-                    " and {wake_late} ({:.2} %) after a device thread should have woken and before the kernel woke it (wake-late)",
-                    percent(wake_late)
-                ));
-            }
+            let paused = self.paused_text();
             if own_p99 <= bound {
                 verdict = verdict.worst(Verdict::MachineLimited);
                 reasons.push(format!(
@@ -294,23 +318,27 @@ impl Lateness {
                 reasons.push(r);
             }
         }
-        LatenessReport {
-            mean_ns: all.mean_ns(),
-            p50_ns: p50,
-            p99_ns: p99,
-            max_ns: all.max_ns,
-            bound_ns: bound,
-            completions,
-            machine_late,
-            wake_late,
-            host_code: self.host_code,
-            own_mean_ns: self.own.mean_ns(),
-            own_p50_ns: own_p50,
-            own_p99_ns: own_p99,
-            own_max_ns: self.own.max_ns,
-            verdict,
-            unfaithful_reason: (!reasons.is_empty()).then(|| reasons.join("; ")),
+        (verdict, reasons)
+    }
+
+    /// How many completions fell due while the machine paused the thread serving them, and
+    /// how many were wake-late, for the reasons of a late run.
+    fn paused_text(&self) -> String {
+        let completions = self.count();
+        let machine_late = self.machine.count();
+        let wake_late = self.wake.count();
+        let percent = |n: u64| n as f64 * 100.0 / completions as f64;
+        let mut paused = format!(
+            "{machine_late} of {completions} completions ({:.2} %) fell due while the machine paused the thread serving them",
+            percent(machine_late)
+        );
+        if wake_late > 0 {
+            paused.push_str(&format!(
+                " and {wake_late} ({:.2} %) after a device thread should have woken and before the kernel woke it (wake-late)",
+                percent(wake_late)
+            ));
         }
+        paused
     }
 }
 

@@ -670,32 +670,9 @@ fn decode_word(word: u64, queue: u16, path: &DataPath) -> Decoded {
 /// completion of the command in flight.
 fn decode_nvme(sqe: &nvme::Sqe, queue: u16, path: &DataPath) -> Decoded {
     let refuse = |status| Err(immediate(queue, Tag::new(sqe.cid), status));
-    let op = match sqe.opcode {
-        nvme::OPCODE_READ => Opcode::Read,
-        nvme::OPCODE_WRITE => Opcode::Write,
-        nvme::OPCODE_FLUSH => Opcode::Flush,
-        nvme::OPCODE_DATASET_MANAGEMENT => Opcode::Deallocate,
-        // The zoned command set, on a zoned namespace only.
-        nvme::OPCODE_ZONE_APPEND if path.zones.is_some() => Opcode::ZoneAppend,
-        nvme::OPCODE_ZONE_MANAGEMENT_SEND if path.zones.is_some() => {
-            match nvme::zone_action(sqe.cdw13 as u8) {
-                Some(action) => Opcode::ZoneManage {
-                    action,
-                    all: sqe.cdw13 & nvme::ZSA_SELECT_ALL != 0,
-                },
-                None => return refuse(Status::BadField),
-            }
-        }
-        nvme::OPCODE_ZONE_MANAGEMENT_RECEIVE if path.zones.is_some() => {
-            // Report zones, listing every zone (reporting option 0h).
-            if sqe.cdw13 & 0xffff != u32::from(nvme::ZRA_REPORT_ZONES) {
-                return refuse(Status::BadField);
-            }
-            Opcode::ZoneReport {
-                partial: sqe.cdw13 & nvme::ZRA_PARTIAL != 0,
-            }
-        }
-        _ => return refuse(Status::BadOpcode),
+    let op = match nvme_opcode(sqe, path) {
+        Ok(op) => op,
+        Err(status) => return refuse(status),
     };
     if sqe.nsid != 1 {
         return refuse(Status::BadField);
@@ -712,33 +689,15 @@ fn decode_nvme(sqe: &nvme::Sqe, queue: u16, path: &DataPath) -> Decoded {
     if op == Opcode::Flush {
         return Ok((s, false));
     }
-    match nvme::directive(sqe) {
-        nvme::Directive::Placement(handle) if op == Opcode::Write => {
-            if u32::from(handle) >= path.config.ftl.placement_handles || !path.config.ftl.enabled {
-                // A handle the device does not have (NVMe FDP: Invalid Field in Command).
-                return refuse(Status::BadField);
-            }
-            s.placement = handle;
-        }
-        nvme::Directive::None => {}
-        // A placement on anything but a write, or a directive type the device does not know.
-        nvme::Directive::Placement(_) | nvme::Directive::Unsupported(_) => {
-            return refuse(Status::BadField)
-        }
-    }
+    s.placement = match nvme_placement(sqe, op, path) {
+        Ok(handle) => handle,
+        Err(status) => return refuse(status),
+    };
     let Some(offset) = sqe.slba.checked_mul(path.block_bytes) else {
         return refuse(Status::OutOfRange);
     };
     s.offset_bytes = offset;
-    s.len_bytes = match op {
-        // Management carries no data; a report's buffer is dword 12's dwords, zero-based.
-        Opcode::ZoneManage { .. } => 0,
-        Opcode::ZoneReport { .. } => (sqe.cdw12.saturating_add(1)).saturating_mul(4),
-        _ => {
-            let blocks = u64::from(sqe.cdw12 & 0xffff) + 1;
-            u32::try_from(blocks * path.block_bytes).unwrap_or(u32::MAX)
-        }
-    };
+    s.len_bytes = nvme_len_bytes(sqe, op, path.block_bytes);
     let dma = &*path.dma;
     if usize::from(sqe.cid) >= dma.tags() {
         return refuse(Status::BadField);
@@ -757,6 +716,72 @@ fn decode_nvme(sqe: &nvme::Sqe, queue: u16, path: &DataPath) -> Decoded {
         return refuse(Status::BadField);
     }
     Ok((s, false))
+}
+
+/// The operation an NVMe entry's opcode (and, for zone management, dword 13) names, or the
+/// status refusing it: the zoned command set only on a zoned namespace.
+#[inline]
+fn nvme_opcode(sqe: &nvme::Sqe, path: &DataPath) -> Result<Opcode, Status> {
+    Ok(match sqe.opcode {
+        nvme::OPCODE_READ => Opcode::Read,
+        nvme::OPCODE_WRITE => Opcode::Write,
+        nvme::OPCODE_FLUSH => Opcode::Flush,
+        nvme::OPCODE_DATASET_MANAGEMENT => Opcode::Deallocate,
+        // The zoned command set, on a zoned namespace only.
+        nvme::OPCODE_ZONE_APPEND if path.zones.is_some() => Opcode::ZoneAppend,
+        nvme::OPCODE_ZONE_MANAGEMENT_SEND if path.zones.is_some() => {
+            match nvme::zone_action(sqe.cdw13 as u8) {
+                Some(action) => Opcode::ZoneManage {
+                    action,
+                    all: sqe.cdw13 & nvme::ZSA_SELECT_ALL != 0,
+                },
+                None => return Err(Status::BadField),
+            }
+        }
+        nvme::OPCODE_ZONE_MANAGEMENT_RECEIVE if path.zones.is_some() => {
+            // Report zones, listing every zone (reporting option 0h).
+            if sqe.cdw13 & 0xffff != u32::from(nvme::ZRA_REPORT_ZONES) {
+                return Err(Status::BadField);
+            }
+            Opcode::ZoneReport {
+                partial: sqe.cdw13 & nvme::ZRA_PARTIAL != 0,
+            }
+        }
+        _ => return Err(Status::BadOpcode),
+    })
+}
+
+/// The placement handle an NVMe entry's directive gives command `op` (0 without one), or
+/// the status refusing the directive.
+#[inline]
+fn nvme_placement(sqe: &nvme::Sqe, op: Opcode, path: &DataPath) -> Result<u16, Status> {
+    match nvme::directive(sqe) {
+        nvme::Directive::Placement(handle) if op == Opcode::Write => {
+            if u32::from(handle) >= path.config.ftl.placement_handles || !path.config.ftl.enabled {
+                // A handle the device does not have (NVMe FDP: Invalid Field in Command).
+                return Err(Status::BadField);
+            }
+            Ok(handle)
+        }
+        nvme::Directive::None => Ok(0),
+        // A placement on anything but a write, or a directive type the device does not know.
+        nvme::Directive::Placement(_) | nvme::Directive::Unsupported(_) => Err(Status::BadField),
+    }
+}
+
+/// The bytes an NVMe entry for `op` carries: none for zone management, a report's buffer
+/// from dword 12, otherwise its block count (dword 12, zero-based) in bytes.
+#[inline]
+fn nvme_len_bytes(sqe: &nvme::Sqe, op: Opcode, block_bytes: u64) -> u32 {
+    match op {
+        // Management carries no data; a report's buffer is dword 12's dwords, zero-based.
+        Opcode::ZoneManage { .. } => 0,
+        Opcode::ZoneReport { .. } => (sqe.cdw12.saturating_add(1)).saturating_mul(4),
+        _ => {
+            let blocks = u64::from(sqe.cdw12 & 0xffff) + 1;
+            u32::try_from(blocks * block_bytes).unwrap_or(u32::MAX)
+        }
+    }
 }
 
 /// Walks the command's PRP entries (PRP1, then PRP2 or the PRP list it points to, following

@@ -141,6 +141,26 @@ struct Rule {
     fault: Fault,
 }
 
+impl Rule {
+    /// Reads one `OP#N=FAULT` item, split at its `=` into `key` and `value`.
+    fn parse(item: &str, key: &str, value: &str) -> Result<Self, String> {
+        let (op, nth) = key.split_once('#').ok_or_else(|| {
+            format!("{item:?}: expected OP#N=FAULT, seed=, one-in=, ops= or faults=")
+        })?;
+        let nth = nth
+            .parse::<u64>()
+            .ok()
+            .filter(|&n| n > 0)
+            .ok_or_else(|| format!("{item:?}: N counts from 1"))?;
+        let op = BackingOp::parse(op)?;
+        Ok(Rule {
+            op,
+            nth,
+            fault: Fault::parse(value)?.for_op(op),
+        })
+    }
+}
+
 #[derive(Clone, Debug)]
 struct Random {
     seed: u64,
@@ -202,22 +222,7 @@ impl BackingFaults {
                         .map(Fault::parse)
                         .collect::<Result<_, _>>()?;
                 }
-                _ => {
-                    let (op, nth) = key.split_once('#').ok_or_else(|| {
-                        format!("{item:?}: expected OP#N=FAULT, seed=, one-in=, ops= or faults=")
-                    })?;
-                    let nth = nth
-                        .parse::<u64>()
-                        .ok()
-                        .filter(|&n| n > 0)
-                        .ok_or_else(|| format!("{item:?}: N counts from 1"))?;
-                    let op = BackingOp::parse(op)?;
-                    rules.push(Rule {
-                        op,
-                        nth,
-                        fault: Fault::parse(value)?.for_op(op),
-                    });
-                }
+                _ => rules.push(Rule::parse(item, key, value)?),
             }
         }
         // `split` yields at least one part and each part names an op or a fault, so a plan

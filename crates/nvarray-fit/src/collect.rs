@@ -107,22 +107,7 @@ pub fn collect(
     let device = target.path.display().to_string();
 
     step(Step::Precondition);
-    let started = Instant::now();
-    let mut args = crate::grid::direct_io_args(
-        "precondition",
-        &device,
-        "write",
-        128 << 10,
-        32,
-        target.span_bytes,
-    );
-    args.extend(["--loops=2".into(), "--output-format=json".into()]);
-    run_fio(&opts.fio, &args, &opts.out.join("precondition.json"))
-        .map_err(CollectError::Precondition)?;
-    let precondition = Precondition {
-        bytes: 2 * target.span_bytes,
-        seconds: started.elapsed().as_secs_f64(),
-    };
+    let precondition = precondition(target, &device, opts)?;
 
     let records = run_passes(&plan.jobs, &device, target.span_bytes, opts, step);
 
@@ -152,6 +137,31 @@ pub fn collect(
             source,
         })?;
     Ok(manifest)
+}
+
+/// SNIA's preconditioning: the target's span written twice in 128 KiB sequential writes,
+/// fio's output kept as `precondition.json`; what it wrote and how long it took.
+fn precondition(
+    target: &Target,
+    device: &str,
+    opts: &CollectOptions,
+) -> Result<Precondition, CollectError> {
+    let started = Instant::now();
+    let mut args = crate::grid::direct_io_args(
+        "precondition",
+        device,
+        "write",
+        128 << 10,
+        32,
+        target.span_bytes,
+    );
+    args.extend(["--loops=2".into(), "--output-format=json".into()]);
+    run_fio(&opts.fio, &args, &opts.out.join("precondition.json"))
+        .map_err(CollectError::Precondition)?;
+    Ok(Precondition {
+        bytes: 2 * target.span_bytes,
+        seconds: started.elapsed().as_secs_f64(),
+    })
 }
 
 /// Every job of `jobs` on `device` through fio, `opts.repeat` passes; each job's record.

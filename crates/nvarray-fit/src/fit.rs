@@ -15,7 +15,7 @@ use crate::grid::Job;
 use crate::least_squares;
 use crate::manifest::Manifest;
 use crate::measured::{self, Figures};
-use crate::objective::{cauchy_loss, Objective};
+use crate::objective::{cauchy_loss, Objective, Outcome};
 use crate::params::{self, Param};
 use crate::search;
 use crate::simulate;
@@ -87,6 +87,28 @@ pub fn load(
             version: manifest.fio_version.clone(),
         });
     }
+    let (jobs, skipped) = jobs_of(&manifest, dir, held_out)?;
+    let needed = 3;
+    let training = jobs.iter().filter(|j| !j.held_out).count();
+    if training < needed {
+        return Err(FitError::TooFewJobs {
+            dir: path.display().to_string(),
+            training,
+            held_out: jobs.len() - training,
+            skipped: skipped.len(),
+            needed,
+        });
+    }
+    Ok((manifest, jobs, skipped))
+}
+
+/// The collection's records as jobs with their figures (read from each job's fio output in
+/// `dir`, for a collection `fit collect` wrote), and the records skipped with the reason.
+fn jobs_of(
+    manifest: &Manifest,
+    dir: Option<&Path>,
+    held_out: f64,
+) -> Result<(Vec<JobData>, Vec<Skipped>), FitError> {
     let mut jobs = Vec::new();
     let mut skipped = Vec::new();
     for record in &manifest.jobs {
@@ -105,25 +127,15 @@ pub fn load(
                 skipped.push(skip("no figures".into()));
                 continue;
             }
-            (None, Some(dir)) => {
-                let path = dir.join(&record.file);
-                let shown = path.display().to_string();
-                let read = std::fs::read_to_string(&path)
-                    .map_err(|e| measured::FioOutputError::Layout {
-                        file: shown.clone(),
-                        what: e.to_string(),
-                    })
-                    .and_then(|text| measured::figures(&text, &shown));
-                match read {
-                    Ok(f) => f,
-                    // Another tool's output is the collection's fault, not one job's.
-                    Err(e @ measured::FioOutputError::Version { .. }) => return Err(e.into()),
-                    Err(e) => {
-                        skipped.push(skip(e.to_string()));
-                        continue;
-                    }
+            (None, Some(dir)) => match read_figures(dir, &record.file) {
+                Ok(f) => f,
+                // Another tool's output is the collection's fault, not one job's.
+                Err(e @ measured::FioOutputError::Version { .. }) => return Err(e.into()),
+                Err(e) => {
+                    skipped.push(skip(e.to_string()));
+                    continue;
                 }
-            }
+            },
         };
         jobs.push(JobData {
             job: record.job,
@@ -137,18 +149,19 @@ pub fn load(
         manifest.jobs.len(),
         "every record of the collection is either a job or skipped"
     );
-    let needed = 3;
-    let training = jobs.iter().filter(|j| !j.held_out).count();
-    if training < needed {
-        return Err(FitError::TooFewJobs {
-            dir: path.display().to_string(),
-            training,
-            held_out: jobs.len() - training,
-            skipped: skipped.len(),
-            needed,
-        });
-    }
-    Ok((manifest, jobs, skipped))
+    Ok((jobs, skipped))
+}
+
+/// The figures of one job's fio output, the file `file` in `dir`.
+fn read_figures(dir: &Path, file: &str) -> Result<Figures, measured::FioOutputError> {
+    let path = dir.join(file);
+    let shown = path.display().to_string();
+    std::fs::read_to_string(&path)
+        .map_err(|e| measured::FioOutputError::Layout {
+            file: shown.clone(),
+            what: e.to_string(),
+        })
+        .and_then(|text| measured::figures(&text, &shown))
 }
 
 /// Whether the job called `name` is held out: a share `fraction` of names, by FNV-1a hash,
@@ -261,16 +274,7 @@ pub fn fit(
     let training: Vec<&JobData> = jobs.iter().filter(|j| !j.held_out).collect();
     let train_loads: Vec<Workload> = training.iter().map(|j| j.workload.clone()).collect();
     let train_measured: Vec<Figures> = training.iter().map(|j| j.measured).collect();
-    // The simulator's device spans only what the jobs touched: a preset's capacity would
-    // build its wear-levelling tables for hundreds of GB at every run (a quarter of the
-    // search's time on optane). Kept at the base's when that size is not a valid capacity.
-    let cut = (
-        "memory.capacity_bytes".to_string(),
-        manifest.span_bytes.to_string(),
-    );
-    let cut = (base.memory.capacity_bytes > manifest.span_bytes
-        && apply_overrides(base_toml, std::slice::from_ref(&cut)).is_ok())
-    .then_some(cut);
+    let cut = capacity_cut(&base, base_toml, manifest);
     let device_at = |values: &[f64]| -> Option<DeviceConfig> {
         let mut o = assignments(&params, values);
         o.extend(cut.clone());
@@ -285,6 +289,72 @@ pub fn fit(
             None => vec![MISS; 2 * train_loads.len()],
         }
     };
+    let searched = search_fit(&params, residuals_at, opts.evaluations, progress);
+    let outcome = &searched.outcome;
+
+    // Every job at the fit, training and held out.
+    let fitted_device = device_at(&outcome.values).ok_or_else(|| {
+        FitError::Base("the fitted values do not make a valid device".to_string())
+    })?;
+    let fitted = assignments(&params, &outcome.values);
+    let steady = steady_fit(&base, base_toml, manifest, &fitted);
+    let job_fits = job_fits(&fitted_device, jobs, opts.jobs);
+    Ok(FitReport {
+        base: base_name.to_string(),
+        params: fitted_params(&params, &outcome.values, searched.ranges),
+        training: mape(job_fits.iter().filter(|j| !j.held_out)),
+        held_out: mape(job_fits.iter().filter(|j| j.held_out)),
+        jobs: job_fits,
+        loss_base: searched.loss_base,
+        loss: outcome.loss,
+        evaluations: searched.evaluations,
+        near_fits: searched.near_fits,
+        budget_spent: outcome.budget_spent,
+        seconds: started.elapsed().as_secs_f64(),
+        skipped,
+        assignments: fitted,
+        steady,
+    })
+}
+
+/// The capacity override that shrinks the simulator's device to the span the jobs touched,
+/// or `None` when the base is no larger or that size is not a valid capacity.
+fn capacity_cut(
+    base: &DeviceConfig,
+    base_toml: &str,
+    manifest: &Manifest,
+) -> Option<(String, String)> {
+    // The simulator's device spans only what the jobs touched: a preset's capacity would
+    // build its wear-levelling tables for hundreds of GB at every run (a quarter of the
+    // search's time on optane). Kept at the base's when that size is not a valid capacity.
+    let cut = (
+        "memory.capacity_bytes".to_string(),
+        manifest.span_bytes.to_string(),
+    );
+    (base.memory.capacity_bytes > manifest.span_bytes
+        && apply_overrides(base_toml, std::slice::from_ref(&cut)).is_ok())
+    .then_some(cut)
+}
+
+/// What the search found: where it ended, the loss at the base, each parameter's range and
+/// how many other points those ranges hold.
+struct Searched {
+    outcome: Outcome,
+    loss_base: f64,
+    ranges: Vec<Range>,
+    near_fits: usize,
+    evaluations: usize,
+}
+
+/// Searches from the parameters' start for the values whose residuals (`residuals_at`) have
+/// the least loss, within `budget` evaluations, telling `progress` of each improvement; then
+/// the parameters' ranges around the fit.
+fn search_fit(
+    params: &[Param],
+    residuals_at: impl Fn(&[f64]) -> Vec<f64>,
+    budget: usize,
+    progress: &mut dyn FnMut(usize, f64),
+) -> Searched {
     let mut best = f64::INFINITY;
     let mut calls = 0;
     let mut residuals_seen = |values: &[f64]| {
@@ -298,9 +368,9 @@ pub fn fit(
         r
     };
     let start: Vec<f64> = params.iter().map(Param::start).collect();
-    let mut objective = Objective::new(&params, &mut residuals_seen);
+    let mut objective = Objective::new(params, &mut residuals_seen);
     let loss_base = objective.at(&objective.legal(&start));
-    let outcome = search::minimise(&mut objective, &start, opts.evaluations);
+    let outcome = search::minimise(&mut objective, &start, budget);
     let (jacobian, at_fit) = least_squares::jacobian(&mut objective, &outcome.values);
     let mut ranges = uncertainty::ranges(&jacobian, &at_fit, &outcome.values);
     let limit = uncertainty::near_limit(outcome.loss, at_fit.len(), params.len());
@@ -312,36 +382,29 @@ pub fn fit(
     );
     uncertainty::widen(&mut ranges, &outcome.values, &near);
     let evaluations = objective.evaluations();
-    drop(objective);
+    Searched {
+        outcome,
+        loss_base,
+        ranges,
+        near_fits: near.len().saturating_sub(1),
+        evaluations,
+    }
+}
 
-    // Every job at the fit, training and held out.
-    let fitted_device = device_at(&outcome.values).ok_or_else(|| {
-        FitError::Base("the fitted values do not make a valid device".to_string())
-    })?;
-    let fitted = assignments(&params, &outcome.values);
-    let steady = match manifest.steady_state.as_ref().and_then(|s| s.steady_iops) {
+/// Over-provisioning fitted alone to the steady-state rounds, for a flash base (one with
+/// erase blocks) whose collection has them.
+fn steady_fit(
+    base: &DeviceConfig,
+    base_toml: &str,
+    manifest: &Manifest,
+    fitted: &[(String, String)],
+) -> Option<crate::steady_fit::SteadyFit> {
+    match manifest.steady_state.as_ref().and_then(|s| s.steady_iops) {
         Some(iops) if base.memory.erase_block_bytes > 0 => {
-            crate::steady_fit::fit(base_toml, &fitted, manifest.span_bytes, iops)
+            crate::steady_fit::fit(base_toml, fitted, manifest.span_bytes, iops)
         }
         _ => None,
-    };
-    let job_fits = job_fits(&fitted_device, jobs, opts.jobs);
-    Ok(FitReport {
-        base: base_name.to_string(),
-        params: fitted_params(&params, &outcome.values, ranges),
-        training: mape(job_fits.iter().filter(|j| !j.held_out)),
-        held_out: mape(job_fits.iter().filter(|j| j.held_out)),
-        jobs: job_fits,
-        loss_base,
-        loss: outcome.loss,
-        evaluations,
-        near_fits: near.len().saturating_sub(1),
-        budget_spent: outcome.budget_spent,
-        seconds: started.elapsed().as_secs_f64(),
-        skipped,
-        assignments: fitted,
-        steady,
-    })
+    }
 }
 
 /// The parameters as the report shows them: base, fitted value, range and keys.

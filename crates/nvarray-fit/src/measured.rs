@@ -92,21 +92,7 @@ pub fn figures(text: &str, file: &str) -> Result<Figures, FioOutputError> {
             .ok_or_else(|| layout(&format!("{dir}.iops missing")))?;
         ios += n;
         lat_sum += mean * n;
-        // `lat_ns` has bins with --lat_percentiles=1; otherwise the completion latency's.
-        let b = d["lat_ns"]["bins"]
-            .as_object()
-            .or_else(|| d["clat_ns"]["bins"].as_object())
-            .ok_or_else(|| {
-                layout(&format!(
-                    "{dir} has no latency bins: run fio with --output-format=json+"
-                ))
-            })?;
-        for (k, c) in b {
-            let at: f64 = k
-                .parse()
-                .map_err(|_| layout(&format!("{dir} bin key {k:?} is not a number")))?;
-            bins.push((at, c.as_f64().unwrap_or(0.0)));
-        }
+        push_latency_bins(d, dir, &layout, &mut bins)?;
     }
     if ios == 0.0 || iops.is_nan() || iops <= 0.0 {
         return Err(FioOutputError::NoIo {
@@ -119,6 +105,32 @@ pub fn figures(text: &str, file: &str) -> Result<Figures, FioOutputError> {
         mean_ns: lat_sum / ios,
         p99_ns: quantile(&mut bins, 0.99),
     })
+}
+
+/// Adds direction `dir`'s latency bins (`d`, fio's object for it) to `bins` as (ns, count);
+/// `layout` makes the error for a missing or malformed field.
+fn push_latency_bins(
+    d: &Value,
+    dir: &str,
+    layout: &dyn Fn(&str) -> FioOutputError,
+    bins: &mut Vec<(f64, f64)>,
+) -> Result<(), FioOutputError> {
+    // `lat_ns` has bins with --lat_percentiles=1; otherwise the completion latency's.
+    let b = d["lat_ns"]["bins"]
+        .as_object()
+        .or_else(|| d["clat_ns"]["bins"].as_object())
+        .ok_or_else(|| {
+            layout(&format!(
+                "{dir} has no latency bins: run fio with --output-format=json+"
+            ))
+        })?;
+    for (k, c) in b {
+        let at: f64 = k
+            .parse()
+            .map_err(|_| layout(&format!("{dir} bin key {k:?} is not a number")))?;
+        bins.push((at, c.as_f64().unwrap_or(0.0)));
+    }
+    Ok(())
 }
 
 /// The `q` quantile of `(value, count)` bins: the smallest value with at least `q` of the

@@ -5,6 +5,7 @@ use toml_edit::{DocumentMut, Item, Value};
 
 use crate::fit::FitReport;
 use crate::manifest::Manifest;
+use crate::steady_fit::SteadyFit;
 
 #[derive(Debug, thiserror::Error)]
 pub enum PresetError {
@@ -26,12 +27,26 @@ pub fn write(
 ) -> Result<String, PresetError> {
     let mut doc: DocumentMut = base_toml.parse()?;
     let held = fit.error_words();
-    let p99 = if fit.held_out.jobs > 0 {
-        format!("; p99 {:.1} % held out", fit.held_out.p99)
-    } else {
-        String::new()
-    };
     let source = format!("fitted to {dir} on {date}, {held}");
+    set_fitted_keys(&mut doc, fit, &source)?;
+    if let Some(st) = &fit.steady {
+        set_steady_over_provisioning(&mut doc, st, dir, date);
+    }
+    doc["name"] = toml_edit::value(name);
+    doc["description"] = toml_edit::value(format!(
+        "fitted to {} ({}) from the {} preset: {held}",
+        manifest.target, manifest.fio_version, fit.base
+    ));
+    Ok(header(fit, manifest, dir, date, &held) + &doc.to_string())
+}
+
+/// Sets each fitted key in `doc` (making its table when the base has none), marked with
+/// `source`, its range and the parameter it belongs to.
+fn set_fitted_keys(
+    doc: &mut DocumentMut,
+    fit: &FitReport,
+    source: &str,
+) -> Result<(), PresetError> {
     for p in &fit.params {
         let range = if p.range.identified {
             format!(
@@ -62,22 +77,30 @@ pub fn write(
             t[field] = Item::Value(v);
         }
     }
-    if let Some(st) = &fit.steady {
-        if doc.get("ftl").is_none() {
-            doc["ftl"] = toml_edit::table();
-        }
-        let mut v = Value::from((st.over_provisioning * 1000.0).round() / 1000.0);
-        v.decor_mut().set_suffix(format!(
-            "   # fitted to {dir}'s steady-state writes ({:.0} IOPS measured, {:.0} fitted) on {date}; applies with ftl.enabled = true",
-            st.measured_iops, st.fitted_iops
-        ));
-        doc["ftl"]["over_provisioning"] = Item::Value(v);
+    Ok(())
+}
+
+/// Sets `ftl.over_provisioning` to the value fitted to the steady-state writes, marked with
+/// where it came from.
+fn set_steady_over_provisioning(doc: &mut DocumentMut, st: &SteadyFit, dir: &str, date: &str) {
+    if doc.get("ftl").is_none() {
+        doc["ftl"] = toml_edit::table();
     }
-    doc["name"] = toml_edit::value(name);
-    doc["description"] = toml_edit::value(format!(
-        "fitted to {} ({}) from the {} preset: {held}",
-        manifest.target, manifest.fio_version, fit.base
+    let mut v = Value::from((st.over_provisioning * 1000.0).round() / 1000.0);
+    v.decor_mut().set_suffix(format!(
+        "   # fitted to {dir}'s steady-state writes ({:.0} IOPS measured, {:.0} fitted) on {date}; applies with ftl.enabled = true",
+        st.measured_iops, st.fitted_iops
     ));
+    doc["ftl"]["over_provisioning"] = Item::Value(v);
+}
+
+/// The comment lines above the preset: what it was fitted to, from which base, and how well.
+fn header(fit: &FitReport, manifest: &Manifest, dir: &str, date: &str, held: &str) -> String {
+    let p99 = if fit.held_out.jobs > 0 {
+        format!("; p99 {:.1} % held out", fit.held_out.p99)
+    } else {
+        String::new()
+    };
     let measured = if manifest.fio_version == "published" {
         format!("published points ({})", manifest.target)
     } else {
@@ -86,7 +109,7 @@ pub fn write(
             manifest.target, manifest.fio_version, manifest.date
         )
     };
-    let header = format!(
+    format!(
         "# Fitted by `nvarray fit` to {dir}: {measured}, {n} jobs\n\
          # ({train} for the fit, {held_n} held out), starting from the {base} preset on {date}.\n\
          # {held}{p99}. Training: {ti:.1} %, {tm:.1} %, {tp:.1} % (IOPS, mean, p99).\n\
@@ -98,8 +121,7 @@ pub fn write(
         ti = fit.training.iops,
         tm = fit.training.mean_latency,
         tp = fit.training.p99,
-    );
-    Ok(header + &doc.to_string())
+    )
 }
 
 /// A figure as a whole number from 100 up, else to three decimals.

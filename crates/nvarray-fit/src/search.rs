@@ -100,22 +100,7 @@ pub fn compass(
             break;
         }
         let before = x.clone();
-        for i in 0..n {
-            if spent(objective) {
-                break;
-            }
-            for dir in [1.0, -1.0] {
-                let y = neighbour(objective.params, &x, i, dir * step[i]);
-                if y[i] == x[i] {
-                    continue;
-                }
-                let fy = objective.at(&y);
-                if fy < f {
-                    (x, f) = (y, fy);
-                    break;
-                }
-            }
-        }
+        sweep(objective, &mut x, &mut f, &step, budget);
         if x == before {
             for s in &mut step {
                 *s *= 0.5;
@@ -123,18 +108,7 @@ pub fn compass(
             continue;
         }
         // Pattern move: the same change again, kept only if it helps.
-        let moved: Vec<f64> = x
-            .iter()
-            .zip(&before)
-            .map(|(&a, &b)| (2.0 * a.ln() - b.ln()).exp())
-            .collect();
-        let moved = objective.legal(&moved);
-        if moved != x && !spent(objective) {
-            let fm = objective.at(&moved);
-            if fm < f {
-                (x, f) = (moved, fm);
-            }
-        }
+        pattern_move(objective, &mut x, &mut f, &before, budget);
     }
     assert!(
         f <= f_start,
@@ -145,6 +119,50 @@ pub fn compass(
         loss: f,
         evaluations: objective.evaluations(),
         budget_spent: spent(objective),
+    }
+}
+
+/// One sweep of the compass: each parameter a step up, then down, the first better point
+/// taken at once (`x` and its loss `f` move to it); stops once `budget` is spent.
+fn sweep(objective: &mut Objective, x: &mut Vec<f64>, f: &mut f64, step: &[f64], budget: usize) {
+    for (i, &s) in step.iter().enumerate() {
+        if objective.evaluations() >= budget {
+            break;
+        }
+        for dir in [1.0, -1.0] {
+            let y = neighbour(objective.params, x, i, dir * s);
+            if y[i] == x[i] {
+                continue;
+            }
+            let fy = objective.at(&y);
+            if fy < *f {
+                (*x, *f) = (y, fy);
+                break;
+            }
+        }
+    }
+}
+
+/// The compass's pattern move: the change from `before` to `x` made again, taken (with its
+/// loss into `f`) only if it lowers the loss and `budget` is not spent.
+fn pattern_move(
+    objective: &mut Objective,
+    x: &mut Vec<f64>,
+    f: &mut f64,
+    before: &[f64],
+    budget: usize,
+) {
+    let moved: Vec<f64> = x
+        .iter()
+        .zip(before)
+        .map(|(&a, &b)| (2.0 * a.ln() - b.ln()).exp())
+        .collect();
+    let moved = objective.legal(&moved);
+    if moved != *x && objective.evaluations() < budget {
+        let fm = objective.at(&moved);
+        if fm < *f {
+            (*x, *f) = (moved, fm);
+        }
     }
 }
 

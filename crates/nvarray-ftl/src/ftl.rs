@@ -89,7 +89,9 @@ fn page_by_page_map_bytes(logical: u64, physical: u64) -> u64 {
     PagedMap::dense_bytes(logical, physical) + PagedMap::dense_bytes(physical, logical)
 }
 
-fn layout(cfg: &FtlConfig, geometry: Geometry) -> Result<Layout, FtlError> {
+/// Checks the `[ftl]` settings that stand alone: over-provisioning, the collector's
+/// thresholds, the placement handles and the map cache's size.
+fn check_settings(cfg: &FtlConfig) -> Result<(), FtlError> {
     let op = cfg.over_provisioning;
     if !(0.0..=10.0).contains(&op) {
         return Err(FtlError::OverProvisioning(op));
@@ -110,6 +112,56 @@ fn layout(cfg: &FtlConfig, geometry: Geometry) -> Result<Layout, FtlError> {
             page_bytes: cfg.page_bytes,
         });
     }
+    Ok(())
+}
+
+/// Checks that what the FTL takes of host memory (before anything is written, plus a bulk
+/// precondition's pool) fits `ftl.map_budget_bytes`, and that a random precondition too
+/// large for page by page has a policy the bulk model knows.
+fn check_map_memory(
+    cfg: &FtlConfig,
+    geometry: Geometry,
+    lines: u64,
+    physical: u64,
+) -> Result<(), FtlError> {
+    let logical = geometry.logical_pages;
+    // What the FTL takes before anything is written: the maps' directories and the counts
+    // per line and die.
+    let bytes = PagedMap::directory_bytes(logical)
+        + PagedMap::directory_bytes(physical)
+        + lines * u64::from(geometry.dies) * 4;
+    let random = matches!(cfg.precondition, Precondition::Random { .. });
+    let dense = page_by_page_map_bytes(logical, physical);
+    if random && cfg.victim == VictimPolicy::CostBenefit && dense > cfg.map_budget_bytes {
+        return Err(FtlError::BulkCostBenefit {
+            needed: dense,
+            budget: cfg.map_budget_bytes,
+        });
+    }
+    // A bulk precondition adds the pool's counts (`pool.rs`).
+    let dies = u64::from(geometry.dies);
+    let pool = lines * dies * 4 + lines * 4 + dies * (lines + 1) * 8;
+    let bytes = bytes
+        + if random && dense > cfg.map_budget_bytes {
+            pool
+        } else {
+            0
+        };
+    if bytes > cfg.map_budget_bytes || lines > u64::from(NO_LINE) {
+        return Err(FtlError::TooLarge {
+            pages: physical,
+            bytes,
+            limit: cfg.map_budget_bytes,
+        });
+    }
+    Ok(())
+}
+
+/// The lines `cfg` lays over `geometry`, or the error naming the setting that refuses it.
+fn layout(cfg: &FtlConfig, geometry: Geometry) -> Result<Layout, FtlError> {
+    check_settings(cfg)?;
+    let op = cfg.over_provisioning;
+    let (forced, background) = (cfg.gc_forced_free_lines, cfg.gc_background_free_lines);
     let pages_per_line = geometry.dies * geometry.pages_per_block;
     let per_line = u64::from(pages_per_line);
     let logical = geometry.logical_pages;
@@ -143,35 +195,7 @@ fn layout(cfg: &FtlConfig, geometry: Geometry) -> Result<Layout, FtlError> {
         physical >= logical,
         "{lines} lines of {per_line} pages hold fewer than the {logical} logical pages"
     );
-    // What the FTL takes before anything is written: the maps' directories and the counts
-    // per line and die.
-    let bytes = PagedMap::directory_bytes(logical)
-        + PagedMap::directory_bytes(physical)
-        + lines * u64::from(geometry.dies) * 4;
-    let random = matches!(cfg.precondition, Precondition::Random { .. });
-    let dense = page_by_page_map_bytes(logical, physical);
-    if random && cfg.victim == VictimPolicy::CostBenefit && dense > cfg.map_budget_bytes {
-        return Err(FtlError::BulkCostBenefit {
-            needed: dense,
-            budget: cfg.map_budget_bytes,
-        });
-    }
-    // A bulk precondition adds the pool's counts (`pool.rs`).
-    let dies = u64::from(geometry.dies);
-    let pool = lines * dies * 4 + lines * 4 + dies * (lines + 1) * 8;
-    let bytes = bytes
-        + if random && dense > cfg.map_budget_bytes {
-            pool
-        } else {
-            0
-        };
-    if bytes > cfg.map_budget_bytes || lines > u64::from(NO_LINE) {
-        return Err(FtlError::TooLarge {
-            pages: physical,
-            bytes,
-            limit: cfg.map_budget_bytes,
-        });
-    }
+    check_map_memory(cfg, geometry, lines, physical)?;
     Ok(Layout {
         pages_per_line,
         lines: lines as u32,

@@ -30,6 +30,76 @@ pub struct Device {
     command_bytes_max: u32,
 }
 
+/// The bytes of each tag's buffer (the largest command): the size asked for or the default,
+/// at most the controller's largest transfer, checked to be whole blocks that one command of
+/// the protocol can carry.
+fn tag_buffer_bytes(config: &DeviceConfig, options: &Options) -> Result<u32, HostError> {
+    let block = config.controller.block_bytes;
+    let buffer_bytes = options
+        .buffer_bytes
+        .unwrap_or(BUFFER_BYTES_DEFAULT)
+        .min(config.controller.max_transfer_bytes);
+    if buffer_bytes < block || !buffer_bytes.is_multiple_of(block) {
+        return Err(HostError::BufferSize {
+            buffer_bytes,
+            block_bytes: block,
+            max_transfer_bytes: config.controller.max_transfer_bytes,
+        });
+    }
+    if config.interface.protocol == Protocol::Nvme
+        && u64::from(buffer_bytes / block) > nvme::BLOCKS_PER_COMMAND_MAX
+    {
+        return Err(HostError::BufferBeyondNvmeCommand {
+            buffer_bytes,
+            block_bytes: block,
+        });
+    }
+    Ok(buffer_bytes)
+}
+
+/// The completion mode asked for or `protocol`'s default, refused where the protocol or the
+/// stack cannot honour it (in-data: DC Express only, and only spinning).
+fn completion_mode(protocol: Protocol, options: &Options) -> Result<CompletionMode, HostError> {
+    let completion = options
+        .completion
+        .unwrap_or(CompletionMode::default_for(protocol));
+    let dc_express = protocol == Protocol::DcExpress;
+    if dc_express && completion != CompletionMode::InData {
+        return Err(HostError::DcExpressNeedsInData { mode: completion });
+    }
+    if !dc_express && completion == CompletionMode::InData {
+        return Err(HostError::InDataNeedsDcExpress {
+            protocol: protocol.name(),
+        });
+    }
+    if completion == CompletionMode::InData && options.stack != Stack::Spin {
+        return Err(HostError::InDataNeedsSpin {
+            stack: options.stack,
+        });
+    }
+    Ok(completion)
+}
+
+/// Checks that a command word (Moneta, DC Express) can name every block of the device and
+/// a command of `buffer_bytes`; NVMe has no such limit.
+fn fits_command_word(config: &DeviceConfig, buffer_bytes: u32) -> Result<(), HostError> {
+    if config.interface.protocol == Protocol::Nvme {
+        return Ok(());
+    }
+    let block = config.controller.block_bytes;
+    let blocks = config.memory.capacity_bytes / u64::from(block);
+    if blocks > moneta::OFFSET_BLOCKS_MAX + 1 {
+        return Err(HostError::CapacityBeyondCommandWord {
+            capacity_bytes: config.memory.capacity_bytes,
+            block_bytes: block,
+        });
+    }
+    if u64::from(buffer_bytes / block) > moneta::LEN_BLOCKS_MAX {
+        return Err(HostError::BufferBeyondCommandWord { buffer_bytes });
+    }
+    Ok(())
+}
+
 impl Device {
     pub fn open(config: &DeviceConfig, options: &Options) -> Result<Device, HostError> {
         config.validate()?;
@@ -44,56 +114,9 @@ impl Device {
             });
         }
         let tags = config.controller.tags as usize;
-        let block = config.controller.block_bytes;
-        let buffer_bytes = options
-            .buffer_bytes
-            .unwrap_or(BUFFER_BYTES_DEFAULT)
-            .min(config.controller.max_transfer_bytes);
-        if buffer_bytes < block || !buffer_bytes.is_multiple_of(block) {
-            return Err(HostError::BufferSize {
-                buffer_bytes,
-                block_bytes: block,
-                max_transfer_bytes: config.controller.max_transfer_bytes,
-            });
-        }
-        let protocol = config.interface.protocol;
-        if protocol == Protocol::Nvme
-            && u64::from(buffer_bytes / block) > nvme::BLOCKS_PER_COMMAND_MAX
-        {
-            return Err(HostError::BufferBeyondNvmeCommand {
-                buffer_bytes,
-                block_bytes: block,
-            });
-        }
-        let completion = options
-            .completion
-            .unwrap_or(CompletionMode::default_for(protocol));
-        let dc_express = protocol == Protocol::DcExpress;
-        if dc_express && completion != CompletionMode::InData {
-            return Err(HostError::DcExpressNeedsInData { mode: completion });
-        }
-        if !dc_express && completion == CompletionMode::InData {
-            return Err(HostError::InDataNeedsDcExpress {
-                protocol: protocol.name(),
-            });
-        }
-        if completion == CompletionMode::InData && options.stack != Stack::Spin {
-            return Err(HostError::InDataNeedsSpin {
-                stack: options.stack,
-            });
-        }
-        if protocol != Protocol::Nvme {
-            let blocks = config.memory.capacity_bytes / u64::from(block);
-            if blocks > moneta::OFFSET_BLOCKS_MAX + 1 {
-                return Err(HostError::CapacityBeyondCommandWord {
-                    capacity_bytes: config.memory.capacity_bytes,
-                    block_bytes: block,
-                });
-            }
-            if u64::from(buffer_bytes / block) > moneta::LEN_BLOCKS_MAX {
-                return Err(HostError::BufferBeyondCommandWord { buffer_bytes });
-            }
-        }
+        let buffer_bytes = tag_buffer_bytes(config, options)?;
+        let completion = completion_mode(config.interface.protocol, options)?;
+        fits_command_word(config, buffer_bytes)?;
         let emu = Emulator::start(
             config,
             &EmulatorOptions {

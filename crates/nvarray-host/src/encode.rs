@@ -41,8 +41,6 @@ pub(crate) fn command_word(p: &Prepared, block_bytes: u64) -> u64 {
 pub(crate) fn nvme_sqe(dma: &DmaMemory, block_bytes: u64, p: &Prepared) -> nvme::Sqe {
     let tag = p.tag.index();
     debug_assert!(tag < dma.tags(), "tag {tag} of {} tag buffers", dma.tags());
-    let page = dma.page_bytes as u64;
-    let base = nvme::DATA_IOVA + (tag * dma.buffer_bytes()) as u64;
     let mut sqe = nvme::Sqe {
         opcode: match p.op {
             Opcode::Read => nvme::OPCODE_READ,
@@ -86,8 +84,19 @@ pub(crate) fn nvme_sqe(dma: &DmaMemory, block_bytes: u64, p: &Prepared) -> nvme:
         }
         _ => {}
     }
+    set_prps(&mut sqe, dma, tag, p.len_bytes);
+    sqe
+}
+
+/// Points the entry's PRPs at tag `tag`'s buffer for `len_bytes` of data: PRP1 at its first
+/// page, PRP2 at the second, or at a PRP list written into the tag's list pages when the data
+/// spans more than two pages.
+#[inline]
+fn set_prps(sqe: &mut nvme::Sqe, dma: &DmaMemory, tag: usize, len_bytes: u32) {
+    let page = dma.page_bytes as u64;
+    let base = nvme::DATA_IOVA + (tag * dma.buffer_bytes()) as u64;
     sqe.prp1 = base;
-    let pages = (p.len_bytes as usize).div_ceil(dma.page_bytes);
+    let pages = (len_bytes as usize).div_ceil(dma.page_bytes);
     if pages == 2 {
         sqe.prp2 = base + page;
     } else if pages > 2 {
@@ -110,5 +119,4 @@ pub(crate) fn nvme_sqe(dma: &DmaMemory, block_bytes: u64, p: &Prepared) -> nvme:
         }
         sqe.prp2 = list_base;
     }
-    sqe
 }

@@ -642,6 +642,18 @@ impl ControllerConfig {
             ),
             self.max_transfer_bytes,
         )?;
+        self.validate_stage_times()?;
+        self.validate_cycles()?;
+        check_in(
+            "controller.firmware_cores",
+            self.firmware_cores,
+            1,
+            FIRMWARE_CORES_MAX,
+        )
+    }
+
+    /// Checks every stage time in ns (hardware and firmware) against the latency limit.
+    fn validate_stage_times(&self) -> Result<(), ConfigError> {
         for (field, v) in [
             ("controller.dma_setup_ns", self.dma_setup_ns),
             ("controller.hardware_command_ns", self.hardware_command_ns),
@@ -664,6 +676,12 @@ impl ControllerConfig {
         ] {
             check_latency(field, v)?;
         }
+        Ok(())
+    }
+
+    /// Checks the clock and the costs in cycles at it: a cost in cycles needs a clock.
+    fn validate_cycles(&self) -> Result<(), ConfigError> {
+        use limits::*;
         check_in("controller.clock_mhz", self.clock_mhz, 0, CLOCK_MHZ_MAX)?;
         for (field, cycles) in [
             (
@@ -685,12 +703,7 @@ impl ControllerConfig {
             )?;
             check_in(field, cycles, 0, CYCLES_MAX)?;
         }
-        check_in(
-            "controller.firmware_cores",
-            self.firmware_cores,
-            1,
-            FIRMWARE_CORES_MAX,
-        )
+        Ok(())
     }
 }
 

@@ -202,31 +202,6 @@ fn attribute_critical_path(pieces: &[PieceStages], ready_ns: u64, b: &mut Breakd
         .max_by_key(|&i| (pieces[i][PIECE_STAGES - 1].end_ns, i))
         .expect("a command has at least one piece");
     let end = pieces[last][PIECE_STAGES - 1].end_ns;
-    // Other pieces of the command in a stage of `component` (any, if `None`) just before `t`,
-    // searched from the most recently granted, since the holder is usually a close one. For
-    // a buffer (`None`), the piece whose release at `t` gave it comes first.
-    let holder = |p: usize, component: Option<Component>, t: u64| {
-        let released = || {
-            (0..pieces.len()).rev().find_map(|q| {
-                let st = pieces[q][PIECE_STAGES - 1];
-                (q != p && st.end_ns == t && st.start_ns < t).then_some((q, PIECE_STAGES - 1))
-            })
-        };
-        let released = if component.is_none() {
-            released()
-        } else {
-            None
-        };
-        released.or_else(|| {
-            (0..pieces.len()).rev().filter(|&q| q != p).find_map(|q| {
-                (0..PIECE_STAGES).rev().find_map(|j| {
-                    let st = pieces[q][j];
-                    let kind = component.is_none_or(|c| c == st.component);
-                    (kind && st.start_ns < t && t <= st.end_ns).then_some((q, j))
-                })
-            })
-        })
-    };
     let (mut p, mut i, mut t) = (last, PIECE_STAGES - 1, end);
     // Each step moves `t` back or steps to an earlier stage; the bound is a backstop.
     let steps_max = 4 * PIECE_STAGES * pieces.len() + 16;
@@ -238,7 +213,7 @@ fn attribute_critical_path(pieces: &[PieceStages], ready_ns: u64, b: &mut Breakd
         if i > 0 {
             let before = pieces[p][i - 1].end_ns;
             if before < t {
-                if let Some((q, j)) = holder(p, Some(st.component), t) {
+                if let Some((q, j)) = holder(pieces, p, Some(st.component), t) {
                     (p, i) = (q, j);
                     continue;
                 }
@@ -251,7 +226,7 @@ fn attribute_critical_path(pieces: &[PieceStages], ready_ns: u64, b: &mut Breakd
         if t <= ready_ns {
             return end;
         }
-        if let Some((q, j)) = holder(p, None, t) {
+        if let Some((q, j)) = holder(pieces, p, None, t) {
             (p, i) = (q, j);
             continue;
         }
@@ -273,6 +248,39 @@ fn attribute_critical_path(pieces: &[PieceStages], ready_ns: u64, b: &mut Breakd
     debug_assert!(false, "critical path walk did not end");
     b.ns[queueing] += t - ready_ns;
     end
+}
+
+/// The piece and stage of the command, other than piece `p`, in a stage of `component` (any,
+/// if `None`) just before `t`, searched from the most recently granted, since the holder is
+/// usually a close one. For a buffer (`None`), the piece whose release at `t` gave it comes
+/// first.
+#[inline]
+fn holder(
+    pieces: &[PieceStages],
+    p: usize,
+    component: Option<Component>,
+    t: u64,
+) -> Option<(usize, usize)> {
+    let released = || {
+        (0..pieces.len()).rev().find_map(|q| {
+            let st = pieces[q][PIECE_STAGES - 1];
+            (q != p && st.end_ns == t && st.start_ns < t).then_some((q, PIECE_STAGES - 1))
+        })
+    };
+    let released = if component.is_none() {
+        released()
+    } else {
+        None
+    };
+    released.or_else(|| {
+        (0..pieces.len()).rev().filter(|&q| q != p).find_map(|q| {
+            (0..PIECE_STAGES).rev().find_map(|j| {
+                let st = pieces[q][j];
+                let kind = component.is_none_or(|c| c == st.component);
+                (kind && st.start_ns < t && t <= st.end_ns).then_some((q, j))
+            })
+        })
+    })
 }
 
 /// The contract of a device's `submit`, checked before it changes anything: the command fits
@@ -715,64 +723,10 @@ impl ArrayModel {
         let offset = slot.offset_bytes + u64::from(slot.len_bytes - slot.unscheduled_bytes);
         let start = now + self.stage_ns.dma_setup;
         let costs = self.piece_costs(len);
-        let ring_ns = costs.ring_ns;
-        let ring_latency = self.cfg.ring.latency_ns;
-        let setup = stage(Component::Controller, now, start);
         let (release, stages) = if op_is_read {
-            let (media_start, media_end) =
-                self.memory
-                    .access(now, start, Access::Read, offset, u64::from(len));
-            let ring_start = self.ring.reserve(now, media_end, ring_ns);
-            let ring_end = ring_start + ring_ns + ring_latency;
-            let (link_start, arrival) = self.link.send_transfer(
-                Direction::ToHost,
-                Carries::Data,
-                now,
-                ring_end,
-                costs.to_host,
-            );
-            // The buffer is free once the last byte has left; the data lands one propagation
-            // later, while the completion is already on its way behind it (so the breakdown
-            // counts that propagation once, in the completion).
-            let sent = arrival - self.link.propagation_ns;
-            (
-                sent,
-                [
-                    // A read has one stage fewer than a write: an empty one keeps the shape.
-                    stage(Component::Controller, now, now),
-                    setup,
-                    stage(Component::Media, media_start, media_end),
-                    stage(Component::Ring, ring_start, ring_end),
-                    stage(Component::Link, link_start, sent),
-                ],
-            )
+            self.book_read_piece(start, (offset, len), &costs)
         } else {
-            let dma = self
-                .link
-                .dma_read(Carries::Data, now, start, costs.from_host);
-            let ring_start = self.ring.reserve(now, dma.arrival_ns, ring_ns);
-            let ring_end = ring_start + ring_ns + ring_latency;
-            let (media_start, media_end) = self.memory.access_placed(
-                now,
-                ring_end,
-                Access::Write,
-                (offset, u64::from(len)),
-                placement,
-            );
-            // A write is done only when it is in the media (no write coalescing: Moneta,
-            // "storage must guarantee durability by closing row").
-            (
-                media_end,
-                [
-                    setup,
-                    // The read requests and the host's answer, then the data, which may wait
-                    // for the link to the device between the two.
-                    stage(Component::Link, dma.start_ns, dma.data_ready_ns),
-                    stage(Component::Link, dma.data_start_ns, dma.arrival_ns),
-                    stage(Component::Ring, ring_start, ring_end),
-                    stage(Component::Media, media_start, media_end),
-                ],
-            )
+            self.book_write_piece(start, (offset, len), &costs, placement)
         };
         self.buffers_free -= 1;
         self.buffers_busy_ns += release - now;
@@ -786,6 +740,89 @@ impl ArrayModel {
             self.pieces[tag as usize].push(stages);
         }
         self.push_event(release, EventKind::PieceDone, tag);
+    }
+
+    /// Books a read piece of `len` bytes at `offset` whose buffer is set up by `start`: media,
+    /// ring, then the link to the host. Returns when its buffer is free, and its stages.
+    #[inline]
+    fn book_read_piece(
+        &mut self,
+        start: u64,
+        (offset, len): (u64, u32),
+        costs: &PieceCosts,
+    ) -> (u64, PieceStages) {
+        let now = self.now_ns;
+        let (ring_ns, ring_latency) = (costs.ring_ns, self.cfg.ring.latency_ns);
+        let setup = stage(Component::Controller, now, start);
+        let (media_start, media_end) =
+            self.memory
+                .access(now, start, Access::Read, offset, u64::from(len));
+        let ring_start = self.ring.reserve(now, media_end, ring_ns);
+        let ring_end = ring_start + ring_ns + ring_latency;
+        let (link_start, arrival) = self.link.send_transfer(
+            Direction::ToHost,
+            Carries::Data,
+            now,
+            ring_end,
+            costs.to_host,
+        );
+        // The buffer is free once the last byte has left; the data lands one propagation
+        // later, while the completion is already on its way behind it (so the breakdown
+        // counts that propagation once, in the completion).
+        let sent = arrival - self.link.propagation_ns;
+        (
+            sent,
+            [
+                // A read has one stage fewer than a write: an empty one keeps the shape.
+                stage(Component::Controller, now, now),
+                setup,
+                stage(Component::Media, media_start, media_end),
+                stage(Component::Ring, ring_start, ring_end),
+                stage(Component::Link, link_start, sent),
+            ],
+        )
+    }
+
+    /// Books a write piece of `len` bytes at `offset` whose buffer is set up by `start`: the
+    /// host's data by DMA over the link, ring, then media through `placement`. Returns when
+    /// its buffer is free, and its stages.
+    #[inline]
+    fn book_write_piece(
+        &mut self,
+        start: u64,
+        (offset, len): (u64, u32),
+        costs: &PieceCosts,
+        placement: u16,
+    ) -> (u64, PieceStages) {
+        let now = self.now_ns;
+        let (ring_ns, ring_latency) = (costs.ring_ns, self.cfg.ring.latency_ns);
+        let setup = stage(Component::Controller, now, start);
+        let dma = self
+            .link
+            .dma_read(Carries::Data, now, start, costs.from_host);
+        let ring_start = self.ring.reserve(now, dma.arrival_ns, ring_ns);
+        let ring_end = ring_start + ring_ns + ring_latency;
+        let (media_start, media_end) = self.memory.access_placed(
+            now,
+            ring_end,
+            Access::Write,
+            (offset, u64::from(len)),
+            placement,
+        );
+        // A write is done only when it is in the media (no write coalescing: Moneta,
+        // "storage must guarantee durability by closing row").
+        (
+            media_end,
+            [
+                setup,
+                // The read requests and the host's answer, then the data, which may wait
+                // for the link to the device between the two.
+                stage(Component::Link, dma.start_ns, dma.data_ready_ns),
+                stage(Component::Link, dma.data_start_ns, dma.arrival_ns),
+                stage(Component::Ring, ring_start, ring_end),
+                stage(Component::Media, media_start, media_end),
+            ],
+        )
     }
 
     /// The ring and link costs of a piece of `len_bytes` (computed again only when the size
@@ -821,10 +858,48 @@ impl ArrayModel {
             ControllerMode::Firmware => c.firmware_completion_ns,
         };
         let posted = self.engine_work(now, work_ns);
+        let visible = self.post_completion(protocol, posted, in_data);
+        let slot = &mut self.slots[tag as usize];
+        let pieces = &mut self.pieces[tag as usize];
+        if !pieces.is_empty() {
+            slot.attributed_ns =
+                attribute_critical_path(pieces, slot.attributed_ns, &mut slot.breakdown);
+            pieces.clear();
+        }
+        debug_assert_eq!(slot.attributed_ns, now, "the last piece ends the data path");
+        slot.attribute(&[
+            stage(Component::Controller, posted - work_ns, posted),
+            stage(Component::Completion, posted, visible),
+        ]);
+        debug_assert_eq!(slot.breakdown.total_ns(), visible - slot.submit_ns);
+        self.tags_busy_ns += now - slot.admitted_ns;
+        let done = Completion {
+            id: slot.cmd_id,
+            op: if slot.op_is_read { Op::Read } else { Op::Write },
+            len_bytes: slot.len_bytes,
+            submit_ns: slot.submit_ns,
+            visible_ns: visible,
+            breakdown: slot.breakdown,
+        };
+        self.commands_done += 1;
+        self.free_tags.push(tag);
+        if let Some(w) = self.waiting_for_tag.pop_front() {
+            let tag = self.free_tags.pop().expect("just freed");
+            self.admit(tag, w);
+        }
+        done
+    }
+
+    /// Posts a command's completion, its status ready at `posted`, over the link as
+    /// `protocol` says (nothing for a DC Express read completed `in_data`); returns when the
+    /// host sees it.
+    #[inline]
+    fn post_completion(&mut self, protocol: Protocol, posted: u64, in_data: bool) -> u64 {
+        let now = self.now_ns;
         let m = &self.messages;
         let (to_host, to_device, protocol_bytes) =
             (Direction::ToHost, Direction::ToDevice, Carries::Protocol);
-        let visible = match protocol {
+        match protocol {
             Protocol::Nvme => {
                 // CQ entry, then the MSI behind it; a polling host sees the entry itself, then
                 // writes the CQ head doorbell (OpenExpress's step 9; drivers may batch it,
@@ -859,36 +934,7 @@ impl ArrayModel {
                     .send_transfer(to_host, protocol_bytes, now, posted, m.status)
                     .1
             }
-        };
-        let slot = &mut self.slots[tag as usize];
-        let pieces = &mut self.pieces[tag as usize];
-        if !pieces.is_empty() {
-            slot.attributed_ns =
-                attribute_critical_path(pieces, slot.attributed_ns, &mut slot.breakdown);
-            pieces.clear();
         }
-        debug_assert_eq!(slot.attributed_ns, now, "the last piece ends the data path");
-        slot.attribute(&[
-            stage(Component::Controller, posted - work_ns, posted),
-            stage(Component::Completion, posted, visible),
-        ]);
-        debug_assert_eq!(slot.breakdown.total_ns(), visible - slot.submit_ns);
-        self.tags_busy_ns += now - slot.admitted_ns;
-        let done = Completion {
-            id: slot.cmd_id,
-            op: if slot.op_is_read { Op::Read } else { Op::Write },
-            len_bytes: slot.len_bytes,
-            submit_ns: slot.submit_ns,
-            visible_ns: visible,
-            breakdown: slot.breakdown,
-        };
-        self.commands_done += 1;
-        self.free_tags.push(tag);
-        if let Some(w) = self.waiting_for_tag.pop_front() {
-            let tag = self.free_tags.pop().expect("just freed");
-            self.admit(tag, w);
-        }
-        done
     }
 
     /// Busy time of every resource so far.

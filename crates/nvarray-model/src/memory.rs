@@ -156,6 +156,34 @@ fn debug_check_geometry(
     );
 }
 
+/// The FTL `ftl` lays over the flash `cfg` describes, with the flash's costs per page.
+fn flash_translation(cfg: &MemoryConfig, ftl: &nvarray_ftl::FtlConfig) -> Box<FlashTranslation> {
+    let page = u64::from(ftl.page_bytes);
+    let fs = fs_per_byte(cfg.bank_bandwidth_bytes_per_s as f64);
+    let costs = FlashCosts {
+        read_latency_ns: cfg.read_latency_ns,
+        erase_ns: cfg.erase_latency_ns,
+        bank_fs_per_byte: fs,
+        read_page_ns: cfg.read_latency_ns + bytes_to_ns(page, fs),
+        program_page_ns: cfg.write_latency_ns + bytes_to_ns(page, fs),
+    };
+    Box::new(FlashTranslation::new(
+        ftl,
+        cfg.ftl_geometry(ftl.page_bytes),
+        (cfg.controllers, cfg.banks_per_controller),
+        costs,
+    ))
+}
+
+/// Whether a stripe gives every bank of its controller the same number of rows: it fits in
+/// a line, holds whole rows, and those divide evenly over the banks.
+fn stripes_spread_evenly(cfg: &MemoryConfig, line_bytes: u64) -> bool {
+    let (stripe, row) = (u64::from(cfg.stripe_bytes), u64::from(cfg.row_bytes));
+    stripe <= line_bytes
+        && stripe >= row
+        && (stripe / row).is_multiple_of(u64::from(cfg.banks_per_controller))
+}
+
 impl Memory {
     /// The array `cfg` describes, with start-gap per `wear` and an FTL per `ftl` (both
     /// validated with it: `DeviceConfig::validate`).
@@ -175,23 +203,7 @@ impl Memory {
             u64::from(cfg.row_bytes),
             fs_per_byte(cfg.bank_bandwidth_bytes_per_s as f64),
         );
-        let ftl = ftl.enabled.then(|| {
-            let page = u64::from(ftl.page_bytes);
-            let fs = fs_per_byte(cfg.bank_bandwidth_bytes_per_s as f64);
-            let costs = FlashCosts {
-                read_latency_ns: cfg.read_latency_ns,
-                erase_ns: cfg.erase_latency_ns,
-                bank_fs_per_byte: fs,
-                read_page_ns: cfg.read_latency_ns + bytes_to_ns(page, fs),
-                program_page_ns: cfg.write_latency_ns + bytes_to_ns(page, fs),
-            };
-            Box::new(FlashTranslation::new(
-                ftl,
-                cfg.ftl_geometry(ftl.page_bytes),
-                (cfg.controllers, cfg.banks_per_controller),
-                costs,
-            ))
-        });
+        let ftl = ftl.enabled.then(|| flash_translation(cfg, ftl));
         let shared_banks = ftl.is_none();
         Memory {
             ftl,
@@ -219,12 +231,7 @@ impl Memory {
                 && cfg.banks_per_controller > 1
                 && cfg.controllers > 1
                 && cfg.disk.is_none(),
-            stripes_spread_evenly: {
-                let (stripe, row) = (u64::from(cfg.stripe_bytes), u64::from(cfg.row_bytes));
-                stripe <= line_bytes
-                    && stripe >= row
-                    && (stripe / row).is_multiple_of(u64::from(cfg.banks_per_controller))
-            },
+            stripes_spread_evenly: stripes_spread_evenly(cfg, line_bytes),
             round_bytes: u64::from(cfg.stripe_bytes) * u64::from(cfg.controllers),
             round_read_ns: rows_per_bank_per_stripe * (cfg.read_latency_ns + row_transfer_ns),
             round_write_ns: rows_per_bank_per_stripe * (cfg.write_latency_ns + row_transfer_ns),
@@ -307,6 +314,33 @@ impl Memory {
         {
             return span;
         }
+        self.booking = Booking::start(now_ns, ready_ns);
+        self.add_pieces(access, offset_bytes, len_bytes);
+        let b = self.booking;
+        debug_assert!(
+            b.first_start_ns != u64::MAX,
+            "a media access booked no bank: expected at least one booking for offset \
+             {offset_bytes} len {len_bytes}"
+        );
+        debug_assert!(
+            b.first_start_ns >= ready_ns,
+            "media started before the access was ready: expected first start >= {ready_ns}, \
+             found {}",
+            b.first_start_ns
+        );
+        debug_assert!(
+            b.last_end_ns > b.first_start_ns,
+            "media access took no time: expected last end > first start {}, found {}",
+            b.first_start_ns,
+            b.last_end_ns
+        );
+        (b.first_start_ns.min(b.last_end_ns), b.last_end_ns)
+    }
+
+    /// Cuts `[offset, offset + len)` into pieces, each inside one stripe and one line, and
+    /// books each on its controller (`add_piece`) into the current booking.
+    #[inline]
+    fn add_pieces(&mut self, access: Access, offset_bytes: u64, len_bytes: u64) {
         // Stripe, line and row sizes are powers of two (validated), so the address arithmetic
         // is shifts and masks; the controller count need not be, so it is divided once (a
         // shift when it is a power of two, as in most presets) and then stepped.
@@ -322,7 +356,6 @@ impl Memory {
         };
         let mut in_stripe = offset_bytes & stripe_mask;
         let mut left = len_bytes;
-        self.booking = Booking::start(now_ns, ready_ns);
         while left > 0 {
             let local = (group << stripe_shift) + in_stripe;
             // A piece ends at the stripe's end and, because lines are remapped one by one,
@@ -343,25 +376,6 @@ impl Memory {
                 }
             }
         }
-        let b = self.booking;
-        debug_assert!(
-            b.first_start_ns != u64::MAX,
-            "a media access booked no bank: expected at least one booking for offset \
-             {offset_bytes} len {len_bytes}"
-        );
-        debug_assert!(
-            b.first_start_ns >= ready_ns,
-            "media started before the access was ready: expected first start >= {ready_ns}, \
-             found {}",
-            b.first_start_ns
-        );
-        debug_assert!(
-            b.last_end_ns > b.first_start_ns,
-            "media access took no time: expected last end > first start {}, found {}",
-            b.first_start_ns,
-            b.last_end_ns
-        );
-        (b.first_start_ns.min(b.last_end_ns), b.last_end_ns)
     }
 
     /// `access` on flash behind an FTL (`flash_translation.rs`).
@@ -720,18 +734,7 @@ impl Memory {
                 return;
             }
             // Uneven work: the banks part ways here; give each the shared schedule.
-            for i in 1..banks as usize {
-                self.banks[base + i] = self.banks[base].schedule_copy();
-            }
-            self.lockstep[controller as usize] = false;
-            debug_assert!(
-                self.banks[base..base + banks as usize]
-                    .iter()
-                    .all(|t| t.busy_until_ns() == self.banks[base].busy_until_ns()),
-                "banks parting from lockstep do not share the first bank's schedule: expected \
-                 every bank busy until {}",
-                self.banks[base].busy_until_ns()
-            );
+            self.part_banks(controller);
         }
         let erase = access == Access::Write && self.erase_latency_ns > 0;
         let mut bank = first_bank as usize;
@@ -744,19 +747,7 @@ impl Memory {
                 "bank out of range: expected < {banks}, found {bank}"
             );
             if erase {
-                let written = &mut self.bank_bytes_since_erase[index];
-                *written += (n * bytes_per_row).min(bytes);
-                while *written >= self.erase_block_bytes {
-                    *written -= self.erase_block_bytes;
-                    ns += self.erase_latency_ns;
-                    self.erases += 1;
-                }
-                debug_assert!(
-                    *written < self.erase_block_bytes,
-                    "bank written past an erase block without erasing: expected < {}, found {}",
-                    self.erase_block_bytes,
-                    *written
-                );
+                ns += self.erase_ns(index, (n * bytes_per_row).min(bytes));
             }
             // Booking each piece as it comes is the same as summing per bank first: two
             // bookings ready at the same time land back to back (or fill gaps, which is better).
@@ -769,6 +760,46 @@ impl Memory {
                 bank = 0;
             }
         }
+    }
+
+    /// Ends a controller's lockstep: each of its banks takes the first bank's schedule.
+    #[inline]
+    fn part_banks(&mut self, controller: u32) {
+        let banks = self.banks_per_controller as usize;
+        let base = (controller * self.banks_per_controller) as usize;
+        for i in 1..banks {
+            self.banks[base + i] = self.banks[base].schedule_copy();
+        }
+        self.lockstep[controller as usize] = false;
+        debug_assert!(
+            self.banks[base..base + banks]
+                .iter()
+                .all(|t| t.busy_until_ns() == self.banks[base].busy_until_ns()),
+            "banks parting from lockstep do not share the first bank's schedule: expected \
+             every bank busy until {}",
+            self.banks[base].busy_until_ns()
+        );
+    }
+
+    /// Counts `bytes` more written to bank `index` since its last erase; returns the time of
+    /// the erases that filling its erase blocks costs (each counted in `erases`).
+    #[inline]
+    fn erase_ns(&mut self, index: usize, bytes: u64) -> u64 {
+        let mut ns = 0;
+        let written = &mut self.bank_bytes_since_erase[index];
+        *written += bytes;
+        while *written >= self.erase_block_bytes {
+            *written -= self.erase_block_bytes;
+            ns += self.erase_latency_ns;
+            self.erases += 1;
+        }
+        debug_assert!(
+            *written < self.erase_block_bytes,
+            "bank written past an erase block without erasing: expected < {}, found {}",
+            self.erase_block_bytes,
+            *written
+        );
+        ns
     }
 
     /// What each of `rows` rows moving `bytes` costs a bank: its bytes and its time (one

@@ -329,16 +329,7 @@ impl Server {
     /// Accepts and serves connections until `shutdown`; then waits for every connection to
     /// finish and flushes the device.
     pub fn run(&self) -> Result<(), NbdError> {
-        let listen_fd = match &self.bound.listener {
-            Listener::Unix(l, _) => {
-                l.set_nonblocking(true)?;
-                l.as_raw_fd()
-            }
-            Listener::Tcp(l) => {
-                l.set_nonblocking(true)?;
-                l.as_raw_fd()
-            }
-        };
+        let listen_fd = self.listen_nonblocking()?;
         let result = std::thread::scope(|scope| -> Result<(), NbdError> {
             while !self.shared.shutdown.load(Ordering::SeqCst) {
                 if !wait_two(listen_fd, self.shared.wake_fd.as_raw_fd())? {
@@ -362,38 +353,12 @@ impl Server {
                 if let Admission::Refuse(why) = admission {
                     // Not even a polite refusal for a flood: close at once, and say why (once
                     // a second at most, counting the rest).
-                    if let Some(count) = self.shared.gate.refusal_to_log(Instant::now()) {
-                        let others = match count {
-                            1 => String::new(),
-                            n => format!(" ({} more closed since the last such line)", n - 1),
-                        };
-                        (self.log)(&format!(
-                            "connection {id} ({}) closed before its handshake: {why}{others}",
-                            stream.peer()
-                        ));
-                    }
+                    self.log_refusal(id, &stream, &why);
                     continue;
                 }
                 let waits = admission == Admission::Wait;
                 *self.shared.threads.lock().expect("threads lock poisoned") += 1;
-                scope.spawn(move || {
-                    // However the thread ends: its socket closed, its count given back.
-                    let _ended = ThreadEnded {
-                        shared: &self.shared,
-                        id,
-                    };
-                    let served = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
-                        self.connection(id, stream, peer, waits)
-                    }));
-                    if let Err(panic) = served {
-                        self.shared.panicked.fetch_add(1, Ordering::SeqCst);
-                        (self.log)(&format!(
-                            "connection {id}: internal error (a panic: {}); its socket is \
-                             closed, the other connections are served on",
-                            panic_message(&panic)
-                        ));
-                    }
-                });
+                scope.spawn(move || self.connection_thread(id, stream, peer, waits));
             }
             self.close_stalled_after_grace();
             Ok(())
@@ -405,6 +370,57 @@ impl Server {
         }
         result?;
         flush.map_err(NbdError::Device)
+    }
+
+    /// Sets the listener non-blocking (the accept loop waits in `wait_two`); returns its
+    /// descriptor.
+    fn listen_nonblocking(&self) -> io::Result<RawFd> {
+        Ok(match &self.bound.listener {
+            Listener::Unix(l, _) => {
+                l.set_nonblocking(true)?;
+                l.as_raw_fd()
+            }
+            Listener::Tcp(l) => {
+                l.set_nonblocking(true)?;
+                l.as_raw_fd()
+            }
+        })
+    }
+
+    /// Logs connection `id`, from `stream`, closed before its handshake for `why`: once a
+    /// second at most, with the count of those closed since.
+    fn log_refusal(&self, id: u64, stream: &Stream, why: &str) {
+        if let Some(count) = self.shared.gate.refusal_to_log(Instant::now()) {
+            let others = match count {
+                1 => String::new(),
+                n => format!(" ({} more closed since the last such line)", n - 1),
+            };
+            (self.log)(&format!(
+                "connection {id} ({}) closed before its handshake: {why}{others}",
+                stream.peer()
+            ));
+        }
+    }
+
+    /// The thread of connection `id` (see `connection`): a panic in it is caught, counted
+    /// and logged, and however it ends its socket is closed and its count given back.
+    fn connection_thread(&self, id: u64, stream: Stream, peer: Peer, waits: bool) {
+        // However the thread ends: its socket closed, its count given back.
+        let _ended = ThreadEnded {
+            shared: &self.shared,
+            id,
+        };
+        let served = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+            self.connection(id, stream, peer, waits)
+        }));
+        if let Err(panic) = served {
+            self.shared.panicked.fetch_add(1, Ordering::SeqCst);
+            (self.log)(&format!(
+                "connection {id}: internal error (a panic: {}); its socket is \
+                 closed, the other connections are served on",
+                panic_message(&panic)
+            ));
+        }
     }
 
     fn accept(&self) -> io::Result<Option<Stream>> {
@@ -478,22 +494,8 @@ impl Server {
             gate: &self.shared.gate,
             peer: &peer,
         };
-        if let Some(cpu) = self.serving.device.host_cpu(id as usize) {
-            // The list was checked when the device opened; a failure here (the process's CPUs
-            // narrowed since) leaves the thread where the scheduler puts it.
-            if let Err(e) = pin_this_thread(cpu) {
-                log(&format!(
-                    "--cpus: cannot pin this connection's thread to CPU {cpu}: {e}"
-                ));
-            }
-        }
-        let registered = stream.try_clone().map(|clone| {
-            self.shared
-                .live
-                .lock()
-                .expect("live lock poisoned")
-                .push(Live { id, stream: clone });
-        });
+        self.pin_connection_thread(id, &log);
+        let registered = self.register_live(id, &stream);
         // A shutdown that began before registration would not have reached this socket.
         let shutting_down = self.shared.shutdown.load(Ordering::SeqCst) || registered.is_err();
         let refuse = if shutting_down {
@@ -531,6 +533,32 @@ impl Server {
             .lock()
             .expect("live lock poisoned")
             .retain(|l| l.id != id);
+    }
+
+    /// Pins connection `id`'s thread to its CPU of `--cpus`, if the list gives one; a
+    /// failure is logged to `log`.
+    fn pin_connection_thread(&self, id: u64, log: &Log) {
+        if let Some(cpu) = self.serving.device.host_cpu(id as usize) {
+            // The list was checked when the device opened; a failure here (the process's CPUs
+            // narrowed since) leaves the thread where the scheduler puts it.
+            if let Err(e) = pin_this_thread(cpu) {
+                log(&format!(
+                    "--cpus: cannot pin this connection's thread to CPU {cpu}: {e}"
+                ));
+            }
+        }
+    }
+
+    /// Registers connection `id`'s `stream` among the live ones, so a shutdown reaches it;
+    /// an error if its socket could not be cloned for that.
+    fn register_live(&self, id: u64, stream: &Stream) -> io::Result<()> {
+        stream.try_clone().map(|clone| {
+            self.shared
+                .live
+                .lock()
+                .expect("live lock poisoned")
+                .push(Live { id, stream: clone });
+        })
     }
 }
 

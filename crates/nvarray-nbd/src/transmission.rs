@@ -31,7 +31,7 @@ use std::io;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use nvarray_host::{Device, Done, HostError, Opcode, QueuePair};
+use nvarray_host::{Device, Done, HostError, Opcode, Prepared, QueuePair};
 use nvarray_run::served::Session;
 
 use crate::clock::Clock;
@@ -111,6 +111,67 @@ struct Request {
     /// skipped, before the request is answered, so the next header is read in step.
     #[cfg(debug_assertions)]
     payload_left: u64,
+}
+
+impl Request {
+    /// Puts a read command's `data`, read at `offset_bytes`, where the reply takes it: into
+    /// the request's assembled data, or into `out` as a structured chunk (`structured`) or
+    /// after a simple reply's header.
+    #[inline]
+    fn put_read_data(
+        &mut self,
+        data: &[u8],
+        offset_bytes: u64,
+        out: &mut Vec<u8>,
+        structured: bool,
+    ) {
+        // The data lands inside the request's reply, at its own offset.
+        debug_assert!(
+            offset_bytes >= self.offset_bytes
+                && offset_bytes + data.len() as u64
+                    <= self.offset_bytes + u64::from(self.len_bytes),
+            "read completion [{}, +{}) outside request {:#x} [{}, +{})",
+            offset_bytes,
+            data.len(),
+            self.cookie,
+            self.offset_bytes,
+            self.len_bytes
+        );
+        let at = (offset_bytes - self.offset_bytes) as usize;
+        if let Some(assembled) = self.assembled.as_mut() {
+            assembled[at..at + data.len()].copy_from_slice(data);
+        } else if structured {
+            let last = self.commands_left == 0 && self.unissued == 0 && self.error.is_none();
+            put_chunk_header(
+                out,
+                self.cookie,
+                if last { REPLY_FLAG_DONE } else { 0 },
+                REPLY_TYPE_OFFSET_DATA,
+                8 + data.len() as u32,
+            );
+            out.extend_from_slice(&offset_bytes.to_be_bytes());
+            out.extend_from_slice(data);
+            self.done_sent = last;
+        } else {
+            // A simple reply with one command: header, then the data, no copy between.
+            // The client reads the request's length of data after the header, and the
+            // reply goes out now, so this must be the request's only command.
+            debug_assert_eq!(
+                (data.len(), self.commands_left, self.unissued),
+                (self.len_bytes as usize, 0, 0),
+                "simple read reply to {:#x}: expected all {} bytes from its only command, \
+                 found {} bytes with {} commands in flight and {} to issue",
+                self.cookie,
+                self.len_bytes,
+                data.len(),
+                self.commands_left,
+                self.unissued
+            );
+            put_simple_reply(out, self.cookie, 0);
+            out.extend_from_slice(data);
+            self.done_sent = true;
+        }
+    }
 }
 
 /// What a connection shares with the rest of its server: its session (its own statistics,
@@ -623,9 +684,7 @@ impl Transmission {
                 Err(e) => {
                     // The request was checked against the same limits; a refusal here is a
                     // bug, reported to the client as an I/O error rather than trusted.
-                    let request = self.requests[slot].as_mut().expect("live request");
-                    request.unissued -= 1;
-                    request.error.get_or_insert((NbdErrno::Io, e.to_string()));
+                    self.command_failed(slot, e.to_string());
                     if payload == Payload::Socket {
                         self.input.skip(&self.stream, len_bytes as usize)?;
                         #[cfg(debug_assertions)]
@@ -647,9 +706,7 @@ impl Transmission {
             );
             if let Err(e) = self.input.read_exact(&self.stream, buffer) {
                 self.device.cancel(prepared);
-                let request = self.requests[slot].as_mut().expect("live request");
-                request.unissued -= 1;
-                request.error.get_or_insert((NbdErrno::Io, e.to_string()));
+                self.command_failed(slot, e.to_string());
                 self.closing = true;
                 self.maybe_finish(slot);
                 return Err(e);
@@ -657,6 +714,23 @@ impl Transmission {
             #[cfg(debug_assertions)]
             self.payload_consumed(slot, len_bytes);
         }
+        self.issue_prepared(slot, prepared);
+        Ok(true)
+    }
+
+    /// A command of request `slot` that was not issued: the request fails with `message`
+    /// (its first error is kept).
+    #[inline]
+    fn command_failed(&mut self, slot: usize, message: String) {
+        let request = self.requests[slot].as_mut().expect("live request");
+        request.unissued -= 1;
+        request.error.get_or_insert((NbdErrno::Io, message));
+    }
+
+    /// Issues `prepared`, a command of request `slot` with its data in place, and counts it
+    /// in flight, its tag leading back to the request.
+    #[inline]
+    fn issue_prepared(&mut self, slot: usize, prepared: Prepared) {
         let tag = prepared.tag().index();
         // Completions find their request by tag (`complete`, which frees it in debug builds).
         debug_assert_eq!(
@@ -680,7 +754,6 @@ impl Transmission {
             self.commands_in_flight,
             self.qp.in_flight()
         );
-        Ok(true)
     }
 
     /// A command as `issue` may send it (debug builds): `check_request` let only ranges inside
@@ -825,54 +898,7 @@ impl Transmission {
         if done.status.is_ok() {
             if done.op == Opcode::Read {
                 let data = self.device.read_data(&done);
-                // The data lands inside the request's reply, at its own offset.
-                debug_assert!(
-                    done.offset_bytes >= request.offset_bytes
-                        && done.offset_bytes + data.len() as u64
-                            <= request.offset_bytes + u64::from(request.len_bytes),
-                    "read completion [{}, +{}) outside request {:#x} [{}, +{})",
-                    done.offset_bytes,
-                    data.len(),
-                    request.cookie,
-                    request.offset_bytes,
-                    request.len_bytes
-                );
-                let at = (done.offset_bytes - request.offset_bytes) as usize;
-                if let Some(assembled) = request.assembled.as_mut() {
-                    assembled[at..at + data.len()].copy_from_slice(data);
-                } else if self.structured {
-                    let last = request.commands_left == 0
-                        && request.unissued == 0
-                        && request.error.is_none();
-                    put_chunk_header(
-                        &mut self.out,
-                        request.cookie,
-                        if last { REPLY_FLAG_DONE } else { 0 },
-                        REPLY_TYPE_OFFSET_DATA,
-                        8 + data.len() as u32,
-                    );
-                    self.out.extend_from_slice(&done.offset_bytes.to_be_bytes());
-                    self.out.extend_from_slice(data);
-                    request.done_sent = last;
-                } else {
-                    // A simple reply with one command: header, then the data, no copy between.
-                    // The client reads the request's length of data after the header, and the
-                    // reply goes out now, so this must be the request's only command.
-                    debug_assert_eq!(
-                        (data.len(), request.commands_left, request.unissued),
-                        (request.len_bytes as usize, 0, 0),
-                        "simple read reply to {:#x}: expected all {} bytes from its only command, \
-                         found {} bytes with {} commands in flight and {} to issue",
-                        request.cookie,
-                        request.len_bytes,
-                        data.len(),
-                        request.commands_left,
-                        request.unissued
-                    );
-                    put_simple_reply(&mut self.out, request.cookie, 0);
-                    self.out.extend_from_slice(data);
-                    request.done_sent = true;
-                }
+                request.put_read_data(data, done.offset_bytes, &mut self.out, self.structured);
             }
         } else {
             let message = format!(
@@ -924,6 +950,16 @@ impl Transmission {
             );
             self.read_bytes_live -= u64::from(request.len_bytes);
         }
+        self.answer(&request, is_read);
+        if request.error.is_none() {
+            self.count_answered(&request, is_read);
+        }
+    }
+
+    /// Puts the reply to `request` (a read if `is_read`), all of whose commands are done,
+    /// into `out`: its error, or the rest of its data or its final chunk, or a plain success.
+    #[inline]
+    fn answer(&mut self, request: &Request, is_read: bool) {
         match &request.error {
             Some((errno, message)) => {
                 if self.structured && is_read && request.done_sent {
@@ -954,21 +990,25 @@ impl Transmission {
             }
             None => self.reply_ok(request.cookie),
         }
-        if request.error.is_none() {
-            let latency_ns = self
-                .now
-                .saturating_duration_since(request.started)
-                .as_nanos() as u64;
-            let len = match request.kind {
-                Opcode::Flush | Opcode::Deallocate => 0,
-                _ => request.len_bytes,
-            };
-            // Flushes and trims count as requests of no bytes: neither moves data.
-            if self.unrecorded.len() == self.unrecorded.capacity() {
-                self.record_stats();
-            }
-            self.unrecorded.push((is_read, len, latency_ns));
+    }
+
+    /// Counts the successful `request` (a read if `is_read`), answered now, for the
+    /// connection's statistics (recorded in batches, `record_stats`).
+    #[inline]
+    fn count_answered(&mut self, request: &Request, is_read: bool) {
+        let latency_ns = self
+            .now
+            .saturating_duration_since(request.started)
+            .as_nanos() as u64;
+        let len = match request.kind {
+            Opcode::Flush | Opcode::Deallocate => 0,
+            _ => request.len_bytes,
+        };
+        // Flushes and trims count as requests of no bytes: neither moves data.
+        if self.unrecorded.len() == self.unrecorded.capacity() {
+            self.record_stats();
         }
+        self.unrecorded.push((is_read, len, latency_ns));
     }
 
     /// Records the requests answered since the last call in the connection's statistics.

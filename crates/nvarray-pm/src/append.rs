@@ -99,28 +99,8 @@ impl PoolState {
             let log = self.lock_log()?;
             let tail = self.tail().load(Ordering::Acquire);
             let head = self.nvm.load_word(layout::H_LOG_HEAD);
-            // head <= durable prefix <= tail, and the log never holds more than the ring. The
-            // tail moves only under the log lock; the head and the prefix only grow, and are read
-            // in that order.
             #[cfg(debug_assertions)]
-            {
-                let durable = self.durable().load(Ordering::Acquire);
-                assert!(
-                    head <= durable,
-                    "log head past the durable prefix: expected head <= {durable}, found {head}"
-                );
-                assert!(
-                    durable <= tail,
-                    "durable prefix past the log tail: expected <= {tail}, found {durable}"
-                );
-                assert!(
-                    tail - head <= ring.size,
-                    "log holds more than its ring: expected tail - head <= {}, found {tail} - \
-                     {head} = {}",
-                    ring.size,
-                    tail - head
-                );
-            }
+            self.debug_check_log_bounds(head, tail, ring.size);
             let pos = ring.pos(tail) as u64;
             let pad = if pos + len > ring.size {
                 ring.size - pos
@@ -133,14 +113,7 @@ impl PoolState {
                     lsn: tail + pad,
                     end: tail + pad + len,
                 };
-                self.set_tx_lsn(slot, Some(r.lsn));
-                self.tx_word(slot, TX_RES_STATE)
-                    .store(RES_RESERVED, Ordering::Relaxed);
-                self.tx_word(slot, TX_RES_START)
-                    .store(r.start, Ordering::Relaxed);
-                self.tx_word(slot, TX_RES_END)
-                    .store(r.end, Ordering::Release);
-                self.tail().store(r.end, Ordering::Release);
+                self.take_reservation(slot, &r);
                 return Ok(r);
             }
             drop(log);
@@ -153,6 +126,42 @@ impl PoolState {
                 self.pass_abandoned()?;
             }
         }
+    }
+
+    /// What the log's positions keep (debug builds), read under the log lock: head <= durable
+    /// prefix <= tail, and the log never holds more than the ring's `ring_bytes`.
+    #[cfg(debug_assertions)]
+    fn debug_check_log_bounds(&self, head: u64, tail: u64, ring_bytes: u64) {
+        // The tail moves only under the log lock; the head and the prefix only grow, and are
+        // read in that order.
+        let durable = self.durable().load(Ordering::Acquire);
+        assert!(
+            head <= durable,
+            "log head past the durable prefix: expected head <= {durable}, found {head}"
+        );
+        assert!(
+            durable <= tail,
+            "durable prefix past the log tail: expected <= {tail}, found {durable}"
+        );
+        assert!(
+            tail - head <= ring_bytes,
+            "log holds more than its ring: expected tail - head <= {ring_bytes}, found {tail} - \
+             {head} = {}",
+            tail - head
+        );
+    }
+
+    /// Records `r` in transaction slot `slot` (reserved, not yet written) and moves the log
+    /// tail past it. Called under the log lock.
+    fn take_reservation(&self, slot: usize, r: &Reservation) {
+        self.set_tx_lsn(slot, Some(r.lsn));
+        self.tx_word(slot, TX_RES_STATE)
+            .store(RES_RESERVED, Ordering::Relaxed);
+        self.tx_word(slot, TX_RES_START)
+            .store(r.start, Ordering::Relaxed);
+        self.tx_word(slot, TX_RES_END)
+            .store(r.end, Ordering::Release);
+        self.tail().store(r.end, Ordering::Release);
     }
 
     /// Writes `record` (sealed for `r.lsn`) and the padding before it into slot `slot`'s

@@ -29,7 +29,7 @@ use std::sync::atomic::Ordering;
 
 use crate::error::{PmError, Result};
 use crate::layout::{DIR_BYTES, PAGE, V_CLOCK_HAND, V_DIRTY};
-use crate::log::{self, KIND_PAD, STATE_COMMITTED, STATE_VISIBLE};
+use crate::log::{self, Header, Ring, KIND_PAD, STATE_COMMITTED, STATE_VISIBLE};
 use crate::media::LINE;
 use crate::options::MAX_CACHE;
 use crate::pool_state::{Counter, PoolState};
@@ -104,6 +104,20 @@ impl Batch {
         self.by_page.insert(m.page, self.marks.len());
         self.slots.insert(m.slot);
         self.marks.push(m);
+    }
+
+    /// Adds the lines `writes` touch to their pages' marks (every page marked already).
+    fn mark_lines(&mut self, writes: &[(u64, &[u8])]) {
+        for &(off, data) in writes {
+            let end = off + data.len() as u64;
+            for page in off / PAGE as u64..end.div_ceil(PAGE as u64) {
+                let page_start = page * PAGE as u64;
+                let lo = (off.max(page_start) - page_start) / LINE as u64;
+                let hi = (end.min(page_start + PAGE as u64) - page_start).div_ceil(LINE as u64);
+                let bits = ((1u128 << hi) - (1u128 << lo)) as u64;
+                self.get_mut(page).expect("marked above").lines |= bits;
+            }
+        }
     }
 
     /// Removes and returns the marks from index `from` on.
@@ -338,19 +352,9 @@ impl PoolState {
                 head += h.len;
                 continue;
             }
-            match self.nvm.load_word(ring.state_offset(head)) {
-                STATE_VISIBLE => {}
-                STATE_COMMITTED if !self.owner_alive(h.owner) => self.make_visible(&h)?,
-                _ => break, // its committer is still copying it into the mapping
+            if !self.settle_visible(&ring, &h)? {
+                break; // its committer is still copying it into the mapping
             }
-            // Rule 1: the mapping holds the record before the cache takes its lines from there.
-            debug_assert_eq!(
-                self.nvm.load_word(ring.state_offset(head)),
-                STATE_VISIBLE,
-                "applying the record at lsn {head}: expected it visible ({STATE_VISIBLE}), found \
-                 state {}",
-                self.nvm.load_word(ring.state_offset(head))
-            );
             let body = ring.body(&h);
             let writes = log::entries(body, &h, self.layout.pool_size_bytes).map_err(|what| {
                 PmError::Corrupt {
@@ -380,20 +384,31 @@ impl PoolState {
                 wrote_back = true;
                 continue;
             }
-            for &(off, data) in &writes {
-                let end = off + data.len() as u64;
-                for page in off / PAGE as u64..end.div_ceil(PAGE as u64) {
-                    let page_start = page * PAGE as u64;
-                    let lo = (off.max(page_start) - page_start) / LINE as u64;
-                    let hi = (end.min(page_start + PAGE as u64) - page_start).div_ceil(LINE as u64);
-                    let bits = ((1u128 << hi) - (1u128 << lo)) as u64;
-                    batch.get_mut(page).expect("marked above").lines |= bits;
-                }
-            }
+            batch.mark_lines(&writes);
             head += h.len;
             done += 1;
         }
         Ok((head, done))
+    }
+
+    /// Whether the record `h` is visible (in the mapping) or made so now, its committer dead;
+    /// false if its committer is still copying it into the mapping.
+    fn settle_visible(&self, ring: &Ring<'_>, h: &Header) -> Result<bool> {
+        let head = h.lsn;
+        match self.nvm.load_word(ring.state_offset(head)) {
+            STATE_VISIBLE => {}
+            STATE_COMMITTED if !self.owner_alive(h.owner) => self.make_visible(h)?,
+            _ => return Ok(false),
+        }
+        // Rule 1: the mapping holds the record before the cache takes its lines from there.
+        debug_assert_eq!(
+            self.nvm.load_word(ring.state_offset(head)),
+            STATE_VISIBLE,
+            "applying the record at lsn {head}: expected it visible ({STATE_VISIBLE}), found \
+             state {}",
+            self.nvm.load_word(ring.state_offset(head))
+        );
+        Ok(true)
     }
 
     /// Gives every page `writes` touch a slot in `marks`, reusing clean slots; false if the
@@ -445,8 +460,46 @@ impl PoolState {
         if marks.is_empty() && head == start {
             return Ok(0);
         }
-        let pool = self.layout.pool_size_bytes;
         let mut order = StepOrder::default();
+        self.copy_marked_lines(marks, &mut order);
+        // The lines must be durable before a mask names them: with one barrier for both, a
+        // power cut could keep a new mask and drop a line it names, and recovery would copy
+        // that line's stale bytes (another page's) over the page (found by the power-cut
+        // campaign, seed 1039 at operation 429).
+        if !marks.is_empty() {
+            self.persist_barrier();
+        }
+        for m in marks {
+            let held = if m.was_dirty { self.lines(m.slot) } else { 0 };
+            order.store(Step::Masks);
+            self.nvm.store_word(self.mask_off(m.slot), held | m.lines);
+            self.nvm.flush(self.mask_off(m.slot), 8);
+        }
+        if !marks.is_empty() {
+            self.persist_barrier();
+        }
+        self.mark_newly_dirty(marks, &mut order);
+        if head != start {
+            // Once the head passes a record its log space may be reused: everything below the
+            // head must be durable (`append.rs`), and applied to the cache (above).
+            debug_assert!(
+                head <= self.durable().load(Ordering::Acquire),
+                "log head moving past the durable prefix: expected {head} <= {}",
+                self.durable().load(Ordering::Acquire)
+            );
+            order.store(Step::Head);
+            self.nvm.store_word(crate::layout::H_LOG_HEAD, head);
+            self.nvm.flush(crate::layout::H_LOG_HEAD, 8);
+            self.persist_barrier();
+        }
+        order.finish();
+        self.count(Counter::RecordsDigested, records as u64);
+        Ok(records)
+    }
+
+    /// Copies each mark's lines from the mapping into its slot and flushes them (no fence).
+    fn copy_marked_lines(&self, marks: &[Mark], order: &mut StepOrder) {
+        let pool = self.layout.pool_size_bytes;
         for m in marks {
             // Nothing changed the slot since it was marked (the maintenance lock is held).
             if m.was_dirty {
@@ -480,22 +533,11 @@ impl PoolState {
                 self.nvm.flush(dst, n);
             }
         }
-        // The lines must be durable before a mask names them: with one barrier for both, a
-        // power cut could keep a new mask and drop a line it names, and recovery would copy
-        // that line's stale bytes (another page's) over the page (found by the power-cut
-        // campaign, seed 1039 at operation 429).
-        if !marks.is_empty() {
-            self.persist_barrier();
-        }
-        for m in marks {
-            let held = if m.was_dirty { self.lines(m.slot) } else { 0 };
-            order.store(Step::Masks);
-            self.nvm.store_word(self.mask_off(m.slot), held | m.lines);
-            self.nvm.flush(self.mask_off(m.slot), 8);
-        }
-        if !marks.is_empty() {
-            self.persist_barrier();
-        }
+    }
+
+    /// Points the directory entry of each mark's slot that was not dirty at its page, dirty;
+    /// fences them and adds them to the dirty page count.
+    fn mark_newly_dirty(&self, marks: &[Mark], order: &mut StepOrder) {
         let mut newly_dirty = 0;
         for m in marks.iter().filter(|m| !m.was_dirty) {
             order.store(Step::Directory);
@@ -516,22 +558,6 @@ impl PoolState {
                 self.dirty_pages()
             );
         }
-        if head != start {
-            // Once the head passes a record its log space may be reused: everything below the
-            // head must be durable (`append.rs`), and applied to the cache (above).
-            debug_assert!(
-                head <= self.durable().load(Ordering::Acquire),
-                "log head moving past the durable prefix: expected {head} <= {}",
-                self.durable().load(Ordering::Acquire)
-            );
-            order.store(Step::Head);
-            self.nvm.store_word(crate::layout::H_LOG_HEAD, head);
-            self.nvm.flush(crate::layout::H_LOG_HEAD, 8);
-            self.persist_barrier();
-        }
-        order.finish();
-        self.count(Counter::RecordsDigested, records as u64);
-        Ok(records)
     }
 
     /// Writes every dirty cache page back (one `fdatasync` of the backing file, which carries

@@ -167,12 +167,13 @@ fn examine(file: &File, nvm_path: &Path, b: &Backing, size_bytes: u64) -> Result
         };
     }
     let nvm = Media::nvm(file, nvm_path)?;
-    let clean = || nvm.len() >= 2 * layout::PAGE && nvm.load_word(layout::H_CLEAN) == 1;
     let l = match Layout::from_header(&nvm, nvm_path) {
         Ok(l) => l,
         // An older version's state closed cleanly holds nothing: the file has it all.
         Err(PmError::WrongVersion { found: version, .. })
-            if version < layout::VERSION && clean() && attached_pids(file, None).is_empty() =>
+            if version < layout::VERSION
+                && is_clean(&nvm)
+                && attached_pids(file, None).is_empty() =>
         {
             return Ok(Verdict::Replace)
         }
@@ -180,44 +181,7 @@ fn examine(file: &File, nvm_path: &Path, b: &Backing, size_bytes: u64) -> Result
     };
     let recorded = layout::identity(&nvm);
     if recorded != b.identity {
-        let pids = attached_pids(file, Some(&nvm));
-        if !pids.is_empty() {
-            let pids: Vec<String> = pids.iter().map(u64::to_string).collect();
-            return Err(PmError::InUseForAnotherFile {
-                state: nvm_path.to_path_buf(),
-                backing: b.canonical.to_path_buf(),
-                pids: pids.join(", "),
-            });
-        }
-        if clean() {
-            return Ok(Verdict::Replace);
-        }
-        let recorded_path = PathBuf::from(layout::backing_path(&nvm));
-        if let Some(moved) = recorded_path
-            .parent()
-            .and_then(|dir| file_identity::find_in_directory(dir, &recorded))
-        {
-            return Ok(Verdict::Relocate(moved));
-        }
-        // Made for a file of another key whose name hashes alike (the recorded path is the
-        // one its maker used, which another mount namespace may not share).
-        if nvm.load_word(layout::H_BACKING_ID) != layout::backing_id(b.key) {
-            return Err(PmError::Mismatch {
-                path: nvm_path.to_path_buf(),
-                what: format!(
-                    "belongs to backing file {}, not {}, and holds commits never written \
-                     back",
-                    recorded_path.display(),
-                    b.canonical.display()
-                ),
-            });
-        }
-        return Err(PmError::NotThisPool {
-            state: nvm_path.to_path_buf(),
-            backing: b.canonical.to_path_buf(),
-            recorded,
-            found: b.identity,
-        });
+        return examine_state_of_another_file(file, nvm_path, b, &nvm, recorded);
     }
     let made_at = nvm.load_word(layout::H_GENERATION);
     if made_at != 0 && made_at < b.generation {
@@ -245,6 +209,62 @@ fn examine(file: &File, nvm_path: &Path, b: &Backing, size_bytes: u64) -> Result
         });
     }
     Ok(Verdict::Use(nvm, l))
+}
+
+/// Whether the state mapped in `nvm` was closed cleanly (so it holds nothing its file lacks).
+fn is_clean(nvm: &Media) -> bool {
+    nvm.len() >= 2 * layout::PAGE && nvm.load_word(layout::H_CLEAN) == 1
+}
+
+/// Decides what to do with the state mapped in `nvm` (`examine`'s `file` at `nvm_path`),
+/// whose header records another file's identity, `recorded`, than the backing file `b`'s: an
+/// error if it is in use or holds commits for a file not found, else replace it, or move it
+/// to its renamed file's name.
+fn examine_state_of_another_file(
+    file: &File,
+    nvm_path: &Path,
+    b: &Backing,
+    nvm: &Media,
+    recorded: Identity,
+) -> Result<Verdict> {
+    let pids = attached_pids(file, Some(nvm));
+    if !pids.is_empty() {
+        let pids: Vec<String> = pids.iter().map(u64::to_string).collect();
+        return Err(PmError::InUseForAnotherFile {
+            state: nvm_path.to_path_buf(),
+            backing: b.canonical.to_path_buf(),
+            pids: pids.join(", "),
+        });
+    }
+    if is_clean(nvm) {
+        return Ok(Verdict::Replace);
+    }
+    let recorded_path = PathBuf::from(layout::backing_path(nvm));
+    if let Some(moved) = recorded_path
+        .parent()
+        .and_then(|dir| file_identity::find_in_directory(dir, &recorded))
+    {
+        return Ok(Verdict::Relocate(moved));
+    }
+    // Made for a file of another key whose name hashes alike (the recorded path is the
+    // one its maker used, which another mount namespace may not share).
+    if nvm.load_word(layout::H_BACKING_ID) != layout::backing_id(b.key) {
+        return Err(PmError::Mismatch {
+            path: nvm_path.to_path_buf(),
+            what: format!(
+                "belongs to backing file {}, not {}, and holds commits never written \
+                 back",
+                recorded_path.display(),
+                b.canonical.display()
+            ),
+        });
+    }
+    Err(PmError::NotThisPool {
+        state: nvm_path.to_path_buf(),
+        backing: b.canonical.to_path_buf(),
+        recorded,
+        found: b.identity,
+    })
 }
 
 /// Renames the state `from` (whose open lock the caller holds, and which is still there) to
@@ -386,6 +406,66 @@ pub(crate) fn remove_state(file: &File, nvm_path: &Path) -> Result<()> {
 }
 
 /// A state found and locked for attaching: its path, file, open lock, mapping and layout.
+/// Gives the backing file `path` (open as `backing`) its pool id and next generation, and
+/// makes its state at `nvm_path`, named for `canonical` and `key`, laid out for a pool of
+/// `size_bytes`.
+fn make_state(
+    backing: &File,
+    path: &Path,
+    nvm_path: &Path,
+    (canonical, key): (&Path, &str),
+    size_bytes: u64,
+    options: &PoolOptions,
+) -> Result<()> {
+    let id = file_identity::establish(backing, path)?;
+    let generation = file_identity::next_generation(backing, path)?;
+    let fresh = options.layout_for(size_bytes);
+    create_state(options, nvm_path, (canonical, key), &fresh, &id, generation)
+}
+
+/// Moves the crashed pool's state in `file` at `nvm_path` to the name of `moved`, the file it
+/// was made for, now renamed: refused, as for any crashed pool's state that is not the
+/// backing file `b`'s, if that name has a state already.
+fn relocate_state(
+    file: &File,
+    nvm_path: &Path,
+    moved: &Path,
+    b: &Backing,
+    nvm_dir: &Path,
+) -> Result<()> {
+    let moved_key = state_key::of(&moved.canonicalize().map_err(io_err(moved))?);
+    let to = nvm_file_path(nvm_dir, &moved_key);
+    if to.exists() {
+        // That file has a state already; this one cannot go there. Refuse, as
+        // for any crashed pool's state that is not this file's.
+        return Err(PmError::NotThisPool {
+            state: nvm_path.to_path_buf(),
+            backing: b.canonical.to_path_buf(),
+            recorded: layout::identity(&Media::nvm(file, nvm_path)?),
+            found: b.identity,
+        });
+    }
+    rename_state(nvm_path, &to)
+}
+
+/// The size of the pool over the backing file `path` of `len` bytes when `size_bytes` is asked
+/// for (0: the file's size): the one that is not 0, or both when they agree.
+fn pool_size(path: &Path, len: u64, size_bytes: u64) -> Result<u64> {
+    match (len, size_bytes) {
+        (0, 0) => Err(PmError::Mismatch {
+            path: path.to_path_buf(),
+            what: "empty file and no size given".into(),
+        }),
+        (0, s) => Ok(s),
+        (l, 0) => Ok(l),
+        (l, s) if l == s => Ok(s),
+        (l, s) => Err(PmError::Mismatch {
+            path: path.to_path_buf(),
+            what: format!("the backing file is {l} bytes, not the {s} bytes asked for"),
+        }),
+    }
+}
+
 type AttachedState = (PathBuf, File, OpenLock, Media, Layout);
 
 /// Finds, or makes, the NVM-tier state of the backing file `backing` (at `path`, canonically
@@ -419,16 +499,13 @@ fn attach_state(
                     }
                     continue;
                 }
-                let id = file_identity::establish(backing, path)?;
-                let generation = file_identity::next_generation(backing, path)?;
-                let fresh = options.layout_for(size_bytes);
-                create_state(
-                    options,
+                make_state(
+                    backing,
+                    path,
                     &nvm_path,
                     (canonical, &key),
-                    &fresh,
-                    &id,
-                    generation,
+                    size_bytes,
+                    options,
                 )?;
                 continue;
             }
@@ -450,19 +527,7 @@ fn attach_state(
             Verdict::Use(nvm, layout) => return Ok((nvm_path, file, lock, nvm, layout)),
             Verdict::Replace => remove_state(&file, &nvm_path)?,
             Verdict::Relocate(moved) => {
-                let moved_key = state_key::of(&moved.canonicalize().map_err(io_err(&moved))?);
-                let to = nvm_file_path(&options.nvm_dir, &moved_key);
-                if to.exists() {
-                    // That file has a state already; this one cannot go there. Refuse, as
-                    // for any crashed pool's state that is not this file's.
-                    return Err(PmError::NotThisPool {
-                        state: nvm_path.clone(),
-                        backing: canonical.to_path_buf(),
-                        recorded: layout::identity(&Media::nvm(&file, &nvm_path)?),
-                        found: b.identity,
-                    });
-                }
-                rename_state(&nvm_path, &to)?;
+                relocate_state(&file, &nvm_path, &moved, &b, &options.nvm_dir)?;
             }
         }
         // The state at this file's own name was dealt with: look there again.
@@ -518,23 +583,7 @@ impl Pool {
             }
         })?;
         let len = backing.metadata().map_err(io_err(path))?.len();
-        let size_bytes = match (len, size_bytes) {
-            (0, 0) => {
-                return Err(PmError::Mismatch {
-                    path: path.to_path_buf(),
-                    what: "empty file and no size given".into(),
-                })
-            }
-            (0, s) => s,
-            (l, 0) => l,
-            (l, s) if l == s => s,
-            (l, s) => {
-                return Err(PmError::Mismatch {
-                    path: path.to_path_buf(),
-                    what: format!("the backing file is {l} bytes, not the {s} bytes asked for"),
-                })
-            }
-        };
+        let size_bytes = pool_size(path, len, size_bytes)?;
         check_pool_size(path, size_bytes)?;
         let canonical = path.canonicalize().map_err(io_err(path))?;
         let (nvm_path, nvm_file, open_lock, nvm, layout) =

@@ -21,7 +21,7 @@
 
 use std::fmt::Write as _;
 
-use nvarray_report::{DirectionTotals, IoDepths, RunReport, StreamReport, Totals};
+use nvarray_report::{DirectionTotals, IoDepths, RunReport, SteadyReport, StreamReport, Totals};
 use nvarray_workload::trace::TraceSpec;
 use nvarray_workload::{JobSpec, Workload};
 use serde_json::{json, Map, Value};
@@ -269,44 +269,7 @@ pub fn terse(r: &RunReport, percentiles: &[f64]) -> String {
             "0".into(),
         ];
         for d in [&t.read, &t.write] {
-            let runtime = if d.requests > 0 { runtime_ms } else { 0 };
-            let (kib_s, iops) = match runtime {
-                0 => (0, 0),
-                ms => (d.bytes * 1000 / ms / 1024, d.requests * 1000 / ms),
-            };
-            f.extend([
-                (d.bytes >> 10).to_string(),
-                kib_s.to_string(),
-                iops.to_string(),
-                runtime.to_string(),
-            ]);
-            let l = &d.latency_ns;
-            let lat = |f: &mut Vec<String>| {
-                if d.requests == 0 {
-                    f.extend(["0", "0", "0.000000", "0.000000"].map(String::from));
-                } else {
-                    f.extend([
-                        (l.min / 1000).to_string(),
-                        (l.max / 1000).to_string(),
-                        format!("{:.6}", l.mean / 1000.0),
-                        format!("{:.6}", l.stdev / 1000.0),
-                    ]);
-                }
-            };
-            // Submission latency: not timed apart.
-            f.extend(["0", "0", "0.000000", "0.000000"].map(String::from));
-            lat(&mut f);
-            for i in 0..20 {
-                f.push(match percentiles.get(i) {
-                    Some(&q) if d.requests > 0 => {
-                        format!("{q:.6}%={}", d.percentile_ns(q) / 1000)
-                    }
-                    _ => "0%=0".into(),
-                });
-            }
-            lat(&mut f);
-            // Per-interval bandwidth samples: not taken.
-            f.extend(["0", "0", "0.000000%", "0.000000", "0.000000"].map(String::from));
+            terse_direction(&mut f, d, runtime_ms, percentiles);
         }
         // CPU usage: not measured per job. Then the I/O depths at issue, as fio's.
         f.extend(["0.000000%", "0.000000%", "0", "0", "0"].map(String::from));
@@ -315,18 +278,7 @@ pub fn terse(r: &RunReport, percentiles: &[f64]) -> String {
                 .into_iter()
                 .map(|p| format!("{p:.1}%")),
         );
-        let percent = |p: f64| {
-            // fio shows a bucket that holds anything as at least 0.01%.
-            let p = if p > 0.0 && p < 0.01 { 0.01 } else { p };
-            format!("{p:3.2}%")
-        };
-        // The µs series' first bucket also holds everything under 1 µs, as fio's does.
-        let mut us = distribution(t, &EDGES, 1_000, 0, false);
-        let mut ms = distribution(t, &EDGES_MS, 1_000_000, 1_000_000, false);
-        // fio's last ms bucket: over 2000 ms (an edge past any latency, so it takes the rest).
-        ms.push(distribution(t, &[u64::MAX / 2_000_000], 1_000_000, 2_000_000_000, false)[0]);
-        us.append(&mut ms);
-        f.extend(us.into_iter().map(percent));
+        f.extend(terse_latency_buckets(t));
         assert_eq!(
             f.len(),
             TERSE_V3_FIELDS,
@@ -337,6 +289,65 @@ pub fn terse(r: &RunReport, percentiles: &[f64]) -> String {
         out.push('\n');
     }
     out
+}
+
+/// One direction's 41 terse fields: data moved, bandwidth, IOPS and runtime, the submission,
+/// completion and total latencies with the completion percentiles, bandwidth samples.
+fn terse_direction(f: &mut Vec<String>, d: &DirectionTotals, runtime_ms: u64, percentiles: &[f64]) {
+    let runtime = if d.requests > 0 { runtime_ms } else { 0 };
+    let (kib_s, iops) = match runtime {
+        0 => (0, 0),
+        ms => (d.bytes * 1000 / ms / 1024, d.requests * 1000 / ms),
+    };
+    f.extend([
+        (d.bytes >> 10).to_string(),
+        kib_s.to_string(),
+        iops.to_string(),
+        runtime.to_string(),
+    ]);
+    let l = &d.latency_ns;
+    let lat = |f: &mut Vec<String>| {
+        if d.requests == 0 {
+            f.extend(["0", "0", "0.000000", "0.000000"].map(String::from));
+        } else {
+            f.extend([
+                (l.min / 1000).to_string(),
+                (l.max / 1000).to_string(),
+                format!("{:.6}", l.mean / 1000.0),
+                format!("{:.6}", l.stdev / 1000.0),
+            ]);
+        }
+    };
+    // Submission latency: not timed apart.
+    f.extend(["0", "0", "0.000000", "0.000000"].map(String::from));
+    lat(f);
+    for i in 0..20 {
+        f.push(match percentiles.get(i) {
+            Some(&q) if d.requests > 0 => {
+                format!("{q:.6}%={}", d.percentile_ns(q) / 1000)
+            }
+            _ => "0%=0".into(),
+        });
+    }
+    lat(f);
+    // Per-interval bandwidth samples: not taken.
+    f.extend(["0", "0", "0.000000%", "0.000000", "0.000000"].map(String::from));
+}
+
+/// The terse line's latency distribution: the µs buckets, then the ms ones, as percents.
+fn terse_latency_buckets(t: &Totals) -> Vec<String> {
+    let percent = |p: f64| {
+        // fio shows a bucket that holds anything as at least 0.01%.
+        let p = if p > 0.0 && p < 0.01 { 0.01 } else { p };
+        format!("{p:3.2}%")
+    };
+    // The µs series' first bucket also holds everything under 1 µs, as fio's does.
+    let mut us = distribution(t, &EDGES, 1_000, 0, false);
+    let mut ms = distribution(t, &EDGES_MS, 1_000_000, 1_000_000, false);
+    // fio's last ms bucket: over 2000 ms (an edge past any latency, so it takes the rest).
+    ms.push(distribution(t, &[u64::MAX / 2_000_000], 1_000_000, 2_000_000_000, false)[0]);
+    us.append(&mut ms);
+    us.into_iter().map(percent).collect()
 }
 
 /// A job's settings as fio prints them, its keys with their values as strings: those that
@@ -516,42 +527,48 @@ fn write_job(
         "     latency   : target={target_ns}, window={window_us}, percentile={percentile:.2}%, depth={depth}"
     );
     if let Some(ss) = &st.control.steadystate {
-        let (metric, judged) = match ss.ss.split_once(':') {
-            Some((name, _)) => (
-                if name.starts_with("bw") {
-                    "bw"
-                } else if name.starts_with("lat") {
-                    "lat"
-                } else {
-                    "iops"
-                },
-                if name.ends_with("_slope") {
-                    " slope"
-                } else {
-                    " mean dev"
-                },
-            ),
-            None => ("iops", " mean dev"),
-        };
-        let _ = writeln!(
-            s,
-            "  steadystate  : attained={}, bw={} ({}), iops={}, {metric}{judged}={}",
-            if ss.attained { "yes" } else { "no" },
-            binary_rate(ss.bw_mean),
-            decimal_rate(ss.bw_mean),
-            si(ss.iops_mean),
-            ss.criterion
-                .trim_end_matches('%')
-                .parse::<f64>()
-                .map_or(ss.criterion.clone(), |c| {
-                    format!(
-                        "{c:.3}{}",
-                        if ss.criterion.ends_with('%') { "%" } else { "" }
-                    )
-                }),
-        );
+        write_steadystate(s, ss);
     }
     s.push('\n');
+}
+
+/// A job's `steadystate` line: whether it was attained, the means and the criterion as fio
+/// names its metric.
+fn write_steadystate(s: &mut String, ss: &SteadyReport) {
+    let (metric, judged) = match ss.ss.split_once(':') {
+        Some((name, _)) => (
+            if name.starts_with("bw") {
+                "bw"
+            } else if name.starts_with("lat") {
+                "lat"
+            } else {
+                "iops"
+            },
+            if name.ends_with("_slope") {
+                " slope"
+            } else {
+                " mean dev"
+            },
+        ),
+        None => ("iops", " mean dev"),
+    };
+    let _ = writeln!(
+        s,
+        "  steadystate  : attained={}, bw={} ({}), iops={}, {metric}{judged}={}",
+        if ss.attained { "yes" } else { "no" },
+        binary_rate(ss.bw_mean),
+        decimal_rate(ss.bw_mean),
+        si(ss.iops_mean),
+        ss.criterion
+            .trim_end_matches('%')
+            .parse::<f64>()
+            .map_or(ss.criterion.clone(), |c| {
+                format!(
+                    "{c:.3}{}",
+                    if ss.criterion.ends_with('%') { "%" } else { "" }
+                )
+            }),
+    );
 }
 
 /// A job's block for one direction: the IOPS and bandwidth line, the `clat` and `lat`

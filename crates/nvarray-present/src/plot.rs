@@ -8,6 +8,7 @@
 use std::path::Path;
 
 use plotters::coord::ranged1d::{AsRangedCoord, ValueFormatter};
+use plotters::coord::types::RangedCoordf64;
 use plotters::coord::Shift;
 use plotters::prelude::*;
 
@@ -413,6 +414,33 @@ where
         .axis_desc_style(("sans-serif", 16))
         .draw()?;
 
+    draw_all_series(&mut context, chart, layout)?;
+    draw_reference(&mut context, chart, layout)?;
+
+    if !chart.series.is_empty() || chart.reference.is_some() {
+        context
+            .configure_series_labels()
+            .position(SeriesLabelPosition::UpperLeft)
+            .label_font(("sans-serif", 14))
+            .background_style(WHITE.mix(0.85))
+            .border_style(BLACK)
+            .draw()?;
+    }
+    Ok(())
+}
+
+/// Draws the chart's series: each a line with at most `MARKERS_PER_SERIES_MAX` markers, or,
+/// after a guide line, marked points not joined.
+fn draw_all_series<'a, DB, X, Y>(
+    context: &mut ChartContext<'a, DB, Cartesian2d<X, Y>>,
+    chart: &Chart,
+    layout: &Layout,
+) -> Result<(), DrawingAreaErrorKind<DB::ErrorType>>
+where
+    DB: DrawingBackend + 'a,
+    X: Ranged<ValueType = f64>,
+    Y: Ranged<ValueType = f64>,
+{
     for (index, series) in chart.series.iter().enumerate() {
         let color = series_color(index);
         let line_style = color.stroke_width(2);
@@ -447,7 +475,20 @@ where
                 .map(|p| Circle::new(p, MARKER_RADIUS_PX, marker_style)),
         )?;
     }
+    Ok(())
+}
 
+/// Draws the reference points, if the chart has any, as crosses with their legend entry.
+fn draw_reference<'a, DB, X, Y>(
+    context: &mut ChartContext<'a, DB, Cartesian2d<X, Y>>,
+    chart: &Chart,
+    layout: &Layout,
+) -> Result<(), DrawingAreaErrorKind<DB::ErrorType>>
+where
+    DB: DrawingBackend + 'a,
+    X: Ranged<ValueType = f64>,
+    Y: Ranged<ValueType = f64>,
+{
     if let Some(reference) = chart.reference {
         // Reference figures are few and each one matters, so every point gets a marker, and
         // no line joins them because published points need not lie on one curve.
@@ -460,16 +501,6 @@ where
             )?
             .label(reference.label.as_str())
             .legend(move |(x, y)| Cross::new((x + 10, y), 6, style));
-    }
-
-    if !chart.series.is_empty() || chart.reference.is_some() {
-        context
-            .configure_series_labels()
-            .position(SeriesLabelPosition::UpperLeft)
-            .label_font(("sans-serif", 14))
-            .background_style(WHITE.mix(0.85))
-            .border_style(BLACK)
-            .draw()?;
     }
     Ok(())
 }
@@ -596,6 +627,31 @@ where
         .label_style(("sans-serif", 13))
         .axis_desc_style(("sans-serif", 15))
         .draw()?;
+    draw_category_labels(root, &context, categories, y.lo_value.max(floor))?;
+    draw_bar_groups(&mut context, bars, spans, groups, floor)?;
+    if !bars.groups.is_empty() {
+        context
+            .configure_series_labels()
+            .position(SeriesLabelPosition::UpperRight)
+            .label_font(("sans-serif", 13))
+            .background_style(WHITE.mix(0.85))
+            .border_style(BLACK)
+            .draw()?;
+    }
+    Ok(())
+}
+
+/// Writes each category's name downwards from just under its bar, at height `label_y`.
+fn draw_category_labels<'a, DB, Y>(
+    root: &DrawingArea<DB, Shift>,
+    context: &ChartContext<'a, DB, Cartesian2d<RangedCoordf64, Y>>,
+    categories: &[String],
+    label_y: f64,
+) -> Result<(), DrawingAreaErrorKind<DB::ErrorType>>
+where
+    DB: DrawingBackend + 'a,
+    Y: Ranged<ValueType = f64>,
+{
     // Category names read downwards from just under their bar (plotters centres rotated tick
     // labels on the tick, which hides their beginning under the axis).
     let label_style = ("sans-serif", 12)
@@ -607,11 +663,25 @@ where
             plotters::style::text_anchor::VPos::Center,
         ));
     for (i, name) in categories.iter().enumerate() {
-        let (px, py) = context
-            .plotting_area()
-            .map_coordinate(&(i as f64, y.lo_value.max(floor)));
+        let (px, py) = context.plotting_area().map_coordinate(&(i as f64, label_y));
         root.draw(&Text::new(name.clone(), (px, py + 8), label_style.clone()))?;
     }
+    Ok(())
+}
+
+/// Draws one series of rectangles per group (side by side within a category, or stacked),
+/// each with its legend entry; no bar reaches below `floor`.
+fn draw_bar_groups<'a, DB, Y>(
+    context: &mut ChartContext<'a, DB, Cartesian2d<RangedCoordf64, Y>>,
+    bars: &Bars,
+    spans: &[(usize, usize, f64, f64)],
+    groups: usize,
+    floor: f64,
+) -> Result<(), DrawingAreaErrorKind<DB::ErrorType>>
+where
+    DB: DrawingBackend + 'a,
+    Y: Ranged<ValueType = f64>,
+{
     let width = 0.8;
     for (g, (label, _)) in bars.groups.iter().enumerate() {
         let color = series_color(g);
@@ -632,15 +702,6 @@ where
             .draw_series(rects)?
             .label(label.as_str())
             .legend(move |(x, y)| Rectangle::new([(x, y - 5), (x + 14, y + 5)], color.filled()));
-    }
-    if !bars.groups.is_empty() {
-        context
-            .configure_series_labels()
-            .position(SeriesLabelPosition::UpperRight)
-            .label_font(("sans-serif", 13))
-            .background_style(WHITE.mix(0.85))
-            .border_style(BLACK)
-            .draw()?;
     }
     Ok(())
 }

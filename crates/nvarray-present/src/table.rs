@@ -50,30 +50,7 @@ fn setup_line(e: &EmulatorSetup) -> String {
         e.stack, e.completion, e.backing_pages
     );
     if !e.device_cpus.is_empty() || !e.host_cpus.is_empty() {
-        let list = |cpus: &[usize]| {
-            cpus.iter()
-                .map(|c| c.to_string())
-                .collect::<Vec<_>>()
-                .join(",")
-        };
-        let mut pinned = Vec::new();
-        if !e.device_cpus.is_empty() {
-            pinned.push(format!("device on CPU {}", list(&e.device_cpus)));
-        }
-        if !e.host_cpus.is_empty() {
-            pinned.push(format!("host on CPU {}", list(&e.host_cpus)));
-        }
-        s += &format!(", pinned: {}", pinned.join(", "));
-        let mut all: Vec<usize> = e.device_cpus.iter().chain(&e.host_cpus).copied().collect();
-        let threads = all.len();
-        all.sort_unstable();
-        all.dedup();
-        if all.len() < threads {
-            s += &format!(
-                " ({threads} threads on {} CPUs take turns: expect stalls of a time slice)",
-                all.len()
-            );
-        }
+        s += &pinned_note(e);
     }
     // Unpinned, the scheduler shares the cores out; threads that spin (host threads waiting
     // by spinning, as `adaptive` does for short commands; device threads always) beyond the
@@ -111,6 +88,36 @@ fn setup_line(e: &EmulatorSetup) -> String {
             e.checked_blocks,
             e.verified_blocks,
             e.checked_blocks.saturating_sub(e.verified_blocks)
+        );
+    }
+    s
+}
+
+/// The CPUs the emulator's threads are pinned to, `, pinned: device on CPU 0,1, ...`, and a
+/// warning when more threads than CPUs take turns on them.
+fn pinned_note(e: &EmulatorSetup) -> String {
+    let list = |cpus: &[usize]| {
+        cpus.iter()
+            .map(|c| c.to_string())
+            .collect::<Vec<_>>()
+            .join(",")
+    };
+    let mut pinned = Vec::new();
+    if !e.device_cpus.is_empty() {
+        pinned.push(format!("device on CPU {}", list(&e.device_cpus)));
+    }
+    if !e.host_cpus.is_empty() {
+        pinned.push(format!("host on CPU {}", list(&e.host_cpus)));
+    }
+    let mut s = format!(", pinned: {}", pinned.join(", "));
+    let mut all: Vec<usize> = e.device_cpus.iter().chain(&e.host_cpus).copied().collect();
+    let threads = all.len();
+    all.sort_unstable();
+    all.dedup();
+    if all.len() < threads {
+        s += &format!(
+            " ({threads} threads on {} CPUs take turns: expect stalls of a time slice)",
+            all.len()
         );
     }
     s
@@ -488,29 +495,7 @@ fn ftl_lines(f: &nvarray_model::FtlStats) -> String {
         f.free_lines,
         f.lines
     );
-    let intervals: Vec<f64> = f
-        .samples
-        .windows(2)
-        .filter(|w| w[1].host_pages_written > w[0].host_pages_written)
-        .map(|w| {
-            // The samples are counts of one run, taken in order: they never go down.
-            assert!(
-                w[1].flash_pages_programmed >= w[0].flash_pages_programmed,
-                "flash pages programmed went from {} to {}",
-                w[0].flash_pages_programmed,
-                w[1].flash_pages_programmed
-            );
-            (w[1].flash_pages_programmed - w[0].flash_pages_programmed) as f64
-                / (w[1].host_pages_written - w[0].host_pages_written) as f64
-        })
-        .collect();
-    let range = match (
-        intervals.iter().copied().reduce(f64::min),
-        intervals.iter().copied().reduce(f64::max),
-    ) {
-        (Some(lo), Some(hi)) => format!(" (per interval of the run: {lo:.3} to {hi:.3})"),
-        _ => String::new(),
-    };
+    let range = write_amplification_range(f);
     let placement = match f.host_pages_by_handle.as_slice() {
         [] | [_] => String::new(),
         pages => format!(
@@ -562,6 +547,34 @@ fn ftl_lines(f: &nvarray_model::FtlStats) -> String {
         f.host_map_bytes as f64 / f64::from(1 << 20),
         described_bytes(f.map_budget_bytes),
     )
+}
+
+/// The range of write amplification over the run's sample intervals that wrote host pages,
+/// ` (per interval of the run: LO to HI)`, or nothing without such an interval.
+fn write_amplification_range(f: &nvarray_model::FtlStats) -> String {
+    let intervals: Vec<f64> = f
+        .samples
+        .windows(2)
+        .filter(|w| w[1].host_pages_written > w[0].host_pages_written)
+        .map(|w| {
+            // The samples are counts of one run, taken in order: they never go down.
+            assert!(
+                w[1].flash_pages_programmed >= w[0].flash_pages_programmed,
+                "flash pages programmed went from {} to {}",
+                w[0].flash_pages_programmed,
+                w[1].flash_pages_programmed
+            );
+            (w[1].flash_pages_programmed - w[0].flash_pages_programmed) as f64
+                / (w[1].host_pages_written - w[0].host_pages_written) as f64
+        })
+        .collect();
+    match (
+        intervals.iter().copied().reduce(f64::min),
+        intervals.iter().copied().reduce(f64::max),
+    ) {
+        (Some(lo), Some(hi)) => format!(" (per interval of the run: {lo:.3} to {hi:.3})"),
+        _ => String::new(),
+    }
 }
 
 /// A size as a device description sets it (binary units), not as a rate column reads.

@@ -186,20 +186,7 @@ fn judge_row(row: &Row, outcomes: &Outcomes) -> RowResult {
         Ok(_) => (None, Some("the outcome lacks the number".to_string())),
         Err(e) => (None, Some(e)),
     };
-    let rule = match &row.expect {
-        Expect::Within(t) => {
-            assert!(
-                *t > 0.0 && *t < 1.0,
-                "row {}: tolerance {t} is not a fraction of the published value",
-                row.id
-            );
-            format!("±{:.0} %", t * 100.0)
-        }
-        Expect::AtLeast(b) => format!("≥ {}", number(*b)),
-        Expect::AtMost(b) => format!("≤ {}", number(*b)),
-        Expect::Differs { .. } => "differs".to_string(),
-        Expect::Measured => "measured".to_string(),
-    };
+    let rule = rule_text(row);
     let verdict = match (value, &row.expect) {
         (None, _) => Verdict::NotRun,
         (Some(v), Expect::Within(t)) => match row.published {
@@ -243,6 +230,24 @@ fn judge_row(row: &Row, outcomes: &Outcomes) -> RowResult {
         note: row.note,
         commands: row.experiments.iter().map(|e| e.command()).collect(),
         emulation,
+    }
+}
+
+/// How a row's value is judged, as the report's rule column shows it (`±10 %`, `≥ 0.9`, ...).
+fn rule_text(row: &Row) -> String {
+    match &row.expect {
+        Expect::Within(t) => {
+            assert!(
+                *t > 0.0 && *t < 1.0,
+                "row {}: tolerance {t} is not a fraction of the published value",
+                row.id
+            );
+            format!("±{:.0} %", t * 100.0)
+        }
+        Expect::AtLeast(b) => format!("≥ {}", number(*b)),
+        Expect::AtMost(b) => format!("≤ {}", number(*b)),
+        Expect::Differs { .. } => "differs".to_string(),
+        Expect::Measured => "measured".to_string(),
     }
 }
 

@@ -266,30 +266,7 @@ impl Experiment {
     /// the report's directory).
     pub fn command(&self) -> String {
         match self {
-            Experiment::Sim(run) => {
-                let mut words = vec![
-                    "nvarray".to_string(),
-                    "sim".into(),
-                    "--preset".into(),
-                    run.preset.clone(),
-                ];
-                for (k, v) in &run.sets {
-                    words.push("--set".into());
-                    words.push(format!("{k}={v}"));
-                }
-                match (&run.job_file, run.jobs.as_slice()) {
-                    (Some(file), _) => words.push(format!("jobs/{file}.fio")),
-                    (None, [(_, keys)]) => {
-                        for (k, v) in keys {
-                            words.push(format!("--{k}"));
-                            words.push(v.clone());
-                        }
-                    }
-                    (None, _) => unreachable!("several jobs need a job file (spec::sim_jobs)"),
-                }
-                words.push("--json".into());
-                shell_words(&words)
-            }
+            Experiment::Sim(run) => sim_command(run),
             Experiment::ProtocolCost { preset } => {
                 format!("nvarray presets show {preset} --protocol-cost --json")
             }
@@ -334,6 +311,33 @@ impl Experiment {
             }
         }
     }
+}
+
+/// The `nvarray sim` command of a simulator run: its preset, its `--set`s, then its one job's
+/// keys or its job file.
+fn sim_command(run: &SimRun) -> String {
+    let mut words = vec![
+        "nvarray".to_string(),
+        "sim".into(),
+        "--preset".into(),
+        run.preset.clone(),
+    ];
+    for (k, v) in &run.sets {
+        words.push("--set".into());
+        words.push(format!("{k}={v}"));
+    }
+    match (&run.job_file, run.jobs.as_slice()) {
+        (Some(file), _) => words.push(format!("jobs/{file}.fio")),
+        (None, [(_, keys)]) => {
+            for (k, v) in keys {
+                words.push(format!("--{k}"));
+                words.push(v.clone());
+            }
+        }
+        (None, _) => unreachable!("several jobs need a job file (spec::sim_jobs)"),
+    }
+    words.push("--json".into());
+    shell_words(&words)
 }
 
 /// Words joined by spaces, each quoted when the shell would split or expand it

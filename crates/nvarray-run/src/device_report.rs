@@ -1,7 +1,7 @@
 //! The one report of an emulated device: what `nvarray bench --engine emu` prints, and what
 //! the front ends (`nvarray serve`, `nvarray mount`) print for the device they served.
 
-use nvarray_host::Device;
+use nvarray_host::{Device, LatenessReport};
 use nvarray_model::{Breakdown, Component, ResourceBusy};
 use nvarray_report::{EmulatorSetup, LatenessNs, MachineJitterNs, RunReport, StreamStats};
 
@@ -54,23 +54,7 @@ pub fn device_report_over(
     });
     report.set_cpu_seconds(cpu_seconds);
     let lateness = device.lateness();
-    report.lateness_ns = LatenessNs {
-        mean: lateness.mean_ns,
-        p50: lateness.p50_ns,
-        p99: lateness.p99_ns,
-        max: lateness.max_ns,
-        completions: lateness.completions,
-        machine_late: lateness.machine_late,
-        machine_late_percent: percent_of(lateness.machine_late, lateness.completions),
-        wake_late: lateness.wake_late,
-        wake_late_percent: percent_of(lateness.wake_late, lateness.completions),
-        host_code: lateness.host_code,
-        host_code_percent: percent_of(lateness.host_code, lateness.completions),
-        own_mean: lateness.own_mean_ns,
-        own_p50: lateness.own_p50_ns,
-        own_p99: lateness.own_p99_ns,
-        own_max: lateness.own_max_ns,
-    };
+    report.lateness_ns = lateness_ns(&lateness);
     report.verdict = lateness.verdict;
     report.faithful = lateness.faithful();
     report.unfaithful_reason = lateness.unfaithful_reason;
@@ -93,8 +77,38 @@ pub fn device_report_over(
         samples: j.samples,
         observed_ns: j.observed_ns,
     });
+    report.emulator = Some(emulator_setup(device, window.device_cpu_ns, elapsed_ns));
+    report
+}
+
+/// The report's lateness figures: the device's `lateness`, with each share of late
+/// completions in percent.
+fn lateness_ns(lateness: &LatenessReport) -> LatenessNs {
+    LatenessNs {
+        mean: lateness.mean_ns,
+        p50: lateness.p50_ns,
+        p99: lateness.p99_ns,
+        max: lateness.max_ns,
+        completions: lateness.completions,
+        machine_late: lateness.machine_late,
+        machine_late_percent: percent_of(lateness.machine_late, lateness.completions),
+        wake_late: lateness.wake_late,
+        wake_late_percent: percent_of(lateness.wake_late, lateness.completions),
+        host_code: lateness.host_code,
+        host_code_percent: percent_of(lateness.host_code, lateness.completions),
+        own_mean: lateness.own_mean_ns,
+        own_p50: lateness.own_p50_ns,
+        own_p99: lateness.own_p99_ns,
+        own_max: lateness.own_max_ns,
+    }
+}
+
+/// How `device` emulates: its threads, stack and CPUs, and the device threads' CPU time
+/// (`device_cpu_ns` in the window of `elapsed_ns`) per second. What the caller knows of its
+/// own threads (verified blocks, host CPUs and threads) is left empty.
+fn emulator_setup(device: &Device, device_cpu_ns: u64, elapsed_ns: u64) -> EmulatorSetup {
     let options = device.options();
-    report.emulator = Some(EmulatorSetup {
+    EmulatorSetup {
         device_threads: options.device_threads,
         work_split: device.work_split(),
         serial_ns_per_command: device.serial_ns_per_command(),
@@ -112,10 +126,9 @@ pub fn device_report_over(
         // Per second of the measured window; inline the host threads run the device, and
         // their time is the process's.
         device_cpu_per_second: (options.device_threads > 0 && elapsed_ns > 0)
-            .then(|| window.device_cpu_ns as f64 / elapsed_ns as f64),
+            .then(|| device_cpu_ns as f64 / elapsed_ns as f64),
         doorbell_wakeups: device.doorbell_wakeups(),
-    });
-    report
+    }
 }
 
 /// The device threads at their limit: busy (in rounds that found work) 95 % of the window or

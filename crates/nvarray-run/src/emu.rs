@@ -15,7 +15,7 @@ use nvarray_model::DeviceConfig;
 use nvarray_report::{
     process_cpu_seconds, IssueDelays, RunReport, StreamStats, Verdict, ISSUED_LATE_NS,
 };
-use nvarray_workload::trace::Geometry;
+use nvarray_workload::trace::{Geometry, TraceReport};
 use nvarray_workload::Workload;
 
 use crate::device_report::{device_report_over, DeviceReading};
@@ -78,82 +78,131 @@ pub fn run_on(
     let block = device.block_bytes() as usize;
     check_verify_fits(&plan, block, device)?;
     let threads = plan.threads.len();
+    check_thread_count(threads)?;
+    let shared = LadderShared::new(device);
+    let mut streams = job_streams(workload);
+    let phase_plans = plan.into_phases();
+    let cpu_start = process_cpu_seconds();
+    let totals = run_phases(device, &shared, phase_plans, &mut streams, progress)?;
+    progress(1.0);
+    let cpu_seconds = process_cpu_seconds() - cpu_start;
+    let mut report = device_report_over(
+        device,
+        &streams,
+        totals.measured_ns.max(1),
+        cpu_seconds,
+        &totals.ramps,
+    );
+    if let Some(setup) = report.emulator.as_mut() {
+        setup.verified_blocks = totals.verified_blocks;
+        setup.checked_blocks = totals.checked_blocks;
+        setup.host_cpus = (0..threads).filter_map(|i| device.host_cpu(i)).collect();
+        setup.host_threads = threads;
+    }
+    report.trace = totals.trace;
+    report.paced_issued_late = totals.paced_issued_late;
+    report.issue_lateness_ns = totals.issue_delays.summary();
+    judge_issue_lateness(&mut report, device);
+    report.require_enough_requests();
+    Ok(report)
+}
+
+/// Refuses a workload of more host threads than `HOST_THREADS_MAX`.
+fn check_thread_count(threads: usize) -> Result<(), EmuRunError> {
     if threads > HOST_THREADS_MAX {
         return Err(EmuRunError::Workload(format!(
             "the workload asks for {threads} threads (numjobs summed over its jobs); the emulator runs each as a real thread with its own queue pair, at most {HOST_THREADS_MAX} (the simulator, --engine sim, has no such limit)"
         )));
     }
-    let shared = LadderShared::new(device);
-    let mut streams = job_streams(workload);
-    let phase_plans = plan.into_phases();
-    let phase_count = phase_plans.len() as f64;
-    let cpu_start = process_cpu_seconds();
-    let (mut measured_ns, mut verified_blocks, mut checked_blocks) = (0u64, 0u64, 0u64);
-    let mut ramps = DeviceReading::default();
-    let mut trace = None;
-    let mut paced_issued_late = None;
-    let mut issue_delays = IssueDelays::default();
-    for (index, phase) in phase_plans.into_iter().enumerate() {
-        let mut phase_progress = |f: f64| progress((index as f64 + f) / phase_count);
-        let ran = run_phase(device, &shared, phase, &mut streams, &mut phase_progress)?;
-        measured_ns += ran.measured_ns;
-        ramps = ramps.plus(&ran.ramp);
+    Ok(())
+}
+
+/// What a run's phases add up to, beside the figures their threads merge into the streams.
+#[derive(Default)]
+struct RunTotals {
+    measured_ns: u64,
+    verified_blocks: u64,
+    checked_blocks: u64,
+    /// What the device did during the phases' ramps, to leave out of its figures.
+    ramps: DeviceReading,
+    trace: Option<TraceReport>,
+    paced_issued_late: Option<u64>,
+    issue_delays: IssueDelays,
+}
+
+impl RunTotals {
+    /// Adds what phase `ran` did, merging its threads' figures into `streams`.
+    fn add(&mut self, ran: PhaseRun, streams: &mut [StreamStats]) {
+        self.measured_ns += ran.measured_ns;
+        self.ramps = self.ramps.plus(&ran.ramp);
         for (stream, result) in ran.results {
             streams[stream].merge(&result.stats);
-            verified_blocks += result.verified_blocks;
-            checked_blocks += result.checked_blocks;
-            issue_delays.merge(&result.issue_delays);
-            trace = trace.or(result.trace);
+            self.verified_blocks += result.verified_blocks;
+            self.checked_blocks += result.checked_blocks;
+            self.issue_delays.merge(&result.issue_delays);
+            self.trace = self.trace.take().or(result.trace);
             if let Some(late) = result.paced_issued_late {
-                *paced_issued_late.get_or_insert(0) += late;
+                *self.paced_issued_late.get_or_insert(0) += late;
             }
         }
-        if ran.ends_the_run {
+    }
+}
+
+/// Runs the phases one after another, each once the one before has ended, and returns
+/// what they add up to; `progress` sees the fraction of all of them done.
+fn run_phases(
+    device: &Device,
+    shared: &LadderShared,
+    phase_plans: Vec<Plan>,
+    streams: &mut [StreamStats],
+    progress: &mut dyn FnMut(f64),
+) -> Result<RunTotals, EmuRunError> {
+    let phase_count = phase_plans.len() as f64;
+    let mut totals = RunTotals::default();
+    for (index, phase) in phase_plans.into_iter().enumerate() {
+        let mut phase_progress = |f: f64| progress((index as f64 + f) / phase_count);
+        let ran = run_phase(device, shared, phase, streams, &mut phase_progress)?;
+        let ends_the_run = ran.ends_the_run;
+        totals.add(ran, streams);
+        if ends_the_run {
             // fio's `exit_what=all`: the later phases' jobs never start.
             break;
         }
     }
-    progress(1.0);
-    let cpu_seconds = process_cpu_seconds() - cpu_start;
-    let mut report = device_report_over(device, &streams, measured_ns.max(1), cpu_seconds, &ramps);
-    if let Some(setup) = report.emulator.as_mut() {
-        setup.verified_blocks = verified_blocks;
-        setup.checked_blocks = checked_blocks;
-        setup.host_cpus = (0..threads).filter_map(|i| device.host_cpu(i)).collect();
-        setup.host_threads = threads;
-    }
-    report.trace = trace;
-    report.paced_issued_late = paced_issued_late;
-    report.issue_lateness_ns = issue_delays.summary();
-    if let Some(issue) = report.issue_lateness_ns {
-        // The offered load's timing is part of what the run claims: timed requests issued
-        // later than the completions may be posted make it not the workload asked for.
-        // Held to the same bound and told apart the same way as the completions: late only
-        // where the machine paused the thread is machine-limited.
-        let bound = device.lateness().bound_ns;
-        if issue.p99 > bound {
-            let late = format!(
-                "timed requests (rate, rate_iops, a trace's timestamps) issued late by the host thread: p99 {} ns after they could have gone exceeds the lateness bound {bound} ns ({} of {} later than {ISSUED_LATE_NS} ns; {} came due while the machine paused the thread: a sleep the kernel ended late, a gap in its spinning; {} held by the request before them on their slot: a completion that came late, judged with the completions' lateness, or that request's own late issue)",
-                issue.p99, issue.late, issue.requests, issue.machine_late, issue.held_by_previous
-            );
-            if issue.own_p99 <= bound {
-                report.mark(
-                    Verdict::MachineLimited,
-                    format!(
-                        "{late}; without them the thread's own p99 is {} ns",
-                        issue.own_p99
-                    ),
-                );
-            } else {
-                report.mark_unfaithful(format!(
-                    "{late}; the thread's own p99, {} ns, is past the bound too (it was busy when they came due)",
+    Ok(totals)
+}
+
+/// Marks `report` machine-limited or unfaithful when its timed requests were issued later
+/// (its `issue_lateness_ns` p99) than `device`'s lateness bound.
+fn judge_issue_lateness(report: &mut RunReport, device: &Device) {
+    let Some(issue) = report.issue_lateness_ns else {
+        return;
+    };
+    // The offered load's timing is part of what the run claims: timed requests issued
+    // later than the completions may be posted make it not the workload asked for.
+    // Held to the same bound and told apart the same way as the completions: late only
+    // where the machine paused the thread is machine-limited.
+    let bound = device.lateness().bound_ns;
+    if issue.p99 > bound {
+        let late = format!(
+            "timed requests (rate, rate_iops, a trace's timestamps) issued late by the host thread: p99 {} ns after they could have gone exceeds the lateness bound {bound} ns ({} of {} later than {ISSUED_LATE_NS} ns; {} came due while the machine paused the thread: a sleep the kernel ended late, a gap in its spinning; {} held by the request before them on their slot: a completion that came late, judged with the completions' lateness, or that request's own late issue)",
+            issue.p99, issue.late, issue.requests, issue.machine_late, issue.held_by_previous
+        );
+        if issue.own_p99 <= bound {
+            report.mark(
+                Verdict::MachineLimited,
+                format!(
+                    "{late}; without them the thread's own p99 is {} ns",
                     issue.own_p99
-                ));
-            }
+                ),
+            );
+        } else {
+            report.mark_unfaithful(format!(
+                "{late}; the thread's own p99, {} ns, is past the bound too (it was busy when they came due)",
+                issue.own_p99
+            ));
         }
     }
-    report.require_enough_requests();
-    Ok(report)
 }
 
 /// Every verifying thread's header fits in its `verify_interval`, which splits the device's
@@ -279,23 +328,11 @@ fn run_phase(
     let ramp = Duration::from_nanos(plan.ramp_ns());
     let done = Progress::default();
     let at_start = DeviceReading::take(device);
-    let mut watch = PhaseWatch {
-        longest: plan.longest_runtime_ns.map(Duration::from_nanos),
-        ramp,
-        ios_total: plan.ios(),
-        bytes_total: plan.io_bytes(),
-        at_ramp_end: ramp.is_zero().then(|| at_start.clone()),
-    };
+    let mut watch = PhaseWatch::of(&plan, ramp, &at_start);
     let mut plan = plan;
     plan.join_flows();
     let steady = EmuSteady::of(&plan.threads, streams.len());
-    let groups = plan
-        .threads
-        .iter()
-        .filter_map(|t| t.control.exit)
-        .map(|(_, g)| g + 1)
-        .max();
-    let exit = PhaseExit::new(groups.unwrap_or(0));
+    let exit = phase_exit(&plan);
     let threads = plan.threads.len();
     let gate = StartGate::new(threads);
     // Until every thread is set up the phase has not started; the progress bar counts from
@@ -305,21 +342,8 @@ fn run_phase(
     // not at the next progress tick.
     let (finished_tx, finished_rx) = std::sync::mpsc::channel::<()>();
     let results: Vec<Result<(usize, ThreadResult), EmuRunError>> = std::thread::scope(|s| {
-        let handles = plan
-            .threads
-            .into_iter()
-            .map(|plan| {
-                let finished = FinishedSignal(finished_tx.clone());
-                let job = steady.job(plan.stream);
-                spawn_thread(
-                    s,
-                    device,
-                    shared,
-                    plan,
-                    (&done, &gate, finished, (job, &exit)),
-                )
-            })
-            .collect::<Result<Vec<_>, _>>();
+        let sharing = (&done, &gate, &steady, &exit);
+        let handles = spawn_threads(s, device, shared, plan.threads, sharing, &finished_tx);
         let handles = match handles {
             Ok(handles) => handles,
             // The threads already started end on their own (the workload bounds them); the
@@ -346,6 +370,33 @@ fn run_phase(
     let results = results.into_iter().collect::<Result<Vec<_>, _>>()?;
     steady.report_into(streams);
     let start = gate.started().unwrap_or(spawned);
+    let measured_ns = measured_ns(&results, start, ramp);
+    // A phase that ended within its ramp measured nothing.
+    let at_ramp_end = watch
+        .at_ramp_end
+        .unwrap_or_else(|| DeviceReading::take(device));
+    Ok(PhaseRun {
+        results,
+        measured_ns,
+        ramp: at_ramp_end.since(&at_start),
+        ends_the_run: exit.ends_the_run(),
+    })
+}
+
+/// The phase's `exitall` flags, one per reporting group its threads end (none without
+/// `exitall`).
+fn phase_exit(plan: &Plan) -> PhaseExit {
+    let groups = plan
+        .threads
+        .iter()
+        .filter_map(|t| t.control.exit)
+        .map(|(_, g)| g + 1)
+        .max();
+    PhaseExit::new(groups.unwrap_or(0))
+}
+
+/// The phase's measured time: from its `start` to its end, less its `ramp`.
+fn measured_ns(results: &[(usize, ThreadResult)], start: Instant, ramp: Duration) -> u64 {
     // The phase's end is when its last thread stopped measuring, not when this thread
     // noticed (joining threads is nobody's I/O).
     let ended = results
@@ -353,19 +404,32 @@ fn run_phase(
         .map(|(_, r)| r.ended)
         .max()
         .unwrap_or_else(Instant::now);
-    // A phase that ended within its ramp measured nothing.
-    let at_ramp_end = watch
-        .at_ramp_end
-        .unwrap_or_else(|| DeviceReading::take(device));
-    Ok(PhaseRun {
-        results,
-        measured_ns: ended
-            .saturating_duration_since(start)
-            .saturating_sub(ramp)
-            .as_nanos() as u64,
-        ramp: at_ramp_end.since(&at_start),
-        ends_the_run: exit.ends_the_run(),
-    })
+    ended
+        .saturating_duration_since(start)
+        .saturating_sub(ramp)
+        .as_nanos() as u64
+}
+
+/// Starts each of a phase's `threads` in scope `s`, each with a clone of `finished` to
+/// signal its end; the error of the first that could not be started. `(done, gate, steady,
+/// exit)`: what the phase's threads share, its progress counters, start gate, steady-state
+/// watches and `exitall` flags.
+fn spawn_threads<'s, 'e: 's>(
+    s: &'s std::thread::Scope<'s, 'e>,
+    device: &'e Device,
+    shared: &'e LadderShared,
+    threads: Vec<ThreadPlan>,
+    (done, gate, steady, exit): (&'e Progress, &'e StartGate, &'e EmuSteady, &'e PhaseExit),
+    finished: &std::sync::mpsc::Sender<()>,
+) -> std::io::Result<Vec<ThreadHandle<'s>>> {
+    threads
+        .into_iter()
+        .map(|plan| {
+            let finished = FinishedSignal(finished.clone());
+            let job = steady.job(plan.stream);
+            spawn_thread(s, device, shared, plan, (done, gate, finished, (job, exit)))
+        })
+        .collect()
 }
 
 type ThreadHandle<'s> =
@@ -423,6 +487,18 @@ struct PhaseWatch {
 }
 
 impl PhaseWatch {
+    /// The watch of phase `plan`, whose ramp is `ramp` and whose device reading at its start
+    /// is `at_start` (also the ramp's end when it has none).
+    fn of(plan: &Plan, ramp: Duration, at_start: &DeviceReading) -> Self {
+        PhaseWatch {
+            longest: plan.longest_runtime_ns.map(Duration::from_nanos),
+            ramp,
+            ios_total: plan.ios(),
+            bytes_total: plan.io_bytes(),
+            at_ramp_end: ramp.is_zero().then(|| at_start.clone()),
+        }
+    }
+
     /// Reports progress and reads the device when the ramp ends, until each of `running`
     /// threads has signalled its end (or every sender is gone). `(gate, spawned, done)`: the
     /// phase's start gate, when its threads were spawned, and their progress counters.

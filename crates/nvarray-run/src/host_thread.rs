@@ -8,7 +8,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Instant;
 
 use nvarray_host::ladder::{Issuer, LadderShared};
-use nvarray_host::{pauses, Device, Done, HostError, Opcode};
+use nvarray_host::{pauses, Device, Done, HostError, Opcode, Prepared};
 use nvarray_report::{IssueDelays, StreamStats, ISSUED_LATE_NS};
 use nvarray_workload::trace::TraceReport;
 use nvarray_workload::{Direction, ExitWhat, Request};
@@ -459,11 +459,7 @@ impl<'d> HostThread<'d> {
         let (op, data) = match r.op {
             Direction::Read => (Opcode::Read, None),
             Direction::Write => {
-                if let Some(v) = &self.plan.verify {
-                    let stamp = (self.plan.index << 40) | self.issued;
-                    let interval = v.interval_bytes(self.block);
-                    v.fill(&mut self.write_data[..len], r.offset_bytes, interval, stamp);
-                }
+                self.fill_verified(&r);
                 (Opcode::Write, Some(&self.write_data[..len]))
             }
         };
@@ -497,22 +493,7 @@ impl<'d> HostThread<'d> {
             });
         match prepared {
             Ok(p) => {
-                let counted = command.could_go_ns >= self.measure_from;
-                if counted {
-                    self.stats
-                        .io_depths_mut()
-                        .record_issue(self.in_flight as u32 + 1);
-                }
-                self.started[p.tag().index()] = Some(command);
-                self.issuer.issue(p);
-                self.slots.pop_front();
-                self.issued += 1;
-                self.issued_counted += u64::from(counted);
-                self.issued_bytes += u64::from(r.len_bytes);
-                self.in_flight += 1;
-                if let Some(steer) = self.steer.as_deref_mut() {
-                    steer.issued(self.latest_ns, op == Opcode::Write);
-                }
+                self.issue_prepared(p, command, op, r.len_bytes);
                 true
             }
             // Other threads hold every tag: collect our own completions first.
@@ -529,6 +510,40 @@ impl<'d> HostThread<'d> {
                 self.error = Some(e.into());
                 false
             }
+        }
+    }
+
+    /// With `verify`, fills the write buffer with `r`'s self-checking data, stamped with
+    /// this thread and its issue count.
+    #[inline(always)]
+    fn fill_verified(&mut self, r: &Request) {
+        if let Some(v) = &self.plan.verify {
+            let len = r.len_bytes as usize;
+            let stamp = (self.plan.index << 40) | self.issued;
+            let interval = v.interval_bytes(self.block);
+            v.fill(&mut self.write_data[..len], r.offset_bytes, interval, stamp);
+        }
+    }
+
+    /// Issues the prepared command `p` (`op`, of `len_bytes`) as `command` on the slot in
+    /// front, and counts it: depth, requests and bytes issued, the steering's count.
+    #[inline(always)]
+    fn issue_prepared(&mut self, p: Prepared, command: InFlight, op: Opcode, len_bytes: u32) {
+        let counted = command.could_go_ns >= self.measure_from;
+        if counted {
+            self.stats
+                .io_depths_mut()
+                .record_issue(self.in_flight as u32 + 1);
+        }
+        self.started[p.tag().index()] = Some(command);
+        self.issuer.issue(p);
+        self.slots.pop_front();
+        self.issued += 1;
+        self.issued_counted += u64::from(counted);
+        self.issued_bytes += u64::from(len_bytes);
+        self.in_flight += 1;
+        if let Some(steer) = self.steer.as_deref_mut() {
+            steer.issued(self.latest_ns, op == Opcode::Write);
         }
     }
 

@@ -47,50 +47,15 @@ pub fn run_points<T: Send, E: Send>(
         progress(points);
     };
     let (tx, rx) = mpsc::channel::<(usize, Result<T, E>)>();
-    let mut first_error: Option<(usize, E)> = None;
-    std::thread::scope(|scope| {
+    let first_error = std::thread::scope(|scope| {
         for worker in 0..jobs {
             let tx = tx.clone();
             let (next, stop, report) = (&next, &stop, &report);
-            scope.spawn(move || {
-                while !stop.load(Ordering::Relaxed) {
-                    let i = next.fetch_add(1, Ordering::Relaxed);
-                    if i >= count {
-                        break;
-                    }
-                    let result = run(i, &mut |f| {
-                        let f = if f.is_finite() {
-                            f.clamp(0.0, 1.0)
-                        } else {
-                            0.0
-                        };
-                        report(&|s| s.1[worker] = f);
-                    });
-                    if result.is_err() {
-                        stop.store(true, Ordering::Relaxed);
-                    }
-                    report(&|s| {
-                        s.0 += 1;
-                        s.1[worker] = 0.0;
-                    });
-                    if tx.send((i, result)).is_err() {
-                        break;
-                    }
-                }
-            });
+            scope.spawn(move || work(worker, (count, next, stop), run, report, tx));
         }
         // The workers hold the only senders left: the loop ends when the last one finishes.
         drop(tx);
-        for (i, result) in rx {
-            match result {
-                Ok(value) => done(i, value),
-                Err(e) => {
-                    if first_error.as_ref().is_none_or(|(j, _)| i < *j) {
-                        first_error = Some((i, e));
-                    }
-                }
-            }
-        }
+        deliver_results(rx, done)
     });
     // Without an error nothing stops the workers before every point has run.
     let finished = state.lock().unwrap_or_else(|e| e.into_inner()).0;
@@ -99,6 +64,62 @@ pub fn run_points<T: Send, E: Send>(
         "{finished} of {count} points ran, and none failed"
     );
     first_error.map_or(Ok(()), Err)
+}
+
+/// Worker `worker`'s loop: takes the next of the `count` points until none is left or
+/// `stop` is set (a point failed, which sets it), runs it, reporting its fraction done, and
+/// sends its result back on `tx`.
+fn work<T, E>(
+    worker: usize,
+    (count, next, stop): (usize, &AtomicUsize, &AtomicBool),
+    run: &PointRun<'_, T, E>,
+    report: &impl Fn(&dyn Fn(&mut Done)),
+    tx: mpsc::Sender<(usize, Result<T, E>)>,
+) {
+    while !stop.load(Ordering::Relaxed) {
+        let i = next.fetch_add(1, Ordering::Relaxed);
+        if i >= count {
+            break;
+        }
+        let result = run(i, &mut |f| {
+            let f = if f.is_finite() {
+                f.clamp(0.0, 1.0)
+            } else {
+                0.0
+            };
+            report(&|s| s.1[worker] = f);
+        });
+        if result.is_err() {
+            stop.store(true, Ordering::Relaxed);
+        }
+        report(&|s| {
+            s.0 += 1;
+            s.1[worker] = 0.0;
+        });
+        if tx.send((i, result)).is_err() {
+            break;
+        }
+    }
+}
+
+/// Hands each result from `rx` to `done` as it arrives, until every sender is gone;
+/// returns the error of the lowest point that failed, with its index.
+fn deliver_results<T, E>(
+    rx: mpsc::Receiver<(usize, Result<T, E>)>,
+    done: &mut dyn FnMut(usize, T),
+) -> Option<(usize, E)> {
+    let mut first_error: Option<(usize, E)> = None;
+    for (i, result) in rx {
+        match result {
+            Ok(value) => done(i, value),
+            Err(e) => {
+                if first_error.as_ref().is_none_or(|(j, _)| i < *j) {
+                    first_error = Some((i, e));
+                }
+            }
+        }
+    }
+    first_error
 }
 
 #[cfg(test)]

@@ -4,6 +4,7 @@
 //! bound (a request count or a runtime, `DEFAULT_RUNTIME_NS` when the job gives neither) and
 //! think time.
 
+use std::borrow::Cow;
 use std::fs::File;
 use std::io::BufReader;
 
@@ -215,6 +216,75 @@ pub enum PlanError {
     Placement { job: String, why: String },
 }
 
+/// When `job`'s threads stop issuing, from their phase's start, their ramp included
+/// (`None`: only a count bounds them); `DEFAULT_RUNTIME_NS` when nothing else bounds them.
+/// `trace`: the run replays a trace.
+fn runtime_of(job: &JobSpec, trace: bool) -> Option<u64> {
+    // A trace ends on its own; a job that ends by size needs no time limit.
+    let bounded =
+        job.number_ios.is_some() || job.io_size_bytes.is_some() || trace || job.ends_by_size;
+    let runtime_ns = match job.runtime_ns {
+        None if !bounded => Some(DEFAULT_RUNTIME_NS),
+        runtime => runtime,
+    };
+    let loops = u64::from(job.loops);
+    // fio's `ramp_time` comes first; the runtime is measured after it.
+    runtime_ns.map(|r| r.saturating_mul(loops).saturating_add(job.ramp_time_ns))
+}
+
+/// Refuses what a job replaying a trace cannot do: several threads, a key the replay would
+/// not use, `time_based` without a runtime.
+fn check_trace_job(job: &JobSpec) -> Result<(), PlanError> {
+    if job.numjobs != 1 {
+        return Err(PlanError::TraceThreads {
+            numjobs: job.numjobs,
+        });
+    }
+    // A key the replay would not use is refused, never silently ignored.
+    if let Some((key, why)) = refused_job_key(job) {
+        return Err(PlanError::TraceKey { key, why });
+    }
+    if job.time_based && job.runtime_ns.is_none() {
+        return Err(PlanError::TraceTimeBasedWithoutRuntime);
+    }
+    Ok(())
+}
+
+/// `job` as its thread `t` runs it: with fio's `offset_increment`, its region further on.
+fn thread_job(job: &JobSpec, t: u32) -> Cow<'_, JobSpec> {
+    if job.offset_increment_bytes == 0 {
+        return Cow::Borrowed(job);
+    }
+    let mut own = job.clone();
+    own.offset_bytes = u64::from(t)
+        .checked_mul(job.offset_increment_bytes)
+        .and_then(|d| d.checked_add(job.offset_bytes))
+        .unwrap_or(u64::MAX);
+    Cow::Owned(own)
+}
+
+/// Where thread `t` of `job` takes its requests: the `trace`, opened for it, or a generator
+/// of its own on a device of `geometry`.
+fn requests_of(
+    trace: Option<&TraceSpec>,
+    job: &JobSpec,
+    t: u32,
+    geometry: Geometry,
+) -> Result<Requests, PlanError> {
+    Ok(match trace {
+        Some(spec) => Requests::Trace(Box::new(open_trace(spec, geometry, Loops::of(job))?)),
+        None => Requests::Generated(
+            RequestGen::new(job, t, geometry.capacity_bytes, geometry.block_bytes).map_err(
+                |source| PlanError::Job {
+                    job: job.name.clone(),
+                    source,
+                },
+            )?,
+            Pacer::new(job, t),
+        ),
+    })
+}
+
 impl Plan {
     /// The threads of `workload` on a device of `geometry` (a trace is opened here, and read
     /// once first for `--trace-address scale`).
@@ -222,65 +292,18 @@ impl Plan {
         if workload.jobs.is_empty() {
             return Err(PlanError::NoJobs);
         }
-        let (size_bytes, block_bytes) = (geometry.capacity_bytes, geometry.block_bytes);
         let mut threads = Vec::new();
         let (phases, groups, exits) = (workload.phases(), workload.groups(), workload.exits());
         for (stream, job) in workload.jobs.iter().enumerate() {
-            // A trace ends on its own; a job that ends by size needs no time limit.
-            let bounded = job.number_ios.is_some()
-                || job.io_size_bytes.is_some()
-                || workload.trace.is_some()
-                || job.ends_by_size;
-            let runtime_ns = match job.runtime_ns {
-                None if !bounded => Some(DEFAULT_RUNTIME_NS),
-                runtime => runtime,
-            };
+            let runtime_ns = runtime_of(job, workload.trace.is_some());
             if workload.trace.is_some() {
-                if job.numjobs != 1 {
-                    return Err(PlanError::TraceThreads {
-                        numjobs: job.numjobs,
-                    });
-                }
-                // A key the replay would not use is refused, never silently ignored.
-                if let Some((key, why)) = refused_job_key(job) {
-                    return Err(PlanError::TraceKey { key, why });
-                }
-                if job.time_based && job.runtime_ns.is_none() {
-                    return Err(PlanError::TraceTimeBasedWithoutRuntime);
-                }
+                check_trace_job(job)?;
             }
             let loops = u64::from(job.loops);
-            // fio's `ramp_time` comes first; the runtime is measured after it.
-            let runtime_ns =
-                runtime_ns.map(|r| r.saturating_mul(loops).saturating_add(job.ramp_time_ns));
             for t in 0..job.numjobs {
-                // fio's `offset_increment`: each thread's region further on.
-                let shifted;
-                let job = if job.offset_increment_bytes > 0 {
-                    let mut own = job.clone();
-                    own.offset_bytes = u64::from(t)
-                        .checked_mul(job.offset_increment_bytes)
-                        .and_then(|d| d.checked_add(job.offset_bytes))
-                        .unwrap_or(u64::MAX);
-                    shifted = own;
-                    &shifted
-                } else {
-                    job
-                };
-                let requests = match &workload.trace {
-                    Some(spec) => {
-                        Requests::Trace(Box::new(open_trace(spec, geometry, Loops::of(job))?))
-                    }
-                    None => Requests::Generated(
-                        RequestGen::new(job, t, size_bytes, block_bytes).map_err(|source| {
-                            PlanError::Job {
-                                job: job.name.clone(),
-                                source,
-                            }
-                        })?,
-                        Pacer::new(job, t),
-                    ),
-                };
+                let own = thread_job(job, t);
+                let job: &JobSpec = &own;
+                let requests = requests_of(workload.trace.as_ref(), job, t, geometry)?;
                 let mut control = ThreadControl::of(job);
                 control.exit = exits.then_some((job.exit_what, groups[stream]));
                 let io_bytes = io_bytes_of(job, &requests, &control, loops);

@@ -446,6 +446,16 @@ impl Host {
         false
     }
 
+    /// Runs the device's events due at `t`: each completion is recorded on its request, and
+    /// reaches the host at its visible time.
+    #[inline(always)]
+    fn take_device_events(&mut self, model: &mut DeviceModel, t: u64) {
+        model.advance(t, |c| {
+            self.pending[c.id as usize].completion = Some(c);
+            self.push(c.visible_ns, HostEvent::Complete, c.id as u32);
+        });
+    }
+
     /// Thread `x` issues its next request at `t` from a free queue slot, if it still has
     /// work. A timestamped trace's request due later is scheduled for its time instead (the
     /// slot waits for it); one due earlier found no free slot then, and its latency counts
@@ -460,58 +470,19 @@ impl Host {
         if !self.may_issue(x, t) {
             return Ok(());
         }
-        let th = &mut self.threads[x as usize];
-        let (r, issue_ns) = match th.scheduled.front() {
-            Some(&(r, due)) if due <= t => {
-                th.scheduled.pop_front();
-                (r, due)
-            }
-            _ => match th.requests.next_request().map_err(SimError::Trace)? {
-                Next::End => {
-                    // Requests already scheduled still go at their times.
-                    if th.scheduled.is_empty() {
-                        th.remaining = 0;
-                    }
-                    return Ok(());
-                }
-                Next::Request(r, None) => (r, t),
-                Next::Request(r, Some(due)) if due + self.origin_ns > t => {
-                    let due = due + self.origin_ns;
-                    th.scheduled.push_back((r, due));
-                    self.push(due, HostEvent::Issue, x);
-                    return Ok(());
-                }
-                Next::Request(r, Some(due)) => {
-                    let due = due + self.origin_ns;
-                    th.issued_late += u64::from(due < t);
-                    (r, due)
-                }
-            },
+        let Some((r, issue_ns)) = self.take_request(x, t)? else {
+            return Ok(());
         };
-        th.in_flight += 1;
-        if t >= th.measure_from_ns {
-            th.remaining -= 1;
-            th.io_depths.record_issue(th.in_flight);
-        }
-        th.bytes_left = th.bytes_left.saturating_sub(u64::from(r.len_bytes));
-        let start = t.max(th.cpu_free_ns);
-        let submit = start + self.software_ns;
-        th.cpu_free_ns = submit;
+        let th = &mut self.threads[x as usize];
+        let submit = th.count_issue(&r, t, self.software_ns);
         if th.steer.is_some() {
             self.steered_issued(x, t, r.op == Direction::Write);
         }
-        let th = &mut self.threads[x as usize];
-        let (op, placement) = match r.op {
-            Direction::Read => (Op::Read, 0),
-            Direction::Write => (
-                Op::Write,
-                th.placement.as_mut().map_or(0, |p| p.next_handle()),
-            ),
-        };
+        let (op, placement) = self.threads[x as usize].command_op(&r);
         if let (Some(zones), Op::Write) = (zones.as_mut(), op) {
             zones.write(r.offset_bytes, r.len_bytes)?;
         }
-        let mut p = Pending {
+        let (id, cmd) = self.store_pending(Pending {
             thread: x,
             issue_ns,
             submit_ns: submit,
@@ -523,7 +494,54 @@ impl Host {
                 placement,
             },
             completion: None,
-        };
+        });
+        if submit == t {
+            model.submit(cmd, t).map_err(SimError::Command)
+        } else {
+            self.push(submit, HostEvent::Submit, id);
+            Ok(())
+        }
+    }
+
+    /// The request thread `x`'s free slot issues at `t`, and the time its latency counts
+    /// from: a scheduled one now due, or the next. `None` when the slot issues nothing now
+    /// (the trace ended, or its next request is due later and is scheduled for its time).
+    #[inline(always)]
+    fn take_request(&mut self, x: u32, t: u64) -> Result<Option<(Request, u64)>, SimError> {
+        let th = &mut self.threads[x as usize];
+        Ok(Some(match th.scheduled.front() {
+            Some(&(r, due)) if due <= t => {
+                th.scheduled.pop_front();
+                (r, due)
+            }
+            _ => match th.requests.next_request().map_err(SimError::Trace)? {
+                Next::End => {
+                    // Requests already scheduled still go at their times.
+                    if th.scheduled.is_empty() {
+                        th.remaining = 0;
+                    }
+                    return Ok(None);
+                }
+                Next::Request(r, None) => (r, t),
+                Next::Request(r, Some(due)) if due + self.origin_ns > t => {
+                    let due = due + self.origin_ns;
+                    th.scheduled.push_back((r, due));
+                    self.push(due, HostEvent::Issue, x);
+                    return Ok(None);
+                }
+                Next::Request(r, Some(due)) => {
+                    let due = due + self.origin_ns;
+                    th.issued_late += u64::from(due < t);
+                    (r, due)
+                }
+            },
+        }))
+    }
+
+    /// Stores request `p` under a free id (a new one when none is free); returns the id and
+    /// the request's command, which carries it.
+    #[inline(always)]
+    fn store_pending(&mut self, mut p: Pending) -> (u32, Command) {
         let id = match self.free_ids.pop() {
             Some(id) => id,
             None => {
@@ -533,11 +551,37 @@ impl Host {
         };
         p.cmd.id = u64::from(id);
         self.pending[id as usize] = p;
-        if submit == t {
-            model.submit(p.cmd, t).map_err(SimError::Command)
-        } else {
-            self.push(submit, HostEvent::Submit, id);
-            Ok(())
+        (id, p.cmd)
+    }
+}
+
+impl Thread {
+    /// Counts request `r` issued at `t` (in flight, and after the ramp against its limits)
+    /// and pays its software cost of `software_ns` on the thread's CPU; returns when it is
+    /// submitted.
+    #[inline(always)]
+    fn count_issue(&mut self, r: &Request, t: u64, software_ns: u64) -> u64 {
+        self.in_flight += 1;
+        if t >= self.measure_from_ns {
+            self.remaining -= 1;
+            self.io_depths.record_issue(self.in_flight);
+        }
+        self.bytes_left = self.bytes_left.saturating_sub(u64::from(r.len_bytes));
+        let start = t.max(self.cpu_free_ns);
+        let submit = start + software_ns;
+        self.cpu_free_ns = submit;
+        submit
+    }
+
+    /// The model's operation for request `r`, and a write's placement handle (0 otherwise).
+    #[inline(always)]
+    fn command_op(&mut self, r: &Request) -> (Op, u16) {
+        match r.op {
+            Direction::Read => (Op::Read, 0),
+            Direction::Write => (
+                Op::Write,
+                self.placement.as_mut().map_or(0, |p| p.next_handle()),
+            ),
         }
     }
 }
@@ -603,20 +647,7 @@ pub fn run_with_progress(
     let mut model = DeviceModel::new(device);
     let mut zones = SimZones::of(device)?;
 
-    let geometry = Geometry {
-        capacity_bytes: capacity,
-        block_bytes: block,
-        max_transfer_bytes: device.controller.max_transfer_bytes,
-    };
-    let mut plan = Plan::new(workload, geometry)?;
-    plan.place_writes(workload, device)?;
-    if plan.outstanding() > OUTSTANDING_MAX {
-        return Err(SimError::TooManyOutstanding {
-            outstanding: plan.outstanding(),
-            max: OUTSTANDING_MAX,
-        });
-    }
-    refuse_standing_time(device, workload, &plan)?;
+    let plan = plan_run(device, workload)?;
     let mut streams = job_streams(workload);
     let phase_plans = plan.into_phases();
     let last = phase_plans.len() - 1;
@@ -647,12 +678,7 @@ pub fn run_with_progress(
             break;
         }
         if index < last {
-            // The next phase starts once the device has finished this one's requests.
-            start_ns = ran.end_ns;
-            while let Some(t) = model.next_event_ns() {
-                model.advance(t, |_| ());
-                start_ns = start_ns.max(t);
-            }
+            start_ns = drain(&mut model, ran.end_ns);
         }
     }
     progress(1.0);
@@ -666,6 +692,38 @@ pub fn run_with_progress(
     // measure anything.
     report.require_enough_requests();
     Ok(report)
+}
+
+/// The plan of `workload` on `device`: its threads, each write's placement, and its
+/// bounds checked (requests outstanding, a run the virtual clock could end).
+fn plan_run(device: &DeviceConfig, workload: &Workload) -> Result<Plan, SimError> {
+    let geometry = Geometry {
+        capacity_bytes: device.memory.capacity_bytes,
+        block_bytes: device.controller.block_bytes,
+        max_transfer_bytes: device.controller.max_transfer_bytes,
+    };
+    let mut plan = Plan::new(workload, geometry)?;
+    plan.place_writes(workload, device)?;
+    if plan.outstanding() > OUTSTANDING_MAX {
+        return Err(SimError::TooManyOutstanding {
+            outstanding: plan.outstanding(),
+            max: OUTSTANDING_MAX,
+        });
+    }
+    refuse_standing_time(device, workload, &plan)?;
+    Ok(plan)
+}
+
+/// Runs `model`'s events until it has finished every request; returns when the next phase
+/// starts: then, or at `end_ns`, the phase's end, if later.
+fn drain(model: &mut DeviceModel, end_ns: u64) -> u64 {
+    // The next phase starts once the device has finished this one's requests.
+    let mut start_ns = end_ns;
+    while let Some(t) = model.next_event_ns() {
+        model.advance(t, |_| ());
+        start_ns = start_ns.max(t);
+    }
+    start_ns
 }
 
 /// What one phase did.
@@ -707,16 +765,7 @@ fn run_phase(
     // The device's busy time when the ramp ended (taken at the first event after it).
     let mut busy_at_ramp_end = (ramp_end_ns == start_ns).then(|| model.resource_busy());
 
-    loop {
-        let device_t = model.next_event_ns();
-        let host_t = host.events.peek().map(|(t, ..)| t);
-        let device_first = match (device_t, host_t) {
-            (None, None) => break,
-            (Some(d), Some(h)) => d <= h,
-            (Some(_), None) => true,
-            (None, Some(_)) => false,
-        };
-        let t = if device_first { device_t } else { host_t }.expect("checked");
+    while let Some((t, device_first)) = next_event(model, &host) {
         if t > stop_ns {
             stopped_by_time = true;
             break;
@@ -730,10 +779,7 @@ fn run_phase(
             progress(host.fraction_done(t - start_ns, stop_ns - start_ns, ios_total, bytes_total));
         }
         if device_first {
-            model.advance(t, |c| {
-                host.pending[c.id as usize].completion = Some(c);
-                host.push(c.visible_ns, HostEvent::Complete, c.id as u32);
-            });
+            host.take_device_events(model, t);
             continue;
         }
         let (t, _, event, x) = host.events.pop().expect("checked");
@@ -758,6 +804,22 @@ fn run_phase(
         busy_at_ramp_end,
     };
     end.close(host, model, streams, (ramp_end_ns, stop_ns))
+}
+
+/// The next event's time, and whether it is the device's (first on a tie); `None` when
+/// neither the device nor the host has one.
+#[inline(always)]
+fn next_event(model: &DeviceModel, host: &Host) -> Option<(u64, bool)> {
+    let device_t = model.next_event_ns();
+    let host_t = host.events.peek().map(|(t, ..)| t);
+    let device_first = match (device_t, host_t) {
+        (None, None) => return None,
+        (Some(d), Some(h)) => d <= h,
+        (Some(_), None) => true,
+        (None, Some(_)) => false,
+    };
+    let t = if device_first { device_t } else { host_t }.expect("checked");
+    Some((t, device_first))
 }
 
 /// What a phase's loop keeps for its end: when it stopped and why, each stream's last
@@ -797,9 +859,24 @@ impl PhaseEnd {
                 .busy_at_ramp_end
                 .unwrap_or_else(|| model.resource_busy()),
         );
-        // Each stream's own time, from the end of its ramp: to its last completion when every
-        // thread of it ran out of work, else to its runtime or the phase's end. A stream that
-        // stopped before the others reports its rates over its own time, as fio does.
+        self.set_active_times(&host, streams, end_ns);
+        host.check_ids(self.stopped_by_time);
+        let (trace, paced_issued_late) = merge_threads(host.threads, streams)?;
+        Ok(PhaseRun {
+            end_ns,
+            measured_ns: end_ns - measure_from_ns,
+            busy,
+            trace,
+            paced_issued_late,
+            exit_all: host.exit_all,
+        })
+    }
+
+    /// Sets each stream's own time, from the end of its ramp: to its last completion when
+    /// every thread of it ran out of work, else to its runtime or the phase's end, `end_ns`.
+    /// A stream that stopped before the others reports its rates over its own time, as fio
+    /// does.
+    fn set_active_times(&self, host: &Host, streams: &mut [StreamStats], end_ns: u64) {
         for (stream, stats) in streams.iter_mut().enumerate() {
             let own = || host.threads.iter().filter(|t| t.stream == stream);
             let Some(first) = own().next() else {
@@ -815,50 +892,57 @@ impl PhaseEnd {
             let measured_from = own().map(|t| t.measure_from_ns).min().unwrap_or(0);
             stats.set_active_ns(stopped.saturating_sub(measured_from));
         }
-        // Every request id is in flight on its thread or free; a phase that ran out of events
-        // (not stopped by its time) has nothing in flight.
-        let in_flight: u64 = host.threads.iter().map(|t| u64::from(t.in_flight)).sum();
-        let ids_taken = (host.pending.len() - host.free_ids.len()) as u64;
+    }
+}
+
+impl Host {
+    /// Checks, at a phase's end, that every request id is in flight on its thread or free,
+    /// and that a phase that ran out of events (not `stopped_by_time`) has nothing in flight.
+    fn check_ids(&self, stopped_by_time: bool) {
+        let in_flight: u64 = self.threads.iter().map(|t| u64::from(t.in_flight)).sum();
+        let ids_taken = (self.pending.len() - self.free_ids.len()) as u64;
         assert_eq!(
             in_flight, ids_taken,
             "{in_flight} requests in flight hold {ids_taken} ids"
         );
         assert!(
-            self.stopped_by_time || in_flight == 0,
+            stopped_by_time || in_flight == 0,
             "the phase ran out of events with {in_flight} requests in flight"
         );
-        let mut trace = None;
-        let mut paced_issued_late = None;
-        for th in host.threads {
-            streams[th.stream].io_depths_mut().merge(&th.io_depths);
-            if let Some(own) = &th.own {
-                streams[th.stream].merge(own);
-            }
-            if let Some(steer) = &th.steer {
-                let stream = &mut streams[th.stream];
-                if let Some(depth) = steer.depth() {
-                    let d = stream.control.latency_depth.get_or_insert(depth);
-                    *d = (*d).min(depth);
-                }
-            }
-            if th.requests.is_paced() {
-                *paced_issued_late.get_or_insert(0) += th.issued_late;
-            }
-            if let Requests::Trace(feed) = th.requests {
-                // Requests scheduled but never issued (the run ended first) were not replayed.
-                let stopped = !th.scheduled.is_empty();
-                let mut report = feed.finish(th.issued_late).map_err(SimError::Trace)?;
-                report.stopped_early |= stopped;
-                trace = Some(report);
+    }
+}
+
+/// Merges a phase's `threads` into `streams` (their depth distributions, a latency target's
+/// own figures and the depth it found); returns the trace's summary and the paced requests
+/// issued late (`None`: no thread was paced).
+fn merge_threads(
+    threads: Vec<Thread>,
+    streams: &mut [StreamStats],
+) -> Result<(Option<TraceReport>, Option<u64>), SimError> {
+    let mut trace = None;
+    let mut paced_issued_late = None;
+    for th in threads {
+        streams[th.stream].io_depths_mut().merge(&th.io_depths);
+        if let Some(own) = &th.own {
+            streams[th.stream].merge(own);
+        }
+        if let Some(steer) = &th.steer {
+            let stream = &mut streams[th.stream];
+            if let Some(depth) = steer.depth() {
+                let d = stream.control.latency_depth.get_or_insert(depth);
+                *d = (*d).min(depth);
             }
         }
-        Ok(PhaseRun {
-            end_ns,
-            measured_ns: end_ns - measure_from_ns,
-            busy,
-            trace,
-            paced_issued_late,
-            exit_all: host.exit_all,
-        })
+        if th.requests.is_paced() {
+            *paced_issued_late.get_or_insert(0) += th.issued_late;
+        }
+        if let Requests::Trace(feed) = th.requests {
+            // Requests scheduled but never issued (the run ended first) were not replayed.
+            let stopped = !th.scheduled.is_empty();
+            let mut report = feed.finish(th.issued_late).map_err(SimError::Trace)?;
+            report.stopped_early |= stopped;
+            trace = Some(report);
+        }
     }
+    Ok((trace, paced_issued_late))
 }

@@ -35,33 +35,7 @@ impl Grid {
         values: &[String],
         series: Option<(&str, &[String])>,
     ) -> Result<Grid, String> {
-        let mut lists = values.iter();
-        let mut dims = Vec::new();
-        for param in params {
-            let (key, list) = match param.split_once('=') {
-                Some((key, list)) => (key.trim(), list.to_string()),
-                None => {
-                    let Some(list) = lists.next() else {
-                        return Err(format!(
-                            "--param {param} has no --values list: give one --values LIST for \
-                             each --param KEY, in order, or write --param {param}=LIST"
-                        ));
-                    };
-                    (param.trim(), list.clone())
-                }
-            };
-            dims.push(Dim {
-                key: key.to_string(),
-                values: split_list(key, &list)?,
-            });
-        }
-        if lists.next().is_some() {
-            return Err(format!(
-                "{} --values lists for {} --param without `=`: give one --values LIST per --param KEY",
-                values.len(),
-                params.iter().filter(|p| !p.contains('=')).count()
-            ));
-        }
+        let mut dims = param_dims(params, values)?;
         if let Some((key, list)) = series {
             dims.push(Dim {
                 key: key.to_string(),
@@ -71,20 +45,7 @@ impl Grid {
                     .collect::<Result<_, _>>()?,
             });
         }
-        if dims.is_empty() {
-            return Err("nothing to vary: give --param KEY --values LIST".into());
-        }
-        for (i, d) in dims.iter().enumerate() {
-            if d.key.is_empty() {
-                return Err("--param with an empty key".into());
-            }
-            if dims[..i].iter().any(|e| e.key == d.key) {
-                return Err(format!("--param {} is given twice", d.key));
-            }
-            if d.values.is_empty() {
-                return Err(format!("--param {} has no values", d.key));
-            }
-        }
+        check_dims(&dims)?;
         let grid = Grid { dims };
         let points = grid
             .dims
@@ -149,6 +110,59 @@ impl Grid {
         let keys: Vec<String> = self.dims.iter().map(|d| d.key.replace('.', "-")).collect();
         format!("sweep-{}", keys.join("+"))
     }
+}
+
+/// The dimensions `--param` and `--values` give, in order: each `KEY=LIST`, or `KEY` with
+/// the next `--values LIST`; every list is used.
+fn param_dims(params: &[String], values: &[String]) -> Result<Vec<Dim>, String> {
+    let mut lists = values.iter();
+    let mut dims = Vec::new();
+    for param in params {
+        let (key, list) = match param.split_once('=') {
+            Some((key, list)) => (key.trim(), list.to_string()),
+            None => {
+                let Some(list) = lists.next() else {
+                    return Err(format!(
+                        "--param {param} has no --values list: give one --values LIST for \
+                         each --param KEY, in order, or write --param {param}=LIST"
+                    ));
+                };
+                (param.trim(), list.clone())
+            }
+        };
+        dims.push(Dim {
+            key: key.to_string(),
+            values: split_list(key, &list)?,
+        });
+    }
+    if lists.next().is_some() {
+        return Err(format!(
+            "{} --values lists for {} --param without `=`: give one --values LIST per --param KEY",
+            values.len(),
+            params.iter().filter(|p| !p.contains('=')).count()
+        ));
+    }
+    Ok(dims)
+}
+
+/// Refuses a grid of no dimension, or with a dimension without a key, given twice, or
+/// without values.
+fn check_dims(dims: &[Dim]) -> Result<(), String> {
+    if dims.is_empty() {
+        return Err("nothing to vary: give --param KEY --values LIST".into());
+    }
+    for (i, d) in dims.iter().enumerate() {
+        if d.key.is_empty() {
+            return Err("--param with an empty key".into());
+        }
+        if dims[..i].iter().any(|e| e.key == d.key) {
+            return Err(format!("--param {} is given twice", d.key));
+        }
+        if d.values.is_empty() {
+            return Err(format!("--param {} has no values", d.key));
+        }
+    }
+    Ok(())
 }
 
 fn split_list(key: &str, list: &str) -> Result<Vec<String>, String> {

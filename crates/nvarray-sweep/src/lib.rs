@@ -24,7 +24,7 @@ mod record;
 pub use grid::Grid;
 pub use record::PointLine;
 
-use std::io::Write as _;
+use std::io::Write;
 use std::path::{Path, PathBuf};
 
 use anyhow::{Context, Result};
@@ -148,35 +148,14 @@ type HeldPoint = (usize, DeviceConfig, Workload);
 /// Runs the points of `args` (all, or its shard's), each built by the caller and run through
 /// the engine, and writes the sweep's files (a shard's JSON lines only).
 pub fn run(args: &SweepSpec, caller: &Caller<'_>, engine: &Engine<'_>) -> Result<Swept> {
-    let grid = Grid::from_flags(
-        &args.param,
-        &args.values,
-        args.series.as_deref().map(|k| (k, &args.series_values[..])),
-    )
-    .map_err(input_error)?;
-    let shard = args.shard.unwrap_or(Shard::WHOLE);
-    if caller.ftl_plot && !shard.is_whole() {
-        return Err(input_error(
-            "--ftl-plot draws every point of a sweep: run it without --shard",
-        ));
-    }
+    let (grid, shard) = grid_and_shard(args, caller.ftl_plot)?;
     let jobs = jobs(args.jobs, engine.parallel)?;
     let (sweep, provenance, mut held) = build_points(&grid, caller.point, shard, &engine.identity)?;
     if caller.ftl_plot && !held.iter().any(|(_, d, _)| d.ftl.enabled) {
         return Err(input_error(NO_FTL_TO_PLOT));
     }
 
-    let out = args
-        .out
-        .clone()
-        .unwrap_or_else(|| default_out(&grid, shard));
-    let lines_path = nvarray_sys::output_files::sibling(&out, "jsonl", &OUTPUT_EXTENSIONS);
-    nvarray_sys::output_files::check_writable(&lines_path)?;
-    let outputs = if shard.is_whole() {
-        Some(Outputs::new(&out, args.plot)?)
-    } else {
-        None
-    };
+    let (lines_path, outputs) = output_paths(args, &grid, shard)?;
     // The points an earlier run of this same sweep recorded are kept, not run again; a file
     // of another sweep is never emptied without --overwrite.
     let mut lines = Vec::with_capacity(held.len());
@@ -195,21 +174,9 @@ pub fn run(args: &SweepSpec, caller: &Caller<'_>, engine: &Engine<'_>) -> Result
     if !held.is_empty() {
         // Each point's line is written as it finishes, so an interrupted sweep resumes there.
         let mut record = |point: usize, report: RunReport| {
-            let line = PointLine::new(
-                &sweep,
-                &provenance,
-                &grid,
-                args.metric,
-                shard,
-                point,
-                serde_json::to_value(&report).expect("a report is JSON"),
-            );
-            let written = serde_json::to_writer(&mut lines_file, &line)
-                .map_err(std::io::Error::from)
-                .and_then(|()| lines_file.write_all(b"\n"))
-                .and_then(|()| lines_file.flush());
-            lines.push(line);
-            written
+            let json = serde_json::to_value(&report).expect("a report is JSON");
+            let line = PointLine::new(&sweep, &provenance, &grid, args.metric, shard, point, json);
+            append_line(&mut lines_file, &mut lines, line)
         };
         run_held(
             &held,
@@ -240,6 +207,53 @@ pub fn run(args: &SweepSpec, caller: &Caller<'_>, engine: &Engine<'_>) -> Result
         lines,
         whole: shard.is_whole(),
     })
+}
+
+/// The sweep's grid from `--param`/`--values`/`--series`, and the shard this run holds;
+/// `--ftl-plot` is refused for a shard.
+fn grid_and_shard(args: &SweepSpec, ftl_plot: bool) -> Result<(Grid, Shard)> {
+    let grid = Grid::from_flags(
+        &args.param,
+        &args.values,
+        args.series.as_deref().map(|k| (k, &args.series_values[..])),
+    )
+    .map_err(input_error)?;
+    let shard = args.shard.unwrap_or(Shard::WHOLE);
+    if ftl_plot && !shard.is_whole() {
+        return Err(input_error(
+            "--ftl-plot draws every point of a sweep: run it without --shard",
+        ));
+    }
+    Ok((grid, shard))
+}
+
+/// The path of the sweep's JSON lines (checked writable) and, for a whole sweep, its other
+/// output files.
+fn output_paths(args: &SweepSpec, grid: &Grid, shard: Shard) -> Result<(PathBuf, Option<Outputs>)> {
+    let out = args.out.clone().unwrap_or_else(|| default_out(grid, shard));
+    let lines_path = nvarray_sys::output_files::sibling(&out, "jsonl", &OUTPUT_EXTENSIONS);
+    nvarray_sys::output_files::check_writable(&lines_path)?;
+    let outputs = if shard.is_whole() {
+        Some(Outputs::new(&out, args.plot)?)
+    } else {
+        None
+    };
+    Ok((lines_path, outputs))
+}
+
+/// Writes `line` to `file` as one JSON line and flushes it, then keeps it in `lines` (even
+/// when the write failed); returns the write's error.
+fn append_line(
+    file: &mut impl Write,
+    lines: &mut Vec<PointLine>,
+    line: PointLine,
+) -> std::io::Result<()> {
+    let written = serde_json::to_writer(&mut *file, &line)
+        .map_err(std::io::Error::from)
+        .and_then(|()| file.write_all(b"\n"))
+        .and_then(|()| file.flush());
+    lines.push(line);
+    written
 }
 
 /// Builds every point's device and workload, and returns the sweep's identity, its
@@ -402,26 +416,7 @@ fn resume(
         serde_json::Value::Null,
     );
     let shown = path.display().to_string();
-    for line in &found {
-        if let Some(why) = record::refusal(&this, "this run", line, &shown) {
-            return Err(input_error(format!(
-                "{shown} holds points of another sweep, which this run would overwrite; {why}\n\
-                 give another --out, or --overwrite to empty it and start this sweep over"
-            )));
-        }
-        // A line whose identity matches but whose grid or point does not (an edited file)
-        // is refused, as `merge` refuses it, before its point indexes this run's grid.
-        record::check_grid(line, path)?;
-        if line.grid != *grid {
-            return Err(input_error(format!(
-                "{shown}: point {}'s grid ({}) is not this sweep's ({}); was the file edited? \
-                 --overwrite starts this sweep over",
-                line.point,
-                record::grid_text(&line.grid),
-                record::grid_text(grid)
-            )));
-        }
-    }
+    check_resumable(&found, &this, grid, path, &shown)?;
     let mut seen = std::collections::HashSet::new();
     lines.extend(
         found
@@ -444,6 +439,38 @@ fn resume(
         total - lines.len()
     );
     Ok(file)
+}
+
+/// Refuses the lines `found` in `path` (`shown`) unless each is of this same sweep (`this`)
+/// and of its `grid`.
+fn check_resumable(
+    found: &[PointLine],
+    this: &PointLine,
+    grid: &Grid,
+    path: &Path,
+    shown: &str,
+) -> Result<()> {
+    for line in found {
+        if let Some(why) = record::refusal(this, "this run", line, shown) {
+            return Err(input_error(format!(
+                "{shown} holds points of another sweep, which this run would overwrite; {why}\n\
+                 give another --out, or --overwrite to empty it and start this sweep over"
+            )));
+        }
+        // A line whose identity matches but whose grid or point does not (an edited file)
+        // is refused, as `merge` refuses it, before its point indexes this run's grid.
+        record::check_grid(line, path)?;
+        if line.grid != *grid {
+            return Err(input_error(format!(
+                "{shown}: point {}'s grid ({}) is not this sweep's ({}); was the file edited? \
+                 --overwrite starts this sweep over",
+                line.point,
+                record::grid_text(&line.grid),
+                record::grid_text(grid)
+            )));
+        }
+    }
+    Ok(())
 }
 
 /// A rough relative cost of simulating `w`, only to start the costliest points first: each

@@ -8,7 +8,7 @@ use clap::ValueEnum;
 use nvarray_model::overrides::parse_value;
 use nvarray_present::plot::{write_chart, Chart, ChartError, Series};
 
-use super::grid::Grid;
+use super::grid::{Dim, Grid};
 use super::record::{Figures, Metric, PointLine, SweepFile};
 
 #[derive(Clone, Copy, Debug, ValueEnum)]
@@ -207,54 +207,22 @@ fn plot(
             xs[i].expect("numeric")
         }
     };
-    let positive: Vec<f64> = xs.iter().flatten().copied().filter(|x| *x > 0.0).collect();
-    let span = positive.iter().cloned().fold(f64::MIN, f64::max)
-        / positive.iter().cloned().fold(f64::MAX, f64::min);
-    // Values a hundredfold apart, or stepping by a factor (1t, 2t, 4t, ... 64t; queue depths
-    // 1 to 32), read best on a log axis.
-    let geometric = positive.len() >= 3 && positive.windows(2).all(|w| w[1] >= 1.5 * w[0]);
-    let log_x =
-        !categorical && positive.len() == xs.len() && (span >= 100.0 || (geometric && span >= 8.0));
+    let log_x = log_x(&xs, categorical);
     let at = positions(grid, points);
     let per_curve = x_dim.values.len();
     let curves = grid.len() / per_curve;
     let series: Vec<Series> = (0..curves)
         .map(|c| {
             let first = c * per_curve;
-            let label = if grid.dims.len() == 1 {
-                figures
-                    .first()
-                    .map_or_else(String::new, |f| f.device.clone())
-            } else {
-                grid.settings(first)[1..]
-                    .iter()
-                    .map(|(k, v)| format!("{k}={v}"))
-                    .collect::<Vec<_>>()
-                    .join(" ")
-            };
             Series {
-                label,
+                label: curve_label(grid, figures, first),
                 points: (0..per_curve)
                     .filter_map(|x| at[first + x].map(|k| (x_of(x), metric.of(&figures[k]))))
                     .collect(),
             }
         })
         .collect();
-    let x_label = if categorical {
-        format!(
-            "{} ({})",
-            x_dim.key,
-            x_dim
-                .values
-                .iter()
-                .enumerate()
-                .map(|(i, v)| format!("{i}={v}"))
-                .collect::<Vec<_>>()
-                .join(", ")
-        )
-    } else {
-        x_dim.key.clone()
-    };
+    let x_label = x_label(x_dim, categorical);
     let title = format!("{} vs {}", metric.label(), x_dim.key);
     write_chart(
         path,
@@ -269,4 +237,51 @@ fn plot(
             guide_then_points: false,
         },
     )
+}
+
+/// Whether the x axis (the first parameter's values, `xs`) is drawn on a log scale.
+fn log_x(xs: &[Option<f64>], categorical: bool) -> bool {
+    let positive: Vec<f64> = xs.iter().flatten().copied().filter(|x| *x > 0.0).collect();
+    let span = positive.iter().cloned().fold(f64::MIN, f64::max)
+        / positive.iter().cloned().fold(f64::MAX, f64::min);
+    // Values a hundredfold apart, or stepping by a factor (1t, 2t, 4t, ... 64t; queue depths
+    // 1 to 32), read best on a log axis.
+    let geometric = positive.len() >= 3 && positive.windows(2).all(|w| w[1] >= 1.5 * w[0]);
+    !categorical && positive.len() == xs.len() && (span >= 100.0 || (geometric && span >= 8.0))
+}
+
+/// The label of the curve whose first point is `first`: the other parameters' settings, or
+/// the device when the grid has one parameter.
+fn curve_label(grid: &Grid, figures: &[Figures], first: usize) -> String {
+    if grid.dims.len() == 1 {
+        figures
+            .first()
+            .map_or_else(String::new, |f| f.device.clone())
+    } else {
+        grid.settings(first)[1..]
+            .iter()
+            .map(|(k, v)| format!("{k}={v}"))
+            .collect::<Vec<_>>()
+            .join(" ")
+    }
+}
+
+/// The x axis's label: the first parameter's key, with each value's position when the
+/// values are not numbers.
+fn x_label(x_dim: &Dim, categorical: bool) -> String {
+    if categorical {
+        format!(
+            "{} ({})",
+            x_dim.key,
+            x_dim
+                .values
+                .iter()
+                .enumerate()
+                .map(|(i, v)| format!("{i}={v}"))
+                .collect::<Vec<_>>()
+                .join(", ")
+        )
+    } else {
+        x_dim.key.clone()
+    }
 }

@@ -32,6 +32,11 @@ use vmm_sys_util::eventfd::EventFd;
 use crate::request::Descriptor;
 use crate::virtio_blk::{CONFIG_BYTES, ID_BYTES};
 
+/// A vhost-user error as an I/O error, with its message.
+fn vhost_err(e: vhost::Error) -> io::Error {
+    io::Error::other(e.to_string())
+}
+
 /// Descriptors per virtqueue.
 pub const QUEUE_SIZE: u16 = 256;
 /// Requests in flight per queue at most (three descriptors each), leaving the table's last
@@ -92,95 +97,19 @@ impl TestVmm {
     /// Connects to the back end at `socket`, shares `mem_bytes` of guest memory and sets up
     /// `queues` virtqueues whose requests carry up to `slot_bytes` of data each.
     pub fn connect(socket: &Path, queues: u16, slot_bytes: u64) -> io::Result<TestVmm> {
-        let err = |e: vhost::Error| io::Error::other(e.to_string());
-        let mut frontend = Frontend::connect(socket, u64::from(queues)).map_err(err)?;
-        frontend.set_owner().map_err(err)?;
-        let offered = frontend.get_features().map_err(err)?;
-        // Everything but event-idx (this driver wants an interrupt per answer it waits for).
-        let wanted = offered
-            & ((1 << VIRTIO_F_VERSION_1)
-                | (1 << VIRTIO_RING_F_INDIRECT_DESC)
-                | (0xffff) // the device's own (virtio-blk) bits
-                | VhostUserVirtioFeatures::PROTOCOL_FEATURES.bits());
-        frontend.set_features(wanted).map_err(err)?;
-        let protocol = frontend.get_protocol_features().map_err(err)?;
-        frontend
-            .set_protocol_features(
-                protocol & (VhostUserProtocolFeatures::CONFIG | VhostUserProtocolFeatures::MQ),
-            )
-            .map_err(err)?;
-        let offered_queues = frontend.get_queue_num().map_err(err)?;
-        if u64::from(queues) > offered_queues {
-            return Err(io::Error::other(format!(
-                "the back end offers {offered_queues} queues, not {queues}"
-            )));
-        }
-        let (_, config) = frontend
-            .get_config(
-                0,
-                CONFIG_BYTES as u32,
-                VhostUserConfigFlags::WRITABLE,
-                &[0u8; CONFIG_BYTES],
-            )
-            .map_err(err)?;
-        let le32 = |at: usize| u32::from_le_bytes(config[at..at + 4].try_into().expect("4"));
-        let disk = DiskInfo {
-            capacity_bytes: u64::from_le_bytes(config[0..8].try_into().expect("8")) * 512,
-            block_bytes: le32(20),
-            queues: u16::from_le_bytes([config[34], config[35]]),
-            features: wanted,
-        };
+        let mut frontend = Frontend::connect(socket, u64::from(queues)).map_err(vhost_err)?;
+        frontend.set_owner().map_err(vhost_err)?;
+        let wanted = Self::negotiate(&mut frontend, queues)?;
+        let disk = Self::disk_info(&mut frontend, wanted)?;
 
         let queue_bytes = 64 * 1024 + DEPTH_MAX as u64 * (64 + slot_bytes.next_multiple_of(4096));
         let mem_bytes = (u64::from(queues) * queue_bytes).next_multiple_of(2 << 20);
-        let file = memfd(mem_bytes)?;
-        let mem = GuestMemoryMmap::<()>::from_ranges_with_files(&[(
-            GuestAddress(0),
-            mem_bytes as usize,
-            Some(FileOffset::new(file, 0)),
-        )])
-        .map_err(|e| io::Error::other(e.to_string()))?;
-        let region = mem.iter().next().expect("one region");
-        let info = VhostUserMemoryRegionInfo::from_guest_region(region).map_err(err)?;
-        let host_base = info.userspace_addr;
-        frontend.set_mem_table(&[info]).map_err(err)?;
+        let (mem, host_base) = Self::share_memory(&mut frontend, mem_bytes)?;
 
         let mut driver_queues = Vec::new();
         for q in 0..usize::from(queues) {
             let base = q as u64 * queue_bytes;
-            let (desc, avail, used) = (base, base + 16 * 1024, base + 32 * 1024);
-            let dq = DriverQueue {
-                base,
-                desc,
-                avail,
-                used,
-                slots: base + 64 * 1024,
-                slot_bytes: slot_bytes.next_multiple_of(4096),
-                next_avail: 0,
-                last_used: 0,
-                kick: EventFd::new(libc::EFD_NONBLOCK)?,
-                call: EventFd::new(libc::EFD_NONBLOCK)?,
-                free_slots: (0..DEPTH_MAX).rev().collect(),
-            };
-            frontend.set_vring_num(q, QUEUE_SIZE).map_err(err)?;
-            frontend
-                .set_vring_addr(
-                    q,
-                    &VringConfigData {
-                        queue_max_size: QUEUE_SIZE,
-                        queue_size: QUEUE_SIZE,
-                        flags: 0,
-                        desc_table_addr: host_base + desc,
-                        used_ring_addr: host_base + used,
-                        avail_ring_addr: host_base + avail,
-                        log_addr: None,
-                    },
-                )
-                .map_err(err)?;
-            frontend.set_vring_base(q, 0).map_err(err)?;
-            frontend.set_vring_call(q, &dq.call).map_err(err)?;
-            frontend.set_vring_kick(q, &dq.kick).map_err(err)?;
-            frontend.set_vring_enable(q, true).map_err(err)?;
+            let dq = Self::set_up_queue(&mut frontend, q, base, slot_bytes, host_base)?;
             driver_queues.push(dq);
         }
         Ok(TestVmm {
@@ -189,6 +118,118 @@ impl TestVmm {
             queues: driver_queues,
             disk,
         })
+    }
+
+    /// Agrees on the features (everything offered but event-idx) and protocol features
+    /// (configuration space, multiple queues) and checks the back end offers `queues` queues.
+    /// Returns the features set.
+    fn negotiate(frontend: &mut Frontend, queues: u16) -> io::Result<u64> {
+        let offered = frontend.get_features().map_err(vhost_err)?;
+        // Everything but event-idx (this driver wants an interrupt per answer it waits for).
+        let wanted = offered
+            & ((1 << VIRTIO_F_VERSION_1)
+                | (1 << VIRTIO_RING_F_INDIRECT_DESC)
+                | (0xffff) // the device's own (virtio-blk) bits
+                | VhostUserVirtioFeatures::PROTOCOL_FEATURES.bits());
+        frontend.set_features(wanted).map_err(vhost_err)?;
+        let protocol = frontend.get_protocol_features().map_err(vhost_err)?;
+        frontend
+            .set_protocol_features(
+                protocol & (VhostUserProtocolFeatures::CONFIG | VhostUserProtocolFeatures::MQ),
+            )
+            .map_err(vhost_err)?;
+        let offered_queues = frontend.get_queue_num().map_err(vhost_err)?;
+        if u64::from(queues) > offered_queues {
+            return Err(io::Error::other(format!(
+                "the back end offers {offered_queues} queues, not {queues}"
+            )));
+        }
+        Ok(wanted)
+    }
+
+    /// The disk as the configuration space describes it (`features`: those agreed on).
+    fn disk_info(frontend: &mut Frontend, features: u64) -> io::Result<DiskInfo> {
+        let (_, config) = frontend
+            .get_config(
+                0,
+                CONFIG_BYTES as u32,
+                VhostUserConfigFlags::WRITABLE,
+                &[0u8; CONFIG_BYTES],
+            )
+            .map_err(vhost_err)?;
+        let le32 = |at: usize| u32::from_le_bytes(config[at..at + 4].try_into().expect("4"));
+        Ok(DiskInfo {
+            capacity_bytes: u64::from_le_bytes(config[0..8].try_into().expect("8")) * 512,
+            block_bytes: le32(20),
+            queues: u16::from_le_bytes([config[34], config[35]]),
+            features,
+        })
+    }
+
+    /// Makes `mem_bytes` of guest memory (a memfd) and shares it with the back end; returns it
+    /// and the address it is mapped at here.
+    fn share_memory(
+        frontend: &mut Frontend,
+        mem_bytes: u64,
+    ) -> io::Result<(GuestMemoryMmap<()>, u64)> {
+        let file = memfd(mem_bytes)?;
+        let mem = GuestMemoryMmap::<()>::from_ranges_with_files(&[(
+            GuestAddress(0),
+            mem_bytes as usize,
+            Some(FileOffset::new(file, 0)),
+        )])
+        .map_err(|e| io::Error::other(e.to_string()))?;
+        let region = mem.iter().next().expect("one region");
+        let info = VhostUserMemoryRegionInfo::from_guest_region(region).map_err(vhost_err)?;
+        let host_base = info.userspace_addr;
+        frontend.set_mem_table(&[info]).map_err(vhost_err)?;
+        Ok((mem, host_base))
+    }
+
+    /// Lays out virtqueue `q` in guest memory from `base` (descriptor table, available ring,
+    /// used ring, then the slots of `slot_bytes` of data) and tells the back end where it is
+    /// (guest memory mapped at `host_base` here), with its kick and call events.
+    fn set_up_queue(
+        frontend: &mut Frontend,
+        q: usize,
+        base: u64,
+        slot_bytes: u64,
+        host_base: u64,
+    ) -> io::Result<DriverQueue> {
+        let (desc, avail, used) = (base, base + 16 * 1024, base + 32 * 1024);
+        let dq = DriverQueue {
+            base,
+            desc,
+            avail,
+            used,
+            slots: base + 64 * 1024,
+            slot_bytes: slot_bytes.next_multiple_of(4096),
+            next_avail: 0,
+            last_used: 0,
+            kick: EventFd::new(libc::EFD_NONBLOCK)?,
+            call: EventFd::new(libc::EFD_NONBLOCK)?,
+            free_slots: (0..DEPTH_MAX).rev().collect(),
+        };
+        frontend.set_vring_num(q, QUEUE_SIZE).map_err(vhost_err)?;
+        frontend
+            .set_vring_addr(
+                q,
+                &VringConfigData {
+                    queue_max_size: QUEUE_SIZE,
+                    queue_size: QUEUE_SIZE,
+                    flags: 0,
+                    desc_table_addr: host_base + desc,
+                    used_ring_addr: host_base + used,
+                    avail_ring_addr: host_base + avail,
+                    log_addr: None,
+                },
+            )
+            .map_err(vhost_err)?;
+        frontend.set_vring_base(q, 0).map_err(vhost_err)?;
+        frontend.set_vring_call(q, &dq.call).map_err(vhost_err)?;
+        frontend.set_vring_kick(q, &dq.kick).map_err(vhost_err)?;
+        frontend.set_vring_enable(q, true).map_err(vhost_err)?;
+        Ok(dq)
     }
 
     /// Guest memory, to put data in and read results out.

@@ -78,6 +78,38 @@ pub fn judge(bytes: &[u8]) -> Judged {
 }
 
 fn judge_in(mem: &GuestMemoryMmap<()>, bytes: &[u8]) -> Judged {
+    write_queue(mem, bytes);
+    let mut queue = ready_queue();
+
+    let mut judged = Judged::default();
+    // An available index past the ring's size breaks the ring: the back end stops there.
+    let Ok(chains) = queue.iter(mem) else {
+        return judged;
+    };
+    let chains: Vec<_> = chains.take(usize::from(QUEUE_SIZE)).collect();
+    for chain in chains {
+        let descriptors = request::descriptors_of(chain);
+        match request::parse(mem, &descriptors, &LIMITS) {
+            Ok(r) => {
+                judged.taken += 1;
+                check_accepted(mem, &r);
+            }
+            Err(refused) => {
+                judged.refused += 1;
+                if let Some(at) = refused.status {
+                    assert!(mem.check_range(at, 1), "a status byte outside the guest");
+                    mem.write_obj(refused.code, at).expect("checked");
+                }
+            }
+        }
+    }
+    judged
+}
+
+/// Writes the queue `bytes` describe into the guest (zeroes past their end): the descriptor
+/// table, its addresses and lengths mostly near the guest's memory, the available ring and the
+/// header area.
+fn write_queue(mem: &GuestMemoryMmap<()>, bytes: &[u8]) {
     let mut input = bytes.iter().copied().chain(std::iter::repeat(0));
     let mut take = |n: usize| -> Vec<u8> { input.by_ref().take(n).collect() };
     let u64_of = |b: &[u8]| u64::from_le_bytes(b.try_into().expect("8 bytes"));
@@ -110,7 +142,10 @@ fn judge_in(mem: &GuestMemoryMmap<()>, bytes: &[u8]) -> Judged {
     let headers = take(HEADER_AREA_BYTES);
     mem.write_slice(&headers, GuestAddress(HEADERS))
         .expect("inside");
+}
 
+/// The queue over the table's fixed addresses, ready to take chains from.
+fn ready_queue() -> Queue {
     let mut queue = Queue::new(QUEUE_SIZE).expect("a valid size");
     queue.set_size(QUEUE_SIZE);
     queue
@@ -123,30 +158,7 @@ fn judge_in(mem: &GuestMemoryMmap<()>, bytes: &[u8]) -> Judged {
         .try_set_used_ring_address(GuestAddress(USED_RING))
         .expect("aligned");
     queue.set_ready(true);
-
-    let mut judged = Judged::default();
-    // An available index past the ring's size breaks the ring: the back end stops there.
-    let Ok(chains) = queue.iter(mem) else {
-        return judged;
-    };
-    let chains: Vec<_> = chains.take(usize::from(QUEUE_SIZE)).collect();
-    for chain in chains {
-        let descriptors = request::descriptors_of(chain);
-        match request::parse(mem, &descriptors, &LIMITS) {
-            Ok(r) => {
-                judged.taken += 1;
-                check_accepted(mem, &r);
-            }
-            Err(refused) => {
-                judged.refused += 1;
-                if let Some(at) = refused.status {
-                    assert!(mem.check_range(at, 1), "a status byte outside the guest");
-                    mem.write_obj(refused.code, at).expect("checked");
-                }
-            }
-        }
-    }
-    judged
+    queue
 }
 
 /// What `parse` accepted lies inside the guest and the disk; its data moves both ways.

@@ -120,26 +120,10 @@ pub fn parse<M: GuestMemoryBackend>(
 
     let bytes = Run::of(descriptors);
     let header_end = HEADER_BYTES as u64;
-    let mut header = [0u8; HEADER_BYTES];
-    if bytes.total < header_end + 1 || !bytes.all(0, header_end, false) {
-        return Err(ioerr("no 16-byte header the device may read"));
-    }
-    bytes
-        .read(mem, 0, &mut header)
-        .map_err(|_| ioerr("header unreadable"))?;
-    let kind = u32::from_le_bytes(header[0..4].try_into().expect("4 bytes"));
-    let sector = u64::from_le_bytes(header[8..16].try_into().expect("8 bytes"));
+    let (kind, sector) = read_header(mem, &bytes).map_err(ioerr)?;
     let data_bytes = bytes.total - 1 - header_end;
-    let data_end = header_end + data_bytes;
     let device_writes = matches!(kind, VIRTIO_BLK_T_IN | VIRTIO_BLK_T_GET_ID);
-    if !bytes.all(header_end, data_end, device_writes) {
-        return Err(ioerr(if device_writes {
-            "data the device must write is read-only to it"
-        } else {
-            "data the device must read is marked for it to write"
-        }));
-    }
-    let data = bytes.segments(header_end, data_end);
+    let data = data_segments(&bytes, data_bytes, device_writes).map_err(ioerr)?;
     let request = |kind, offset_bytes| BlkRequest {
         kind,
         offset_bytes,
@@ -156,13 +140,7 @@ pub fn parse<M: GuestMemoryBackend>(
     }
     match kind {
         VIRTIO_BLK_T_IN | VIRTIO_BLK_T_OUT => {
-            let offset = check_range(limits, sector, data_bytes).map_err(ioerr)?;
-            if data_bytes == 0 {
-                return Err(ioerr("a read or write with no data"));
-            }
-            if data_bytes > REQUEST_BYTES_MAX {
-                return Err(ioerr("more data than a request may move (32 MiB)"));
-            }
+            let offset = read_write_offset(limits, sector, data_bytes).map_err(ioerr)?;
             let kind = if kind == VIRTIO_BLK_T_IN {
                 Kind::Read
             } else {
@@ -191,6 +169,61 @@ pub fn parse<M: GuestMemoryBackend>(
             "a request type the disk does not offer",
         )),
     }
+}
+
+/// The request's type and sector from its header: the chain's first 16 bytes, which the
+/// device must be allowed to read, with at least the status byte after them.
+#[inline]
+fn read_header<M: GuestMemoryBackend>(
+    mem: &M,
+    bytes: &Run<'_>,
+) -> Result<(u32, u64), &'static str> {
+    let header_end = HEADER_BYTES as u64;
+    let mut header = [0u8; HEADER_BYTES];
+    if bytes.total < header_end + 1 || !bytes.all(0, header_end, false) {
+        return Err("no 16-byte header the device may read");
+    }
+    bytes
+        .read(mem, 0, &mut header)
+        .map_err(|_| "header unreadable")?;
+    let kind = u32::from_le_bytes(header[0..4].try_into().expect("4 bytes"));
+    let sector = u64::from_le_bytes(header[8..16].try_into().expect("8 bytes"));
+    Ok((kind, sector))
+}
+
+/// The segments of the `data_bytes` between header and status byte, checked to be all in
+/// the direction the request needs (`device_writes`: the device writes them).
+#[inline]
+fn data_segments(
+    bytes: &Run<'_>,
+    data_bytes: u64,
+    device_writes: bool,
+) -> Result<Vec<Segment>, &'static str> {
+    let header_end = HEADER_BYTES as u64;
+    let data_end = header_end + data_bytes;
+    if !bytes.all(header_end, data_end, device_writes) {
+        return Err(if device_writes {
+            "data the device must write is read-only to it"
+        } else {
+            "data the device must read is marked for it to write"
+        });
+    }
+    Ok(bytes.segments(header_end, data_end))
+}
+
+/// Where a read or write of `data_bytes` at `sector` starts on the disk, in bytes: its
+/// sectors inside the disk and aligned to its block (`check_range`), with some data and no
+/// more than a request may move.
+#[inline]
+fn read_write_offset(limits: &Limits, sector: u64, data_bytes: u64) -> Result<u64, &'static str> {
+    let offset = check_range(limits, sector, data_bytes)?;
+    if data_bytes == 0 {
+        return Err("a read or write with no data");
+    }
+    if data_bytes > REQUEST_BYTES_MAX {
+        return Err("more data than a request may move (32 MiB)");
+    }
+    Ok(offset)
 }
 
 /// Every descriptor inside the guest's memory and not empty, the last one writable: returns

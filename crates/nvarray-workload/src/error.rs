@@ -3,9 +3,6 @@
 //! Every message is a single line that names the offending key or field and says what would
 //! have been accepted, so the binary can print it as is and the user knows what to change.
 
-use crate::spec::closest_key;
-use crate::spec::{ignored_keys, supported_keys};
-
 /// Everything that can go wrong while parsing or validating a workload.
 ///
 /// Input from outside (job files, command lines) only ever produces one of these; nothing in
@@ -49,16 +46,14 @@ pub enum WorkloadError {
         key: String,
     },
 
-    /// A key that is neither supported nor on the ignore list.
-    #[error(
-        "unknown key '{key}'{}; supported keys: {}; accepted and ignored: {}",
-        closest_key(key).map(|k| format!(" (did you mean '{k}'?)")).unwrap_or_default(),
-        supported_keys().collect::<Vec<_>>().join(", "),
-        ignored_keys().collect::<Vec<_>>().join(", ")
-    )]
+    /// A key that is neither supported nor on the ignore list (made by `unknown_key`).
+    #[error("unknown key '{key}'{known}")]
     UnknownKey {
         /// The key, as spelled by the user.
         key: String,
+        /// What it could have been: the closest known key, then the keys supported and the
+        /// keys accepted and ignored.
+        known: String,
     },
 
     /// A line of a job file that is not a section header, a `key=value` pair, a bare key,

@@ -335,24 +335,25 @@ impl Parser<'_> {
         if key.is_empty() {
             return Err(syntax(line, format!("'{content}' has no key before '='")));
         }
-        let value = if crate::spec::ignored_reason(key).is_some() {
+        let value = if crate::spec::key_names::ignored_reason(key).is_some() {
             value.to_string()
         } else {
             evaluated(key, value, keyword).map_err(|reason| syntax(line, reason))?
         };
-        let target =
-            match self.jobs.last_mut() {
-                _ if self.in_global => &mut self.global,
-                Some((job, _)) => job,
-                None => return Err(syntax(
+        let target = match self.jobs.last_mut() {
+            _ if self.in_global => &mut self.global,
+            Some((job, _)) => job,
+            None => {
+                return Err(syntax(
                     line,
                     format!(
                         "'{key}' appears before any section; put it under [global] or [jobname]"
                     ),
-                )),
-            };
+                ))
+            }
+        };
         target.set(key, &value).map_err(|e| e.at_line(line))?;
-        if let Some(why) = crate::spec::ignored_reason(key) {
+        if let Some(why) = crate::spec::key_names::ignored_reason(key) {
             self.notes
                 .push(format!("line {line}: {key} ignored: {why}"));
         }

@@ -73,13 +73,15 @@ pub use jobfile::{
     parse_job_file, parse_job_file_from, parse_job_file_noting, parse_job_file_with, JobFileEnv,
     NoEnv, Workload, JOBS_MAX, JOB_FILE_BYTES_MAX,
 };
+pub use spec::key_names::{ignored_keys, ignored_reason};
+pub use spec::key_table::supported_keys;
 pub use spec::{
-    ignored_keys, ignored_reason, supported_keys, BlockSize, DataPlacement, Direction,
-    Distribution, ExitWhat, Flow, JobSpec, LatencyTarget, PlacementPicker, PlacementSelect,
-    RateProcess, Request, RwMode, RwSequencer, SteadyMetric, SteadyState, StridedZones,
-    ThinkPolicy, Verify, ZoneMode, ZoneSplit, BSSPLIT_ENTRIES_MAX, BS_BYTES_MAX, FLOW_WEIGHT_MAX,
-    IODEPTH_MAX, NAME_BYTES_MAX, NUMBER_IOS_MAX, NUMJOBS_MAX, PLACEMENT_IDS_MAX, RANDSEED_DEFAULT,
-    RUNTIME_NS_MAX, SEQUENCE_MAX, THINKTIME_NS_MAX, ZIPF_THETA_MAX, ZONES_MAX,
+    BlockSize, DataPlacement, Direction, Distribution, ExitWhat, Flow, JobSpec, LatencyTarget,
+    PlacementPicker, PlacementSelect, RateProcess, Request, RwMode, RwSequencer, SteadyMetric,
+    SteadyState, StridedZones, ThinkPolicy, Verify, ZoneMode, ZoneSplit, BSSPLIT_ENTRIES_MAX,
+    BS_BYTES_MAX, FLOW_WEIGHT_MAX, IODEPTH_MAX, NAME_BYTES_MAX, NUMBER_IOS_MAX, NUMJOBS_MAX,
+    PLACEMENT_IDS_MAX, RANDSEED_DEFAULT, RUNTIME_NS_MAX, SEQUENCE_MAX, THINKTIME_NS_MAX,
+    ZIPF_THETA_MAX, ZONES_MAX,
 };
 pub use units::{
     format_duration_ns, format_size, parse_duration_ns, parse_size, NS_PER_MS, NS_PER_S, NS_PER_US,

@@ -170,30 +170,7 @@ fn run_collect(c: CollectArgs) -> Result<()> {
     let plan = collect::plan(&opts);
     let target =
         nvarray_fit::target::prepare(&c.target, c.size, c.destroy_data).map_err(input_error)?;
-    eprintln!(
-        "{} ({:?}, jobs over its first {}): {} of the grid's {} jobs fit the {} budget at {:.1} s each{}",
-        target.path.display(),
-        target.kind,
-        nvarray_units::format_size(target.span_bytes),
-        plan.jobs.len(),
-        plan.jobs.len() + plan.left_out.len(),
-        humantime::format_duration(c.budget),
-        plan.per_job.as_secs_f64(),
-        if opts.repeat > 1 {
-            format!(" ({} passes)", opts.repeat)
-        } else {
-            String::new()
-        },
-    );
-    if !plan.left_out.is_empty() {
-        let names: Vec<String> = plan.left_out.iter().take(8).map(Job::name).collect();
-        eprintln!(
-            "left out: {} jobs ({}{}; all in manifest.json's left_out)",
-            plan.left_out.len(),
-            names.join(" "),
-            if plan.left_out.len() > 8 { " ..." } else { "" }
-        );
-    }
+    print_plan(&target, &plan, &opts);
     let bar = Progress::new("collecting", (plan.jobs.len() * opts.repeat) as u64 + 1);
     let manifest = collect::collect(&target, &opts, &mut |s| match s {
         Step::Precondition => {
@@ -233,6 +210,39 @@ fn run_collect(c: CollectArgs) -> Result<()> {
     );
     print_collected(&manifest, &opts.out);
     Ok(())
+}
+
+/// On stderr, what the collection on `target` will run: the jobs that fit the budget, and
+/// those left out.
+fn print_plan(
+    target: &nvarray_fit::target::Target,
+    plan: &nvarray_fit::grid::Plan,
+    opts: &CollectOptions,
+) {
+    eprintln!(
+        "{} ({:?}, jobs over its first {}): {} of the grid's {} jobs fit the {} budget at {:.1} s each{}",
+        target.path.display(),
+        target.kind,
+        nvarray_units::format_size(target.span_bytes),
+        plan.jobs.len(),
+        plan.jobs.len() + plan.left_out.len(),
+        humantime::format_duration(opts.budget),
+        plan.per_job.as_secs_f64(),
+        if opts.repeat > 1 {
+            format!(" ({} passes)", opts.repeat)
+        } else {
+            String::new()
+        },
+    );
+    if !plan.left_out.is_empty() {
+        let names: Vec<String> = plan.left_out.iter().take(8).map(Job::name).collect();
+        eprintln!(
+            "left out: {} jobs ({}{}; all in manifest.json's left_out)",
+            plan.left_out.len(),
+            names.join(" "),
+            if plan.left_out.len() > 8 { " ..." } else { "" }
+        );
+    }
 }
 
 /// What a collection ran: the jobs, those fio failed, the steady state, the passes' spread,
@@ -289,26 +299,10 @@ fn run_fit(f: FitRun) -> Result<()> {
             f.held_out
         )));
     }
-    let json = match f.output_format.as_str() {
-        "text" => false,
-        "json" => true,
-        other => {
-            return Err(input_error(format!(
-                "--output-format {other}: text or json"
-            )))
-        }
-    };
+    let json = output_is_json(&f.output_format)?;
     let plot = f.plot.unwrap_or_else(|| out.with_extension("svg"));
     nvarray_present::plot::check_chart_path(&plot).map_err(input_error)?;
-    let base_toml = match std::fs::metadata(&base) {
-        Ok(m) if m.is_file() => {
-            std::fs::read_to_string(&base).with_context(|| format!("reading {base}"))?
-        }
-        _ => nvarray_model::presets::preset(&base)
-            .map_err(input_error)?
-            .toml
-            .to_string(),
-    };
+    let base_toml = read_base(&base)?;
     let (manifest, jobs, skipped) =
         nvarray_fit::fit::load(&dir, f.held_out).map_err(input_error)?;
     let threads = f
@@ -344,11 +338,7 @@ fn run_fit(f: FitRun) -> Result<()> {
         nvarray_fit::preset_out::write(&base_toml, &name, &report, &manifest, &shown, &today)
             .map_err(input_error)?;
     std::fs::write(&out, preset).with_context(|| format!("writing {}", out.display()))?;
-    let shown_target = std::path::Path::new(&manifest.target)
-        .file_name()
-        .map_or(manifest.target.clone(), |n| {
-            n.to_string_lossy().into_owned()
-        });
+    let shown_target = target_name(&manifest.target);
     let title = format!("{base} fitted to {shown_target}: {}", report.error_words());
     crate::fit_report::chart(&report, &title, &plot)?;
     if json {
@@ -360,9 +350,42 @@ fn run_fit(f: FitRun) -> Result<()> {
     Ok(())
 }
 
+/// `--output-format`: whether it asks for JSON (else text).
+fn output_is_json(format: &str) -> Result<bool> {
+    Ok(match format {
+        "text" => false,
+        "json" => true,
+        other => {
+            return Err(input_error(format!(
+                "--output-format {other}: text or json"
+            )))
+        }
+    })
+}
+
+/// The TOML of `--base`: a device file's text, or else the preset of that name.
+fn read_base(base: &str) -> Result<String> {
+    Ok(match std::fs::metadata(base) {
+        Ok(m) if m.is_file() => {
+            std::fs::read_to_string(base).with_context(|| format!("reading {base}"))?
+        }
+        _ => nvarray_model::presets::preset(base)
+            .map_err(input_error)?
+            .toml
+            .to_string(),
+    })
+}
+
+/// The measured target as the chart's title names it: its file name, else as recorded.
+fn target_name(target: &str) -> String {
+    std::path::Path::new(target)
+        .file_name()
+        .map_or(target.to_string(), |n| n.to_string_lossy().into_owned())
+}
+
 fn run_simulate(a: SimulateArgs) -> Result<()> {
     use nvarray_fit::grid;
-    use nvarray_fit::manifest::{JobRecord, Manifest, SteadyState, FORMAT};
+    use nvarray_fit::manifest::SteadyState;
 
     if !(0.0..0.5).contains(&a.noise) {
         return Err(input_error(format!(
@@ -381,24 +404,57 @@ fn run_simulate(a: SimulateArgs) -> Result<()> {
         nvarray_model::overrides::apply_overrides(&text, &overrides).map_err(input_error)?;
     std::fs::create_dir_all(a.out.join("jobs"))
         .with_context(|| format!("making {}", a.out.display()))?;
-    // xorshift: the noise is the same for the same seed on every machine.
-    let mut state = a.seed.max(1).wrapping_mul(0x9E37_79B9_7F4A_7C15) | 1;
-    let mut noise = move || {
+    let mut noise = seeded_noise(a.seed, a.noise);
+    let jobs = grid::full_grid();
+    let records = simulate_grid(&device, &jobs, &a, &mut noise)?;
+    let steady_state = if a.steady_state {
+        let iops = simulated_steady(&text, &overrides, &device, a.size)? * (1.0 + noise());
+        Some(SteadyState {
+            round_ms: 0,
+            rounds_iops: vec![iops; nvarray_fit::steady::WINDOW],
+            steady_iops: Some(iops),
+        })
+    } else {
+        None
+    };
+    simulated_manifest(&a, records, steady_state)
+        .write(&a.out)
+        .with_context(|| format!("writing {}", a.out.display()))?;
+    println!("{} simulated jobs in {}", jobs.len(), a.out.display());
+    Ok(())
+}
+
+/// The noise of `fit simulate`: each call a share drawn uniformly within ±`share_max`, the
+/// same sequence for the same `seed` on every machine (xorshift).
+fn seeded_noise(seed: u64, share_max: f64) -> impl FnMut() -> f64 {
+    let mut state = seed.max(1).wrapping_mul(0x9E37_79B9_7F4A_7C15) | 1;
+    move || {
         state ^= state << 13;
         state ^= state >> 7;
         state ^= state << 17;
         // xorshift never reaches 0 from a state that is not.
         debug_assert_ne!(state, 0, "xorshift state");
-        let share = ((state >> 11) as f64 / (1u64 << 53) as f64 * 2.0 - 1.0) * a.noise;
-        debug_assert!(share.abs() <= a.noise, "noise {share} past ±{}", a.noise);
+        let share = ((state >> 11) as f64 / (1u64 << 53) as f64 * 2.0 - 1.0) * share_max;
+        debug_assert!(share.abs() <= share_max, "noise {share} past ±{share_max}");
         share
-    };
-    let jobs = grid::full_grid();
+    }
+}
+
+/// Runs every grid job on `device` under a progress bar, writing each one's fio JSON+ file
+/// into `a.out`'s `jobs/`; returns their manifest records, in the grid's order.
+fn simulate_grid(
+    device: &nvarray_model::DeviceConfig,
+    jobs: &[Job],
+    a: &SimulateArgs,
+    noise: &mut dyn FnMut() -> f64,
+) -> Result<Vec<nvarray_fit::manifest::JobRecord>> {
+    use nvarray_fit::manifest::JobRecord;
+
     let bar = Progress::new("simulating", jobs.len() as u64);
     let mut records = Vec::with_capacity(jobs.len());
     for (i, job) in jobs.iter().enumerate() {
         bar.set(i as u64, 0.0);
-        let out = simulated_job(&device, job, a.size, &mut noise)?;
+        let out = simulated_job(device, job, a.size, noise)?;
         let file = format!("jobs/{}.json", job.name());
         std::fs::write(a.out.join(&file), out.to_string())?;
         records.push(JobRecord {
@@ -417,16 +473,18 @@ fn run_simulate(a: SimulateArgs) -> Result<()> {
         records.iter().all(|r| files.insert(r.file.as_str())),
         "two grid jobs wrote one file"
     );
-    let steady_state = if a.steady_state {
-        let iops = simulated_steady(&text, &overrides, &device, a.size)? * (1.0 + noise());
-        Some(SteadyState {
-            round_ms: 0,
-            rounds_iops: vec![iops; nvarray_fit::steady::WINDOW],
-            steady_iops: Some(iops),
-        })
-    } else {
-        None
-    };
+    Ok(records)
+}
+
+/// The manifest of a simulated collection: the modelled device as its target, its `records`
+/// and `steady_state`.
+fn simulated_manifest(
+    a: &SimulateArgs,
+    records: Vec<nvarray_fit::manifest::JobRecord>,
+    steady_state: Option<nvarray_fit::manifest::SteadyState>,
+) -> nvarray_fit::manifest::Manifest {
+    use nvarray_fit::manifest::{Manifest, FORMAT};
+
     let source = match &a.device.device {
         Some(p) => p.display().to_string(),
         None => format!("preset {}", a.device.preset),
@@ -445,10 +503,6 @@ fn run_simulate(a: SimulateArgs) -> Result<()> {
         precondition: None,
         steady_state,
     }
-    .write(&a.out)
-    .with_context(|| format!("writing {}", a.out.display()))?;
-    println!("{} simulated jobs in {}", jobs.len(), a.out.display());
-    Ok(())
 }
 
 /// One grid job on `device` in fio's JSON+ layout, its IOPS and mean latency moved by

@@ -70,19 +70,7 @@ pub fn run(args: MountArgs) -> Result<()> {
     .map_err(fuse_error)?;
     let start = Instant::now();
     let cpu_start = process_cpu_seconds();
-    // With --json, stdout carries only the reports, so scripts can parse it.
-    let usage = print_usage(
-        &config,
-        &mounted.disk_path(),
-        mounted.size_bytes(),
-        &backing,
-    );
-    if args.json {
-        eprint!("{usage}");
-    } else {
-        print!("{usage}");
-        std::io::stdout().flush()?;
-    }
+    show_usage(&config, &mounted, &backing, args.json)?;
 
     let signals_handle = signals.handle();
     let signal_thread = std::thread::spawn(move || {
@@ -94,22 +82,43 @@ pub fn run(args: MountArgs) -> Result<()> {
     });
     let source = format!("FUSE file {}", mounted.disk_path().display());
     let report = |stats: &DiskStats| {
-        let cpu_seconds = process_cpu_seconds() - cpu_start;
-        // Rates over the busy time, not the uptime (idle time between programs included).
-        let mut report = nvarray_run::device_report(
-            &device,
-            std::slice::from_ref(&stats.io),
-            stats.busy_ns,
-            cpu_seconds,
-        );
-        report.uptime_ns = Some(start.elapsed().as_nanos() as u64);
-        report.require_enough_served();
-        if let Some(setup) = report.emulator.as_mut() {
-            setup.host_cpus = device.host_cpu(0).into_iter().collect();
-        }
+        let report = session_report(&device, stats, start, cpu_start);
         print_report(&config, &source, stats, &report, args.json);
     };
-    // Ends when the session is over; a stop request while the file is in use only says so.
+    serve_until_ended(&mut mounted, &received, &dir, &report)?;
+    let stats = mounted.join().map_err(fuse_error)?;
+    signals_handle.close();
+    let _ = signal_thread.join();
+    report(&stats);
+    Ok(())
+}
+
+/// Prints what is mounted and how to use it: on stdout, or on stderr with `json` (stdout
+/// then carries only the reports, so scripts can parse it).
+fn show_usage(
+    config: &DeviceConfig,
+    mounted: &nvarray_fuse::Mounted,
+    backing: &str,
+    json: bool,
+) -> Result<()> {
+    let usage = print_usage(config, &mounted.disk_path(), mounted.size_bytes(), backing);
+    if json {
+        eprint!("{usage}");
+    } else {
+        print!("{usage}");
+        std::io::stdout().flush()?;
+    }
+    Ok(())
+}
+
+/// Handles `received` events until the session is over: a report on SIGUSR1, an unmount on
+/// SIGINT or SIGTERM (a stop request while the file is in use only says so).
+fn serve_until_ended(
+    mounted: &mut nvarray_fuse::Mounted,
+    received: &mpsc::Receiver<Event>,
+    dir: &Path,
+    report: &dyn Fn(&DiskStats),
+) -> Result<()> {
     while let Ok(event) = received.recv() {
         match event {
             Event::Signal(SIGUSR1) => report(&mounted.stats()),
@@ -126,11 +135,31 @@ pub fn run(args: MountArgs) -> Result<()> {
             Event::Ended => break,
         }
     }
-    let stats = mounted.join().map_err(fuse_error)?;
-    signals_handle.close();
-    let _ = signal_thread.join();
-    report(&stats);
     Ok(())
+}
+
+/// The device's report over the session so far (`stats`), from `start` and the process's
+/// CPU time at `cpu_start`.
+fn session_report(
+    device: &nvarray_host::Device,
+    stats: &DiskStats,
+    start: Instant,
+    cpu_start: f64,
+) -> nvarray_report::RunReport {
+    let cpu_seconds = process_cpu_seconds() - cpu_start;
+    // Rates over the busy time, not the uptime (idle time between programs included).
+    let mut report = nvarray_run::device_report(
+        device,
+        std::slice::from_ref(&stats.io),
+        stats.busy_ns,
+        cpu_seconds,
+    );
+    report.uptime_ns = Some(start.elapsed().as_nanos() as u64);
+    report.require_enough_served();
+    if let Some(setup) = report.emulator.as_mut() {
+        setup.host_cpus = device.host_cpu(0).into_iter().collect();
+    }
+    report
 }
 
 /// What is mounted and how to use it.

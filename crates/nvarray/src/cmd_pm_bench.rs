@@ -281,18 +281,7 @@ fn run_ycsb(a: YcsbArgs) -> anyhow::Result<()> {
             "--records, --record-bytes and --ops must be > 0, --write-pct 0..=100, --theta > 0",
         )
     })?;
-    let sizes: Vec<(u64, u64)> = match a.sweep {
-        None if !a.values.is_empty() => {
-            return Err(input_error(
-                "--values is for --sweep log-size|cache-size; without --sweep it would be \
-                 ignored (use --log-size or --cache-size for one run)",
-            ))
-        }
-        None => vec![(a.pool.log_size, a.pool.cache_size)],
-        Some(_) if a.values.is_empty() => return Err(input_error("--sweep needs --values")),
-        Some(Sweep::LogSize) => a.values.iter().map(|&v| (v, a.pool.cache_size)).collect(),
-        Some(Sweep::CacheSize) => a.values.iter().map(|&v| (a.pool.log_size, v)).collect(),
-    };
+    let sizes = sweep_sizes(&a)?;
     // The chart's name is checked before the sweep runs, not after it (minutes of work).
     if a.sweep.is_some() {
         nvarray_present::plot::check_chart_path(&a.plot).map_err(input_error)?;
@@ -316,40 +305,63 @@ fn run_ycsb(a: YcsbArgs) -> anyhow::Result<()> {
     progress.finish();
     assert_eq!(results.len(), sizes.len(), "a result for every size");
     if let Some(sweep) = a.sweep {
-        let name = match sweep {
-            Sweep::LogSize => "log size (MiB)",
-            Sweep::CacheSize => "cache size (MiB)",
-        };
-        let x = |r: &YcsbResult| match sweep {
-            Sweep::LogSize => r.log_size_bytes,
-            Sweep::CacheSize => r.cache_size_bytes,
-        };
-        let series = [Series {
-            label: format!(
-                "{} B records, {:?}, {}% writes",
-                a.record_bytes, a.dist, a.write_pct
-            ),
-            points: results
-                .iter()
-                .map(|r| (x(r) as f64 / (1 << 20) as f64, r.normalised))
-                .collect(),
-        }];
-        let title = format!("nvarray-pm throughput / unlogged baseline vs {name}");
-        write_chart(
-            &a.plot,
-            &Chart {
-                title: &title,
-                x_label: name,
-                y_label: "normalised throughput",
-                log_x: true,
-                log_y: false,
-                series: &series,
-                reference: None,
-                guide_then_points: false,
-            },
-        )?;
-        eprintln!("wrote {}", a.plot.display());
+        plot_sweep(&a, sweep, &results)?;
     }
+    Ok(())
+}
+
+/// The (log, cache) sizes of each run: the pool's, or `--values` for the size `--sweep`
+/// varies.
+fn sweep_sizes(a: &YcsbArgs) -> anyhow::Result<Vec<(u64, u64)>> {
+    Ok(match a.sweep {
+        None if !a.values.is_empty() => {
+            return Err(input_error(
+                "--values is for --sweep log-size|cache-size; without --sweep it would be \
+                 ignored (use --log-size or --cache-size for one run)",
+            ))
+        }
+        None => vec![(a.pool.log_size, a.pool.cache_size)],
+        Some(_) if a.values.is_empty() => return Err(input_error("--sweep needs --values")),
+        Some(Sweep::LogSize) => a.values.iter().map(|&v| (v, a.pool.cache_size)).collect(),
+        Some(Sweep::CacheSize) => a.values.iter().map(|&v| (a.pool.log_size, v)).collect(),
+    })
+}
+
+/// The sweep's chart: normalised throughput against the size `sweep` varied, at `--plot`.
+fn plot_sweep(a: &YcsbArgs, sweep: Sweep, results: &[YcsbResult]) -> anyhow::Result<()> {
+    let name = match sweep {
+        Sweep::LogSize => "log size (MiB)",
+        Sweep::CacheSize => "cache size (MiB)",
+    };
+    let x = |r: &YcsbResult| match sweep {
+        Sweep::LogSize => r.log_size_bytes,
+        Sweep::CacheSize => r.cache_size_bytes,
+    };
+    let series = [Series {
+        label: format!(
+            "{} B records, {:?}, {}% writes",
+            a.record_bytes, a.dist, a.write_pct
+        ),
+        points: results
+            .iter()
+            .map(|r| (x(r) as f64 / (1 << 20) as f64, r.normalised))
+            .collect(),
+    }];
+    let title = format!("nvarray-pm throughput / unlogged baseline vs {name}");
+    write_chart(
+        &a.plot,
+        &Chart {
+            title: &title,
+            x_label: name,
+            y_label: "normalised throughput",
+            log_x: true,
+            log_y: false,
+            series: &series,
+            reference: None,
+            guide_then_points: false,
+        },
+    )?;
+    eprintln!("wrote {}", a.plot.display());
     Ok(())
 }
 

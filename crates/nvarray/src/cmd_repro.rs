@@ -180,15 +180,7 @@ pub fn run(args: ReproArgs) -> anyhow::Result<()> {
     // found before any figure runs.
     std::fs::create_dir_all(args.out.join("jobs"))
         .map_err(|e| input_error(format!("--out: cannot create {}: {e}", args.out.display())))?;
-    for e in nvarray_repro::run::experiments(&figures) {
-        if let Experiment::Sim(run) = e {
-            if let Some(name) = &run.job_file {
-                let path = args.out.join("jobs").join(format!("{name}.fio"));
-                std::fs::write(&path, run.job_file_text())
-                    .with_context(|| format!("cannot write {}", path.display()))?;
-            }
-        }
-    }
+    write_job_files(&figures, &args.out)?;
     let started = Instant::now();
     let exe = std::env::current_exe().context("cannot find the nvarray binary")?;
     let mut runner = MachineRunner::new(&exe, &args.out, args.sim_only);
@@ -202,9 +194,39 @@ pub fn run(args: ReproArgs) -> anyhow::Result<()> {
     });
     bar.finish();
     assert_eq!(results.len(), figures.len(), "a result for every figure");
-    let header = Header {
+    let header = report_header(&figures, &exe);
+    write_report_files(&args.out, &results, &header)?;
+    if args.json {
+        println!("{}", serde_json::to_string_pretty(&results)?);
+    } else {
+        print!(
+            "{}",
+            summary(&results, &args.out, started.elapsed().as_secs_f64())
+        );
+    }
+    Ok(())
+}
+
+/// Writes the fio job file of every simulated experiment of `figures` that has one into
+/// `out`'s `jobs/`.
+fn write_job_files(figures: &[nvarray_repro::Figure], out: &Path) -> anyhow::Result<()> {
+    for e in nvarray_repro::run::experiments(figures) {
+        if let Experiment::Sim(run) = e {
+            if let Some(name) = &run.job_file {
+                let path = out.join("jobs").join(format!("{name}.fio"));
+                std::fs::write(&path, run.job_file_text())
+                    .with_context(|| format!("cannot write {}", path.display()))?;
+            }
+        }
+    }
+    Ok(())
+}
+
+/// The report's header: this binary (`exe`), the date, the seeds of `figures` and the machine.
+fn report_header(figures: &[nvarray_repro::Figure], exe: &Path) -> Header {
+    Header {
         version: env!("CARGO_PKG_VERSION").to_string(),
-        commit: machine::commit(&exe),
+        commit: machine::commit(exe),
         date: machine::today(),
         seeds: figures.iter().fold(Vec::new(), |mut seeds, f| {
             if !seeds.contains(&f.seed) {
@@ -213,31 +235,24 @@ pub fn run(args: ReproArgs) -> anyhow::Result<()> {
             seeds
         }),
         machine: machine::machine(),
-    };
+    }
+}
+
+/// Writes the report (`report.md`), the results as JSON and each figure's plot into `out`.
+fn write_report_files(out: &Path, results: &[FigureResult], header: &Header) -> anyhow::Result<()> {
+    std::fs::write(out.join("report.md"), report::markdown(results, header))
+        .context("cannot write report.md")?;
     std::fs::write(
-        args.out.join("report.md"),
-        report::markdown(&results, &header),
-    )
-    .context("cannot write report.md")?;
-    std::fs::write(
-        args.out.join("results.json"),
-        serde_json::to_string_pretty(&results)?,
+        out.join("results.json"),
+        serde_json::to_string_pretty(results)?,
     )
     .context("cannot write results.json")?;
-    for f in &results {
+    for f in results {
         if let Some(plot) = &f.plot {
             for ext in ["svg", "png"] {
-                draw(&args.out.join(format!("{}.{ext}", f.id)), f, plot)?;
+                draw(&out.join(format!("{}.{ext}", f.id)), f, plot)?;
             }
         }
-    }
-    if args.json {
-        println!("{}", serde_json::to_string_pretty(&results)?);
-    } else {
-        print!(
-            "{}",
-            summary(&results, &args.out, started.elapsed().as_secs_f64())
-        );
     }
     Ok(())
 }

@@ -89,22 +89,10 @@ pub fn run(args: ServeArgs) -> Result<()> {
         .as_deref()
         .map(vhost_socket)
         .transpose()?;
-    let listen = match (
-        &args.listen,
+    let listen = nbd_listen(
+        args.listen.as_ref(),
         channel_socket.is_some() || vhost_socket.is_some(),
-    ) {
-        (Some(l), _) => Some(l.clone()),
-        (None, false) => Some(
-            LISTEN_DEFAULT
-                .parse::<Listen>()
-                .map_err(anyhow::Error::msg)?,
-        ),
-        (None, true) => None,
-    };
-    let nbd_error = |e| match e {
-        e @ (NbdError::Config(_) | NbdError::Bind { .. }) => input_error(e),
-        e => anyhow::Error::new(e),
-    };
+    )?;
     let server_options = listen.as_ref().map(|listen| ServerOptions {
         listen: listen.clone(),
         export_name: args.export_name.clone(),
@@ -113,16 +101,7 @@ pub fn run(args: ServeArgs) -> Result<()> {
     });
     // Listen before the device is prepared (seconds for a large one): a client that connects
     // meanwhile waits in the backlog instead of being refused.
-    let bound = match &server_options {
-        Some(o) => {
-            check_options(o).map_err(nbd_error)?;
-            if let Listen::Unix(path) = &o.listen {
-                crate::emu_args::refuse_dead_mount(path, "--listen unix:")?;
-            }
-            Some(Bound::listen(&o.listen).map_err(nbd_error)?)
-        }
-        None => None,
-    };
+    let bound = server_options.as_ref().map(bind_nbd).transpose()?;
     let grants = args
         .channels
         .grants(config.memory.capacity_bytes, args.read_only)?;
@@ -135,20 +114,9 @@ pub fn run(args: ServeArgs) -> Result<()> {
         _ => None,
     };
     assert_eq!(nbd.is_some(), listen.is_some(), "NBD without --listen");
-    let channels = match channel_socket {
-        Some(socket) => Some(Arc::new(
-            Daemon::bind(
-                Arc::clone(&device),
-                DaemonOptions {
-                    socket,
-                    grants,
-                    channels_max: args.channels.channels_max,
-                },
-            )
-            .map_err(input_error)?,
-        )),
-        None => None,
-    };
+    let channels = channel_socket
+        .map(|socket| bind_channels(&args, &device, socket, grants))
+        .transpose()?;
     let vhost = vhost_socket
         .map(|socket| bind_vhost(&args, &device, socket, &log))
         .transpose()?;
@@ -161,6 +129,56 @@ pub fn run(args: ServeArgs) -> Result<()> {
     serve_until_stopped(&args, &config, &fronts)?;
     print_reports(&config, &fronts, args.json);
     Ok(())
+}
+
+/// Where NBD listens: `--listen`, else its default address unless another front end
+/// (`serves_other`) is served instead.
+fn nbd_listen(given: Option<&Listen>, serves_other: bool) -> Result<Option<Listen>> {
+    Ok(match (given, serves_other) {
+        (Some(l), _) => Some(l.clone()),
+        (None, false) => Some(
+            LISTEN_DEFAULT
+                .parse::<Listen>()
+                .map_err(anyhow::Error::msg)?,
+        ),
+        (None, true) => None,
+    })
+}
+
+/// An NBD error as the CLI reports it: a bad option or address is the user's (exit status 2).
+fn nbd_error(e: NbdError) -> anyhow::Error {
+    match e {
+        e @ (NbdError::Config(_) | NbdError::Bind { .. }) => input_error(e),
+        e => anyhow::Error::new(e),
+    }
+}
+
+/// Checks the NBD server's options and listens on its address.
+fn bind_nbd(o: &ServerOptions) -> Result<Bound> {
+    check_options(o).map_err(nbd_error)?;
+    if let Listen::Unix(path) = &o.listen {
+        crate::emu_args::refuse_dead_mount(path, "--listen unix:")?;
+    }
+    Bound::listen(&o.listen).map_err(nbd_error)
+}
+
+/// The channel daemon on `socket`, giving `grants`; its mistakes the user's (exit status 2).
+fn bind_channels(
+    args: &ServeArgs,
+    device: &Arc<nvarray_host::Device>,
+    socket: std::path::PathBuf,
+    grants: Vec<nvarray_channel::Grant>,
+) -> Result<Arc<Daemon>> {
+    let daemon = Daemon::bind(
+        Arc::clone(device),
+        DaemonOptions {
+            socket,
+            grants,
+            channels_max: args.channels.channels_max,
+        },
+    )
+    .map_err(input_error)?;
+    Ok(Arc::new(daemon))
 }
 
 /// Runs the front ends until SIGINT or SIGTERM, answering SIGUSR1 (reports) and SIGHUP
@@ -263,60 +281,10 @@ fn print_how_to_connect(
     let mut out = std::io::stdout().lock();
     writeln!(out, "device   {}", table::device_line(config))?;
     if let Some(server) = &fronts.nbd {
-        let (uri, export) = (server.uri(), server.export());
-        writeln!(
-            out,
-            "export   {:?}: {} bytes, block {} B (preferred {} B), {}, {}",
-            export.name,
-            export.limits.size_bytes,
-            export.limits.block_bytes,
-            export.preferred_block_bytes,
-            if args.read_only {
-                "read-only"
-            } else {
-                "read-write"
-            },
-            backing
-        )?;
-        writeln!(
-            out,
-            "listening on {} (at most {} connections)",
-            server.address(),
-            args.connections
-        )?;
-        writeln!(out, "connect:")?;
-        writeln!(out, "  nbdinfo '{uri}'")?;
-        writeln!(
-            out,
-            "  qemu-io -f raw '{uri}' -c 'write -P 0xab 0 64k' -c 'read -P 0xab 0 64k'"
-        )?;
-        writeln!(
-            out,
-            "  fio --name=nvarray --ioengine=nbd --uri='{uri}' --rw=randread --bs=4k \
-             --iodepth=16 --runtime=10s --time_based"
-        )?;
-        writeln!(out, "  nbdcopy disk.img '{uri}'")?;
+        print_nbd_help(&mut out, server, args, &backing)?;
     }
     if let Some(daemon) = &fronts.channels {
-        let socket = daemon.socket().display();
-        writeln!(
-            out,
-            "channels on unix:{socket} (at most {}; {backing}; permission check {} ns per command)",
-            args.channels.channels_max, config.controller.permission_check_ns
-        )?;
-        for g in daemon.grants() {
-            writeln!(out, "  grant {g}")?;
-        }
-        writeln!(
-            out,
-            "connect (build the engine and library: scripts/build_native.sh):"
-        )?;
-        writeln!(
-            out,
-            "  fio --name=nvarray --ioengine=external:target/native/nvarray-fio.so \
-             --filename={socket} --rw=randread --bs=4k --iodepth=16 --runtime=10s --time_based"
-        )?;
-        writeln!(out, "  target/native/nvarray-example {socket}")?;
+        print_channels_help(&mut out, daemon, args, config, &backing)?;
     }
     if let Some(v) = &fronts.vhost {
         print_vhost_help(&mut out, v, &backing)?;
@@ -327,6 +295,79 @@ fn print_how_to_connect(
         std::process::id()
     )?;
     out.flush()?;
+    Ok(())
+}
+
+/// How a client reaches the NBD export.
+fn print_nbd_help(
+    out: &mut impl Write,
+    server: &Server,
+    args: &ServeArgs,
+    backing: &str,
+) -> Result<()> {
+    let (uri, export) = (server.uri(), server.export());
+    writeln!(
+        out,
+        "export   {:?}: {} bytes, block {} B (preferred {} B), {}, {}",
+        export.name,
+        export.limits.size_bytes,
+        export.limits.block_bytes,
+        export.preferred_block_bytes,
+        if args.read_only {
+            "read-only"
+        } else {
+            "read-write"
+        },
+        backing
+    )?;
+    writeln!(
+        out,
+        "listening on {} (at most {} connections)",
+        server.address(),
+        args.connections
+    )?;
+    writeln!(out, "connect:")?;
+    writeln!(out, "  nbdinfo '{uri}'")?;
+    writeln!(
+        out,
+        "  qemu-io -f raw '{uri}' -c 'write -P 0xab 0 64k' -c 'read -P 0xab 0 64k'"
+    )?;
+    writeln!(
+        out,
+        "  fio --name=nvarray --ioengine=nbd --uri='{uri}' --rw=randread --bs=4k \
+         --iodepth=16 --runtime=10s --time_based"
+    )?;
+    writeln!(out, "  nbdcopy disk.img '{uri}'")?;
+    Ok(())
+}
+
+/// How a program reaches the channels, and the grants in force.
+fn print_channels_help(
+    out: &mut impl Write,
+    daemon: &Daemon,
+    args: &ServeArgs,
+    config: &nvarray_model::DeviceConfig,
+    backing: &str,
+) -> Result<()> {
+    let socket = daemon.socket().display();
+    writeln!(
+        out,
+        "channels on unix:{socket} (at most {}; {backing}; permission check {} ns per command)",
+        args.channels.channels_max, config.controller.permission_check_ns
+    )?;
+    for g in daemon.grants() {
+        writeln!(out, "  grant {g}")?;
+    }
+    writeln!(
+        out,
+        "connect (build the engine and library: scripts/build_native.sh):"
+    )?;
+    writeln!(
+        out,
+        "  fio --name=nvarray --ioengine=external:target/native/nvarray-fio.so \
+         --filename={socket} --rw=randread --bs=4k --iodepth=16 --runtime=10s --time_based"
+    )?;
+    writeln!(out, "  target/native/nvarray-example {socket}")?;
     Ok(())
 }
 

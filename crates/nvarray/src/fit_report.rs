@@ -18,6 +18,31 @@ pub fn table(fit: &FitReport, manifest: &Manifest, dir: &str) -> String {
         fit.jobs.len(),
         "training and held-out jobs of all jobs"
     );
+    let mut s = header_rows(fit, manifest, dir);
+    s += &params_rows(fit);
+    let loose = fit.not_identified();
+    if !loose.is_empty() {
+        let _ = writeln!(
+            s,
+            "not identified by these jobs (95 % range wider than ±10 %): {}. Their fitted values \
+             reproduce the jobs only together with the others; a grid with more of the jobs \
+             that move them (see docs/fit.md) would pin them.",
+            loose.join(", ")
+        );
+    }
+    s += &job_rows(fit);
+    let _ = writeln!(s, "\nMAPE       jobs    IOPS   mean latency    p99");
+    // Published points carry no distribution: their p99 is their mean, no figure to match.
+    let published = manifest.fio_version == "published";
+    for (name, m) in [("training", &fit.training), ("held out", &fit.held_out)] {
+        s += &mape_row(name, m, published);
+    }
+    s
+}
+
+/// What was fitted to what: the base and the measurements, the jobs and the search, and the
+/// jobs skipped.
+fn header_rows(fit: &FitReport, manifest: &Manifest, dir: &str) -> String {
     let mut s = String::new();
     if manifest.fio_version == "published" {
         let _ = writeln!(
@@ -53,17 +78,12 @@ pub fn table(fit: &FitReport, manifest: &Manifest, dir: &str) -> String {
     for k in &fit.skipped {
         let _ = writeln!(s, "  skipped {}: {}", k.job, k.why);
     }
-    s += &params_rows(fit);
-    let loose = fit.not_identified();
-    if !loose.is_empty() {
-        let _ = writeln!(
-            s,
-            "not identified by these jobs (95 % range wider than ±10 %): {}. Their fitted values \
-             reproduce the jobs only together with the others; a grid with more of the jobs \
-             that move them (see docs/fit.md) would pin them.",
-            loose.join(", ")
-        );
-    }
+    s
+}
+
+/// The error per job: its IOPS, mean and p99 latency, measured against fitted.
+fn job_rows(fit: &FitReport) -> String {
+    let mut s = String::new();
     let _ = writeln!(
         s,
         "\n{:<22} {:>4} {:>10} {:>10} {:>6}  {:>10} {:>10} {:>6}  {:>10} {:>10} {:>6}",
@@ -81,12 +101,6 @@ pub fn table(fit: &FitReport, manifest: &Manifest, dir: &str) -> String {
     );
     for j in &fit.jobs {
         s += &job_row(j);
-    }
-    let _ = writeln!(s, "\nMAPE       jobs    IOPS   mean latency    p99");
-    // Published points carry no distribution: their p99 is their mean, no figure to match.
-    let published = manifest.fio_version == "published";
-    for (name, m) in [("training", &fit.training), ("held out", &fit.held_out)] {
-        s += &mape_row(name, m, published);
     }
     s
 }

@@ -17,7 +17,7 @@
 use std::path::PathBuf;
 use std::time::{Duration, Instant};
 
-use nvarray_channel::{Channel, ChannelStatus, Op};
+use nvarray_channel::{Channel, ChannelStatus, Completion, Op};
 use rand::rngs::SmallRng;
 use rand::{RngCore, SeedableRng};
 
@@ -122,44 +122,12 @@ fn main() {
         return;
     }
     sleep_until_ms(a.start_at_ms);
-    let blocks = a.len / a.bs;
-    // Per block: the sequence number last acknowledged (0: never written by this process).
-    let mut acked = vec![0u64; blocks as usize];
-    let mut in_flight_block = vec![false; blocks as usize];
-    let mut free_slots: Vec<u64> = (0..u64::from(a.qd)).collect();
-    let mut rng = SmallRng::seed_from_u64(a.seed);
-    let (mut commands, mut errors, mut verified, mut mismatches, mut seq) =
-        (0u64, 0u64, 0u64, 0u64, 0u64);
+    let mut load = Load::new(&a);
     let started = Instant::now();
     let until = Duration::from_secs_f64(a.seconds);
-    let mut buf = vec![0u8; a.bs as usize];
-    let mut issued: Vec<Option<(Op, u64, u64)>> = vec![None; a.qd as usize];
     loop {
-        let running = started.elapsed() < until;
-        while running && !free_slots.is_empty() {
-            let block = next(&mut rng) % blocks;
-            if in_flight_block[block as usize] {
-                break;
-            }
-            let slot = free_slots.pop().expect("checked");
-            let write = match a.rw.as_str() {
-                "randwrite" => true,
-                "randread" => false,
-                _ => next(&mut rng) & 1 == 0,
-            };
-            let offset = a.offset + block * a.bs;
-            let op = if write {
-                seq += 1;
-                stamp(&mut buf, offset, seq);
-                ch.fill(slot * a.bs, &buf);
-                Op::Write
-            } else {
-                Op::Read
-            };
-            in_flight_block[block as usize] = true;
-            issued[slot as usize] = Some((op, block, seq));
-            ch.submit(op, offset, a.bs as u32, slot * a.bs, slot)
-                .expect("one command per free slot");
+        if started.elapsed() < until {
+            load.issue(&a, &mut ch);
         }
         if ch.in_flight() == 0 {
             break;
@@ -170,28 +138,17 @@ fn main() {
             std::process::exit(1);
         }
         for c in done {
-            let slot = c.user_data;
-            let (op, block, s) = issued[slot as usize].take().expect("issued");
-            in_flight_block[block as usize] = false;
-            free_slots.push(slot);
-            commands += 1;
-            if c.status != ChannelStatus::Ok {
-                errors += 1;
-                continue;
-            }
-            if op == Op::Write {
-                acked[block as usize] = s;
-            } else if acked[block as usize] != 0 {
-                ch.copy_from_region(slot * a.bs, &mut buf);
-                if holds_stamp(&buf, a.offset + block * a.bs, acked[block as usize]) {
-                    verified += 1;
-                } else {
-                    mismatches += 1;
-                }
-            }
+            load.complete(&a, &ch, c);
         }
     }
     let secs = started.elapsed().as_secs_f64();
+    let Load {
+        commands,
+        errors,
+        verified,
+        mismatches,
+        ..
+    } = load;
     println!(
         "{{\"pid\": {}, \"commands\": {commands}, \"errors\": {errors}, \"verified\": {verified}, \"mismatches\": {mismatches}, \"iops\": {:.0}}}",
         std::process::id(),
@@ -199,6 +156,102 @@ fn main() {
     );
     if mismatches > 0 || errors > 0 {
         std::process::exit(1);
+    }
+}
+
+/// The verified load's state: what is in flight on which slot, what each block last had
+/// acknowledged, and the counts it prints.
+struct Load {
+    /// Per block: the sequence number last acknowledged (0: never written by this process).
+    acked: Vec<u64>,
+    in_flight_block: Vec<bool>,
+    free_slots: Vec<u64>,
+    /// Per slot: the command on it, its block and its sequence number.
+    issued: Vec<Option<(Op, u64, u64)>>,
+    rng: SmallRng,
+    /// A block's bytes, stamped for a write or copied out of a read.
+    buf: Vec<u8>,
+    seq: u64,
+    commands: u64,
+    errors: u64,
+    verified: u64,
+    mismatches: u64,
+}
+
+impl Load {
+    /// A load over `a`'s extent with nothing in flight yet.
+    fn new(a: &Args) -> Self {
+        let blocks = a.len / a.bs;
+        Load {
+            acked: vec![0u64; blocks as usize],
+            in_flight_block: vec![false; blocks as usize],
+            free_slots: (0..u64::from(a.qd)).collect(),
+            issued: vec![None; a.qd as usize],
+            rng: SmallRng::seed_from_u64(a.seed),
+            buf: vec![0u8; a.bs as usize],
+            seq: 0,
+            commands: 0,
+            errors: 0,
+            verified: 0,
+            mismatches: 0,
+        }
+    }
+
+    /// Submits a command on each free slot, each on a random block not in flight (a write
+    /// stamped with the next sequence number), until the slots run out or the block drawn is
+    /// in flight.
+    fn issue(&mut self, a: &Args, ch: &mut Channel) {
+        let blocks = self.acked.len() as u64;
+        while !self.free_slots.is_empty() {
+            let block = next(&mut self.rng) % blocks;
+            if self.in_flight_block[block as usize] {
+                break;
+            }
+            let slot = self.free_slots.pop().expect("checked");
+            let write = match a.rw.as_str() {
+                "randwrite" => true,
+                "randread" => false,
+                _ => next(&mut self.rng) & 1 == 0,
+            };
+            let offset = a.offset + block * a.bs;
+            let op = if write {
+                self.seq += 1;
+                stamp(&mut self.buf, offset, self.seq);
+                ch.fill(slot * a.bs, &self.buf);
+                Op::Write
+            } else {
+                Op::Read
+            };
+            self.in_flight_block[block as usize] = true;
+            self.issued[slot as usize] = Some((op, block, self.seq));
+            ch.submit(op, offset, a.bs as u32, slot * a.bs, slot)
+                .expect("one command per free slot");
+        }
+    }
+
+    /// Takes completion `c`: frees its slot and block, counts it, records a write's sequence
+    /// number as acknowledged and checks a read's data against the block's last one.
+    fn complete(&mut self, a: &Args, ch: &Channel, c: Completion) {
+        let slot = c.user_data;
+        let (op, block, s) = self.issued[slot as usize].take().expect("issued");
+        self.in_flight_block[block as usize] = false;
+        self.free_slots.push(slot);
+        self.commands += 1;
+        if c.status != ChannelStatus::Ok {
+            self.errors += 1;
+            return;
+        }
+        let acked = self.acked[block as usize];
+        if op == Op::Write {
+            self.acked[block as usize] = s;
+        } else if acked != 0 {
+            ch.copy_from_region(slot * a.bs, &mut self.buf);
+            if holds_stamp(&self.buf, a.offset + block * a.bs, acked) {
+                self.verified += 1;
+            } else {
+                self.mismatches += 1;
+            }
+        }
     }
 }
 

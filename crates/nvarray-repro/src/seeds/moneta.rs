@@ -45,8 +45,10 @@ fn headline() -> Figure {
         source: "slides (moneta-micro10-slides.md), Swanson's talk (moneta-talk-transcript.txt), and the MICRO'10 paper's abstract, which is not among the seeds",
         rows: [
             vec![headline_device_latency()],
-            headline_bandwidth(),
-            headline_small_requests(),
+            headline_bandwidth_alone(),
+            headline_bandwidth_mixed(),
+            vec![headline_iops_4k()],
+            headline_with_software(),
         ]
         .into_iter()
         .flatten()
@@ -81,23 +83,23 @@ fn headline_device_latency() -> Row {
     }
 }
 
-/// Bandwidth at 512 KiB: reads alone, the writes' plateau, and mixed traffic on one queue
-/// and on split read and write queues.
-fn headline_bandwidth() -> Vec<Row> {
-    // Random 512 KiB requests from 8 threads under one scheduling policy: the talk's setting
-    // for the split queues (large requests, reads, writes or both).
-    let random_512k = |rw: &'static str, policy: &'static str| {
-        sim(
-            "moneta",
-            &[("controller.policy", policy)],
-            &[
-                ("rw", rw),
-                ("bs", "512k"),
-                ("numjobs", "8"),
-                ("runtime", "40ms"),
-            ],
-        )
-    };
+/// Random 512 KiB requests from 8 threads under one scheduling policy: the talk's setting for
+/// the split queues (large requests, reads, writes or both).
+fn random_512k(rw: &'static str, policy: &'static str) -> Experiment {
+    sim(
+        "moneta",
+        &[("controller.policy", policy)],
+        &[
+            ("rw", rw),
+            ("bs", "512k"),
+            ("numjobs", "8"),
+            ("runtime", "40ms"),
+        ],
+    )
+}
+
+/// Bandwidth at 512 KiB of one direction: reads alone, and the writes' plateau.
+fn headline_bandwidth_alone() -> Vec<Row> {
     vec![
         Row {
             id: "moneta-headline.read-512k".into(),
@@ -129,6 +131,12 @@ fn headline_bandwidth() -> Vec<Row> {
             expect: Expect::Within(0.10),
             note: Some("The talk reads the plateau off the baseline design's curve; the optimisations move the curve to smaller requests, not its top, which is the link's limit: at 512 KiB the software stack no longer matters."),
         },
+    ]
+}
+
+/// Bandwidth at 512 KiB of mixed traffic, on one queue and on split read and write queues.
+fn headline_bandwidth_mixed() -> Vec<Row> {
+    vec![
         Row {
             id: "moneta-headline.mixed-fifo".into(),
             what: "random 512 KiB, 50/50, 8 threads, fifo (one queue)".into(),
@@ -162,33 +170,36 @@ fn headline_bandwidth() -> Vec<Row> {
     ]
 }
 
-/// Small requests: IOPS at 4 KiB, a 512 B write's latency with the software stack, and IOPS
-/// at 1.5 KiB with it.
-fn headline_small_requests() -> Vec<Row> {
-    vec![
-        Row {
-            id: "moneta-headline.iops-4k".into(),
-            what: "random 4 KiB 50/50, 16 threads".into(),
-            unit: "K IOPS",
-            published: Some(541.0),
-            published_text: "541 K IOPS",
-            source: Source::Outside {
-                reference: "Caulfield et al., MICRO'10, abstract: \"541K random 4 KB IO operations per second\"",
-            },
-            experiments: vec![sim(
-                "moneta",
-                &[],
-                &[
-                    ("rw", "randrw"),
-                    ("bs", "4k"),
-                    ("numjobs", "16"),
-                    ("runtime", "20ms"),
-                ],
-            )],
-            measure: of(|v| Some(iops(v)? / 1e3)),
-            expect: Expect::Within(0.10),
-            note: Some("The six transfer buffers are the bottleneck (about 100 % busy)."),
+/// IOPS of random 4 KiB requests, the MICRO'10 abstract's figure.
+fn headline_iops_4k() -> Row {
+    Row {
+        id: "moneta-headline.iops-4k".into(),
+        what: "random 4 KiB 50/50, 16 threads".into(),
+        unit: "K IOPS",
+        published: Some(541.0),
+        published_text: "541 K IOPS",
+        source: Source::Outside {
+            reference: "Caulfield et al., MICRO'10, abstract: \"541K random 4 KB IO operations per second\"",
         },
+        experiments: vec![sim(
+            "moneta",
+            &[],
+            &[
+                ("rw", "randrw"),
+                ("bs", "4k"),
+                ("numjobs", "16"),
+                ("runtime", "20ms"),
+            ],
+        )],
+        measure: of(|v| Some(iops(v)? / 1e3)),
+        expect: Expect::Within(0.10),
+        note: Some("The six transfer buffers are the bottleneck (about 100 % busy)."),
+    }
+}
+
+/// Small requests with the software stack's 5 us: a 512 B write's latency and IOPS at 1.5 KiB.
+fn headline_with_software() -> Vec<Row> {
+    vec![
         Row {
             id: "moneta-headline.write-512".into(),
             what: "512 B write at QD 1, with 5 us of software".into(),
@@ -309,7 +320,7 @@ const MEMORY_LATENCY_GRAPH: &str = "on the graph of bandwidth against memory lat
 
 /// Memory latency values of the sensitivity figure (4 ns to 128 us).
 const LATENCIES_NS: [u64; 9] = [4, 16, 64, 256, 1_000, 4_000, 16_000, 64_000, 128_000];
-// The rows' ratios are "at X / at 4 ns" (`latency_sweep`'s `drop`): their baseline is the
+// The rows' ratios are "at X / at 4 ns" (`latency_drop`): their baseline is the
 // sweep's first point, so it is run once and plotted.
 const _: () = assert!(
     LATENCIES_NS[0] == 4,
@@ -335,8 +346,9 @@ fn latency_point(latency_ns: u64, controllers: u32) -> Experiment {
     )
 }
 
-fn latency_sweep() -> Figure {
-    let series = [8, 4, 2, 1]
+/// The figure's curves: bandwidth at each memory latency, one curve per number of controllers.
+fn latency_sweep_series() -> Vec<LineSeries> {
+    [8, 4, 2, 1]
         .into_iter()
         .map(|controllers| LineSeries {
             label: format!("{controllers} controllers"),
@@ -349,13 +361,21 @@ fn latency_sweep() -> Figure {
                 })
                 .collect(),
         })
-        .collect();
-    let drop = |controllers, latency_ns| {
-        vec![
-            latency_point(latency_ns, controllers),
-            latency_point(4, controllers),
-        ]
-    };
+        .collect()
+}
+
+/// The two runs of a "bandwidth at `latency_ns` / at 4 ns" ratio with `controllers` controllers.
+fn latency_drop(controllers: u32, latency_ns: u64) -> Vec<Experiment> {
+    vec![
+        latency_point(latency_ns, controllers),
+        latency_point(4, controllers),
+    ]
+}
+
+/// The sensitivity figure: bandwidth against memory latency, the ratios read off it, and its
+/// curves for 8, 4, 2 and 1 memory controllers.
+fn latency_sweep() -> Figure {
+    let series = latency_sweep_series();
     Figure {
         id: "moneta-latency-sweep",
         seed: Seed::Moneta,
@@ -372,7 +392,7 @@ fn latency_sweep() -> Figure {
                     "Effects of Memory Latency",
                     "Moneta tolerates memory latencies up to 1us without BW loss",
                 ),
-                experiments: drop(8, 1_000),
+                experiments: latency_drop(8, 1_000),
                 measure: ratio(gb_per_s),
                 expect: Expect::AtLeast(0.9),
                 note: None,
@@ -387,7 +407,7 @@ fn latency_sweep() -> Figure {
                     MEMORY_LATENCY_GRAPH,
                     "for the very very fast memories you know we can get a good performance with a single memory controller and as things get slower we just need more and more controllers",
                 ),
-                experiments: drop(1, 1_000),
+                experiments: latency_drop(1, 1_000),
                 measure: ratio(gb_per_s),
                 expect: Expect::AtMost(0.75),
                 note: None,
@@ -402,7 +422,7 @@ fn latency_sweep() -> Figure {
                     MEMORY_LATENCY_GRAPH,
                     "from 4 nanoseconds up to 128 microseconds ... even at a microsecond we don't see any drop-off in bandwidth",
                 ),
-                experiments: drop(8, 128_000),
+                experiments: latency_drop(8, 128_000),
                 measure: ratio(gb_per_s),
                 expect: Expect::AtMost(0.2),
                 note: Some("The seeds' text gives no value at 128 us, only that bandwidth holds up to 1 us on a graph that runs to 128 us: the bound 0.2 is nvarray's reading of that, not a published number."),

@@ -111,11 +111,9 @@ fn absorbed() -> Experiment {
     sqlite(&["--records", ABSORBED_RECORDS])
 }
 
-/// The seed's study redone with a database (issue 42): SQLite through the VFS `nvarray`
-/// against SQLite with its journal and syncs off on /dev/shm.
-pub(crate) fn sqlite_figure() -> Figure {
-    let absorbed_row = |i: usize, dist: &str| {
-        Row {
+/// The row of the writes the cache absorbs, for the study's `i`th key distribution `dist`.
+fn sqlite_absorbed_row(i: usize, dist: &str) -> Row {
+    Row {
         id: format!("vnvml-sqlite.absorbed-{dist}"),
         what: format!("SQLite, YCSB-A, 64 KiB records, {dist} keys, 4 processes, 64 MiB of data (the cache absorbs the writes): throughput through the VFS / the baseline's"),
         unit: "x",
@@ -127,8 +125,11 @@ pub(crate) fn sqlite_figure() -> Figure {
         expect: Expect::AtLeast(0.9),
         note: (i == 0).then_some("The baseline is the seed's: the same SQLite with journal_mode=OFF and synchronous=OFF on a file in /dev/shm. Most of what separates the two is reads: SQLite's unix VFS preads every page, the VFS copies from the pool's mapping (with the baseline reading through mmap too, `--baseline-mmap`, C is 0.97 and A 1.10; docs/sqlite.md)."),
     }
-    };
-    let points = [1024u64, 4096, 16384]
+}
+
+/// The study's curve: the throughput ratio at 64, 256 and 1024 MiB of zipfian data.
+fn sqlite_points() -> Vec<PlotPoint> {
+    [1024u64, 4096, 16384]
         .into_iter()
         .map(|records| PlotPoint {
             x: (records * 64) as f64 / 1024.0,
@@ -139,7 +140,13 @@ pub(crate) fn sqlite_figure() -> Figure {
             },
             measure: Box::new(|o: &[&Value]| result(o.first()?, 0, "ratio")),
         })
-        .collect();
+        .collect()
+}
+
+/// The seed's study redone with a database (issue 42): SQLite through the VFS `nvarray`
+/// against SQLite with its journal and syncs off on /dev/shm.
+pub(crate) fn sqlite_figure() -> Figure {
+    let points = sqlite_points();
     Figure {
         id: "vnvml-sqlite",
         seed: Seed::Vnvml,
@@ -162,8 +169,8 @@ pub(crate) fn sqlite_figure() -> Figure {
                 expect: Expect::AtLeast(0.9),
                 note: None,
             },
-            absorbed_row(0, "zipfian"),
-            absorbed_row(1, "uniform"),
+            sqlite_absorbed_row(0, "zipfian"),
+            sqlite_absorbed_row(1, "uniform"),
             Row {
                 id: "vnvml-sqlite.containers".into(),
                 what: "SQLite through the VFS, YCSB-A, 64 KiB records, zipfian: 4 processes each in a mount namespace of its own with the database's directory bind-mounted / 4 plain processes".into(),
@@ -192,8 +199,74 @@ pub(crate) fn sqlite_figure() -> Figure {
 }
 
 pub fn figures() -> Vec<Figure> {
-    let time_ratio = |n: &'static str| {
-        Row {
+    vec![
+        log_size_figure(),
+        cache_figure(),
+        pages_figure(),
+        // The database study (`sqlite_figure`) runs for minutes: only when named
+        // (`seeds::STUDIES`).
+    ]
+}
+
+/// The redo log's size: throughput with a 128 MiB log against the largest the pool keeps.
+fn log_size_figure() -> Figure {
+    Figure {
+        id: "vnvml-log-size",
+        seed: Seed::Vnvml,
+        title: "vNVML: throughput against the redo log's size",
+        source: "slides 22-25, \"Results of fixed cache size\" (normalised throughput for logs of 2G, 1G, 512M and 128M), and the conclusion, slide 34",
+        rows: vec![Row {
+            id: "vnvml-log-size.128m-vs-1000m".into(),
+            what: "YCSB 64 KiB records, 50 % writes: throughput with a 128 MiB log / with 1000 MiB (the largest log the 125 MiB pool keeps, 8 times its size; the seed's largest is 2 GiB)".into(),
+            unit: "x",
+            published: Some(0.9),
+            published_text: "less than 10 % lower",
+            source: vnvml_slide(34, "The log buffer size does not affect the performance a lot (less than 10%) when we shrink the size of log buffer from 2GB to 128MB"),
+            experiments: SEEDS
+                .iter()
+                .flat_map(|seed| [ycsb("128m", "256m", seed), ycsb("1000m", "256m", seed)])
+                .collect(),
+            measure: Box::new(|o: &[&Value]| {
+                let ratios = o
+                    .chunks(2)
+                    .map(|pair| Some(normalised(pair.first()?)? / normalised(pair.get(1)?)?))
+                    .collect::<Option<Vec<f64>>>()?;
+                median(ratios)
+            }),
+            expect: Expect::AtLeast(0.9),
+            note: Some("Each side is normalised to unlogged writes measured in the same run, so the machine's drift cancels; the figure is the median of three pairs, with the backing file in /dev/shm as PMDK's pool is. With the backing file on this VM's disk (/tmp) two runs gave 0.37 and 0.54: write-backs wait on fdatasync, the applier falls behind and a 128 MiB log fills (log-full waits), where 2 GiB does not."),
+        }],
+        plot: Some(Plot::RowBars { y_label: "ratio", log_y: false }),
+    }
+}
+
+/// Throughput when the write cache absorbs the writes, against unlogged writes.
+fn cache_figure() -> Figure {
+    Figure {
+        id: "vnvml-cache",
+        seed: Seed::Vnvml,
+        title: "vNVML: throughput when the write cache absorbs the writes",
+        source: "slides 26-29, \"Results of fixed log buffer size\" (YCSB on MongoDB, caches of 1 to 8 GB, normalised to the baseline), and the conclusion, slide 34",
+        rows: vec![Row {
+            id: "vnvml-cache.absorbed".into(),
+            what: "YCSB 64 KiB records, 50 % writes, data set in the 256 MiB cache: throughput / unlogged writes".into(),
+            unit: "x",
+            published: Some(0.9),
+            published_text: "over 90 % of the baseline",
+            source: vnvml_slide(34, "The vNVML can provide over 90% throughput compared to that of baseline if the NVM cache system can handle the write traffic well"),
+            experiments: SEEDS.iter().map(|seed| ycsb("64m", "256m", seed)).collect(),
+            measure: Box::new(|o: &[&Value]| median(o.iter().filter_map(|v| normalised(v)).collect())),
+            expect: Expect::AtLeast(0.9),
+            note: Some("The seed's baseline was MongoDB with journaling off, whose own per-operation cost hides the library's; nvarray's baseline is a bare memcpy into a mapping, so every logged write shows its full price (docs/perf.md, \"YCSB-style key-value workload\")."),
+        }],
+        plot: None,
+    }
+}
+
+/// One size of the page microbenchmark: nvarray-pm's time over PMDK's, writing `n` bytes
+/// into every page.
+fn pages_time_ratio(n: &'static str) -> Row {
+    Row {
         id: format!("vnvml-pages.{n}-bytes"),
         what: format!("{n} B into every page of 256 MiB, nvarray-pm time / PMDK time"),
         unit: "x",
@@ -205,64 +278,16 @@ pub fn figures() -> Vec<Figure> {
         expect: Expect::Measured,
         note: Some("Below 1, nvarray-pm is faster. Full-size figures, 1 and 16 passes, and all sizes: `sudo ./scripts/perf_pm.py --only pages`, docs/perf.md."),
     }
-    };
-    vec![
-        Figure {
-            id: "vnvml-log-size",
-            seed: Seed::Vnvml,
-            title: "vNVML: throughput against the redo log's size",
-            source: "slides 22-25, \"Results of fixed cache size\" (normalised throughput for logs of 2G, 1G, 512M and 128M), and the conclusion, slide 34",
-            rows: vec![Row {
-                id: "vnvml-log-size.128m-vs-1000m".into(),
-                what: "YCSB 64 KiB records, 50 % writes: throughput with a 128 MiB log / with 1000 MiB (the largest log the 125 MiB pool keeps, 8 times its size; the seed's largest is 2 GiB)".into(),
-                unit: "x",
-                published: Some(0.9),
-                published_text: "less than 10 % lower",
-                source: vnvml_slide(34, "The log buffer size does not affect the performance a lot (less than 10%) when we shrink the size of log buffer from 2GB to 128MB"),
-                experiments: SEEDS
-                    .iter()
-                    .flat_map(|seed| [ycsb("128m", "256m", seed), ycsb("1000m", "256m", seed)])
-                    .collect(),
-                measure: Box::new(|o: &[&Value]| {
-                    let ratios = o
-                        .chunks(2)
-                        .map(|pair| Some(normalised(pair.first()?)? / normalised(pair.get(1)?)?))
-                        .collect::<Option<Vec<f64>>>()?;
-                    median(ratios)
-                }),
-                expect: Expect::AtLeast(0.9),
-                note: Some("Each side is normalised to unlogged writes measured in the same run, so the machine's drift cancels; the figure is the median of three pairs, with the backing file in /dev/shm as PMDK's pool is. With the backing file on this VM's disk (/tmp) two runs gave 0.37 and 0.54: write-backs wait on fdatasync, the applier falls behind and a 128 MiB log fills (log-full waits), where 2 GiB does not."),
-            }],
-            plot: Some(Plot::RowBars { y_label: "ratio", log_y: false }),
-        },
-        Figure {
-            id: "vnvml-cache",
-            seed: Seed::Vnvml,
-            title: "vNVML: throughput when the write cache absorbs the writes",
-            source: "slides 26-29, \"Results of fixed log buffer size\" (YCSB on MongoDB, caches of 1 to 8 GB, normalised to the baseline), and the conclusion, slide 34",
-            rows: vec![Row {
-                id: "vnvml-cache.absorbed".into(),
-                what: "YCSB 64 KiB records, 50 % writes, data set in the 256 MiB cache: throughput / unlogged writes".into(),
-                unit: "x",
-                published: Some(0.9),
-                published_text: "over 90 % of the baseline",
-                source: vnvml_slide(34, "The vNVML can provide over 90% throughput compared to that of baseline if the NVM cache system can handle the write traffic well"),
-                experiments: SEEDS.iter().map(|seed| ycsb("64m", "256m", seed)).collect(),
-                measure: Box::new(|o: &[&Value]| median(o.iter().filter_map(|v| normalised(v)).collect())),
-                expect: Expect::AtLeast(0.9),
-                note: Some("The seed's baseline was MongoDB with journaling off, whose own per-operation cost hides the library's; nvarray's baseline is a bare memcpy into a mapping, so every logged write shows its full price (docs/perf.md, \"YCSB-style key-value workload\")."),
-            }],
-            plot: None,
-        },
-        Figure {
-            id: "vnvml-pages",
-            seed: Seed::Vnvml,
-            title: "vNVML's page microbenchmark against PMDK",
-            source: "slides 32-33, \"Comparison of other libraries\" and \"Write 2GB NVM array once\" (the page-write comparison of vNVML, PMDK and SoftWrAP)",
-            rows: vec![time_ratio("64"), time_ratio("4096")],
-            plot: Some(Plot::RowBars { y_label: "time ratio", log_y: false }),
-        },
-        // The database study (`sqlite_figure`) runs for minutes: only when named
-        // (`seeds::STUDIES`).
-    ]
+}
+
+/// The page microbenchmark against PMDK, at 64 B and 4 KiB per page.
+fn pages_figure() -> Figure {
+    Figure {
+        id: "vnvml-pages",
+        seed: Seed::Vnvml,
+        title: "vNVML's page microbenchmark against PMDK",
+        source: "slides 32-33, \"Comparison of other libraries\" and \"Write 2GB NVM array once\" (the page-write comparison of vNVML, PMDK and SoftWrAP)",
+        rows: vec![pages_time_ratio("64"), pages_time_ratio("4096")],
+        plot: Some(Plot::RowBars { y_label: "time ratio", log_y: false }),
+    }
 }

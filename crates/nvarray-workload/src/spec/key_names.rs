@@ -2,6 +2,7 @@
 //! typo (the keys it understands are `key_table.rs`' table).
 
 use super::key_table::supported_keys;
+use crate::error::WorkloadError;
 
 /// fio keys that are accepted (with or without a value) and ignored, each with why: they do
 /// not change the requests a modelled array sees. A front end says so in one line
@@ -56,13 +57,31 @@ pub fn ignored_keys() -> impl Iterator<Item = &'static str> {
     IGNORED.iter().map(|&(key, _)| key)
 }
 
+/// The error of a key neither supported nor ignored: it names the closest known key, then
+/// every key supported and ignored.
+pub(crate) fn unknown_key(key: &str) -> WorkloadError {
+    let closest = closest_key(key)
+        .map(|k| format!(" (did you mean '{k}'?)"))
+        .unwrap_or_default();
+    let supported: Vec<&str> = supported_keys().collect();
+    let ignored: Vec<&str> = ignored_keys().collect();
+    WorkloadError::UnknownKey {
+        key: key.to_string(),
+        known: format!(
+            "{closest}; supported keys: {}; accepted and ignored: {}",
+            supported.join(", "),
+            ignored.join(", ")
+        ),
+    }
+}
+
 /// Why `key` is accepted and ignored, if it is.
 pub fn ignored_reason(key: &str) -> Option<&'static str> {
     IGNORED.iter().find(|(k, _)| *k == key).map(|&(_, why)| why)
 }
 
 /// The known key closest to `key` by edit distance, if one is close enough to be a typo.
-pub(crate) fn closest_key(key: &str) -> Option<&'static str> {
+fn closest_key(key: &str) -> Option<&'static str> {
     supported_keys()
         .chain(ignored_keys())
         .map(|k| (strsim::damerau_levenshtein(key, k), k))

@@ -3,7 +3,7 @@
 //! fields checked against the ranges `set` enforces. All three walk the table of keys
 //! (`key_table.rs`), for job files and command lines alike.
 
-use super::key_names::ignored_reason;
+use super::key_names::{ignored_reason, unknown_key};
 use super::key_table::{find, Read, Write, KEYS};
 use super::JobSpec;
 use crate::error::{value_error, WorkloadError};
@@ -27,9 +27,7 @@ impl JobSpec {
             return Ok(());
         }
         let Some(def) = find(key) else {
-            return Err(WorkloadError::UnknownKey {
-                key: key.to_string(),
-            });
+            return Err(unknown_key(key));
         };
         match def.read {
             Read::Switch(set) => {
@@ -868,10 +866,7 @@ mod tests {
         check("direct", "1", Ok(d()));
         // Accepted either way, noted by the front end: no page cache is modelled.
         check("direct", "0", Ok(d()));
-        let unknown = WorkloadError::UnknownKey {
-            key: "iodpeth".into(),
-        }
-        .to_string();
+        let unknown = unknown_key("iodpeth").to_string();
         assert!(unknown.starts_with(
             "unknown key 'iodpeth' (did you mean 'iodepth'?); supported keys: name, rw, "
         ));
@@ -885,10 +880,7 @@ mod tests {
         check(
             "exitall_on_error",
             "",
-            Err(&WorkloadError::UnknownKey {
-                key: "exitall_on_error".into(),
-            }
-            .to_string()),
+            Err(&unknown_key("exitall_on_error").to_string()),
         );
         let switches = |key: &str| matches!(find(key).map(|def| &def.read), Some(Read::Switch(_)));
         for key in supported_keys().filter(|k| !switches(k)) {

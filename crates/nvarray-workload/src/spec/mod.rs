@@ -22,8 +22,8 @@ use serde::Serialize;
 
 mod control;
 mod distribution;
-mod key_names;
-mod key_table;
+pub(crate) mod key_names;
+pub(crate) mod key_table;
 mod keys;
 mod limits;
 mod parse;
@@ -35,9 +35,6 @@ pub use control::{
     ExitWhat, Flow, LatencyTarget, SteadyMetric, SteadyState, ThinkPolicy, FLOW_WEIGHT_MAX,
 };
 pub use distribution::{Distribution, ZoneSplit, SEQUENCE_MAX, ZONES_MAX};
-pub(crate) use key_names::closest_key;
-pub use key_names::{ignored_keys, ignored_reason};
-pub use key_table::supported_keys;
 pub use limits::{
     BSSPLIT_ENTRIES_MAX, BS_BYTES_MAX, IODEPTH_MAX, NAME_BYTES_MAX, NUMBER_IOS_MAX, NUMJOBS_MAX,
     RANDSEED_DEFAULT, RUNTIME_NS_MAX, THINKTIME_NS_MAX, ZIPF_THETA_MAX,

@@ -532,33 +532,62 @@ fn the_map_checks_catch_a_planted_file_and_an_old_name() {
     );
 }
 
-/// The longest a function may be, in lines from its `fn` to its closing brace.
-const FUNCTION_LINES_MAX: usize = 100;
+/// The longest a function may be, in lines from its `fn` to its closing brace (issue 62:
+/// 70, down from issue 39's 100).
+const FUNCTION_LINES_MAX: usize = 70;
+
+/// Why the model's frozen copy keeps its long functions.
+const FROZEN: &str = "a frozen copy of the model at d4e421d: it holds the redesign exact only \
+                      while it stays the code it was (ARCHITECTURE.md)";
 
 /// Functions allowed past `FUNCTION_LINES_MAX`, each with why: (file, function, why).
-const LONG_FUNCTIONS_ALLOWED: [(&str, &str, &str); 3] = [
+const LONG_FUNCTIONS_ALLOWED: [(&str, &str, &str); 8] = [
     (
         "crates/nvarray-model-reference/src/memory.rs",
         "new",
-        "a frozen copy of the model at d4e421d: it holds the redesign exact only while it stays \
-         the code it was (ARCHITECTURE.md)",
+        FROZEN,
     ),
     (
         "crates/nvarray-model-reference/src/memory.rs",
         "add_piece",
-        "a frozen copy of the model at d4e421d",
+        FROZEN,
     ),
     (
         "crates/nvarray-model-reference/src/memory.rs",
         "add_rows",
-        "a frozen copy of the model at d4e421d",
+        FROZEN,
+    ),
+    (
+        "crates/nvarray-model-reference/src/memory.rs",
+        "access",
+        FROZEN,
+    ),
+    (
+        "crates/nvarray-model-reference/src/device.rs",
+        "complete",
+        FROZEN,
+    ),
+    (
+        "crates/nvarray-model-reference/src/device.rs",
+        "grant_piece",
+        FROZEN,
+    ),
+    (
+        "crates/nvarray-model-reference/src/device.rs",
+        "attribute_critical_path",
+        FROZEN,
+    ),
+    (
+        "crates/nvarray-model-reference/src/timeline.rs",
+        "book",
+        FROZEN,
     ),
 ];
 
-/// No function in the crates' non-test code is over 100 lines (issue 39), but the few the
-/// allow-list names with a reason; an entry that is no longer long must leave the list.
+/// No function in the crates' non-test code is over `FUNCTION_LINES_MAX` lines, but the few
+/// the allow-list names with a reason; an entry that is no longer long must leave the list.
 #[test]
-fn no_function_is_over_100_lines() {
+fn no_function_is_over_70_lines() {
     let root = root();
     let mut long = Vec::new();
     for (_, dir) in crate_dirs() {
