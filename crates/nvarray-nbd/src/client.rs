@@ -101,6 +101,31 @@ impl Client {
         })
     }
 
+    /// Ends the connection as a client should: `NBD_CMD_DISC`, then waits for the server to
+    /// close it. The server gives the connection's serving slot back before its socket
+    /// closes, so once this returns a new connection finds the slot free.
+    pub fn disconnect(mut self) -> io::Result<()> {
+        self.cookie += 1;
+        let header = RequestHeader {
+            magic: REQUEST_MAGIC,
+            flags: 0,
+            kind: CMD_DISC,
+            cookie: self.cookie,
+            offset_bytes: 0,
+            len_bytes: 0,
+        };
+        self.stream.write_all(&header.encode())?;
+        let mut rest = Vec::new();
+        self.stream.read_to_end(&mut rest)?;
+        if !rest.is_empty() {
+            return Err(invalid(format!(
+                "{} bytes after a disconnect, where the server should only close",
+                rest.len()
+            )));
+        }
+        Ok(())
+    }
+
     /// Sends raw bytes (a malformed request, say).
     pub fn send_raw(&mut self, bytes: &[u8]) -> io::Result<()> {
         self.stream.write_all(bytes)

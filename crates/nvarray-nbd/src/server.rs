@@ -527,6 +527,8 @@ impl Server {
             Err(e) if e.kind() == io::ErrorKind::UnexpectedEof => {}
             Err(e) => log(&format!("handshake failed: {e}")),
         }
+        // The serving slot goes back before the socket's last descriptor (the live list's
+        // clone) closes, so a client that saw the close may connect again at once.
         drop(slot);
         self.shared
             .live
