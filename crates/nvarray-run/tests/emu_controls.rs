@@ -96,8 +96,14 @@ fn flows_keep_real_threads_in_their_weights_ratio() {
         r.streams[0].totals.requests as f64,
         r.streams[1].totals.requests as f64,
     );
-    assert!(one > 100.0, "{one}");
-    assert!((four / one - 4.0).abs() < 0.2, "{four} / {one}");
+    // Tens of thousands each on an idle machine. On a loaded one every hand-over between
+    // the two threads can cost a time slice, leaving a few dozen (30 and 125 seen with three
+    // busy loops on two cores): the ratio still holds, to a request or 5 %.
+    assert!(one >= 10.0, "{one}");
+    assert!(
+        (four - 4.0 * one).abs() <= 5.0_f64.max(0.05 * four),
+        "{four} / {one}"
+    );
 }
 
 #[test]
