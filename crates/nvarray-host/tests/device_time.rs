@@ -228,30 +228,52 @@ fn inline_completions_due_in_the_hosts_own_code_are_late_from_its_next_poll() {
 /// chain at the lock and counted it as its own.
 #[test]
 fn a_pause_of_the_model_locks_holder_is_the_machines_for_the_other_threads() {
+    // The scene needs B's stalled visit to begin before A's completion falls due; a machine
+    // that deschedules B for milliseconds after the barrier misses it, and then the scene is
+    // played again on a fresh device.
+    for _ in 0..20 {
+        if let Some(device) = a_completion_behind_a_paused_lock_holder() {
+            assert_late_by_the_machine_only(&device, 2, "A's completion, waiting for the lock,");
+            return;
+        }
+    }
+    panic!("in 20 tries B never issued before A's completion fell due");
+}
+
+/// The scene of the test above: A's command is taken, then B's visit stalls 5 ms holding the
+/// model's lock across A's deadline. `None` when B issued too late for that (A's deadline had
+/// passed, or was under 500 µs away).
+fn a_completion_behind_a_paused_lock_holder() -> Option<Device> {
     const LATENCY: u64 = 2_000_000;
     let device = null_device(LATENCY, 0);
     let a_taken = std::sync::Barrier::new(2);
-    std::thread::scope(|s| {
+    let a_issued_ns = std::sync::atomic::AtomicU64::new(0);
+    let b_in_time = std::thread::scope(|s| {
         s.spawn(|| {
             let mut a = device.queue_pair(device.completion());
             let p = device.prepare(Opcode::Read, 0, 4096, None).unwrap();
+            a_issued_ns.store(device.now_ns(), std::sync::atomic::Ordering::SeqCst);
             a.issue(p);
             a.poll(|_| panic!("not due yet"));
             a_taken.wait();
             drain(&device, &mut a);
         });
-        s.spawn(|| {
+        let b = s.spawn(|| {
             let mut b = device.queue_pair(device.completion());
             a_taken.wait();
             // B's command is handed to the model well before A's deadline, by a visit that
             // stalls past it.
             device.stall_next_visit_by(5_000_000);
             let p = device.prepare(Opcode::Read, 4096, 4096, None).unwrap();
+            let a_due_ns = a_issued_ns.load(std::sync::atomic::Ordering::SeqCst) + LATENCY;
+            let in_time = device.now_ns() + 500_000 < a_due_ns;
             b.issue(p);
             drain(&device, &mut b);
+            in_time
         });
+        b.join().unwrap()
     });
-    assert_late_by_the_machine_only(&device, 2, "A's completion, waiting for the lock,");
+    b_in_time.then_some(device)
 }
 
 /// Inline, a pass that saw a completion due and was then paused before posting it (planted:
