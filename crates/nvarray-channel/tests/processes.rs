@@ -140,8 +140,11 @@ fn a_client_scribbling_on_its_own_channel_fails_alone() {
     s.check_all();
     assert!(rounds > 0);
     let c = d.daemon.counts();
+    // Refused entries (malformed, outside the grant) on most runs; on a loaded machine the
+    // daemon may only have looked while the counters were scribbled, and refused the ring
+    // whole (a ring fault) each time.
     assert!(
-        c.malformed + c.permission_denied > 0,
+        c.malformed + c.permission_denied + c.ring_faults > 0,
         "the fuzzer was refused nothing: {c:?}"
     );
     eprintln!("fuzz: {iterations} iterations, {rounds} survivor rounds, {c:?}; {text}");
