@@ -112,9 +112,12 @@ pub fn parse_grants(text: &str) -> Result<Vec<Grant>, String> {
     Ok(out)
 }
 
-/// A grant that runs past the device's end, named; `None` when all fit.
+/// A grant that runs past the device's end, named; `None` when all fit. A grant built in code
+/// whose end overflows 64 bits runs past it too.
 pub fn past_device(grants: &[Grant], size_bytes: u64) -> Option<&Grant> {
-    grants.iter().find(|g| g.offset + g.len > size_bytes)
+    grants
+        .iter()
+        .find(|g| g.offset.saturating_add(g.len) > size_bytes)
 }
 
 /// The extents one user may read and write, each list sorted and merged, so a command that
@@ -131,7 +134,7 @@ impl Extents {
             let mut v: Vec<(u64, u64)> = grants
                 .iter()
                 .filter(|g| g.covers(uid) && want(g))
-                .map(|g| (g.offset, g.offset + g.len))
+                .map(|g| (g.offset, g.offset.saturating_add(g.len)))
                 .collect();
             v.sort_unstable();
             let mut out: Vec<(u64, u64)> = Vec::with_capacity(v.len());
@@ -219,6 +222,19 @@ impl GrantTable {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_grant_whose_end_overflows_is_past_the_device() {
+        let g = Grant {
+            name: "wraps".into(),
+            offset: u64::MAX - 10,
+            len: 100,
+            read: true,
+            write: true,
+            uid: None,
+        };
+        assert_eq!(past_device(std::slice::from_ref(&g), 1 << 30), Some(&g));
+    }
 
     #[test]
     fn grants_parse_and_refuse_with_the_reason() {
